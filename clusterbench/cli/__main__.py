@@ -1,0 +1,3 @@
+from clusterbench.cli import main
+
+main()

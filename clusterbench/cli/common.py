@@ -1,0 +1,61 @@
+"""What every subcommand shares: the error boundary, the stderr console, shared options.
+
+Core modules never print or exit; a command body parses, calls the core, renders, and
+picks the exit code. User mistakes (ClusterbenchError) become one ``Error:`` line plus a
+``Hint:`` line on stderr and an exit code; bugs keep their traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, TypeVar
+
+import typer
+from rich.console import Console
+
+from clusterbench.errors import ClusterbenchError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success; 1 environment failure (no GPU, nsys failed); "
+    "2 usage error or bad input (bad trace, bad config); 3 a check ran and failed "
+    "(guard refused, compare gate)."
+)
+
+
+def stderr_console() -> Console:
+    """Progress, warnings and errors go to stderr; tables and JSON go to stdout."""
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def stdout_console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def report_error(err: ClusterbenchError) -> None:
+    con = stderr_console()
+    con.print(f"[bold red]Error:[/] {err}", markup=True)
+    if err.hint:
+        con.print(f"[yellow]Hint:[/] {err.hint}", markup=True)
+
+
+def warn(message: str, hint: str | None = None) -> None:
+    con = stderr_console()
+    con.print(f"[yellow]Warning:[/] {message}", markup=True)
+    if hint:
+        con.print(f"  [dim]Hint:[/] {hint}", markup=True)
+
+
+def boundary(func: F) -> F:
+    """Turn ClusterbenchError into ``Error: ...`` + exit code; let bugs raise."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ClusterbenchError as err:
+            report_error(err)
+            raise typer.Exit(code=err.exit_code) from None
+
+    return wrapper  # type: ignore[return-value]
