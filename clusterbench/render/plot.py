@@ -1,0 +1,94 @@
+"""PNG charts (matplotlib, the optional ``plot`` extra, imported only when a chart is asked for).
+
+Uses matplotlib's object API with the Agg canvas directly: no pyplot, no global backend
+switch, no display needed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clusterbench.analysis.compare import Comparison, Presence, display_engine
+from clusterbench.errors import EnvironmentFailure, InputError
+
+ENGINES: tuple[str, ...] = ("kernel", "h2d", "d2h")
+_COLOURS = {"kernel": "#4C72B0", "h2d": "#DD8452", "d2h": "#55A868"}
+
+
+def _matplotlib():
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.patches import Patch
+    except ImportError:
+        raise EnvironmentFailure(
+            "--plot needs matplotlib, which is not installed",
+            hint="pip install 'clusterbench[plot]' (or pip install matplotlib), or drop --plot",
+        ) from None
+    return Figure, FigureCanvasAgg, Patch
+
+
+def render_compare_plot(cmp: Comparison, path: Path) -> Path:
+    """Grouped bars per config label: kernel/h2d/d2h before (light, hatched) and after (solid),
+    in µs per frame; the tallest (binding) bar of each side is marked. Writes a PNG; returns path."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write the plot: no such directory {path.parent}", hint="create it or pick another path")
+    Figure, FigureCanvasAgg, Patch = _matplotlib()
+
+    rows = cmp.rows
+    n_bars = 2 * len(ENGINES)
+    width = 0.8 / n_bars
+    fig = Figure(figsize=(max(6.0, 2.2 * len(rows) + 2.0), 5.0), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ymax = 0.0
+    for i, r in enumerate(rows):
+        for side_idx, side in enumerate(("before", "after")):
+            present = r.presence is Presence.BOTH or (side == "before") == (r.presence is Presence.BEFORE_ONLY)
+            if not present:
+                continue
+            vals = {}
+            for e in ENGINES:
+                m = r.metric(f"{e}_us")
+                v = m.before if side == "before" else m.after
+                if v is not None:
+                    vals[e] = v
+            tallest = max(vals, key=vals.__getitem__) if vals else None
+            for e_idx, e in enumerate(ENGINES):
+                if e not in vals:
+                    continue
+                x = i - 0.4 + width * (e_idx * 2 + side_idx) + width / 2
+                v = vals[e]
+                ymax = max(ymax, v)
+                ax.bar(
+                    x, v, width,
+                    color=_COLOURS[e], alpha=0.45 if side == "before" else 1.0,
+                    hatch="//" if side == "before" else None,
+                    edgecolor="black" if e == tallest else _COLOURS[e],
+                    linewidth=1.6 if e == tallest else 0.5,
+                )  # fmt: skip
+                if e == tallest:
+                    ax.annotate(
+                        f"★ {v:.2f}", (x, v), xytext=(0, 3), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=7, fontweight="bold", rotation=90,
+                    )  # fmt: skip
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(
+        [r.label + ("" if r.presence is Presence.BOTH else f"\n({r.presence.value.replace('_', ' ')})") for r in rows],
+        fontsize=8,
+    )
+    ax.set_ylabel("µs per frame")
+    ax.set_ylim(0, ymax * 1.3 if ymax > 0 else 1.0)
+    ax.set_title(f"{cmp.before.name} (before, hatched) vs {cmp.after.name} (after, solid)", fontsize=10)
+    handles = [Patch(facecolor=_COLOURS[e], label=display_engine(e)) for e in ENGINES]
+    handles += [
+        Patch(facecolor="white", edgecolor="grey", hatch="//", label="before"),
+        Patch(facecolor="grey", label="after"),
+        Patch(facecolor="white", edgecolor="black", linewidth=1.6, label="★ tallest bar (binds)"),
+    ]
+    ax.legend(handles=handles, fontsize=8, ncol=3, loc="upper left")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    return path

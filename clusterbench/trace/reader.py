@@ -1,0 +1,593 @@
+"""Read an nsys SQLite export (any version) into engine intervals, read-only.
+
+Speed: exports hold millions of rows. Each activity table is read in one scan that
+returns its columns as comma-joined strings (``group_concat``), parsed by NumPy: no
+Python object per row. The tables are read on two threads (sqlite3 releases the GIL
+while it steps), each with its own read-only connection.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import struct
+import threading
+import urllib.parse
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from clusterbench.errors import TraceError
+from clusterbench.trace import schema as S
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_HEADER_BYTES = 100
+MMAP_BYTES = 1 << 32  # let SQLite map the file instead of copying pages (read-only, safe)
+
+# Default window: the probe's own pass range, else the dev traces' bare "pass" range.
+DEFAULT_PASS_PREFIXES = ("clusterbench:pass", "pass")
+
+TRACE_CUDA_HINT = (
+    "trace CUDA with: nsys profile -t cuda,nvtx -o run python your_pipeline.py, "
+    "then: nsys export --type sqlite -o run.sqlite run.nsys-rep"
+)
+
+READ_THREADS = 2
+ROWS_PER_CHUNK = 200_000  # rowids per read job: small enough to balance two threads
+
+_PACK_PID = 32  # key = kind + 32*pid + 2**29*device (kind < 32, pid < 2**24)
+_PACK_DEVICE = 1 << 29
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Activity:
+    """GPU activity records, one array element per record (all int64, same length)."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    pid: np.ndarray
+    device: np.ndarray
+    engine: np.ndarray  # index into schema.ENGINES
+    bytes: np.ndarray  # 0 for kernels
+    stream: np.ndarray | None  # read only when asked for (by_stream)
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NvtxRanges:
+    """NVTX ranges (push/pop or start/end) as arrays; ``texts[text_index[i]]`` is range i's text."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    pid: np.ndarray
+    text_index: np.ndarray
+    texts: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+    def select(self, mask: np.ndarray) -> NvtxRanges:
+        return NvtxRanges(self.start_ns[mask], self.end_ns[mask], self.pid[mask], self.text_index[mask], self.texts)
+
+    def text_of(self, i: int) -> str:
+        return self.texts[int(self.text_index[i])]
+
+
+def no_ranges() -> NvtxRanges:
+    e = np.empty(0, dtype=np.int64)
+    return NvtxRanges(e, e, e, e, ())
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class HostSyncCalls:
+    """Runtime/driver API calls that block the host (see schema.HOST_SYNC_CALLS)."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    pid: np.ndarray
+    names: tuple[str, ...]  # the distinct base names found
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TraceData:
+    path: Path
+    tables: frozenset[str]
+    schema_version: str | None  # EXPORT_SCHEMA_VERSION, when the export has a metadata table
+    nsys_version: str | None  # EXPORT_PRODUCT_VERSION
+    activity: Activity
+    ranges: NvtxRanges  # NVTX ranges whose text starts with one of range_prefixes
+    range_prefixes: tuple[str, ...]
+    gpu_names: tuple[tuple[int, str], ...]  # (device id, name)
+    _host_sync: _Deferred
+
+    @property
+    def host_sync(self) -> HostSyncCalls:
+        """Host-sync API calls (read on background threads; waits for them on first use)."""
+        return self._host_sync.get()
+
+    def gpu_name(self, device: int) -> str | None:
+        names = dict(self.gpu_names)
+        if device in names:
+            return names[device]
+        return self.gpu_names[0][1] if len(self.gpu_names) == 1 else None
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Raise TraceError unless ``path`` is a complete SQLite file (cheap header checks)."""
+    if not path.exists():
+        raise TraceError(f"trace not found: {path}", hint="check the path; analyze takes an nsys .sqlite export or a .nsys-rep")
+    if path.is_dir():
+        raise TraceError(
+            f"trace is a directory, not a file: {path}",
+            hint="pass one .sqlite or .nsys-rep file inside it",
+        )
+    size = path.stat().st_size
+    if size == 0:
+        raise TraceError(f"trace is an empty file (0 bytes): {path}", hint="re-export it: nsys export --type sqlite -o OUT.sqlite REPORT.nsys-rep")
+    try:
+        with path.open("rb") as fh:
+            header = fh.read(SQLITE_HEADER_BYTES)
+    except OSError as exc:
+        raise TraceError(f"cannot read trace {path}: {exc.strerror}", hint="check the file's permissions") from None
+    if not header.startswith(SQLITE_MAGIC):
+        raise TraceError(
+            f"not an SQLite database (no SQLite header): {path}",
+            hint="analyze needs an nsys SQLite export: nsys export --type sqlite -o OUT.sqlite REPORT.nsys-rep",
+        )
+    if len(header) < SQLITE_HEADER_BYTES:
+        raise TraceError(f"trace is truncated ({size} bytes, shorter than an SQLite header): {path}", hint="re-export or copy it again")
+    page_size = struct.unpack(">H", header[16:18])[0]
+    page_size = 65536 if page_size == 1 else page_size
+    change_counter, n_pages = struct.unpack(">II", header[24:32])
+    valid_for = struct.unpack(">I", header[92:96])[0]
+    if n_pages and valid_for == change_counter and size < page_size * n_pages:
+        raise TraceError(
+            f"trace is truncated: {size} bytes on disk, its header says {page_size * n_pages} bytes: {path}",
+            hint="the copy or export was cut short; copy or re-export it",
+        )
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """Open ``path`` read-only: no journal or WAL is created and nothing is written."""
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        conn.execute("PRAGMA query_only = 1")
+        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+    except sqlite3.Error as exc:
+        raise TraceError(f"cannot open trace as SQLite ({exc}): {path}", hint="check that it is an nsys SQLite export") from None
+    return conn
+
+
+def _corrupt(path: Path, exc: Exception) -> TraceError:
+    return TraceError(
+        f"trace is corrupt or truncated ({exc}): {path}",
+        hint="re-export it: nsys export --type sqlite --force-overwrite true -o OUT.sqlite REPORT.nsys-rep",
+    )
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> frozenset[str]:
+    return frozenset(row[1] for row in conn.execute(f"PRAGMA table_info([{table}])"))
+
+
+def _require(conn: sqlite3.Connection, path: Path, table: str) -> frozenset[str]:
+    cols = _columns(conn, table)
+    missing = [c for c in S.CORE_COLUMNS[table] if c not in cols]
+    if missing:
+        raise TraceError(
+            f"{table} lacks column {missing[0]!r} (has: {', '.join(sorted(cols))}): {path}",
+            hint="this nsys export version is not supported yet; please report it with `nsys --version`",
+        )
+    return cols
+
+
+def _ints(text: str | None) -> np.ndarray:
+    if not text:
+        return np.empty(0, dtype=np.int64)
+    return np.fromstring(text, dtype=np.int64, sep=",")
+
+
+def _pid_sql(column: str) -> str:
+    return f"((ifnull({column}, 0) >> {S.PID_SHIFT}) & {S.PID_MASK})"
+
+
+def _activity_sql(table: str, by_stream: bool, uniform: tuple[int, int] | None) -> tuple[str, tuple[str, ...]]:
+    """One rowid chunk of an activity table: the SQL and the names of its columns.
+
+    With ``uniform=(pid, device)`` the pid and device are not fetched per row; the query
+    instead counts the rows that differ (``mismatch``), and a non-zero count makes the
+    caller read again with the full key. Most traces hold one process on one device.
+    """
+    names = ["start", "dur"]
+    exprs = ["group_concat(start)", "group_concat(end - start)"]
+    kind = f"(CASE WHEN copyKind BETWEEN 0 AND {S.MAX_COPY_KIND} THEN copyKind ELSE 0 END)" if table == S.MEMCPY_TABLE else "0"
+    if uniform is None:
+        names.append("key")
+        exprs.append(f"group_concat({kind} + {_PACK_PID} * {_pid_sql('globalPid')} + {_PACK_DEVICE} * deviceId)")
+    elif table == S.MEMCPY_TABLE:
+        names.append("kind")
+        exprs.append("group_concat(copyKind)")  # range-checked in NumPy: cheaper than CASE per row
+    if table != S.KERNEL_TABLE:
+        names.append("bytes")
+        exprs.append("group_concat(bytes)")  # NOT NULL in every version; a NULL shows as a length mismatch
+    if by_stream:
+        names.append("stream")
+        exprs.append("group_concat(ifnull(streamId, -1))")
+    if uniform is not None:
+        names.append("mismatch")
+        exprs.append(f"total({_pid_sql('globalPid')} != {int(uniform[0])} OR deviceId != {int(uniform[1])})")
+    sql = f"SELECT {', '.join(exprs)} FROM [{table}] WHERE rowid > ? AND rowid <= ?"
+    return sql, tuple(names)
+
+
+def _chunks(lo: int, hi: int) -> list[tuple[int, int]]:
+    """Split rowids lo..hi into (exclusive, inclusive] ranges of about ROWS_PER_CHUNK."""
+    n = max(1, -(-(hi - lo + 1) // ROWS_PER_CHUNK))
+    edges = np.linspace(lo - 1, hi, n + 1).astype(np.int64).tolist()
+    return list(zip(edges[:-1], edges[1:]))
+
+
+_local = threading.local()
+
+
+def _job(path: Path, sql: str, lo: int, hi: int) -> list:
+    conn = getattr(_local, "conn", None)
+    if conn is None or getattr(_local, "path", None) != path:
+        conn = connect_read_only(path)
+        conn.text_factory = bytes  # group_concat strings go straight to NumPy, undecoded
+        _local.conn, _local.path = conn, path
+    row = conn.execute(sql, (lo, hi)).fetchone()
+    return [v if isinstance(v, (int, float)) else _ints(v) for v in row]
+
+
+def _start_jobs(path: Path, jobs: list[tuple[str, int, int]]) -> list[Future]:
+    """Start (sql, lo, hi) read jobs on READ_THREADS threads, one read-only connection each.
+
+    sqlite3 releases the GIL while it steps, so two threads use two cores; a connection is
+    opened once per thread (one per job costs more than it saves). The threads end, and
+    their connections close, once the queue is drained.
+    """
+    pool = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="clusterbench-read")
+    try:
+        return [pool.submit(_job, path, sql, lo, hi) for sql, lo, hi in jobs]
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _collect(path: Path, futures: list[Future]) -> list[list]:
+    try:
+        return [f.result() for f in futures]
+    except sqlite3.DatabaseError as exc:
+        for f in futures:
+            f.cancel()
+        raise _corrupt(path, exc) from None
+
+
+def _run_jobs(path: Path, jobs: list[tuple[str, int, int]]) -> list[list]:
+    return _collect(path, _start_jobs(path, jobs))
+
+
+class _Deferred:
+    """A value computed in the background (host-sync calls read while activity is analyzed)."""
+
+    __slots__ = ("_fn", "_value", "_lock")
+
+    def __init__(self, fn: Callable[[], HostSyncCalls]) -> None:
+        self._fn: Callable[[], HostSyncCalls] | None = fn
+        self._value: HostSyncCalls | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> HostSyncCalls:
+        with self._lock:
+            if self._fn is not None:
+                self._value, self._fn = self._fn(), None
+            assert self._value is not None
+            return self._value
+
+
+def _activity_from_columns(
+    path: Path, table: str, cols: dict[str, np.ndarray], uniform: tuple[int, int] | None
+) -> Activity:
+    start, dur = cols["start"], cols["dur"]
+    n = start.shape[0]
+    if any(a.shape[0] != n for k, a in cols.items() if k != "mismatch"):
+        raise TraceError(f"{table} has NULL values in core columns: {path}", hint="re-export the trace with a current nsys")
+    if uniform is None:
+        key = cols["key"]
+        kinds = key % _PACK_PID
+        pid = (key // _PACK_PID) % (1 << S.PID_SHIFT)
+        device = key // _PACK_DEVICE
+    else:
+        kinds = cols.get("kind")
+        pid = np.full(n, uniform[0], dtype=np.int64)
+        device = np.full(n, uniform[1], dtype=np.int64)
+    if table == S.MEMCPY_TABLE:
+        kinds = np.where((kinds >= 0) & (kinds <= S.MAX_COPY_KIND), kinds, 0)  # unknown kinds -> other
+        engine = np.asarray(S.copy_kind_to_engine_code(), dtype=np.int64)[kinds]
+    else:
+        code = S.ENGINE_CODE["kernel" if table == S.KERNEL_TABLE else "memset"]
+        engine = np.full(n, code, dtype=np.int64)
+    return Activity(
+        start_ns=start,
+        end_ns=start + dur,
+        pid=pid,
+        device=device,
+        engine=engine,
+        bytes=cols["bytes"] if "bytes" in cols else np.zeros(n, dtype=np.int64),
+        stream=cols.get("stream"),
+    )
+
+
+_SUFFIX = re.compile(r"(?:_v\d+|_ptds|_ptsz)+$")
+
+
+def base_api_name(name: str) -> str:
+    """cudaStreamSynchronize_v3020 -> cudaStreamSynchronize; cuStreamSynchronize_ptsz_v7000 -> cuStreamSynchronize."""
+    return _SUFFIX.sub("", name, count=1)
+
+
+def _host_sync_ids(conn: sqlite3.Connection, path: Path, tables: frozenset[str]) -> tuple[list[int], tuple[str, ...]]:
+    """StringIds ids of the host-sync API names present, and their base names."""
+    if S.RUNTIME_TABLE not in tables or S.STRINGS_TABLE not in tables:
+        return [], ()
+    _require(conn, path, S.RUNTIME_TABLE)
+    ids: list[int] = []
+    names: set[str] = set()
+    likes = " OR ".join("value LIKE ?" for _ in S.HOST_SYNC_CALLS)
+    for sid, value in conn.execute(f"SELECT id, value FROM {S.STRINGS_TABLE} WHERE {likes}", [f"{n}%" for n in sorted(S.HOST_SYNC_CALLS)]):
+        base = base_api_name(value or "")
+        if base in S.HOST_SYNC_CALLS:
+            ids.append(int(sid))
+            names.add(base)
+    return ids, tuple(sorted(names))
+
+
+def _host_sync_sql(ids: list[int], pid: int | None) -> tuple[str, tuple[str, ...]]:
+    """Host-sync calls in a rowid range. With ``pid`` the calls of other processes are only
+    counted (``mismatch``), not fetched; a non-zero count makes the caller fetch pids."""
+    where = f"rowid > ? AND rowid <= ? AND nameId IN ({','.join(str(i) for i in ids)})"
+    if pid is None:
+        cols = f"group_concat(start), group_concat(end - start), group_concat({_pid_sql('globalTid')})"
+        return f"SELECT {cols} FROM {S.RUNTIME_TABLE} WHERE {where}", ("start", "dur", "pid")
+    cols = f"group_concat(start), group_concat(end - start), total({_pid_sql('globalTid')} != {int(pid)})"
+    return f"SELECT {cols} FROM {S.RUNTIME_TABLE} WHERE {where}", ("start", "dur", "mismatch")
+
+
+def _read_ranges(conn: sqlite3.Connection, path: Path, tables: frozenset[str], prefixes: tuple[str, ...]) -> NvtxRanges:
+    if S.NVTX_TABLE not in tables or not prefixes:
+        return no_ranges()
+    cols = _require(conn, path, S.NVTX_TABLE)
+    if "text" in cols and "textId" in cols and S.STRINGS_TABLE in tables:
+        text = "coalesce(n.text, s.value)"
+        join = f"LEFT JOIN {S.STRINGS_TABLE} s ON s.id = n.textId"
+    elif "text" in cols:
+        text, join = "n.text", ""
+    elif "textId" in cols and S.STRINGS_TABLE in tables:
+        text, join = "s.value", f"LEFT JOIN {S.STRINGS_TABLE} s ON s.id = n.textId"
+    else:
+        return no_ranges()
+    tid = _pid_sql("n.globalTid") if "globalTid" in cols else "0"
+    match = " OR ".join(f"substr({text}, 1, {len(p)}) = ?" for p in prefixes)
+    sql = (
+        f"SELECT n.start, n.end, {text}, {tid} FROM {S.NVTX_TABLE} n {join} "
+        f"WHERE n.end IS NOT NULL AND n.end >= n.start AND ({match}) ORDER BY n.start"
+    )
+    rows = conn.execute(sql, prefixes).fetchall()
+    if not rows:
+        return no_ranges()
+    starts, ends, texts, pids = zip(*rows)
+    uniq, index = np.unique(np.array(texts, dtype=object), return_inverse=True)
+    return NvtxRanges(
+        start_ns=np.array(starts, dtype=np.int64),
+        end_ns=np.array(ends, dtype=np.int64),
+        pid=np.array(pids, dtype=np.int64),
+        text_index=index.astype(np.int64).reshape(-1),
+        texts=tuple(str(t) for t in uniq),
+    )
+
+
+def _read_meta(conn: sqlite3.Connection, tables: frozenset[str]) -> dict[str, str]:
+    for table in S.META_TABLES:
+        if table not in tables:
+            continue
+        cols = [row[1] for row in conn.execute(f"PRAGMA table_info([{table}])")]
+        if len(cols) < 2:
+            continue
+        key = "name" if "name" in cols else cols[0]
+        val = "value" if "value" in cols else [c for c in cols if c != key][0]
+        return {str(k): str(v) for k, v in conn.execute(f"SELECT [{key}], [{val}] FROM [{table}]") if k is not None}
+    return {}
+
+
+def _read_gpu_names(conn: sqlite3.Connection, tables: frozenset[str]) -> tuple[tuple[int, str], ...]:
+    for table in S.GPU_INFO_TABLES:
+        if table not in tables:
+            continue
+        cols = _columns(conn, table)
+        if "name" not in cols:
+            continue
+        dev = next((c for c in ("cuDevice", "cudaId", "id", "deviceId") if c in cols), None)
+        dev_sql = f"[{dev}]" if dev else "rowid - 1"
+        rows = conn.execute(f"SELECT {dev_sql}, name FROM [{table}] WHERE name IS NOT NULL AND name != ''").fetchall()
+        if rows:
+            return tuple((int(d) if d is not None else i, str(n)) for i, (d, n) in enumerate(rows))
+    return ()
+
+
+def _rowid_span(conn: sqlite3.Connection, table: str) -> tuple[int, int]:
+    # two subqueries: SQLite answers a lone min() or max() of the rowid from the b-tree,
+    # but scans the whole table for min() and max() together
+    lo, hi = conn.execute(f"SELECT (SELECT min(rowid) FROM [{table}]), (SELECT max(rowid) FROM [{table}])").fetchone()
+    return (int(lo), int(hi)) if lo is not None else (1, 0)
+
+
+def _table_has_rows(conn: sqlite3.Connection, table: str) -> bool:
+    return conn.execute(f"SELECT 1 FROM [{table}] LIMIT 1").fetchone() is not None
+
+
+def read_trace(
+    path: str | os.PathLike[str],
+    *,
+    range_prefixes: tuple[str, ...] = DEFAULT_PASS_PREFIXES,
+    by_stream: bool = False,
+) -> TraceData:
+    """Read an nsys SQLite export; raise TraceError when it is not a usable one.
+
+    Returns the GPU activity (kernels, copies, memsets) as arrays, the NVTX ranges whose
+    text starts with one of ``range_prefixes`` (inline text or through textId), the
+    host-sync API calls, the GPU names and the export's schema version.
+    """
+    path = Path(path)
+    check_sqlite_file(path)
+    conn = connect_read_only(path)
+    try:
+        try:
+            tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
+            if not (tables & S.NSYS_MARKER_TABLES or any(t.startswith("CUPTI_") or t == S.NVTX_TABLE for t in tables)):
+                shown = ", ".join(sorted(tables)[:8]) or "none"
+                raise TraceError(
+                    f"SQLite file is not an nsys export (tables: {shown}): {path}",
+                    hint="export a report with: nsys export --type sqlite -o OUT.sqlite REPORT.nsys-rep",
+                )
+            present = [t for t in S.ACTIVITY_TABLES if t in tables and _table_has_rows(conn, t)]
+            if not present:
+                cuda = sorted(t for t in tables if t.startswith("CUPTI_"))
+                found = f"CUDA tables present: {', '.join(cuda)}" if cuda else "no CUDA tables at all (CPU-only trace)"
+                raise TraceError(
+                    f"trace has no GPU activity: no kernel, memcpy or memset records ({found}): {path}",
+                    hint=TRACE_CUDA_HINT,
+                )
+            rowid_spans = {}
+            for table in present:
+                _require(conn, path, table)
+                rowid_spans[table] = _rowid_span(conn, table)
+            sync_ids, sync_names = _host_sync_ids(conn, path, tables)
+            runtime_span = _rowid_span(conn, S.RUNTIME_TABLE) if sync_ids else (0, 0)
+            meta = _read_meta(conn, tables)
+            gpu_names = _read_gpu_names(conn, tables)
+            ranges = _read_ranges(conn, path, tables, tuple(range_prefixes))
+        except sqlite3.DatabaseError as exc:
+            raise _corrupt(path, exc) from None
+    finally:
+        conn.close()
+
+    # Each table is read in rowid chunks; two threads share the chunks (sqlite3 releases
+    # the GIL while it steps), so a 1M-row table uses both cores. First assume one
+    # (pid, device) -- the first record's -- and read again with per-row keys if not.
+    first = present[0]
+    uniform: tuple[int, int] | None = tuple(  # type: ignore[assignment]
+        int(v) for v in _one_row(path, f"SELECT {_pid_sql('globalPid')}, deviceId FROM [{first}] LIMIT 1")
+    )
+    activity, host_sync = _read_rows(path, rowid_spans, sync_ids, sync_names, runtime_span, by_stream, uniform)
+    if activity is None:
+        activity, host_sync = _read_rows(path, rowid_spans, sync_ids, sync_names, runtime_span, by_stream, None)
+    assert activity is not None and host_sync is not None
+
+    return TraceData(
+        path=path,
+        tables=tables,
+        schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
+        nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
+        activity=activity,
+        ranges=ranges,
+        range_prefixes=tuple(range_prefixes),
+        _host_sync=host_sync,
+        gpu_names=gpu_names,
+    )
+
+
+def _one_row(path: Path, sql: str) -> tuple:
+    conn = connect_read_only(path)
+    try:
+        return conn.execute(sql).fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise _corrupt(path, exc) from None
+    finally:
+        conn.close()
+
+
+def _read_rows(
+    path: Path,
+    rowid_spans: dict[str, tuple[int, int]],
+    sync_ids: list[int],
+    sync_names: tuple[str, ...],
+    runtime_span: tuple[int, int],
+    by_stream: bool,
+    uniform: tuple[int, int] | None,
+) -> tuple[Activity | None, _Deferred | None]:
+    """Read activity rows; start reading host-sync rows in the background.
+
+    Returns (None, None) when ``uniform`` proved wrong (several processes or devices).
+    """
+    owners: list[tuple[str, tuple[str, ...]]] = []
+    jobs: list[tuple[str, int, int]] = []
+    for table, (lo, hi) in rowid_spans.items():
+        sql, names = _activity_sql(table, by_stream, uniform)
+        for a, b in _chunks(lo, hi):
+            owners.append((table, names))
+            jobs.append((sql, a, b))
+    sync_pid = uniform[0] if uniform is not None else None
+    n_activity = len(jobs)
+    if sync_ids:
+        sql, sync_cols = _host_sync_sql(sync_ids, sync_pid)
+        jobs += [(sql, a, b) for a, b in _chunks(*runtime_span)]
+    futures = _start_jobs(path, jobs)
+    results = _collect(path, futures[:n_activity])
+    pieces: dict[str, dict[str, list]] = {}
+    for (table, names), row in zip(owners, results):
+        cols = pieces.setdefault(table, {n: [] for n in names})
+        for n, v in zip(names, row):
+            cols[n].append(v)
+    if any(sum(cols.get("mismatch", [0])) for cols in pieces.values()):
+        for f in futures[n_activity:]:
+            f.cancel()
+        return None, None
+    activity = _concat(
+        [
+            _activity_from_columns(path, t, {n: np.concatenate(v) for n, v in cols.items() if n != "mismatch"}, uniform)
+            for t, cols in pieces.items()
+        ],
+        by_stream,
+    )
+    sync_futures = futures[n_activity:]
+
+    def host_sync() -> HostSyncCalls:
+        empty = np.empty(0, dtype=np.int64)
+        if not sync_ids:
+            return HostSyncCalls(empty, empty, empty, ())
+        rows = _collect(path, sync_futures)
+        cols = {n: [r[i] for r in rows] for i, n in enumerate(sync_cols)}
+        pid_known = sync_pid
+        if pid_known is not None and sum(cols["mismatch"]):
+            # other processes call sync functions too: fetch the pid of every call
+            sql, names = _host_sync_sql(sync_ids, None)
+            rows = _run_jobs(path, [(sql, a, b) for a, b in _chunks(*runtime_span)])
+            cols = {n: [r[i] for r in rows] for i, n in enumerate(names)}
+            pid_known = None
+        start = np.concatenate(cols["start"])
+        dur = np.concatenate(cols["dur"])
+        pid = np.concatenate(cols["pid"]) if pid_known is None else np.full(start.size, pid_known, dtype=np.int64)
+        return HostSyncCalls(start, start + dur, pid, sync_names)
+
+    return activity, _Deferred(host_sync)
+
+
+def _concat(parts: list[Activity], by_stream: bool) -> Activity:
+    if len(parts) == 1:
+        return parts[0]
+    cat = np.concatenate
+    return Activity(
+        start_ns=cat([p.start_ns for p in parts]),
+        end_ns=cat([p.end_ns for p in parts]),
+        pid=cat([p.pid for p in parts]),
+        device=cat([p.device for p in parts]),
+        engine=cat([p.engine for p in parts]),
+        bytes=cat([p.bytes for p in parts]),
+        stream=cat([p.stream for p in parts]) if by_stream else None,  # type: ignore[misc]
+    )

@@ -1,0 +1,108 @@
+"""What we rely on in an nsys SQLite export, across export versions (2020.3 to 2026.x).
+
+Facts (DESIGN.md, "nsys SQLite exports across versions"):
+- tables exist only when they have rows, so absent and empty mean the same thing;
+- the metadata table is absent up to 2021.x, ``EXPORT_META_DATA`` 2022.1-2023.1, then
+  ``META_DATA_EXPORT`` (``name``, ``value``);
+- ``ENUM_*`` tables are often missing, so copyKind is decoded with the built-in table below;
+- columns get added over time (``mangledName``, ``greenContextId``, ``copyCount``, ``graphId``);
+  we select only the stable core, checked against ``PRAGMA table_info``.
+"""
+
+from __future__ import annotations
+
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+NVTX_TABLE = "NVTX_EVENTS"
+STRINGS_TABLE = "StringIds"
+GPU_INFO_TABLES = ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU")  # the latter holds the name in 2020.x
+META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+
+ACTIVITY_TABLES = (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE)
+
+# Tables that every nsys export carries in some version; an SQLite file with none of
+# them (and no CUPTI/NVTX table) is not an nsys export.
+NSYS_MARKER_TABLES = frozenset(
+    {
+        STRINGS_TABLE,
+        "META_DATA_EXPORT",
+        "EXPORT_META_DATA",
+        "META_DATA_CAPTURE",
+        "TARGET_INFO_SESSION_START_TIME",
+        "TARGET_INFO_SYSTEM_ENV",
+        "ThreadNames",
+        "PROCESSES",
+        "TARGET_INFO_GPU",
+        "TARGET_INFO_CUDA_GPU",
+    }
+)
+
+# Core columns per activity table: if one is missing the table cannot be used.
+CORE_COLUMNS = {
+    KERNEL_TABLE: ("start", "end", "deviceId", "streamId", "globalPid"),
+    MEMCPY_TABLE: ("start", "end", "deviceId", "streamId", "globalPid", "copyKind", "bytes"),
+    MEMSET_TABLE: ("start", "end", "deviceId", "streamId", "globalPid", "bytes"),
+    RUNTIME_TABLE: ("start", "end", "globalTid", "nameId"),
+    NVTX_TABLE: ("start", "end"),
+}
+
+# Engines, in display order. The integer code is the index in this tuple.
+ENGINES = ("kernel", "h2d", "d2h", "d2d", "p2p", "um_h2d", "um_d2h", "um_d2d", "memset", "other")
+ENGINE_CODE = {name: i for i, name in enumerate(ENGINES)}
+COPY_ENGINES = frozenset({"h2d", "d2h", "d2d", "p2p", "um_h2d", "um_d2h", "um_d2d", "other"})
+# Always reported (zeros when absent): the three engines every cluster-finder pipeline has.
+ALWAYS_REPORTED = ("kernel", "h2d", "d2h")
+
+# CUPTI copyKind (CUpti_ActivityMemcpyKind); ENUM_CUDA_MEMCPY_OPER is missing before 2022.4.
+COPY_KIND_LABELS = {
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "UM HtoD",
+    12: "UM DtoH",
+    13: "UM DtoD",
+}
+COPY_KIND_ENGINE = {1: "h2d", 2: "d2h", 8: "d2d", 10: "p2p", 11: "um_h2d", 12: "um_d2h", 13: "um_d2d"}
+MAX_COPY_KIND = 31  # copy kinds are packed into 5 bits when read; larger ones count as `other`
+
+
+def copy_kind_to_engine_code() -> tuple[int, ...]:
+    """Lookup table: copyKind (0..MAX_COPY_KIND) -> engine code."""
+    other = ENGINE_CODE["other"]
+    return tuple(ENGINE_CODE[COPY_KIND_ENGINE[k]] if k in COPY_KIND_ENGINE else other for k in range(MAX_COPY_KIND + 1))
+
+
+# Runtime/driver API calls that block the host until the GPU catches up. Names in StringIds
+# carry version suffixes (cudaStreamSynchronize_v3020, cuMemcpyHtoD_v2, ..._ptsz); we match
+# the base name.
+HOST_SYNC_CALLS = frozenset(
+    {
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cudaThreadSynchronize",
+        "cudaMemcpy",  # synchronous; cudaMemcpyAsync is not a host sync
+        "cudaMemcpy2D",
+        "cudaMemcpy3D",
+        "cuStreamSynchronize",
+        "cuCtxSynchronize",
+        "cuEventSynchronize",
+        "cuMemcpy",
+        "cuMemcpyHtoD",
+        "cuMemcpyDtoH",
+    }
+)
+
+# globalPid / globalTid pack the pid in bits 24..47.
+PID_SHIFT = 24
+PID_MASK = 0xFFFFFF

@@ -1,0 +1,32 @@
+#!/bin/sh
+# Prints the Python interpreter that `make run` / `make test` should use, setting it up first.
+# Messages go to stderr; the interpreter path is the only thing on stdout.
+#  1. .venv already set up                        -> .venv/bin/python
+#  2. a package index is reachable                -> create .venv, pip install -e '.[test]'
+#  3. offline, but python3 already has the deps   -> python3 itself (the checkout goes on PYTHONPATH)
+#     (the GPU machine: no index, and its python3 is itself a venv that holds CuPy)
+set -u
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+STAMP="$VENV/.installed"
+if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && [ -x "$VENV/bin/python" ]; then
+    echo "$VENV/bin/python"; exit 0
+fi
+probe_dir=$(mktemp -d)
+if "$PYTHON" -m pip download --no-deps -q -d "$probe_dir" --timeout 8 --retries 1 typer >/dev/null 2>&1; then
+    rm -rf "$probe_dir"
+    echo "bootstrap: creating $VENV and installing clusterbench with its test extras (one time)" >&2
+    "$PYTHON" -m venv "$VENV" >&2 || exit 1
+    "$VENV/bin/python" -m pip install -q --upgrade pip >&2 || exit 1
+    "$VENV/bin/python" -m pip install -q -e '.[test]' >&2 || exit 1
+    touch "$STAMP"
+    echo "$VENV/bin/python"; exit 0
+fi
+rm -rf "$probe_dir"
+if "$PYTHON" -c "import typer, rich, sqlite_utils, numpy, pytest" 2>/dev/null; then
+    echo "bootstrap: no package index reachable; using $("$PYTHON" -c 'import sys; print(sys.executable)'), which already has typer, rich, sqlite-utils, numpy and pytest" >&2
+    command -v "$PYTHON"; exit 0
+fi
+echo "bootstrap: Error: no package index reachable and $PYTHON lacks typer/rich/sqlite-utils/numpy/pytest." >&2
+echo "bootstrap: Hint: connect to a package index once, or install those packages for $PYTHON." >&2
+exit 1

@@ -1,0 +1,125 @@
+"""clusterbench analyze through the CLI: output formats, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from clusterbench.cli import app
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trace"))
+from fake_nsys import Copy, Kernel, Range, Trace, build  # noqa: E402
+
+REAL = Path(__file__).resolve().parents[1] / "data" / "h200" / "dev_5x5_s2_b500.sqlite"
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, ["analyze", *args])
+
+
+def test_table_on_the_bundled_trace() -> None:
+    res = run(str(REAL))
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "GPU: NVIDIA H200 (device 0), process 462" in out
+    assert "window: 202.403 ms from NVTX range 'pass frames=10000'" in out
+    assert "frames: 10,000 (from NVTX range text 'pass frames=10000')" in out
+    assert "binds: h2d at 5.792 µs/frame → 172,650 FPS" in out
+    for unit in ("ms", "µs", "GB/s", "%"):
+        assert unit in out
+    assert "host sync in cudaDeviceSynchronize, cudaStreamSynchronize" in out
+    assert "why:" in out and "engines take turns" in out
+
+
+def test_json_output_is_only_json() -> None:
+    res = run(str(REAL), "--json")
+    assert res.exit_code == 0
+    js = json.loads(res.stdout)
+    assert js["frames"] == 10000 and js["roofline"]["engine"] == "h2d"
+    assert js["engines"]["h2d"]["bytes"] == 3_200_000_000  # 20 copies of 160 MB inside the pass range
+
+
+def test_csv_output(tmp_path: Path) -> None:
+    t = Trace(kernels=[Kernel(0, 10, stream=1), Kernel(5, 20, stream=2)], copies=[Copy(20, 30, 1, 100, stream=1)])
+    res = run(str(build(tmp_path / "c.sqlite", t)), "4", "--csv", "--by-stream")
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    whole = {r["engine"]: r for r in rows if r["stream"] == ""}
+    assert whole["kernel"]["busy_ns"] == "20" and whole["kernel"]["us_per_frame"] == "0.005"
+    assert whole["h2d"]["gbps"] == "10" and whole["any"]["busy_ns"] == "30"
+    per_stream = {(r["stream"], r["engine"]): r["busy_ns"] for r in rows if r["stream"]}
+    assert per_stream == {("1", "kernel"): "10", ("2", "kernel"): "15", ("1", "h2d"): "10"}
+
+
+def test_frames_argument_and_range_option(tmp_path: Path) -> None:
+    t = Trace(kernels=[Kernel(0, 100)], ranges=[Range(0, 40, "warm"), Range(40, 100, "pass frames=3")])
+    p = str(build(tmp_path / "r.sqlite", t))
+    js = json.loads(run(p, "--range", "warm", "8", "--json").stdout)
+    assert (js["window_ns"], js["frames"], js["frames_source"]) == (40, 8, "FRAMES argument")
+    assert js["engines"]["kernel"]["us_per_frame"] == pytest.approx(40 / 1000 / 8)
+
+
+def test_several_groups_warn_on_stderr(tmp_path: Path) -> None:
+    t = Trace(kernels=[Kernel(0, 10, pid=1), Kernel(0, 30, pid=2)])
+    res = run(str(build(tmp_path / "g.sqlite", t)), "--json")
+    assert res.exit_code == 0
+    js = json.loads(res.stdout)
+    assert js["pid"] == 2 and len(js["groups"]) == 2
+    assert "Warning:" in res.stderr and "2 (process, device) groups" in res.stderr
+    assert json.loads(run(str(tmp_path / "g.sqlite"), "--pid", "1", "--json").stdout)["engines"]["kernel"]["busy_ns"] == 10
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda d: d / "missing.sqlite", "trace not found"),
+        (lambda d: d, "is a directory"),
+        (lambda d: _write(d / "empty.sqlite", b""), "empty file"),
+        (lambda d: _write(d / "t.sqlite", b"hello, not a database\n"), "not an SQLite database"),
+        (lambda d: _write(d / "cut.sqlite", REAL.read_bytes()[:100_000]), "truncated"),
+        (lambda d: build(d / "cpu.sqlite", Trace(ranges=[Range(0, 1, "x")])), "no GPU activity"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, make, message: str) -> None:
+    res = run(str(make(tmp_path)), "--json")
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert lines[0].startswith("Error: ") and message in lines[0]
+    assert lines[1].startswith("Hint: ")
+    assert "Traceback" not in res.stderr
+
+
+def test_json_and_csv_together_is_a_usage_error() -> None:
+    res = run(str(REAL), "--json", "--csv")
+    assert res.exit_code == 2 and "cannot be combined" in res.stderr
+
+
+def test_help_documents_exit_codes() -> None:
+    res = CliRunner().invoke(app, ["analyze", "--help"])
+    assert res.exit_code == 0
+    for word in ("--range", "--by-stream", "--json", "--csv", "--device", "--pid", "Exit codes"):
+        assert word in res.stdout
+
+
+def test_analysis_imports_no_cli_or_gpu_libraries() -> None:
+    code = (
+        "import sys, clusterbench.analysis as a, clusterbench.trace\n"
+        "a.analyze_trace\n"
+        "bad = [m for m in ('typer', 'rich', 'cupy') if m in sys.modules]\n"
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path

@@ -1,0 +1,158 @@
+"""clusterbench guard through CliRunner: config errors (exit 2), no GPU (exit 1), refusal (exit 3), --force, --json.
+
+The GPU is replaced at the outermost edge only: the ``pynvml`` module in sys.modules.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from clusterbench.cli import app
+
+MIB = 1024 * 1024
+
+
+class FakeNVMLError(Exception):
+    pass
+
+
+def fake_pynvml(util: int = 0, init_error: Exception | None = None) -> types.ModuleType:
+    m = types.ModuleType("pynvml")
+    m.NVMLError = FakeNVMLError
+    m.calls = []
+
+    def init() -> None:
+        m.calls.append("init")
+        if init_error is not None:
+            raise init_error
+
+    m.nvmlInit = init
+    m.nvmlShutdown = lambda: None
+    m.nvmlDeviceGetCount = lambda: 1
+    m.nvmlDeviceGetHandleByIndex = lambda i: i
+    m.nvmlDeviceGetName = lambda h: "NVIDIA H200"
+    m.nvmlDeviceGetUUID = lambda h: "GPU-abcd"
+    m.nvmlSystemGetDriverVersion = lambda: "580.65.06"
+    m.nvmlSystemGetCudaDriverVersion = lambda: 13000
+    m.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=util, memory=0)
+    m.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=1024 * MIB, total=143_771 * MIB)
+    m.nvmlDeviceGetClockInfo = lambda h, t: 345
+    m.nvmlDeviceGetMaxClockInfo = lambda h, t: 1980
+    m.nvmlDeviceGetCurrentClocksThrottleReasons = lambda h: 0x1
+    m.nvmlDeviceGetComputeRunningProcesses = lambda h: []
+    m.nvmlSystemGetProcessName = lambda pid: "x"
+    return m
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def outside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run from a folder that is no checkout and has no configs.toml."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _install(monkeypatch: pytest.MonkeyPatch, module: Any) -> Any:
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    return module
+
+
+def test_no_gpu_is_one_error_line_and_exit_1(runner: CliRunner, outside: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _install(monkeypatch, fake_pynvml(init_error=FakeNVMLError("NVML Shared Library Not Found")))
+    res = runner.invoke(app, ["guard", "--window", "0.01"])
+    assert res.exit_code == 1
+    assert res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert lines[0] == "Error: no NVIDIA GPU/driver found: NVML did not initialise (NVML Shared Library Not Found); is the NVIDIA driver loaded?"
+    assert lines[1].startswith("Hint: ")
+    assert "Traceback" not in res.output
+
+
+def test_no_bindings_no_smi_exit_1(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _install(monkeypatch, None)
+    monkeypatch.setenv("PATH", str(outside))
+    res = runner.invoke(app, ["guard"])
+    assert res.exit_code == 1
+    assert res.stderr.startswith("Error: no NVIDIA GPU/driver found: ")
+
+
+def test_broken_config_is_exit_2_before_any_nvml_call(runner: CliRunner, outside: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _install(monkeypatch, fake_pynvml())
+    (outside / "configs.toml").write_text(
+        '[[config]]\nlabel = "a"\ncluster = 4\ncap = 1\nstreams = 1\nbatch = 1\nframes = 1\n')
+    res = runner.invoke(app, ["guard"])  # ./configs.toml is read by default
+    assert res.exit_code == 2
+    assert "Error: configs.toml:3: config 'a': key 'cluster': must be odd" in res.stderr
+    assert fake.calls == []  # NVML never touched
+
+
+def test_explicit_missing_config_is_exit_2(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _install(monkeypatch, fake_pynvml())
+    res = runner.invoke(app, ["guard", "--config", "missing.toml"])
+    assert res.exit_code == 2
+    assert "Error: config file not found: missing.toml" in res.stderr
+    assert fake.calls == []
+
+
+def test_busy_gpu_is_refused_with_exit_3(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _install(monkeypatch, fake_pynvml(util=37))
+    res = runner.invoke(app, ["guard", "--window", "0.01"])
+    assert res.exit_code == 3
+    out = res.stdout
+    assert "NVIDIA H200" in out and "GPU-abcd" in out
+    assert "FAIL" in out and "idle_gpu" in out and "utilization max 37 %" in out
+    assert "SM clock 345 MHz of 1980 MHz max" in out
+    assert "REFUSED" in out
+    assert res.stderr.startswith("Error: guard refused")
+    assert "--force" in res.stderr
+
+
+def test_force_proceeds_and_says_so(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _install(monkeypatch, fake_pynvml(util=37))
+    res = runner.invoke(app, ["guard", "--window", "0.01", "--force"])
+    assert res.exit_code == 0
+    assert "FORCED" in res.stdout
+    assert "Warning: proceeding despite failed checks (idle_gpu" in res.stderr
+
+
+def test_max_util_option_moves_the_limit(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _install(monkeypatch, fake_pynvml(util=37))
+    res = runner.invoke(app, ["guard", "--window", "0.01", "--max-util", "40", "--json"])
+    data = json.loads(res.stdout)
+    idle = next(c for c in data["checks"] if c["name"] == "idle_gpu")
+    assert idle["status"] == "pass" and idle["details"]["max_util_pct"] == 40.0
+
+
+def test_json_is_only_json_on_stdout(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _install(monkeypatch, fake_pynvml(util=6))
+    res = runner.invoke(app, ["guard", "--window", "0.01", "--json"])
+    assert res.exit_code == 3
+    data = json.loads(res.stdout)
+    assert data["schema"] == "clusterbench.guard/1"
+    assert data["ok"] is False and data["forced"] is False and "idle_gpu" in data["failed"]
+    assert data["gpu"]["uuid"] == "GPU-abcd" and data["gpu"]["util_max_pct"] == 6.0
+    assert data["gpu"]["memory_used_bytes"] == 1024 * MIB
+    statuses = {c["name"]: c["status"] for c in data["checks"]}
+    assert statuses["idle_gpu"] == "fail"
+    assert statuses["import_location"] == "skip"  # not run from a checkout
+    assert statuses["git"] == "warn"
+
+
+def test_bad_max_util_is_exit_2(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _install(monkeypatch, fake_pynvml())
+    res = runner.invoke(app, ["guard", "--max-util", "-1"])
+    assert res.exit_code == 2
+    assert "--max-util must be between 0 and 100 %, got -1 %" in res.stderr

@@ -1,0 +1,188 @@
+"""Build small synthetic nsys SQLite exports, one schema era at a time (sqlite-utils).
+
+The eras follow DESIGN.md's facts: the metadata table (none / EXPORT_META_DATA /
+META_DATA_EXPORT), ENUM tables missing before 2022.4, mangledName from 2022.1,
+greenContextId in 2024.x, copyCount in 2025.x, the GPU name in TARGET_INFO_CUDA_GPU for
+2020.x, tables created only when they have rows, names through StringIds, NVTX text
+inline or through textId.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlite_utils
+
+ERAS = ("2020.3", "2022.1", "2023.3", "2024.2", "2025.3")
+SCHEMA_VERSION = {"2022.1": "2.6.0", "2023.3": "3.11.1", "2024.2": "3.14.0", "2025.3": "3.20.3"}
+
+
+def gpid(pid: int, hw: int = 1) -> int:
+    """globalPid as nsys packs it: pid in bits 24..47."""
+    return (hw << 48) | (pid << 24)
+
+
+def gtid(pid: int, tid: int | None = None, hw: int = 1) -> int:
+    return gpid(pid, hw) | (tid if tid is not None else pid)
+
+
+@dataclass
+class Kernel:
+    start: int
+    end: int
+    stream: int = 7
+    pid: int = 100
+    device: int = 0
+    name: str = "find_clusters"
+
+
+@dataclass
+class Copy:
+    start: int
+    end: int
+    kind: int  # CUPTI copyKind: 1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, 11-13 UM
+    bytes: int
+    stream: int = 7
+    pid: int = 100
+    device: int = 0
+
+
+@dataclass
+class Memset:
+    start: int
+    end: int
+    bytes: int
+    stream: int = 7
+    pid: int = 100
+    device: int = 0
+
+
+@dataclass
+class Api:
+    start: int
+    end: int
+    name: str  # e.g. cudaStreamSynchronize_v3020
+    pid: int = 100
+
+
+@dataclass
+class Range:
+    start: int
+    end: int | None
+    text: str
+    pid: int = 100
+    by_id: bool = False  # text through textId into StringIds instead of inline
+    event_type: int = 59  # 59 push/pop, 60 start/end, 34 mark
+
+
+@dataclass
+class Trace:
+    kernels: list[Kernel] = field(default_factory=list)
+    copies: list[Copy] = field(default_factory=list)
+    memsets: list[Memset] = field(default_factory=list)
+    api: list[Api] = field(default_factory=list)
+    ranges: list[Range] = field(default_factory=list)
+    gpu_name: str = "NVIDIA H200"
+
+
+def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
+    """Write ``trace`` as an nsys export of ``era`` at ``path``."""
+    assert era in ERAS, era
+    db = sqlite_utils.Database(path)
+    strings: dict[str, int] = {}
+
+    def sid(text: str) -> int:
+        if text not in strings:
+            strings[text] = len(strings) + 1
+        return strings[text]
+
+    year = float(era)
+    corr = iter(range(1, 1_000_000))
+
+    # metadata
+    if era == "2022.1":
+        db["EXPORT_META_DATA"].insert_all(
+            [{"name": "EXPORT_SCHEMA_VERSION", "value": SCHEMA_VERSION[era]}, {"name": "EXPORT_PRODUCT_VERSION", "value": "2022.1.1.61"}]
+        )
+    elif year >= 2023.3:
+        db["META_DATA_EXPORT"].insert_all(
+            [
+                {"name": "EXPORT_PRODUCT_NAME", "value": "NVIDIA Nsight Systems"},
+                {"name": "EXPORT_PRODUCT_VERSION", "value": f"{era}.1.0"},
+                {"name": "EXPORT_SCHEMA_VERSION", "value": SCHEMA_VERSION[era]},
+            ]
+        )
+    if year >= 2023.3:
+        db["ENUM_CUDA_MEMCPY_OPER"].insert_all([{"id": 1, "name": "CUDA_MEMCPY_KIND_HTOD", "label": "Host-to-Device"}])
+
+    # GPU info
+    if era == "2020.3":
+        db["TARGET_INFO_CUDA_GPU"].insert({"id": 0, "name": trace.gpu_name, "busLocation": "0000:00:06.0"})
+    else:
+        db["TARGET_INFO_GPU"].insert({"vmId": 1 << 48, "id": 0, "name": trace.gpu_name, "cuDevice": 0})
+    db["TARGET_INFO_SESSION_START_TIME"].insert({"utcEpochNs": 1, "utcTime": "2026-01-01T00:00:00"})
+
+    def common(start: int, end: int, device: int, stream: int, pid: int) -> dict:
+        row = {"start": start, "end": end, "deviceId": device, "contextId": 1}
+        if year >= 2024.2:
+            row["greenContextId"] = None
+        row.update({"streamId": stream, "correlationId": next(corr), "globalPid": gpid(pid)})
+        return row
+
+    if trace.kernels:
+        rows = []
+        for k in trace.kernels:
+            row = common(k.start, k.end, k.device, k.stream, k.pid)
+            row.update({"demangledName": sid(k.name), "shortName": sid(k.name)})
+            if year >= 2022.1:
+                row["mangledName"] = sid("_Z" + k.name)
+            row.update({"gridX": 100, "gridY": 1, "gridZ": 1, "blockX": 128, "blockY": 1, "blockZ": 1})
+            rows.append(row)
+        db["CUPTI_ACTIVITY_KIND_KERNEL"].insert_all(rows)
+    if trace.copies:
+        rows = []
+        for c in trace.copies:
+            row = common(c.start, c.end, c.device, c.stream, c.pid)
+            row.update({"bytes": c.bytes, "copyKind": c.kind, "srcKind": 1, "dstKind": 2})
+            if year >= 2025.3:
+                row["copyCount"] = 1
+            rows.append(row)
+        db["CUPTI_ACTIVITY_KIND_MEMCPY"].insert_all(rows)
+    if trace.memsets:
+        rows = []
+        for m in trace.memsets:
+            row = common(m.start, m.end, m.device, m.stream, m.pid)
+            row.update({"value": 0, "bytes": m.bytes, "memKind": 2})
+            rows.append(row)
+        db["CUPTI_ACTIVITY_KIND_MEMSET"].insert_all(rows)
+    if trace.api:
+        db["CUPTI_ACTIVITY_KIND_RUNTIME"].insert_all(
+            [
+                {
+                    "start": a.start,
+                    "end": a.end,
+                    "eventClass": 1,
+                    "globalTid": gtid(a.pid),
+                    "correlationId": next(corr),
+                    "nameId": sid(a.name),
+                    "returnValue": 0,
+                }
+                for a in trace.api
+            ]
+        )
+    if trace.ranges:
+        rows = []
+        for r in trace.ranges:
+            row = {"start": r.start, "end": r.end, "eventType": r.event_type, "rangeId": None, "category": None, "color": None}
+            row["text"] = None if r.by_id else r.text
+            row["globalTid"] = gtid(r.pid)
+            row["endGlobalTid"] = None
+            row["textId"] = sid(r.text) if r.by_id else None
+            row["domainId"] = 0
+            rows.append(row)
+        db["NVTX_EVENTS"].insert_all(rows)
+    db["ThreadNames"].insert({"nameId": sid("python"), "priority": 0, "globalTid": gtid(100)})
+    db["StringIds"].insert_all([{"id": i, "value": v} for v, i in strings.items()], pk="id")
+    db.close()
+    return path

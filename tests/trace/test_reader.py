@@ -1,0 +1,214 @@
+"""read_trace across schema eras, and every kind of bad input (one clear TraceError each)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sqlite_utils
+
+from clusterbench.errors import TraceError
+from clusterbench.trace import read_trace
+from clusterbench.trace.reader import base_api_name
+from clusterbench.trace.schema import ENGINES
+
+from fake_nsys import ERAS, SCHEMA_VERSION, Api, Copy, Kernel, Memset, Range, Trace, build
+
+H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
+REAL = H200 / "dev_5x5_s2_b500.sqlite"
+
+
+def sample() -> Trace:
+    return Trace(
+        kernels=[Kernel(1000, 1300, stream=7), Kernel(1200, 1500, stream=13)],
+        copies=[
+            Copy(100, 400, kind=1, bytes=3000),
+            Copy(500, 600, kind=2, bytes=1000),
+            Copy(700, 710, kind=8, bytes=10),
+            Copy(720, 730, kind=10, bytes=20),
+            Copy(740, 750, kind=11, bytes=30),
+            Copy(760, 770, kind=12, bytes=40),
+            Copy(780, 790, kind=13, bytes=50),
+            Copy(800, 810, kind=3, bytes=60),  # HtoA -> other
+            Copy(820, 830, kind=99, bytes=70),  # unknown future kind -> other
+        ],
+        memsets=[Memset(50, 60, bytes=4096)],
+        api=[Api(0, 40, "cudaStreamSynchronize_v3020"), Api(45, 48, "cudaMemcpyAsync_v3020")],
+        ranges=[Range(0, 2000, "pass frames=5"), Range(10, 20, "mark", event_type=34, by_id=True)],
+    )
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_every_schema_era_reads_the_same_records(tmp_path: Path, era: str) -> None:
+    data = read_trace(build(tmp_path / f"t{era}.sqlite", sample(), era))
+    act = data.activity
+    assert len(act) == 2 + 9 + 1
+    engines = sorted(ENGINES[c] for c in act.engine.tolist())
+    expected = sorted(["kernel", "kernel", "h2d", "d2h", "d2d", "p2p", "um_h2d", "um_d2h", "um_d2d", "other", "other", "memset"])
+    assert engines == expected
+    assert set(act.pid.tolist()) == {100}
+    assert set(act.device.tolist()) == {0}
+    h2d = act.engine == ENGINES.index("h2d")
+    assert act.start_ns[h2d].tolist() == [100] and act.end_ns[h2d].tolist() == [400] and act.bytes[h2d].tolist() == [3000]
+    assert data.schema_version == SCHEMA_VERSION.get(era)  # None where the era has no metadata table
+    assert data.gpu_name(0) == "NVIDIA H200"  # TARGET_INFO_CUDA_GPU in 2020.3, TARGET_INFO_GPU after
+    assert len(data.ranges) == 1 and data.ranges.text_of(0) == "pass frames=5"  # the mark has no end
+    assert data.host_sync.names == ("cudaStreamSynchronize",)
+    assert data.host_sync.start_ns.tolist() == [0] and data.host_sync.end_ns.tolist() == [40]
+
+
+def test_kernels_without_memcpy_table(tmp_path: Path) -> None:
+    data = read_trace(build(tmp_path / "k.sqlite", Trace(kernels=[Kernel(0, 10), Kernel(20, 25)]), "2023.3"))
+    assert "CUPTI_ACTIVITY_KIND_MEMCPY" not in data.tables
+    assert data.activity.engine.tolist() == [0, 0]
+    assert len(data.host_sync.start_ns) == 0
+
+
+def test_several_processes_and_devices_keep_their_keys(tmp_path: Path) -> None:
+    t = Trace(
+        kernels=[Kernel(0, 10, pid=100, device=0), Kernel(0, 10, pid=4_000_000, device=1)],
+        copies=[Copy(0, 5, kind=2, bytes=1, pid=4_000_000, device=3)],
+        api=[Api(0, 1, "cudaDeviceSynchronize_v3020", pid=100), Api(2, 3, "cuCtxSynchronize", pid=4_000_000)],
+    )
+    data = read_trace(build(tmp_path / "m.sqlite", t))
+    got = sorted(zip(data.activity.pid.tolist(), data.activity.device.tolist(), data.activity.engine.tolist()))
+    assert got == [(100, 0, 0), (4_000_000, 1, 0), (4_000_000, 3, 2)]
+    assert sorted(data.host_sync.pid.tolist()) == [100, 4_000_000]
+
+
+def test_nvtx_text_inline_and_through_textid(tmp_path: Path) -> None:
+    t = Trace(
+        kernels=[Kernel(0, 10)],
+        ranges=[Range(0, 5, "pass frames=1"), Range(6, 9, "pass frames=2", by_id=True), Range(1, 2, "pedestal")],
+    )
+    data = read_trace(build(tmp_path / "n.sqlite", t))
+    texts = [data.ranges.text_of(i) for i in range(len(data.ranges))]
+    assert texts == ["pass frames=1", "pass frames=2"]  # only the pass prefixes were asked for
+    data2 = read_trace(tmp_path / "n.sqlite", range_prefixes=("ped",))
+    assert [data2.ranges.text_of(i) for i in range(len(data2.ranges))] == ["pedestal"]
+
+
+def test_base_api_name() -> None:
+    assert base_api_name("cudaStreamSynchronize_v3020") == "cudaStreamSynchronize"
+    assert base_api_name("cuMemcpyHtoD_v2") == "cuMemcpyHtoD"
+    assert base_api_name("cudaStreamSynchronize_ptsz_v7000") == "cudaStreamSynchronize"
+    assert base_api_name("cudaMemcpyAsync_v3020") == "cudaMemcpyAsync"
+    assert base_api_name("cudaMemcpy_v3020") == "cudaMemcpy"
+
+
+def test_missing_core_column_is_named(tmp_path: Path) -> None:
+    p = build(tmp_path / "c.sqlite", Trace(kernels=[Kernel(0, 10)]))
+    db = sqlite_utils.Database(p)
+    db["CUPTI_ACTIVITY_KIND_KERNEL"].transform(rename={"streamId": "streamIdx"})
+    db.close()
+    with pytest.raises(TraceError, match="CUPTI_ACTIVITY_KIND_KERNEL lacks column 'streamId'"):
+        read_trace(p)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def _err(path: Path) -> TraceError:
+    with pytest.raises(TraceError) as info:
+        read_trace(path)
+    assert info.value.hint  # every error says what to do next
+    return info.value
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    assert "trace not found" in str(_err(tmp_path / "nope.sqlite"))
+
+
+def test_directory(tmp_path: Path) -> None:
+    assert "is a directory" in str(_err(tmp_path))
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    p = tmp_path / "empty.sqlite"
+    p.write_bytes(b"")
+    assert "empty file" in str(_err(p))
+
+
+def test_text_file(tmp_path: Path) -> None:
+    p = tmp_path / "notes.sqlite"
+    p.write_text("start,end\n1,2\n")
+    assert "not an SQLite database" in str(_err(p))
+
+
+def test_truncated_real_export(tmp_path: Path) -> None:
+    p = tmp_path / "cut.sqlite"
+    p.write_bytes(REAL.read_bytes()[: 40 * 4096])
+    assert "truncated" in str(_err(p))
+
+
+def test_truncated_inside_header(tmp_path: Path) -> None:
+    p = tmp_path / "cut.sqlite"
+    p.write_bytes(REAL.read_bytes()[:60])
+    assert "truncated" in str(_err(p))
+
+
+def test_corrupt_pages(tmp_path: Path) -> None:
+    raw = bytearray(REAL.read_bytes())
+    page = int.from_bytes(raw[16:18], "big")
+    for off in range(page, len(raw), 2 * page):  # scribble over every other page after the schema page
+        raw[off : off + page] = b"\xa5" * page
+    p = tmp_path / "bad.sqlite"
+    p.write_bytes(bytes(raw))
+    assert "corrupt" in str(_err(p))
+
+
+def test_sqlite_but_not_nsys(tmp_path: Path) -> None:
+    p = tmp_path / "other.sqlite"
+    sqlite_utils.Database(p)["dogs"].insert({"name": "Cleo"})
+    err = _err(p)
+    assert "not an nsys export" in str(err) and "dogs" in str(err)
+
+
+def test_cpu_only_trace(tmp_path: Path) -> None:
+    p = build(tmp_path / "cpu.sqlite", Trace(ranges=[Range(0, 10, "work")]))
+    err = _err(p)
+    assert "no GPU activity" in str(err) and "CPU-only" in str(err)
+    assert "nsys profile -t cuda" in (err.hint or "")
+
+
+def test_cuda_tables_but_no_gpu_records(tmp_path: Path) -> None:
+    p = build(tmp_path / "api.sqlite", Trace(api=[Api(0, 1, "cudaMalloc_v3020")]))
+    err = _err(p)
+    assert "no GPU activity" in str(err) and "CUPTI_ACTIVITY_KIND_RUNTIME" in str(err)
+
+
+def test_empty_activity_table_means_absent(tmp_path: Path) -> None:
+    p = build(tmp_path / "e.sqlite", Trace(kernels=[Kernel(0, 10)], copies=[Copy(0, 5, 1, 8)]))
+    with sqlite3.connect(p) as con:
+        con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    data = read_trace(p)
+    assert data.activity.engine.tolist() == [0]
+
+
+# --------------------------------------------------------------------------- read-only
+
+
+def test_trace_is_never_modified(tmp_path: Path) -> None:
+    from clusterbench.analysis import analyze_trace
+
+    p = tmp_path / "copy.sqlite"
+    shutil.copyfile(REAL, p)
+    os.chmod(p, 0o644)  # writable on purpose
+    before = (p.read_bytes(), p.stat().st_mtime_ns)
+    analyze_trace(p, by_stream=True)
+    analyze_trace(p, range_name="pedestal")
+    assert (p.read_bytes(), p.stat().st_mtime_ns) == before
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["copy.sqlite"]  # no -journal, -wal or -shm
+
+
+def test_path_with_uri_characters(tmp_path: Path) -> None:
+    d = tmp_path / "a dir?mode=rw#x"
+    d.mkdir()
+    p = d / "t%20.sqlite"
+    shutil.copyfile(REAL, p)
+    data = read_trace(p)
+    assert len(data.activity) == int(np.int64(24 + 41))

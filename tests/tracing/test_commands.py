@@ -1,0 +1,67 @@
+"""Command lines the probe starts: built by pure functions, checked word by word."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+from clusterbench.tracing.commands import (
+    child_env,
+    cupti_command,
+    find_nsys,
+    nsys_export_command,
+    nsys_profile_command,
+    package_root,
+    workload_command,
+)
+
+
+def test_nsys_profile_traces_cuda_and_nvtx_without_sampling(tmp_path: Path) -> None:
+    child = ["py", "-m", "clusterbench.workload.run", "--params-json", "{}"]
+    cmd = nsys_profile_command("/x/nsys", tmp_path / "3x3_s4.partial", child)
+    assert cmd == ["/x/nsys", "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none",
+                   "--force-overwrite=true", "-o", str(tmp_path / "3x3_s4.partial"), *child]
+
+
+def test_nsys_export_writes_sqlite(tmp_path: Path) -> None:
+    rep, out = tmp_path / "a.nsys-rep", tmp_path / "a.sqlite"
+    assert nsys_export_command("nsys", rep, out) == [
+        "nsys", "export", "--type", "sqlite", "--force-overwrite=true", "-o", str(out), str(rep)]
+
+
+def test_workload_command_uses_this_interpreter(tmp_path: Path) -> None:
+    res = tmp_path / "r.json"
+    assert workload_command('{"frames": 5}', res) == [
+        sys.executable, "-m", "clusterbench.workload.run", "--params-json", '{"frames": 5}', "--result-json", str(res)]
+    sustained = workload_command("{}", res, sustained=3, nvtx=False)
+    assert sustained[-3:] == ["--sustained", "3", "--no-nvtx"]
+    assert cupti_command("{}", tmp_path / "t.sqlite", res)[:3] == [sys.executable, "-m", "clusterbench.tracing.cupti_run"]
+
+
+def test_child_env_puts_this_checkout_first_once() -> None:
+    root = package_root()
+    assert (root / "clusterbench" / "__init__.py").is_file()
+    env = child_env({"PYTHONPATH": os.pathsep.join(["/elsewhere", str(root)]), "HOME": "/h"})
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(root), "/elsewhere"]
+    assert env["HOME"] == "/h" and env["PYTHONUNBUFFERED"] == "1"
+    assert child_env({})["PYTHONPATH"] == str(root)
+
+
+def _fake_exe(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_find_nsys_prefers_path_then_the_newest_install(tmp_path: Path) -> None:
+    on_path = _fake_exe(tmp_path / "bin" / "nsys")
+    assert find_nsys(path_env=str(tmp_path / "bin"), globs=()) == on_path
+    old = _fake_exe(tmp_path / "opt" / "2024.1" / "nsys")
+    new = _fake_exe(tmp_path / "opt" / "2025.3" / "nsys")
+    pattern = str(tmp_path / "opt" / "*" / "nsys")
+    assert find_nsys(path_env=str(tmp_path / "empty"), globs=(pattern,)) == new
+    assert old != new
+    assert find_nsys(path_env=str(tmp_path / "empty"), globs=(str(tmp_path / "none" / "*"),)) is None

@@ -1,0 +1,52 @@
+"""The real tracers on the GPU: the copies in the pass window are exactly the frames in and the slots out.
+
+Skipped without CuPy and a GPU (conftest), and per tracer without cupti-python or nsys.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from clusterbench.workload.params import WorkloadParams
+
+pytestmark = pytest.mark.gpu
+
+PARAMS = WorkloadParams(rows=400, cols=400, pedestal_frames=50, cluster=3, cap=500, streams=2, batch=100,
+                        frames=400)
+
+
+def check_bytes(sqlite: Path) -> None:
+    from clusterbench.analysis import analyze_trace
+
+    a = analyze_trace(sqlite, range_name="clusterbench:pass")
+    assert a.frames == 400  # from the range text "clusterbench:pass frames=400"
+    # by hand: every frame goes in once (400*400 uint16) and its whole D2H slot comes out (4 + 500*40 B)
+    assert a.engines["h2d"].bytes == 400 * 400 * 400 * 2
+    assert a.engines["d2h"].bytes == 400 * (4 + 500 * (4 + 4 * 9))
+    assert a.engines["kernel"].busy_ns > 0 and a.roofline.engine in ("kernel", "h2d", "d2h")
+
+
+def test_cupti_tracer_writes_an_analyzable_trace(tmp_path: Path) -> None:
+    if importlib.util.find_spec("cupti") is None:
+        pytest.skip("cupti-python not installed")
+    from clusterbench.tracing.tracers import trace_cupti
+
+    run = trace_cupti(json.dumps(PARAMS.to_json()), tmp_path, "cupti_smoke")
+    assert run.passed.frames == 400
+    check_bytes(run.sqlite)
+
+
+def test_nsys_tracer_writes_an_analyzable_trace(tmp_path: Path) -> None:
+    from clusterbench.tracing.commands import find_nsys
+    from clusterbench.tracing.tracers import trace_nsys
+
+    nsys = find_nsys()
+    if nsys is None:
+        pytest.skip("nsys not found")
+    run = trace_nsys(nsys, json.dumps(PARAMS.to_json()), tmp_path, "nsys_smoke")
+    assert run.report.is_file()
+    check_bytes(run.sqlite)

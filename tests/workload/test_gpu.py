@@ -1,0 +1,149 @@
+"""GPU versus the NumPy reference, cluster for cluster and bit for bit (needs CuPy and a GPU)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from clusterbench.workload.params import WorkloadParams
+from clusterbench.workload.reference import find_clusters, pedestal_from_dark
+from clusterbench.workload.synth import FrameSet, synthetic_frames
+
+pytestmark = pytest.mark.gpu
+N_FRAMES = 200  # realistic 400x400 frames per comparison
+
+
+@pytest.fixture(scope="module")
+def realistic():
+    return synthetic_frames(400, 400, 100, N_FRAMES, 130.0, seed=11)
+
+
+@pytest.fixture(scope="module")
+def coarse():
+    """Small frames of coarse integer values: many ties, many total-rule clusters, negatives, caps."""
+    rng = np.random.default_rng(5)
+    dark = rng.integers(995, 1006, (50, 37, 53)).astype(np.uint16)
+    pool = rng.integers(990, 1030, (40, 37, 53)).astype(np.uint16)
+    pool[:, 10:13, 20:23] = 1025  # a flat bright plateau: every pixel of it ties for the max
+    return FrameSet(dark=dark, pool=pool, source="coarse")
+
+
+def gpu_run(params, frames, strip=None):
+    from clusterbench.workload.pipeline import Pipeline
+
+    with Pipeline(params, frames, strip=strip) as pipe:
+        pipe.compute_pedestal()
+        ped = pipe.pedestal_host()
+        out = pipe.run_pass(params.frames, collect=True)
+        end = pipe.pedestal_host()
+    return ped, out, end
+
+
+_REF_CACHE = {}
+
+
+def reference(frames, params):
+    """The reference clusters for these frames and params (cached: several tests share them)."""
+    key = (id(frames), params.cluster, params.cap, params.pedestal_dtype, params.pedestal, params.frames, params.nsigma)
+    if key not in _REF_CACHE:
+        ref_ped = pedestal_from_dark(frames.dark, params.nsigma, params.pedestal_dtype)
+        data = np.stack([frames.pool[g % len(frames.pool)] for g in range(params.frames)])
+        ref, ref_end = find_clusters(data, ref_ped, params.cluster, params.cap, mode=params.pedestal)
+        _REF_CACHE[key] = (ref_ped, ref, ref_end)
+    return _REF_CACHE[key]
+
+
+def assert_same(params, frames, strip=None):
+    ped, out, end = gpu_run(params, frames, strip)
+    ref_ped, ref, ref_end = reference(frames, params)
+    assert np.array_equal(ped[0], ref_ped.sum) and np.array_equal(ped[1], ref_ped.sum2)
+    assert np.array_equal(ped[2], ref_ped.mean), "pedestal mean differs"
+    assert np.array_equal(ped[3], ref_ped.thr), "threshold differs"
+    assert len(out.clusters) == len(ref) == params.frames
+    for i, (g, r) in enumerate(zip(out.clusters, ref)):
+        assert g.found == r.found, f"frame {i}: {g.found} clusters on the GPU, {r.found} in the reference"
+        assert g.records.tobytes() == r.records.tobytes(), f"frame {i}: cluster records differ"
+    assert out.clusters_found == sum(r.found for r in ref)
+    assert out.clusters_dropped == sum(r.dropped for r in ref)
+    if params.pedestal == "tracking":
+        assert np.array_equal(end[0], ref_end.sum) and np.array_equal(end[1], ref_end.sum2)
+        assert np.array_equal(end[2], ref_end.mean)
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("k", [3, 5, 9])
+def test_frozen_matches_reference_on_realistic_frames(realistic, k, dtype):
+    p = WorkloadParams(cluster=k, cap=1700, pedestal_dtype=dtype, streams=2, batch=64, frames=N_FRAMES,
+                       pool=N_FRAMES, pedestal_frames=100)
+    out = assert_same(p, realistic)
+    assert out.clusters_found > 50 * N_FRAMES  # realistic data: tens of clusters per frame
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("k", [3, 9])
+def test_tracking_matches_reference_on_realistic_frames(realistic, k, dtype):
+    p = WorkloadParams(cluster=k, cap=1700, pedestal_dtype=dtype, pedestal="tracking", streams=3, batch=50,
+                       frames=N_FRAMES, pool=N_FRAMES, pedestal_frames=100)
+    assert_same(p, realistic)
+
+
+@pytest.mark.parametrize("mode", ["frozen", "tracking"])
+@pytest.mark.parametrize("k", [3, 9])
+def test_zerocopy_matches_reference(realistic, k, mode):
+    p = WorkloadParams(cluster=k, cap=1700, transfer="zerocopy", pedestal=mode, streams=2, batch=40,
+                       frames=N_FRAMES, pool=N_FRAMES, pedestal_frames=100)
+    assert_same(p, realistic)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("mode", ["frozen", "tracking"])
+@pytest.mark.parametrize("k", [3, 5, 11])
+def test_coarse_frames_ties_caps_and_strip_edges(coarse, k, mode, dtype):
+    # pool reused cyclically (60 frames from a pool of 40), strips of 5 rows, a cap that bites
+    p = WorkloadParams(rows=37, cols=53, cluster=k, cap=8, pedestal_dtype=dtype, pedestal=mode, streams=3,
+                       batch=7, frames=60, pool=40, pedestal_frames=50, nsigma=1.0)
+    out = assert_same(p, coarse, strip=5)
+    assert out.clusters_dropped > 0
+
+
+def test_one_stream_and_four_streams_agree(realistic):
+    outs = []
+    for streams in (1, 4):
+        p = WorkloadParams(cluster=3, cap=1700, streams=streams, batch=25, frames=N_FRAMES, pool=N_FRAMES, pedestal_frames=100)
+        outs.append(gpu_run(p, realistic)[1])
+    assert outs[0].clusters_found == outs[1].clusters_found
+    assert [c.records.tobytes() for c in outs[0].clusters] == [c.records.tobytes() for c in outs[1].clusters]
+
+
+def test_run_config_ranges_and_result(realistic):
+    from clusterbench.workload.run import measure_sustained, run_config
+
+    p = WorkloadParams(cluster=3, cap=1700, streams=2, batch=50, frames=N_FRAMES, pool=N_FRAMES, pedestal_frames=100)
+    seen = []
+    res = run_config(p, on_range=lambda kind, text: seen.append((kind, text)), frames=realistic)
+    assert seen == [("push", "clusterbench:pedestal"), ("pop", "clusterbench:pedestal"),
+                    ("push", f"clusterbench:pass frames={N_FRAMES}"), ("pop", f"clusterbench:pass frames={N_FRAMES}")]
+    _, ref, _ = reference(realistic, p)
+    assert res.clusters_found == sum(r.found for r in ref) and res.clusters_dropped == 0
+    assert res.frames == N_FRAMES and res.fps > 0 and "cluster_finder.cu" in res.kernel_sha256
+    sus = measure_sustained(p, repeats=2, frames=realistic)
+    assert len(sus.fps) == 2 and sus.min_fps <= sus.median_fps <= sus.max_fps
+    assert sus.input_gbps == pytest.approx(sus.median_fps * 400 * 400 * 2 / 1e9)
+
+
+def test_run_entry_point_writes_result_json(tmp_path):
+    out = tmp_path / "r.json"
+    params = {"rows": 64, "cols": 64, "pedestal_frames": 20, "frames": 100, "batch": 30, "streams": 2, "pool": 50}
+    proc = subprocess.run([sys.executable, "-m", "clusterbench.workload.run", "--params-json", json.dumps(params),
+                           "--result-json", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["frames"] == 100 and doc["params"]["rows"] == 64 and doc["clusters_found"] > 0
+    assert set(doc) >= {"clusters_found", "clusters_dropped", "frames", "wall_s", "fps", "kernel_sha256", "params"}
+    proc = subprocess.run([sys.executable, "-m", "clusterbench.workload.run", "--params-json", json.dumps(params),
+                           "--sustained", "2", "--result-json", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(out.read_text())["fps"]) == 2
