@@ -14,8 +14,8 @@ WITH_PY = set -eo pipefail; py=$$(sh scripts/bootstrap.sh); export PYTHONPATH="$
 help:
 	@echo "make run    - probe every config at $(FRAMES) frames on the GPU, or without a GPU analyze a bundled H200 trace"
 	@echo "make test   - set up (.venv, pip install -e .[test]) and run pytest; GPU tests skip without a GPU"
-	@echo "make smoke  - probe every config at $(FRAMES) frames"
-	@echo "make sweep  - probe every config at its full frames (the reference campaign)"
+	@echo "make smoke  - probe every config at $(FRAMES) frames into results/<date>_<f32|f64>_smoke"
+	@echo "make sweep  - probe every config at its full frames into results/<date>_<f32|f64> (the reference campaign)"
 	@echo "make bench  - the analyze speed benchmark (1M activity records)"
 
 test:
@@ -23,8 +23,8 @@ test:
 
 run:
 	@$(WITH_PY) if $$py -c "from clusterbench.guards import gpu_present; raise SystemExit(0 if gpu_present() else 1)" 2>/dev/null; then \
-	  echo "make run: GPU found: clusterbench probe --frames $(FRAMES)" >&2; \
-	  $$py -m clusterbench probe --frames $(FRAMES); \
+	  echo "make run: GPU found: clusterbench probe --frames $(FRAMES) --tag smoke" >&2; \
+	  $$py -m clusterbench probe --frames $(FRAMES) --tag smoke; \
 	else \
 	  echo "make run: no usable NVIDIA GPU here, so this runs analyze on a bundled real H200 nsys export:" >&2; \
 	  echo "make run:   clusterbench analyze $(BUNDLED_TRACE)" >&2; \
@@ -32,7 +32,7 @@ run:
 	fi
 
 smoke:
-	@$(WITH_PY) $$py -m clusterbench probe --frames $(FRAMES)
+	@$(WITH_PY) $$py -m clusterbench probe --frames $(FRAMES) --tag smoke
 
 sweep:
 	@$(WITH_PY) $$py -m clusterbench probe

@@ -1,13 +1,17 @@
 """Benchmark of the CuPy cluster-finder workload (run on the GPU machine).
 
-    python3 benchmarks/bench_workload.py [--frames 20000] [--json out.json] [--quick]
+    python3 benchmarks/bench_workload.py [--frames 20000] [--json out.json] [--sweep [--quick]]
 
 1. The link limit, measured in the same run: large pinned H2D and D2H copies (64 MiB, CUDA events,
    median of 5), and both at once on two streams. Bytes per frame over GB/s give the µs-per-frame
    floor of each config (copy mode: in = 320 KB per 400x400 frame, out = the whole slot).
-2. Kernel µs per frame, 1 stream, CUDA events around launches over frames already on the GPU.
-3. Sustained FPS, untraced (measure_sustained: pass only, warmed up, median of 3), over streams and
-   batch sizes, in copy and zerocopy mode, and the tracking mode.
+2. Kernel µs per frame, 1 stream, CUDA events around launches over frames already on the GPU: both
+   frozen kernels side by side ("strip" and "twophase", plus the two-phase kernel with the other
+   classify tile height), 3x3 and 9x9, f32 and f64. Each variant's clusters on 400 frames are
+   compared byte for byte with the strip kernel's. With --sweep, the tracking kernel too.
+3. Sustained FPS, untraced (measure_sustained: pass only, warmed up, median of 3): copy mode at the
+   best streams x batch found before (3x3: S2 B200, 9x9: S4 B200), for both frozen kernels. With
+   --sweep, the wide streams x batch sweep in copy and zerocopy mode, and the tracking mode.
 Synthetic MOENCH-like frames (130 photons/frame), a pool of 1000 distinct frames reused cyclically.
 """
 
@@ -25,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from clusterbench.workload.params import WorkloadParams  # noqa: E402
 
 MIB64 = 64 * 1024 * 1024
+CHECK_FRAMES = 400  # frames whose clusters each kernel variant must reproduce byte for byte
 
 
 def link_gbps(cp, nbytes: int = MIB64, repeats: int = 5) -> dict[str, float]:
@@ -56,15 +61,59 @@ def link_gbps(cp, nbytes: int = MIB64, repeats: int = 5) -> dict[str, float]:
     return {"h2d_gbps": nbytes / h2d / 1e9, "d2h_gbps": nbytes / d2h / 1e9, "duplex_gbps": 2 * nbytes / both / 1e9}
 
 
+def sweep(args, base, frames, link) -> list[dict]:
+    """The wide streams x batch sweep (default frozen kernel), copy and zerocopy, plus tracking."""
+    from clusterbench.workload import build
+    from clusterbench.workload.run import measure_sustained
+
+    configs = [("3x3", 3, 3000), ("9x9", 9, 1700)]
+    combos = [(2, 500), (4, 200), (4, 1000)] if args.quick else [(2, 200), (2, 1000), (4, 200), (4, 500), (4, 1000), (8, 250)]
+    sustained = []
+    for label, k, cap in configs:
+        p0 = base.replace(cluster=k, cap=cap)
+        in_us = p0.frame_bytes / (link["h2d_gbps"] * 1e3)
+        out_us = p0.slot_bytes / (link["d2h_gbps"] * 1e3)
+        floor_copy = max(in_us, out_us)
+        for transfer in ("copy", "zerocopy"):
+            floor = floor_copy if transfer == "copy" else in_us
+            best = None
+            for streams, batch in combos:
+                p = p0.replace(streams=streams, batch=batch, transfer=transfer)
+                r = measure_sustained(p, repeats=3, frames=frames)
+                row = {"config": label, "transfer": transfer, "mode": "frozen", "kernel": build.DEFAULT_FROZEN_KERNEL,
+                       "streams": streams, "batch": batch,
+                       "median_fps": r.median_fps, "min_fps": r.min_fps, "max_fps": r.max_fps,
+                       "input_gbps": r.input_gbps, "link_floor_us": floor, "link_fps": 1e6 / floor,
+                       "of_link": r.median_fps * floor / 1e6, "sweep": True}
+                sustained.append(row)
+                print(f"sustained {label} {transfer} s{streams} b{batch}: {r.median_fps:,.0f} FPS "
+                      f"(min {r.min_fps:,.0f}, max {r.max_fps:,.0f}); link floor {floor:.2f} µs "
+                      f"= {1e6 / floor:,.0f} FPS; {100 * row['of_link']:.1f} % of link", flush=True)
+                if best is None or r.median_fps > best["median_fps"]:
+                    best = row
+            best["best"] = True
+        pt = p0.replace(pedestal="tracking", streams=4, batch=500)
+        r = measure_sustained(pt, repeats=3, frames=frames)
+        row = {"config": label, "transfer": "copy", "mode": "tracking", "kernel": "tracking", "streams": 4, "batch": 500,
+               "median_fps": r.median_fps, "min_fps": r.min_fps, "max_fps": r.max_fps, "input_gbps": r.input_gbps,
+               "link_floor_us": floor_copy, "link_fps": 1e6 / floor_copy, "of_link": r.median_fps * floor_copy / 1e6}
+        sustained.append(row)
+        print(f"sustained {label} tracking s4 b500: {r.median_fps:,.0f} FPS (min {r.min_fps:,.0f}, "
+              f"max {r.max_fps:,.0f}); {100 * row['of_link']:.1f} % of the copy-mode link floor", flush=True)
+    return sustained
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=20000)
     ap.add_argument("--json", help="write all figures here")
-    ap.add_argument("--quick", action="store_true", help="fewer stream/batch combinations")
+    ap.add_argument("--sweep", action="store_true", help="also the wide streams x batch sweep, zerocopy and tracking")
+    ap.add_argument("--quick", action="store_true", help="with --sweep: fewer stream/batch combinations")
     args = ap.parse_args()
 
     import cupy as cp
 
+    from clusterbench.workload import build
     from clusterbench.workload.pipeline import Pipeline
     from clusterbench.workload.run import measure_sustained
     from clusterbench.workload.synth import build_frames
@@ -85,58 +134,82 @@ def main() -> int:
 
     configs = [("3x3", 3, 3000), ("9x9", 9, 1700)]
     kernels = []
+    # (frozen kernel, tile): "alt" is the two-phase kernel with the other classify tile height
+    variants = [("strip", None), ("twophase", None), ("twophase", "alt")]
     for dtype in ("float32", "float64"):
+        itemsize = 4 if dtype == "float32" else 8
         for label, k, cap in configs:
-            for mode in ("frozen", "tracking"):
-                p = base.replace(cluster=k, cap=cap, streams=1, pedestal_dtype=dtype, pedestal=mode,
-                                 batch=2000 if mode == "frozen" else 500)
-                with Pipeline(p, frames) as pipe:
+            p = base.replace(cluster=k, cap=cap, streams=1, pedestal_dtype=dtype, batch=2000)
+            strip_clusters = None
+            for kernel, tile in variants:
+                th = build.classify_tile_rows(dtype)
+                if tile == "alt":
+                    th = 16 if th == 32 else 32
+                    if build.classify_shared_bytes(th, k, itemsize) > build.STATIC_SMEM_MAX_BYTES:
+                        continue
+                with Pipeline(p, frames, frozen_kernel=kernel, tile_rows=th if tile else None) as pipe:
                     pipe.compute_pedestal()
-                    us = pipe.time_kernel(p.batch, repeats=5)
-                kernels.append({"config": label, "dtype": dtype, "mode": mode, "kernel_us_per_frame": us})
-                print(f"kernel {label} {dtype} {mode}: {us:.3f} µs/frame (1 stream, CUDA events, "
-                      f"{p.batch} frames per timing)")
+                    # the default two-phase variant also tries other frame-group sizes (default first)
+                    fpbs = [pipe.fpb] + ([2, 32] if kernel == "twophase" and tile is None else [])
+                    for fpb in fpbs:
+                        pipe.fpb = fpb
+                        us = pipe.time_kernel(p.batch, repeats=7)
+                        got = pipe.run_pass(CHECK_FRAMES, collect=True).clusters
+                        same = None
+                        if kernel == "strip":
+                            strip_clusters = got
+                        else:
+                            same = len(got) == len(strip_clusters) and all(
+                                g.found == r.found and g.records.tobytes() == r.records.tobytes()
+                                for g, r in zip(got, strip_clusters))
+                        name = kernel if kernel == "strip" else f"{kernel} th{th} fpb{fpb}"
+                        kernels.append({"config": label, "dtype": dtype, "mode": "frozen", "kernel": kernel,
+                                        "tile_rows": None if kernel == "strip" else th,
+                                        "frames_per_block": None if kernel == "strip" else fpb,
+                                        "default": tile is None and fpb == fpbs[0],
+                                        "kernel_us_per_frame": us, "same_as_strip": same})
+                        check = "" if same is None else ("; clusters identical to strip" if same
+                                                         else "; CLUSTERS DIFFER FROM STRIP")
+                        print(f"kernel {label} {dtype} frozen {name}: {us:.3f} µs/frame (1 stream, CUDA events, "
+                              f"{p.batch} frames per timing, median of 7){check}", flush=True)
+            if args.sweep:
+                pt = p.replace(pedestal="tracking", batch=500)
+                with Pipeline(pt, frames) as pipe:
+                    pipe.compute_pedestal()
+                    us = pipe.time_kernel(pt.batch, repeats=5)
+                kernels.append({"config": label, "dtype": dtype, "mode": "tracking", "kernel": "tracking",
+                                "tile_rows": None, "kernel_us_per_frame": us, "same_as_strip": None})
+                print(f"kernel {label} {dtype} tracking: {us:.3f} µs/frame (1 stream, CUDA events, 500 frames per timing)")
     report["kernel"] = kernels
 
-    combos = [(2, 500), (4, 200), (4, 1000)] if args.quick else [(2, 200), (2, 1000), (4, 200), (4, 500), (4, 1000), (8, 250)]
     sustained = []
+    best_before = {"3x3": (2, 200), "9x9": (4, 200)}  # docs/workload.md: the best copy-mode S x B
     for label, k, cap in configs:
         p0 = base.replace(cluster=k, cap=cap)
         in_us = p0.frame_bytes / (link["h2d_gbps"] * 1e3)
         out_us = p0.slot_bytes / (link["d2h_gbps"] * 1e3)
         floor_copy = max(in_us, out_us)
-        for transfer in ("copy", "zerocopy"):
-            floor = floor_copy if transfer == "copy" else in_us
-            best = None
-            for streams, batch in combos:
-                p = p0.replace(streams=streams, batch=batch, transfer=transfer)
-                r = measure_sustained(p, repeats=3, frames=frames)
-                row = {"config": label, "transfer": transfer, "mode": "frozen", "streams": streams, "batch": batch,
-                       "median_fps": r.median_fps, "min_fps": r.min_fps, "max_fps": r.max_fps,
-                       "input_gbps": r.input_gbps, "link_floor_us": floor, "link_fps": 1e6 / floor,
-                       "of_link": r.median_fps * floor / 1e6}
-                sustained.append(row)
-                print(f"sustained {label} {transfer} s{streams} b{batch}: {r.median_fps:,.0f} FPS "
-                      f"(min {r.min_fps:,.0f}, max {r.max_fps:,.0f}); link floor {floor:.2f} µs "
-                      f"= {1e6 / floor:,.0f} FPS; {100 * row['of_link']:.1f} % of link", flush=True)
-                if best is None or r.median_fps > best["median_fps"]:
-                    best = row
-            best["best"] = True
-        pt = p0.replace(pedestal="tracking", streams=4, batch=500)
-        r = measure_sustained(pt, repeats=3, frames=frames)
-        row = {"config": label, "transfer": "copy", "mode": "tracking", "streams": 4, "batch": 500,
-               "median_fps": r.median_fps, "min_fps": r.min_fps, "max_fps": r.max_fps, "input_gbps": r.input_gbps,
-               "link_floor_us": floor_copy, "link_fps": 1e6 / floor_copy, "of_link": r.median_fps * floor_copy / 1e6}
-        sustained.append(row)
-        print(f"sustained {label} tracking s4 b500: {r.median_fps:,.0f} FPS (min {r.min_fps:,.0f}, "
-              f"max {r.max_fps:,.0f}); {100 * row['of_link']:.1f} % of the copy-mode link floor", flush=True)
+        streams, batch = best_before[label]
+        for kernel in build.FROZEN_KERNELS:
+            p = p0.replace(streams=streams, batch=batch)
+            r = measure_sustained(p, repeats=3, frames=frames, frozen_kernel=kernel)
+            row = {"config": label, "transfer": "copy", "mode": "frozen", "kernel": kernel, "streams": streams,
+                   "batch": batch, "median_fps": r.median_fps, "min_fps": r.min_fps, "max_fps": r.max_fps,
+                   "input_gbps": r.input_gbps, "link_floor_us": floor_copy, "link_fps": 1e6 / floor_copy,
+                   "of_link": r.median_fps * floor_copy / 1e6}
+            sustained.append(row)
+            print(f"sustained {label} copy {kernel} s{streams} b{batch}: {r.median_fps:,.0f} FPS (min {r.min_fps:,.0f}, "
+                  f"max {r.max_fps:,.0f}); link floor {floor_copy:.2f} µs = {1e6 / floor_copy:,.0f} FPS; "
+                  f"{100 * row['of_link']:.1f} % of link", flush=True)
+    if args.sweep:
+        sustained += sweep(args, base, frames, link)
     report["sustained"] = sustained
 
-    print("\nsummary (best streams x batch per config; FPS median of 3 untraced passes)")
-    print(f"{'config':6} {'transfer':9} {'mode':9} {'S':>2} {'B':>5} {'FPS':>10} {'link FPS':>10} {'% link':>7}")
+    print("\nsummary (FPS median of 3 untraced passes; sweep rows: best streams x batch per config)")
+    print(f"{'config':6} {'transfer':9} {'kernel':9} {'S':>2} {'B':>5} {'FPS':>10} {'link FPS':>10} {'% link':>7}")
     for row in sustained:
-        if row.get("best") or row["mode"] == "tracking":
-            print(f"{row['config']:6} {row['transfer']:9} {row['mode']:9} {row['streams']:>2} {row['batch']:>5} "
+        if not row.get("sweep") or row.get("best") or row["mode"] == "tracking":
+            print(f"{row['config']:6} {row['transfer']:9} {row['kernel']:9} {row['streams']:>2} {row['batch']:>5} "
                   f"{row['median_fps']:>10,.0f} {row['link_fps']:>10,.0f} {100 * row['of_link']:>6.1f}%")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")

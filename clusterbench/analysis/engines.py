@@ -295,14 +295,12 @@ def _engine_figures(
     """(busy set clipped to the window, records in the window, bytes in the window)."""
     ps, pe, owner = iv.clip(s, e, window)
     busy = iv.union(ps, pe)  # = union(records) ∩ window
+    if owner is None:  # every record lies wholly inside the window
+        return busy, int(s.size), (int(b.sum()) if b is not None else None)
     n = s.size
     dur = e - s
-    if owner.size == n and (pe - ps == dur).all():  # every record wholly inside
-        inside = np.ones(n, dtype=bool)
-        clipped = dur
-    else:
-        clipped = np.bincount(owner, weights=(pe - ps), minlength=n).astype(np.int64)
-        inside = clipped > 0
+    clipped = np.bincount(owner, weights=(pe - ps), minlength=n).astype(np.int64)
+    inside = clipped > 0
     zero = dur <= 0
     if zero.any():
         inside = inside | (zero & iv.points_inside(s, window))
@@ -549,19 +547,18 @@ def analyze(
         raise InputError(f"FRAMES must be a positive number of frames, got {frames}", hint="pass the frames the traced pass processed, e.g. 10000")
     if range_name is not None and range_name == "":
         raise InputError("--range needs a non-empty NVTX range name", hint="e.g. --range pass")
-    if range_name is not None and len(data.ranges) == 0:
+    if range_name is not None and not any(t.startswith(range_name) for t in data.ranges.texts):
         raise TraceError(
             f"no NVTX range starts with {range_name!r} in {data.path.name}",
             hint="list the ranges with: sqlite3 TRACE \"SELECT DISTINCT text FROM NVTX_EVENTS\"; or leave --range out "
             "to use the probe's pass range or the GPU activity span",
         )
     act = data.activity
-    keys = act.pid * (1 << 32) + act.device
-    single = keys.size > 0 and keys.min() == keys.max()
+    single = len(act) > 0 and bool((act.pid == act.pid[0]).all() and (act.device == act.device[0]).all())
     if single:
-        uniq, inverse = keys[:1], None
+        uniq, inverse = np.array([int(act.pid[0]) * (1 << 32) + int(act.device[0])]), None
     else:
-        uniq, inverse = np.unique(keys, return_inverse=True)
+        uniq, inverse = np.unique(act.pid * (1 << 32) + act.device, return_inverse=True)
     all_groups = [(int(k >> 32), int(k & 0xFFFFFFFF)) for k in uniq.tolist()]
     wanted = [
         i for i, (p, d) in enumerate(all_groups) if (pid is None or p == pid) and (device is None or d == device)

@@ -99,7 +99,7 @@ def _sweep(sets: Sequence[Intervals]) -> tuple[np.ndarray, np.ndarray]:
     for s, e in sets:  # a disjoint set interleaved s0 e0 s1 e1 ... is already sorted
         t = np.empty(2 * s.size, dtype=np.int64)
         t[0::2], t[1::2] = s, e
-        d = np.empty(2 * s.size, dtype=np.int64)
+        d = np.empty(2 * s.size, dtype=np.int8)  # depth never exceeds the number of sets
         d[0::2], d[1::2] = 1, -1
         parts_t.append(t)
         parts_d.append(d)
@@ -108,7 +108,7 @@ def _sweep(sets: Sequence[Intervals]) -> tuple[np.ndarray, np.ndarray]:
     if len(sets) > 1:
         order = np.argsort(t, kind="stable")  # timsort: merges the sorted runs
         t, d = t[order], d[order]
-    return t, np.cumsum(d)
+    return t, np.cumsum(d, dtype=np.int16)
 
 
 def coverage_lengths(sets: Sequence[Intervals], max_k: int = 2) -> tuple[int, ...]:
@@ -135,12 +135,16 @@ def overlap_length(sets: Sequence[Intervals], k: int = 2) -> int:
     return coverage_lengths(sets, k)[k - 1]
 
 
-def clip(starts: np.ndarray, ends: np.ndarray, window: Intervals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def clip(
+    starts: np.ndarray, ends: np.ndarray, window: Intervals
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Cut arbitrary intervals to the disjoint ``window`` set.
 
     Returns the non-empty pieces ``(piece_starts, piece_ends, owner)`` where ``owner`` is
     the index of the interval each piece came from; an interval spanning several windows
-    gives several pieces. ``union(pieces)`` equals ``intersect(union(intervals), window)``.
+    gives several pieces. ``owner`` is None when every interval lies wholly inside one
+    window and is non-empty: the pieces are then the intervals themselves.
+    ``union(pieces)`` equals ``intersect(union(intervals), window)``.
     """
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
@@ -148,16 +152,17 @@ def clip(starts: np.ndarray, ends: np.ndarray, window: Intervals) -> tuple[np.nd
     if ws.size == 0 or starts.size == 0:
         return _EMPTY, _EMPTY, _EMPTY
     if ws.size == 1:
-        ps = np.maximum(starts, ws[0])
-        pe = np.minimum(ends, we[0])
+        lo, hi = ws[0], we[0]
+        if starts.min() >= lo and ends.max() <= hi and (ends > starts).all():
+            return starts, ends, None
+        ps = np.maximum(starts, lo)
+        pe = np.minimum(ends, hi)
         keep = pe > ps
-        if keep.all():
-            return ps, pe, np.arange(starts.size)
         return ps[keep], pe[keep], np.flatnonzero(keep)
     i = np.searchsorted(ws, starts, side="right") - 1
     inside = (i >= 0) & (ends <= we[np.maximum(i, 0)]) & (ends > starts)
     if inside.all():
-        return starts, ends, np.arange(starts.size)
+        return starts, ends, None
     idx_in = np.flatnonzero(inside)
     rest = np.flatnonzero(~inside)
     r_s, r_e = starts[rest], ends[rest]

@@ -97,7 +97,7 @@ def _headroom(st: EngineStats, g: GroupAnalysis) -> str:
         return "–"
     txt = f"+{100 * st.headroom:,.0f} %"
     if st.headroom_us_per_frame is not None:
-        txt += f" (+{st.headroom_us_per_frame:.2f} µs/frame)"
+        txt += f" / +{st.headroom_us_per_frame:.2f}"
     return txt
 
 
@@ -121,22 +121,22 @@ def render_group(a: TraceAnalysis, g: GroupAnalysis) -> list[RenderableType]:
     per_frame = g.frames is not None
     t = Table(title=None, show_edge=False, pad_edge=False)
     t.add_column("engine")
-    t.add_column("busy", justify="right")
+    t.add_column("busy\nms", justify="right")
     t.add_column("count", justify="right")
     if per_frame:
-        t.add_column("µs/frame", justify="right")
-    t.add_column("duty", justify="right")
+        t.add_column("per frame\nµs", justify="right")
+    t.add_column("duty\n%", justify="right")
     t.add_column("bytes", justify="right")
-    t.add_column("GB/s", justify="right")
-    t.add_column("headroom", justify="right")
+    t.add_column("rate\nGB/s", justify="right")
+    t.add_column("headroom\n% / µs/frame", justify="right")
     for st in g.engines.values():
-        row = [st.engine, _ms(st.busy_ns), f"{st.count:,}"]
+        row = [st.engine, f"{st.busy_ns / 1e6:,.3f}", f"{st.count:,}"]
         if per_frame:
-            row.append("–" if st.us_per_frame is None else f"{st.us_per_frame:.3f} µs")
+            row.append("–" if st.us_per_frame is None else f"{st.us_per_frame:.3f}")
         row += [
-            _pct(st.duty),
+            "–" if st.duty is None else f"{100 * st.duty:.1f}",
             _bytes(st.bytes),
-            "–" if st.gbps is None else f"{st.gbps:.2f} GB/s",
+            "–" if st.gbps is None else f"{st.gbps:.2f}",
             _headroom(st, g),
         ]
         style = "bold" if st.engine == g.roofline.engine else None
@@ -170,11 +170,11 @@ def render_group(a: TraceAnalysis, g: GroupAnalysis) -> list[RenderableType]:
         st_t = Table(title="per stream", show_edge=False, pad_edge=False)
         st_t.add_column("stream", justify="right")
         st_t.add_column("engine")
-        st_t.add_column("busy", justify="right")
+        st_t.add_column("busy\nms", justify="right")
         st_t.add_column("count", justify="right")
         if per_frame:
             st_t.add_column("µs/frame", justify="right")
-        st_t.add_column("GB/s", justify="right")
+        st_t.add_column("rate\nGB/s", justify="right")
         for s in g.streams:
             for st in s.engines.values():
                 row = [str(s.stream), st.engine, _ms(st.busy_ns), f"{st.count:,}"]

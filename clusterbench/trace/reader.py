@@ -1,9 +1,10 @@
 """Read an nsys SQLite export (any version) into engine intervals, read-only.
 
-Speed: exports hold millions of rows. Each activity table is read in one scan that
-returns its columns as comma-joined strings (``group_concat``), parsed by NumPy: no
-Python object per row. The tables are read on two threads (sqlite3 releases the GIL
-while it steps), each with its own read-only connection.
+Speed: exports hold millions of rows. Tables are read in rowid chunks, each returning its
+columns as comma-joined strings (``group_concat``) that NumPy parses: no Python object per
+row. The chunks run on two threads (sqlite3 releases the GIL while it steps), one read-only
+connection each. The host-sync API calls are read in the background and waited for on
+first use, so they overlap with the analysis of the activity.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from clusterbench.trace import schema as S
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_HEADER_BYTES = 100
-MMAP_BYTES = 1 << 32  # let SQLite map the file instead of copying pages (read-only, safe)
+MMAP_BYTES = 0  # no mmap: faulting in a mapped 100 MB+ file cost more than pread copies (measured)
 
 # Default window: the probe's own pass range, else the dev traces' bare "pass" range.
 DEFAULT_PASS_PREFIXES = ("clusterbench:pass", "pass")
@@ -37,7 +38,7 @@ TRACE_CUDA_HINT = (
 )
 
 READ_THREADS = 2
-ROWS_PER_CHUNK = 200_000  # rowids per read job: small enough to balance two threads
+ROWS_PER_CHUNK = 25_000  # rowids per read job: balances two threads; small strings reuse freed memory
 
 _PACK_PID = 32  # key = kind + 32*pid + 2**29*device (kind < 32, pid < 2**24)
 _PACK_DEVICE = 1 << 29
@@ -45,13 +46,14 @@ _PACK_DEVICE = 1 << 29
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Activity:
-    """GPU activity records, one array element per record (all int64, same length)."""
+    """GPU activity records, one array element per record (same length; pid and device may
+    be read-only broadcasts of one value when every record shares it)."""
 
     start_ns: np.ndarray
     end_ns: np.ndarray
     pid: np.ndarray
     device: np.ndarray
-    engine: np.ndarray  # index into schema.ENGINES
+    engine: np.ndarray  # int8 index into schema.ENGINES
     bytes: np.ndarray  # 0 for kernels
     stream: np.ndarray | None  # read only when asked for (by_stream)
 
@@ -291,36 +293,53 @@ class _Deferred:
             return self._value
 
 
-def _activity_from_columns(
-    path: Path, table: str, cols: dict[str, np.ndarray], uniform: tuple[int, int] | None
+_KIND_TO_ENGINE = np.asarray(S.copy_kind_to_engine_code(), dtype=np.int8)
+
+
+def _build_activity(
+    path: Path, pieces: dict[str, dict[str, list]], uniform: tuple[int, int] | None, by_stream: bool
 ) -> Activity:
-    start, dur = cols["start"], cols["dur"]
-    n = start.shape[0]
-    if any(a.shape[0] != n for k, a in cols.items() if k != "mismatch"):
-        raise TraceError(f"{table} has NULL values in core columns: {path}", hint="re-export the trace with a current nsys")
+    """Turn the parsed chunks of every activity table into one Activity (one copy per column)."""
+    out: dict[str, list[np.ndarray]] = {k: [] for k in ("start", "end", "engine", "bytes", "key", "stream")}
+    for table, cols in pieces.items():
+        for j, start in enumerate(cols["start"]):
+            n = start.shape[0]
+            chunk = {k: v[j] for k, v in cols.items() if k != "mismatch"}
+            if any(a.shape[0] != n for a in chunk.values()):
+                raise TraceError(f"{table} has NULL values in core columns: {path}", hint="re-export the trace with a current nsys")
+            out["start"].append(start)
+            out["end"].append(start + chunk["dur"])
+            if uniform is None:
+                out["key"].append(chunk["key"])
+                kinds = chunk["key"] % _PACK_PID
+            else:
+                kinds = chunk.get("kind")
+            if table == S.MEMCPY_TABLE:
+                kinds = np.where((kinds >= 0) & (kinds <= S.MAX_COPY_KIND), kinds, 0)  # unknown kinds -> other
+                out["engine"].append(_KIND_TO_ENGINE[kinds])
+            else:
+                code = S.ENGINE_CODE["kernel" if table == S.KERNEL_TABLE else "memset"]
+                out["engine"].append(np.full(n, code, dtype=np.int8))
+            out["bytes"].append(chunk["bytes"] if "bytes" in chunk else np.zeros(n, dtype=np.int64))
+            if by_stream:
+                out["stream"].append(chunk["stream"])
+    cat = {k: np.concatenate(v) if v else None for k, v in out.items()}
+    total = cat["start"].shape[0] if cat["start"] is not None else 0
     if uniform is None:
-        key = cols["key"]
-        kinds = key % _PACK_PID
+        key = cat["key"]
         pid = (key // _PACK_PID) % (1 << S.PID_SHIFT)
         device = key // _PACK_DEVICE
-    else:
-        kinds = cols.get("kind")
-        pid = np.full(n, uniform[0], dtype=np.int64)
-        device = np.full(n, uniform[1], dtype=np.int64)
-    if table == S.MEMCPY_TABLE:
-        kinds = np.where((kinds >= 0) & (kinds <= S.MAX_COPY_KIND), kinds, 0)  # unknown kinds -> other
-        engine = np.asarray(S.copy_kind_to_engine_code(), dtype=np.int64)[kinds]
-    else:
-        code = S.ENGINE_CODE["kernel" if table == S.KERNEL_TABLE else "memset"]
-        engine = np.full(n, code, dtype=np.int64)
+    else:  # one value for every record: no memory per record
+        pid = np.broadcast_to(np.int64(uniform[0]), (total,))
+        device = np.broadcast_to(np.int64(uniform[1]), (total,))
     return Activity(
-        start_ns=start,
-        end_ns=start + dur,
+        start_ns=cat["start"],
+        end_ns=cat["end"],
         pid=pid,
         device=device,
-        engine=engine,
-        bytes=cols["bytes"] if "bytes" in cols else np.zeros(n, dtype=np.int64),
-        stream=cols.get("stream"),
+        engine=cat["engine"],
+        bytes=cat["bytes"],
+        stream=cat["stream"] if by_stream else None,
     )
 
 
@@ -469,25 +488,30 @@ def read_trace(
                 rowid_spans[table] = _rowid_span(conn, table)
             sync_ids, sync_names = _host_sync_ids(conn, path, tables)
             runtime_span = _rowid_span(conn, S.RUNTIME_TABLE) if sync_ids else (0, 0)
-            meta = _read_meta(conn, tables)
-            gpu_names = _read_gpu_names(conn, tables)
-            ranges = _read_ranges(conn, path, tables, tuple(range_prefixes))
+            first = conn.execute(f"SELECT {_pid_sql('globalPid')}, deviceId FROM [{present[0]}] LIMIT 1").fetchone()
+            # Each table is read in rowid chunks on two threads (sqlite3 releases the GIL
+            # while it steps). First assume one (pid, device) -- the first record's -- and
+            # read again with per-row keys if that proves wrong. The small tables are read
+            # here meanwhile.
+            uniform: tuple[int, int] | None = (int(first[0]), int(first[1]))
+            small: dict = {}
+
+            def read_small() -> None:
+                small["meta"] = _read_meta(conn, tables)
+                small["gpu_names"] = _read_gpu_names(conn, tables)
+                small["ranges"] = _read_ranges(conn, path, tables, tuple(range_prefixes))
+
+            activity, host_sync = _read_rows(
+                path, rowid_spans, sync_ids, sync_names, runtime_span, by_stream, uniform, read_small
+            )
+            if activity is None:
+                activity, host_sync = _read_rows(path, rowid_spans, sync_ids, sync_names, runtime_span, by_stream, None)
+            assert activity is not None and host_sync is not None
+            meta, gpu_names, ranges = small["meta"], small["gpu_names"], small["ranges"]
         except sqlite3.DatabaseError as exc:
             raise _corrupt(path, exc) from None
     finally:
         conn.close()
-
-    # Each table is read in rowid chunks; two threads share the chunks (sqlite3 releases
-    # the GIL while it steps), so a 1M-row table uses both cores. First assume one
-    # (pid, device) -- the first record's -- and read again with per-row keys if not.
-    first = present[0]
-    uniform: tuple[int, int] | None = tuple(  # type: ignore[assignment]
-        int(v) for v in _one_row(path, f"SELECT {_pid_sql('globalPid')}, deviceId FROM [{first}] LIMIT 1")
-    )
-    activity, host_sync = _read_rows(path, rowid_spans, sync_ids, sync_names, runtime_span, by_stream, uniform)
-    if activity is None:
-        activity, host_sync = _read_rows(path, rowid_spans, sync_ids, sync_names, runtime_span, by_stream, None)
-    assert activity is not None and host_sync is not None
 
     return TraceData(
         path=path,
@@ -502,16 +526,6 @@ def read_trace(
     )
 
 
-def _one_row(path: Path, sql: str) -> tuple:
-    conn = connect_read_only(path)
-    try:
-        return conn.execute(sql).fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise _corrupt(path, exc) from None
-    finally:
-        conn.close()
-
-
 def _read_rows(
     path: Path,
     rowid_spans: dict[str, tuple[int, int]],
@@ -520,6 +534,7 @@ def _read_rows(
     runtime_span: tuple[int, int],
     by_stream: bool,
     uniform: tuple[int, int] | None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> tuple[Activity | None, _Deferred | None]:
     """Read activity rows; start reading host-sync rows in the background.
 
@@ -538,6 +553,13 @@ def _read_rows(
         sql, sync_cols = _host_sync_sql(sync_ids, sync_pid)
         jobs += [(sql, a, b) for a, b in _chunks(*runtime_span)]
     futures = _start_jobs(path, jobs)
+    if meanwhile is not None:
+        try:
+            meanwhile()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
     results = _collect(path, futures[:n_activity])
     pieces: dict[str, dict[str, list]] = {}
     for (table, names), row in zip(owners, results):
@@ -548,13 +570,7 @@ def _read_rows(
         for f in futures[n_activity:]:
             f.cancel()
         return None, None
-    activity = _concat(
-        [
-            _activity_from_columns(path, t, {n: np.concatenate(v) for n, v in cols.items() if n != "mismatch"}, uniform)
-            for t, cols in pieces.items()
-        ],
-        by_stream,
-    )
+    activity = _build_activity(path, pieces, uniform, by_stream)
     sync_futures = futures[n_activity:]
 
     def host_sync() -> HostSyncCalls:
@@ -576,18 +592,3 @@ def _read_rows(
         return HostSyncCalls(start, start + dur, pid, sync_names)
 
     return activity, _Deferred(host_sync)
-
-
-def _concat(parts: list[Activity], by_stream: bool) -> Activity:
-    if len(parts) == 1:
-        return parts[0]
-    cat = np.concatenate
-    return Activity(
-        start_ns=cat([p.start_ns for p in parts]),
-        end_ns=cat([p.end_ns for p in parts]),
-        pid=cat([p.pid for p in parts]),
-        device=cat([p.device for p in parts]),
-        engine=cat([p.engine for p in parts]),
-        bytes=cat([p.bytes for p in parts]),
-        stream=cat([p.stream for p in parts]) if by_stream else None,  # type: ignore[misc]
-    )

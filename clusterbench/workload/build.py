@@ -19,6 +19,19 @@ NVRTC_OPTIONS = ("--fmad=false", "-std=c++17")
 THREADS_PER_BLOCK = 512  # NT in cluster_finder.cu
 SMEM_BUDGET_BYTES = 72 * 1024  # per block: three blocks fit an H100/H200 SM's 227 KiB
 SMEM_MAX_BYTES = 227 * 1024  # opt-in dynamic shared memory limit of sm_90
+STATIC_SMEM_MAX_BYTES = 48 * 1024  # static __shared__ limit per block (the two-phase kernels use static)
+
+# The frozen-mode kernels: "strip" (one block per frame walking strips, ordered emission per round) and
+# "twophase" (frozen_classify writes an emit bitmask per frame, frozen_compact ranks and writes them).
+FROZEN_KERNELS = ("strip", "twophase")
+DEFAULT_FROZEN_KERNEL = "twophase"
+# Two-phase geometry; passed to the compiler as -D macros, so this file is the one source of truth.
+CLASSIFY_TILE_COLS = 32  # one warp across, one 32-bit mask word per tile row (fixed in the kernel)
+CLASSIFY_WARPS = 8  # CB_BY: 256 threads per classify block
+CLASSIFY_FRAMES_PER_BLOCK = 8  # frames a classify block walks, reusing its mean tile and thresholds
+COMPACT_THREADS = 256  # CB_NT2
+COMPACT_WORDS_PER_THREAD = 24  # CB_WPT: a chunk of 6144 mask words covers a 400x400 frame (5200 words)
+COMPACT_LIST = 2048  # CB_LIST: emitters ranked per window before their records are written
 
 
 def kernel_dir() -> Path:
@@ -35,9 +48,29 @@ def kernel_sources() -> dict[str, str]:
     }
 
 
-def compile_options(pedestal_dtype: str, cluster: int) -> tuple[str, ...]:
+def classify_tile_rows(pedestal_dtype: str) -> int:
+    """Output rows per classify tile: 32 in float32; 16 in float64, to stay in 48 KiB of static shared memory."""
+    return 32 if pedestal_dtype == "float32" else 16
+
+
+def classify_shared_bytes(tile_rows: int, cluster: int, itemsize: int) -> int:
+    """Static shared memory of frozen_classify: two corrected tiles, the mean tile, the row maxima."""
+    halo = cluster // 2
+    trows, tcols = tile_rows + 2 * halo, CLASSIFY_TILE_COLS + 2 * halo
+    return (3 * trows * tcols + trows * CLASSIFY_TILE_COLS) * itemsize
+
+
+def mask_words(rows: int, cols: int) -> int:
+    """32-bit words of one frame's emit bitmask: per row, one word per 32 columns (row-major pixel order)."""
+    return rows * -(-cols // CLASSIFY_TILE_COLS)
+
+
+def compile_options(pedestal_dtype: str, cluster: int, tile_rows: int | None = None) -> tuple[str, ...]:
     ctype = "float" if pedestal_dtype == "float32" else "double"
-    return NVRTC_OPTIONS + (f"-DCB_T={ctype}", f"-DCB_K={cluster}")
+    th = classify_tile_rows(pedestal_dtype) if tile_rows is None else tile_rows
+    return NVRTC_OPTIONS + (f"-DCB_T={ctype}", f"-DCB_K={cluster}", f"-DCB_TH={th}", f"-DCB_BY={CLASSIFY_WARPS}",
+                            f"-DCB_NT2={COMPACT_THREADS}", f"-DCB_WPT={COMPACT_WORDS_PER_THREAD}",
+                            f"-DCB_LIST={COMPACT_LIST}")
 
 
 def strip_rows(rows: int, cols: int, cluster: int, itemsize: int, budget: int = SMEM_BUDGET_BYTES) -> int:
@@ -54,9 +87,9 @@ def shared_bytes(strip: int, cols: int, cluster: int, itemsize: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def load_module(pedestal_dtype: str, cluster: int) -> Any:
-    """The compiled cupy.RawModule for one (pedestal type, cluster size)."""
+def load_module(pedestal_dtype: str, cluster: int, tile_rows: int | None = None) -> Any:
+    """The compiled cupy.RawModule for one (pedestal type, cluster size[, classify tile rows])."""
     import cupy
 
     source = (KERNEL_DIR / KERNEL_FILE).read_text()
-    return cupy.RawModule(code=source, options=compile_options(pedestal_dtype, cluster))
+    return cupy.RawModule(code=source, options=compile_options(pedestal_dtype, cluster, tile_rows))

@@ -97,7 +97,19 @@ def _allow_shared(kernel: Any, nbytes: int) -> None:
 class Pipeline:
     """GPU resources for one WorkloadParams: buffers, streams, compiled kernels, pedestal state."""
 
-    def __init__(self, params: WorkloadParams, frames: FrameSet, strip: int | None = None) -> None:
+    def __init__(self, params: WorkloadParams, frames: FrameSet, strip: int | None = None,
+                 frozen_kernel: str | None = None, tile_rows: int | None = None) -> None:
+        """``strip`` (tests) forces the strip height; ``frozen_kernel`` picks "strip" or "twophase" for
+        frozen mode (internal: tests and the benchmark run both); ``tile_rows`` overrides the two-phase
+        classify tile height (benchmark)."""
+        kernel = build.DEFAULT_FROZEN_KERNEL if frozen_kernel is None else frozen_kernel
+        if kernel not in build.FROZEN_KERNELS:
+            raise InputError(f"unknown frozen kernel {kernel!r}", hint=f"use one of {', '.join(build.FROZEN_KERNELS)}")
+        if tile_rows is not None and (tile_rows < build.CLASSIFY_WARPS or tile_rows % build.CLASSIFY_WARPS):
+            raise InputError(f"classify tile rows must be a positive multiple of {build.CLASSIFY_WARPS}, got {tile_rows}",
+                             hint="use e.g. 16 or 32")
+        self.frozen_kernel = kernel
+        self.twophase = params.pedestal == "frozen" and kernel == "twophase"
         cp = _cupy()
         self.cp = cp
         self.p = params
@@ -109,6 +121,14 @@ class Pipeline:
         self.pool_n = len(frames.pool)
         if self.pool_n < 1:
             raise InputError("the frame pool is empty", hint="pass more data frames")
+        itemsize = self.T.itemsize
+        self.tile_rows = build.classify_tile_rows(params.pedestal_dtype) if tile_rows is None else tile_rows
+        if self.twophase:
+            cls_smem = build.classify_shared_bytes(self.tile_rows, params.cluster, itemsize)
+            if cls_smem > build.STATIC_SMEM_MAX_BYTES:
+                raise InputError(f"a classify tile of {self.tile_rows} rows needs {cls_smem} B of shared memory at "
+                                 f"{params.cluster}x{params.cluster} {params.pedestal_dtype}, over "
+                                 f"{build.STATIC_SMEM_MAX_BYTES} B", hint="use fewer tile rows")
         self._host: list[HostBuffer] = []
         # The pool must be pinned for asynchronous H2D: copy it unless it already is.
         self.pool_buf = self._pinned(self.pool_n * self.fb)
@@ -116,12 +136,13 @@ class Pipeline:
         pool_view[...] = frames.pool
         self.pool = pool_view
 
-        mod = build.load_module(params.pedestal_dtype, params.cluster)
+        mod = build.load_module(params.pedestal_dtype, params.cluster, tile_rows)
         self.k_acc = mod.get_function("pedestal_accumulate")
         self.k_fin = mod.get_function("pedestal_finish")
         self.k_frozen = mod.get_function("find_frozen")
         self.k_track = mod.get_function("find_tracking")
-        itemsize = self.T.itemsize
+        self.k_classify = mod.get_function("frozen_classify")
+        self.k_compact = mod.get_function("frozen_compact")
         if strip is not None:  # tests: force several strips on a small detector
             self.strip = min(strip, params.rows)
         elif params.pedestal == "frozen":
@@ -129,14 +150,23 @@ class Pipeline:
         else:  # small strips: one block per strip, enough blocks to fill the GPU for one frame
             self.strip = min(params.rows, max(1, 1600 // params.cols))
         self.smem = build.shared_bytes(self.strip, params.cols, params.cluster, itemsize)
-        if self.smem > build.SMEM_MAX_BYTES:
+        if not self.twophase and self.smem > build.SMEM_MAX_BYTES:
             raise InputError(
                 f"a {params.cols}-column detector needs {self.smem} B of shared memory per block at "
                 f"{params.cluster}x{params.cluster} {params.pedestal_dtype}, over the {build.SMEM_MAX_BYTES} B limit",
                 hint="use fewer columns, a smaller cluster or a float32 pedestal")
-        if self.smem > 48 * 1024:
+        if not self.twophase and self.smem > 48 * 1024:
             for k in (self.k_frozen, self.k_track):
                 _allow_shared(k, self.smem)
+        # two-phase geometry: mask words per row, classify tiles per frame
+        self.wpr = -(-params.cols // build.CLASSIFY_TILE_COLS)
+        self.mask_words = build.mask_words(params.rows, params.cols)
+        self.tiles = self.wpr * -(-params.rows // self.tile_rows)
+        self.fpb = build.CLASSIFY_FRAMES_PER_BLOCK  # the benchmark may try others (any value >= 1 is exact)
+        groups = -(-params.batch // self.fpb)
+        if self.twophase and self.tiles * groups >= 2**31:
+            raise InputError(f"{self.tiles} tiles x {groups} frame groups exceed the CUDA grid limit",
+                             hint="use a smaller batch")
 
         B, S = params.batch, params.streams
         self.streams = [cp.cuda.Stream(non_blocking=True) for _ in range(S)]
@@ -144,6 +174,7 @@ class Pipeline:
         zerocopy = params.transfer == "zerocopy"
         self.h_out = [self._pinned(B * self.slot_bytes, mapped=zerocopy) for _ in range(S)]
         self.d_out = None if zerocopy else [cp.empty(B * self.slot_bytes, cp.uint8) for _ in range(S)]
+        self.d_mask = [cp.empty(B * self.mask_words, cp.uint32) for _ in range(S)] if self.twophase else None
         self.totals = cp.zeros(2, cp.uint64)
         self.sum = cp.zeros(self.npix, cp.float64)
         self.sum2 = cp.zeros(self.npix, cp.float64)
@@ -235,6 +266,16 @@ class Pipeline:
         p = self.p
         stream = self.streams[s]
         with stream:
+            if self.twophase:
+                fpb = self.fpb
+                self.k_classify((self.tiles * -(-n // fpb),), (build.CLASSIFY_TILE_COLS, build.CLASSIFY_WARPS),
+                                (self.d_in[s], np.int32(n), np.int32(fpb), self.mean[0], self.thr, self.d_mask[s],
+                                 np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr), np.int32(self.tiles)))
+                self.k_compact((n,), (build.COMPACT_THREADS,),
+                               (self.d_mask[s], self.d_in[s], np.int32(n), self.mean[0],
+                                np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
+                                np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr), np.int32(p.cap)))
+                return
             if p.pedestal == "frozen":
                 self.k_frozen((n,), (build.THREADS_PER_BLOCK,),
                               (self.d_in[s], np.int32(n), self.mean[0], self.thr,

@@ -146,19 +146,21 @@ def run_config(params: WorkloadParams, *, nvtx: bool = True, on_range: RangeCall
                       data_source=frameset.source, pool_frames=pool)
 
 
-def measure_sustained(params: WorkloadParams, repeats: int = 3, frames: Any = None) -> SustainedResult:
+def measure_sustained(params: WorkloadParams, repeats: int = 3, frames: Any = None,
+                      frozen_kernel: str | None = None) -> SustainedResult:
     """Untraced sustained FPS of the pass alone, in-process, no profiler.
 
     Not timed: data generation, allocation, compilation, the pedestal, and one warm-up pass of
     min(frames, 2 * streams * batch) frames. Each repeat times issue-to-synchronize of a full pass of
-    ``params.frames`` frames; tracking mode restores the pedestal before each repeat (untimed)."""
+    ``params.frames`` frames; tracking mode restores the pedestal before each repeat (untimed).
+    ``frozen_kernel`` ("strip" or "twophase", default the latter) is for the benchmark's side-by-side runs."""
     from clusterbench.workload.pipeline import Pipeline
 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise InputError(f"repeats must be a positive integer, got {repeats!r}", hint="use e.g. --sustained 3")
     frameset = frames if frames is not None else _frames_for(params)
     fps: list[float] = []
-    with Pipeline(params, frameset) as pipe:
+    with Pipeline(params, frameset, frozen_kernel=frozen_kernel) as pipe:
         pipe.compute_pedestal()
         pipe.run_pass(min(params.frames, 2 * params.streams * params.batch))
         for _ in range(repeats):

@@ -123,3 +123,18 @@ def test_analysis_imports_no_cli_or_gpu_libraries() -> None:
 def _write(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
+
+
+def test_nsys_rep_without_nsys_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clusterbench.trace import nsys_export
+
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv(nsys_export.NSYS_ENV, raising=False)
+    monkeypatch.setattr(nsys_export, "NSYS_GLOBS", ())
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"report")
+    res = run(str(rep))
+    assert res.exit_code == 2
+    assert "nsys was not found" in res.stderr and "Hint: " in res.stderr and "nsys export --type sqlite" in res.stderr

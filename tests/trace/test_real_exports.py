@@ -114,3 +114,22 @@ def test_real_export_5x5_reads_as_transfer_bound() -> None:
     assert r.roofline.engine == "h2d"
     assert 5.0 < r.roofline.us_per_frame < 6.5
     assert 45 < r.engines["h2d"].gbps < 60  # PCIe Gen5 x16 with pinned buffers: ~54 GB/s
+
+
+def test_replicated_export_scales_exactly(tmp_path: Path) -> None:
+    """The benchmark's replicated trace (3 time-shifted copies): every total is 3x one copy's."""
+    import importlib.util
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_analyze.py"
+    spec = importlib.util.spec_from_file_location("bench_analyze", bench)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    one = analyze_trace(H200[0])
+    per_copy = 24 + 41  # kernels + memcpys in dev_5x5_s2_b500
+    total, copies = mod.build(H200[0], tmp_path / "x3.sqlite", 3 * per_copy)
+    assert (total, copies) == (3 * per_copy, 3)
+    three = analyze_trace(tmp_path / "x3.sqlite")
+    assert three.window_ns == 3 * one.window_ns and three.frames == 3 * one.frames
+    for name, st in one.engines.items():
+        assert (three.engines[name].busy_ns, three.engines[name].count) == (3 * st.busy_ns, 3 * st.count)
+    assert (three.any_busy_ns, three.host_sync_ns) == (3 * one.any_busy_ns, 3 * one.host_sync_ns)

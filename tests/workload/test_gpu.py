@@ -7,12 +7,14 @@ import sys
 import numpy as np
 import pytest
 
+from clusterbench.workload import build
 from clusterbench.workload.params import WorkloadParams
-from clusterbench.workload.reference import find_clusters, pedestal_from_dark
+from clusterbench.workload.reference import find_clusters, pedestal_from_dark, scan_frame
 from clusterbench.workload.synth import FrameSet, synthetic_frames
 
 pytestmark = pytest.mark.gpu
 N_FRAMES = 200  # realistic 400x400 frames per comparison
+KERNELS = build.FROZEN_KERNELS  # frozen mode runs with each kernel; tracking has one
 
 
 @pytest.fixture(scope="module")
@@ -30,10 +32,10 @@ def coarse():
     return FrameSet(dark=dark, pool=pool, source="coarse")
 
 
-def gpu_run(params, frames, strip=None):
+def gpu_run(params, frames, strip=None, kernel=None):
     from clusterbench.workload.pipeline import Pipeline
 
-    with Pipeline(params, frames, strip=strip) as pipe:
+    with Pipeline(params, frames, strip=strip, frozen_kernel=kernel) as pipe:
         pipe.compute_pedestal()
         ped = pipe.pedestal_host()
         out = pipe.run_pass(params.frames, collect=True)
@@ -55,8 +57,8 @@ def reference(frames, params):
     return _REF_CACHE[key]
 
 
-def assert_same(params, frames, strip=None):
-    ped, out, end = gpu_run(params, frames, strip)
+def assert_same(params, frames, strip=None, kernel=None):
+    ped, out, end = gpu_run(params, frames, strip, kernel)
     ref_ped, ref, ref_end = reference(frames, params)
     assert np.array_equal(ped[0], ref_ped.sum) and np.array_equal(ped[1], ref_ped.sum2)
     assert np.array_equal(ped[2], ref_ped.mean), "pedestal mean differs"
@@ -73,12 +75,13 @@ def assert_same(params, frames, strip=None):
     return out
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("k", [3, 5, 9])
-def test_frozen_matches_reference_on_realistic_frames(realistic, k, dtype):
+def test_frozen_matches_reference_on_realistic_frames(realistic, k, dtype, kernel):
     p = WorkloadParams(cluster=k, cap=1700, pedestal_dtype=dtype, streams=2, batch=64, frames=N_FRAMES,
                        pool=N_FRAMES, pedestal_frames=100)
-    out = assert_same(p, realistic)
+    out = assert_same(p, realistic, kernel=kernel)
     assert out.clusters_found > 50 * N_FRAMES  # realistic data: tens of clusters per frame
 
 
@@ -90,30 +93,66 @@ def test_tracking_matches_reference_on_realistic_frames(realistic, k, dtype):
     assert_same(p, realistic)
 
 
-@pytest.mark.parametrize("mode", ["frozen", "tracking"])
+MODES_KERNELS = [("frozen", k) for k in KERNELS] + [("tracking", None)]
+
+
+@pytest.mark.parametrize(("mode", "kernel"), MODES_KERNELS)
 @pytest.mark.parametrize("k", [3, 9])
-def test_zerocopy_matches_reference(realistic, k, mode):
+def test_zerocopy_matches_reference(realistic, k, mode, kernel):
     p = WorkloadParams(cluster=k, cap=1700, transfer="zerocopy", pedestal=mode, streams=2, batch=40,
                        frames=N_FRAMES, pool=N_FRAMES, pedestal_frames=100)
-    assert_same(p, realistic)
+    assert_same(p, realistic, kernel=kernel)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("mode", ["frozen", "tracking"])
+@pytest.mark.parametrize(("mode", "kernel"), MODES_KERNELS)
 @pytest.mark.parametrize("k", [3, 5, 11])
-def test_coarse_frames_ties_caps_and_strip_edges(coarse, k, mode, dtype):
-    # pool reused cyclically (60 frames from a pool of 40), strips of 5 rows, a cap that bites
+def test_coarse_frames_ties_caps_and_strip_edges(coarse, k, mode, kernel, dtype):
+    # pool reused cyclically (60 frames from a pool of 40), strips of 5 rows, a cap that bites;
+    # two-phase: 37x53 is 2x2 classify tiles, the right and bottom ones partial
     p = WorkloadParams(rows=37, cols=53, cluster=k, cap=8, pedestal_dtype=dtype, pedestal=mode, streams=3,
                        batch=7, frames=60, pool=40, pedestal_frames=50, nsigma=1.0)
-    out = assert_same(p, coarse, strip=5)
+    out = assert_same(p, coarse, strip=5, kernel=kernel)
     assert out.clusters_dropped > 0
 
 
-def test_one_stream_and_four_streams_agree(realistic):
+@pytest.fixture(scope="module")
+def wide():
+    """240x1024 coarse frames (4 data frames, 20 dark)."""
+    rng = np.random.default_rng(8)
+    dark = rng.integers(995, 1006, (20, 240, 1024)).astype(np.uint16)
+    pool = rng.integers(990, 1030, (4, 240, 1024)).astype(np.uint16)
+    return FrameSet(dark=dark, pool=pool, source="wide")
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_wide_frames_cross_compact_chunks_and_list_windows(wide, kernel):
+    """240x1024 frames: 7680 mask words per frame, more than one compact chunk; thousands of
+    clusters per frame, so the stored ranks span several list windows, and a cap chosen from the
+    reference so that it bites inside the second chunk of frame 0."""
+    frames = wide
+    rows, cols = frames.pool.shape[1:]
+    ped = pedestal_from_dark(frames.dark, 1.0, "float32")
+    emit0 = scan_frame(frames.pool[0], ped.mean, ped.thr, 3).emit
+    wpr = -(-cols // build.CLASSIFY_TILE_COLS)
+    chunk_rows = build.COMPACT_THREADS * build.COMPACT_WORDS_PER_THREAD // wpr  # rows in the first chunk
+    assert chunk_rows < rows
+    in_first_chunk = int(emit0[:chunk_rows].sum())
+    assert in_first_chunk > 2 * build.COMPACT_LIST and int(emit0[chunk_rows:].sum()) > 600
+    cap = in_first_chunk + 300  # frame 0 keeps 300 clusters of its second chunk and drops the rest
+    p = WorkloadParams(rows=rows, cols=cols, cluster=3, cap=cap, streams=2, batch=2, frames=4, pool=4,
+                       pedestal_frames=20, nsigma=1.0)
+    out = assert_same(p, frames, kernel=kernel)
+    assert out.clusters[0].dropped == int(emit0.sum()) - cap > 0
+    assert int(out.clusters[0].records["y"].max()) >= chunk_rows
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_one_stream_and_four_streams_agree(realistic, kernel):
     outs = []
     for streams in (1, 4):
         p = WorkloadParams(cluster=3, cap=1700, streams=streams, batch=25, frames=N_FRAMES, pool=N_FRAMES, pedestal_frames=100)
-        outs.append(gpu_run(p, realistic)[1])
+        outs.append(gpu_run(p, realistic, kernel=kernel)[1])
     assert outs[0].clusters_found == outs[1].clusters_found
     assert [c.records.tobytes() for c in outs[0].clusters] == [c.records.tobytes() for c in outs[1].clusters]
 

@@ -53,3 +53,50 @@ def test_strip_fits_the_shared_memory_budget():
             assert s >= 1
             assert s == 1 or build.shared_bytes(s, 400, k, itemsize) <= build.SMEM_BUDGET_BYTES
     assert build.strip_rows(7, 400, 3, 4) == 7
+
+
+def test_compile_options_carry_the_two_phase_geometry():
+    opts = build.compile_options("float32", 3)
+    assert f"-DCB_TH={build.classify_tile_rows('float32')}" in opts
+    assert f"-DCB_BY={build.CLASSIFY_WARPS}" in opts and f"-DCB_NT2={build.COMPACT_THREADS}" in opts
+    assert f"-DCB_WPT={build.COMPACT_WORDS_PER_THREAD}" in opts and f"-DCB_LIST={build.COMPACT_LIST}" in opts
+    assert "-DCB_TH=16" in build.compile_options("float64", 9, tile_rows=16)
+
+
+def test_kernel_defaults_match_the_build_constants():
+    # the .cu falls back to its own #defines when compiled without -D: they must say the same thing
+    src = (Path(build.kernel_dir()) / "cluster_finder.cu").read_text()
+    for macro, value in (("CB_BY", build.CLASSIFY_WARPS), ("CB_NT2", build.COMPACT_THREADS),
+                         ("CB_WPT", build.COMPACT_WORDS_PER_THREAD), ("CB_LIST", build.COMPACT_LIST),
+                         ("CB_TH", build.classify_tile_rows("float32"))):
+        assert f"#define {macro} {value} " in src or f"#define {macro} {value}\n" in src, macro
+
+
+def test_mask_words_by_hand():
+    assert build.mask_words(400, 400) == 400 * 13  # 400 columns = 12 full words + 16 bits
+    assert build.mask_words(37, 53) == 37 * 2
+    assert build.mask_words(1, 32) == 1 and build.mask_words(1, 33) == 2
+
+
+def test_classify_tiles_fit_static_shared_memory():
+    # 3 tiles of (rows + 2h) x (32 + 2h) values plus the (rows + 2h) x 32 row maxima, worked out for 9x9 f32
+    assert build.classify_shared_bytes(32, 9, 4) == (3 * 40 * 40 + 40 * 32) * 4
+    for k in (3, 5, 7, 9, 11):
+        for dtype, itemsize in (("float32", 4), ("float64", 8)):
+            assert build.classify_shared_bytes(build.classify_tile_rows(dtype), k, itemsize) <= build.STATIC_SMEM_MAX_BYTES
+
+
+def test_pipeline_rejects_an_unknown_frozen_kernel_before_touching_the_gpu():
+    import pytest
+
+    from clusterbench.errors import InputError
+    from clusterbench.workload.params import WorkloadParams
+    from clusterbench.workload.pipeline import Pipeline
+    from clusterbench.workload.synth import FrameSet
+
+    frames = FrameSet(dark=np.zeros((1, 4, 4), np.uint16), pool=np.zeros((1, 4, 4), np.uint16), source="t")
+    with pytest.raises(InputError, match="unknown frozen kernel 'fast'"):
+        Pipeline(WorkloadParams(rows=4, cols=4), frames, frozen_kernel="fast")
+    with pytest.raises(InputError, match="multiple of 8"):
+        Pipeline(WorkloadParams(rows=4, cols=4), frames, tile_rows=12)
+    assert build.DEFAULT_FROZEN_KERNEL in build.FROZEN_KERNELS

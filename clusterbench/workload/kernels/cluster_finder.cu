@@ -276,6 +276,290 @@ find_frozen(const u16* __restrict__ frames, int n_frames, const T* __restrict__ 
 }
 
 // ---------------------------------------------------------------------------------------------
+// Frozen pedestal, two phases (the default; see docs/workload.md, "The two-phase frozen kernel").
+//
+// 1. frozen_classify: a 1-D grid of (tile, frame group) blocks. A block is CB_BY warps over a tile
+//    of 32 columns x CB_TH rows, for `fpb` consecutive frames. It keeps the mean of its tile plus a
+//    halo of H (shared memory) and the threshold of its own pixels (registers) across those frames,
+//    so the maps cross L2 once per frame group. Per frame: corrected values with halo into shared
+//    memory (double-buffered, -inf outside the image), the K-wide row max, then per pixel the
+//    column max of the row maxima (the window max, exact) and the rules of Strip::classify<false>,
+//    the total summed in row-major order only at a window max that is <= thr. A warp ballot over
+//    its 32 columns gives one 32-bit word: masks[f][y][x / 32], bit x % 32 = "pixel (x, y) emits".
+//    The next frame's raw values are loaded into registers while this one is classified.
+// 2. frozen_compact: one block per frame. Each thread owns CB_WPT consecutive mask words; popcounts
+//    and a block scan give every emitter its row-major rank (words are in row-major pixel order).
+//    Emitters with rank < cap are listed in shared memory by rank, then one warp per record writes
+//    it (x|y word, then the K*K corrected values recomputed from frame and mean, 0 outside the
+//    image), a 32-bit word per lane as before. The slot's count is the number found.
+// Both are launched on the batch's stream: no host synchronization.
+// ---------------------------------------------------------------------------------------------
+#ifndef CB_TH
+#define CB_TH 32    // tile rows (output pixels) per classify block
+#endif
+#ifndef CB_BY
+#define CB_BY 8     // warps per classify block; each thread classifies CB_TH / CB_BY pixels per frame
+#endif
+#ifndef CB_NT2
+#define CB_NT2 256  // threads per compact block
+#endif
+#ifndef CB_WPT
+#define CB_WPT 24   // mask words per compact thread per chunk (a chunk is CB_NT2 * CB_WPT words)
+#endif
+#ifndef CB_LIST
+#define CB_LIST 2048  // emitters listed per window in the compact block
+#endif
+
+static constexpr int TW = 32;                       // tile columns: one warp, one mask word
+static constexpr int TH = CB_TH;
+static constexpr int BY = CB_BY;
+static constexpr int TR = TH + 2 * H;               // tile rows with the halo
+static constexpr int TC = TW + 2 * H;               // tile columns with the halo
+static constexpr int NR = (TR + BY - 1) / BY;       // tile rows loaded per thread
+static constexpr int NO = TH / BY;                  // output rows per thread
+static constexpr int CLS_MINB = 4;  // 4 blocks of 256 threads per SM: at most 64 registers
+static_assert(TH % BY == 0, "CB_TH must be a multiple of CB_BY");
+static_assert(2 * H <= 32, "the halo columns must fit one extra warp-wide load");
+
+__device__ __forceinline__ float tmax(float a, float b) { return fmaxf(a, b); }    // exact: no NaN here
+__device__ __forceinline__ double tmax(double a, double b) { return fmax(a, b); }
+
+// The raw uint16 values of one frame's tile (with halo) into this thread's load slots: slot i is tile
+// row i*BY + ty, columns lane (low half of raw[i]) and lane + 32 (high half; the right halo, lanes < 2H).
+// `tb` points at the tile's top-left halo corner, image pixel (x0 - H, y0 - H), possibly outside.
+__device__ __forceinline__ void load_raw(u32 (&raw)[NR], const u16* __restrict__ tb, int x0, int y0, int rows,
+                                         int cols) {
+    const int lane = threadIdx.x, ty = threadIdx.y;
+#pragma unroll
+    for (int i = 0; i < NR; ++i) {
+        const int row = i * BY + ty;
+        const int y = y0 - H + row;
+        const int x = x0 - H + lane;
+        u32 lo = 0, hi = 0;
+        if (row < TR && y >= 0 && y < rows) {
+            const u16* rp = tb + row * cols;
+            if (x >= 0 && x < cols) lo = rp[lane];
+            if (lane + 32 < TC && x + 32 < cols) hi = rp[lane + 32];
+        }
+        raw[i] = lo | (hi << 16);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(TW * BY, CLS_MINB)
+frozen_classify(const u16* __restrict__ frames, int n_frames, int fpb, const T* __restrict__ mean,
+                const T* __restrict__ thr, u32* __restrict__ masks, int rows, int cols, int wpr, int tiles) {
+    __shared__ T s_v[2][TR][TC];  // corrected values, double-buffered by frame
+    __shared__ T s_h[TR][TW];     // K-wide row max
+    __shared__ T s_m[TR][TC];     // the mean of the tile with halo (0 outside the image)
+    const int lane = threadIdx.x, ty = threadIdx.y;
+    const int tile = (int)(blockIdx.x % (unsigned)tiles);
+    const int group = (int)(blockIdx.x / (unsigned)tiles);
+    const int tx = tile % wpr, tyi = tile / wpr;
+    const int x0 = tx * TW, y0 = tyi * TH;
+    const int f0 = group * fpb;
+    const int f1 = min(n_frames, f0 + fpb);
+    if (f0 >= f1) return;  // block-uniform
+    const size_t npix = (size_t)rows * cols;
+    const long long corner = (long long)(y0 - H) * cols + (x0 - H);  // may be negative: only an offset
+    const T ninf = neg_inf(T(0));
+
+    for (int e = ty * TW + lane; e < TR * TC; e += TW * BY) {
+        const int row = e / TC, col = e - row * TC;
+        const int y = y0 - H + row, x = x0 - H + col;
+        s_m[row][col] = (y >= 0 && y < rows && x >= 0 && x < cols) ? mean[(size_t)y * cols + x] : T(0);
+    }
+    T th[NO];
+#pragma unroll
+    for (int j = 0; j < NO; ++j) {
+        const int y = y0 + j * BY + ty, x = x0 + lane;
+        th[j] = (y < rows && x < cols) ? thr[(size_t)y * cols + x] : T(0);
+    }
+    u32 raw[NR];
+    load_raw(raw, frames + (long long)((size_t)f0 * npix) + corner, x0, y0, rows, cols);
+    __syncthreads();  // s_m
+
+    int buf = 0;
+    for (int f = f0; f < f1; ++f) {
+        // corrected values (the same operation as Strip::load), -inf outside the image
+#pragma unroll
+        for (int i = 0; i < NR; ++i) {
+            const int row = i * BY + ty;
+            if (row < TR) {
+                const int y = y0 - H + row;
+                const bool yin = y >= 0 && y < rows;
+                const int x = x0 - H + lane;
+                s_v[buf][row][lane] = (yin && x >= 0 && x < cols) ? (T)(u16)(raw[i] & 0xffffu) - s_m[row][lane] : ninf;
+                if (lane + 32 < TC)
+                    s_v[buf][row][lane + 32] = (yin && x + 32 < cols) ? (T)(u16)(raw[i] >> 16) - s_m[row][lane + 32] : ninf;
+            }
+        }
+        if (f + 1 < f1)  // the next frame's loads are in flight while this one is classified
+            load_raw(raw, frames + (long long)((size_t)(f + 1) * npix) + corner, x0, y0, rows, cols);
+        __syncthreads();
+        // K-wide row max of every tile row
+#pragma unroll
+        for (int i = 0; i < NR; ++i) {
+            const int row = i * BY + ty;
+            if (row < TR) {
+                T mx = s_v[buf][row][lane];
+#pragma unroll
+                for (int d = 1; d < K; ++d) mx = tmax(mx, s_v[buf][row][lane + d]);
+                s_h[row][lane] = mx;
+            }
+        }
+        __syncthreads();
+        // classify (Strip::classify<false>) and ballot one mask word per output row
+        u32* fmask = masks + (size_t)f * (size_t)rows * (size_t)wpr;
+#pragma unroll
+        for (int j = 0; j < NO; ++j) {
+            const int r = j * BY + ty;
+            const int y = y0 + r, x = x0 + lane;
+            const T v = s_v[buf][r + H][lane + H];
+            T wm = s_h[r][lane];
+#pragma unroll
+            for (int d = 1; d < K; ++d) wm = tmax(wm, s_h[r + d][lane]);
+            const T t = th[j];
+            const bool cand = (y < rows) && (x < cols) && !(v < -t) && (v == wm);
+            bool emit = cand && (wm > t);
+            if (cand && !(wm > t)) {  // a window max <= thr: the total decides
+                T total = T(0);
+                if (y >= H && y + H < rows && x >= H && x + H < cols) {
+#pragma unroll
+                    for (int dy = 0; dy < K; ++dy)
+#pragma unroll
+                        for (int dx = 0; dx < K; ++dx) total = total + s_v[buf][r + dy][lane + dx];
+                } else {
+                    for (int dy = 0; dy < K; ++dy) {
+                        const int yy = y - H + dy;
+                        for (int dx = 0; dx < K; ++dx) {
+                            const int xx = x - H + dx;
+                            if (yy >= 0 && yy < rows && xx >= 0 && xx < cols) total = total + s_v[buf][r + dy][lane + dx];
+                        }
+                    }
+                }
+                const T kthr = (T)K * t;
+                emit = total > kthr;
+            }
+            const u32 word = __ballot_sync(FULL, emit);
+            if (lane == 0 && y < rows) fmask[(size_t)y * wpr + tx] = word;
+        }
+        buf ^= 1;  // the next frame's tile goes to the other buffer: no third barrier needed
+    }
+}
+
+// One warp writes the record of pixel (x, y), a 32-bit word per lane, values recomputed from the
+// frame and the mean exactly as the classify load computes them (0 outside the image).
+__device__ __forceinline__ void write_record_global(u32* __restrict__ dst, const u16* __restrict__ frame,
+                                                    const T* __restrict__ mean, int x, int y, int rows,
+                                                    int cols, int lane) {
+    for (int wd = lane; wd < REC_WORDS; wd += 32) {
+        u32 word;
+        if (wd == 0) {
+            word = (u32)x | ((u32)y << 16);
+        } else {
+            const int j = (wd - 1) / WPV, half = (wd - 1) % WPV;
+            const int yy = y + j / K - H, xx = x + j % K - H;
+            T val = T(0);
+            if (yy >= 0 && yy < rows && xx >= 0 && xx < cols) {
+                const size_t idx = (size_t)yy * cols + xx;
+                val = (T)frame[idx] - mean[idx];
+            }
+            word = word_of(val, half);
+        }
+        dst[wd] = word;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(CB_NT2)
+frozen_compact(const u32* __restrict__ masks, const u16* __restrict__ frames, int n_frames,
+               const T* __restrict__ mean, u8* __restrict__ slots, long long slot_bytes,
+               u64* __restrict__ totals, int rows, int cols, int wpr, int cap) {
+    constexpr int NW2 = CB_NT2 / 32;
+    constexpr int CHUNK = CB_NT2 * CB_WPT;
+    __shared__ u32 s_list[CB_LIST];
+    __shared__ u32 s_warp[NW2];
+    __shared__ u32 s_tot;
+    const int f = blockIdx.x;
+    if (f >= n_frames) return;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int nw = rows * wpr;
+    const u32* fmask = masks + (size_t)f * (size_t)nw;
+    const u16* frame = frames + (size_t)f * rows * cols;
+    u8* slot = slots + (size_t)f * (size_t)slot_bytes;
+    u8* recs = slot + 4;
+    u32 found = 0;  // emitters in the chunks before this one
+    for (int c0 = 0; c0 < nw; c0 += CHUNK) {
+        const int w0 = c0 + threadIdx.x * CB_WPT;
+        u32 wd[CB_WPT];
+        u32 cnt = 0;
+#pragma unroll
+        for (int i = 0; i < CB_WPT; ++i) {
+            wd[i] = (w0 + i < nw) ? fmask[w0 + i] : 0u;
+            cnt += __popc(wd[i]);
+        }
+        // block-wide exclusive scan of cnt (thread order = word order = row-major pixel order)
+        u32 incl = cnt;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const u32 n = __shfl_up_sync(FULL, incl, o);
+            if (lane >= o) incl += n;
+        }
+        if (lane == 31) s_warp[w] = incl;
+        __syncthreads();
+        if (w == 0) {
+            const u32 x = lane < NW2 ? s_warp[lane] : 0u;
+            u32 a = x;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const u32 n = __shfl_up_sync(FULL, a, o);
+                if (lane >= o) a += n;
+            }
+            if (lane < NW2) s_warp[lane] = a - x;
+            if (lane == NW2 - 1) s_tot = a;
+        }
+        __syncthreads();
+        const u32 first = found + s_warp[w] + incl - cnt;  // rank of this thread's first emitter
+        const u32 tot = s_tot;
+        const u32 hi = min(found + tot, (u32)cap);         // ranks [found, hi) are stored
+        for (u32 wb = found; wb < hi; wb += CB_LIST) {      // block-uniform; usually one window
+            const u32 we = min(wb + (u32)CB_LIST, hi);
+            if (cnt != 0u && first < we && first + cnt > wb) {
+                u32 r = first;
+#pragma unroll
+                for (int i = 0; i < CB_WPT; ++i) {
+                    u32 mm = wd[i];
+                    while (mm) {
+                        const int bit = __ffs(mm) - 1;
+                        mm &= mm - 1u;
+                        if (r >= wb && r < we) {
+                            const int gw = w0 + i;
+                            const int yy = gw / wpr;
+                            const int xx = (gw - yy * wpr) * 32 + bit;
+                            s_list[r - wb] = (u32)xx | ((u32)yy << 16);
+                        }
+                        ++r;
+                    }
+                }
+            }
+            __syncthreads();
+            for (u32 e = (u32)w; e < we - wb; e += NW2) {
+                const u32 px = s_list[e];
+                write_record_global(reinterpret_cast<u32*>(recs + (size_t)(wb + e) * REC_BYTES), frame, mean,
+                                    (int)(px & 0xffffu), (int)(px >> 16), rows, cols, lane);
+            }
+            __syncthreads();
+        }
+        found += tot;
+        __syncthreads();  // s_warp and s_tot are rewritten by the next chunk
+    }
+    if (threadIdx.x == 0) {
+        *reinterpret_cast<u32*>(slot) = found;
+        atomicAdd(&totals[0], (u64)found);
+        if (found > (u32)cap) atomicAdd(&totals[1], (u64)(found - (u32)cap));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Tracking pedestal (aare's running update): one launch per frame, one block per strip. Each block
 // reads mean_cur (halo included) and writes mean_next, sum and sum2 of its own pixels only, so the
 // update takes effect from the next frame and no block races another. Each strip's clusters go to

@@ -1,0 +1,60 @@
+"""Check a results dir's probes.csv against `clusterbench analyze` run by hand on its traces.
+
+    python scripts/verify_probes.py results/2026-11-29_f32
+
+For every row with a trace, runs `python -m clusterbench analyze TRACE FRAMES --range
+clusterbench:pass --json` in a fresh process and compares kernel_us, h2d_us, d2h_us,
+roofline_us and binds with the row. Exits 1 on any mismatch beyond float round-off.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+FIELDS = {"kernel_us": ("engines", "kernel"), "h2d_us": ("engines", "h2d"), "d2h_us": ("engines", "d2h")}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    rdir = Path(argv[0])
+    rows = list(csv.DictReader((rdir / "probes.csv").open(newline="")))
+    bad = 0
+    for row in rows:
+        trace = row.get("trace")
+        if not trace:
+            print(f"{row['label']}: no trace (tracer {row.get('tracer')}), skipped")
+            continue
+        cmd = [sys.executable, "-m", "clusterbench", "analyze", str(rdir / trace), row["frames"],
+               "--range", "clusterbench:pass", "--json"]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            print(f"{row['label']}: analyze failed ({res.returncode}): {res.stderr.strip()}")
+            bad += 1
+            continue
+        js = json.loads(res.stdout)
+        got = {k: js["engines"].get(eng, {}).get("us_per_frame") for k, (_, eng) in FIELDS.items()}
+        got["roofline_us"] = js["roofline"]["us_per_frame"]
+        line = []
+        for key, value in got.items():
+            csv_value = float(row[key]) if row.get(key) else None
+            same = (value is None and csv_value is None) or (
+                value is not None and csv_value is not None and math.isclose(value, csv_value, rel_tol=1e-9))
+            bad += not same
+            line.append(f"{key} csv={csv_value} analyze={value}{'' if same else '  <-- MISMATCH'}")
+        same_binds = js["roofline"]["engine"] == row["binds"]
+        bad += not same_binds
+        line.append(f"binds csv={row['binds']} analyze={js['roofline']['engine']}{'' if same_binds else '  <-- MISMATCH'}")
+        print(f"{row['label']}:\n  " + "\n  ".join(line))
+    print(f"verify_probes: {len(rows)} rows, {bad} mismatches")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
