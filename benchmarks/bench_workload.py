@@ -150,7 +150,7 @@ def main() -> int:
                 with Pipeline(p, frames, frozen_kernel=kernel, tile_rows=th if tile else None) as pipe:
                     pipe.compute_pedestal()
                     # the default two-phase variant also tries other frame-group sizes (default first)
-                    fpbs = [pipe.fpb] + ([2, 32] if kernel == "twophase" and tile is None else [])
+                    fpbs = [pipe.fpb] + ([2, 8] if kernel == "twophase" and tile is None else [])
                     for fpb in fpbs:
                         pipe.fpb = fpb
                         us = pipe.time_kernel(p.batch, repeats=7)
@@ -162,7 +162,7 @@ def main() -> int:
                             same = len(got) == len(strip_clusters) and all(
                                 g.found == r.found and g.records.tobytes() == r.records.tobytes()
                                 for g, r in zip(got, strip_clusters))
-                        name = kernel if kernel == "strip" else f"{kernel} th{th} fpb{fpb}"
+                        name = kernel if kernel == "strip" else f"{kernel} th{th} fpb{fpb or 'auto'}"
                         kernels.append({"config": label, "dtype": dtype, "mode": "frozen", "kernel": kernel,
                                         "tile_rows": None if kernel == "strip" else th,
                                         "frames_per_block": None if kernel == "strip" else fpb,

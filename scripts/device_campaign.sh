@@ -12,7 +12,9 @@ OUT=${OUT:-/tmp/cb-out}
 mkdir -p "$OUT" logs
 day=$(date +%F)
 cb() { python3 -m clusterbench "$@"; }
-step() { echo; echo "=== $* ($(date +%T))"; }
+# snapshot what exists so far: a command cut off at its time limit still returns these
+snap() { tar czf "$OUT/results_$part.tgz" --exclude='*.sqlite' --exclude='*.nsys-rep' --exclude='*.qdstrm' results logs 2>/dev/null; }
+step() { snap; echo; echo "=== $* ($(date +%T))"; }
 expect() {  # expect CODE CMD...: run CMD, report whether its exit code is CODE
     local want=$1; shift
     "$@"; local rc=$?
@@ -64,6 +66,10 @@ while time.time() - t < 20:
     step "make run (the newcomer's command: probe --frames 2000 --tag smoke)"
     make run 2>&1 | tee logs/make_run.log
     python3 scripts/verify_probes.py "results/${day}_f32_smoke" 2>&1 | tee logs/verify_smoke.log
+
+    step "the CUPTI tracer, one config at 2000 frames"
+    cb probe --only 9x9_s1_uncontended --frames 2000 --tracer cupti --tag cuptismoke --repeat 1 2>&1 | tee logs/probe_cupti_smoke.log
+    python3 scripts/verify_probes.py "results/${day}_f32_cuptismoke" 2>&1 | tee logs/verify_cupti_smoke.log
 fi
 
 if [ "$part" = B ]; then
@@ -87,5 +93,5 @@ if [ "$part" = B ]; then
     cp "results/${day}_f32/9x9_s1_uncontended.sqlite" "$OUT/" 2>/dev/null
 fi
 
-tar czf "$OUT/results_$part.tgz" --exclude='*.sqlite' --exclude='*.nsys-rep' --exclude='*.qdstrm' results logs
+snap
 ls -la "$OUT"

@@ -28,7 +28,8 @@ DEFAULT_FROZEN_KERNEL = "twophase"
 # Two-phase geometry; passed to the compiler as -D macros, so this file is the one source of truth.
 CLASSIFY_TILE_COLS = 32  # one warp across, one 32-bit mask word per tile row (fixed in the kernel)
 CLASSIFY_WARPS = 8  # CB_BY: 256 threads per classify block
-CLASSIFY_FRAMES_PER_BLOCK = 8  # frames a classify block walks, reusing its mean tile and thresholds
+CLASSIFY_FRAMES_PER_BLOCK = 32  # most frames a classify block walks, reusing its mean tile and thresholds
+CLASSIFY_BLOCKS_PER_SM = 8  # ...but a launch keeps at least this many classify blocks per SM (2 waves of 4)
 COMPACT_THREADS = 256  # CB_NT2
 COMPACT_WORDS_PER_THREAD = 24  # CB_WPT: a chunk of 6144 mask words covers a 400x400 frame (5200 words)
 COMPACT_LIST = 2048  # CB_LIST: emitters ranked per window before their records are written
@@ -58,6 +59,16 @@ def classify_shared_bytes(tile_rows: int, cluster: int, itemsize: int) -> int:
     halo = cluster // 2
     trows, tcols = tile_rows + 2 * halo, CLASSIFY_TILE_COLS + 2 * halo
     return (3 * trows * tcols + trows * CLASSIFY_TILE_COLS) * itemsize
+
+
+def classify_frames_per_block(n_frames: int, tiles: int, sm_count: int) -> int:
+    """Frames per classify block for a launch of ``n_frames``: up to CLASSIFY_FRAMES_PER_BLOCK (the fixed
+    cost of a block, loading its mean tile and thresholds, is paid once per group), but never so many that
+    the launch has fewer than CLASSIFY_BLOCKS_PER_SM blocks per SM. The result is exact for any value >= 1.
+    On the H200 (2026-11-29, 3x3 f32, batch 2000, 8 tile rows per warp) 2, 8 and 32 frames per block gave
+    1.73, 1.23 and 1.13 µs per frame, byte-identical output."""
+    by_occupancy = (n_frames * tiles) // max(1, sm_count * CLASSIFY_BLOCKS_PER_SM)
+    return max(1, min(CLASSIFY_FRAMES_PER_BLOCK, by_occupancy))
 
 
 def mask_words(rows: int, cols: int) -> int:

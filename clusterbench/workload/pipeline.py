@@ -162,8 +162,9 @@ class Pipeline:
         self.wpr = -(-params.cols // build.CLASSIFY_TILE_COLS)
         self.mask_words = build.mask_words(params.rows, params.cols)
         self.tiles = self.wpr * -(-params.rows // self.tile_rows)
-        self.fpb = build.CLASSIFY_FRAMES_PER_BLOCK  # the benchmark may try others (any value >= 1 is exact)
-        groups = -(-params.batch // self.fpb)
+        self.fpb: int | None = None  # None: build.classify_frames_per_block per launch; the benchmark may pin one
+        self.sm_count = cp.cuda.Device().attributes["MultiProcessorCount"]
+        groups = params.batch  # the worst case, one frame per block
         if self.twophase and self.tiles * groups >= 2**31:
             raise InputError(f"{self.tiles} tiles x {groups} frame groups exceed the CUDA grid limit",
                              hint="use a smaller batch")
@@ -267,7 +268,7 @@ class Pipeline:
         stream = self.streams[s]
         with stream:
             if self.twophase:
-                fpb = self.fpb
+                fpb = self.fpb or build.classify_frames_per_block(n, self.tiles, self.sm_count)
                 self.k_classify((self.tiles * -(-n // fpb),), (build.CLASSIFY_TILE_COLS, build.CLASSIFY_WARPS),
                                 (self.d_in[s], np.int32(n), np.int32(fpb), self.mean[0], self.thr, self.d_mask[s],
                                  np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr), np.int32(self.tiles)))
