@@ -73,6 +73,8 @@ while time.time() - t < 20:
 fi
 
 if [ "$part" = B ]; then
+    step "the tracers' GPU tests"
+    python3 -m pytest -m gpu -q -p no:cacheprovider tests/tracing 2>&1 | tee logs/pytest_tracing.log | tail -5
     step "make sweep (every config at 20,000 frames)"
     make sweep 2>&1 | tee logs/make_sweep.log
     step "probes.csv rows against analyze by hand"
@@ -80,6 +82,8 @@ if [ "$part" = B ]; then
     step "analyze by hand, one trace"
     cb analyze "results/${day}_f32/9x9_s1_uncontended.sqlite" 2>&1 | tee logs/analyze_9x9_s1.txt
     cb analyze "results/${day}_f32/3x3_s4.sqlite" 2>&1 | tee logs/analyze_3x3_s4.txt
+    step "A/B of sustained FPS: strip vs two-phase at 8 and up to 32 frames per block"
+    python3 benchmarks/ab_sustained.py 2>&1 | tee logs/ab_sustained.log
     step "the CUPTI tracer on two configs"
     cb probe --only 9x9_s1_uncontended --only 3x3_s1_uncontended --tracer cupti --tag cupti 2>&1 | tee logs/probe_cupti.log
     python3 scripts/verify_probes.py "results/${day}_f32_cupti" 2>&1 | tee logs/verify_cupti.log
