@@ -16,6 +16,7 @@ import enum
 import glob
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -533,6 +534,31 @@ def _git(repo_root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", "-C", str(repo_root), *args], capture_output=True, text=True, timeout=30)
 
 
+# A checkout copied without its .git (a GPU machine that receives only the working tree) can state
+# its revision here: "<sha>" or "<sha>-dirty", written by whoever copied it (git rev-parse HEAD).
+GIT_REV_ENV = "CLUSTERBENCH_GIT_REV"
+_REV_RE = re.compile(r"^([0-9a-f]{7,40})(-dirty)?$")
+
+
+def _check_git_from_env(repo_root: Path, require_clean: bool, details: dict[str, Any]) -> GuardCheck | None:
+    """The revision stated in CLUSTERBENCH_GIT_REV, for a copy without .git; None when unset."""
+    value = os.environ.get(GIT_REV_ENV, "").strip()
+    if not value:
+        return None
+    m = _REV_RE.match(value)
+    if m is None:
+        return GuardCheck("git", Status.WARN, f"{GIT_REV_ENV}={value!r} is not '<sha>' or '<sha>-dirty': ignored",
+                          hint="Set it from the source checkout: git rev-parse HEAD", details=details)
+    sha, dirty = m.group(1), m.group(2) is not None
+    details.update(rev=sha, dirty=dirty, source=GIT_REV_ENV)
+    msg = f"git {sha[:12]}{', dirty' if dirty else ', clean'} (from {GIT_REV_ENV}: {repo_root} has no .git)"
+    if dirty and require_clean:
+        return GuardCheck("git", Status.FAIL, msg + "; --require-clean refuses a dirty tree",
+                          hint="Commit the changes in the source checkout, copy it again, or drop --require-clean.",
+                          details=details)
+    return GuardCheck("git", Status.WARN if dirty else Status.PASS, msg, details=details)
+
+
 def check_git(repo_root: Path | None, require_clean: bool = False) -> GuardCheck:
     """Record the git rev and dirty flag; a dirty tree fails only with ``require_clean``.
 
@@ -544,13 +570,15 @@ def check_git(repo_root: Path | None, require_clean: bool = False) -> GuardCheck
         return GuardCheck("git", Status.WARN, "not run from a clusterbench checkout: no git rev to record",
                           hint="Run from the checkout so results carry the git rev.", details=details)
     if shutil.which("git") is None:
-        return GuardCheck("git", Status.WARN, "git is not installed: no git rev to record", details=details)
+        return _check_git_from_env(repo_root, require_clean, details) or GuardCheck(
+            "git", Status.WARN, "git is not installed: no git rev to record", details=details)
     try:
         rev = _git(repo_root, "rev-parse", "HEAD")
         if rev.returncode != 0:
-            return GuardCheck("git", Status.WARN,
-                              f"{repo_root} is not a git checkout (or has no commit): no git rev to record",
-                              details=details)
+            return _check_git_from_env(repo_root, require_clean, details) or GuardCheck(
+                "git", Status.WARN, f"{repo_root} is not a git checkout (or has no commit): no git rev to record",
+                hint=f"Run from a git checkout, or set {GIT_REV_ENV}=<sha>[-dirty] for a copy without .git.",
+                details=details)
         status = _git(repo_root, "status", "--porcelain", "--untracked-files=normal")
     except (OSError, subprocess.SubprocessError) as exc:
         return GuardCheck("git", Status.WARN, f"git failed: {exc}", details=details)

@@ -331,7 +331,25 @@ def _guard_json(report: Any) -> dict[str, object] | None:
     if not callable(to_json):
         return None
     data = to_json()
-    return json.loads(data) if isinstance(data, str) else dict(data)
+    data = json.loads(data) if isinstance(data, str) else dict(data)
+    from clusterbench.guards import find_checkout
+
+    root = find_checkout(Path(__file__).parent)
+    return _without_prefix(data, str(root), "<checkout>") if root is not None else data
+
+
+def _without_prefix(value: Any, prefix: str, name: str) -> Any:
+    """``value`` with the machine's checkout path replaced by ``name`` in every string (pure).
+
+    env.json is meant to be committed and shared: it says where the code came from by git rev,
+    not by a path on one machine."""
+    if isinstance(value, str):
+        return value.replace(prefix, name)
+    if isinstance(value, Mapping):
+        return {k: _without_prefix(v, prefix, name) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_prefix(v, prefix, name) for v in value]
+    return value
 
 
 # ----------------------------------------------------------------------------- steps 2-6

@@ -5,10 +5,15 @@
 #                                       # stale build, bad config), make run (the 2000-frame smoke)
 #   bash scripts/device_campaign.sh B   # make sweep (20,000 frames), rows vs analyze, cupti vs nsys,
 #                                       # compare smoke vs sweep
+#   bash scripts/device_campaign.sh C   # the reference campaign on the final code: test suite, make sweep,
+#                                       # rows vs analyze, cupti vs nsys, zerocopy, float64, compare f32 vs f64
+# A copy of the checkout without .git states its revision through CLUSTERBENCH_GIT_REV; the caller
+# writes it to .device/REVISION first (git rev-parse HEAD, plus -dirty for a dirty tree).
 # Logs and a tarball of results (no traces but one) go to $OUT.
 set -u
 part=${1:?usage: device_campaign.sh A|B}
 OUT=${OUT:-/tmp/cb-out}
+[ -f .device/REVISION ] && export CLUSTERBENCH_GIT_REV=$(cat .device/REVISION)
 mkdir -p "$OUT" logs
 day=$(date +%F)
 cb() { python3 -m clusterbench "$@"; }
@@ -95,6 +100,31 @@ if [ "$part" = B ]; then
     fi
     # one small trace comes back for the tests: the 1-stream 9x9 run
     cp "results/${day}_f32/9x9_s1_uncontended.sqlite" "$OUT/" 2>/dev/null
+fi
+
+if [ "$part" = C ]; then
+    step "test suite (CPU and GPU tests) on the final code"
+    python3 -m pytest -q -p no:cacheprovider 2>&1 | tee logs/pytest.log | tail -8
+    step "make sweep (the reference campaign: every config at 20,000 frames, float32)"
+    make sweep 2>&1 | tee logs/make_sweep.log
+    python3 scripts/verify_probes.py "results/${day}_f32" 2>&1 | tee logs/verify_sweep.log
+    cb analyze "results/${day}_f32/3x3_s4.sqlite" > logs/analyze_3x3_s4.txt 2>&1
+    cb analyze "results/${day}_f32/9x9_s1_uncontended.sqlite" > logs/analyze_9x9_s1.txt 2>&1
+    cp "results/${day}_f32/3x3_s4.sqlite" "$OUT/" 2>/dev/null
+    step "the CUPTI tracer on the 1-stream configs"
+    cb probe --only 3x3_s1_uncontended --only 9x9_s1_uncontended --tracer cupti --tag cupti 2>&1 | tee logs/probe_cupti.log
+    python3 scripts/verify_probes.py "results/${day}_f32_cupti" 2>&1 | tee logs/verify_cupti.log
+    cb compare "results/${day}_f32" "results/${day}_f32_cupti" > logs/compare_nsys_cupti.txt 2>&1
+    cb compare "results/${day}_f32" "results/${day}_f32_cupti" --json > logs/compare_nsys_cupti.json 2>/dev/null
+    step "zerocopy variant"
+    cb probe --config configs/zerocopy.toml --tag zerocopy 2>&1 | tee logs/probe_zerocopy.log
+    step "float64 variant"
+    cb probe --config configs/float64.toml 2>&1 | tee logs/probe_f64.log
+    python3 scripts/verify_probes.py "results/${day}_f64" 2>&1 | tee logs/verify_f64.log
+    step "compare float32 vs float64"
+    cb compare "results/${day}_f32" "results/${day}_f64" > logs/compare_f32_f64.txt 2>&1
+    cb compare "results/${day}_f32" "results/${day}_f64" --markdown > logs/compare_f32_f64.md 2>&1
+    cb compare "results/${day}_f32" "results/${day}_f64" --plot "$OUT/compare_f32_f64.png" > /dev/null 2>&1
 fi
 
 snap

@@ -469,3 +469,19 @@ def test_run_guards_without_a_gpu_raises_environment_failure(monkeypatch: pytest
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(init_error=FakeNVMLError("NVML Shared Library Not Found")))
     with pytest.raises(EnvironmentFailure, match="no NVIDIA GPU/driver found"):
         run_guards(None, window_s=0.01)
+
+
+def test_copy_without_git_takes_the_rev_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a working tree copied without .git (the GPU machine) states its revision in CLUSTERBENCH_GIT_REV
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    monkeypatch.setenv("CLUSTERBENCH_GIT_REV", sha)
+    c = check_git(tmp_path)
+    assert c.status is Status.PASS and (c.details["rev"], c.details["dirty"]) == (sha, False)
+    assert "CLUSTERBENCH_GIT_REV" in c.message
+    monkeypatch.setenv("CLUSTERBENCH_GIT_REV", sha[:12] + "-dirty")
+    c = check_git(tmp_path)
+    assert c.status is Status.WARN and (c.details["rev"], c.details["dirty"]) == (sha[:12], True)
+    assert check_git(tmp_path, require_clean=True).status is Status.FAIL
+    monkeypatch.setenv("CLUSTERBENCH_GIT_REV", "not a sha")
+    c = check_git(tmp_path)
+    assert c.status is Status.WARN and c.details["rev"] is None and "ignored" in c.message

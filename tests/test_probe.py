@@ -335,3 +335,13 @@ def test_ctrl_c_during_sustained_keeps_the_traced_row(monkeypatch, config_path: 
     assert [r["label"] for r in rows] == ["a", "b"]
     assert rows[0]["sustained_fps"] != "" and rows[1]["sustained_fps"] == ""  # empty: not measured
     assert float(rows[1]["kernel_us"]) == pytest.approx(0.15)
+
+
+def test_env_json_names_the_checkout_not_a_machine_path() -> None:
+    from clusterbench.probe import _without_prefix
+
+    guard = {"checks": [{"message": "clusterbench imported from this checkout (/srv/a/cb/clusterbench)",
+                         "details": {"repo_root": "/srv/a/cb", "n": 3, "list": ["/srv/a/cb/x.cu"]}}]}
+    out = _without_prefix(guard, "/srv/a/cb", "<checkout>")
+    assert out == {"checks": [{"message": "clusterbench imported from this checkout (<checkout>/clusterbench)",
+                               "details": {"repo_root": "<checkout>", "n": 3, "list": ["<checkout>/x.cu"]}}]}

@@ -417,14 +417,22 @@ def _notes(g: GroupAnalysis) -> tuple[str, ...]:
             )
     if g.window_ns > 0:
         sync_frac = g.host_sync_ns / g.window_ns
+        idle_frac = g.idle_ns / g.window_ns
         if sync_frac >= HOST_SYNC_NOTE_FRACTION:
             calls = ", ".join(g.host_sync_calls) or "synchronize calls"
-            notes.append(
-                f"the host waits in {calls} for {sync_frac:.0%} of the window: each wait drains the pipeline, so "
-                "the next copy cannot start under the current kernel. Wait on per-buffer events instead, with "
-                "more batches in flight."
-            )
-        idle_frac = g.idle_ns / g.window_ns
+            if idle_frac >= IDLE_NOTE_FRACTION:
+                notes.append(
+                    f"the host waits in {calls} for {sync_frac:.0%} of the window and the GPU is idle "
+                    f"{idle_frac:.0%} of it: each wait drains the pipeline, so the next copy cannot start under "
+                    "the current kernel. Wait on per-buffer events instead, with more batches in flight."
+                )
+            else:
+                # A host that waits while every engine stays busy is only ahead of the GPU (for example one
+                # synchronize at the end of an asynchronous pass): the wait costs nothing.
+                notes.append(
+                    f"the host waits in {calls} for {sync_frac:.0%} of the window, but the GPU stays busy (idle "
+                    f"{idle_frac:.1%}): the host is ahead of the GPU, and the waits cost no throughput."
+                )
         if idle_frac >= IDLE_NOTE_FRACTION:
             notes.append(
                 f"the GPU is idle {idle_frac:.0%} of the window (no engine busy): the host does not feed it fast "

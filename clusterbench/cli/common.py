@@ -29,8 +29,16 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+# Rich lays tables out at 80 columns when stdout is not a terminal; a table piped to a file or a
+# log would then wrap its cells. Pipes get room for a full row instead (rows still end at their width).
+PIPE_WIDTH = 160
+
+
 def stdout_console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    con = Console(highlight=False, soft_wrap=True)
+    if not con.is_terminal:
+        con = Console(highlight=False, soft_wrap=True, width=PIPE_WIDTH)
+    return con
 
 
 def report_error(err: ClusterbenchError) -> None:

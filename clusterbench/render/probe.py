@@ -26,36 +26,38 @@ def _fps(value: Any) -> str:
 def render_summary(rows: Sequence[Mapping[str, object]], title: str | None = None) -> Table:
     """One line per config: per-engine µs per frame, the roofline and the engine that binds,
     sustained FPS with its spread, and how close it comes to the roofline."""
-    table = Table(title=title, title_justify="left", header_style="bold")
+    table = Table(title=title, title_justify="left", header_style="bold",
+                  caption="µs per frame from the trace; FPS untraced: median of the repeats ± half their range; "
+                          "profiler overhead = untraced FPS / traced FPS", caption_justify="left")
     table.add_column("config")
     table.add_column("frames", justify="right")
-    table.add_column("kernel\nµs/frame", justify="right")
-    table.add_column("H2D\nµs/frame", justify="right")
-    table.add_column("D2H\nµs/frame", justify="right")
-    table.add_column("roofline\nµs/frame", justify="right")
+    table.add_column("kernel\nµs", justify="right")
+    table.add_column("H2D\nµs", justify="right")
+    table.add_column("D2H\nµs", justify="right")
+    table.add_column("roofline\nµs", justify="right")
     table.add_column("binds")
     table.add_column("roofline\nFPS", justify="right")
     table.add_column("sustained\nFPS", justify="right")
-    table.add_column("sustained /\nroofline", justify="right")
-    table.add_column("profiler\noverhead", justify="right")
+    table.add_column("sustained/\nroofline %", justify="right")
+    table.add_column("profiler\noverhead ×", justify="right")
     for r in rows:
         binds = r.get("binds")
         spread = r.get("sustained_fps_spread")
-        sustained = _fps(r.get("sustained_fps"))
+        sustained = _num(r.get("sustained_fps"), ",.0f")
         if r.get("sustained_fps") is not None and spread is not None:
             sustained += f" ± {spread:,.0f}"
         table.add_row(
             str(r.get("label")),
-            _num(r.get("frames"), "d"),
-            _num(r.get("kernel_us"), ".2f", " µs"),
-            _num(r.get("h2d_us"), ".2f", " µs"),
-            _num(r.get("d2h_us"), ".2f", " µs"),
-            _num(r.get("roofline_us"), ".2f", " µs"),
+            _num(r.get("frames"), ",d"),
+            _num(r.get("kernel_us"), ".2f"),
+            _num(r.get("h2d_us"), ".2f"),
+            _num(r.get("d2h_us"), ".2f"),
+            _num(r.get("roofline_us"), ".2f"),
             ENGINE_NAMES.get(str(binds), str(binds)) if binds else "-",
-            _fps(r.get("roofline_fps")),
+            _num(r.get("roofline_fps"), ",.0f"),
             sustained,
-            _num(None if r.get("fps_efficiency") is None else 100 * float(r["fps_efficiency"]), ".0f", " %"),
-            _num(r.get("profiler_overhead"), ".2f", "x"),
+            _num(None if r.get("fps_efficiency") is None else 100 * float(r["fps_efficiency"]), ".0f"),
+            _num(r.get("profiler_overhead"), ".2f"),
         )
     return table
 

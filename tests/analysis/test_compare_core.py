@@ -61,12 +61,25 @@ def test_rtx4090_kernel_deltas_by_hand(rtx) -> None:
     assert round(rtx.row("9x9_s4").metric("kernel_us").delta_pct, 2) == -36.93
 
 
-def test_rtx4090_verdicts_without_repeats_say_noise_unknown(rtx) -> None:
+def test_rtx4090_verdicts_without_repeats_use_the_1pct_reproducibility_floor(rtx) -> None:
     k = rtx.row("3x3_s1_uncontended").metric("kernel_us")
-    assert k.verdict is Verdict.SLOWER and k.reason == NO_NOISE_REASON and k.noise is None
+    # no spread columns: the noise is 1 % of the before value, 0.01 * 4.32 = 0.0432 µs; +0.33 µs is beyond it
+    assert k.verdict is Verdict.SLOWER and k.noise == pytest.approx(0.0432)
+    assert k.reason.startswith("beyond ±1 %") and "no repeats measured" in k.reason
     assert rtx.row("9x9_s1_uncontended").metric("kernel_us").verdict is Verdict.FASTER
     # identical transfer figures are SAME even without repeats
     assert rtx.row("3x3_s1_uncontended").metric("h2d_us").verdict is Verdict.SAME
+
+
+def test_trace_metric_change_within_1pct_is_same_without_repeats() -> None:
+    # 10.000 -> 10.050 µs is +0.5 %, inside the 1 % floor (0.1 µs); 10.000 -> 10.150 is +1.5 %, outside
+    same = compare_metric("d2h_us", 10.0, 10.05)
+    assert same.verdict is Verdict.SAME and same.noise == pytest.approx(0.1) and same.reason.startswith("within ±1 %")
+    assert compare_metric("d2h_us", 10.0, 10.15).verdict is Verdict.SLOWER
+    assert compare_metric("kernel_us", 10.0, 9.85).verdict is Verdict.FASTER
+    # a metric outside the trace figures still has unknown noise without repeats
+    fps = compare_metric("sustained_fps", 100.0, 100.5)
+    assert fps.verdict is Verdict.FASTER and fps.reason == NO_NOISE_REASON and fps.noise is None
 
 
 def test_rtx4090_binds_change_and_end_to_end(rtx) -> None:

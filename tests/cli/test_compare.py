@@ -36,7 +36,7 @@ def test_table_to_stdout_warnings_to_stderr() -> None:
     assert "→ 15.29" in out and "-35.76 %" in out
     assert "binding engine changed: kernel -> D2H" in out
     assert "invisible end to end (binds: H2D)" in out
-    assert "no repeats: noise unknown" in out
+    assert "beyond ±1 %: trace figures reproduce to about 1 % across sessions; no repeats measured" in out
     assert "Warning:" not in out
     assert "not comparable across sessions" in r.stderr
 
