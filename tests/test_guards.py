@@ -259,7 +259,8 @@ def test_git_clean_dirty_and_require_clean(tmp_path: Path) -> None:
     assert check_git(tmp_path).details["dirty"] is True
 
 
-def test_not_a_git_checkout_warns(tmp_path: Path) -> None:
+def test_not_a_git_checkout_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CLUSTERBENCH_GIT_REV", raising=False)  # set where a copy without .git runs the suite
     c = check_git(tmp_path)
     assert c.status is Status.WARN and c.details["rev"] is None
     assert check_git(None).status is Status.WARN

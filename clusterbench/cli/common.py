@@ -12,6 +12,7 @@ from typing import Any, Callable, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from clusterbench.errors import ClusterbenchError
 
@@ -42,17 +43,18 @@ def stdout_console() -> Console:
 
 
 def report_error(err: ClusterbenchError) -> None:
+    # messages quote user input ("[defaults]", "[[config]]"): escape it so rich shows it verbatim
     con = stderr_console()
-    con.print(f"[bold red]Error:[/] {err}", markup=True)
+    con.print(f"[bold red]Error:[/] {escape(str(err))}", markup=True)
     if err.hint:
-        con.print(f"[yellow]Hint:[/] {err.hint}", markup=True)
+        con.print(f"[yellow]Hint:[/] {escape(err.hint)}", markup=True)
 
 
 def warn(message: str, hint: str | None = None) -> None:
     con = stderr_console()
-    con.print(f"[yellow]Warning:[/] {message}", markup=True)
+    con.print(f"[yellow]Warning:[/] {escape(message)}", markup=True)
     if hint:
-        con.print(f"  [dim]Hint:[/] {hint}", markup=True)
+        con.print(f"  [dim]Hint:[/] {escape(hint)}", markup=True)
 
 
 def boundary(func: F) -> F:

@@ -6,6 +6,7 @@ from typing import Any, Mapping, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
 
 from clusterbench.probe import PHASES, ProbeEvent, ProbeOutcome
@@ -106,9 +107,10 @@ class ProbeProgress:
 
     def __call__(self, event: ProbeEvent) -> None:
         if event.kind == "warning":
-            self.progress.console.print(f"[yellow]Warning:[/] {event.message}", markup=True, highlight=False)
+            self.progress.console.print(f"[yellow]Warning:[/] {escape(str(event.message))}", markup=True,
+                                        highlight=False)
             if event.hint:
-                self.progress.console.print(f"  [dim]Hint:[/] {event.hint}", markup=True, highlight=False)
+                self.progress.console.print(f"  [dim]Hint:[/] {escape(event.hint)}", markup=True, highlight=False)
             return
         if event.kind == "phase" and event.label is None:
             self.guard_task = self.progress.add_task("", total=1, label="guards", phase=event.phase or "")
