@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from clusterbench.errors import ConfigError
+from clusterbench.workload import layout
 
 try:  # Python 3.11+
     import tomllib
@@ -65,7 +66,6 @@ LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DTYPES = ("float32", "float64")
 PEDESTAL_MODES = ("frozen", "tracking")
 TRANSFERS = ("copy", "zerocopy")
-ITEMSIZE = {"float32": 4, "float64": 8}
 DTYPE_TAG = {"float32": "f32", "float64": "f64"}
 
 # Built-in fallbacks for a file without [defaults]: the reference campaign's settings.
@@ -123,22 +123,22 @@ class ProbeConfig:
     @property
     def itemsize(self) -> int:
         """Bytes per stored cluster value (4 for float32, 8 for float64)."""
-        return ITEMSIZE[self.pedestal_dtype]
+        return layout.itemsize(self.pedestal_dtype)
 
     @property
     def cluster_bytes(self) -> int:
         """sizeof(cluster): uint16 x and y, then k*k values (40 bytes at 3x3 f32)."""
-        return 4 + self.itemsize * self.cluster * self.cluster
+        return layout.cluster_bytes(self.cluster, self.pedestal_dtype)
 
     @property
     def slot_bytes(self) -> int:
         """The per-frame D2H slot, copied whole: a 4-byte count, then cap clusters."""
-        return 4 + self.cap * self.cluster_bytes
+        return layout.slot_bytes(self.cap, self.cluster, self.pedestal_dtype)
 
     @property
     def frame_bytes(self) -> int:
         """One uint16 detector frame (the per-frame H2D copy)."""
-        return 2 * self.rows * self.cols
+        return layout.frame_bytes(self.rows, self.cols)
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -18,6 +18,29 @@ import numpy as np
 SLOT_HEADER_BYTES = 4
 
 
+FRAME_PIXEL_BYTES = 2  # raw detector pixels are uint16
+
+
+def itemsize(pedestal_dtype: str) -> int:
+    """Bytes of one corrected value: 4 for a float32 pedestal, 8 for float64."""
+    return 4 if pedestal_dtype == "float32" else 8
+
+
+def cluster_bytes(cluster: int, pedestal_dtype: str) -> int:
+    """sizeof(cluster): x, y as uint16, then k*k values, packed (40 B at 3x3 f32, 328 B at 9x9 f32)."""
+    return 4 + itemsize(pedestal_dtype) * cluster * cluster
+
+
+def slot_bytes(cap: int, cluster: int, pedestal_dtype: str) -> int:
+    """The per-frame D2H slot, copied whole: the 4-byte count, then cap clusters."""
+    return SLOT_HEADER_BYTES + cap * cluster_bytes(cluster, pedestal_dtype)
+
+
+def frame_bytes(rows: int, cols: int) -> int:
+    """One raw detector frame: the per-frame H2D copy."""
+    return FRAME_PIXEL_BYTES * rows * cols
+
+
 def value_dtype(pedestal_dtype: str) -> np.dtype:
     return np.dtype(np.float32 if pedestal_dtype == "float32" else np.float64)
 

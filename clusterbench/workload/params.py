@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from clusterbench.errors import InputError
+from clusterbench.workload import layout
 
 PEDESTAL_DTYPES = ("float32", "float64")
 PEDESTAL_MODES = ("frozen", "tracking")
@@ -87,21 +88,21 @@ class WorkloadParams:
     @property
     def itemsize(self) -> int:
         """Bytes of one corrected value: 4 for a float32 pedestal, 8 for float64."""
-        return 4 if self.pedestal_dtype == "float32" else 8
+        return layout.itemsize(self.pedestal_dtype)
 
     @property
     def cluster_bytes(self) -> int:
-        """sizeof(cluster): x, y as uint16 then k*k values, packed (40 B at 3x3 f32, 328 B at 9x9 f32)."""
-        return 4 + self.itemsize * self.cluster * self.cluster
+        """sizeof(cluster) (layout.cluster_bytes)."""
+        return layout.cluster_bytes(self.cluster, self.pedestal_dtype)
 
     @property
     def slot_bytes(self) -> int:
-        """The per-frame D2H slot: a 4-byte count, then cap clusters."""
-        return 4 + self.cap * self.cluster_bytes
+        """The per-frame D2H slot (layout.slot_bytes)."""
+        return layout.slot_bytes(self.cap, self.cluster, self.pedestal_dtype)
 
     @property
     def frame_bytes(self) -> int:
-        return self.rows * self.cols * 2
+        return layout.frame_bytes(self.rows, self.cols)
 
     def replace(self, **changes: Any) -> "WorkloadParams":
         return dataclasses.replace(self, **changes)
