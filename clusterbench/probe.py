@@ -257,7 +257,10 @@ def build_env(
     kept.update({k: dict(v) for k, v in per_config.items()})
     dtypes = sorted({c.pedestal_dtype for c in configs})
     modes = sorted({c.pedestal for c in configs})
-    hashes = sorted({str(v["kernel_sha256"]) for v in per_config.values() if v.get("kernel_sha256")})
+    # the kernel sources each traced child compiled (file -> sha256), once per distinct set
+    distinct = {json.dumps(v["kernel_sha256"], sort_keys=True): v["kernel_sha256"]
+                for v in per_config.values() if v.get("kernel_sha256")}
+    hashes = [distinct[k] for k in sorted(distinct)]
     return {
         "tool_version": __version__,
         "argv": list(argv),

@@ -345,3 +345,13 @@ def test_env_json_names_the_checkout_not_a_machine_path() -> None:
     out = _without_prefix(guard, "/srv/a/cb", "<checkout>")
     assert out == {"checks": [{"message": "clusterbench imported from this checkout (<checkout>/clusterbench)",
                                "details": {"repo_root": "<checkout>", "n": 3, "list": ["<checkout>/x.cu"]}}]}
+
+
+def test_env_json_keeps_one_kernel_hash_set_as_a_mapping() -> None:
+    from clusterbench.probe import build_env
+
+    same = {"cluster_finder.cu": "1de3"}
+    env = build_env(session_id="s", argv=(), configs=(), tracer="nsys", gpu={}, versions={}, git={}, guard=None,
+                    per_config={"a": {"kernel_sha256": dict(same)}, "b": {"kernel_sha256": dict(same)}})
+    assert env["kernel_sha256"] == same
+    assert json.loads(json.dumps(env))["configs"]["a"]["kernel_sha256"] == same

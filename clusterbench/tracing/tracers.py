@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from clusterbench.errors import EnvironmentFailure
 from clusterbench.tracing.clocks import ClockSample, ClockSampler
@@ -45,7 +45,7 @@ class PassRecord:
     clusters_dropped: int | None
     wall_s: float | None
     fps: float | None
-    kernel_sha256: str | None
+    kernel_sha256: Mapping[str, str] | str | None  # kernel file -> sha256, as the child compiled them
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +100,10 @@ def read_pass_result(data: dict) -> PassRecord:
         v = data.get(key)
         return None if v is None else cast(v)
 
+    sha = data.get("kernel_sha256")
+    sha = {str(k): str(v) for k, v in sha.items()} if isinstance(sha, Mapping) else (None if sha is None else str(sha))
     return PassRecord(frames, opt("clusters_found", int), opt("clusters_dropped", int), opt("wall_s", float),
-                      opt("fps", float), opt("kernel_sha256", str))
+                      opt("fps", float), sha)
 
 
 def read_sustained(data: dict, input_bytes_per_frame: int | None = None) -> SustainedResult:

@@ -117,3 +117,9 @@ def test_trace_nsys_failure_is_an_environment_failure_with_the_log(monkeypatch, 
         trace_nsys(fake_nsys, json.dumps({"frames": 10}), tmp_path, "x")
     assert "CUDA driver not found" in str(err.value)
     assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_pass_result_keeps_the_kernel_hashes_as_a_mapping() -> None:
+    # the workload child reports {file: sha256}; env.json must keep it as JSON, not as a Python repr
+    p = read_pass_result({"frames": 10, "kernel_sha256": {"cluster_finder.cu": "1de3"}})
+    assert p.kernel_sha256 == {"cluster_finder.cu": "1de3"}
