@@ -133,15 +133,20 @@ def _load_json(path: Path, what: str, log: Path) -> tuple[dict, float]:
 PhaseCallback = Callable[[str], None]
 
 
+def _fresh_run(out_dir: Path, label: str, kind: str) -> tuple[Path, Path]:
+    """Prepare ``out_dir`` for a traced run of ``label``: no partial files and no stale result left
+    from an earlier run. Returns (log, result JSON) paths; ``kind`` names the log (nsys, cupti)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    discard_partials(out_dir, label)
+    result = out_dir / f"{label}.pass.json"
+    result.unlink(missing_ok=True)
+    return out_dir / f"{label}.{kind}.log", result
+
+
 def trace_nsys(nsys: Path, params_json: str, out_dir: Path, label: str,
                on_phase: PhaseCallback = lambda phase: None) -> TracedRun:
     """Profile one workload process under nsys, then export its report to SQLite."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    discard_partials(out_dir, label)
-    log = out_dir / f"{label}.nsys.log"
-    result = out_dir / f"{label}.pass.json"
-    if result.exists():
-        result.unlink()
+    log, result = _fresh_run(out_dir, label, "nsys")
     base = out_dir / f"{label}{PARTIAL}"
     rep_partial, sqlite_partial = partial_paths(out_dir, label)[:2]
     env = child_env()
@@ -167,12 +172,7 @@ def trace_nsys(nsys: Path, params_json: str, out_dir: Path, label: str,
 def trace_cupti(params_json: str, out_dir: Path, label: str,
                 on_phase: PhaseCallback = lambda phase: None) -> TracedRun:
     """Trace one workload process with the in-process CUPTI tracer (no nsys needed)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    discard_partials(out_dir, label)
-    log = out_dir / f"{label}.cupti.log"
-    result = out_dir / f"{label}.pass.json"
-    if result.exists():
-        result.unlink()
+    log, result = _fresh_run(out_dir, label, "cupti")
     sqlite_partial = partial_paths(out_dir, label)[1]
     on_phase("trace")
     with ClockSampler() as clocks:
