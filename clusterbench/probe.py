@@ -32,6 +32,7 @@ from typing import Any, Callable, Mapping
 from clusterbench import __version__
 from clusterbench.errors import ClusterbenchError, ConfigError, EnvironmentFailure, InputError
 from clusterbench.tracing.clocks import ClockSample, ClockVerdict, judge_clocks
+from clusterbench.tracing.commands import nsys_graph_trace_mode
 from clusterbench.tracing.tracers import PassRecord, SustainedResult, Tracer
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
@@ -277,6 +278,9 @@ def build_env(
         "cuda_runtime": versions.get("cuda_runtime"),
         "cupy": versions.get("cupy"),
         "nsys_version": versions.get("nsys"),
+        # nsys's CUDA-graph trace mode for this dir's traces: 'node' (kernel nodes are kernel rows)
+        # or 'graph' (one interval per graph execution); None when nsys did not trace
+        "nsys_cuda_graph_trace": (nsys_graph_trace_mode(versions.get("nsys")) if tracer == "nsys" else None),
         "python": versions.get("python", sys.version.split()[0]),
         "pedestal_dtype": ",".join(dtypes),
         "pedestal": ",".join(modes),
@@ -450,7 +454,8 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
                 emit(ProbeEvent("phase", label=_label, phase=p, index=_index, total=total))
 
             emit(ProbeEvent("start", label=label, index=index, total=total))
-            row = _probe_one(cfg, plan, nsys, out_dir, session_id, on_phase, warn, per_config)
+            row = _probe_one(cfg, plan, nsys, out_dir, session_id, on_phase, warn, per_config,
+                             graph_trace=nsys_graph_trace_mode(versions.get("nsys")))
             upsert_probe_row(out_dir, row)
             write_env()
             emit(ProbeEvent("row", label=label, index=index, total=total, row=row))
@@ -483,7 +488,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
 
 def _probe_one(cfg: Any, plan: ProbePlan, nsys: Path | None, out_dir: Path, session_id: str,
                on_phase: Callable[[str], None], warn: Callable[..., None],
-               per_config: dict[str, dict[str, object]]) -> dict[str, object]:
+               per_config: dict[str, dict[str, object]], graph_trace: str = "node") -> dict[str, object]:
     from clusterbench.results import upsert_probe_row
     from clusterbench.tracing.clocks import judge_clocks
     from clusterbench.tracing.tracers import measure_sustained, trace_cupti, trace_nsys
@@ -497,7 +502,8 @@ def _probe_one(cfg: Any, plan: ProbePlan, nsys: Path | None, out_dir: Path, sess
     if plan.tracer is not Tracer.NONE:
         if plan.tracer is Tracer.NSYS:
             assert nsys is not None
-            traced = trace_nsys(nsys, params_json, out_dir, cfg.label, on_phase)
+            traced = trace_nsys(nsys, params_json, out_dir, cfg.label, on_phase,
+                                graph_trace=graph_trace)
         else:
             traced = trace_cupti(params_json, out_dir, cfg.label, on_phase)
         trace_name = traced.sqlite.name if traced.sqlite else None

@@ -7,11 +7,14 @@
 #                                       # compare smoke vs sweep
 #   bash scripts/device_campaign.sh C   # the reference campaign on the final code: test suite, make sweep,
 #                                       # rows vs analyze, cupti vs nsys, zerocopy, float64, compare f32 vs f64
+#   bash scripts/device_campaign.sh D   # graph-trace modes on tracking (fixtures), the tracking campaign,
+#                                       # cupti on tracking, launch/grid-sync costs
+#   bash scripts/device_campaign.sh E   # A/A: three full sweeps of one build (tags aa1..aa3)
 # A copy of the checkout without .git states its revision through CLUSTERBENCH_GIT_REV; the caller
 # writes it to .device/REVISION first (git rev-parse HEAD, plus -dirty for a dirty tree).
 # Logs and a tarball of results (no traces but one) go to $OUT.
 set -u
-part=${1:?usage: device_campaign.sh A|B}
+part=${1:?usage: device_campaign.sh A|B|C|D|E}
 OUT=${OUT:-/tmp/cb-out}
 [ -f .device/REVISION ] && export CLUSTERBENCH_GIT_REV=$(cat .device/REVISION)
 mkdir -p "$OUT" logs
@@ -125,6 +128,62 @@ if [ "$part" = C ]; then
     cb compare "results/${day}_f32" "results/${day}_f64" > logs/compare_f32_f64.txt 2>&1
     cb compare "results/${day}_f32" "results/${day}_f64" --markdown > logs/compare_f32_f64.md 2>&1
     cb compare "results/${day}_f32" "results/${day}_f64" --plot "$OUT/compare_f32_f64.png" > /dev/null 2>&1
+fi
+
+if [ "$part" = D ]; then
+    # issue 9: nsys graph-trace modes on the tracking pedestal (which launches through CUDA graphs),
+    # the tracking campaign (node-level), cupti on it; issue 11: launch and grid-sync costs
+    step "machine"
+    nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.max.sm --format=csv
+    nsys --version
+    nsys profile --help 2>&1 | grep -n -A8 -- "--cuda-graph-trace" | head -20
+    step "launch and sync costs (benchmarks/bench_sync.py)"
+    python3 benchmarks/bench_sync.py --json logs/bench_sync.json 2>&1 | tee logs/bench_sync.log
+    step "small tracking traces in both graph-trace modes (fixtures)"
+    pj=$(python3 -c "
+import dataclasses
+from clusterbench.config import load_configs, select, with_frames
+from clusterbench.probe import params_json_for
+c = select(load_configs('configs/tracking.toml'), ['3x3_s1_uncontended'])[0]
+print(params_json_for(dataclasses.replace(with_frames(c, 2000), batch=500)))")
+    echo "$pj"
+    for mode in graph node; do
+        nsys profile -t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=$mode --force-overwrite=true \
+            -o /tmp/trk_$mode python3 -m clusterbench.workload.run --params-json "$pj" --result-json /tmp/trk_$mode.json > logs/trk_$mode.log 2>&1
+        nsys export --type sqlite --force-overwrite=true -o "$OUT/tracking_3x3_s1_b500_f2000_$mode.sqlite" /tmp/trk_$mode.nsys-rep >> logs/trk_$mode.log 2>&1
+        cb analyze "$OUT/tracking_3x3_s1_b500_f2000_$mode.sqlite" 2>&1 | tee logs/analyze_trk_$mode.txt
+    done
+    step "tracking campaign: probe --config configs/tracking.toml --tag tracking (nsys, node-level)"
+    cb probe --config configs/tracking.toml --tag tracking 2>&1 | tee logs/probe_tracking.log
+    python3 scripts/verify_probes.py "results/${day}_f32_tracking" 2>&1 | tee logs/verify_tracking.log
+    step "the same 3x3 s1 config traced at graph level (nsys default) for the graph-vs-node check"
+    pj=$(python3 -c "
+from clusterbench.config import load_configs, select
+from clusterbench.probe import params_json_for
+print(params_json_for(select(load_configs('configs/tracking.toml'), ['3x3_s1_uncontended'])[0]))")
+    nsys profile -t cuda,nvtx -s none --cpuctxsw=none --force-overwrite=true -o /tmp/trk_full_graph \
+        python3 -m clusterbench.workload.run --params-json "$pj" --result-json /tmp/trk_full_graph.json > logs/trk_full_graph.log 2>&1
+    nsys export --type sqlite --force-overwrite=true -o /tmp/trk_full_graph.sqlite /tmp/trk_full_graph.nsys-rep >> logs/trk_full_graph.log 2>&1
+    cb analyze /tmp/trk_full_graph.sqlite --json > logs/analyze_trk_full_graph.json 2>logs/analyze_trk_full_graph.err
+    python3 - <<'PY' 2>&1 | tee logs/graph_union_check.txt
+import sqlite3
+con = sqlite3.connect("/tmp/trk_full_graph.sqlite")
+tabs = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+print("tables:", sorted(t for t in tabs if "GRAPH" in t or "KERNEL" in t))
+for t in sorted(t for t in tabs if "GRAPH" in t):
+    print(t, [r[1] for r in con.execute(f"pragma table_info({t})")], con.execute(f"select count(*) from {t}").fetchone())
+PY
+    step "the CUPTI tracer on tracking (graph kernel nodes must be kernel rows)"
+    cb probe --config configs/tracking.toml --only 3x3_s1_uncontended --only 9x9_s1_uncontended --tracer cupti --tag tracking_cupti 2>&1 | tee logs/probe_tracking_cupti.log
+    cb compare "results/${day}_f32_tracking" "results/${day}_f32_tracking_cupti" > logs/compare_tracking_nsys_cupti.txt 2>&1
+fi
+
+if [ "$part" = E ]; then
+    # issue 10: A/A, three full sweeps of one build, one after the other
+    for i in 1 2 3; do
+        step "A/A sweep $i: clusterbench probe --tag aa$i"
+        cb probe --tag aa$i 2>&1 | tee logs/probe_aa$i.log
+    done
 fi
 
 snap

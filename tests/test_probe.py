@@ -193,8 +193,9 @@ class Fakes:
             self.calls.append(("guard", config_file.path.name))
             return guards.make_report(checks, force=force)
 
-        def trace_nsys(nsys, params_json, out_dir, label, on_phase=lambda p: None):
+        def trace_nsys(nsys, params_json, out_dir, label, on_phase=lambda p: None, graph_trace="node"):
             self.calls.append(("trace", label))
+            self.graph_trace = graph_trace
             on_phase("trace")
             params = json.loads(params_json)
             if label == interrupt_trace_of:

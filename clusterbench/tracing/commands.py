@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -62,12 +63,44 @@ def workload_command(
     return cmd
 
 
-def nsys_profile_command(nsys: Path | str, out_base: Path, child: Sequence[str]) -> list[str]:
+# nsys traces a CUDA graph launch as one interval per graph execution by default
+# (--cuda-graph-trace=graph); from 2023.3 on, --cuda-graph-trace=node records every kernel node
+# as a kernel row, which is what per-engine figures need (docs/analyze.md, "CUDA graphs").
+GRAPH_TRACE_NODE_SINCE = (2023, 3)
+_NSYS_VERSION_RE = re.compile(r"(\d{4})\.(\d+)(?:\.(\d+))?")
+
+
+def parse_nsys_version(text: str | None) -> tuple[int, ...] | None:
+    """(year, minor[, micro]) from ``nsys --version`` output, e.g. 'NVIDIA Nsight Systems version
+    2025.3.2.474-253236389321v0' -> (2025, 3, 2); None when no version is in the text (pure)."""
+    if not text:
+        return None
+    m = _NSYS_VERSION_RE.search(text)
+    if not m:
+        return None
+    return tuple(int(g) for g in m.groups() if g is not None)
+
+
+def nsys_graph_trace_mode(version_text: str | None) -> str:
+    """'node' where this nsys takes --cuda-graph-trace=node (2023.3 on), else 'graph' (its only mode) (pure).
+
+    An unreadable version is treated as old: the flag is left out rather than risk a refused run."""
+    v = parse_nsys_version(version_text)
+    return "node" if v is not None and v[:2] >= GRAPH_TRACE_NODE_SINCE else "graph"
+
+
+def nsys_profile_command(nsys: Path | str, out_base: Path, child: Sequence[str],
+                         graph_trace: str = "node") -> list[str]:
     """nsys traces CUDA and NVTX only: no CPU sampling, no context switches (they cost and we never read them).
 
-    ``out_base`` is the report path without extension; nsys adds ``.nsys-rep``.
+    ``out_base`` is the report path without extension; nsys adds ``.nsys-rep``. ``graph_trace``
+    'node' adds ``--cuda-graph-trace=node`` so that graph kernel nodes are kernel rows; 'graph'
+    leaves nsys at its default (one row per graph execution, for nsys before 2023.3).
     """
-    return [str(nsys), "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none",
+    if graph_trace not in ("node", "graph"):
+        raise ValueError(f"graph_trace must be 'node' or 'graph', got {graph_trace!r}")
+    graph = ["--cuda-graph-trace=node"] if graph_trace == "node" else []
+    return [str(nsys), "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none", *graph,
             "--force-overwrite=true", "-o", str(out_base), *child]
 
 

@@ -144,8 +144,11 @@ def _fresh_run(out_dir: Path, label: str, kind: str) -> tuple[Path, Path]:
 
 
 def trace_nsys(nsys: Path, params_json: str, out_dir: Path, label: str,
-               on_phase: PhaseCallback = lambda phase: None) -> TracedRun:
-    """Profile one workload process under nsys, then export its report to SQLite."""
+               on_phase: PhaseCallback = lambda phase: None, graph_trace: str = "node") -> TracedRun:
+    """Profile one workload process under nsys, then export its report to SQLite.
+
+    ``graph_trace`` is nsys's CUDA-graph trace mode ('node' from nsys 2023.3 on; see
+    :func:`~clusterbench.tracing.commands.nsys_graph_trace_mode`)."""
     log, result = _fresh_run(out_dir, label, "nsys")
     base = out_dir / f"{label}{PARTIAL}"
     rep_partial, sqlite_partial = partial_paths(out_dir, label)[:2]
@@ -154,7 +157,7 @@ def trace_nsys(nsys: Path, params_json: str, out_dir: Path, label: str,
     on_phase("trace")
     child = workload_command(params_json, result)
     with ClockSampler() as clocks:
-        run_logged(nsys_profile_command(nsys, base, child), log, env=env, what="nsys profile", hint=hint)
+        run_logged(nsys_profile_command(nsys, base, child, graph_trace), log, env=env, what="nsys profile", hint=hint)
     if not rep_partial.exists():
         raise EnvironmentFailure(f"nsys profile wrote no report {rep_partial.name}; see {log}", hint=hint)
     passed, ended = _load_json(result, "the traced workload", log)

@@ -7,12 +7,16 @@ import stat
 import sys
 from pathlib import Path
 
+import pytest
+
 from clusterbench.tracing.commands import (
     child_env,
     cupti_command,
     find_nsys,
     nsys_export_command,
+    nsys_graph_trace_mode,
     nsys_profile_command,
+    parse_nsys_version,
     package_root,
     workload_command,
 )
@@ -22,7 +26,27 @@ def test_nsys_profile_traces_cuda_and_nvtx_without_sampling(tmp_path: Path) -> N
     child = ["py", "-m", "clusterbench.workload.run", "--params-json", "{}"]
     cmd = nsys_profile_command("/x/nsys", tmp_path / "3x3_s4.partial", child)
     assert cmd == ["/x/nsys", "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none",
+                   "--cuda-graph-trace=node",
                    "--force-overwrite=true", "-o", str(tmp_path / "3x3_s4.partial"), *child]
+    old = nsys_profile_command("/x/nsys", tmp_path / "3x3_s4.partial", child, graph_trace="graph")
+    assert "--cuda-graph-trace=node" not in old and old[:7] == cmd[:7]
+    with pytest.raises(ValueError):
+        nsys_profile_command("/x/nsys", tmp_path / "a", child, graph_trace="nodes")
+
+
+@pytest.mark.parametrize("text, version, mode", [
+    ("NVIDIA Nsight Systems version 2025.3.2.474-253236389321v0", (2025, 3, 2), "node"),
+    ("NVIDIA Nsight Systems version 2023.3.1.92-233133147223v0", (2023, 3, 1), "node"),
+    ("NVIDIA Nsight Systems version 2023.2.3.1001-32894139v0", (2023, 2, 3), "graph"),
+    ("NVIDIA Nsight Systems version 2022.4.2.1-df9881f", (2022, 4, 2), "graph"),
+    ("2024.1", (2024, 1), "node"),
+    ("no version here", None, "graph"),
+    (None, None, "graph"),
+])
+def test_graph_trace_mode_follows_the_nsys_version(text, version, mode) -> None:
+    # --cuda-graph-trace exists from nsys 2023.3 on (its release notes); older ones get no flag
+    assert parse_nsys_version(text) == version
+    assert nsys_graph_trace_mode(text) == mode
 
 
 def test_nsys_export_writes_sqlite(tmp_path: Path) -> None:
