@@ -30,15 +30,31 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-# Rich lays tables out at 80 columns when stdout is not a terminal; a table piped to a file or a
-# log would then wrap its cells. Pipes get room for a full row instead (rows still end at their width).
-PIPE_WIDTH = 160
+# Width of piped output when COLUMNS does not say: the 80 columns of a standard terminal, so a log
+# or a pager shows what a terminal would. Tables are laid out to fit it.
+PIPE_WIDTH = 80
+
+
+def output_width(is_terminal: bool, terminal_width: int, environ: dict[str, str] | None = None) -> int:
+    """The width to lay output out at (pure): a terminal's own width; for a pipe, COLUMNS when it
+    holds a positive whole number, else PIPE_WIDTH."""
+    import os
+
+    env = os.environ if environ is None else environ
+    if is_terminal:
+        return terminal_width
+    cols = env.get("COLUMNS", "").strip()
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    return PIPE_WIDTH
 
 
 def stdout_console() -> Console:
-    con = Console(highlight=False, soft_wrap=True)
-    if not con.is_terminal:
-        con = Console(highlight=False, soft_wrap=True, width=PIPE_WIDTH)
+    """Tables and prose for stdout. Prose wraps at word boundaries at the output width."""
+    con = Console(highlight=False)
+    width = output_width(con.is_terminal, con.width)
+    if width != con.width:
+        con = Console(highlight=False, width=width)
     return con
 
 
