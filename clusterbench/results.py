@@ -25,16 +25,19 @@ import numbers
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Iterator, Mapping
 
+from clusterbench import records
 from clusterbench.errors import InputError
 
-# env.json format version. History:
-#   1 (clusterbench 0.1.0): first version.
-ENV_SCHEMA_VERSION = 1
+# env.json format version: records.ENV_SCHEMA_VERSION, with its history. 1 (clusterbench 0.1.0):
+# first version; 2: adds probes_csv_version, workloads, and per config workload/command/finder.
+# Version 1 dirs still load (records.ENV_VERSIONS_READ); new keys are only additive.
+ENV_SCHEMA_VERSION = records.ENV_SCHEMA_VERSION
+PROBES_CSV_VERSION = records.PROBES_CSV_VERSION
 
 PROBES_CSV = "probes.csv"
 ENV_JSON = "env.json"
@@ -43,25 +46,12 @@ _TMP_PREFIX = ".probes.csv."
 _ENV_TMP_PREFIX = ".env.json."
 _TMP_SUFFIX = ".tmp"
 
-# The probes.csv columns, in order. The first 11 are the DESIGN.md contract. All *_us are
-# microseconds per frame; *_duty are fractions 0..1; *_gbps are GB/s (1e9 B/s); a
-# <metric>_spread column is half the min-max range over repeats, in the metric's unit.
-PROBE_COLUMNS: tuple[str, ...] = (
-    "label", "cluster", "cap", "streams", "batch", "frames",
-    "kernel_us", "h2d_us", "d2h_us", "roofline_us", "binds",
-    "roofline_fps", "kernel_duty", "h2d_duty", "d2h_duty", "h2d_gbps", "d2h_gbps",
-    "idle_us", "overlap_us", "host_sync_us", "serialization", "measured_us", "efficiency",
-    "sustained_fps", "sustained_fps_spread", "sustained_repeats", "sustained_gbps",
-    "fps_efficiency", "profiler_overhead", "clusters_per_frame", "dropped_clusters",
-    "pedestal_dtype", "pedestal", "transfer", "tracer", "trace", "session", "timestamp",
-)  # fmt: skip
-REQUIRED_COLUMNS: tuple[str, ...] = PROBE_COLUMNS[:11]
-INT_COLUMNS = frozenset(
-    {"cluster", "cap", "streams", "batch", "frames", "sustained_repeats", "dropped_clusters"}
-)
-TEXT_COLUMNS = frozenset(
-    {"label", "binds", "pedestal_dtype", "pedestal", "transfer", "tracer", "trace", "session", "timestamp"}
-)
+# The probes.csv columns, in order: the fields of records.ProbeRecord (its docstring gives the
+# units). The first 11 are the contract every row carries. Version 2 added workload and finder.
+PROBE_COLUMNS: tuple[str, ...] = records.PROBE_COLUMNS
+REQUIRED_COLUMNS: tuple[str, ...] = records.REQUIRED_COLUMNS
+INT_COLUMNS = records.INT_COLUMNS
+TEXT_COLUMNS = records.TEXT_COLUMNS
 SPREAD_SUFFIX = "_spread"
 
 # env.json keys that clusterbench itself reads (compare). The probe writes these and more
@@ -121,12 +111,25 @@ class ProbeRow:
 
 @dataclass(frozen=True, slots=True)
 class ResultsDir:
-    """A loaded results dir: its env.json and its probes.csv rows, in file order."""
+    """A loaded results dir: its env.json and its probes.csv rows, in file order.
+
+    ``format`` is FORMAT_CLUSTERBENCH or FORMAT_LEGACY (the original aare probe scripts' dirs,
+    see :func:`env_format`). ``samples`` holds per-repeat values where the dir records them:
+    ``samples[label]["sustained_fps"]`` is the tuple of untraced FPS readings whose median is
+    the row's ``sustained_fps``. ``notes`` are things noticed while reading (for warnings).
+    """
 
     path: Path
     env: dict
     columns: tuple[str, ...]
     rows: tuple[ProbeRow, ...]
+    format: str = "clusterbench"
+    samples: Mapping[str, Mapping[str, tuple[float, ...]]] = field(default_factory=lambda: MappingProxyType({}))
+    notes: tuple[str, ...] = ()
+
+    @property
+    def legacy(self) -> bool:
+        return self.format == FORMAT_LEGACY
 
     @property
     def name(self) -> str:
@@ -204,7 +207,8 @@ def format_cell(value: object) -> str:
 def _read_raw(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     """probes.csv as (header, rows of raw strings). Raises InputError on a malformed file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a probes.csv saved by a spreadsheet with a UTF-8 byte-order mark reads the same
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(f"probes.csv is not UTF-8 text: {path} ({exc.reason} at byte {exc.start})") from None
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
@@ -239,13 +243,15 @@ def _read_raw(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     return header, rows
 
 
-def upsert_probe_row(directory: Path, row: Mapping[str, object]) -> None:
+def upsert_probe_row(directory: Path, row: records.ProbeRecord | Mapping[str, object]) -> None:
     """Replace the row with ``row['label']`` in ``directory/probes.csv``, or append it.
 
     Other rows keep their text and their order; new labels go last. Keys outside
     PROBE_COLUMNS become extra columns after them (existing extras keep their order).
     The read-modify-write runs under an exclusive lock and lands with an atomic rename.
     """
+    if isinstance(row, records.ProbeRecord):
+        row = row.to_json()
     label = row.get("label")
     if not isinstance(label, str) or not label:
         raise ValueError(f"a probe row needs a non-empty str label, got {label!r}")
@@ -273,11 +279,11 @@ def upsert_probe_row(directory: Path, row: Mapping[str, object]) -> None:
         _atomic_write_text(path, buf.getvalue(), _TMP_PREFIX)
 
 
-def save_env(directory: Path, env: Mapping[str, object]) -> None:
+def save_env(directory: Path, env: records.EnvRecord | Mapping[str, object]) -> None:
     """Write env.json atomically: sorted keys, indent 2, with ``schema_version``."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    data = dict(env)
+    data = env.to_json() if isinstance(env, records.EnvRecord) else dict(env)
     data["schema_version"] = ENV_SCHEMA_VERSION
     text = json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n"
     with _locked(directory):
@@ -288,8 +294,45 @@ def save_env(directory: Path, env: Mapping[str, object]) -> None:
 # ----------------------------------------------------------------------------- reading
 
 
+# env.json versions this reader accepts: 1, and 2 (version 1 plus keys such as workload, command,
+# nsys_cuda_graph_trace, probes_csv_version), whatever version the writer stamps today.
+ENV_SCHEMA_VERSIONS_READ = frozenset({1, 2, ENV_SCHEMA_VERSION})
+FORMAT_CLUSTERBENCH = "clusterbench"
+# The original aare probe scripts' results dirs (2026-09 and before): probes.csv with the 11
+# contract columns, env.json with exactly these stamp keys and no schema_version (docs/compare.md).
+FORMAT_LEGACY = "legacy aare-perf"
+LEGACY_ENV_KEYS: tuple[str, ...] = ("gpu", "driver", "pedestal_dtype", "git_rev", "dirty")
+
+
+def env_format(data: Mapping[str, object], path: Path) -> str:
+    """FORMAT_CLUSTERBENCH for a known schema_version, FORMAT_LEGACY for an aare-perf stamp
+    (no schema_version, every LEGACY_ENV_KEYS key present). InputError for anything else,
+    naming what is missing or which version it has."""
+    if "schema_version" not in data:
+        missing = [k for k in LEGACY_ENV_KEYS if k not in data]
+        if not missing:
+            return FORMAT_LEGACY
+        raise InputError(
+            f"env.json has no schema_version and is not a legacy aare-perf stamp either "
+            f"(that needs {', '.join(LEGACY_ENV_KEYS)}): it lacks {', '.join(missing)}: {path}",
+            hint="a clusterbench env.json carries schema_version; a legacy aare-perf one carries "
+            + ", ".join(LEGACY_ENV_KEYS),
+        )
+    version = data.get("schema_version")
+    if isinstance(version, bool) or version not in ENV_SCHEMA_VERSIONS_READ:
+        readable = " and ".join(str(v) for v in sorted(ENV_SCHEMA_VERSIONS_READ))
+        raise InputError(
+            f"env.json has schema_version {version!r}; this clusterbench reads {readable} "
+            f"(and legacy aare-perf dirs, which have none): {path}",
+            hint="use the clusterbench version that wrote it, or re-run clusterbench probe",
+        )
+    return FORMAT_CLUSTERBENCH
+
+
 def load_env(directory: Path) -> dict:
-    """env.json as a dict. InputError for a missing, malformed or unknown-version file."""
+    """env.json as a dict. InputError for a missing, malformed or unknown-version file.
+
+    Accepts schema_version 1 and 2, and a legacy aare-perf stamp (see :func:`env_format`)."""
     path = Path(directory) / ENV_JSON
     if not path.is_file():
         raise InputError(
@@ -307,12 +350,7 @@ def load_env(directory: Path) -> dict:
         raise InputError(f"env.json is not UTF-8 text: {path} ({exc.reason})") from None
     if not isinstance(data, dict):
         raise InputError(f"env.json must hold a JSON object, got {type(data).__name__}: {path}")
-    version = data.get("schema_version")
-    if version != ENV_SCHEMA_VERSION:
-        raise InputError(
-            f"env.json has schema_version {version!r}, this clusterbench reads {ENV_SCHEMA_VERSION}: {path}",
-            hint="use the clusterbench version that wrote it, or re-run clusterbench probe",
-        )
+    env_format(data, path)
     return data
 
 
@@ -371,6 +409,112 @@ def load_results(directory: Path) -> ResultsDir:
             raise InputError(f"probes.csv has label {label!r} twice: {path}", hint="keep one row per config label")
         seen.add(label)
         typed = {c: _parse_cell(cells[c], c, label, path) for c in header}
+        _check_values(typed, label, path)
         rows.append(ProbeRow(MappingProxyType(typed)))
     env = load_env(directory)
-    return ResultsDir(path=directory, env=env, columns=tuple(header), rows=tuple(rows))
+    fmt = env_format(env, directory / ENV_JSON)
+    samples: dict[str, Mapping[str, tuple[float, ...]]] = {}
+    notes: list[str] = []
+    for r in rows:
+        fps = _sustained_samples(directory, r, env, notes)
+        if fps is not None:
+            samples[r.label] = MappingProxyType({"sustained_fps": fps})
+    return ResultsDir(path=directory, env=env, columns=tuple(header), rows=tuple(rows), format=fmt,
+                      samples=MappingProxyType(samples), notes=tuple(notes))  # fmt: skip
+
+
+# Columns that hold a measured time or rate: a value must be > 0 (an absent engine is an empty
+# cell, "not measured", never 0). Every other numeric column (duty, idle, overlap, spreads,
+# counts) must be >= 0.
+POSITIVE_COLUMNS = frozenset(
+    {"kernel_us", "h2d_us", "d2h_us", "roofline_us", "measured_us", "roofline_fps", "sustained_fps",
+     "cluster", "cap", "streams", "batch", "frames"}
+)  # fmt: skip
+
+
+def _engine_names() -> tuple[str, ...]:
+    from clusterbench.trace.schema import ENGINES
+
+    return tuple(ENGINES)
+
+
+def _check_values(typed: dict[str, object], label: str, path: Path) -> None:
+    """Impossible values are bad input: InputError naming the row and the column."""
+    for column, v in typed.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if column in POSITIVE_COLUMNS and v <= 0:
+            unit = " µs/frame" if column.endswith("_us") else (" FPS" if column.endswith("_fps") else "")
+            what = "a time" if column.endswith("_us") else "a value"
+            raise InputError(
+                f"probes.csv row {label!r} column {column}: {what} must be > 0, got {v!r}{unit}: {path}",
+                hint="an engine that was not measured is an empty cell; fix the value or re-run "
+                f"clusterbench probe --only {label}",
+            )
+        if (column in PROBE_COLUMNS or column.endswith(SPREAD_SUFFIX)) and v < 0:
+            raise InputError(
+                f"probes.csv row {label!r} column {column}: must be >= 0, got {v!r}: {path}",
+                hint=f"fix the value, or re-run clusterbench probe --only {label}",
+            )
+    binds = typed.get("binds")
+    if binds is not None:
+        engines = _engine_names()
+        name = str(binds).strip().lower()
+        if name not in engines:
+            raise InputError(
+                f"probes.csv row {label!r} column binds: {binds!r} is not an engine "
+                f"(one of {', '.join(engines)}): {path}",
+                hint=f"binds names the engine with the largest busy time; fix it or re-run clusterbench probe --only {label}",
+            )
+        typed["binds"] = name
+
+
+_SAFE_LABEL = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def _positive_floats(v: object) -> tuple[float, ...] | None:
+    if not isinstance(v, list) or not v:
+        return None
+    out = []
+    for x in v:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+            return None
+        out.append(float(x))
+    return tuple(out)
+
+
+def _sustained_samples(directory: Path, row: ProbeRow, env: Mapping, notes: list[str]) -> tuple[float, ...] | None:
+    """The per-repeat sustained FPS of a row: ``<label>.sustained.json`` ("fps"), else env.json
+    ``configs.<label>.sustained_fps``; only a list whose median is the row's sustained_fps
+    (the two were written together), so a stale file is never paired with a newer row."""
+    median = row.number("sustained_fps")
+    if median is None:
+        return None
+    candidates: list[tuple[float, ...]] = []
+    if _SAFE_LABEL.match(row.label):
+        f = directory / f"{row.label}.sustained.json"
+        if f.is_file():
+            try:
+                data = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                data = None
+            if isinstance(data, dict):
+                got = _positive_floats(data.get("fps"))
+                if got is not None:
+                    candidates.append(got)
+    configs = env.get("configs")
+    entry = configs.get(row.label) if isinstance(configs, Mapping) else None
+    if isinstance(entry, Mapping):
+        got = _positive_floats(entry.get("sustained_fps"))
+        if got is not None:
+            candidates.append(got)
+    for c in candidates:
+        s = sorted(c)
+        k = len(s)
+        mid = s[k // 2] if k % 2 else (s[k // 2 - 1] + s[k // 2]) / 2.0
+        if math.isclose(mid, median, rel_tol=1e-9):
+            return c
+    if candidates:
+        notes.append(f"{directory.name}: the sustained FPS repeats recorded for {row.label} do not have its "
+                     f"probes.csv median {median!r}: repeats ignored, the noise floor alone decides")  # fmt: skip
+    return None

@@ -80,8 +80,10 @@ def test_probe_columns_start_with_the_design_contract() -> None:
         "label", "cluster", "cap", "streams", "batch", "frames",
         "kernel_us", "h2d_us", "d2h_us", "roofline_us", "binds",
     )  # fmt: skip
-    assert len(set(PROBE_COLUMNS)) == len(PROBE_COLUMNS) == 38
+    # version 2: the 38 columns of version 1, plus workload and finder after transfer
+    assert len(set(PROBE_COLUMNS)) == len(PROBE_COLUMNS) == 40
     assert PROBE_COLUMNS[-3:] == ("trace", "session", "timestamp")
+    assert PROBE_COLUMNS[33:37] == ("transfer", "workload", "finder", "tracer")
 
 
 # ----------------------------------------------------------------------------- upsert
@@ -202,7 +204,7 @@ def test_interrupt_during_rename_leaves_no_temp_and_old_file(tmp_path: Path, mon
 
 def _writer(directory: str, who: int, n: int) -> None:
     for i in range(n):
-        upsert_probe_row(Path(directory), _row(f"w{who}_{i:03d}", kernel_us=float(i)))
+        upsert_probe_row(Path(directory), _row(f"w{who}_{i:03d}", kernel_us=float(i + 1)))  # a time is > 0
 
 
 def test_two_concurrent_writers_lose_no_row(tmp_path: Path) -> None:
@@ -217,7 +219,7 @@ def test_two_concurrent_writers_lose_no_row(tmp_path: Path) -> None:
     assert sorted(labels) == sorted(f"w{w}_{i:03d}" for w in (0, 1) for i in range(n))
     save_env(tmp_path, _env())
     rows = load_results(tmp_path).rows  # valid CSV, typed
-    assert all(r["kernel_us"] == float(r.label.split("_")[1]) for r in rows)
+    assert all(r["kernel_us"] == float(r.label.split("_")[1]) + 1 for r in rows)
 
 
 def test_writer_waits_for_the_lock(tmp_path: Path) -> None:
@@ -248,7 +250,7 @@ def test_env_round_trip_with_schema_version_sorted_keys(tmp_path: Path) -> None:
     assert list(data) == sorted(data)
     assert text.startswith('{\n  "clocks"')
     env = load_env(tmp_path)
-    assert env == {"zeta": 1, "gpu_name": "NVIDIA H200", "clocks": {"sm_mhz": 1980}, "schema_version": 1}
+    assert env == {"zeta": 1, "gpu_name": "NVIDIA H200", "clocks": {"sm_mhz": 1980}, "schema_version": 2}
 
 
 def test_env_errors(tmp_path: Path) -> None:

@@ -3,31 +3,44 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
-from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
+from clusterbench.cli.common import boundary, stderr_console, stdout_console
 from clusterbench.errors import CheckFailed, InputError
 
 HELP = (
     "Did my change make things better? Put two results dirs side by side: DIR_A (before) and "
-    "DIR_B (after). One row per config label with before, after and delta % for kernel_us, "
-    "h2d_us, d2h_us and roofline_us (all µs per frame), the binding engine before and after, and "
-    "the end-to-end verdict. Labels found in one dir only are shown as such.\n\n"
-    "Verdicts: delta % = (after - before) / before x 100. Noise is the larger of the two "
-    "<metric>_spread values in probes.csv (half the min-max range over repeats). |after - before| "
-    "<= noise is SAME; beyond it FASTER or SLOWER. Without spreads, trace figures (*_us) take "
-    "+-1 % as noise (they reproduce to about 1 % across sessions); other metrics say 'no repeats: "
-    "noise unknown' and the verdict gives only the sign. Multi-stream rows from different sessions: h2d, d2h (and "
-    "a roofline binding on them) are NOT COMPARABLE, as those columns drift up to 20 % between "
-    "sessions. Quote kernel changes from 1-stream rows. A kernel change is invisible end to end "
-    "when the kernel stays below the tallest transfer bar, or the roofline did not move.\n\n"
-    "Refuses runs from different GPUs unless --allow-different-gpu; warns on driver, pedestal, "
-    "frames or config differences and on dirty trees.\n\n"
-    "--gate PCT exits 3 when any roofline_us is SLOWER by more than PCT % (beyond noise when the "
-    "noise is known; not-comparable rooflines are not gated)."
+    "DIR_B (after). Per config label and metric (kernel, H2D, D2H and roofline in µs per frame "
+    "from the traces; sustained FPS untraced): before, after, delta %, a verdict and its reason "
+    "code; the binding engine; end to end (the roofline and sustained FPS verdicts).\n\n"
+    "Verdicts: SAME, FASTER, SLOWER, NOT COMPARABLE. A change must clear the noise: the larger "
+    "of the metric's session-to-session floor (measured A/A on the H200; docs/compare.md) and the "
+    "spread of either side's repeats. With repeats on both sides, a Mann-Whitney U test must also "
+    "find the samples different (p <= 0.1). Never FASTER or SLOWER from the sign alone.\n\n"
+    "NOT COMPARABLE: a config column differs (tracer, transfer, pedestal, pedestal_dtype, "
+    "workload, cluster, cap, streams, batch, frames), or a multi-stream transfer figure comes "
+    "from another session. Columns in which the whole dir differs (f32 against f64, nsys against "
+    "cupti) are compared across on purpose, and so is any column named with --across; those "
+    "verdicts are marked *.\n\n"
+    "Refuses runs from different GPUs unless --allow-different-gpu. Reads legacy aare-perf dirs "
+    "(env.json without schema_version) with a warning.\n\n"
+    "--gate PCT exits 3 when a like-for-like roofline is SLOWER by more than PCT % (and beyond "
+    "the noise), and also when no roofline was comparable at all."
 )
+
+
+def _warn_all(warnings: list[tuple[str, str | None]]) -> None:
+    """(message, hint) pairs on stderr, wrapped at word boundaries to its width (80 when piped)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    con = Console(stderr=True, highlight=False)
+    for message, hint in warnings:
+        con.print(f"[yellow]Warning:[/] {escape(message)}", markup=True)
+        if hint:
+            con.print(f"  [dim]Hint:[/] {escape(hint)}", markup=True)
 
 
 @boundary
@@ -36,50 +49,74 @@ def compare(
     dir_b: Path = typer.Argument(..., metavar="DIR_B", help="The 'after' results dir."),
     json_out: bool = typer.Option(False, "--json", help="Print only JSON to stdout."),
     markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table for a docs page."),
-    plot: Optional[Path] = typer.Option(None, "--plot", metavar="FILE.png", help="Also write a bar chart (needs matplotlib)."),
-    gate: Optional[float] = typer.Option(None, "--gate", metavar="PCT", min=0.0, help="Exit 3 if a roofline got worse by more than PCT %."),
+    wide: bool = typer.Option(False, "--wide", help="One table row per config (about 120 columns)."),
+    plot: Optional[Path] = typer.Option(
+        None, "--plot", metavar="FILE", help="Also write a bar chart: .png, .svg or .pdf (needs matplotlib)."
+    ),
+    gate: Optional[float] = typer.Option(
+        None, "--gate", metavar="PCT", min=0.0, help="Exit 3 if a roofline got worse by more than PCT %."
+    ),
+    across: Optional[List[str]] = typer.Option(
+        None, "--across", metavar="COLUMN", help="Compare across this config column on purpose (repeatable)."
+    ),
     allow_different_gpu: bool = typer.Option(False, "--allow-different-gpu", help="Compare runs from different GPUs."),
 ) -> None:
-    if json_out and markdown:
-        raise InputError("--json and --markdown cannot be combined", hint="pick one output format")
+    if sum((json_out, markdown, wide)) > 1:
+        raise InputError("--json, --markdown and --wide cannot be combined", hint="pick one output format")
     import json
 
-    from clusterbench.analysis.compare import compare_results, gate_failures, gate_not_checked
+    from clusterbench.analysis.compare import compare_results, judge_gate
     from clusterbench.render.compare import (
         render_compare_json,
         render_compare_markdown,
         render_compare_notes,
         render_compare_table,
+        render_compare_text,
     )
     from clusterbench.results import load_results
 
     before, after = load_results(dir_a), load_results(dir_b)
-    cmp = compare_results(before, after, allow_different_gpu=allow_different_gpu)
-    for w in cmp.warnings:
-        warn(w.message, w.hint)
-    failures = gate_failures(cmp, gate) if gate is not None else ()
-    not_checked = gate_not_checked(cmp) if gate is not None else ()
+    cmp = compare_results(before, after, allow_different_gpu=allow_different_gpu, across=tuple(across or ()))
+    if plot is not None:
+        from clusterbench.render.plot import check_plot_path
+
+        check_plot_path(plot)  # before anything is printed
+    outcome = judge_gate(cmp, gate) if gate is not None else None
+    _warn_all([(w.message, w.hint) for w in cmp.warnings])
 
     if json_out:
-        typer.echo(json.dumps(render_compare_json(cmp, gate, failures, not_checked), indent=2))
+        typer.echo(json.dumps(render_compare_json(cmp, outcome), indent=2))
     elif markdown:
         typer.echo(render_compare_markdown(cmp), nl=False)
-    else:
+    elif wide:
         con = stdout_console()
         con.print(render_compare_table(cmp))
         for line in render_compare_notes(cmp):
             con.print(line, markup=False)
+    else:
+        con = stdout_console()
+        for line in render_compare_text(cmp, con.width):
+            con.print(line, markup=False, highlight=False, soft_wrap=True)
     if plot is not None:
         from clusterbench.render.plot import render_compare_plot
 
         render_compare_plot(cmp, plot)
         stderr_console().print(f"Wrote {plot}", markup=False)
-    if gate is not None:
-        if not_checked:
-            warn(f"--gate did not judge the roofline of: {', '.join(not_checked)}",
-                 "compare multi-stream rows within one session")  # fmt: skip
-        if failures:
-            worst = ", ".join(f"{f.label} {f.before_us:.2f} -> {f.after_us:.2f} µs/frame ({f.delta_pct:+.2f} %)" for f in failures)
+    if outcome is not None:
+        if outcome.not_checked and not outcome.nothing_comparable:
+            skipped = ", ".join(f"{lb} ({why})" for lb, why in outcome.not_checked)
+            _warn_all([(f"--gate did not judge the roofline of: {skipped}",
+                        "compare multi-stream rows within one session")])  # fmt: skip
+        if outcome.nothing_comparable:
+            skipped = ", ".join(f"{lb} ({why})" for lb, why in outcome.not_checked) or "no rows"
+            raise CheckFailed(
+                f"--gate {gate:g} judged nothing: no roofline was comparable like for like: {skipped}",
+                hint="a gate that judged nothing does not pass; compare dirs of one config, tracer and session",
+            )
+        if outcome.failures:
+            worst = ", ".join(
+                f"{f.label} {f.before_us:.2f} -> {f.after_us:.2f} µs/frame ({f.delta_pct:+.2f} %)" for f in outcome.failures
+            )
             raise CheckFailed(
                 f"roofline got worse by more than {gate:g} %: {worst}",
                 hint="look at the binding engine of those rows; re-run with repeats to measure the noise",

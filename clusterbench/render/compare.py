@@ -1,19 +1,22 @@
-"""Render a :class:`~clusterbench.analysis.compare.Comparison`: JSON, Markdown, a rich table.
+"""Render a :class:`~clusterbench.analysis.compare.Comparison`: text lines, JSON, Markdown, a wide table.
 
-Every number carries its unit: µs/frame in the headers, % on deltas, FPS for sustained FPS.
+The default text layout gives one line per metric, so it fits 80 columns: every line is at
+most ``width`` characters and verdicts are never cut. Every number carries its unit:
+µs/frame or FPS in the metric name, % on deltas.
 """
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from clusterbench.analysis.compare import (
-    NO_NOISE_REASON,
     Comparison,
-    GateFailure,
+    GateOutcome,
     MetricDelta,
     Presence,
+    Reason,
     RowComparison,
     Verdict,
     display_engine,
@@ -22,9 +25,15 @@ from clusterbench.analysis.compare import (
 if TYPE_CHECKING:
     from rich.table import Table
 
-COMPARE_JSON_SCHEMA = "clusterbench.compare/1"
+# The compare JSON's schema. History:
+#   clusterbench.compare/1: metrics with verdict and reason text.
+#   clusterbench.compare/2: reason codes, across, the Mann–Whitney test, mismatches per row,
+#     end to end from the roofline and sustained FPS, gate.nothing_comparable.
+COMPARE_JSON_SCHEMA = "clusterbench.compare/2"
 
 _SHORT = {"kernel_us": "kernel", "h2d_us": "h2d", "d2h_us": "d2h", "roofline_us": "roofline", "sustained_fps": "sustained"}
+_NAME = {"kernel_us": "kernel µs", "h2d_us": "H2D µs", "d2h_us": "D2H µs", "roofline_us": "roofline µs",
+         "sustained_fps": "sustained FPS"}  # fmt: skip
 _VERDICT_TEXT = {
     Verdict.SAME: "SAME",
     Verdict.FASTER: "FASTER",
@@ -33,59 +42,76 @@ _VERDICT_TEXT = {
     Verdict.MISSING: "-",
 }
 _VERDICT_STYLE = {Verdict.FASTER: "green", Verdict.SLOWER: "red", Verdict.NOT_COMPARABLE: "yellow"}
+ACROSS_MARK = "*"
 
 
 # ----------------------------------------------------------------------------- JSON
 
 
-def _metric_json(m: MetricDelta) -> dict:
+def _metric_json(m: MetricDelta, alpha: float) -> dict:
+    test = None
+    if m.p_value is not None:
+        test = {"name": "mann-whitney-u", "two_sided": True, "p_value": m.p_value, "alpha": alpha,
+                "n_before": m.n_before, "n_after": m.n_after}  # fmt: skip
     return {
         "before": m.before,
         "after": m.after,
         "delta_pct": m.delta_pct,
         "unit": m.unit,
         "noise": m.noise,
+        "floor_pct": m.floor_pct,
         "verdict": m.verdict.value,
+        "reason_code": m.code.value,
         "reason": m.reason,
+        "across": list(m.across),
+        "test": test,
         "note": m.note,
     }
 
 
-def render_compare_json(
-    cmp: Comparison,
-    gate_pct: float | None = None,
-    failures: tuple[GateFailure, ...] = (),
-    not_checked: tuple[str, ...] = (),
-) -> dict:
-    """A JSON-ready dict: rows with label, metrics {name: {before, after, delta_pct, ...}},
-    binds {before, after, changed}, end_to_end, plus warnings and, with a gate, its outcome."""
+def render_gate_json(gate: GateOutcome) -> dict:
+    return {
+        "pct": gate.pct,
+        "passed": gate.passed,
+        "nothing_comparable": gate.nothing_comparable,
+        "judged": list(gate.judged),
+        "failures": [asdict(f) for f in gate.failures],
+        "not_checked": [{"label": lb, "why": why} for lb, why in gate.not_checked],
+    }
+
+
+def render_compare_json(cmp: Comparison, gate: GateOutcome | None = None) -> dict:
+    """A JSON-ready dict (schema COMPARE_JSON_SCHEMA); with a gate, its outcome under "gate"."""
     out: dict = {
         "schema": COMPARE_JSON_SCHEMA,
         "before": asdict(cmp.before),
         "after": asdict(cmp.after),
         "same_session": cmp.same_session,
+        "across": list(cmp.across),
+        "alpha": cmp.alpha,
         "rows": [
             {
                 "label": r.label,
                 "presence": r.presence.value,
                 "streams": r.streams,
                 "same_session": r.same_session,
-                "metrics": {m.name: _metric_json(m) for m in r.metrics},
+                "metrics": {m.name: _metric_json(m, cmp.alpha) for m in r.metrics},
+                "mismatches": [
+                    {"column": mm.column, "before": mm.before, "after": mm.after, "affects": list(mm.affects),
+                     "across": mm.across}
+                    for mm in r.mismatches
+                ],  # fmt: skip
                 "binds": {"before": r.binds_before, "after": r.binds_after, "changed": r.binds_changed},
-                "end_to_end": {"verdict": r.end_to_end.value, "reason": r.end_to_end_reason},
+                "end_to_end": {"verdict": r.end_to_end.value, "reason": r.end_to_end_reason,
+                               "kernel_invisible": r.kernel_invisible},  # fmt: skip
                 "notes": list(r.notes),
             }
             for r in cmp.rows
         ],
         "warnings": [{"message": w.message, "hint": w.hint} for w in cmp.warnings],
     }
-    if gate_pct is not None:
-        out["gate"] = {
-            "pct": gate_pct,
-            "passed": not failures,
-            "failures": [asdict(f) for f in failures],
-            "not_checked": list(not_checked),
-        }
+    if gate is not None:
+        out["gate"] = render_gate_json(gate)
     return out
 
 
@@ -101,11 +127,13 @@ def _num(v: float | None, unit: str = "") -> str:
 
 
 def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:+.2f} %"
+    if v is None:
+        return "-"
+    return f"{v:+.2f} %" if abs(v) < 1000 else f"{v:+.0f} %"
 
 
 def config_name(row: RowComparison, rows: tuple[RowComparison, ...]) -> str:
-    """'3x3, 1 stream' as in the DESIGN.md reference table, or the label when that is ambiguous."""
+    """'3x3, 1 stream' as in the RTX 4090 reference table (docs/compare.md), or the label when that is ambiguous."""
     if row.cluster is None or row.streams is None:
         return row.label
     twins = [r for r in rows if (r.cluster, r.streams) == (row.cluster, row.streams)]
@@ -122,46 +150,128 @@ def _binds_text(r: RowComparison) -> str:
     return display_engine(r.binds_after if r.binds_after is not None else r.binds_before)
 
 
-def all_noise_unknown(cmp: Comparison) -> bool:
-    ms = [m for r in cmp.rows for m in r.metrics if m.verdict in (Verdict.FASTER, Verdict.SLOWER, Verdict.SAME)]
-    return bool(ms) and all(m.noise is None for m in ms)
+def _verdict_cell(m: MetricDelta) -> str:
+    text = _VERDICT_TEXT[m.verdict]
+    return text + (ACROSS_MARK if m.across and m.judged else "")
+
+
+_QUIET = (Reason.IDENTICAL, Reason.WITHIN_NOISE)
+
+
+def row_notes(r: RowComparison) -> list[str]:
+    """The reasons behind one row's verdicts, one sentence each; shared reasons said once.
+    Quiet verdicts (identical, within the noise) are left to the reason code."""
+    if r.presence is not Presence.BOTH:
+        return [r.end_to_end_reason]
+    lines: list[str] = []
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for m in r.metrics:
+        if m.verdict is Verdict.MISSING or (m.verdict is Verdict.SAME and m.code in _QUIET):
+            continue
+        grouped.setdefault((_VERDICT_TEXT[m.verdict], m.reason), []).append(_SHORT.get(m.name, m.name))
+    for (verdict, reason), names in grouped.items():
+        lines.append(f"{', '.join(names)} {verdict}: {reason}")
+    for mm in r.mismatches:
+        if mm.across:
+            lines.append(f"{ACROSS_MARK} across {mm.column}: {mm.before} → {mm.after}")
+    lines.extend(f"{_SHORT.get(m.name, m.name)}: {m.note}" for m in r.metrics if m.note)
+    lines.extend(r.notes)
+    return lines
 
 
 def render_compare_notes(cmp: Comparison) -> list[str]:
-    """Per-row reasons behind the verdicts, one line each; shared reasons said once."""
+    """Every row's notes, each prefixed with its label, then the end-to-end reasons."""
     lines: list[str] = []
-    quiet_no_noise = all_noise_unknown(cmp)
-    if quiet_no_noise:
-        lines.append(
-            f"All verdicts: {NO_NOISE_REASON} (no `*_spread` columns): FASTER/SLOWER say only the sign of the "
-            "change. Repeat the probe to measure the noise."
-        )
     for r in cmp.rows:
-        name = r.label
-        if r.presence is not Presence.BOTH:
-            lines.append(f"{name}: {r.end_to_end_reason}")
-            continue
-        grouped: dict[tuple[str, str], list[str]] = {}
-        for m in r.metrics:
-            if m.verdict is Verdict.NOT_COMPARABLE or (
-                m.verdict in (Verdict.SAME, Verdict.FASTER, Verdict.SLOWER)
-                and not (quiet_no_noise and m.reason == NO_NOISE_REASON)
-                and m.reason != "identical values"
-            ):
-                grouped.setdefault((_VERDICT_TEXT[m.verdict], m.reason), []).append(_SHORT.get(m.name, m.name))
-        for (verdict, reason), names in grouped.items():
-            lines.append(f"{name}: {', '.join(names)} {verdict}: {reason}")
-        lines.extend(f"{name}: {_SHORT.get(m.name, m.name)}: {m.note}" for m in r.metrics if m.note)
-        lines.append(f"{name}: {r.end_to_end_reason}")
-        lines.extend(f"{name}: {n}" for n in r.notes)
+        lines.extend(f"{r.label}: {n}" for n in row_notes(r))
+        if r.presence is Presence.BOTH:
+            lines.append(f"{r.label}: end to end: {r.end_to_end_reason}")
     return lines
+
+
+def _side_line(tag: str, side) -> str:
+    bits = [side.gpu_name or "GPU unknown"]
+    if side.git_rev:
+        bits.append(f"git {side.git_rev[:12]}{' dirty' if side.git_dirty else ''}")
+    if side.session_id:
+        sid = side.session_id
+        bits.append(f"session {sid if len(sid) <= 16 else sid[:8]}")
+    if side.format != "clusterbench":
+        bits.append(side.format)
+    return f"{tag} {side.name} ({', '.join(bits)})"
+
+
+def _wrap(text: str, width: int, indent: str = "", cont: str | None = None) -> list[str]:
+    follow = cont if cont is not None else indent + "  "
+    lines = textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=follow,
+                          break_long_words=True, break_on_hyphens=False)  # fmt: skip
+    return lines or [indent.rstrip()]
+
+
+# Column widths of the text layout: 2 + 13 + 1 + 9 + 3 + 9 + 1 + 9 + 1 + 15 + 1 + 15 = 79 columns.
+_W_NAME, _W_VAL, _W_DELTA, _W_VERDICT, _W_CODE = 13, 9, 9, 15, 15
+TEXT_MIN_WIDTH = 2 + _W_NAME + 1 + _W_VAL + 3 + _W_VAL + 1 + _W_DELTA + 1 + _W_VERDICT  # without the code column
+
+
+def _grid(name: str, before: str, after: str, delta: str, verdict: str, code: str, with_code: bool) -> str:
+    line = (f"  {name:<{_W_NAME}} {before:>{_W_VAL}} {'→' if before.strip() else ' '} {after:>{_W_VAL}} "
+            f"{delta:>{_W_DELTA}} {verdict:<{_W_VERDICT}}")  # fmt: skip
+    if with_code:
+        line += f" {code}"
+    return line.rstrip()
+
+
+def render_compare_text(cmp: Comparison, width: int = 80) -> list[str]:
+    """The default layout: per config a heading, one line per metric (before → after, delta,
+    verdict, reason code), the end-to-end line and the notes. No line is longer than ``width``
+    (at least TEXT_MIN_WIDTH; the reason-code column is dropped below 80)."""
+    width = max(width, TEXT_MIN_WIDTH)
+    with_code = width >= 80
+    out: list[str] = []
+    out += _wrap(f"clusterbench compare: {cmp.before.name} → {cmp.after.name}", width)
+    out += _wrap(_side_line("before:", cmp.before), width, "", "        ")
+    out += _wrap(_side_line("after: ", cmp.after), width, "", "        ")
+    if cmp.across:
+        out += _wrap(f"across: {', '.join(cmp.across)} (compared on purpose: verdicts marked {ACROSS_MARK})", width)
+    for r in cmp.rows:
+        out.append("")
+        head = f"{r.label} ({config_name(r, cmp.rows)}), binds {_binds_text(r)}"
+        if r.presence is not Presence.BOTH:
+            side = "before" if r.presence is Presence.BEFORE_ONLY else "after"
+            vals = [f"{_SHORT.get(m.name, m.name)} {_num(m.before if side == 'before' else m.after, m.unit)}"
+                    for m in r.metrics]  # fmt: skip
+            out += _wrap(f"{head}: only in {side}: {', '.join(vals)} (µs/frame; sustained FPS)", width)
+            continue
+        out += _wrap(head, width)
+        out.append(_grid("metric", "before", "after", "delta", "verdict", "reason", with_code).replace("→", " "))
+        for m in r.metrics:
+            if m.before is None and m.after is None:
+                continue
+            verdict = _verdict_cell(m)
+            out.append(_grid(_NAME.get(m.name, m.name), _num(m.before, m.unit), _num(m.after, m.unit),
+                             _pct(m.delta_pct), verdict, m.code.value, with_code))  # fmt: skip
+        out += _wrap(f"end to end: {r.end_to_end.value.replace('_', ' ').upper()}: {r.end_to_end_reason}", width,
+                     "  ", "    ")  # fmt: skip
+        for n in row_notes(r):
+            out += _wrap(n, width, "  - ", "    ")
+    out.append("")
+    out += _wrap(
+        f"µs/frame from the traces; FPS untraced. A verdict must clear the noise: the larger of the "
+        f"metric's session-to-session floor and the spread of the repeats. With repeats on both sides "
+        f"Mann–Whitney p <= {cmp.alpha:g} is needed as well; without, the noise alone decides. "
+        "Reason codes: docs/compare.md.",
+        width,
+        "",
+        "",
+    )
+    return out
 
 
 # ----------------------------------------------------------------------------- Markdown
 
 
 def render_compare_markdown(cmp: Comparison) -> str:
-    """The DESIGN.md reference-table layout (config, kernel before/after, roofline after,
+    """The RTX 4090 reference-table layout (docs/compare.md) (config, kernel before/after, roofline after,
     binds) plus the kernel delta, then the notes as a list. Ready for a docs page."""
     lines = [
         f"Kernel µs per frame. before: `{cmp.before.name}`, after: `{cmp.after.name}`.",
@@ -189,7 +299,7 @@ def render_compare_markdown(cmp: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-# ----------------------------------------------------------------------------- rich table
+# ----------------------------------------------------------------------------- wide rich table
 
 
 def _cell(m: MetricDelta) -> str:
@@ -199,13 +309,13 @@ def _cell(m: MetricDelta) -> str:
     if m.verdict is Verdict.MISSING:
         return head
     style = _VERDICT_STYLE.get(m.verdict)
-    verdict = "NOT\nCOMPARABLE" if m.verdict is Verdict.NOT_COMPARABLE else _VERDICT_TEXT[m.verdict]
+    verdict = "NOT\nCOMPARABLE" if m.verdict is Verdict.NOT_COMPARABLE else _verdict_cell(m)
     verdict = f"[{style}]{verdict}[/]" if style else verdict
-    return f"{head}\n{_pct(m.delta_pct)}\n{verdict}"
+    return f"{head}\n{_pct(m.delta_pct)}\n{verdict}\n{m.code.value}"
 
 
 def render_compare_table(cmp: Comparison) -> Table:
-    """One row per config label: before→after, delta % and verdict per metric; binds; end to end."""
+    """``--wide``: one row per config label, one column per metric (about 120 columns)."""
     from rich import box
     from rich.table import Table
 
@@ -216,16 +326,16 @@ def render_compare_table(cmp: Comparison) -> Table:
     table.add_column("config", overflow="fold", min_width=12)
     for n in cmp.metric_names:
         unit = "FPS" if n.endswith("_fps") else "µs/frame"
-        table.add_column(f"{_SHORT.get(n, n)}\n{unit}", justify="right", min_width=9 if unit == "FPS" else None)
+        table.add_column(f"{_SHORT.get(n, n)}\n{unit}", justify="right", no_wrap=True)
     table.add_column("binds", no_wrap=True)
-    table.add_column("end to\nend", no_wrap=True)
+    table.add_column("end to end", no_wrap=True)
     for r in cmp.rows:
         label = r.label
-        if r.presence is Presence.BEFORE_ONLY:
-            label += "\n(before only)"
-        elif r.presence is Presence.AFTER_ONLY:
-            label += "\n(after only)"
+        if r.presence is not Presence.BOTH:
+            label += f"\n({r.presence.value.replace('_', ' ')})"
         e2e = r.end_to_end.value.replace("_", "\n") if r.presence is Presence.BOTH else "-"
+        if r.kernel_invisible:
+            e2e += "\nkernel\ninvisible"
         binds = _binds_text(r).replace(" -> ", "\n→ ")
         table.add_row(label, *(_cell(m) for m in r.metrics), binds, e2e)
     return table

@@ -1,11 +1,14 @@
-"""PNG charts (matplotlib, the optional ``plot`` extra, imported only when a chart is asked for).
+"""Charts (matplotlib, the optional ``plot`` extra, imported only when a chart is asked for).
 
 Uses matplotlib's object API with the Agg canvas directly: no pyplot, no global backend
-switch, no display needed.
+switch, no display needed. The format follows the file's extension: .png, .svg or .pdf.
+:func:`check_plot_path` says, before anything is printed, whether the chart can be written.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 from clusterbench.analysis.compare import Comparison, Presence, display_engine
@@ -13,6 +16,9 @@ from clusterbench.errors import EnvironmentFailure, InputError
 
 ENGINES: tuple[str, ...] = ("kernel", "h2d", "d2h")
 _COLOURS = {"kernel": "#4C72B0", "h2d": "#DD8452", "d2h": "#55A868"}
+# extension -> matplotlib format name
+PLOT_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+_PLOT_HINT = "pass --plot FILE.png, FILE.svg or FILE.pdf in a writable directory"
 
 
 def _matplotlib():
@@ -28,12 +34,47 @@ def _matplotlib():
     return Figure, FigureCanvasAgg, Patch
 
 
+def plot_format(path: Path) -> str:
+    """The matplotlib format for ``path``'s extension; InputError for any other extension."""
+    fmt = PLOT_FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        suffix = Path(path).suffix or "no extension"
+        raise InputError(f"--plot writes .png, .svg or .pdf, not {suffix}: {path}", hint=_PLOT_HINT)
+    return fmt
+
+
+def check_plot_path(path: Path) -> str:
+    """Check, before any output, that a chart can be written to ``path``: a known extension, not
+    a directory, an existing parent directory, and a file that can be opened for writing (tried
+    for real, then removed again if it did not exist). Returns the format; InputError otherwise;
+    EnvironmentFailure when matplotlib is missing."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"cannot write the plot: {path} is a directory", hint=_PLOT_HINT)
+    fmt = plot_format(path)
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise InputError(f"cannot write the plot {path}: directory {parent} {what}", hint=_PLOT_HINT)
+    existed = path.exists()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.close(fd)
+    except OSError as exc:
+        raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint=_PLOT_HINT) from None
+    if not existed:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    _matplotlib()
+    return fmt
+
+
 def render_compare_plot(cmp: Comparison, path: Path) -> Path:
     """Grouped bars per config label: kernel/h2d/d2h before (light, hatched) and after (solid),
-    in µs per frame; the tallest (binding) bar of each side is marked. Writes a PNG; returns path."""
+    in µs per frame; the tallest (binding) bar of each side is marked. Writes PNG, SVG or PDF by
+    the extension of ``path``; returns path. Every failure to write is an InputError."""
     path = Path(path)
-    if not path.parent.is_dir():
-        raise InputError(f"cannot write the plot: no such directory {path.parent}", hint="create it or pick another path")
+    fmt = check_plot_path(path)
     Figure, FigureCanvasAgg, Patch = _matplotlib()
 
     rows = cmp.rows
@@ -90,5 +131,8 @@ def render_compare_plot(cmp: Comparison, path: Path) -> Path:
     ax.legend(handles=handles, fontsize=8, ncol=3, loc="upper left")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    try:
+        fig.savefig(path, format=fmt)
+    except OSError as exc:
+        raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint=_PLOT_HINT) from None
     return path

@@ -1,8 +1,9 @@
-"""clusterbench compare through the CLI: outputs, the gate, and one clear line per bad input."""
+"""clusterbench compare through the CLI: outputs, widths, the gate, and one clear line per bad input."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -12,46 +13,110 @@ from typer.testing import CliRunner
 from clusterbench.cli import app
 from clusterbench.results import save_env, upsert_probe_row
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "compare"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "compare"
 BEFORE = DATA / "2026-09-10_f32_before"
 AFTER = DATA / "2026-09-10_f32_after"
+LEGACY_BEFORE = DATA / "legacy_2026-09-10_before"
+LEGACY_AFTER = DATA / "legacy_2026-09-10_after"
+F32 = ROOT / "results" / "2026-11-29_f32"
+F64 = ROOT / "results" / "2026-11-29_f64"
+CUPTI = ROOT / "results" / "2026-11-29_f32_cupti"
 
 runner = CliRunner()
 
 
-def _run(*args: object):
-    return runner.invoke(app, ["compare", *map(str, args)])
+def _run(*args: object, columns: str | None = "80"):
+    return runner.invoke(app, ["compare", *map(str, args)], env={"COLUMNS": columns})
 
 
 def _error_lines(result) -> list[str]:
     return [ln for ln in result.stderr.splitlines() if ln.startswith("Error:")]
 
 
+# ----------------------------------------------------------------------------- outputs
+
+
 def test_table_to_stdout_warnings_to_stderr() -> None:
     r = _run(BEFORE, AFTER)
     assert r.exit_code == 0, r.output
     out = r.stdout
-    row = out[out.index("3x3_s1_uncont"):out.index("3x3_s4")]  # the first row, its four lines
-    assert "4.32" in row and "→ 4.65" in row and "+7.64 %" in row and "SLOWER" in row and "invisible" in row
-    assert "→ 15.29" in out and "-35.76 %" in out
-    assert "binding engine changed: kernel -> D2H" in out
-    assert "invisible end to end (binds: H2D)" in out
-    assert "beyond ±1 %: trace figures reproduce to about 1 % across sessions; no repeats measured" in out
+    block = out[out.index("3x3_s1_uncontended (3x3, 1 stream)"):out.index("3x3_s4 (3x3, 4 streams)")]
+    kernel = next(ln for ln in block.splitlines() if ln.startswith("  kernel µs"))
+    assert kernel.split() == ["kernel", "µs", "4.32", "→", "4.65", "+7.64", "%", "SLOWER", "beyond_noise"]
+    assert "kernel change +7.64 % SLOWER invisible end to end (binds: H2D)" in " ".join(block.split())
+    assert "-35.76 %" in out and "binding engine changed: kernel -> D2H" in out
     assert "Warning:" not in out
-    assert "not comparable across sessions" in r.stderr
+    assert "not comparable across" in " ".join(r.stderr.split())
 
 
-def test_json_is_only_json() -> None:
+@pytest.mark.parametrize("pair", [(BEFORE, AFTER), (F32, F64), (F32, CUPTI), (LEGACY_BEFORE, LEGACY_AFTER)])
+def test_every_line_fits_80_columns_and_verdicts_stay_whole(pair) -> None:
+    r = _run(*pair)
+    assert r.exit_code == 0, r.output
+    for stream in (r.stdout, r.stderr):
+        for ln in stream.splitlines():
+            assert len(ln) <= 80, ln
+    assert "COMPARAB…" not in r.stdout and "…" not in r.stdout
+    verdict_lines = [ln for ln in r.stdout.splitlines() if ln.startswith("  ") and " → " in ln]
+    assert verdict_lines
+    for ln in verdict_lines:
+        assert any(v in ln for v in ("SAME", "FASTER", "SLOWER", "NOT COMPARABLE", " - ")), ln
+
+
+def test_piped_output_honours_columns() -> None:
+    wide = _run(F32, F64, columns="120")
+    assert wide.exit_code == 0
+    assert max(len(ln) for ln in wide.stdout.splitlines()) > 80  # the prose takes the room it is given
+    assert all(len(ln) <= 120 for ln in wide.stdout.splitlines())
+    unset = _run(F32, F64, columns=None)  # no COLUMNS: 80, as a terminal would
+    assert max(len(ln) for ln in unset.stdout.splitlines()) <= 80
+    narrow = _run(F32, F64, columns="72")  # below 80 the reason-code column goes, the verdicts stay
+    assert all(len(ln) <= 72 for ln in narrow.stdout.splitlines())
+    assert "NOT COMPARABLE" in narrow.stdout and "session_drift" not in narrow.stdout.split("end to end")[0]
+
+
+def test_wide_table() -> None:
+    r = _run(F32, F64, "--wide", columns="200")
+    assert r.exit_code == 0
+    assert "sustained" in r.stdout and "NOT" in r.stdout and "COMPARABLE" in r.stdout
+
+
+def test_f32_against_f64_reads_across_the_dtype_and_is_not_invisible() -> None:
+    r = _run(F32, F64, "--json")
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    assert doc["across"] == ["pedestal_dtype"]
+    rows = {row["label"]: row for row in doc["rows"]}
+    r9 = rows["9x9_s1_uncontended"]
+    roof = r9["metrics"]["roofline_us"]
+    assert roof["delta_pct"] == pytest.approx((roof["after"] - roof["before"]) / roof["before"] * 100)
+    assert (roof["verdict"], roof["across"]) == ("SLOWER", ["pedestal_dtype"])
+    assert r9["end_to_end"]["verdict"] == "slower" and r9["end_to_end"]["kernel_invisible"] is False
+    assert "invisible" not in r9["end_to_end"]["reason"]
+    assert r9["mismatches"] == [{"column": "pedestal_dtype", "before": "float32", "after": "float64",
+                                 "affects": ["kernel_us", "h2d_us", "d2h_us", "roofline_us", "sustained_fps"],
+                                 "across": True}]  # fmt: skip
+    assert "comparing across pedestal_dtype: float32 → float64 (every row)" in " ".join(r.stderr.split())
+
+
+def test_json_is_only_json_with_reason_codes() -> None:
     r = _run(BEFORE, AFTER, "--json")
     assert r.exit_code == 0
     doc = json.loads(r.stdout)
     rows = {row["label"]: row for row in doc["rows"]}
     k = rows["3x3_s1_uncontended"]["metrics"]["kernel_us"]
-    assert (k["before"], k["after"]) == (4.32, 4.65)
+    assert (k["before"], k["after"], k["reason_code"]) == (4.32, 4.65, "beyond_noise")
     assert k["delta_pct"] == pytest.approx((4.65 - 4.32) / 4.32 * 100)
-    assert rows["9x9_s1_uncontended"]["binds"] == {"before": "kernel", "after": "d2h", "changed": True}
-    assert rows["3x3_s4"]["metrics"]["h2d_us"]["verdict"] == "NOT_COMPARABLE"
+    assert rows["3x3_s4"]["metrics"]["h2d_us"]["reason_code"] == "session_drift"
     assert any("not comparable" in w["message"] for w in doc["warnings"])
+
+
+def test_sustained_test_in_json() -> None:
+    doc = json.loads(_run(F32, CUPTI, "--json").stdout)
+    s = next(r for r in doc["rows"] if r["label"] == "9x9_s1_uncontended")["metrics"]["sustained_fps"]
+    assert s["test"]["name"] == "mann-whitney-u" and (s["test"]["n_before"], s["test"]["n_after"]) == (3, 3)
+    assert s["verdict"] == "SAME" and s["across"] == []
 
 
 def test_markdown() -> None:
@@ -60,37 +125,111 @@ def test_markdown() -> None:
     assert "| 9x9, 4 streams | 24.72 | 15.59 | -36.93 % | 25.39 | 25.39 | D2H |" in r.stdout
 
 
-def test_json_and_markdown_are_exclusive() -> None:
-    r = _run(BEFORE, AFTER, "--json", "--markdown")
-    assert r.exit_code == 2 and _error_lines(r) == ["Error: --json and --markdown cannot be combined"]
-
-
-def test_plot(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
-    png = tmp_path / "cmp.png"
-    r = _run(BEFORE, AFTER, "--json", "--plot", png)
+def test_legacy_markdown_reproduces_the_reference_table() -> None:
+    r = _run(LEGACY_BEFORE, LEGACY_AFTER, "--markdown")
     assert r.exit_code == 0, r.output
-    assert png.read_bytes()[:4] == b"\x89PNG"
+    for line in ("| 3x3, 1 stream | 4.32 | 4.65 | +7.64 % | 13.13 | 13.13 | H2D |",
+                 "| 3x3, 4 streams | 5.00 | 5.64 | +12.80 % | 16.35 | 16.35 | H2D |",
+                 "| 9x9, 1 stream | 23.80 | 15.29 | -35.76 % | 23.80 | 22.00 | kernel -> D2H |",
+                 "| 9x9, 4 streams | 24.72 | 15.59 | -36.93 % | 25.39 | 25.39 | D2H |"):  # fmt: skip
+        assert line in r.stdout
+    assert r.stderr.count("is a legacy aare-perf results dir") == 2
+
+
+def test_output_formats_are_exclusive() -> None:
+    r = _run(BEFORE, AFTER, "--json", "--markdown")
+    assert r.exit_code == 2 and _error_lines(r) == ["Error: --json, --markdown and --wide cannot be combined"]
+    assert _run(BEFORE, AFTER, "--json", "--wide").exit_code == 2
+
+
+def test_across_an_unknown_column() -> None:
+    r = _run(BEFORE, AFTER, "--across", "colour")
+    assert r.exit_code == 2 and _error_lines(r) == ["Error: --across colour: not a config column"]
+
+
+# ----------------------------------------------------------------------------- plot
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [(".png", b"\x89PNG"), (".svg", b"<?xml"), (".pdf", b"%PDF")])
+def test_plot_by_extension(tmp_path: Path, suffix: str, magic: bytes) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / f"cmp{suffix}"
+    r = _run(BEFORE, AFTER, "--json", "--plot", out)
+    assert r.exit_code == 0, r.output
+    assert out.read_bytes()[: len(magic)] == magic
     json.loads(r.stdout)  # the plot note went to stderr
-    assert f"Wrote {png}" in r.stderr
+    assert f"Wrote {out}" in r.stderr
 
 
-def _pair(tmp_path: Path, roof_after: float) -> tuple[Path, Path]:
-    def row(h2d: float) -> dict:
-        return {"label": "3x3_s1", "cluster": 3, "cap": 3000, "streams": 1, "batch": 2000, "frames": 20000,
+def _plot_fails(target: Path | str, expect: str) -> None:
+    r = _run(BEFORE, AFTER, "--plot", target)
+    assert r.exit_code == 2, r.output
+    errors = _error_lines(r)
+    assert len(errors) == 1 and errors[0].startswith(expect), r.stderr
+    assert r.stdout == ""  # checked before the table is printed
+    assert "Traceback" not in r.output
+
+
+def test_plot_refuses_an_unknown_extension(tmp_path: Path) -> None:
+    _plot_fails(tmp_path / "cmp.jpg", "Error: --plot writes .png, .svg or .pdf, not .jpg")
+    _plot_fails(tmp_path / "cmp", "Error: --plot writes .png, .svg or .pdf, not no extension")
+    assert not (tmp_path / "cmp.jpg").exists()
+
+
+def test_plot_into_a_directory(tmp_path: Path) -> None:
+    _plot_fails(tmp_path, f"Error: cannot write the plot: {tmp_path} is a directory")  # the issue's --plot /tmp
+    d = tmp_path / "x.png"
+    d.mkdir()
+    _plot_fails(d, f"Error: cannot write the plot: {d} is a directory")
+
+
+def test_plot_under_a_missing_or_special_directory(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    _plot_fails(tmp_path / "nope" / "x.png", f"Error: cannot write the plot {tmp_path / 'nope' / 'x.png'}: directory")
+    _plot_fails("/proc/x.png", "Error: cannot write the plot /proc/x.png: ")
+
+
+def test_plot_into_a_read_only_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        if os.geteuid() != 0:  # root writes anyway: there, simulate the refusal the kernel would give
+            _plot_fails(ro / "x.png", f"Error: cannot write the plot {ro / 'x.png'}: Permission denied")
+        real_open = os.open
+
+        def deny(path, flags, *a, **kw):
+            if str(path).startswith(str(ro)):
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_open(path, flags, *a, **kw)
+
+        monkeypatch.setattr(os, "open", deny)
+        _plot_fails(ro / "x.png", f"Error: cannot write the plot {ro / 'x.png'}: Permission denied")
+    finally:
+        ro.chmod(0o755)
+    assert not (ro / "x.png").exists()
+
+
+# ----------------------------------------------------------------------------- gate
+
+
+def _pair(tmp_path: Path, roof_after: float, label_b: str = "3x3_s1") -> tuple[Path, Path]:
+    def row(label: str, h2d: float) -> dict:
+        return {"label": label, "cluster": 3, "cap": 3000, "streams": 1, "batch": 2000, "frames": 20000,
                 "kernel_us": 4.0, "h2d_us": h2d, "d2h_us": 3.0, "roofline_us": h2d, "binds": "h2d"}  # fmt: skip
 
     env = {"gpu_name": "NVIDIA H200", "driver": "580.65", "session_id": "S", "git_dirty": False}
     a, b = tmp_path / "a", tmp_path / "b"
-    upsert_probe_row(a, row(10.0))
-    upsert_probe_row(b, row(roof_after))
+    upsert_probe_row(a, row("3x3_s1", 10.0))
+    upsert_probe_row(b, row(label_b, roof_after))
     save_env(a, env)
     save_env(b, env)
     return a, b
 
 
 def test_gate_trips_with_exit_3(tmp_path: Path) -> None:
-    a, b = _pair(tmp_path, 10.8)  # +8 %
+    a, b = _pair(tmp_path, 10.8)  # +8 %, beyond the 1 % floor
     r = _run(a, b, "--gate", "5")
     assert r.exit_code == 3
     assert _error_lines(r) == ["Error: roofline got worse by more than 5 %: 3x3_s1 10.00 -> 10.80 µs/frame (+8.00 %)"]
@@ -99,9 +238,36 @@ def test_gate_trips_with_exit_3(tmp_path: Path) -> None:
     assert doc["gate"]["passed"] is False and doc["gate"]["failures"][0]["label"] == "3x3_s1"
 
 
+def test_gate_with_nothing_comparable_exits_3(tmp_path: Path) -> None:
+    a, b = _pair(tmp_path, 10.0, label_b="other")  # no label in common
+    r = _run(a, b, "--gate", "5")
+    assert r.exit_code == 3
+    errors = _error_lines(r)
+    assert len(errors) == 1 and errors[0].startswith("Error: --gate 5 judged nothing: no roofline was comparable")
+    doc = json.loads(_run(a, b, "--gate", "5", "--json").stdout)
+    assert doc["gate"]["nothing_comparable"] is True and doc["gate"]["passed"] is False
+
+
+def test_gate_across_tracer_is_not_a_regression(tmp_path: Path) -> None:
+    # the issue: f32 against f32_cupti --gate 1 called the roofline SLOWER (+1.34 %) and exited 3 as a regression
+    r = _run(F32, CUPTI, "--gate", "1")
+    assert r.exit_code == 3
+    assert _error_lines(r)[0].startswith("Error: --gate 1 judged nothing")
+    assert "roofline got worse" not in r.stderr
+    assert "comparing across tracer: nsys → cupti" in " ".join(r.stderr.split())
+
+
+def test_aa_fixture_passes_a_tight_gate() -> None:
+    aa = DATA / "aa"
+    r = _run(aa / "2026-12-01_f32_aa1", aa / "2026-12-01_f32_aa2", "--gate", "0.5")
+    assert r.exit_code == 0, r.output
+    assert "FASTER" not in r.stdout and "SLOWER" not in r.stdout
+
+
+# ----------------------------------------------------------------------------- GPUs, legacy
+
+
 def test_different_gpu_refused_then_allowed(tmp_path: Path) -> None:
-    r = _run(BEFORE, AFTER)
-    assert r.exit_code == 0
     other = tmp_path / "h200"
     shutil.copytree(AFTER, other)
     env = json.loads((other / "env.json").read_text())
@@ -112,6 +278,19 @@ def test_different_gpu_refused_then_allowed(tmp_path: Path) -> None:
     assert "--allow-different-gpu" in r.stderr
     r = _run(BEFORE, other, "--allow-different-gpu")
     assert r.exit_code == 0 and "different GPUs" in r.stderr
+
+
+def test_legacy_against_h200_refused_then_allowed() -> None:
+    r = _run(LEGACY_AFTER, F32)
+    assert r.exit_code == 2
+    assert _error_lines(r) == [
+        "Error: the two results dirs come from different GPUs: 'NVIDIA GeForce RTX 4090' "
+        "(legacy_2026-09-10_after) vs 'NVIDIA H200' (2026-11-29_f32)"
+    ]
+    assert _run(LEGACY_AFTER, F32, "--allow-different-gpu").exit_code == 0
+
+
+# ----------------------------------------------------------------------------- bad input
 
 
 def _broken(tmp_path: Path, what: str) -> Path:
@@ -127,10 +306,20 @@ def _broken(tmp_path: Path, what: str) -> Path:
         csv_path.write_text("\n".join(lines) + "\n")
     elif what == "non-numeric":
         csv_path.write_text(csv_path.read_text().replace(",15.29,", ",fast,"))
+    elif what == "negative time":
+        csv_path.write_text(csv_path.read_text().replace(",15.29,", ",-1.0,"))
+    elif what == "zero time":
+        csv_path.write_text(csv_path.read_text().replace(",15.29,", ",0.0,"))
+    elif what == "binds banana":
+        csv_path.write_text(csv_path.read_text().replace(",d2h,float32,frozen,rtx4090-after\n9x9_s4", ",banana,float32,frozen,rtx4090-after\n9x9_s4"))
     elif what == "no env.json":
         env_path.unlink()
     elif what == "malformed env.json":
         env_path.write_text(env_path.read_text().replace('"driver": "595.71.05",', '"driver": 595.71.05,'))
+    elif what == "unknown version":
+        env_path.write_text(env_path.read_text().replace('"schema_version": 1', '"schema_version": 7'))
+    elif what == "no version, not legacy":
+        env_path.write_text(env_path.read_text().replace('"schema_version": 1,', '').replace(',\n  "schema_version": 1', ''))
     return d
 
 
@@ -141,8 +330,13 @@ def _broken(tmp_path: Path, what: str) -> Path:
         ("ragged probes.csv", "Error: probes.csv is malformed: "),
         ("missing columns", "Error: probes.csv lacks required column(s) binds: "),
         ("non-numeric", "Error: probes.csv row '9x9_s1_uncontended' column kernel_us: expected a finite number, got 'fast'"),
+        ("negative time", "Error: probes.csv row '9x9_s1_uncontended' column kernel_us: a time must be > 0, got -1.0 µs/frame"),
+        ("zero time", "Error: probes.csv row '9x9_s1_uncontended' column kernel_us: a time must be > 0, got 0.0 µs/frame"),
+        ("binds banana", "Error: probes.csv row '9x9_s1_uncontended' column binds: 'banana' is not an engine"),
         ("no env.json", "Error: no env.json in results dir: "),
         ("malformed env.json", "Error: env.json is not valid JSON: "),
+        ("unknown version", "Error: env.json has schema_version 7; this clusterbench reads 1 and 2"),
+        ("no version, not legacy", "Error: env.json has no schema_version and is not a legacy aare-perf stamp either"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_clear_line_and_exit_2(tmp_path: Path, what: str, message: str) -> None:
@@ -154,6 +348,15 @@ def test_bad_input_is_one_clear_line_and_exit_2(tmp_path: Path, what: str, messa
     assert r.stdout == ""
 
 
+def test_bom_csv_is_read(tmp_path: Path) -> None:
+    d = tmp_path / "bom"
+    shutil.copytree(AFTER, d)
+    (d / "probes.csv").write_bytes(b"\xef\xbb\xbf" + (d / "probes.csv").read_bytes())
+    r = _run(BEFORE, d, "--json")
+    assert r.exit_code == 0, r.output
+    assert len(json.loads(r.stdout)["rows"]) == 4
+
+
 def test_missing_dir(tmp_path: Path) -> None:
     r = _run(tmp_path / "nope", AFTER)
     assert r.exit_code == 2
@@ -163,5 +366,6 @@ def test_missing_dir(tmp_path: Path) -> None:
 def test_help_documents_verdicts_and_exit_codes() -> None:
     r = runner.invoke(app, ["compare", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0
-    for text in ("noise unknown", "SAME", "NOT COMPARABLE", "--gate", "Exit codes", "--allow-different-gpu"):
+    for text in ("Mann-Whitney", "SAME", "NOT COMPARABLE", "--gate", "--across", "--wide", "Exit codes",
+                 "--allow-different-gpu", "legacy aare-perf", "comparable at all"):  # fmt: skip
         assert text in r.output
