@@ -1,4 +1,4 @@
-"""configs.toml -> validated, frozen ProbeConfig records.
+"""configs.toml -> validated, frozen ProbeConfig records: a label, a workload, one parameter record.
 
 The format (see docs/guards.md, "configs.toml")::
 
@@ -18,12 +18,18 @@ The format (see docs/guards.md, "configs.toml")::
     batch = 2000
     frames = 20000
 
+    workload = "cupy"          # or "command", with command = ["prog", "{cluster}", "{result}", ...]
+                               # (any key except label may sit in [defaults]; docs/workloads.md)
+
     [build]                    # optional: an external build the guards check for freshness
     artifact = "build/finder"
     sources = ["src/*.cu", "src/*.cuh"]
 
 Validation is pure (no GPU, no NVML) and reports every problem it finds at once, each
-naming the file, the line where known, the config label and the key. Decisions:
+naming the file, the line where known, the config label and the key. Parameter values are
+checked by :func:`clusterbench.workload.params.param_problems`, the one validator that the
+workload processes use too; a command is checked by :func:`clusterbench.workloads.command_problems`
+(shape, placeholders, the program exists). Decisions:
 
 - ``batch > frames`` is rejected in the file (that launch could never happen);
   ``with_frames`` clips ``batch`` to a shorter ``--frames`` so the recorded batch is the
@@ -39,14 +45,23 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from clusterbench.errors import ConfigError
-from clusterbench.workload import layout
+from clusterbench.workload.params import (
+    PARAM_DEFAULTS,
+    PARAM_KEYS,
+    WorkloadParams,
+    choice_problem,
+    cross_problems,
+    key_hint,
+    show,
+    value_problem,
+)
+from clusterbench.workloads import command_problems, command_shape_problem
 
 try:  # Python 3.11+
     import tomllib
@@ -55,18 +70,9 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 
 DEFAULT_CONFIG_FILE = "configs.toml"
 
-CLUSTER_MIN = 3
-CLUSTER_MAX = 11
-# The cluster record stores x and y as uint16, so no detector side may exceed 2**16 pixels.
-DETECTOR_SIDE_MAX = 65536
-# The pedestal std of one dark frame is 0 (every pixel would fire); two is the least that means anything.
-PEDESTAL_FRAMES_MIN = 2
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-DTYPES = ("float32", "float64")
-PEDESTAL_MODES = ("frozen", "tracking")
-TRANSFERS = ("copy", "zerocopy")
 DTYPE_TAG = {"float32": "f32", "float64": "f64"}
+WORKLOAD_KINDS = ("cupy", "command")
 
 # Built-in fallbacks for a file without [defaults]: the reference campaign's settings.
 BUILTIN_DEFAULTS: dict[str, Any] = {
@@ -76,11 +82,10 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "pedestal_dtype": "float32",
     "pedestal": "frozen",
     "transfer": "copy",
+    "workload": "cupy",
 }
-CONFIG_KEYS = (
-    "label", "cluster", "cap", "streams", "batch", "frames",
-    "detector", "pedestal_frames", "nsigma", "pedestal_dtype", "pedestal", "transfer",
-)
+WORKLOAD_KEYS = ("workload", "command")
+CONFIG_KEYS = ("label",) + WORKLOAD_KEYS + PARAM_KEYS
 REQUIRED_KEYS = ("label", "cluster", "cap", "streams", "batch", "frames")
 DEFAULTS_KEYS = tuple(k for k in CONFIG_KEYS if k != "label")
 BUILD_KEYS = ("artifact", "sources")
@@ -88,60 +93,46 @@ TOP_KEYS = ("defaults", "config", "build")
 
 
 @dataclass(frozen=True, slots=True)
-class ProbeConfig:
-    """One probe: a cluster finder setting traced as one process. Rejects impossible values."""
+class WorkloadSpec:
+    """Which program runs a config: ``cupy`` (clusterbench's own finder) or ``command`` (any program
+    that speaks the protocol of docs/workloads.md; ``command`` holds its argv with placeholders,
+    ``base_dir`` the config file's folder, where it runs)."""
 
-    label: str
-    cluster: int
-    cap: int
-    streams: int
-    batch: int
-    frames: int
-    rows: int = 400
-    cols: int = 400
-    pedestal_frames: int = 1000
-    nsigma: float = 5.0
-    pedestal_dtype: str = "float32"
-    pedestal: str = "frozen"
-    transfer: str = "copy"
+    kind: str = "cupy"
+    command: tuple[str, ...] | None = None
+    base_dir: Path | None = None
 
     def __post_init__(self) -> None:
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        values["detector"] = [values.pop("rows"), values.pop("cols")]
-        for key in CONFIG_KEYS:
-            problem = _value_problem(key, values[key])
-            if problem:
-                raise ConfigError(f"config {self.label!r}: key {key!r}: {problem}", hint=_key_hint(key))
-        for key, problem in _cross_problems(values):
-            raise ConfigError(f"config {self.label!r}: key {key!r}: {problem}", hint=_key_hint(key))
+        if self.kind not in WORKLOAD_KINDS:
+            raise ConfigError(f"key 'workload': {choice_problem(self.kind, WORKLOAD_KINDS)}",
+                              hint=_key_hint("workload"))
+        if (self.kind == "command") != (self.command is not None):
+            raise ConfigError("key 'command': a command workload needs a command, and only it may have one",
+                              hint=_key_hint("command"))
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeConfig:
+    """One probe: a label, the workload that runs it, and its parameters (validated when built)."""
+
+    label: str
+    params: WorkloadParams
+    workload: WorkloadSpec = WorkloadSpec()
+
+    def __post_init__(self) -> None:
+        problem = _label_problem(self.label)
+        if problem:
+            raise ConfigError(f"config {self.label!r}: key 'label': {problem}", hint=_key_hint("label"))
 
     @property
     def dtype_tag(self) -> str:
         """``f32`` or ``f64``: names the results dir."""
-        return DTYPE_TAG[self.pedestal_dtype]
-
-    @property
-    def itemsize(self) -> int:
-        """Bytes per stored cluster value (4 for float32, 8 for float64)."""
-        return layout.itemsize(self.pedestal_dtype)
-
-    @property
-    def cluster_bytes(self) -> int:
-        """sizeof(cluster): uint16 x and y, then k*k values (40 bytes at 3x3 f32)."""
-        return layout.cluster_bytes(self.cluster, self.pedestal_dtype)
-
-    @property
-    def slot_bytes(self) -> int:
-        """The per-frame D2H slot, copied whole: a 4-byte count, then cap clusters."""
-        return layout.slot_bytes(self.cap, self.cluster, self.pedestal_dtype)
-
-    @property
-    def frame_bytes(self) -> int:
-        """One uint16 detector frame (the per-frame H2D copy)."""
-        return layout.frame_bytes(self.rows, self.cols)
+        return DTYPE_TAG[self.params.pedestal_dtype]
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {"label": self.label, "workload": self.workload.kind,
+                "command": None if self.workload.command is None else list(self.workload.command),
+                "params": self.params.to_json()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,118 +161,37 @@ class ConfigFile:
 # --------------------------------------------------------------------------- value checks
 
 
-def _is_int(x: Any) -> bool:
-    return type(x) is int  # bool is not an int here
-
-
-def _is_number(x: Any) -> bool:
-    return type(x) in (int, float)
-
-
-def _type_name(x: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
-            list: "an array", dict: "a table"}.get(type(x), type(x).__name__)
-
-
-def _show(x: Any) -> str:
-    return repr(x) if isinstance(x, str) else str(x).lower() if isinstance(x, bool) else str(x)
-
-
-def _choice_problem(value: Any, choices: tuple[str, ...]) -> str | None:
+def _label_problem(value: Any) -> str | None:
     if not isinstance(value, str):
-        return f"must be one of {', '.join(map(repr, choices))}, got {_type_name(value)} {_show(value)}"
-    if value in choices:
-        return None
-    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
-    guess = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"must be one of {', '.join(map(repr, choices))}, got {value!r}{guess}"
-
-
-def _positive_int_problem(value: Any, minimum: int = 1) -> str | None:
-    if not _is_int(value):
-        return f"must be an integer, got {_type_name(value)} {_show(value)}"
-    if value < minimum:
-        return f"must be >= {minimum}, got {value}"
+        return f"must be a string, got {show(value)}"
+    if not LABEL_RE.match(value):
+        return (f"must be letters, digits, '.', '_' or '-' (it names trace files), "
+                f"starting with a letter or digit, got {value!r}")
     return None
 
 
 def _value_problem(key: str, value: Any) -> str | None:
     """What is wrong with one key's value on its own, or None."""
     if key == "label":
-        if not isinstance(value, str):
-            return f"must be a string, got {_type_name(value)} {_show(value)}"
-        if not LABEL_RE.match(value):
-            return (f"must be letters, digits, '.', '_' or '-' (it names trace files), "
-                    f"starting with a letter or digit, got {value!r}")
-        return None
-    if key == "cluster":
-        if not _is_int(value):
-            return f"must be an integer, got {_type_name(value)} {_show(value)}"
-        if value % 2 == 0:
-            return f"must be odd (the window is centred on a pixel), got {value}"
-        if not CLUSTER_MIN <= value <= CLUSTER_MAX:
-            return f"must be between {CLUSTER_MIN} and {CLUSTER_MAX}, got {value}"
-        return None
-    if key in ("cap", "streams", "batch", "frames"):
-        return _positive_int_problem(value)
-    if key == "pedestal_frames":
-        return _positive_int_problem(value, PEDESTAL_FRAMES_MIN)
-    if key == "nsigma":
-        if not _is_number(value):
-            return f"must be a number, got {_type_name(value)} {_show(value)}"
-        if not math.isfinite(value) or value <= 0:
-            return f"must be a finite number > 0, got {value}"
-        return None
-    if key == "detector":
-        if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(_is_int(v) for v in value):
-            return f"must be [rows, cols], two integers, got {_show(value)}"
-        rows, cols = value
-        if not (1 <= rows <= DETECTOR_SIDE_MAX and 1 <= cols <= DETECTOR_SIDE_MAX):
-            return (f"rows and cols must be between 1 and {DETECTOR_SIDE_MAX} "
-                    f"(clusters store x, y as uint16), got [{rows}, {cols}]")
-        return None
-    if key == "pedestal_dtype":
-        return _choice_problem(value, DTYPES)
-    if key == "pedestal":
-        return _choice_problem(value, PEDESTAL_MODES)
-    if key == "transfer":
-        return _choice_problem(value, TRANSFERS)
-    raise AssertionError(f"no check for key {key!r}")  # a bug: every key has a check
-
-
-def _cross_problems(values: dict[str, Any]) -> list[tuple[str, str]]:
-    """Problems between keys of one merged config whose keys are each valid."""
-    out: list[tuple[str, str]] = []
-    if values["batch"] > values["frames"]:
-        out.append(("batch", f"batch {values['batch']} exceeds frames {values['frames']}: "
-                             "that launch could never happen"))
-    rows, cols = values["detector"]
-    if values["cap"] > rows * cols:
-        out.append(("cap", f"cap {values['cap']} exceeds the {rows}x{cols} = {rows * cols} pixels "
-                           "per frame: the D2H slot would carry clusters that cannot exist"))
-    return out
+        return _label_problem(value)
+    if key == "workload":
+        return choice_problem(value, WORKLOAD_KINDS)
+    if key == "command":
+        return command_shape_problem(value)
+    return value_problem(key, value)
 
 
 _KEY_HINTS = {
     "label": "Use a short name such as 3x3_s4; every label must be unique.",
-    "cluster": f"Use an odd cluster size from {CLUSTER_MIN} to {CLUSTER_MAX}, e.g. cluster = 3.",
-    "cap": "cap is the clusters kept per frame, e.g. cap = 3000 at 3x3, 1700 at 9x9.",
-    "streams": "streams is the number of CUDA streams, e.g. streams = 4.",
-    "batch": "batch is frames per launch and may not exceed frames, e.g. batch = 2000.",
-    "frames": "frames is the data frames per probe, e.g. frames = 20000.",
-    "detector": "Write detector = [rows, cols], e.g. detector = [400, 400].",
-    "pedestal_frames": f"Use at least {PEDESTAL_FRAMES_MIN} dark frames, e.g. pedestal_frames = 1000.",
-    "nsigma": "nsigma is the threshold in pedestal sigmas, e.g. nsigma = 5.0.",
-    "pedestal_dtype": 'Write pedestal_dtype = "float32" or "float64".',
-    "pedestal": 'Write pedestal = "frozen" or "tracking".',
-    "transfer": 'Write transfer = "copy" or "zerocopy".',
+    "workload": 'Write workload = "cupy" (clusterbench\'s finder) or "command" (see docs/workloads.md).',
+    "command": 'Write command = ["prog", "--cluster", "{cluster}", "--result", "{result}"] (docs/workloads.md).',
     "artifact": 'Write artifact = "path/to/binary", relative to the config file.',
     "sources": 'Write sources = ["src/*.cu"], paths or globs relative to the config file.',
 }
 
 
 def _key_hint(key: str) -> str | None:
-    return _KEY_HINTS.get(key)
+    return _KEY_HINTS.get(key) or key_hint(key)
 
 
 # --------------------------------------------------------------------------- line locator
@@ -429,7 +339,7 @@ def parse_configs(text: str, path: Path | str = Path(DEFAULT_CONFIG_FILE)) -> Co
         table = ("config", i)
         if not isinstance(raw, dict):
             problems.add("top level", ("config", 0), None,
-                         f"config must be an array of tables ([[config]]), got an array holding {_show(raw)}")
+                         f"config must be an array of tables ([[config]]), got an array holding {show(raw)}")
             continue
         label = raw.get("label")
         where = (f"config {label!r}" if isinstance(label, str) and label
@@ -461,21 +371,35 @@ def parse_configs(text: str, path: Path | str = Path(DEFAULT_CONFIG_FILE)) -> Co
                 seen[label] = i
         if bad:
             continue
-        for key, problem in _cross_problems(merged):
+        param_values = {k: merged[k] for k in PARAM_KEYS if k in merged}
+        for key, problem in cross_problems({**PARAM_DEFAULTS, **param_values}):
             from_defaults = key not in raw
             problems.add(where + (" (from [defaults])" if from_defaults else ""),
                          table if not from_defaults else dtable, key, problem)
             bad = True
+        base = path.resolve().parent
+        kind, command = merged["workload"], merged.get("command")
+        wtable = table if ("workload" in raw or "command" in raw) else dtable
+        if kind == "command" and command is None:
+            problems.add(where, wtable, "command", 'workload = "command" needs a command, '
+                         'e.g. command = ["prog", "{cluster}", "--result", "{result}"]')
+            bad = True
+        elif kind == "cupy" and command is not None:
+            problems.add(where, wtable, "command", 'a command is only for workload = "command"; '
+                         'workload is "cupy" (clusterbench\'s own finder)',
+                         hint='Add workload = "command", or drop the command.')
+            bad = True
+        elif kind == "command":
+            for problem in command_problems(command, base):
+                problems.add(where, table if "command" in raw else dtable, "command", problem)
+                bad = True
         if bad:
             continue
-        rows, cols = merged["detector"]
-        configs.append(ProbeConfig(
-            label=merged["label"], cluster=merged["cluster"], cap=merged["cap"],
-            streams=merged["streams"], batch=merged["batch"], frames=merged["frames"],
-            rows=rows, cols=cols, pedestal_frames=merged["pedestal_frames"],
-            nsigma=float(merged["nsigma"]), pedestal_dtype=merged["pedestal_dtype"],
-            pedestal=merged["pedestal"], transfer=merged["transfer"],
-        ))
+        if param_values.get("data") is not None:
+            param_values["data"] = str((base / param_values["data"]).resolve())
+        params = WorkloadParams.from_json(param_values)
+        spec = (WorkloadSpec("command", tuple(command), base) if kind == "command" else WorkloadSpec())
+        configs.append(ProbeConfig(label=merged["label"], params=params, workload=spec))
 
     build = _parse_build(doc.get("build"), path, problems)
     problems.raise_if_any()
@@ -500,14 +424,14 @@ def _parse_build(raw: Any, path: Path, problems: _Problems) -> BuildSpec | None:
         problems.add("[build]", table, None, "missing key 'artifact'", hint=_key_hint("artifact"))
         ok = False
     elif not isinstance(artifact, str) or not artifact:
-        problems.add("[build]", table, "artifact", f"must be a non-empty string, got {_show(artifact)}")
+        problems.add("[build]", table, "artifact", f"must be a non-empty string, got {show(artifact)}")
         ok = False
     if sources is None:
         problems.add("[build]", table, None, "missing key 'sources'", hint=_key_hint("sources"))
         ok = False
     elif (not isinstance(sources, list) or not sources
           or not all(isinstance(s, str) and s for s in sources)):
-        problems.add("[build]", table, "sources", f"must be a non-empty array of strings, got {_show(sources)}")
+        problems.add("[build]", table, "sources", f"must be a non-empty array of strings, got {show(sources)}")
         ok = False
     if not ok:
         return None
@@ -534,9 +458,9 @@ def select(configs: Iterable[ProbeConfig] | ConfigFile, only: Iterable[str] | No
             raise ConfigError(f"--only {name!r}: no config has that label{guess}",
                               hint=f"Known labels: {', '.join(labels)}.")
     chosen = tuple(c for c in pool if not wanted or c.label in wanted)
-    dtypes = {c.pedestal_dtype for c in chosen}
+    dtypes = {c.params.pedestal_dtype for c in chosen}
     if len(dtypes) > 1:
-        by = {d: next(c.label for c in chosen if c.pedestal_dtype == d) for d in sorted(dtypes)}
+        by = {d: next(c.label for c in chosen if c.params.pedestal_dtype == d) for d in sorted(dtypes)}
         shown = ", ".join(f"{lab!r} is {d}" for d, lab in by.items())
         raise ConfigError(f"the selected configs mix pedestal_dtype float32 and float64 ({shown}); "
                           "one results dir holds one dtype",
@@ -546,22 +470,31 @@ def select(configs: Iterable[ProbeConfig] | ConfigFile, only: Iterable[str] | No
 
 def with_frames(cfg: ProbeConfig, frames: int) -> ProbeConfig:
     """``cfg`` with ``frames`` data frames (``--frames``); batch is clipped to frames."""
-    if not _is_int(frames) or frames < 1:
+    if type(frames) is not int or frames < 1:
         raise ConfigError(f"--frames must be a positive integer, got {frames!r}",
                           hint="Use e.g. --frames 2000 for a smoke run.")
-    return dataclasses.replace(cfg, frames=frames, batch=min(cfg.batch, frames))
+    return dataclasses.replace(cfg, params=cfg.params.replace(frames=frames, batch=min(cfg.params.batch, frames)))
+
+
+def with_data(cfg: ProbeConfig, data: Path) -> ProbeConfig:
+    """``cfg`` reading its frames from one .npy (``--data``) instead of the synthetic generator."""
+    p = Path(data)
+    if not p.is_file():
+        raise ConfigError(f"--data {data}: no such file", hint="Pass a .npy of uint16 (frames, rows, cols).")
+    return dataclasses.replace(cfg, params=cfg.params.replace(data=str(p.resolve())))
 
 
 def config_warnings(cfg: ProbeConfig) -> tuple[str, ...]:
     """Legal but noteworthy settings, for the CLI to print on stderr."""
     out: list[str] = []
-    launches = -(-cfg.frames // cfg.batch)
-    if cfg.frames % cfg.batch:
-        out.append(f"config {cfg.label!r}: frames {cfg.frames} is not a multiple of batch {cfg.batch}: "
-                   f"the last of {launches} launches carries {cfg.frames % cfg.batch} frames")
-    if launches < cfg.streams:
-        idle = cfg.streams - launches
-        out.append(f"config {cfg.label!r}: {cfg.frames} frames make {launches} launch"
-                   f"{'es' if launches != 1 else ''} of batch {cfg.batch} for {cfg.streams} streams: "
+    p = cfg.params
+    launches = -(-p.frames // p.batch)
+    if p.frames % p.batch:
+        out.append(f"config {cfg.label!r}: frames {p.frames} is not a multiple of batch {p.batch}: "
+                   f"the last of {launches} launches carries {p.frames % p.batch} frames")
+    if launches < p.streams:
+        idle = p.streams - launches
+        out.append(f"config {cfg.label!r}: {p.frames} frames make {launches} launch"
+                   f"{'es' if launches != 1 else ''} of batch {p.batch} for {p.streams} streams: "
                    f"{idle} stream{'s stay' if idle != 1 else ' stays'} idle")
     return tuple(out)

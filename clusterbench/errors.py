@@ -51,3 +51,8 @@ class CheckFailed(ClusterbenchError):
     """A check ran and said no: a guard refused, a compare gate tripped (exit 3)."""
 
     exit_code = EXIT_CHECK
+
+
+class WorkloadProtocolError(EnvironmentFailure):
+    """A workload program broke the protocol (docs/workloads.md): no pass range, no result record,
+    or a malformed one (exit 1, like any child that failed)."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import enum
 import glob
-import hashlib
 import os
 import re
 import shutil
@@ -35,7 +34,6 @@ DEFAULT_WINDOW_S = 1.0
 DEFAULT_INTERVAL_S = 0.05
 MAX_WINDOW_S = 60.0
 MIB = 1024 * 1024
-KERNEL_SUFFIXES = (".cu", ".cuh")
 
 # nvmlClocksEventReasons bit masks (nvml.h; stable across driver versions, formerly "ThrottleReasons").
 THROTTLE_BITS: tuple[tuple[int, str], ...] = (
@@ -412,19 +410,6 @@ def check_clocks(reading: NvmlReading) -> GuardCheck:
     return GuardCheck("clocks", Status.PASS, f"{clock}; throttle reasons: {reasons}{note}", details=details)
 
 
-def hash_sources(folder: Path, suffixes: Iterable[str] = KERNEL_SUFFIXES) -> dict[str, str]:
-    """File name (relative to ``folder``) -> sha256 hex, for files with the given suffixes."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return {}
-    suffixes = tuple(suffixes)
-    out = {}
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() and p.suffix in suffixes:
-            out[p.relative_to(folder).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
-
-
 def check_kernel_sources(expected: Mapping[str, str] | None, actual: Mapping[str, str]) -> GuardCheck:
     """The kernels the run compiles (``actual``) must match this checkout's (``expected``).
 
@@ -503,11 +488,17 @@ def _expand(patterns: Iterable[Path]) -> tuple[list[Path], list[Path]]:
 def check_external_build(artifact: Path, sources: Iterable[Path]) -> GuardCheck:
     """An external build is fresh when its artifact exists and is newer than every source."""
     artifact = Path(artifact)
+    pattern = artifact
+    if any(ch in str(artifact) for ch in "*?["):  # e.g. a Python extension's ABI-tagged name
+        hits = sorted((Path(p) for p in glob.glob(str(artifact)) if Path(p).is_file()),
+                      key=lambda p: p.stat().st_mtime_ns)
+        artifact = hits[-1] if hits else artifact  # the newest build is the one that runs
     files, empty = _expand(Path(s) for s in sources)
     details: dict[str, Any] = {"artifact": str(artifact), "sources": [str(f) for f in files]}
     if not artifact.is_file():
-        return GuardCheck("external_build", Status.FAIL, f"build artifact not found: {artifact}",
-                          hint="Build it first, or fix [build] artifact in the config.", details=details)
+        return GuardCheck("external_build", Status.FAIL, f"build artifact not found: {pattern}",
+                          hint="Build it first (for aare: make aare-cuda), or fix [build] artifact in the config.",
+                          details=details)
     if empty:
         return GuardCheck("external_build", Status.FAIL,
                           f"build sources not found: {', '.join(map(str, empty))}",
@@ -620,15 +611,9 @@ def find_checkout(start: Path) -> Path | None:
 
 def compiled_kernel_sources() -> dict[str, str]:
     """File name -> sha256 of the kernel sources the imported clusterbench will compile."""
-    try:
-        from clusterbench.workload import kernel_sources  # type: ignore[attr-defined]
-    except ImportError:
-        kernel_sources = None
-    if kernel_sources is not None:
-        return dict(kernel_sources())
-    import clusterbench
+    from clusterbench.workload.build import kernel_sources
 
-    return hash_sources(Path(clusterbench.__file__).resolve().parent / "workload" / "kernels")
+    return kernel_sources()
 
 
 def make_report(checks: Iterable[GuardCheck], *, force: bool = False, reading: NvmlReading | None = None,
@@ -663,7 +648,9 @@ def run_guards(config_file: ConfigFile | None = None, *, max_util_pct: float = D
         repo_root = find_checkout(start) or find_checkout(Path.cwd())
     import clusterbench
 
-    checkout_kernels = (hash_sources(Path(repo_root) / "clusterbench" / "workload" / "kernels")
+    from clusterbench.workload.build import hash_kernel_sources
+
+    checkout_kernels = (hash_kernel_sources(Path(repo_root) / "clusterbench" / "workload" / "kernels")
                         if repo_root is not None else None)
     checks = [
         check_idle_gpu(reading, max_util_pct, own_pid=os.getpid() if own_pid is None else own_pid),

@@ -1,7 +1,8 @@
 """The probe: validate, guard, trace each config, analyze, write its row, measure sustained FPS.
 
 This is the library behind ``clusterbench probe``; it never prints, exits or imports a UI
-or GPU library. Steps, in the order DESIGN.md gives them:
+or GPU library. Every config's workload (clusterbench's CuPy finder, or any program that speaks
+the protocol of docs/workloads.md) goes through the same steps:
 
 1. :func:`plan_probe` validates the config and the options (no GPU or NVML call).
 2. :func:`run_probe` checks for a GPU (and nsys), runs the guards, then for each config:
@@ -27,16 +28,22 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from clusterbench import __version__
-from clusterbench.errors import ClusterbenchError, ConfigError, EnvironmentFailure, InputError
+from clusterbench.config import ConfigFile, ProbeConfig
+from clusterbench.errors import ClusterbenchError, ConfigError, EnvironmentFailure, InputError, WorkloadProtocolError
+from clusterbench.records import ConfigEntry, EnvRecord, ProbeRecord, SustainedFps, WorkloadResult
 from clusterbench.tracing.clocks import ClockSample, ClockVerdict, judge_clocks
 from clusterbench.tracing.commands import nsys_graph_trace_mode
-from clusterbench.tracing.tracers import PassRecord, SustainedResult, Tracer
+from clusterbench.tracing.tracers import TRACERS, TracedRun, Tracer, TracerSetup, WorkloadJob
+from clusterbench.workloads import PASS_RANGE, Workload, pass_range_text, workload_for
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.engines import EngineStats, TraceAnalysis
+    from clusterbench.guards import GuardReport, NvmlReading
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
-PASS_RANGE = "clusterbench:pass"  # the workload's NVTX range around the one batched pass
 PHASES = ("guard", "trace", "export", "analyze", "sustained")
 DEFAULT_REPEAT = 3
 MAX_REPEAT = 100
@@ -62,17 +69,18 @@ class ProbeRequest:
     max_util_pct: float = 5.0
     require_clean: bool = False
     force: bool = False
+    data: Path | None = None
     argv: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class ProbePlan:
-    """A validated request: the configs to run (with --frames applied) and where results go."""
+    """A validated request: the configs to run (with --frames and --data applied) and where results go."""
 
-    config_file: Any  # clusterbench.config.ConfigFile
-    configs: tuple[Any, ...]  # ProbeConfig records
+    config_file: ConfigFile
+    configs: tuple[ProbeConfig, ...]
     results_dir: Path
-    tracer: Tracer
+    tracer: str  # a key of tracing.tracers.TRACERS
     repeat: int
     warnings: tuple[str, ...]
 
@@ -95,9 +103,9 @@ class ProbeEvent:
 class ProbeOutcome:
     results_dir: Path
     session_id: str
-    rows: tuple[dict, ...]
+    rows: tuple[dict[str, object], ...]
     warnings: tuple[str, ...]
-    guard: Any  # clusterbench.guards.GuardReport
+    guard: GuardReport
 
 
 EventCallback = Callable[[ProbeEvent], None]
@@ -108,16 +116,14 @@ EventCallback = Callable[[ProbeEvent], None]
 
 def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> ProbePlan:
     """Validate everything that can be checked without a GPU. Raises ConfigError/InputError (exit 2)."""
-    from clusterbench.config import config_warnings, load_configs, select, with_frames
+    from clusterbench.config import config_warnings, load_configs, select, with_data, with_frames
     from clusterbench.results import results_dir_for
 
-    try:
-        tracer = Tracer(request.tracer)
-    except ValueError:
+    if request.tracer not in TRACERS:
         raise InputError(
-            f"--tracer must be nsys, cupti or none, got {request.tracer!r}",
+            f"--tracer must be {', '.join(list(TRACERS)[:-1])} or {list(TRACERS)[-1]}, got {request.tracer!r}",
             hint="use --tracer nsys (default), --tracer cupti where nsys is missing, or --tracer none for FPS only",
-        ) from None
+        )
     if not isinstance(request.repeat, int) or not 1 <= request.repeat <= MAX_REPEAT:
         raise InputError(f"--repeat must be an integer from 1 to {MAX_REPEAT}, got {request.repeat!r}",
                          hint="use --repeat 3 (the default) or more for a tighter spread")
@@ -127,39 +133,35 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
         raise ConfigError(f"{request.config_path}: no [[config]] to probe", hint="add a [[config]] table")
     if request.frames is not None:
         configs = tuple(with_frames(c, request.frames) for c in configs)
+    if request.data is not None:
+        configs = tuple(with_data(c, request.data) for c in configs)
+    tracer_cls = TRACERS[request.tracer]
+    for c in configs:
+        problem = tracer_cls.check_workload(workload_of(c))
+        if problem:
+            raise ConfigError(f"config {c.label!r}: key 'workload': {problem}",
+                              hint="use --tracer nsys, or --tracer none for sustained FPS only")
     warnings: list[str] = []
     for c in configs:
         warnings.extend(config_warnings(c))
     date = today or datetime.date.today()
     results_dir = results_dir_for(Path(request.results_root), date, configs[0].dtype_tag, request.tag)
-    return ProbePlan(config_file, configs, results_dir, tracer, request.repeat, tuple(warnings))
+    return ProbePlan(config_file, configs, results_dir, request.tracer, request.repeat, tuple(warnings))
 
 
 # ----------------------------------------------------------------------------- pure pieces
 
 
-def params_for(cfg: Any, params_type: type | None = None) -> Any:
-    """The workload parameters for one config: every WorkloadParams field the config has."""
-    if params_type is None:
-        from clusterbench.workload.params import WorkloadParams as params_type
-    names = [f.name for f in dataclasses.fields(params_type)]
-    return params_type(**{n: getattr(cfg, n) for n in names if hasattr(cfg, n)})
+def workload_of(cfg: ProbeConfig) -> Workload:
+    return workload_for(cfg.workload.kind, cfg.workload.command, cfg.workload.base_dir)
 
 
-def params_json_for(cfg: Any) -> str:
-    data = params_for(cfg).to_json()
-    return data if isinstance(data, str) else json.dumps(data)
+def params_json_for(cfg: ProbeConfig) -> str:
+    """The config's parameters as the JSON the CuPy workload takes (``--params-json``)."""
+    return json.dumps(cfg.params.to_json())
 
 
-def _engine(analysis: Any, name: str) -> Any:
-    return analysis.engines.get(name) if analysis is not None else None
-
-
-def _attr(obj: Any, name: str) -> Any:
-    return None if obj is None else getattr(obj, name, None)
-
-
-def _per_frame_us(ns: Any, frames: int | None) -> float | None:
+def _per_frame_us(ns: int | None, frames: int | None) -> float | None:
     if ns is None or not frames:
         return None
     return ns / 1e3 / frames
@@ -176,127 +178,127 @@ def utc_now() -> str:
 
 
 def build_row(
-    cfg: Any,
-    analysis: Any,
-    sustained: SustainedResult | None,
-    pass_result: PassRecord | None,
+    cfg: ProbeConfig,
+    analysis: TraceAnalysis | None,
+    sustained: SustainedFps | None,
+    result: WorkloadResult | None,
     tracer: str,
     trace_name: str | None,
     session: str,
     timestamp: str | None = None,
-) -> dict[str, object]:
-    """One probes.csv row from a config, its trace analysis and its sustained FPS (pure).
+) -> ProbeRecord:
+    """One probes.csv row from a config, its trace analysis, its pass result and its sustained FPS (pure).
 
-    ``analysis`` (a TraceAnalysis) is None with ``--tracer none``; ``sustained`` is None
-    until it is measured. Every ``*_us`` is microseconds per frame; absent means not measured.
+    ``analysis`` is None with ``--tracer none``; ``sustained`` is None until it is measured;
+    ``result`` is the traced pass's result record (None without a trace). Every ``*_us`` is
+    microseconds per frame; absent means not measured.
     """
-    frames = _attr(analysis, "frames") or None
-    kernel, h2d, d2h = (_engine(analysis, n) for n in ("kernel", "h2d", "d2h"))
-    roof = _attr(analysis, "roofline")
-    roofline_fps = _attr(roof, "fps")
-    measured_us = _attr(analysis, "measured_us_per_frame")
-    traced_fps = 1e6 / measured_us if measured_us else None
+    p = cfg.params
+    trace_figures: dict[str, object] = {}
+    if analysis is not None:
+        engines = analysis.engines
+        roof = analysis.roofline
+        frames = analysis.frames or None
+
+        def stat(name: str) -> EngineStats | None:
+            return engines.get(name)
+
+        kernel, h2d, d2h = stat("kernel"), stat("h2d"), stat("d2h")
+        trace_figures = {
+            "kernel_us": kernel.us_per_frame if kernel else None, "h2d_us": h2d.us_per_frame if h2d else None,
+            "d2h_us": d2h.us_per_frame if d2h else None,
+            "roofline_us": roof.us_per_frame, "binds": roof.engine, "roofline_fps": roof.fps,
+            "kernel_duty": kernel.duty if kernel else None, "h2d_duty": h2d.duty if h2d else None,
+            "d2h_duty": d2h.duty if d2h else None,
+            "h2d_gbps": h2d.gbps if h2d else None, "d2h_gbps": d2h.gbps if d2h else None,
+            "idle_us": _per_frame_us(analysis.idle_ns, frames),
+            "overlap_us": _per_frame_us(analysis.overlap_ns, frames),
+            "host_sync_us": _per_frame_us(analysis.host_sync_ns, frames),
+            "serialization": analysis.serialization, "measured_us": analysis.measured_us_per_frame,
+            "efficiency": analysis.efficiency,
+        }
+    measured = analysis.measured_us_per_frame if analysis is not None else None
+    traced_fps = 1e6 / measured if measured else None
+    roofline_fps = analysis.roofline.fps if analysis is not None else None
     sustained_fps = sustained.median_fps if sustained is not None else None
-    clusters = _attr(pass_result, "clusters_found")
-    pass_frames = _attr(pass_result, "frames")
-    return {
-        "label": cfg.label, "cluster": cfg.cluster, "cap": cfg.cap, "streams": cfg.streams,
-        "batch": cfg.batch, "frames": cfg.frames,
-        "kernel_us": _attr(kernel, "us_per_frame"), "h2d_us": _attr(h2d, "us_per_frame"),
-        "d2h_us": _attr(d2h, "us_per_frame"),
-        "roofline_us": _attr(roof, "us_per_frame"), "binds": _attr(roof, "engine"),
-        "roofline_fps": roofline_fps,
-        "kernel_duty": _attr(kernel, "duty"), "h2d_duty": _attr(h2d, "duty"), "d2h_duty": _attr(d2h, "duty"),
-        "h2d_gbps": _attr(h2d, "gbps"), "d2h_gbps": _attr(d2h, "gbps"),
-        "idle_us": _per_frame_us(_attr(analysis, "idle_ns"), frames),
-        "overlap_us": _per_frame_us(_attr(analysis, "overlap_ns"), frames),
-        "host_sync_us": _per_frame_us(_attr(analysis, "host_sync_ns"), frames),
-        "serialization": _attr(analysis, "serialization"),
-        "measured_us": measured_us, "efficiency": _attr(analysis, "efficiency"),
-        "sustained_fps": sustained_fps,
-        "sustained_fps_spread": sustained.spread_fps if sustained is not None else None,
-        "sustained_repeats": sustained.repeats if sustained is not None else None,
-        "sustained_gbps": sustained.input_gbps if sustained is not None else None,
-        "fps_efficiency": _ratio(sustained_fps, roofline_fps),
-        "profiler_overhead": _ratio(sustained_fps, traced_fps),
-        "clusters_per_frame": (_ratio(float(clusters), float(pass_frames))
-                               if clusters is not None and pass_frames else None),
-        "dropped_clusters": _attr(pass_result, "clusters_dropped"),
-        "pedestal_dtype": cfg.pedestal_dtype, "pedestal": cfg.pedestal, "transfer": cfg.transfer,
-        "tracer": str(Tracer(tracer).value), "trace": trace_name, "session": session,
-        "timestamp": timestamp or utc_now(),
-    }
+    return ProbeRecord(
+        label=cfg.label, cluster=p.cluster, cap=p.cap, streams=p.streams, batch=p.batch, frames=p.frames,
+        **trace_figures,  # type: ignore[arg-type]
+        sustained_fps=sustained_fps,
+        sustained_fps_spread=sustained.spread_fps if sustained is not None else None,
+        sustained_repeats=sustained.repeats if sustained is not None else None,
+        sustained_gbps=sustained.input_gbps if sustained is not None else None,
+        fps_efficiency=_ratio(sustained_fps, roofline_fps),
+        profiler_overhead=_ratio(sustained_fps, traced_fps),
+        clusters_per_frame=result.clusters_found / result.frames if result is not None else None,
+        dropped_clusters=result.clusters_dropped if result is not None else None,
+        pedestal_dtype=p.pedestal_dtype, pedestal=p.pedestal, transfer=p.transfer,
+        workload=cfg.workload.kind, finder=result.finder if result is not None else None,
+        tracer=tracer, trace=trace_name, session=session, timestamp=timestamp or utc_now(),
+    )
 
 
-def clock_verdict_for(samples: tuple[ClockSample, ...], max_clock_mhz: int | None, passed: PassRecord,
+def clock_verdict_for(samples: tuple[ClockSample, ...], max_clock_mhz: int | None, result: WorkloadResult,
                       pass_end_s: float) -> ClockVerdict:
-    """The clocks over the traced pass: the child wrote its result right after the pass ended."""
-    start = pass_end_s - passed.wall_s if passed.wall_s is not None else None
-    return judge_clocks(samples, start, pass_end_s if start is not None else None, max_clock_mhz, passed.frames)
+    """The clocks over the traced pass: the workload wrote its result right after the pass ended."""
+    start = pass_end_s - result.pass_s[0]
+    return judge_clocks(samples, start, pass_end_s, max_clock_mhz, result.frames)
 
 
 def build_env(
     *,
     session_id: str,
     argv: tuple[str, ...],
-    configs: tuple[Any, ...],
+    configs: tuple[ProbeConfig, ...],
     tracer: str,
     gpu: Mapping[str, object],
     versions: Mapping[str, object],
     git: Mapping[str, object],
     guard: Mapping[str, object] | None,
-    per_config: Mapping[str, Mapping[str, object]],
-    previous: Mapping[str, object] | None = None,
+    per_config: Mapping[str, ConfigEntry],
+    previous: EnvRecord | None = None,
     kernel_sources: Mapping[str, str] | None = None,
     created_utc: str | None = None,
     host: str | None = None,
-) -> dict[str, object]:
+) -> EnvRecord:
     """env.json for a results dir (pure). Entries of ``previous`` for configs not re-run are kept."""
-    kept: dict[str, object] = {}
-    if previous and isinstance(previous.get("configs"), Mapping):
-        kept.update(previous["configs"])  # type: ignore[arg-type]
-    kept.update({k: dict(v) for k, v in per_config.items()})
-    dtypes = sorted({c.pedestal_dtype for c in configs})
-    modes = sorted({c.pedestal for c in configs})
-    # the kernel sources each traced child compiled (file -> sha256), once per distinct set
-    distinct = {json.dumps(v["kernel_sha256"], sort_keys=True): v["kernel_sha256"]
-                for v in per_config.values() if v.get("kernel_sha256")}
+    kept: dict[str, ConfigEntry] = dict(previous.configs) if previous is not None else {}
+    kept.update(per_config)
+    dtypes = sorted({c.params.pedestal_dtype for c in configs})
+    modes = sorted({c.params.pedestal for c in configs})
+    kinds = sorted({c.workload.kind for c in configs})
+    # the kernel sources each traced workload compiled (file -> sha256), once per distinct set
+    distinct = {json.dumps(dict(v.kernel_sha256), sort_keys=True): dict(v.kernel_sha256)
+                for v in per_config.values() if v.kernel_sha256}
     hashes = [distinct[k] for k in sorted(distinct)]
-    return {
-        "tool_version": __version__,
-        "argv": list(argv),
-        "created_utc": created_utc or utc_now(),
-        "session_id": session_id,
-        "host": host or socket.gethostname(),
-        "git_rev": git.get("git_rev"),
-        "git_dirty": git.get("git_dirty"),
-        "gpu_name": gpu.get("name"),
-        "gpu_uuid": gpu.get("uuid"),
-        "driver": gpu.get("driver"),
-        "cuda_driver": gpu.get("cuda_driver"),
-        "max_sm_clock_mhz": gpu.get("max_sm_clock_mhz"),
-        "cuda_runtime": versions.get("cuda_runtime"),
-        "cupy": versions.get("cupy"),
-        "nsys_version": versions.get("nsys"),
-        # nsys's CUDA-graph trace mode for this dir's traces: 'node' (kernel nodes are kernel rows)
-        # or 'graph' (one interval per graph execution); None when nsys did not trace
-        "nsys_cuda_graph_trace": (nsys_graph_trace_mode(versions.get("nsys")) if tracer == "nsys" else None),
-        "python": versions.get("python", sys.version.split()[0]),
-        "pedestal_dtype": ",".join(dtypes),
-        "pedestal": ",".join(modes),
-        "tracer": tracer,
-        "kernel_sha256": hashes[0] if len(hashes) == 1 else (hashes or None),
-        "kernel_sources": dict(kernel_sources) if kernel_sources else None,
-        "guard": dict(guard) if guard is not None else None,
-        "clocks": {label: entry.get("clocks") for label, entry in kept.items() if isinstance(entry, Mapping)},
-        "configs": kept,
-    }
+
+    def text(value: object) -> str | None:
+        return None if value is None else str(value)
+
+    nsys = text(versions.get("nsys"))
+    max_clock = gpu.get("max_sm_clock_mhz")
+    return EnvRecord(
+        tool_version=__version__, session_id=session_id, created_utc=created_utc or utc_now(),
+        argv=tuple(argv), host=host or socket.gethostname(),
+        git_rev=text(git.get("git_rev")), git_dirty=git.get("git_dirty"),  # type: ignore[arg-type]
+        gpu_name=text(gpu.get("name")), gpu_uuid=text(gpu.get("uuid")), driver=text(gpu.get("driver")),
+        cuda_driver=text(gpu.get("cuda_driver")),
+        max_sm_clock_mhz=max_clock if isinstance(max_clock, int) else None,
+        cuda_runtime=text(versions.get("cuda_runtime")), cupy=text(versions.get("cupy")), nsys_version=nsys,
+        nsys_cuda_graph_trace=nsys_graph_trace_mode(nsys) if tracer == "nsys" else None,
+        python=text(versions.get("python", sys.version.split()[0])),
+        pedestal_dtype=",".join(dtypes), pedestal=",".join(modes), tracer=tracer, workloads=",".join(kinds),
+        kernel_sha256=hashes[0] if len(hashes) == 1 else (hashes or None),
+        kernel_sources=dict(kernel_sources) if kernel_sources else None,
+        guard=dict(guard) if guard is not None else None,
+        configs=kept,
+    )
 
 
 # ----------------------------------------------------------------------------- I/O helpers
 
 
-def gpu_identity(reading: Any) -> dict[str, object]:
+def gpu_identity(reading: NvmlReading | None) -> dict[str, object]:
     """GPU name, UUID, driver, CUDA driver and max SM clock from the guards' NVML reading (pure)."""
     if reading is None:
         return {}
@@ -333,19 +335,15 @@ def read_child_versions(nsys: Path | None) -> dict[str, object]:
     return out
 
 
-def _guard_json(report: Any) -> dict[str, object] | None:
-    to_json = getattr(report, "to_json", None)
-    if not callable(to_json):
-        return None
-    data = to_json()
-    data = json.loads(data) if isinstance(data, str) else dict(data)
+def _guard_json(report: GuardReport) -> dict[str, object]:
     from clusterbench.guards import find_checkout
 
+    data = report.to_json()
     root = find_checkout(Path(__file__).parent)
     return _without_prefix(data, str(root), "<checkout>") if root is not None else data
 
 
-def _without_prefix(value: Any, prefix: str, name: str) -> Any:
+def _without_prefix(value: object, prefix: str, name: str) -> object:
     """``value`` with the machine's checkout path replaced by ``name`` in every string (pure).
 
     env.json is meant to be committed and shared: it says where the code came from by git rev,
@@ -359,29 +357,40 @@ def _without_prefix(value: Any, prefix: str, name: str) -> Any:
     return value
 
 
+def _previous_env(out_dir: Path) -> EnvRecord | None:
+    from clusterbench.results import ENV_JSON
+
+    path = out_dir / ENV_JSON
+    if not path.is_file():
+        return None
+    try:
+        return EnvRecord.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, InputError):
+        return None  # unreadable: start afresh (the new env.json replaces it)
+
+
 # ----------------------------------------------------------------------------- steps 2-6
 
 
-_UNSET: Any = object()
+_UNSET: Path = Path("\0unset")
 
 
 def preflight(plan: ProbePlan) -> Path | None:
     """Is there a GPU, and (for --tracer nsys) an nsys? Returns the nsys path. Raises EnvironmentFailure (exit 1)."""
-    from clusterbench.guards import gpu_present
-    from clusterbench.tracing.commands import find_nsys
+    from clusterbench import guards
+    from clusterbench.trace import nsys_export
 
-    if not gpu_present():
+    if not guards.gpu_present():
         raise EnvironmentFailure(
             "no NVIDIA GPU found (NVML reports no usable device): probe needs one",
             hint="run probe on the GPU machine; here, clusterbench analyze TRACE reads an existing nsys export",
         )
-    if plan.tracer is not Tracer.NSYS:
+    if plan.tracer != "nsys":
         return None
-    nsys = find_nsys()
+    nsys = nsys_export.find_nsys()
     if nsys is None:
         raise EnvironmentFailure(
-            "nsys not found on PATH, in /opt/nvidia/nsight-systems/*/bin, "
-            "/opt/nvidia/nsight-compute/*/host/target-linux-x64 or /usr/local/cuda/bin",
+            f"nsys not found: not in ${nsys_export.NSYS_ENV}, on PATH, or in {', '.join(nsys_export.NSYS_GLOBS)}",
             hint="put nsys on PATH (source .device/env.sh on the GPU machine), or use --tracer cupti",
         )
     return nsys
@@ -391,10 +400,12 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
               nsys: Path | None = _UNSET) -> ProbeOutcome:
     """Run the planned probe (steps 2-6). ``nsys`` is :func:`preflight`'s answer; it is asked when not given.
 
-    Raises EnvironmentFailure (exit 1), CheckFailed (exit 3), ProbeInterrupted (exit 130).
+    Raises EnvironmentFailure (exit 1; WorkloadProtocolError when a workload breaks the protocol),
+    CheckFailed (exit 3), ProbeInterrupted (exit 130).
     """
     from clusterbench.guards import require_pass, run_guards
-    from clusterbench.results import load_env, save_env, upsert_probe_row
+    from clusterbench.results import save_env, upsert_probe_row
+    from clusterbench.tracing.tracers import discard_partials
 
     emit = on_event or (lambda event: None)
     warnings: list[str] = list(plan.warnings)
@@ -421,26 +432,26 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
 
     session_id = uuid.uuid4().hex
     out_dir = plan.results_dir
-    rows: list[dict] = []
+    rows: list[dict[str, object]] = []
     total = len(plan.configs)
-    label = None
+    label: str | None = None
     phase = "setup"
     write_env: Callable[[], None] | None = None
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            previous = load_env(out_dir) if (out_dir / "env.json").exists() else None
-        except InputError:
-            previous = None
+        previous = _previous_env(out_dir)
         gpu = gpu_identity(report.reading)
         versions = read_child_versions(nsys)
         git = {"git_rev": report.git_rev, "git_dirty": report.git_dirty}
         guard_json = _guard_json(report)
-        per_config: dict[str, dict[str, object]] = {}
+        per_config: dict[str, ConfigEntry] = {}
+        nsys_version = versions.get("nsys")
+        tracer = TRACERS[plan.tracer](TracerSetup(nsys=nsys, nsys_version=None if nsys_version is None
+                                                  else str(nsys_version)))
 
         def write_env() -> None:
             save_env(out_dir, build_env(session_id=session_id, argv=request.argv, configs=plan.configs,
-                                        tracer=plan.tracer.value, gpu=gpu, versions=versions, git=git,
+                                        tracer=plan.tracer, gpu=gpu, versions=versions, git=git,
                                         guard=guard_json, per_config=per_config, previous=previous,
                                         kernel_sources=report.kernel_sources))
 
@@ -454,15 +465,13 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
                 emit(ProbeEvent("phase", label=_label, phase=p, index=_index, total=total))
 
             emit(ProbeEvent("start", label=label, index=index, total=total))
-            row = _probe_one(cfg, plan, nsys, out_dir, session_id, on_phase, warn, per_config,
-                             graph_trace=nsys_graph_trace_mode(versions.get("nsys")))
-            upsert_probe_row(out_dir, row)
+            record = _probe_one(cfg, plan, tracer, out_dir, session_id, on_phase, warn, per_config)
+            upsert_probe_row(out_dir, record)
             write_env()
+            row = record.to_json()
             emit(ProbeEvent("row", label=label, index=index, total=total, row=row))
             rows.append(row)
     except KeyboardInterrupt:
-        from clusterbench.tracing.tracers import discard_partials
-
         removed = discard_partials(out_dir, label) if label else ()
         if write_env is not None:
             try:
@@ -470,7 +479,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
             except (OSError, KeyboardInterrupt):
                 pass
         gone = f"; removed its partial files ({', '.join(p.name for p in removed)})" if removed else ""
-        if phase == "sustained" and plan.tracer is not Tracer.NONE:
+        if phase == "sustained" and plan.tracer != "none":
             gone += f"; {label}'s traced row is kept without sustained FPS"
         raise ProbeInterrupted(
             f"interrupted during {phase} of {label or 'the sweep'!r}: kept {len(rows)} finished row(s) "
@@ -478,60 +487,72 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
             hint=f"rerun with --only {label} (and the labels after it) to finish the sweep" if label else None,
         ) from None
     except ClusterbenchError:
-        from clusterbench.tracing.tracers import discard_partials
-
         if label:
             discard_partials(out_dir, label)
         raise
     return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), report)
 
 
-def _probe_one(cfg: Any, plan: ProbePlan, nsys: Path | None, out_dir: Path, session_id: str,
-               on_phase: Callable[[str], None], warn: Callable[..., None],
-               per_config: dict[str, dict[str, object]], graph_trace: str = "node") -> dict[str, object]:
-    from clusterbench.results import upsert_probe_row
-    from clusterbench.tracing.clocks import judge_clocks
-    from clusterbench.tracing.tracers import measure_sustained, trace_cupti, trace_nsys
+def analyze_pass(traced: TracedRun, cfg: ProbeConfig) -> TraceAnalysis:
+    """The trace analyzed over the workload's pass range. A trace without that range is the
+    workload breaking the protocol: WorkloadProtocolError, with the program's output tail."""
+    from clusterbench.analysis import analyze_trace
+    from clusterbench.errors import TraceError
+    from clusterbench.tracing.process import log_tail
 
-    params_json = params_json_for(cfg)
-    analysis = traced = None
-    trace_name = None
-    entry: dict[str, object] = {"session": session_id, "tracer": plan.tracer.value, "frames": cfg.frames,
-                                "params": json.loads(params_json)}
+    try:
+        return analyze_trace(traced.sqlite, frames=cfg.params.frames, range_name=PASS_RANGE)
+    except TraceError as exc:
+        if "no NVTX range" not in str(exc):
+            raise
+        raise WorkloadProtocolError(
+            f"config {cfg.label!r}: the workload's trace {traced.sqlite.name} has no NVTX pass range: no range "
+            f"starts with {PASS_RANGE!r} (expected {pass_range_text(cfg.params.frames)!r}); last lines of "
+            f"{traced.log.name}:\n{log_tail(traced.log)}",
+            hint="push the range clusterbench:pass frames=N around the one batched pass (docs/workloads.md)",
+        ) from None
+
+
+def _probe_one(cfg: ProbeConfig, plan: ProbePlan, tracer: Tracer, out_dir: Path, session_id: str,
+               on_phase: Callable[[str], None], warn: Callable[..., None],
+               per_config: dict[str, ConfigEntry]) -> ProbeRecord:
+    from clusterbench.results import upsert_probe_row
+    from clusterbench.tracing.tracers import measure_sustained
+
+    job = WorkloadJob(cfg.label, cfg.params, workload_of(cfg), out_dir)
+    entry = ConfigEntry(session=session_id, tracer=plan.tracer, frames=cfg.params.frames, params=cfg.params.to_json(),
+                        workload=cfg.workload.kind, command=cfg.workload.command)
     per_config[cfg.label] = entry
-    if plan.tracer is not Tracer.NONE:
-        if plan.tracer is Tracer.NSYS:
-            assert nsys is not None
-            traced = trace_nsys(nsys, params_json, out_dir, cfg.label, on_phase,
-                                graph_trace=graph_trace)
-        else:
-            traced = trace_cupti(params_json, out_dir, cfg.label, on_phase)
-        trace_name = traced.sqlite.name if traced.sqlite else None
-        verdict = clock_verdict_for(traced.clocks, traced.max_clock_mhz, traced.passed, traced.pass_end_s)
-        entry["clocks"] = verdict.to_json()
-        entry["kernel_sha256"] = traced.passed.kernel_sha256
-        entry["trace"] = trace_name
+    analysis: TraceAnalysis | None = None
+    traced = tracer.trace(job, on_phase)
+    if traced is not None:
+        verdict = clock_verdict_for(traced.clocks, traced.max_clock_mhz, traced.result, traced.pass_end_s)
+        entry = dataclasses.replace(entry, clocks=verdict.to_json(), kernel_sha256=traced.result.kernel_sha256,
+                                    trace=traced.sqlite.name, finder=traced.result.finder)
+        per_config[cfg.label] = entry
         if verdict.warning:
             warn(f"{cfg.label}: {verdict.warning}", verdict.hint, cfg.label)
         on_phase("analyze")
-        from clusterbench.analysis import analyze_trace
-
-        analysis = analyze_trace(traced.sqlite, frames=cfg.frames, range_name=PASS_RANGE)
-        for w in getattr(analysis, "warnings", ()) or ():
+        analysis = analyze_pass(traced, cfg)
+        for w in analysis.warnings:
             warn(f"{cfg.label}: {w}", label=cfg.label)
-        if traced.passed.frames != cfg.frames:
-            warn(f"{cfg.label}: the workload reports {traced.passed.frames} frames in its pass, "
-                 f"the config asked for {cfg.frames}; per-frame figures use {cfg.frames}", label=cfg.label)
-        row = build_row(cfg, analysis, None, traced.passed, plan.tracer.value, trace_name, session_id)
+        if traced.result.frames != cfg.params.frames:
+            warn(f"{cfg.label}: the workload reports {traced.result.frames} frames in its pass, "
+                 f"the config asked for {cfg.params.frames}; per-frame figures use {cfg.params.frames}",
+                 label=cfg.label)
+        row = build_row(cfg, analysis, None, traced.result, plan.tracer, traced.sqlite.name, session_id)
         upsert_probe_row(out_dir, row)  # step 5: the traced figures are safe before the long untraced run
 
     on_phase("sustained")
-    sustained, samples, max_mhz = measure_sustained(params_json, out_dir, cfg.label, plan.repeat, cfg.frame_bytes)
-    entry["sustained_fps"] = list(sustained.fps)
-    if traced is None:
+    sustained = measure_sustained(job, plan.repeat)
+    entry = dataclasses.replace(entry, sustained_fps=sustained.fps.fps,
+                                finder=entry.finder or sustained.results[-1].finder)
+    if traced is None and sustained.clocks:
         # no trace: judge the clocks over the whole untraced run instead
-        if samples:
-            verdict = judge_clocks(samples, samples[0].t_s, samples[-1].t_s, max_mhz, cfg.frames)
-            entry["clocks"] = verdict.to_json()
-    return build_row(cfg, analysis, sustained, traced.passed if traced else None, plan.tracer.value, trace_name,
+        samples = sustained.clocks
+        verdict = judge_clocks(samples, samples[0].t_s, samples[-1].t_s, sustained.max_clock_mhz, cfg.params.frames)
+        entry = dataclasses.replace(entry, clocks=verdict.to_json())
+    per_config[cfg.label] = entry
+    result = traced.result if traced is not None else sustained.results[-1]
+    return build_row(cfg, analysis, sustained.fps, result, plan.tracer, traced.sqlite.name if traced else None,
                      session_id)

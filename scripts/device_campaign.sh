@@ -10,11 +10,16 @@
 #   bash scripts/device_campaign.sh D   # graph-trace modes on tracking (fixtures), the tracking campaign,
 #                                       # cupti on tracking, launch/grid-sync costs
 #   bash scripts/device_campaign.sh E   # A/A: three full sweeps of one build (tags aa1..aa3)
+#   bash scripts/device_campaign.sh F1  # issue 12: build aare (make aare-cuda), GPU tests and the aare
+#                                       #   cluster check, probe configs/aare_cuda.toml and configs.toml,
+#                                       #   rows vs analyze, compare ours against aare's, side-by-side table
+#   bash scripts/device_campaign.sh F2  # issue 12: probe configs/tracking.toml, compare it against aare's
+#   (F runs F1 then F2: about 12 minutes, more than one call allows)
 # A copy of the checkout without .git states its revision through CLUSTERBENCH_GIT_REV; the caller
 # writes it to .device/REVISION first (git rev-parse HEAD, plus -dirty for a dirty tree).
 # Logs and a tarball of results (no traces but one) go to $OUT.
 set -u
-part=${1:?usage: device_campaign.sh A|B|C|D|E}
+part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2}
 OUT=${OUT:-/tmp/cb-out}
 [ -f .device/REVISION ] && export CLUSTERBENCH_GIT_REV=$(cat .device/REVISION)
 mkdir -p "$OUT" logs
@@ -184,6 +189,55 @@ if [ "$part" = E ]; then
         step "A/A sweep $i: clusterbench probe --tag aa$i"
         cb probe --tag aa$i 2>&1 | tee logs/probe_aa$i.log
     done
+fi
+
+if [ "$part" = F ] || [ "$part" = F1 ]; then
+    # issue 12, first call (about 8 minutes). The kit lies in .device/peers/aare-cuda; the build goes to
+    # build/aare-cuda (git-ignored, not carried), rebuilt incrementally in this same call so that the
+    # [build] guard of configs/aare_cuda.toml sees it newer than the kit it came from.
+    step "machine"
+    nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.max.sm --format=csv
+    nsys --version
+    step "make aare-cuda (the offline kit's build.sh)"
+    make aare-cuda 2>&1 | tee logs/aare_build.log | tail -12
+    PYTHONPATH=build/aare-cuda/python python3 -c "import numpy, cupy, aare; print('aare', aare.__file__, 'cuda', aare._cuda_available())"
+    step "GPU tests: the tracers through the workload protocol; the aare cluster check (own process: aare exits on a CUDA error)"
+    python3 -m pytest -q -p no:cacheprovider tests/tracing/test_tracers_gpu.py 2>&1 | tee logs/pytest_tracers_gpu.log | tail -4
+    CLUSTERBENCH_CHECK_OUT=logs python3 -m pytest -q -s -p no:cacheprovider tests/test_aare_cuda_gpu.py 2>&1 | tee logs/aare_cluster_check.log | tail -70
+    step "probe configs/aare_cuda.toml (nsys) into results/${day}_f32_aare-cuda"
+    cb probe --config configs/aare_cuda.toml --tag aare-cuda 2>&1 | tee logs/probe_aare_cuda.log
+    python3 scripts/verify_probes.py "results/${day}_f32_aare-cuda" 2>&1 | tee logs/verify_aare_cuda.log
+    for l in 3x3_s1_uncontended 9x9_s1_uncontended 3x3_s4; do
+        cb analyze "results/${day}_f32_aare-cuda/$l.sqlite" > "logs/analyze_aare_$l.txt" 2>&1
+    done
+    cp "results/${day}_f32_aare-cuda/3x3_s4.pass.json" logs/aare_3x3_s4_pass.json 2>/dev/null
+    cp "results/${day}_f32_aare-cuda/3x3_s1_uncontended.sqlite" "$OUT/aare_3x3_s1_uncontended.sqlite" 2>/dev/null
+    step "probe configs.toml (ours, frozen pedestal, same frames) into results/${day}_f32"
+    cb probe 2>&1 | tee logs/probe_f32.log
+    python3 scripts/verify_probes.py "results/${day}_f32" 2>&1 | tee logs/verify_f32.log
+    step "compare ours (frozen) against aare's ClusterFinderCUDA"
+    cb compare "results/${day}_f32" "results/${day}_f32_aare-cuda" 2>&1 | tee logs/compare_f32_aare.txt
+    cb compare "results/${day}_f32" "results/${day}_f32_aare-cuda" --markdown > logs/compare_f32_aare.md 2>&1
+    cb compare "results/${day}_f32" "results/${day}_f32_aare-cuda" --json > logs/compare_f32_aare.json 2>/dev/null
+    python3 scripts/side_by_side.py "results/${day}_f32" "results/${day}_f32_aare-cuda" 2>&1 | tee logs/side_by_side.md
+fi
+
+if [ "$part" = F ] || [ "$part" = F2 ]; then
+    # issue 12, second call (about 4 minutes): our tracking pedestal, aare's only mode, on the same frames.
+    # It compares against F1's results/<day>_f32_aare-cuda: if the device machine did not keep it, extract
+    # F1's $OUT/results_F1.tgz into the checkout first, so that results/ travels with the tree.
+    if [ ! -f "results/${day}_f32_aare-cuda/probes.csv" ]; then
+        echo "part F2: results/${day}_f32_aare-cuda is missing: run F1 first, or extract its results_F1.tgz here"
+    fi
+    step "probe configs/tracking.toml (ours, tracking pedestal) into results/${day}_f32_tracking"
+    cb probe --config configs/tracking.toml --tag tracking 2>&1 | tee logs/probe_tracking.log
+    python3 scripts/verify_probes.py "results/${day}_f32_tracking" 2>&1 | tee logs/verify_tracking.log
+    step "compare ours (tracking) against aare's ClusterFinderCUDA"
+    cb compare "results/${day}_f32_tracking" "results/${day}_f32_aare-cuda" 2>&1 | tee logs/compare_tracking_aare.txt
+    cb compare "results/${day}_f32_tracking" "results/${day}_f32_aare-cuda" --markdown > logs/compare_tracking_aare.md 2>&1
+    cb compare "results/${day}_f32_tracking" "results/${day}_f32_aare-cuda" --plot "$OUT/compare_tracking_aare.png" > /dev/null 2>&1
+    python3 scripts/side_by_side.py "results/${day}_f32" "results/${day}_f32_tracking" "results/${day}_f32_aare-cuda" \
+        2>&1 | tee logs/side_by_side.md
 fi
 
 snap

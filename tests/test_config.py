@@ -10,6 +10,7 @@ import pytest
 from clusterbench.config import (
     ConfigFile,
     ProbeConfig,
+    WorkloadSpec,
     config_warnings,
     load_configs,
     parse_configs,
@@ -17,6 +18,7 @@ from clusterbench.config import (
     with_frames,
 )
 from clusterbench.errors import ConfigError, EXIT_INPUT
+from clusterbench.workload.params import WorkloadParams
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -74,7 +76,8 @@ def _replace_line(text: str, old: str, new: str) -> str:
 
 def test_repo_configs_toml_is_the_reference_campaign() -> None:
     cf = load_configs(REPO / "configs.toml")
-    got = [(c.label, c.cluster, c.cap, c.streams, c.batch, c.frames) for c in cf.configs]
+    got = [(c.label, c.params.cluster, c.params.cap, c.params.streams, c.params.batch, c.params.frames)
+           for c in cf.configs]
     assert got == [
         ("3x3_s4", 3, 3000, 4, 2000, 20000),
         ("3x3_s1_uncontended", 3, 3000, 1, 2000, 20000),
@@ -82,13 +85,14 @@ def test_repo_configs_toml_is_the_reference_campaign() -> None:
         ("9x9_s1_uncontended", 9, 1700, 1, 2000, 20000),
     ]
     assert cf.build is None
+    assert {c.workload.kind for c in cf.configs} == {"cupy"}
 
 
 def test_defaults_are_inherited_and_sizes_follow_the_design() -> None:
     cf = parse_configs(GOOD)
-    a, b = cf.configs
+    a, b = (c.params for c in cf.configs)
     assert (a.rows, a.cols, a.pedestal_frames, a.nsigma) == (400, 400, 1000, 5.0)
-    assert (a.pedestal_dtype, a.pedestal, a.transfer, a.dtype_tag) == ("float32", "frozen", "copy", "f32")
+    assert (a.pedestal_dtype, a.pedestal, a.transfer, cf.configs[0].dtype_tag) == ("float32", "frozen", "copy", "f32")
     # sizeof(cluster) = 4 + 4*k*k for f32: 40 bytes at 3x3, 328 at 9x9 (DESIGN.md)
     assert a.cluster_bytes == 40 and b.cluster_bytes == 328
     # the 9x9 cap-1700 D2H slot is 557.6 KB: 4 + 1700*328
@@ -100,14 +104,14 @@ def test_float64_doubles_the_values_and_tags_f64() -> None:
     cf = parse_configs(ONE + 'pedestal_dtype = "float64"\n')
     (c,) = cf.configs
     assert c.dtype_tag == "f64"
-    assert c.cluster_bytes == 4 + 8 * 9 == 76
+    assert c.params.cluster_bytes == 4 + 8 * 9 == 76
 
 
 def test_config_overrides_defaults() -> None:
     text = "[defaults]\nnsigma = 4.0\nframes = 100\n" + ONE.replace("frames = 100\n", "") + "nsigma = 3\n"
     (c,) = parse_configs(text).configs
-    assert c.nsigma == 3.0 and isinstance(c.nsigma, float)
-    assert c.frames == 100
+    assert c.params.nsigma == 3.0 and isinstance(c.params.nsigma, float)
+    assert c.params.frames == 100
 
 
 def test_build_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
@@ -294,13 +298,17 @@ def test_non_utf8_file(tmp_path: Path) -> None:
 
 
 def test_probe_config_rejects_impossible_values_when_built() -> None:
-    with pytest.raises(ConfigError, match="key 'cluster': must be odd"):
-        ProbeConfig(label="x", cluster=4, cap=1, streams=1, batch=1, frames=1)
-    with pytest.raises(ConfigError, match="key 'frames': must be >= 1"):
-        ProbeConfig(label="x", cluster=3, cap=1, streams=1, batch=1, frames=0)
-    c = ProbeConfig(label="x", cluster=3, cap=1, streams=1, batch=1, frames=1)
+    with pytest.raises(ConfigError, match="'cluster': must be odd"):
+        ProbeConfig(label="x", params=WorkloadParams(cluster=4, cap=1, streams=1, batch=1, frames=1))
+    with pytest.raises(ConfigError, match="'frames': must be >= 1"):
+        ProbeConfig(label="x", params=WorkloadParams(cluster=3, cap=1, streams=1, batch=1, frames=0))
+    with pytest.raises(ConfigError, match="key 'label': must be letters"):
+        ProbeConfig(label="a b", params=WorkloadParams())
+    with pytest.raises(ConfigError, match="key 'workload': must be one of 'cupy', 'command'"):
+        WorkloadSpec("docker")
+    c = ProbeConfig(label="x", params=WorkloadParams(cluster=3, cap=1, streams=1, batch=1, frames=1))
     with pytest.raises(dataclasses.FrozenInstanceError):
-        c.frames = 5  # type: ignore[misc]
+        c.label = "y"  # type: ignore[misc]
 
 
 # ----------------------------------------------------------------------------- select, --frames
@@ -328,9 +336,9 @@ def test_one_file_may_mix_dtypes_but_one_run_may_not() -> None:
 
 def test_with_frames_clips_batch_and_rejects_nonpositive() -> None:
     (c,) = parse_configs(GOOD).configs[:1]
-    short = with_frames(c, 500)
+    short = with_frames(c, 500).params
     assert (short.frames, short.batch) == (500, 500)
-    longer = with_frames(c, 5000)
+    longer = with_frames(c, 5000).params
     assert (longer.frames, longer.batch) == (5000, 2000)
     with pytest.raises(ConfigError, match="--frames must be a positive integer, got 0"):
         with_frames(c, 0)

@@ -28,7 +28,6 @@ from clusterbench.guards import (
     check_kernel_sources,
     find_checkout,
     gpu_present,
-    hash_sources,
     make_report,
     read_nvml,
     require_pass,
@@ -127,7 +126,9 @@ def test_unreadable_clock() -> None:
 # ----------------------------------------------------------------------------- kernel sources
 
 
-def test_hash_sources(tmp_path: Path) -> None:
+def test_hash_kernel_sources(tmp_path: Path) -> None:
+    from clusterbench.workload.build import hash_kernel_sources as hash_sources
+
     (tmp_path / "a.cu").write_bytes(b"abc")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "b.cuh").write_bytes(b"")
@@ -136,6 +137,14 @@ def test_hash_sources(tmp_path: Path) -> None:
     # sha256 of the empty string, the other FIPS 180-2 vector
     assert got == {"a.cu": SHA_ABC, "sub/b.cuh": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}
     assert hash_sources(tmp_path / "absent") == {}
+
+
+def test_one_kernel_hasher_serves_the_guard_and_the_workload() -> None:
+    # the guard's "what the run compiles" is the workload's own hasher, reached by a real import
+    from clusterbench.guards import compiled_kernel_sources
+    from clusterbench.workload.build import kernel_sources
+
+    assert compiled_kernel_sources() == kernel_sources() != {}
 
 
 def test_kernel_sources_match() -> None:
@@ -212,6 +221,20 @@ def test_stale_artifact_fails_and_names_the_newest_source(tmp_path: Path) -> Non
     assert c.status is Status.FAIL
     assert f"older than 2 of its 3 sources (newest: {b}, 100.0 s newer)" in c.message
     assert c.hint == "Rebuild the artifact, then re-run."
+
+
+def test_an_artifact_pattern_checks_the_newest_match(tmp_path: Path) -> None:
+    # a Python extension's name carries its ABI tag (_aare_cuda.cpython-312-x86_64-linux-gnu.so)
+    _touch(tmp_path / "pkg" / "_ext.cpython-311.so", 1_000_000)
+    new = _touch(tmp_path / "pkg" / "_ext.cpython-312.so", 3_000_000)
+    _touch(tmp_path / "src" / "a.tar.gz", 2_000_000)
+    c = check_external_build(tmp_path / "pkg" / "_ext*.so", [tmp_path / "src" / "*.tar.gz"])
+    assert c.status is Status.PASS and c.details["artifact"] == str(new)
+    os.utime(new, (1_500_000, 1_500_000))  # now every build is older than the source
+    c = check_external_build(tmp_path / "pkg" / "_ext*.so", [tmp_path / "src" / "*.tar.gz"])
+    assert c.status is Status.FAIL and "older than 1 of its 1 sources" in c.message
+    c = check_external_build(tmp_path / "none" / "_ext*.so", [tmp_path / "src" / "*.tar.gz"])
+    assert c.status is Status.FAIL and "build artifact not found" in c.message and "make aare-cuda" in c.hint
 
 
 def test_missing_artifact_and_missing_sources(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
-"""The probe orchestration on the CPU: planning, row and env assembly, and a whole run with fakes.
+"""The probe orchestration on the CPU: planning, row and env assembly, and whole runs.
 
-The GPU-facing pieces (guards' NVML, the traced child, the sustained child) are replaced
-by fakes; the trace is a real SQLite written by the CUPTI writer and read by the real
-analyze code, so the row's figures are checked against values worked out by hand.
+Only the outermost edges are stand-ins: NVML (the guards' reading and the GPU check), the
+CuPy/nsys version probe, and nsys itself (tests/protocol_programs.py: it runs the real workload
+process and writes a fixed SQLite trace that the real analyze code reads). The workload is a
+real command-workload program, so the rows' figures are checked against values worked out by hand.
 """
 
 from __future__ import annotations
@@ -17,16 +18,20 @@ import pytest
 
 import clusterbench.guards as guards
 import clusterbench.probe as probe_mod
-import clusterbench.tracing.tracers as tracers
+from clusterbench.config import ProbeConfig
 from clusterbench.errors import CheckFailed, ConfigError, EnvironmentFailure, InputError
 from clusterbench.probe import ProbeInterrupted, ProbeRequest, build_env, build_row, plan_probe, run_probe
-from clusterbench.tracing.sqlite_writer import CopyRecord, KernelRecord, RangeRecord, write_trace_sqlite
-from clusterbench.tracing.tracers import PassRecord, SustainedResult, TracedRun
+from clusterbench.records import ConfigEntry, EnvRecord, SustainedFps, WorkloadResult
+from clusterbench.workload.params import WorkloadParams
+from protocol_programs import write_fake_nsys, write_program
 
 CONFIGS = """
 [defaults]
 detector = [400, 400]
 pedestal_frames = 100
+workload = "command"
+command = ["{python}", "toy_ok.py", "--cluster", "{cluster}", "--frames", "{frames}", "--result", "{result}",
+           "--mode", "{mode}", "--repeat", "{repeat}"]
 
 [[config]]
 label = "a"
@@ -50,6 +55,7 @@ frames = 20
 def config_path(tmp_path: Path) -> Path:
     p = tmp_path / "configs.toml"
     p.write_text(CONFIGS)
+    write_program(tmp_path, "ok")
     return p
 
 
@@ -64,9 +70,9 @@ def request(config_path: Path, tmp_path: Path, **kw) -> ProbeRequest:
 def test_plan_applies_frames_and_names_the_dir(config_path: Path, tmp_path: Path) -> None:
     plan = plan_probe(request(config_path, tmp_path, frames=5, tag="smoke"), today=datetime.date(2026, 9, 10))
     assert [c.label for c in plan.configs] == ["a", "b"]
-    assert [(c.frames, c.batch) for c in plan.configs] == [(5, 5), (5, 5)]  # batch clipped to --frames
+    assert [(c.params.frames, c.params.batch) for c in plan.configs] == [(5, 5), (5, 5)]  # batch clipped
     assert plan.results_dir == tmp_path / "results" / "2026-09-10_f32_smoke"
-    assert plan.tracer.value == "nsys" and plan.repeat == 3
+    assert plan.tracer == "nsys" and plan.repeat == 3
 
 
 def test_plan_only_selects_in_file_order(config_path: Path, tmp_path: Path) -> None:
@@ -92,11 +98,10 @@ def test_plan_rejects_bad_options(config_path: Path, tmp_path: Path, kw, err, te
 # ----------------------------------------------------------------------------- build_row
 
 
-def cfg(**kw):
-    base = dict(label="9x9_s1", cluster=9, cap=1700, streams=1, batch=2000, frames=20000,
-                pedestal_dtype="float32", pedestal="frozen", transfer="copy")
+def cfg(label: str = "9x9_s1", **kw) -> ProbeConfig:
+    base = dict(cluster=9, cap=1700, streams=1, batch=2000, frames=20000)
     base.update(kw)
-    return SimpleNamespace(**base)
+    return ProbeConfig(label=label, params=WorkloadParams(**base))
 
 
 def engine(us, duty, gbps=None):
@@ -111,9 +116,11 @@ def test_build_row_by_hand() -> None:
         idle_ns=40_000_000, overlap_ns=100_000_000, host_sync_ns=2_000_000,
         serialization=1.3, measured_us_per_frame=25.0, efficiency=0.6,
     )
-    sustained = SustainedResult((50_000.0, 60_000.0, 55_000.0), 55_000.0, 5_000.0, 3, 17.6)
-    passed = PassRecord(20000, 2_600_000, 12, 0.5, 40_000.0, "abc")
+    sustained = SustainedFps.from_fps((50_000.0, 60_000.0, 55_000.0), 17_600 * 20)
+    passed = WorkloadResult(mode="pass", frames=20000, pass_s=(0.5,), clusters_found=2_600_000, clusters_dropped=12,
+                            finder="toy")
     row = build_row(cfg(), analysis, sustained, passed, "nsys", "9x9_s1.sqlite", "s1", "2026-09-10T00:00:00Z")
+    row = row.to_json()
     assert (row["label"], row["cluster"], row["cap"], row["streams"], row["batch"], row["frames"]) == (
         "9x9_s1", 9, 1700, 1, 2000, 20000)
     assert (row["kernel_us"], row["h2d_us"], row["d2h_us"], row["roofline_us"], row["binds"]) == (
@@ -123,11 +130,12 @@ def test_build_row_by_hand() -> None:
     assert row["overlap_us"] == pytest.approx(5.0)
     assert row["host_sync_us"] == pytest.approx(0.1)
     assert row["sustained_fps"] == 55_000.0 and row["sustained_fps_spread"] == 5_000.0
-    assert row["sustained_repeats"] == 3 and row["sustained_gbps"] == 17.6
+    assert row["sustained_repeats"] == 3 and row["sustained_gbps"] == pytest.approx(55_000 * 352_000 / 1e9)
     assert row["fps_efficiency"] == pytest.approx(55_000 / 66_666.67, rel=1e-6)  # 0.825
     assert row["profiler_overhead"] == pytest.approx(55_000 / 40_000)  # traced fps = 1e6 / 25 us
     assert row["clusters_per_frame"] == pytest.approx(130.0)
     assert row["dropped_clusters"] == 12
+    assert (row["workload"], row["finder"]) == ("cupy", "toy")
     assert (row["tracer"], row["trace"], row["session"], row["timestamp"]) == (
         "nsys", "9x9_s1.sqlite", "s1", "2026-09-10T00:00:00Z")
     from clusterbench.results import PROBE_COLUMNS
@@ -136,9 +144,9 @@ def test_build_row_by_hand() -> None:
 
 
 def test_build_row_without_trace_or_sustained_is_not_measured() -> None:
-    row = build_row(cfg(), None, None, None, "none", None, "s")
+    row = build_row(cfg(), None, None, None, "none", None, "s").to_json()
     for key in ("kernel_us", "roofline_us", "binds", "idle_us", "sustained_fps", "fps_efficiency",
-                "profiler_overhead", "clusters_per_frame"):
+                "profiler_overhead", "clusters_per_frame", "finder"):
         assert row[key] is None, key
     assert row["tracer"] == "none" and row["frames"] == 20000
 
@@ -148,42 +156,33 @@ def test_build_row_without_trace_or_sustained_is_not_measured() -> None:
 
 def test_env_keeps_other_configs_and_names_the_provenance() -> None:
     configs = (cfg(label="a"),)
-    previous = {"configs": {"b": {"session": "old", "clocks": {"median_mhz": 1980.0}},
-                            "a": {"session": "old"}}}
+    previous = EnvRecord.from_json({"schema_version": 1, "configs": {
+        "b": {"session": "old", "clocks": {"median_mhz": 1980.0}}, "a": {"session": "old"}}})
     env = build_env(session_id="new", argv=("clusterbench", "probe"), configs=configs, tracer="nsys",
                     gpu={"name": "NVIDIA H200", "uuid": "GPU-1", "driver": "580", "cuda_driver": "13.0"},
                     versions={"cupy": "13.6.0", "cuda_runtime": "13.0", "nsys": "2025.3.2"},
                     git={"git_rev": "deadbeef", "git_dirty": False}, guard={"ok": True, "forced": False},
-                    per_config={"a": {"session": "new", "clocks": {"median_mhz": 1900.0}, "kernel_sha256": "k1"}},
-                    previous=previous, created_utc="2026-09-10T00:00:00Z", host="h")
+                    per_config={"a": ConfigEntry(session="new", clocks={"median_mhz": 1900.0},
+                                                 kernel_sha256={"k.cu": "k1"})},
+                    previous=previous, created_utc="2026-09-10T00:00:00Z", host="h").to_json()
     assert env["configs"]["a"]["session"] == "new" and env["configs"]["b"]["session"] == "old"
     assert env["clocks"] == {"a": {"median_mhz": 1900.0}, "b": {"median_mhz": 1980.0}}
     assert (env["gpu_name"], env["gpu_uuid"], env["driver"], env["cupy"], env["nsys_version"]) == (
         "NVIDIA H200", "GPU-1", "580", "13.6.0", "2025.3.2")
     assert (env["git_rev"], env["git_dirty"], env["session_id"], env["pedestal_dtype"]) == (
         "deadbeef", False, "new", "float32")
-    assert env["kernel_sha256"] == "k1" and env["guard"]["forced"] is False
+    assert env["kernel_sha256"] == {"k.cu": "k1"} and env["guard"]["forced"] is False
+    assert (env["schema_version"], env["probes_csv_version"], env["workloads"]) == (2, 2, "cupy")
+    assert env["nsys_cuda_graph_trace"] == "node"
     json.dumps(env, allow_nan=False)
 
 
 # ----------------------------------------------------------------------------- run_probe with fakes
 
-FRAMES = {"a": 10, "b": 20}
+class Edges:
+    """The machine's edges: NVML (GPU check and guard reading), the version probe, and nsys."""
 
-
-def write_fake_trace(path: Path, frames: int) -> None:
-    """Pass window [1000, 11000] ns. kernel [2000, 5000]; H2D [1000, 2000] 50 kB; D2H [5000, 6000] 10 kB."""
-    write_trace_sqlite(
-        path,
-        [KernelRecord(2000, 5000, 0, 1, 7, 1, 99, "k")],
-        [CopyRecord(1000, 2000, 0, 1, 7, 2, 99, 50_000, 1), CopyRecord(5000, 6000, 0, 1, 7, 3, 99, 10_000, 2)],
-        [], [], [RangeRecord(1000, 11000, f"clusterbench:pass frames={frames}", 99, 99)],
-    )
-
-
-class Fakes:
-    def __init__(self, monkeypatch, *, guard_fail: bool = False, interrupt_trace_of: str | None = None,
-                 interrupt_sustained_of: str | None = None):
+    def __init__(self, monkeypatch, tmp_path: Path, *, guard_fail: bool = False):
         self.calls: list[tuple[str, str]] = []
         monkeypatch.setattr(guards, "gpu_present", lambda: True)
         checks = [guards.GuardCheck("idle_gpu", guards.Status.FAIL if guard_fail else guards.Status.PASS,
@@ -193,30 +192,10 @@ class Fakes:
             self.calls.append(("guard", config_file.path.name))
             return guards.make_report(checks, force=force)
 
-        def trace_nsys(nsys, params_json, out_dir, label, on_phase=lambda p: None, graph_trace="node"):
-            self.calls.append(("trace", label))
-            self.graph_trace = graph_trace
-            on_phase("trace")
-            params = json.loads(params_json)
-            if label == interrupt_trace_of:
-                (out_dir / f"{label}.partial.nsys-rep").write_text("half")
-                raise KeyboardInterrupt
-            on_phase("export")
-            sqlite = out_dir / f"{label}.sqlite"
-            write_fake_trace(sqlite, params["frames"])
-            passed = PassRecord(params["frames"], 50 * params["frames"], 0, 0.5, 1.0, "sha")
-            return TracedRun(sqlite, out_dir / f"{label}.nsys-rep", passed, 100.0, (), None, out_dir / "x.log")
-
-        def measure_sustained(params_json, out_dir, label, repeats, input_bytes_per_frame):
-            self.calls.append(("sustained", label))
-            if label == interrupt_sustained_of:
-                raise KeyboardInterrupt
-            return (tracers.read_sustained({"fps": [2.0e6, 2.2e6, 2.1e6][:repeats]}, input_bytes_per_frame), (), None)
-
         monkeypatch.setattr(guards, "run_guards", run_guards)
-        monkeypatch.setattr(tracers, "trace_nsys", trace_nsys)
-        monkeypatch.setattr(tracers, "measure_sustained", measure_sustained)
-        monkeypatch.setattr(probe_mod, "read_child_versions", lambda nsys: {"cupy": "13.6.0", "nsys": "2025.3"})
+        monkeypatch.setattr(probe_mod, "read_child_versions",
+                            lambda nsys: {"cupy": "13.6.0", "nsys": "NVIDIA Nsight Systems version 2025.3.2.474"})
+        self.nsys = write_fake_nsys(tmp_path)
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -224,19 +203,21 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def phases_of(events: list) -> list[tuple[str, str | None, str | None]]:
+    return [(e.kind, e.label, e.phase) for e in events if e.kind != "warning"]
+
+
 def test_run_probe_writes_rows_env_and_events(monkeypatch, config_path: Path, tmp_path: Path) -> None:
-    fakes = Fakes(monkeypatch)
+    edges = Edges(monkeypatch, tmp_path)
     req = request(config_path, tmp_path)
     plan = plan_probe(req)
     events: list = []
-    outcome = run_probe(plan, req, on_event=events.append, nsys=Path("/fake/nsys"))
-    # steps in order: guards once, then per config trace before sustained
-    assert fakes.calls == [("guard", "configs.toml"), ("trace", "a"), ("sustained", "a"), ("trace", "b"),
-                           ("sustained", "b")]
+    outcome = run_probe(plan, req, on_event=events.append, nsys=edges.nsys)
+    assert edges.calls == [("guard", "configs.toml")]
     rows = read_csv(plan.results_dir / "probes.csv")
     assert [r["label"] for r in rows] == ["a", "b"]
     a = rows[0]
-    # by hand, a: 10 frames over a 10 000 ns window
+    # by hand, a: 10 frames over the fake trace's 10 000 ns window
     assert float(a["kernel_us"]) == pytest.approx(0.3)  # 3000 ns / 10
     assert float(a["h2d_us"]) == pytest.approx(0.1)
     assert float(a["d2h_us"]) == pytest.approx(0.1)
@@ -245,11 +226,14 @@ def test_run_probe_writes_rows_env_and_events(monkeypatch, config_path: Path, tm
     assert float(a["idle_us"]) == pytest.approx(0.5)  # window 10 000 - busy [1000, 6000]
     assert float(a["serialization"]) == pytest.approx(1.0)
     assert float(a["measured_us"]) == pytest.approx(1.0)
-    assert float(a["sustained_fps"]) == 2.1e6 and float(a["sustained_fps_spread"]) == pytest.approx(1e5)
-    assert float(a["sustained_gbps"]) == pytest.approx(2.1e6 * 320_000 / 1e9)
-    assert float(a["fps_efficiency"]) == pytest.approx(2.1e6 * 0.3 / 1e6)  # 0.63
-    assert float(a["profiler_overhead"]) == pytest.approx(2.1)  # 2.1 MFPS untraced vs 1 MFPS traced
-    assert float(a["clusters_per_frame"]) == 50.0
+    # the toy program's sustained mode: 3 passes at 1000, 2000 and 3000 FPS -> median 2000, spread 1000
+    assert float(a["sustained_fps"]) == 2000.0 and float(a["sustained_fps_spread"]) == 1000.0
+    assert a["sustained_repeats"] == "3"
+    assert float(a["sustained_gbps"]) == pytest.approx(2000 * 320_000 / 1e9)
+    assert float(a["fps_efficiency"]) == pytest.approx(2000 * 0.3 / 1e6)
+    assert float(a["profiler_overhead"]) == pytest.approx(2000 / 1e6)  # traced: 1 µs per frame = 1e6 FPS
+    assert float(a["clusters_per_frame"]) == 7.0  # the toy finds 7 per frame
+    assert (a["workload"], a["finder"], a["dropped_clusters"]) == ("command", "toy finder", "")
     b = rows[1]
     assert float(b["kernel_us"]) == pytest.approx(0.15)  # same 3000 ns over 20 frames
     assert a["session"] == b["session"] == outcome.session_id
@@ -257,49 +241,67 @@ def test_run_probe_writes_rows_env_and_events(monkeypatch, config_path: Path, tm
     assert env["session_id"] == outcome.session_id and env["tracer"] == "nsys"
     assert set(env["configs"]) == {"a", "b"} and env["guard"]["ok"] is True
     assert env["cupy"] == "13.6.0" and env["argv"] == ["clusterbench", "probe"]
-    kinds = [(e.kind, e.label, e.phase) for e in events if e.kind != "warning"]
+    assert env["workloads"] == "command" and env["schema_version"] == 2
+    assert env["configs"]["a"]["workload"] == "command"
+    assert env["configs"]["a"]["command"][:2] == ["{python}", "toy_ok.py"]  # as configs.toml gives it
+    assert env["configs"]["a"]["finder"] == "toy finder" and env["configs"]["a"]["sustained_fps"] == [
+        1000.0, 2000.0, 3000.0]
+    kinds = phases_of(events)
     assert kinds[0] == ("phase", None, "guard")
     # b's 20 frames cannot fill 4 streams of batch 10: the config's own warning comes through
     assert any(e.kind == "warning" and "'b'" in e.message for e in events)
     assert ("phase", "a", "analyze") in kinds and ("row", "b", None) in kinds
-    assert kinds.index(("phase", "a", "analyze")) < kinds.index(("phase", "a", "sustained"))
+    assert kinds.index(("phase", "a", "trace")) < kinds.index(("phase", "a", "analyze")) < kinds.index(
+        ("phase", "a", "sustained"))
 
 
 def test_rerunning_one_config_replaces_only_its_row(monkeypatch, config_path: Path, tmp_path: Path) -> None:
-    Fakes(monkeypatch)
-    req = request(config_path, tmp_path)
-    first = run_probe(plan_probe(req), req, nsys=Path("/fake/nsys"))
-    req_b = request(config_path, tmp_path, only=("b",), frames=40)
-    second = run_probe(plan_probe(req_b), req_b, nsys=Path("/fake/nsys"))
+    edges = Edges(monkeypatch, tmp_path)
+    req = request(config_path, tmp_path, tracer="none")
+    first = run_probe(plan_probe(req), req, nsys=None)
+    req_b = request(config_path, tmp_path, only=("b",), frames=40, tracer="none")
+    second = run_probe(plan_probe(req_b), req_b, nsys=None)
     rows = {r["label"]: r for r in read_csv(first.results_dir / "probes.csv")}
     assert rows["a"]["session"] == first.session_id and rows["a"]["frames"] == "10"
     assert rows["b"]["session"] == second.session_id and rows["b"]["frames"] == "40"
     env = json.loads((first.results_dir / "env.json").read_text())
     assert env["configs"]["a"]["session"] == first.session_id
     assert env["configs"]["b"]["session"] == second.session_id
+    assert edges.calls == [("guard", "configs.toml")] * 2
 
 
 def test_guard_refusal_is_exit_3_unless_forced(monkeypatch, config_path: Path, tmp_path: Path) -> None:
-    Fakes(monkeypatch, guard_fail=True)
-    req = request(config_path, tmp_path)
+    Edges(monkeypatch, tmp_path, guard_fail=True)
+    req = request(config_path, tmp_path, tracer="none", repeat=1)
     with pytest.raises(CheckFailed, match="GPU busy: 40 % utilization") as err:
-        run_probe(plan_probe(req), req, nsys=Path("/fake/nsys"))
+        run_probe(plan_probe(req), req, nsys=None)
     assert err.value.exit_code == 3
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("probes.csv"))
-    forced = request(config_path, tmp_path, force=True)
-    outcome = run_probe(plan_probe(forced), forced, nsys=Path("/fake/nsys"))
+    forced = request(config_path, tmp_path, force=True, tracer="none", repeat=1)
+    outcome = run_probe(plan_probe(forced), forced, nsys=None)
     assert len(outcome.rows) == 2
     assert any("--force" in w for w in outcome.warnings)
     assert json.loads((outcome.results_dir / "env.json").read_text())["guard"]["forced"] is True
 
 
+def _interrupt_at(label: str, phase: str, partial: Path | None = None):
+    """An event callback that presses Ctrl-C when ``label`` reaches ``phase`` (the user's edge)."""
+    def on_event(event) -> None:
+        if event.kind == "phase" and event.label == label and event.phase == phase:
+            if partial is not None:
+                partial.write_text("half")  # what nsys had written when the interrupt came
+            raise KeyboardInterrupt
+    return on_event
+
+
 def test_ctrl_c_keeps_finished_rows_and_drops_the_partial_trace(monkeypatch, config_path: Path,
                                                                tmp_path: Path) -> None:
-    Fakes(monkeypatch, interrupt_trace_of="b")
-    req = request(config_path, tmp_path)
+    edges = Edges(monkeypatch, tmp_path)
+    req = request(config_path, tmp_path, repeat=1)
     plan = plan_probe(req)
+    partial = plan.results_dir / "b.partial.nsys-rep"
     with pytest.raises(ProbeInterrupted) as err:
-        run_probe(plan, req, nsys=Path("/fake/nsys"))
+        run_probe(plan, req, on_event=_interrupt_at("b", "trace", partial), nsys=edges.nsys)
     assert err.value.exit_code == 130
     assert "interrupted during trace of 'b': kept 1 finished row(s)" in str(err.value)
     assert "b.partial.nsys-rep" in str(err.value)
@@ -316,26 +318,26 @@ def test_no_gpu_is_an_environment_failure(monkeypatch, config_path: Path, tmp_pa
 
 
 def test_missing_nsys_suggests_cupti(monkeypatch, config_path: Path, tmp_path: Path) -> None:
-    import clusterbench.tracing.commands as commands
+    import clusterbench.trace.nsys_export as nsys_export
 
     monkeypatch.setattr(guards, "gpu_present", lambda: True)
-    monkeypatch.setattr(commands, "find_nsys", lambda: None)
+    monkeypatch.setattr(nsys_export, "find_nsys", lambda: None)
     with pytest.raises(EnvironmentFailure, match="nsys not found") as err:
         probe_mod.preflight(plan_probe(request(config_path, tmp_path)))
     assert "--tracer cupti" in err.value.hint
-    assert probe_mod.preflight(plan_probe(request(config_path, tmp_path, tracer="cupti"))) is None
+    assert probe_mod.preflight(plan_probe(request(config_path, tmp_path, tracer="none"))) is None
 
 
 def test_ctrl_c_during_sustained_keeps_the_traced_row(monkeypatch, config_path: Path, tmp_path: Path) -> None:
-    Fakes(monkeypatch, interrupt_sustained_of="b")
-    req = request(config_path, tmp_path)
+    edges = Edges(monkeypatch, tmp_path)
+    req = request(config_path, tmp_path, repeat=1, only=("b",))
     plan = plan_probe(req)
     with pytest.raises(ProbeInterrupted, match="b's traced row is kept without sustained FPS"):
-        run_probe(plan, req, nsys=Path("/fake/nsys"))
+        run_probe(plan, req, on_event=_interrupt_at("b", "sustained"), nsys=edges.nsys)
     rows = read_csv(plan.results_dir / "probes.csv")
-    assert [r["label"] for r in rows] == ["a", "b"]
-    assert rows[0]["sustained_fps"] != "" and rows[1]["sustained_fps"] == ""  # empty: not measured
-    assert float(rows[1]["kernel_us"]) == pytest.approx(0.15)
+    assert [r["label"] for r in rows] == ["b"]
+    assert rows[0]["sustained_fps"] == ""  # empty: not measured
+    assert float(rows[0]["kernel_us"]) == pytest.approx(0.15)
 
 
 def test_env_json_names_the_checkout_not_a_machine_path() -> None:
@@ -349,10 +351,9 @@ def test_env_json_names_the_checkout_not_a_machine_path() -> None:
 
 
 def test_env_json_keeps_one_kernel_hash_set_as_a_mapping() -> None:
-    from clusterbench.probe import build_env
-
     same = {"cluster_finder.cu": "1de3"}
     env = build_env(session_id="s", argv=(), configs=(), tracer="nsys", gpu={}, versions={}, git={}, guard=None,
-                    per_config={"a": {"kernel_sha256": dict(same)}, "b": {"kernel_sha256": dict(same)}})
+                    per_config={"a": ConfigEntry(kernel_sha256=dict(same)),
+                                "b": ConfigEntry(kernel_sha256=dict(same))}).to_json()
     assert env["kernel_sha256"] == same
     assert json.loads(json.dumps(env))["configs"]["a"]["kernel_sha256"] == same

@@ -13,8 +13,9 @@ from clusterbench.cli.common import boundary, stderr_console, stdout_console
 
 HELP = (
     "Trace every config of configs.toml on the GPU and write results/<date>_<f32|f64>[_tag]/.\n\n"
-    "Per config: one process (pedestal, one batched pass, exit) traced with nsys (or the in-process "
-    "CUPTI tracer), its SQLite export analyzed over the pass range into per-engine µs per frame and "
+    "Per config: one workload process (pedestal, one batched pass, exit) traced with nsys (or the "
+    "in-process CUPTI tracer): clusterbench's CuPy finder, or with workload = \"command\" any program "
+    "that speaks the protocol of docs/workloads.md. Its SQLite export is analyzed over the pass range into per-engine µs per frame and "
     "the roofline, then sustained FPS measured without any profiler (median and spread over --repeat "
     "runs), shown against the roofline with the profiler overhead. probes.csv keeps one row per "
     "config: re-running one config replaces its row only. The config is validated before any GPU "
@@ -38,6 +39,9 @@ def probe(
     max_util: float = typer.Option(5.0, "--max-util", help="Guard: refuse when GPU utilization exceeds this (%)."),
     require_clean: bool = typer.Option(False, "--require-clean", help="Guard: refuse on a dirty git checkout."),
     force: bool = typer.Option(False, "--force", help="Probe even when a guard refuses (recorded in env.json)."),
+    data: Optional[Path] = typer.Option(
+        None, "--data", help="Frames from this .npy (uint16 frames x rows x cols, dark frames first) for every "
+                             "config, instead of the synthetic generator."),
     as_json: bool = typer.Option(False, "--json", help="Print only the written rows as JSON on stdout."),
 ) -> None:
     from clusterbench.probe import ProbeRequest, plan_probe, preflight, run_probe
@@ -45,7 +49,7 @@ def probe(
 
     request = ProbeRequest(
         config_path=config, only=tuple(only or ()), frames=frames, tag=tag, tracer=tracer, repeat=repeat,
-        results_root=results_dir, max_util_pct=max_util, require_clean=require_clean, force=force,
+        results_root=results_dir, max_util_pct=max_util, require_clean=require_clean, force=force, data=data,
         argv=tuple(["clusterbench", *sys.argv[1:]]),
     )
     plan = plan_probe(request)  # step 1: config errors exit 2 before any GPU call

@@ -64,7 +64,10 @@ def render_summary(rows: Sequence[Mapping[str, object]], title: str | None = Non
 
 
 def render_footer(outcome: ProbeOutcome) -> str:
-    return f"Results: {outcome.results_dir} ({len(outcome.rows)} row(s) written; session {outcome.session_id})"
+    finders = sorted({str(r.get("finder")) for r in outcome.rows if r.get("finder")})
+    ran = f"; finder: {', '.join(finders)}" if finders else ""
+    return (f"Results: {outcome.results_dir} ({len(outcome.rows)} row(s) written{ran}; "
+            f"session {outcome.session_id})")
 
 
 def outcome_json(outcome: ProbeOutcome) -> dict[str, object]:

@@ -1,31 +1,21 @@
 """Command lines for the processes a probe starts, built by pure functions.
 
-Every traced or timed run is its own process: the workload
-(``python -m clusterbench.workload.run``), under nsys, under the CUPTI tracer, or bare for
-sustained FPS. The child gets this interpreter (``sys.executable``) and a PYTHONPATH that
-puts this checkout first, so it runs the same clusterbench as the parent.
+Every traced or timed run is its own process: the workload (its argv comes from
+:mod:`clusterbench.workloads`), under nsys, under the CUPTI tracer, or bare for sustained FPS.
+The child gets a PYTHONPATH that puts this checkout first, so a Python workload imports the same
+clusterbench as the parent. nsys itself is found by :func:`clusterbench.trace.find_nsys`, the
+one finder that analyze and probe share.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-WORKLOAD_MODULE = "clusterbench.workload.run"
 CUPTI_MODULE = "clusterbench.tracing.cupti_run"
-
-# Where NVIDIA installs nsys when it is not on PATH (DESIGN.md: on the H200 it ships inside
-# nsight-compute, .../host/target-linux-x64/nsys).
-NSYS_GLOBS = (
-    "/opt/nvidia/nsight-systems/*/bin/nsys",
-    "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
-    "/usr/local/cuda/bin/nsys",
-)
 
 
 def package_root() -> Path:
@@ -43,24 +33,6 @@ def child_env(base: Mapping[str, str] | None = None, root: Path | None = None) -
     env["PYTHONPATH"] = os.pathsep.join([first, *rest])
     env["PYTHONUNBUFFERED"] = "1"
     return env
-
-
-def workload_command(
-    params_json: str,
-    result_json: Path,
-    *,
-    sustained: int | None = None,
-    nvtx: bool = True,
-    python: str | None = None,
-) -> list[str]:
-    """``python -m clusterbench.workload.run`` for one traced pass, or ``sustained`` untraced repeats."""
-    cmd = [python or sys.executable, "-m", WORKLOAD_MODULE, "--params-json", params_json,
-           "--result-json", str(result_json)]
-    if sustained is not None:
-        cmd += ["--sustained", str(sustained)]
-    if not nvtx:
-        cmd.append("--no-nvtx")
-    return cmd
 
 
 # nsys traces a CUDA graph launch as one interval per graph execution by default
@@ -112,26 +84,3 @@ def nsys_export_command(nsys: Path | str, report: Path, sqlite_out: Path) -> lis
 def cupti_command(params_json: str, sqlite_out: Path, result_json: Path, *, python: str | None = None) -> list[str]:
     return [python or sys.executable, "-m", CUPTI_MODULE, "--params-json", params_json,
             "--out", str(sqlite_out), "--result-json", str(result_json)]
-
-
-def find_nsys(path_env: str | None = None, globs: Sequence[str] = NSYS_GLOBS) -> Path | None:
-    """nsys on PATH, else the newest one where NVIDIA installs it, else None.
-
-    Prefers ``clusterbench.trace.nsys_export.find_nsys`` when that module exists, so
-    analyze and probe pick the same binary.
-    """
-    if path_env is None:
-        try:
-            from clusterbench.trace.nsys_export import find_nsys as shared_find
-        except ImportError:
-            pass
-        else:
-            return shared_find()
-    on_path = shutil.which("nsys", path=path_env)
-    if on_path:
-        return Path(on_path)
-    for pattern in globs:
-        hits = sorted(h for h in glob.glob(pattern) if os.access(h, os.X_OK))
-        if hits:
-            return Path(hits[-1])
-    return None

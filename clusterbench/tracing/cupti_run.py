@@ -13,7 +13,6 @@ Exit status: 0 done; 1 CUPTI or the GPU failed (the message says which); 2 bad a
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -125,16 +124,6 @@ def _gpu_record() -> GpuRecord | None:
         return None
 
 
-def _result_json(result) -> dict:
-    to_json = getattr(result, "to_json", None)
-    if callable(to_json):
-        data = to_json()
-        return json.loads(data) if isinstance(data, str) else dict(data)
-    if dataclasses.is_dataclass(result):
-        return dataclasses.asdict(result)
-    return dict(result)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m clusterbench.tracing.cupti_run", description=__doc__.split("\n\n")[0])
     ap.add_argument("--params-json", required=True)
@@ -144,7 +133,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from clusterbench.workload.params import WorkloadParams
 
-    params = WorkloadParams.from_json(json.loads(args.params_json))
+    from clusterbench.errors import ClusterbenchError
+
+    try:
+        params = WorkloadParams.from_json(json.loads(args.params_json))
+    except (ValueError, ClusterbenchError) as exc:
+        print(f"Error: --params-json: {exc}", file=sys.stderr)
+        return 2
     try:
         from cupti import cupti
     except Exception as exc:  # ImportError, or libcupti not loadable
@@ -169,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     result = run_config(params, nvtx=False, on_range=ranges)
     # the result first: its mtime marks the end of the pass for the parent's clock window
     if args.result_json is not None:
-        args.result_json.write_text(json.dumps(_result_json(result), indent=2) + "\n")
+        args.result_json.write_text(json.dumps(result.to_json(), indent=2) + "\n")
     cupti.activity_flush_all(1)
     for k in kinds:
         try:

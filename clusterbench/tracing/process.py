@@ -28,9 +28,11 @@ def run_logged(
     what: str,
     hint: str | None = None,
     append: bool = False,
+    cwd: str | None = None,
 ) -> None:
     """Run ``cmd`` with stdout and stderr into ``log``; raise EnvironmentFailure if it fails.
 
+    ``cwd`` is the folder the child runs in (a command workload runs in its config file's folder).
     On KeyboardInterrupt the child is terminated (then killed) before the interrupt goes on,
     so no orphan keeps the GPU busy.
     """
@@ -38,7 +40,8 @@ def run_logged(
         fh.write("$ " + " ".join(str(c) for c in cmd) + "\n")
         fh.flush()
         try:
-            proc = subprocess.Popen(list(cmd), stdout=fh, stderr=subprocess.STDOUT, env=dict(env) if env else None)
+            proc = subprocess.Popen(list(cmd), stdout=fh, stderr=subprocess.STDOUT, env=dict(env) if env else None,
+                                    cwd=cwd)
         except OSError as exc:
             raise EnvironmentFailure(f"{what}: cannot start {cmd[0]}: {exc}", hint=hint) from None
         try:

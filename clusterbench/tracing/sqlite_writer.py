@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from clusterbench.errors import InputError
+from clusterbench.trace.schema import PID_MASK, PID_SHIFT
 
-# nsys packs a process id into globalPid as pid << 24 (DESIGN.md: pid = (globalPid >> 24) & 0xFFFFFF);
-# globalTid adds the thread id in the low 24 bits.
-PID_SHIFT = 24
-ID_MASK = 0xFFFFFF
+# nsys packs a process id into globalPid as pid << PID_SHIFT (the reader's own constants, so the
+# packing is written once); globalTid adds the thread id in the low 24 bits.
+ID_MASK = PID_MASK
 
 # NVTX_EVENTS.eventType for a push/pop range (DESIGN.md, "NVTX_EVENTS").
 NVTX_PUSH_POP = 59

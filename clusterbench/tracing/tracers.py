@@ -1,73 +1,91 @@
-"""The tracers behind one interface: nsys (subprocess), cupti (in-process, in its own child), none.
+"""The tracers behind one protocol: nsys (subprocess), cupti (in-process, in its own child), none.
 
-Each traced run is one process (pedestal, one batched pass, exit). Files are written under
-``<label>.partial.*`` names and renamed to ``<label>.nsys-rep`` / ``<label>.sqlite`` only when
-complete, so an interrupted or failed run never leaves a file that looks finished.
-Sustained FPS is measured in a separate child without any profiler.
+Each traced run is one workload process (pedestal, one batched pass, exit). Files are written
+under ``<label>.partial.*`` names and renamed to ``<label>.nsys-rep`` / ``<label>.sqlite`` only
+when complete, so an interrupted or failed run never leaves a file that looks finished.
+Sustained FPS is measured in separate workload runs without any profiler (:func:`measure_sustained`).
+
+Adding a tracer is adding a class with ``name``, ``check_workload`` and ``trace`` to ``TRACERS``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import statistics
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, ClassVar, Protocol
 
-from clusterbench.errors import EnvironmentFailure
+from clusterbench.errors import EnvironmentFailure, WorkloadProtocolError
+from clusterbench.records import SustainedFps, WorkloadResult
 from clusterbench.tracing.clocks import ClockSample, ClockSampler
 from clusterbench.tracing.commands import (
     child_env,
     cupti_command,
     nsys_export_command,
+    nsys_graph_trace_mode,
     nsys_profile_command,
-    workload_command,
 )
-from clusterbench.tracing.process import run_logged
+from clusterbench.tracing.process import log_tail, run_logged
+from clusterbench.workload.params import WorkloadParams
+from clusterbench.workloads import Workload
 
 PARTIAL = ".partial"
-
-
-class Tracer(str, Enum):
-    NSYS = "nsys"
-    CUPTI = "cupti"
-    NONE = "none"
+PhaseCallback = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
-class PassRecord:
-    """What the traced child reports about its one batched pass (its --result-json)."""
+class WorkloadJob:
+    """One config's workload run: which program, with which parameters, writing where."""
 
-    frames: int
-    clusters_found: int | None
-    clusters_dropped: int | None
-    wall_s: float | None
-    fps: float | None
-    kernel_sha256: Mapping[str, str] | str | None  # kernel file -> sha256, as the child compiled them
+    label: str
+    params: WorkloadParams
+    workload: Workload
+    out_dir: Path
 
 
 @dataclass(frozen=True, slots=True)
 class TracedRun:
-    sqlite: Path | None
+    sqlite: Path
     report: Path | None  # the .nsys-rep; None for the cupti tracer
-    passed: PassRecord
-    pass_end_s: float  # time.time() when the child wrote its result (the pass had just ended)
+    result: WorkloadResult
+    pass_end_s: float  # time.time() when the workload wrote its result (the pass had just ended)
     clocks: tuple[ClockSample, ...]
     max_clock_mhz: int | None
     log: Path
 
 
 @dataclass(frozen=True, slots=True)
-class SustainedResult:
-    """Untraced FPS over R repeats: median, and spread = half the min-max range."""
+class SustainedRun:
+    fps: SustainedFps
+    results: tuple[WorkloadResult, ...]
+    clocks: tuple[ClockSample, ...]
+    max_clock_mhz: int | None
+    log: Path
 
-    fps: tuple[float, ...]
-    median_fps: float
-    spread_fps: float
-    repeats: int
-    input_gbps: float | None  # median FPS x input bytes per frame
+
+@dataclass(frozen=True, slots=True)
+class TracerSetup:
+    """What a tracer may need from the machine, found before any config runs."""
+
+    nsys: Path | None = None
+    nsys_version: str | None = None
+
+
+class Tracer(Protocol):
+    name: ClassVar[str]
+
+    @classmethod
+    def check_workload(cls, workload: Workload) -> str | None:
+        """Why this tracer cannot trace ``workload``, or None (asked before any GPU call)."""
+        ...
+
+    def trace(self, job: WorkloadJob, on_phase: PhaseCallback) -> TracedRun | None:
+        """Trace one pass of ``job``; None for a tracer that traces nothing."""
+        ...
+
+
+# --------------------------------------------------------------------------- files and results
 
 
 def partial_paths(out_dir: Path, label: str) -> tuple[Path, ...]:
@@ -86,51 +104,33 @@ def discard_partials(out_dir: Path, label: str) -> tuple[Path, ...]:
     return tuple(removed)
 
 
-def read_pass_result(data: dict) -> PassRecord:
-    """Parse the child's result JSON (pure)."""
-    try:
-        frames = int(data["frames"])
-    except (KeyError, TypeError, ValueError):
-        raise EnvironmentFailure(
-            f"the workload's result JSON has no frames count: {sorted(data)}",
-            hint="the workload child and this probe disagree on the result format; rerun from one checkout",
-        ) from None
-
-    def opt(key: str, cast):
-        v = data.get(key)
-        return None if v is None else cast(v)
-
-    sha = data.get("kernel_sha256")
-    sha = {str(k): str(v) for k, v in sha.items()} if isinstance(sha, Mapping) else (None if sha is None else str(sha))
-    return PassRecord(frames, opt("clusters_found", int), opt("clusters_dropped", int), opt("wall_s", float),
-                      opt("fps", float), sha)
-
-
-def read_sustained(data: dict, input_bytes_per_frame: int | None = None) -> SustainedResult:
-    """Parse the sustained child's JSON (pure). Median and spread are recomputed from the list."""
-    fps = tuple(float(v) for v in data.get("fps") or ())
-    if not fps:
-        raise EnvironmentFailure(
-            f"the sustained-FPS run reported no FPS values: {data!r:.200}",
-            hint="run the workload by hand with --sustained 1 and read its output",
-        )
-    med = float(statistics.median(fps))
-    spread = (max(fps) - min(fps)) / 2.0
-    gbps = med * input_bytes_per_frame / 1e9 if input_bytes_per_frame else None
-    return SustainedResult(fps, med, spread, len(fps), gbps)
-
-
-def _load_json(path: Path, what: str, log: Path) -> tuple[dict, float]:
+def read_result(path: Path, label: str, log: Path, mode: str) -> tuple[WorkloadResult, float]:
+    """The workload's result record and its mtime. WorkloadProtocolError names what is missing,
+    with the last lines of the program's output."""
+    tail = f"; last lines of {log.name}:\n{log_tail(log)}"
+    hint = f"the program must write its result record to {{result}} (docs/workloads.md); whole log: {log}"
     try:
         st = path.stat()
-        return json.loads(path.read_text()), st.st_mtime
-    except (OSError, ValueError) as exc:
-        raise EnvironmentFailure(
-            f"{what} wrote no readable result ({path.name}: {exc})", hint=f"read the log: {log}"
-        ) from None
-
-
-PhaseCallback = Callable[[str], None]
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise WorkloadProtocolError(f"config {label!r}: the workload wrote no result record {path.name}{tail}",
+                                    hint=hint) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkloadProtocolError(f"config {label!r}: cannot read the result record {path.name}: {exc}{tail}",
+                                    hint=hint) from None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise WorkloadProtocolError(f"config {label!r}: the result record {path.name} is not JSON ({exc}){tail}",
+                                    hint=hint) from None
+    try:
+        result = WorkloadResult.from_json(doc)
+    except WorkloadProtocolError as exc:
+        raise WorkloadProtocolError(f"config {label!r}: malformed {path.name}: {exc}{tail}", hint=exc.hint) from None
+    if result.mode != mode:
+        raise WorkloadProtocolError(f"config {label!r}: malformed {path.name}: result record: field 'mode' is "
+                                    f"{result.mode!r}, the probe asked for {mode!r}{tail}", hint=hint)
+    return result, st.st_mtime
 
 
 def _fresh_run(out_dir: Path, label: str, kind: str) -> tuple[Path, Path]:
@@ -143,65 +143,137 @@ def _fresh_run(out_dir: Path, label: str, kind: str) -> tuple[Path, Path]:
     return out_dir / f"{label}.{kind}.log", result
 
 
-def trace_nsys(nsys: Path, params_json: str, out_dir: Path, label: str,
-               on_phase: PhaseCallback = lambda phase: None, graph_trace: str = "node") -> TracedRun:
-    """Profile one workload process under nsys, then export its report to SQLite.
-
-    ``graph_trace`` is nsys's CUDA-graph trace mode ('node' from nsys 2023.3 on; see
-    :func:`~clusterbench.tracing.commands.nsys_graph_trace_mode`)."""
-    log, result = _fresh_run(out_dir, label, "nsys")
-    base = out_dir / f"{label}{PARTIAL}"
-    rep_partial, sqlite_partial = partial_paths(out_dir, label)[:2]
-    env = child_env()
-    hint = "check that nsys runs here (source .device/env.sh on the GPU machine), or use --tracer cupti"
-    on_phase("trace")
-    child = workload_command(params_json, result)
-    with ClockSampler() as clocks:
-        run_logged(nsys_profile_command(nsys, base, child, graph_trace), log, env=env, what="nsys profile", hint=hint)
-    if not rep_partial.exists():
-        raise EnvironmentFailure(f"nsys profile wrote no report {rep_partial.name}; see {log}", hint=hint)
-    passed, ended = _load_json(result, "the traced workload", log)
-    on_phase("export")
-    run_logged(nsys_export_command(nsys, rep_partial, sqlite_partial), log, env=env, what="nsys export",
-               hint=hint, append=True)
-    if not sqlite_partial.exists():
-        raise EnvironmentFailure(f"nsys export wrote no {sqlite_partial.name}; see {log}", hint=hint)
-    report, sqlite = out_dir / f"{label}.nsys-rep", out_dir / f"{label}.sqlite"
-    os.replace(rep_partial, report)
-    os.replace(sqlite_partial, sqlite)
-    return TracedRun(sqlite, report, read_pass_result(passed), ended, clocks.snapshot(), clocks.max_clock_mhz, log)
+def _cwd(workload: Workload) -> str | None:
+    return None if workload.cwd is None else str(workload.cwd)
 
 
-def trace_cupti(params_json: str, out_dir: Path, label: str,
-                on_phase: PhaseCallback = lambda phase: None) -> TracedRun:
-    """Trace one workload process with the in-process CUPTI tracer (no nsys needed)."""
-    log, result = _fresh_run(out_dir, label, "cupti")
-    sqlite_partial = partial_paths(out_dir, label)[1]
-    on_phase("trace")
-    with ClockSampler() as clocks:
-        run_logged(cupti_command(params_json, sqlite_partial, result), log, env=child_env(),
-                   what="the CUPTI tracer",
-                   hint="install cupti-python (pip install cupti-python) where CUDA's libcupti is present, "
-                        "or use --tracer nsys")
-    passed, ended = _load_json(result, "the CUPTI-traced workload", log)
-    if not sqlite_partial.exists():
-        raise EnvironmentFailure(f"the CUPTI tracer wrote no {sqlite_partial.name}; see {log}")
-    on_phase("export")
-    sqlite = out_dir / f"{label}.sqlite"
-    os.replace(sqlite_partial, sqlite)
-    return TracedRun(sqlite, None, read_pass_result(passed), ended, clocks.snapshot(), clocks.max_clock_mhz, log)
+# --------------------------------------------------------------------------- the tracers
 
 
-def measure_sustained(params_json: str, out_dir: Path, label: str, repeats: int,
-                      input_bytes_per_frame: int | None) -> tuple[SustainedResult, tuple[ClockSample, ...], int | None]:
-    """Sustained FPS without a profiler: one child that runs the pass ``repeats`` times."""
+class NsysTracer:
+    """Nsight Systems: profile the workload process, then export its report to SQLite."""
+
+    name: ClassVar[str] = "nsys"
+
+    def __init__(self, setup: TracerSetup) -> None:
+        if setup.nsys is None:
+            raise EnvironmentFailure("nsys not found", hint="put nsys on PATH, or use --tracer cupti")
+        self.nsys = setup.nsys
+        # nsys's CUDA-graph trace mode ('node' from nsys 2023.3 on): commands.nsys_graph_trace_mode
+        self.graph_trace = nsys_graph_trace_mode(setup.nsys_version)
+
+    @classmethod
+    def check_workload(cls, workload: Workload) -> str | None:
+        return None
+
+    def trace(self, job: WorkloadJob, on_phase: PhaseCallback) -> TracedRun:
+        out_dir, label = job.out_dir, job.label
+        log, result = _fresh_run(out_dir, label, "nsys")
+        base = out_dir / f"{label}{PARTIAL}"
+        rep_partial, sqlite_partial = partial_paths(out_dir, label)[:2]
+        env = child_env()
+        hint = "check that nsys runs here (source .device/env.sh on the GPU machine), or use --tracer cupti"
+        on_phase("trace")
+        child = job.workload.argv(label, job.params, result.resolve(), "pass")
+        with ClockSampler() as clocks:
+            run_logged(nsys_profile_command(self.nsys, base.resolve(), child, self.graph_trace), log, env=env,
+                       what=f"nsys profile of config {label!r}", hint=hint, cwd=_cwd(job.workload))
+        if not rep_partial.exists():
+            raise EnvironmentFailure(f"nsys profile wrote no report {rep_partial.name}; see {log}", hint=hint)
+        passed, ended = read_result(result, label, log, "pass")
+        on_phase("export")
+        run_logged(nsys_export_command(self.nsys, rep_partial, sqlite_partial), log, env=env, what="nsys export",
+                   hint=hint, append=True)
+        if not sqlite_partial.exists():
+            raise EnvironmentFailure(f"nsys export wrote no {sqlite_partial.name}; see {log}", hint=hint)
+        report, sqlite = out_dir / f"{label}.nsys-rep", out_dir / f"{label}.sqlite"
+        os.replace(rep_partial, report)
+        os.replace(sqlite_partial, sqlite)
+        return TracedRun(sqlite, report, passed, ended, clocks.snapshot(), clocks.max_clock_mhz, log)
+
+
+class CuptiTracer:
+    """The in-process CUPTI tracer (no nsys needed); it hosts only workloads it can run in-process."""
+
+    name: ClassVar[str] = "cupti"
+
+    def __init__(self, setup: TracerSetup) -> None:
+        pass
+
+    @classmethod
+    def check_workload(cls, workload: Workload) -> str | None:
+        if workload.cupti_hostable:
+            return None
+        return (f"--tracer cupti traces in-process, and a {workload.kind!r} workload runs as its own program: "
+                "the CUPTI tracer cannot host it")
+
+    def trace(self, job: WorkloadJob, on_phase: PhaseCallback) -> TracedRun:
+        out_dir, label = job.out_dir, job.label
+        log, result = _fresh_run(out_dir, label, "cupti")
+        sqlite_partial = partial_paths(out_dir, label)[1]
+        on_phase("trace")
+        params_json = json.dumps(job.params.to_json())
+        with ClockSampler() as clocks:
+            run_logged(cupti_command(params_json, sqlite_partial, result), log, env=child_env(),
+                       what="the CUPTI tracer",
+                       hint="install cupti-python (pip install cupti-python) where CUDA's libcupti is present, "
+                            "or use --tracer nsys")
+        passed, ended = read_result(result, label, log, "pass")
+        if not sqlite_partial.exists():
+            raise EnvironmentFailure(f"the CUPTI tracer wrote no {sqlite_partial.name}; see {log}")
+        on_phase("export")
+        sqlite = out_dir / f"{label}.sqlite"
+        os.replace(sqlite_partial, sqlite)
+        return TracedRun(sqlite, None, passed, ended, clocks.snapshot(), clocks.max_clock_mhz, log)
+
+
+class NoTracer:
+    """No trace: only sustained FPS is measured."""
+
+    name: ClassVar[str] = "none"
+
+    def __init__(self, setup: TracerSetup) -> None:
+        pass
+
+    @classmethod
+    def check_workload(cls, workload: Workload) -> str | None:
+        return None
+
+    def trace(self, job: WorkloadJob, on_phase: PhaseCallback) -> None:
+        return None
+
+
+TRACERS: dict[str, type[NsysTracer] | type[CuptiTracer] | type[NoTracer]] = {
+    NsysTracer.name: NsysTracer, CuptiTracer.name: CuptiTracer, NoTracer.name: NoTracer,
+}
+
+
+# --------------------------------------------------------------------------- sustained FPS
+
+
+def measure_sustained(job: WorkloadJob, repeats: int) -> SustainedRun:
+    """Sustained FPS without a profiler. A workload whose command has ``{mode}`` runs all ``repeats``
+    timed passes in one process (``sustained`` mode); any other runs ``repeats`` times in ``pass`` mode."""
+    out_dir, label = job.out_dir, job.label
     out_dir.mkdir(parents=True, exist_ok=True)
     log = out_dir / f"{label}.sustained.log"
     result = out_dir / f"{label}.sustained.json"
-    if result.exists():
-        result.unlink()
+    hint = f"read the log: {log}"
+    results: list[WorkloadResult] = []
     with ClockSampler() as clocks:
-        run_logged(workload_command(params_json, result, sustained=repeats, nvtx=False), log, env=child_env(),
-                   what="the sustained-FPS run", hint=f"read the log: {log}")
-    data, _ = _load_json(result, "the sustained-FPS run", log)
-    return read_sustained(data, input_bytes_per_frame), clocks.snapshot(), clocks.max_clock_mhz
+        if job.workload.runs_sustained:
+            result.unlink(missing_ok=True)
+            run_logged(job.workload.argv(label, job.params, result.resolve(), "sustained", repeats), log,
+                       env=child_env(), what=f"the sustained-FPS run of config {label!r}", hint=hint,
+                       cwd=_cwd(job.workload))
+            results.append(read_result(result, label, log, "sustained")[0])
+        else:
+            for i in range(repeats):
+                result.unlink(missing_ok=True)
+                run_logged(job.workload.argv(label, job.params, result.resolve(), "pass"), log, env=child_env(),
+                           what=f"the sustained-FPS run {i + 1} of {repeats} of config {label!r}", hint=hint,
+                           append=i > 0, cwd=_cwd(job.workload))
+                results.append(read_result(result, label, log, "pass")[0])
+    fps = tuple(f for r in results for f in r.fps)
+    return SustainedRun(SustainedFps.from_fps(fps, job.params.frame_bytes), tuple(results), clocks.snapshot(),
+                        clocks.max_clock_mhz, log)

@@ -40,13 +40,22 @@ def kernel_dir() -> Path:
     return KERNEL_DIR
 
 
+KERNEL_SUFFIXES = (".cu", ".cuh")
+
+
+def hash_kernel_sources(folder: Path) -> dict[str, str]:
+    """Path (relative to ``folder``, posix) -> sha256 hex of every .cu/.cuh below it; {} when absent.
+    The one kernel hasher: the guards hash the checkout's folder with it, the workload its own."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return {}
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.suffix in KERNEL_SUFFIXES}
+
+
 def kernel_sources() -> dict[str, str]:
-    """File name -> sha256 hex of every kernel source, for the fresh-build guard."""
-    return {
-        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(KERNEL_DIR.iterdir())
-        if p.suffix in (".cu", ".cuh")
-    }
+    """File name -> sha256 hex of every kernel source the imported clusterbench compiles."""
+    return hash_kernel_sources(KERNEL_DIR)
 
 
 def classify_tile_rows(pedestal_dtype: str) -> int:

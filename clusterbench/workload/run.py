@@ -1,12 +1,13 @@
-"""The process that probe traces: build data, pedestal, one batched pass, exit.
+"""clusterbench's CuPy finder as a workload process: the protocol's first implementation.
 
-    python -m clusterbench.workload.run --params-json '<json>' [--result-json PATH] [--no-nvtx]
-    python -m clusterbench.workload.run --params-json '<json>' --sustained R --result-json PATH
+    python -m clusterbench.workload.run --params-json '<json>' --result PATH [--mode pass|sustained]
+                                        [--repeat R] [--no-nvtx]
 
-The pedestal runs inside the NVTX range ``clusterbench:pedestal`` and the pass inside
-``clusterbench:pass frames=N``; each range is closed after a device synchronize, so it covers the GPU
-work. Data generation, buffer allocation, kernel compilation and a warm-up launch happen before the
-first range. ``--sustained R`` instead measures untraced throughput R times (after a warm-up pass).
+``--mode pass`` (the default; the process probe traces): data, buffers, kernel compilation and a
+warm-up launch first; then the pedestal inside the NVTX range ``clusterbench:pedestal`` and one
+batched pass inside ``clusterbench:pass frames=N``, each range closed after a device synchronize
+so that it covers the GPU work. ``--mode sustained``: untraced, R timed passes after a warm-up.
+Either way it writes one :class:`~clusterbench.records.WorkloadResult` (docs/workloads.md).
 
 Exit codes: 0 success; 1 no GPU / CUDA failure; 2 bad input (params, data file).
 """
@@ -15,74 +16,28 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from clusterbench.errors import ClusterbenchError, EnvironmentFailure, InputError
+from clusterbench.records import SustainedFps, WorkloadResult
 from clusterbench.workload.build import kernel_sources
 from clusterbench.workload.params import WorkloadParams
+from clusterbench.workload.synth import FrameSet
+from clusterbench.workloads import PASS_RANGE as PASS_RANGE_PREFIX
+from clusterbench.workloads import PEDESTAL_RANGE, pass_range_text
 
-PEDESTAL_RANGE = "clusterbench:pedestal"
-PASS_RANGE_PREFIX = "clusterbench:pass"
-RESULT_VERSION = 1  # 1: first version (pass and sustained results)
+if TYPE_CHECKING:
+    from clusterbench.workload.pipeline import Pipeline
+
+FINDER = "clusterbench CuPy"
 
 RangeCallback = Callable[[str, str], None]
 
-
-def pass_range_text(frames: int) -> str:
-    return f"{PASS_RANGE_PREFIX} frames={frames}"
-
-
-@dataclass(frozen=True, slots=True)
-class PassResult:
-    """One traced-style pass: pedestal, then `frames` frames through the pipeline."""
-
-    frames: int
-    clusters_found: int
-    clusters_dropped: int
-    wall_s: float  # the pass only, issue to final synchronize
-    fps: float
-    pedestal_s: float
-    kernel_sha256: dict[str, str]
-    params: dict[str, Any]
-    data_source: str
-    pool_frames: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"version": RESULT_VERSION, "kind": "pass", "frames": self.frames,
-                "clusters_found": self.clusters_found, "clusters_dropped": self.clusters_dropped,
-                "wall_s": self.wall_s, "fps": self.fps, "pedestal_s": self.pedestal_s,
-                "kernel_sha256": dict(self.kernel_sha256), "params": dict(self.params),
-                "data_source": self.data_source, "pool_frames": self.pool_frames}
-
-
-@dataclass(frozen=True, slots=True)
-class SustainedResult:
-    """Untraced throughput of the pass alone (no pedestal, pipeline warmed up), repeated.
-
-    Spread is given as min and max over the repeats."""
-
-    frames: int
-    fps: tuple[float, ...]  # one per repeat
-    median_fps: float
-    min_fps: float
-    max_fps: float
-    input_gbps: float  # frames * rows * cols * 2 bytes / median pass time, in 1e9 B/s
-    clusters_found: int  # of the last repeat
-    clusters_dropped: int
-    kernel_sha256: dict[str, str]
-    params: dict[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"version": RESULT_VERSION, "kind": "sustained", "frames": self.frames, "fps": list(self.fps),
-                "median_fps": self.median_fps, "min_fps": self.min_fps, "max_fps": self.max_fps,
-                "spread": "min/max over repeats", "input_gbps": self.input_gbps,
-                "clusters_found": self.clusters_found, "clusters_dropped": self.clusters_dropped,
-                "kernel_sha256": dict(self.kernel_sha256), "params": dict(self.params)}
+__all__ = ["PASS_RANGE_PREFIX", "PEDESTAL_RANGE", "pass_range_text", "run_config", "sustained_passes",
+           "measure_sustained", "main"]
 
 
 def _frames_for(params: WorkloadParams):
@@ -91,7 +46,7 @@ def _frames_for(params: WorkloadParams):
     return build_frames(params)
 
 
-def _warm_up(pipe: Any) -> None:
+def _warm_up(pipe: Pipeline) -> None:
     """Compile and run every kernel once, outside the ranges (module load, first-launch costs)."""
     p = pipe.p
     # tracking: capture every stream's batch graph now, not inside the pass
@@ -102,7 +57,7 @@ def _warm_up(pipe: Any) -> None:
 
 
 def run_config(params: WorkloadParams, *, nvtx: bool = True, on_range: RangeCallback | None = None,
-               frames: Any = None) -> PassResult:
+               frames: FrameSet | None = None) -> WorkloadResult:
     """Pedestal (NVTX ``clusterbench:pedestal``), then one batched pass (``clusterbench:pass frames=N``).
 
     ``on_range(kind, text)`` is called with ("push", text) right after each range is pushed and
@@ -140,15 +95,16 @@ def run_config(params: WorkloadParams, *, nvtx: bool = True, on_range: RangeCall
         out = pipe.run_pass(params.frames)
         pop(text)
         pool = pipe.pool_n
-    return PassResult(frames=out.frames, clusters_found=out.clusters_found, clusters_dropped=out.clusters_dropped,
-                      wall_s=out.wall_s, fps=out.frames / out.wall_s if out.wall_s > 0 else float("nan"),
-                      pedestal_s=pedestal_s, kernel_sha256=kernel_sources(), params=params.to_json(),
-                      data_source=frameset.source, pool_frames=pool)
+    return WorkloadResult(mode="pass", frames=out.frames, pass_s=(out.wall_s,), clusters_found=out.clusters_found,
+                          clusters_dropped=out.clusters_dropped, pedestal_s=pedestal_s,
+                          finder=f"{FINDER} ({pipe.frozen_kernel if params.pedestal == 'frozen' else 'tracking'})",
+                          kernel_sha256=kernel_sources(), data_source=frameset.source,
+                          extra={"params": params.to_json(), "pool_frames": pool})
 
 
-def measure_sustained(params: WorkloadParams, repeats: int = 3, frames: Any = None,
-                      frozen_kernel: str | None = None) -> SustainedResult:
-    """Untraced sustained FPS of the pass alone, in-process, no profiler.
+def sustained_passes(params: WorkloadParams, repeats: int = 3, frames: FrameSet | None = None,
+                     frozen_kernel: str | None = None) -> WorkloadResult:
+    """Untraced timed passes, in-process, no profiler: the protocol's ``sustained`` mode.
 
     Not timed: data generation, allocation, compilation, the pedestal, and one warm-up pass of
     min(frames, 2 * streams * batch) frames. Each repeat times issue-to-synchronize of a full pass of
@@ -157,33 +113,42 @@ def measure_sustained(params: WorkloadParams, repeats: int = 3, frames: Any = No
     from clusterbench.workload.pipeline import Pipeline
 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise InputError(f"repeats must be a positive integer, got {repeats!r}", hint="use e.g. --sustained 3")
+        raise InputError(f"repeats must be a positive integer, got {repeats!r}", hint="use e.g. --repeat 3")
     frameset = frames if frames is not None else _frames_for(params)
-    fps: list[float] = []
+    seconds: list[float] = []
     with Pipeline(params, frameset, frozen_kernel=frozen_kernel) as pipe:
         pipe.compute_pedestal()
         pipe.run_pass(min(params.frames, 2 * params.streams * params.batch))
         for _ in range(repeats):
             pipe.reset_pedestal()
             out = pipe.run_pass(params.frames)
-            fps.append(out.frames / out.wall_s)
-    med = statistics.median(fps)
-    return SustainedResult(frames=params.frames, fps=tuple(fps), median_fps=med, min_fps=min(fps), max_fps=max(fps),
-                           input_gbps=med * params.frame_bytes / 1e9, clusters_found=out.clusters_found,
-                           clusters_dropped=out.clusters_dropped, kernel_sha256=kernel_sources(),
-                           params=params.to_json())
+            seconds.append(out.wall_s)
+        kernel = pipe.frozen_kernel if params.pedestal == "frozen" else "tracking"
+    return WorkloadResult(mode="sustained", frames=params.frames, pass_s=tuple(seconds),
+                          clusters_found=out.clusters_found, clusters_dropped=out.clusters_dropped,
+                          finder=f"{FINDER} ({kernel})", kernel_sha256=kernel_sources(),
+                          data_source=frameset.source, extra={"params": params.to_json()})
+
+
+def measure_sustained(params: WorkloadParams, repeats: int = 3, frames: FrameSet | None = None,
+                      frozen_kernel: str | None = None) -> SustainedFps:
+    """:func:`sustained_passes`, summarised: median FPS, spread, input GB/s (the benchmarks' view)."""
+    result = sustained_passes(params, repeats, frames, frozen_kernel)
+    return SustainedFps.from_fps(result.fps, params.frame_bytes)
 
 
 # -- the command line ----------------------------------------------------------------------------------
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m clusterbench.workload.run",
                                  description="Pedestal then one batched pass of the CuPy cluster finder "
-                                             "(the process clusterbench probe traces).",
+                                             "(the process clusterbench probe traces), or R untraced timed passes.",
                                  epilog="Exit codes: 0 success; 1 no GPU or CUDA failure; 2 bad input.")
     ap.add_argument("--params-json", required=True, help="WorkloadParams as a JSON object (or @file.json)")
-    ap.add_argument("--result-json", help="write the result here (default: stdout)")
+    ap.add_argument("--result", "--result-json", dest="result",
+                    help="write the result record here (default: stdout)")
+    ap.add_argument("--mode", choices=("pass", "sustained"), default="pass")
+    ap.add_argument("--repeat", type=int, default=1, metavar="R", help="timed passes in sustained mode")
     ap.add_argument("--no-nvtx", action="store_true", help="do not push NVTX ranges")
-    ap.add_argument("--sustained", type=int, metavar="R", help="measure untraced sustained FPS R times instead")
     return ap.parse_args(argv)
 
 
@@ -215,18 +180,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         params = _load_params(args.params_json)
         try:
-            if args.sustained is not None:
-                result: Any = measure_sustained(params, repeats=args.sustained)
+            if args.mode == "sustained":
+                result = sustained_passes(params, repeats=args.repeat)
             else:
                 result = run_config(params, nvtx=not args.no_nvtx)
         except _cuda_errors() as exc:
             raise EnvironmentFailure(f"CUDA failure: {exc}", hint="check that the GPU is idle and healthy (nvidia-smi)") from None
         doc = json.dumps(result.to_json(), indent=2)
-        if args.result_json:
+        if args.result:
             try:
-                Path(args.result_json).write_text(doc + "\n")
+                Path(args.result).write_text(doc + "\n")
             except OSError as exc:
-                raise InputError(f"cannot write {args.result_json}: {exc.strerror}", hint="check the path") from None
+                raise InputError(f"cannot write {args.result}: {exc.strerror}", hint="check the path") from None
         else:
             print(doc)
     except ClusterbenchError as err:

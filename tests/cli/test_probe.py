@@ -115,3 +115,17 @@ def test_summary_table_goes_to_stdout_with_units(monkeypatch, good: Path, tmp_pa
     assert " 76,162 " in out and "61,400 ± 300" in out
     assert " 81 " in out and " 1.50 " in out
     assert "Results:" in res.stderr and "Warning:" in res.stderr
+
+
+def test_data_must_exist_and_reaches_every_config(monkeypatch, good: Path, tmp_path: Path) -> None:
+    res = runner().invoke(app, ["probe", "--config", str(good), "--data", str(tmp_path / "none.npy")])
+    assert res.exit_code == 2 and f"Error: --data {tmp_path / 'none.npy'}: no such file" in res.stderr
+    npy = tmp_path / "frames.npy"
+    npy.write_bytes(b"")  # validated by the workload when it loads it; the plan only needs the path
+    seen: dict = {}
+    fake_run(monkeypatch, seen)
+    res = runner().invoke(app, ["probe", "--config", str(good), "--data", str(npy), "--results-dir", str(tmp_path)])
+    assert res.exit_code == 0, res.stderr
+    assert seen["request"].data == npy
+    plan = probe_mod.plan_probe(seen["request"])
+    assert {c.params.data for c in plan.configs} == {str(npy.resolve())}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import json
 import os
-import stat
 import sys
 from pathlib import Path
 
@@ -12,13 +12,11 @@ import pytest
 from clusterbench.tracing.commands import (
     child_env,
     cupti_command,
-    find_nsys,
     nsys_export_command,
     nsys_graph_trace_mode,
     nsys_profile_command,
     parse_nsys_version,
     package_root,
-    workload_command,
 )
 
 
@@ -55,12 +53,17 @@ def test_nsys_export_writes_sqlite(tmp_path: Path) -> None:
         "nsys", "export", "--type", "sqlite", "--force-overwrite=true", "-o", str(out), str(rep)]
 
 
-def test_workload_command_uses_this_interpreter(tmp_path: Path) -> None:
+def test_the_cupy_workload_argv_uses_this_interpreter(tmp_path: Path) -> None:
+    from clusterbench.workload.params import WorkloadParams
+    from clusterbench.workloads import CupyWorkload
+
     res = tmp_path / "r.json"
-    assert workload_command('{"frames": 5}', res) == [
-        sys.executable, "-m", "clusterbench.workload.run", "--params-json", '{"frames": 5}', "--result-json", str(res)]
-    sustained = workload_command("{}", res, sustained=3, nvtx=False)
-    assert sustained[-3:] == ["--sustained", "3", "--no-nvtx"]
+    p = WorkloadParams(frames=5, batch=5)
+    argv = CupyWorkload().argv("a", p, res, "pass")
+    assert argv[:3] == (sys.executable, "-m", "clusterbench.workload.run")
+    assert argv[3] == "--params-json" and json.loads(argv[4]) == p.to_json()
+    assert argv[5:] == ("--result", str(res), "--mode", "pass", "--repeat", "1")
+    assert CupyWorkload().argv("a", p, res, "sustained", 3)[-4:] == ("--mode", "sustained", "--repeat", "3")
     assert cupti_command("{}", tmp_path / "t.sqlite", res)[:3] == [sys.executable, "-m", "clusterbench.tracing.cupti_run"]
 
 
@@ -73,19 +76,3 @@ def test_child_env_puts_this_checkout_first_once() -> None:
     assert child_env({})["PYTHONPATH"] == str(root)
 
 
-def _fake_exe(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n")
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return path
-
-
-def test_find_nsys_prefers_path_then_the_newest_install(tmp_path: Path) -> None:
-    on_path = _fake_exe(tmp_path / "bin" / "nsys")
-    assert find_nsys(path_env=str(tmp_path / "bin"), globs=()) == on_path
-    old = _fake_exe(tmp_path / "opt" / "2024.1" / "nsys")
-    new = _fake_exe(tmp_path / "opt" / "2025.3" / "nsys")
-    pattern = str(tmp_path / "opt" / "*" / "nsys")
-    assert find_nsys(path_env=str(tmp_path / "empty"), globs=(pattern,)) == new
-    assert old != new
-    assert find_nsys(path_env=str(tmp_path / "empty"), globs=(str(tmp_path / "none" / "*"),)) is None

@@ -6,7 +6,6 @@ Skipped without CuPy and a GPU (conftest), and per tracer without cupti-python o
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 
 import pytest
@@ -33,23 +32,41 @@ def check_bytes(sqlite: Path) -> None:
     assert a.engines["kernel"].busy_ns > 0 and a.roofline.engine in ("kernel", "h2d", "d2h")
 
 
+def _job(tmp_path: Path, label: str):
+    from clusterbench.tracing.tracers import WorkloadJob
+    from clusterbench.workloads import CupyWorkload
+
+    return WorkloadJob(label, PARAMS, CupyWorkload(), tmp_path)
+
+
 def test_cupti_tracer_writes_an_analyzable_trace(tmp_path: Path) -> None:
     if importlib.util.find_spec("cupti") is None:
         pytest.skip("cupti-python not installed")
-    from clusterbench.tracing.tracers import trace_cupti
+    from clusterbench.tracing.tracers import CuptiTracer, TracerSetup
 
-    run = trace_cupti(json.dumps(PARAMS.to_json()), tmp_path, "cupti_smoke")
-    assert run.passed.frames == 400
+    run = CuptiTracer(TracerSetup()).trace(_job(tmp_path, "cupti_smoke"), lambda phase: None)
+    assert run.result.frames == 400 and run.result.mode == "pass"
     check_bytes(run.sqlite)
 
 
 def test_nsys_tracer_writes_an_analyzable_trace(tmp_path: Path) -> None:
-    from clusterbench.tracing.commands import find_nsys
-    from clusterbench.tracing.tracers import trace_nsys
+    import subprocess
+
+    from clusterbench.trace import find_nsys
+    from clusterbench.tracing.tracers import NsysTracer, TracerSetup
 
     nsys = find_nsys()
     if nsys is None:
         pytest.skip("nsys not found")
-    run = trace_nsys(nsys, json.dumps(PARAMS.to_json()), tmp_path, "nsys_smoke")
-    assert run.report.is_file()
+    version = subprocess.run([str(nsys), "--version"], capture_output=True, text=True).stdout
+    run = NsysTracer(TracerSetup(nsys, version)).trace(_job(tmp_path, "nsys_smoke"), lambda phase: None)
+    assert run.report.is_file() and run.result.frames == 400
     check_bytes(run.sqlite)
+
+
+def test_cupy_sustained_mode_speaks_the_protocol(tmp_path: Path) -> None:
+    from clusterbench.tracing.tracers import measure_sustained
+
+    run = measure_sustained(_job(tmp_path, "sustained_smoke"), 2)
+    assert run.fps.repeats == 2 and len(run.results) == 1 and run.results[0].mode == "sustained"
+    assert run.fps.median_fps > 0

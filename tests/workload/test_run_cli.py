@@ -16,14 +16,14 @@ def test_bad_json_is_exit_2_without_traceback(capsys):
 def test_bad_value_is_exit_2(capsys):
     assert run.main(["--params-json", json.dumps({"cluster": 4})]) == 2
     err = capsys.readouterr().err
-    assert "cluster size must be odd" in err and "Hint:" in err
+    assert "workload parameter 'cluster': must be odd" in err and "Hint:" in err
 
 
 def test_params_from_a_file(tmp_path, capsys):
     f = tmp_path / "p.json"
     f.write_text(json.dumps({"transfer": "dma"}))
     assert run.main(["--params-json", f"@{f}"]) == 2
-    assert "transfer must be one of" in capsys.readouterr().err
+    assert "workload parameter 'transfer': must be one of" in capsys.readouterr().err
 
 
 def test_range_text_carries_the_frame_count():
@@ -38,7 +38,7 @@ def test_without_cupy_the_process_says_so_and_exits_1():
     except Exception:
         pass
     proc = subprocess.run([sys.executable, "-m", "clusterbench.workload.run", "--params-json",
-                           json.dumps({"frames": 10, "rows": 8, "cols": 8, "pedestal_frames": 2, "batch": 5})],
+                           json.dumps({"frames": 10, "rows": 8, "cols": 8, "pedestal_frames": 2, "batch": 5, "cap": 10})],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert proc.stderr.startswith("Error: CuPy is not importable") and "Traceback" not in proc.stderr

@@ -56,7 +56,7 @@ def test_npy_data_is_split_into_dark_and_pool(tmp_path):
     np.save(path, arr)
     fs = load_npy_frames(str(path), 4, 5, n_dark=2, n_pool=3)
     assert np.array_equal(fs.dark, arr[:2]) and np.array_equal(fs.pool, arr[2:5])
-    p = WorkloadParams(rows=4, cols=5, pedestal_frames=2, frames=10, pool=100, data=str(path))
+    p = WorkloadParams(rows=4, cols=5, pedestal_frames=2, frames=10, batch=10, cap=20, pool=100, data=str(path))
     assert build_frames(p).pool.shape == (4, 4, 5)
 
 
