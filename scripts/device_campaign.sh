@@ -200,6 +200,7 @@ if [ "$part" = F ] || [ "$part" = F1 ]; then
     nsys --version
     step "make aare-cuda (the offline kit's build.sh)"
     make aare-cuda 2>&1 | tee logs/aare_build.log | tail -12
+    du -sh build/aare-cuda/python 2>/dev/null
     PYTHONPATH=build/aare-cuda/python python3 -c "import numpy, cupy, aare; print('aare', aare.__file__, 'cuda', aare._cuda_available())"
     step "GPU tests: the tracers through the workload protocol; the aare cluster check (own process: aare exits on a CUDA error)"
     python3 -m pytest -q -p no:cacheprovider tests/tracing/test_tracers_gpu.py 2>&1 | tee logs/pytest_tracers_gpu.log | tail -4
