@@ -3,8 +3,10 @@
 #              bundled real H200 trace (and it says which)
 #   make test  sets up and runs the tests (GPU tests skip cleanly without a GPU)
 SHELL := /bin/bash
-FRAMES ?= 2000
 BUNDLED_TRACE := tests/data/h200/dev_5x5_s2_b500.sqlite
+# make run / make smoke on a GPU: the reference labels at 8,000 frames in batches of 200, so that every
+# stream of a 4-stream config gets 10 launches (configs/smoke.toml says why)
+SMOKE_CONFIG := configs/smoke.toml
 # The interpreter comes from scripts/bootstrap.sh (a .venv online, python3 itself offline);
 # the checkout goes first on PYTHONPATH so both cases import this clusterbench.
 WITH_PY = set -eo pipefail; py=$$(sh scripts/bootstrap.sh); export PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}";
@@ -12,9 +14,9 @@ WITH_PY = set -eo pipefail; py=$$(sh scripts/bootstrap.sh); export PYTHONPATH="$
 .PHONY: help run test smoke sweep bench clean
 
 help:
-	@echo "make run    - probe every config at $(FRAMES) frames on the GPU, or without a GPU analyze a bundled H200 trace"
+	@echo "make run    - probe the four configs of $(SMOKE_CONFIG) on the GPU, or without a GPU analyze a bundled H200 trace"
 	@echo "make test   - set up (.venv, pip install -e .[test]) and run pytest; GPU tests skip without a GPU"
-	@echo "make smoke  - probe every config at $(FRAMES) frames into results/<date>_<f32|f64>_smoke"
+	@echo "make smoke  - probe the four configs of $(SMOKE_CONFIG) (8,000 frames, batch 200) into results/<date>_f32_smoke"
 	@echo "make sweep  - probe every config at its full frames into results/<date>_<f32|f64> (the reference campaign)"
 	@echo "make bench  - the analyze speed benchmark (1M activity records)"
 
@@ -23,8 +25,8 @@ test:
 
 run:
 	@$(WITH_PY) if $$py -c "from clusterbench.guards import gpu_present; raise SystemExit(0 if gpu_present() else 1)" 2>/dev/null; then \
-	  echo "make run: GPU found: clusterbench probe --frames $(FRAMES) --tag smoke" >&2; \
-	  $$py -m clusterbench probe --frames $(FRAMES) --tag smoke; \
+	  echo "make run: GPU found: clusterbench probe --config $(SMOKE_CONFIG) --tag smoke" >&2; \
+	  $$py -m clusterbench probe --config $(SMOKE_CONFIG) --tag smoke; \
 	else \
 	  echo "make run: no usable NVIDIA GPU here, so this runs analyze on a bundled real H200 nsys export:" >&2; \
 	  echo "make run:   clusterbench analyze $(BUNDLED_TRACE)" >&2; \
@@ -32,7 +34,7 @@ run:
 	fi
 
 smoke:
-	@$(WITH_PY) $$py -m clusterbench probe --frames $(FRAMES) --tag smoke
+	@$(WITH_PY) $$py -m clusterbench probe --config $(SMOKE_CONFIG) --tag smoke
 
 sweep:
 	@$(WITH_PY) $$py -m clusterbench probe
@@ -42,3 +44,14 @@ bench:
 
 clean:
 	rm -rf .venv *.egg-info .pytest_cache
+
+# aare's ClusterFinderCUDA (docs/aare-cuda.md). The project does not vendor aare: this calls the
+# offline kit's build.sh, from .device/peers/aare-cuda unless AARE_KIT names another copy, and
+# builds for the interpreter that runs clusterbench into AARE_OUT (probes/aare_cuda.py finds it there).
+AARE_KIT ?= .device/peers/aare-cuda
+AARE_OUT ?= build/aare-cuda
+.PHONY: aare-cuda
+aare-cuda:
+	@test -f "$(AARE_KIT)/build.sh" || { echo "make aare-cuda: no build kit at $(AARE_KIT)/build.sh; copy the aare-cuda kit there or pass AARE_KIT=DIR (docs/aare-cuda.md)" >&2; exit 2; }
+	@$(WITH_PY) echo "make aare-cuda: bash $(AARE_KIT)/build.sh $(AARE_OUT) (PYTHON=$$py)" >&2; \
+	  PYTHON=$$($$py -c 'import sys; print(sys.executable)') bash "$(AARE_KIT)/build.sh" "$(AARE_OUT)"

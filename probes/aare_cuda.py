@@ -50,6 +50,16 @@ class Refused(Exception):
     """A parameter aare cannot honour (exit 2)."""
 
 
+def _where(path: Path) -> str:
+    """``path`` relative to the checkout ("<checkout>/build/...") when it lies inside it: result records
+    are committed, and a machine's absolute paths do not belong in them."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        return "<checkout>/" + str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
 def check_params(p) -> None:
     if p.cluster not in AARE_CLUSTER_SIZES:
         raise Refused(f"cluster {p.cluster}: aare's ClusterFinderCUDA has {', '.join(map(str, AARE_CLUSTER_SIZES))} only")
@@ -193,7 +203,7 @@ def run(args) -> dict:
         mode=args.mode, frames=params.frames, pass_s=tuple(seconds), clusters_found=int(found),
         clusters_dropped=None,  # aare drops clusters beyond its cap silently and does not count them
         pedestal_s=pedestal_s, finder=FINDER, data_source=fs.source,
-        extra={"aare": str(Path(aare.__file__).parent), "class": type(cf).__name__,
+        extra={"aare": _where(Path(aare.__file__).parent), "class": type(cf).__name__,
                "frames_at_cap": int(at_cap),  # frames whose count reached the cap: possibly truncated
                "avg_kernel_us_per_frame_cuda_events": kernel_ms * 1000.0,
                "input": f"registered pinned ring of {len(ring)} frames (pool {len(fs.pool)} + batch "
