@@ -13,6 +13,18 @@
    best streams x batch found before (3x3: S2 B200, 9x9: S4 B200), for both frozen kernels. With
    --sweep, the wide streams x batch sweep in copy and zerocopy mode, and the tracking mode.
 Synthetic MOENCH-like frames (130 photons/frame), a pool of 1000 distinct frames reused cyclically.
+
+    python3 benchmarks/bench_workload.py --modes [--frames 20000] [--json out.json]
+
+``--modes`` (issue 11) instead measures both pedestal modes, kernel and end to end:
+1. the link, as above;
+2. kernel µs per frame (1 stream, CUDA events, batch 500 already on the GPU) for every tracking
+   kernel ("graph", "coop", "flags"; the persistent ones with 16- and 32-row tiles) and every frozen
+   kernel variant, 3x3 and 9x9, f32 and f64; each variant's clusters on 500 frames are compared
+   byte for byte with the default kernel's of its mode;
+3. sustained FPS (untraced, median of 3 passes) over streams x batch for each mode and config, the
+   tracking mode with its fastest kernel, and the best setting of each;
+and prints one table last.
 """
 
 from __future__ import annotations
@@ -103,12 +115,169 @@ def sweep(args, base, frames, link) -> list[dict]:
     return sustained
 
 
+def sustained_fps(params, frames, repeats: int = 3, **pipe_kwargs) -> dict:
+    """Untraced sustained FPS of the pass alone (as clusterbench.workload.run.measure_sustained, but with
+    any Pipeline argument, e.g. tracking_kernel): warm-up pass, then ``repeats`` timed passes."""
+    from clusterbench.workload.pipeline import Pipeline
+
+    fps = []
+    with Pipeline(params, frames, **pipe_kwargs) as pipe:
+        pipe.compute_pedestal()
+        pipe.run_pass(min(params.frames, 2 * params.streams * params.batch))
+        for _ in range(repeats):
+            pipe.reset_pedestal()
+            out = pipe.run_pass(params.frames)
+            fps.append(out.frames / out.wall_s)
+    return {"median_fps": statistics.median(fps), "min_fps": min(fps), "max_fps": max(fps), "fps": fps}
+
+
+def _same(a, b) -> bool:
+    return len(a) == len(b) and all(g.found == r.found and g.records.tobytes() == r.records.tobytes()
+                                    for g, r in zip(a, b))
+
+
+def modes(args, base, frames, link, report) -> int:
+    """Issue 11: both pedestal modes, every kernel, streams x batch; a table last."""
+    from clusterbench.workload import build, pipeline
+    from clusterbench.workload.pipeline import Pipeline
+
+    configs = [("3x3", 3, 3000), ("9x9", 9, 1700)]
+    check = 500
+    kern = []
+    fastest_tracking: dict[str, tuple[float, dict]] = {}
+    for dtype in ("float32", "float64"):
+        for label, k, cap in configs:
+            p = base.replace(cluster=k, cap=cap, streams=1, batch=check, pedestal_dtype=dtype)
+            # tracking: (kernel, tile rows); the first is the reference for byte comparison
+            variants = [("graph", None), ("coop", 16), ("flags", 16)]
+            if dtype == "float32":  # the other tile height only in f32, to keep the run short
+                variants += [("coop", 32), ("flags", 32)]
+            ref = None
+            for tk, th in variants:
+                pt = p.replace(pedestal="tracking")
+                try:
+                    with Pipeline(pt, frames, tracking_kernel=tk, track_tile_rows=th) as pipe:
+                        pipe.compute_pedestal()
+                        us = pipe.time_kernel(check, repeats=5)
+                        pipe.reset_pedestal()
+                        got = pipe.run_pass(check, collect=True).clusters
+                except Exception as exc:  # report and go on: one failing variant must not hide the others
+                    print(f"kernel {label} {dtype} tracking {tk} th{th}: FAILED: {exc}", flush=True)
+                    kern.append({"config": label, "dtype": dtype, "mode": "tracking", "kernel": tk, "tile_rows": th,
+                                 "error": str(exc)[:300]})
+                    continue
+                same = None
+                if ref is None:
+                    ref = got
+                else:
+                    same = _same(got, ref)
+                row = {"config": label, "dtype": dtype, "mode": "tracking", "kernel": tk, "tile_rows": th,
+                       "kernel_us_per_frame": us, "same_as_ref": same}
+                kern.append(row)
+                name = tk if th is None else f"{tk} th{th}"
+                print(f"kernel {label} {dtype} tracking {name}: {us:.3f} µs/frame (1 stream, CUDA events, "
+                      f"{check} frames per timing, median of 5)"
+                      + ("" if same is None else ("; clusters identical to graph" if same else "; CLUSTERS DIFFER")),
+                      flush=True)
+                if dtype == "float32" and same is not False and (
+                        label not in fastest_tracking or us < fastest_tracking[label][0]):
+                    fastest_tracking[label] = (us, {"tracking_kernel": tk, "track_tile_rows": th})
+            fref = None
+            for fk in (pipeline.FROZEN_KERNELS if dtype == "float32" else ("twophase", "slide")):
+                with Pipeline(p, frames, frozen_kernel=fk) as pipe:
+                    pipe.compute_pedestal()
+                    us = pipe.time_kernel(check, repeats=5)
+                    got = pipe.run_pass(check, collect=True).clusters
+                same = None
+                if fref is None:
+                    fref = got
+                else:
+                    same = _same(got, fref)
+                kern.append({"config": label, "dtype": dtype, "mode": "frozen", "kernel": fk, "tile_rows": None,
+                             "kernel_us_per_frame": us, "same_as_ref": same})
+                print(f"kernel {label} {dtype} frozen {fk}: {us:.3f} µs/frame (1 stream, CUDA events, {check} frames "
+                      f"per timing, median of 5)" + ("" if same is None else ("; clusters identical to the first kernel"
+                                                                             if same else "; CLUSTERS DIFFER")), flush=True)
+    report["kernel"] = kern
+
+    combos = [(1, 200), (2, 200), (2, 500), (4, 200), (4, 500), (4, 1000), (8, 250)]
+    if args.quick:
+        combos = [(1, 500), (2, 200), (4, 200), (4, 500)]
+    rows = []
+    for label, k, cap in configs:
+        p0 = base.replace(cluster=k, cap=cap)
+        in_us = p0.frame_bytes / (link["h2d_gbps"] * 1e3)
+        out_us = p0.slot_bytes / (link["d2h_gbps"] * 1e3)
+        floor = max(in_us, out_us)
+        for mode in ("frozen", "tracking"):
+            kw = {} if mode == "frozen" else dict(fastest_tracking.get(label, (0.0, {"tracking_kernel": "graph"}))[1])
+            kname = pipeline.DEFAULT_FROZEN_KERNEL if mode == "frozen" else kw.get("tracking_kernel", "graph")
+            if kw.get("track_tile_rows"):
+                kname += f" th{kw['track_tile_rows']}"
+            best = None
+            for streams, batch in combos:
+                p = p0.replace(pedestal=mode, streams=streams, batch=batch)
+                try:
+                    r = sustained_fps(p, frames, 3, **kw)
+                except Exception as exc:
+                    print(f"sustained {label} {mode} s{streams} b{batch}: FAILED: {exc}", flush=True)
+                    continue
+                row = {"config": label, "mode": mode, "kernel": kname, "transfer": "copy", "streams": streams,
+                       "batch": batch, **r, "link_floor_us": floor, "link_fps": 1e6 / floor,
+                       "of_link": r["median_fps"] * floor / 1e6}
+                rows.append(row)
+                print(f"sustained {label} {mode} ({kname}) s{streams} b{batch}: {r['median_fps']:,.0f} FPS "
+                      f"(min {r['min_fps']:,.0f}, max {r['max_fps']:,.0f}); {100 * row['of_link']:.1f} % of the "
+                      f"link floor {1e6 / floor:,.0f} FPS", flush=True)
+                if best is None or r["median_fps"] > best["median_fps"]:
+                    best = row
+            if best is not None:
+                best["best"] = True
+            if mode == "frozen" and best is not None:  # the sliding-window kernel at the same S x B
+                p = p0.replace(pedestal=mode, streams=best["streams"], batch=best["batch"])
+                r = sustained_fps(p, frames, 3, frozen_kernel="slide")
+                rows.append({"config": label, "mode": mode, "kernel": "slide", "transfer": "copy",
+                             "streams": best["streams"], "batch": best["batch"], **r, "link_floor_us": floor,
+                             "link_fps": 1e6 / floor, "of_link": r["median_fps"] * floor / 1e6, "variant": True})
+                print(f"sustained {label} frozen (slide) s{best['streams']} b{best['batch']}: {r['median_fps']:,.0f} FPS "
+                      f"(min {r['min_fps']:,.0f}, max {r['max_fps']:,.0f})", flush=True)
+            if mode == "tracking" and kname != "graph":  # the old tracking path at its old best, for contrast
+                p = p0.replace(pedestal=mode, streams=4, batch=500)
+                r = sustained_fps(p, frames, 3, tracking_kernel="graph")
+                rows.append({"config": label, "mode": mode, "kernel": "graph", "transfer": "copy", "streams": 4,
+                             "batch": 500, **r, "link_floor_us": floor, "link_fps": 1e6 / floor,
+                             "of_link": r["median_fps"] * floor / 1e6, "baseline": True})
+    report["sustained"] = rows
+
+    print("\nkernel µs per frame (1 stream, CUDA events)")
+    print(f"{'config':6} {'dtype':8} {'mode':9} {'kernel':10} {'µs':>7}  same as the first kernel of its mode (ref)")
+    for r in kern:
+        if "error" in r:
+            print(f"{r['config']:6} {r['dtype']:8} {r['mode']:9} {r['kernel']:10} {'FAILED':>7}")
+            continue
+        name = r["kernel"] + (f" th{r['tile_rows']}" if r["mode"] == "tracking" and r["tile_rows"] else "")
+        same = r.get("same_as_ref")
+        print(f"{r['config']:6} {r['dtype']:8} {r['mode']:9} {name:10} {r['kernel_us_per_frame']:>7.3f}  "
+              f"{'ref' if same is None else ('yes' if same else 'NO')}")
+    print("\nsustained FPS, copy mode, best streams x batch per mode (median of 3 untraced passes)")
+    print(f"{'config':6} {'mode':9} {'kernel':12} {'S':>2} {'B':>5} {'FPS':>10} {'link FPS':>10} {'% link':>7}")
+    for r in rows:
+        if r.get("best") or r.get("baseline") or r.get("variant"):
+            print(f"{r['config']:6} {r['mode']:9} {r['kernel']:12} {r['streams']:>2} {r['batch']:>5} "
+                  f"{r['median_fps']:>10,.0f} {r['link_fps']:>10,.0f} {100 * r['of_link']:>6.1f}%"
+                  + ("  (old tracking path)" if r.get("baseline") else "")
+                  + ("  (at the best S x B of the default)" if r.get("variant") else ""))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=20000)
     ap.add_argument("--json", help="write all figures here")
     ap.add_argument("--sweep", action="store_true", help="also the wide streams x batch sweep, zerocopy and tracking")
-    ap.add_argument("--quick", action="store_true", help="with --sweep: fewer stream/batch combinations")
+    ap.add_argument("--quick", action="store_true", help="with --sweep or --modes: fewer stream/batch combinations")
+    ap.add_argument("--modes", action="store_true",
+                    help="issue 11: both pedestal modes, every tracking and frozen kernel, streams x batch per mode")
     args = ap.parse_args()
 
     import cupy as cp
@@ -131,6 +300,12 @@ def main() -> int:
     report["link"] = link
     print(f"link: H2D {link['h2d_gbps']:.1f} GB/s, D2H {link['d2h_gbps']:.1f} GB/s, "
           f"both at once {link['duplex_gbps']:.1f} GB/s (64 MiB pinned copies)")
+
+    if args.modes:
+        rc = modes(args, base, frames, link, report)
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        return rc
 
     configs = [("3x3", 3, 3000), ("9x9", 9, 1700)]
     kernels = []

@@ -10,6 +10,8 @@
 #   bash scripts/device_campaign.sh D   # graph-trace modes on tracking (fixtures), the tracking campaign,
 #                                       # cupti on tracking, launch/grid-sync costs
 #   bash scripts/device_campaign.sh E   # A/A: three full sweeps of one build (tags aa1..aa3)
+#   bash scripts/device_campaign.sh G   # closing call: every GPU test, the workload benchmark, tracking on the
+#                                       # fastest persistent kernel, --gpus all on one config
 #   bash scripts/device_campaign.sh F1  # issue 12: build aare (make aare-cuda), GPU tests and the aare
 #                                       #   cluster check, probe configs/aare_cuda.toml and configs.toml,
 #                                       #   rows vs analyze, compare ours against aare's, side-by-side table
@@ -19,7 +21,7 @@
 # writes it to .device/REVISION first (git rev-parse HEAD, plus -dirty for a dirty tree).
 # Logs and a tarball of results (no traces but one) go to $OUT.
 set -u
-part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2}
+part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G}
 OUT=${OUT:-/tmp/cb-out}
 [ -f .device/REVISION ] && export CLUSTERBENCH_GIT_REV=$(cat .device/REVISION)
 mkdir -p "$OUT" logs
@@ -150,7 +152,8 @@ import dataclasses
 from clusterbench.config import load_configs, select, with_frames
 from clusterbench.probe import params_json_for
 c = select(load_configs('configs/tracking.toml'), ['3x3_s1_uncontended'])[0]
-print(params_json_for(dataclasses.replace(with_frames(c, 2000), batch=500)))")
+import json
+print(json.dumps(with_frames(c, 2000).params.replace(batch=500).to_json(), sort_keys=True))")
     echo "$pj"
     for mode in graph node; do
         nsys profile -t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=$mode --force-overwrite=true \
@@ -239,6 +242,52 @@ if [ "$part" = F ] || [ "$part" = F2 ]; then
     cb compare "results/${day}_f32_tracking" "results/${day}_f32_aare-cuda" --plot "$OUT/compare_tracking_aare.png" > /dev/null 2>&1
     python3 scripts/side_by_side.py "results/${day}_f32" "results/${day}_f32_tracking" "results/${day}_f32_aare-cuda" \
         2>&1 | tee logs/side_by_side.md
+fi
+
+if [ "$part" = G ]; then
+    # The closing call: every GPU test on the final code, the workload benchmark (both modes, every
+    # kernel, streams x batch), the tracking campaign on the fastest exact persistent kernel, and a
+    # one-config --gpus all probe. Each step gets what is left of a fixed budget, so the call ends in time.
+    DEADLINE=$((SECONDS + ${G_BUDGET_S:-540}))
+    budget() { local cap=$1 left=$((DEADLINE - SECONDS)); [ "$left" -lt "$cap" ] && cap=$left; [ "$cap" -lt 5 ] && cap=5; echo "$cap"; }
+    step "machine"
+    nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.max.sm --format=csv
+    if [ -f .device/aare_python.tgz ]; then  # an aare build carried from an earlier call of this session
+        mkdir -p build/aare-cuda && tar xzf .device/aare_python.tgz -C build/aare-cuda
+    fi
+    step "GPU tests of the workload (every kernel against the NumPy reference)"
+    timeout "$(budget 230)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=10 tests/workload \
+        > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log
+    tail -25 logs/pytest_gpu_workload.log
+    step "workload benchmark: python3 benchmarks/bench_workload.py --modes --quick"
+    timeout "$(budget 170)" python3 benchmarks/bench_workload.py --modes --quick --json logs/bench_modes.json \
+        > logs/bench_modes.log 2>&1; echo "bench exit $?" >> logs/bench_modes.log
+    tail -45 logs/bench_modes.log
+    step "tracking campaign on the fastest persistent kernel that matched the graph path byte for byte"
+    best=$(python3 -c "
+import json, sys
+try:
+    rows = json.load(open('logs/bench_modes.json'))['kernel']
+except Exception:
+    print('coop'); sys.exit()
+t = {}
+for r in rows:
+    if r.get('dtype') == 'float32' and r.get('mode') == 'tracking' and r.get('kernel') in ('coop', 'flags') \
+            and r.get('tile_rows') in (None, 16) and r.get('same_as_ref') is True:
+        t.setdefault(r['kernel'], []).append(r['kernel_us_per_frame'])
+ok = {k: sum(v) for k, v in t.items() if len(v) == 2}
+print(min(ok, key=ok.get) if ok else 'coop')")
+    echo "picked: tracking_kernel = $best"
+    timeout "$(budget 130)" python3 -m clusterbench probe --config "configs/tracking_$best.toml" --tag "tracking_$best" 2>&1 \
+        | tee logs/probe_tracking_best.log | tail -14
+    python3 scripts/verify_probes.py "results/${day}_f32_tracking_$best" 2>&1 | tail -2
+    step "the other GPU tests (tracers, aare cluster check, multi-GPU)"
+    CLUSTERBENCH_CHECK_OUT=logs timeout "$(budget 80)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider tests \
+        --ignore=tests/workload > logs/pytest_gpu_other.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_other.log
+    tail -15 logs/pytest_gpu_other.log
+    step "probe --gpus all on one GPU against a plain probe of the same config"
+    timeout "$(budget 60)" python3 -m clusterbench probe --gpus all --only 3x3_s1_uncontended --tag gpus_all 2>&1 \
+        | tee logs/probe_gpus_all.log | tail -12
 fi
 
 snap

@@ -216,6 +216,10 @@ def test_bad_values_name_label_key_and_line(line: str, bad: str, expect: str) ->
         ('pedestal_dtype = "float16"', "key 'pedestal_dtype': must be one of 'float32', 'float64', got 'float16'"),
         ('pedestal = "froze"', "got 'froze' (did you mean 'frozen'?)"),
         ('transfer = "zero-copy"', "got 'zero-copy' (did you mean 'zerocopy'?)"),
+        ('tracking_kernel = "cop"', "key 'tracking_kernel': must be one of 'graph', 'coop', 'flags', got 'cop' "
+                                    "(did you mean 'coop'?)"),
+        ('frozen_kernel = "slid"', "got 'slid' (did you mean 'slide'?)"),
+        ("frozen_kernel = 2", "key 'frozen_kernel': must be one of 'strip', 'twophase', 'slide', got an integer 2"),
     ],
 )
 def test_bad_defaults_name_defaults_key_and_line(bad: str, expect: str) -> None:
@@ -356,3 +360,12 @@ def test_config_file_labels() -> None:
     cf = parse_configs(GOOD)
     assert isinstance(cf, ConfigFile)
     assert cf.labels == ("3x3_s4", "9x9_s1")
+
+
+def test_kernel_choice_reaches_the_params_record() -> None:
+    # the kernel keys are workload parameters: unset means the pipeline's default (None), set is carried
+    (c,) = parse_configs(ONE).configs
+    assert c.params.frozen_kernel is None and c.params.tracking_kernel is None
+    (c,) = parse_configs('[defaults]\npedestal = "tracking"\ntracking_kernel = "flags"\n' + ONE).configs
+    assert c.params.tracking_kernel == "flags"
+    assert c.params.to_json()["tracking_kernel"] == "flags"

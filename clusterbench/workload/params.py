@@ -20,6 +20,9 @@ from clusterbench.workload import layout
 PEDESTAL_DTYPES = ("float32", "float64")
 PEDESTAL_MODES = ("frozen", "tracking")
 TRANSFER_MODES = ("copy", "zerocopy")
+# The CuPy finder's kernels (docs/workload.md). None picks the pipeline's default for the mode.
+FROZEN_KERNELS = ("strip", "twophase", "slide")
+TRACKING_KERNELS = ("graph", "coop", "flags")
 CLUSTER_MIN = 3
 CLUSTER_MAX = 11
 # Cluster x and y are uint16, so pixel indices run to 65535: no detector side may exceed 2**16 pixels.
@@ -48,6 +51,8 @@ class WorkloadParams:
     occupancy: float = 130.0  # mean photons per data frame (MOENCH-like data: 100 to 160)
     data: str | None = None  # a .npy file (frames, rows, cols) uint16; first pedestal_frames are dark
     pool: int = 1000  # distinct data frames kept in pinned host memory, reused cyclically
+    frozen_kernel: str | None = None  # FROZEN_KERNELS; None = the pipeline's default
+    tracking_kernel: str | None = None  # TRACKING_KERNELS; None = the pipeline's default
 
     def __post_init__(self) -> None:
         problems = param_problems(self.to_json())
@@ -195,6 +200,10 @@ def value_problem(key: str, value: Any) -> str | None:
         return choice_problem(value, PEDESTAL_MODES)
     if key == "transfer":
         return choice_problem(value, TRANSFER_MODES)
+    if key in ("frozen_kernel", "tracking_kernel"):
+        if value is None:
+            return None
+        return choice_problem(value, FROZEN_KERNELS if key == "frozen_kernel" else TRACKING_KERNELS)
     if key == "data":
         if value is not None and (not isinstance(value, str) or not value):
             return f"must be a path to a .npy file, got {show(value)}"
@@ -244,6 +253,8 @@ _KEY_HINTS = {
     "occupancy": "occupancy is mean photons per synthetic frame, e.g. occupancy = 130.",
     "data": 'Write data = "frames.npy": uint16 (frames, rows, cols), dark frames first.',
     "pool": "pool is the distinct data frames reused cyclically, e.g. pool = 1000.",
+    "frozen_kernel": f"Write frozen_kernel = one of {', '.join(map(repr, FROZEN_KERNELS))} (docs/workload.md).",
+    "tracking_kernel": f"Write tracking_kernel = one of {', '.join(map(repr, TRACKING_KERNELS))} (docs/workload.md).",
 }
 
 

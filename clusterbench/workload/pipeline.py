@@ -1,5 +1,9 @@
 """The GPU pipeline: pinned host buffers, S streams, batches of B frames.
 
+Frozen mode runs one of three kernels (``frozen_kernel``): "twophase" (the default: frozen_classify
+then frozen_compact), "slide" (frozen_slide, a register sliding window with no block barrier per frame,
+then frozen_compact) or "strip" (find_frozen, the original one-launch kernel).
+
 Per batch b (on stream b % S): H2D of its frames from the pinned pool into that stream's device
 buffer, the kernel, then (``copy`` mode) one D2H of the batch's slots, copied whole. In ``zerocopy``
 mode the output slots live in mapped pinned host memory and the kernel writes the clusters it finds
@@ -8,13 +12,18 @@ safe; the host never synchronizes inside the pass unless the caller asks for the
 (``collect=True``), and then only on an event recorded S batches earlier. Totals (clusters found,
 dropped over the cap) are counted on the GPU.
 
-Tracking mode launches one kernel per frame (the frames depend on each other); a batch's first
-launch waits on an event after the previous batch's last launch, so copies still overlap.
+Tracking mode has two paths (``tracking_kernel``). "graph" (the default) launches one kernel per
+frame, replayed from a CUDA graph per batch. "coop" and "flags" launch one persistent kernel per
+batch (kernels/tracking_persistent.cu: one resident block per tile, the tracking state in registers,
+one dependency step per frame: a cooperative grid.sync() or per-tile flags between neighbours), then
+frozen_compact writes the slots from the per-frame emit masks and per-frame means. In both paths a
+batch's tracking work waits on an event after the previous batch's, so copies still overlap.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +32,7 @@ import numpy as np
 
 from clusterbench.errors import EnvironmentFailure, InputError
 from clusterbench.workload import build
+from clusterbench.workload import params as params_mod
 from clusterbench.workload.layout import FrameClusters, read_slots, value_dtype
 from clusterbench.workload.params import WorkloadParams
 from clusterbench.workload.synth import FrameSet
@@ -32,6 +42,114 @@ _D2H = 2  # cudaMemcpyDeviceToHost
 _HOST_ALLOC_PORTABLE = 1  # cudaHostAllocPortable
 _HOST_ALLOC_MAPPED = 2  # cudaHostAllocMapped
 PEDESTAL_CHUNK = 100  # dark frames uploaded per pedestal step
+
+# Tracking-mode kernels: "graph" (one launch per frame from a CUDA graph, strip blocks, last-block gather),
+# "coop" (one persistent cooperative launch per batch, grid.sync() per frame) and "flags" (the same
+# kernel, with per-tile flags between neighbouring blocks instead of the grid-wide barrier).
+TRACKING_KERNELS = params_mod.TRACKING_KERNELS  # ("graph", "coop", "flags"): the params record validates them
+DEFAULT_TRACKING_KERNEL = "graph"  # the lead flips it once the H200 has measured coop and flags
+TRACK_KERNEL_FILE = "tracking_persistent.cu"
+TRACK_TILE_COLS = 32  # one warp across a persistent tile (fixed in the kernel)
+TRACK_WARPS = 8  # CB_PBY: 256 threads per persistent block
+TRACK_TILE_ROWS = 16  # CB_PTH default: 13 x 25 = 325 tiles on 400x400, 3 resident blocks per SM on 132 SMs
+TRACK_MIN_BLOCKS = 3  # CB_PMINB: the register allocation allows 3 resident blocks per SM (80 registers)
+
+
+# Frozen-mode kernels: build.FROZEN_KERNELS ("strip", "twophase") plus "slide", the register sliding window
+# (frozen_slide in cluster_finder.cu: no block barrier per frame; mask words of 32 - 2H columns).
+FROZEN_KERNELS = params_mod.FROZEN_KERNELS  # build.FROZEN_KERNELS plus "slide"
+assert FROZEN_KERNELS == tuple(build.FROZEN_KERNELS) + ("slide",)
+DEFAULT_FROZEN_KERNEL = build.DEFAULT_FROZEN_KERNEL  # "twophase"; the lead flips it to "slide" once measured
+SLIDE_WARPS = 8  # CB_SNW: warps per frozen_slide block, each walking its own frames of the block's tile
+SLIDE_MAX_FRAMES_PER_BLOCK = 32  # the tile's mean and thresholds are loaded once for these frames
+SLIDE_TILE_ROWS = 16  # CB_STH: output rows per frozen_slide tile (ptxas: no spill at 3x3 and 9x9, sm_90)
+
+
+def slide_tile_rows(cluster: int) -> int:
+    """CB_STH: output rows per frozen_slide tile (16: a 7x7-and-up warp keeps its 16 + 2H rows of corrected
+    values in shared memory, 48 KiB of static shared memory per block at most)."""
+    return SLIDE_TILE_ROWS
+
+
+def slide_warps(pedestal_dtype: str, cluster: int) -> int:
+    """CB_SNW: warps per frozen_slide block. From 7x7 up each warp keeps (16 + 2H) x 32 corrected values in
+    shared memory: in float64 only 4 warps fit the 48 KiB of static shared memory (11x11: 39.5 KB)."""
+    return 4 if pedestal_dtype == "float64" and cluster >= 7 else SLIDE_WARPS
+
+
+def slide_geometry(rows: int, cols: int, cluster: int) -> tuple[int, int, int]:
+    """(columns per mask word = per warp, mask words per row, tiles) of frozen_slide: a warp spans 32
+    columns, the outer cluster//2 on each side being halo."""
+    ow = 32 - 2 * (cluster // 2)
+    wpr = -(-cols // ow)
+    return ow, wpr, wpr * -(-rows // slide_tile_rows(cluster))
+
+
+def slide_frames_per_block(n_frames: int, tiles: int, sm_count: int) -> int:
+    """Frames per frozen_slide block: up to SLIDE_MAX_FRAMES_PER_BLOCK, but at least 8 blocks per SM in a
+    launch when the batch allows it (any value >= 1 is exact)."""
+    by_occupancy = (n_frames * tiles) // max(1, sm_count * 8)
+    return max(1, min(SLIDE_MAX_FRAMES_PER_BLOCK, by_occupancy))
+
+
+def main_compile_options(pedestal_dtype: str, cluster: int, tile_rows: int | None = None) -> tuple[str, ...]:
+    """cluster_finder.cu's options: build.compile_options plus frozen_slide's tile height."""
+    return build.compile_options(pedestal_dtype, cluster, tile_rows) + (
+        f"-DCB_STH={slide_tile_rows(cluster)}", f"-DCB_SNW={slide_warps(pedestal_dtype, cluster)}")
+
+
+@functools.lru_cache(maxsize=None)
+def _main_module(pedestal_dtype: str, cluster: int, tile_rows: int | None = None) -> Any:
+    import cupy
+
+    source = (build.kernel_dir() / build.KERNEL_FILE).read_text()
+    return cupy.RawModule(code=source, options=main_compile_options(pedestal_dtype, cluster, tile_rows))
+
+
+def persistent_geometry(rows: int, cols: int, tile_rows: int = TRACK_TILE_ROWS) -> tuple[int, int, int]:
+    """(tiles per row, tile rows, tiles) of the persistent tracking kernel: one block per tile of
+    TRACK_TILE_COLS x tile_rows own pixels. Every block must be resident at once."""
+    if tile_rows < TRACK_WARPS or tile_rows % TRACK_WARPS:
+        raise InputError(f"persistent tracking tile rows must be a positive multiple of {TRACK_WARPS}, got {tile_rows}",
+                         hint="use 16 or 32")
+    wpr = -(-cols // TRACK_TILE_COLS)
+    trows = -(-rows // tile_rows)
+    return wpr, trows, wpr * trows
+
+
+def persistent_min_blocks(tile_rows: int) -> int:
+    """CB_PMINB for a tile height: 16-row tiles need 3 resident blocks per SM at 400x400, 32-row tiles 2."""
+    return TRACK_MIN_BLOCKS if tile_rows <= 16 else 2
+
+
+def persistent_compile_options(pedestal_dtype: str, cluster: int, tile_rows: int = TRACK_TILE_ROWS) -> tuple[str, ...]:
+    """NVRTC options of tracking_persistent.cu: the workload's options (-DCB_T, -DCB_K, --fmad=false)
+    plus its own geometry."""
+    return build.compile_options(pedestal_dtype, cluster) + (
+        f"-DCB_PTH={tile_rows}", f"-DCB_PBY={TRACK_WARPS}", f"-DCB_PMINB={persistent_min_blocks(tile_rows)}")
+
+
+def persistent_mean_bytes(batch: int, rows: int, cols: int, itemsize: int) -> int:
+    """Per stream: one mean per frame of the batch (frame i's values are frame - M_i, read by the compaction)."""
+    return batch * rows * cols * itemsize
+
+
+def check_coresident(tiles: int, blocks_per_sm: int, sm_count: int) -> None:
+    """The persistent kernel waits on other blocks: all of them must be resident together."""
+    if tiles > blocks_per_sm * sm_count:
+        raise InputError(f"the persistent tracking kernel needs {tiles} resident blocks, the GPU holds "
+                         f"{blocks_per_sm} per SM x {sm_count} SMs = {blocks_per_sm * sm_count}",
+                         hint="use taller tiles (track_tile_rows=32) or tracking_kernel=\"graph\" for a detector this large")
+
+
+@functools.lru_cache(maxsize=None)
+def _persistent_kernel(pedestal_dtype: str, cluster: int, tile_rows: int) -> Any:
+    """track_persistent as a cooperative RawKernel (CuPy launches it with cuLaunchCooperativeKernel)."""
+    import cupy
+
+    source = (build.kernel_dir() / TRACK_KERNEL_FILE).read_text()
+    return cupy.RawKernel(source, "track_persistent", options=persistent_compile_options(pedestal_dtype, cluster, tile_rows),
+                          enable_cooperative_groups=True)
 
 
 class HostBuffer:
@@ -98,18 +216,29 @@ class Pipeline:
     """GPU resources for one WorkloadParams: buffers, streams, compiled kernels, pedestal state."""
 
     def __init__(self, params: WorkloadParams, frames: FrameSet, strip: int | None = None,
-                 frozen_kernel: str | None = None, tile_rows: int | None = None) -> None:
-        """``strip`` (tests) forces the strip height; ``frozen_kernel`` picks "strip" or "twophase" for
+                 frozen_kernel: str | None = None, tile_rows: int | None = None,
+                 tracking_kernel: str | None = None, track_tile_rows: int | None = None) -> None:
+        """``strip`` (tests) forces the strip height; ``frozen_kernel`` picks "strip", "twophase" or "slide" for
         frozen mode (internal: tests and the benchmark run both); ``tile_rows`` overrides the two-phase
-        classify tile height (benchmark)."""
-        kernel = build.DEFAULT_FROZEN_KERNEL if frozen_kernel is None else frozen_kernel
-        if kernel not in build.FROZEN_KERNELS:
-            raise InputError(f"unknown frozen kernel {kernel!r}", hint=f"use one of {', '.join(build.FROZEN_KERNELS)}")
+        classify tile height (benchmark); without it, ``params.frozen_kernel`` when the params record
+        has that field, else DEFAULT_FROZEN_KERNEL. ``tracking_kernel`` picks "graph", "coop" or "flags" for
+        tracking mode (else ``params.tracking_kernel`` when the params record has it, else
+        DEFAULT_TRACKING_KERNEL); ``track_tile_rows`` the persistent kernel's tile height."""
+        tk = tracking_kernel or getattr(params, "tracking_kernel", None) or DEFAULT_TRACKING_KERNEL
+        if tk not in TRACKING_KERNELS:
+            raise InputError(f"unknown tracking kernel {tk!r}", hint=f"use one of {', '.join(TRACKING_KERNELS)}")
+        self.tracking_kernel = tk
+        self.persistent = params.pedestal == "tracking" and tk != "graph"
+        self.track_tile_rows = TRACK_TILE_ROWS if track_tile_rows is None else int(track_tile_rows)
+        kernel = frozen_kernel or getattr(params, "frozen_kernel", None) or DEFAULT_FROZEN_KERNEL
+        if kernel not in FROZEN_KERNELS:
+            raise InputError(f"unknown frozen kernel {kernel!r}", hint=f"use one of {', '.join(FROZEN_KERNELS)}")
         if tile_rows is not None and (tile_rows < build.CLASSIFY_WARPS or tile_rows % build.CLASSIFY_WARPS):
             raise InputError(f"classify tile rows must be a positive multiple of {build.CLASSIFY_WARPS}, got {tile_rows}",
                              hint="use e.g. 16 or 32")
         self.frozen_kernel = kernel
         self.twophase = params.pedestal == "frozen" and kernel == "twophase"
+        self.slide = params.pedestal == "frozen" and kernel == "slide"
         cp = _cupy()
         self.cp = cp
         self.p = params
@@ -136,13 +265,14 @@ class Pipeline:
         pool_view[...] = frames.pool
         self.pool = pool_view
 
-        mod = build.load_module(params.pedestal_dtype, params.cluster, tile_rows)
+        mod = _main_module(params.pedestal_dtype, params.cluster, tile_rows)
         self.k_acc = mod.get_function("pedestal_accumulate")
         self.k_fin = mod.get_function("pedestal_finish")
         self.k_frozen = mod.get_function("find_frozen")
         self.k_track = mod.get_function("find_tracking")
         self.k_classify = mod.get_function("frozen_classify")
         self.k_compact = mod.get_function("frozen_compact")
+        self.k_slide = mod.get_function("frozen_slide")
         if strip is not None:  # tests: force several strips on a small detector
             self.strip = min(strip, params.rows)
         elif params.pedestal == "frozen":
@@ -150,12 +280,12 @@ class Pipeline:
         else:  # small strips: one block per strip, enough blocks to fill the GPU for one frame
             self.strip = min(params.rows, max(1, 1600 // params.cols))
         self.smem = build.shared_bytes(self.strip, params.cols, params.cluster, itemsize)
-        if not self.twophase and self.smem > build.SMEM_MAX_BYTES:
+        if not (self.twophase or self.slide or self.persistent) and self.smem > build.SMEM_MAX_BYTES:
             raise InputError(
                 f"a {params.cols}-column detector needs {self.smem} B of shared memory per block at "
                 f"{params.cluster}x{params.cluster} {params.pedestal_dtype}, over the {build.SMEM_MAX_BYTES} B limit",
                 hint="use fewer columns, a smaller cluster or a float32 pedestal")
-        if not self.twophase and self.smem > 48 * 1024:
+        if not (self.twophase or self.slide or self.persistent) and self.smem > 48 * 1024:
             for k in (self.k_frozen, self.k_track):
                 _allow_shared(k, self.smem)
         # two-phase geometry: mask words per row, classify tiles per frame
@@ -175,14 +305,24 @@ class Pipeline:
         zerocopy = params.transfer == "zerocopy"
         self.h_out = [self._pinned(B * self.slot_bytes, mapped=zerocopy) for _ in range(S)]
         self.d_out = None if zerocopy else [cp.empty(B * self.slot_bytes, cp.uint8) for _ in range(S)]
-        self.d_mask = [cp.empty(B * self.mask_words, cp.uint32) for _ in range(S)] if self.twophase else None
+        # frozen_slide: mask words of s_ow columns, s_wpr per row
+        self.s_ow, self.s_wpr, self.s_tiles = slide_geometry(params.rows, params.cols, params.cluster)
+        mask_words = params.rows * self.s_wpr if self.slide else self.mask_words
+        if self.slide and self.s_tiles * groups >= 2**31:
+            raise InputError(f"{self.s_tiles} tiles x {groups} frame groups exceed the CUDA grid limit",
+                             hint="use a smaller batch")
+        self.d_mask = ([cp.empty(B * mask_words, cp.uint32) for _ in range(S)]
+                       if (self.twophase or self.slide) else None)
         self.totals = cp.zeros(2, cp.uint64)
         self.sum = cp.zeros(self.npix, cp.float64)
         self.sum2 = cp.zeros(self.npix, cp.float64)
         self.mean = [cp.zeros(self.npix, self.T), cp.zeros(self.npix, self.T)]
         self.thr = cp.zeros(self.npix, self.T)
         self.inv = np.float64(1.0) / np.float64(params.pedestal_frames)
-        if params.pedestal == "tracking":
+        self._track_event: Any = None  # recorded after a batch's tracking work (the next batch waits on it)
+        if self.persistent:
+            self._init_persistent(cp, params, B, S)
+        elif params.pedestal == "tracking":
             self.nstrips = -(-params.rows // self.strip)
             self.strip_cap = min(params.cap, self.strip * params.cols)
             self.scratch = cp.empty(self.nstrips * self.strip_cap * params.cluster_bytes, cp.uint8)
@@ -194,6 +334,25 @@ class Pipeline:
         self._saved_sums: tuple[Any, Any] | None = None
         self._graphs: dict[tuple[int, int, int], Any] = {}
         self.mean_index = 0  # which of self.mean holds the current mean (tracking ping-pong)
+
+    def _init_persistent(self, cp: Any, params: WorkloadParams, B: int, S: int) -> None:
+        self.p_wpr, self.p_trows, self.p_tiles = persistent_geometry(params.rows, params.cols, self.track_tile_rows)
+        self.k_persist = _persistent_kernel(params.pedestal_dtype, params.cluster, self.track_tile_rows)
+        threads = TRACK_TILE_COLS * TRACK_WARPS
+        try:
+            per_sm = int(cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(self.k_persist.kernel.ptr, threads, 0))
+        except Exception:  # the occupancy query needs the compiled function; if it fails, trust CB_PMINB
+            per_sm = persistent_min_blocks(self.track_tile_rows)
+        check_coresident(self.p_tiles, per_sm, self.sm_count)
+        # CuPy's cooperative launch would shrink a too-large grid with only a warning: the check above
+        # makes that impossible, since a missing tile would silently lose its pixels.
+        self.p_wpr_mask = -(-params.cols // build.CLASSIFY_TILE_COLS)
+        assert self.p_wpr_mask == self.p_wpr  # both kernels use one 32-bit mask word per 32 columns
+        if self.d_mask is None:
+            self.d_mask = [cp.empty(B * self.mask_words, cp.uint32) for _ in range(S)]
+        self.p_means = [cp.empty(B * self.npix, self.T) for _ in range(S)]
+        self.p_flags = cp.zeros(self.p_tiles, cp.uint32)
+        self.p_flag_base = 0  # flags only grow: batch i waits for base + f + 1, no reset between launches
 
     # -- memory ---------------------------------------------------------------------------------
     def _pinned(self, nbytes: int, mapped: bool = False) -> HostBuffer:
@@ -273,9 +432,21 @@ class Pipeline:
                                 (self.d_in[s], np.int32(n), np.int32(fpb), self.mean[0], self.thr, self.d_mask[s],
                                  np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr), np.int32(self.tiles)))
                 self.k_compact((n,), (build.COMPACT_THREADS,),
-                               (self.d_mask[s], self.d_in[s], np.int32(n), self.mean[0],
+                               (self.d_mask[s], self.d_in[s], np.int32(n), self.mean[0], np.int64(0),
                                 np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
-                                np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr), np.int32(p.cap)))
+                                np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr),
+                                np.int32(build.CLASSIFY_TILE_COLS), np.int32(p.cap)))
+                return
+            if self.slide:
+                fpb = self.fpb or slide_frames_per_block(n, self.s_tiles, self.sm_count)
+                self.k_slide((self.s_tiles * -(-n // fpb),), (32 * slide_warps(p.pedestal_dtype, p.cluster),),
+                             (self.d_in[s], np.int32(n), np.int32(fpb), self.mean[0], self.thr, self.d_mask[s],
+                              np.int32(p.rows), np.int32(p.cols), np.int32(self.s_wpr), np.int32(self.s_tiles)))
+                self.k_compact((n,), (build.COMPACT_THREADS,),
+                               (self.d_mask[s], self.d_in[s], np.int32(n), self.mean[0], np.int64(0),
+                                np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
+                                np.int32(p.rows), np.int32(p.cols), np.int32(self.s_wpr), np.int32(self.s_ow),
+                                np.int32(p.cap)))
                 return
             if p.pedestal == "frozen":
                 self.k_frozen((n,), (build.THREADS_PER_BLOCK,),
@@ -284,6 +455,9 @@ class Pipeline:
                                np.int32(p.rows), np.int32(p.cols), np.int32(self.strip), np.int32(p.cap)),
                               shared_mem=self.smem)
                 return
+        if self.persistent:
+            self._launch_persistent(s, n)
+            return
         # Tracking: one launch per frame. Issued from Python they cost ~45 µs each, so a batch's
         # launches are captured once into a CUDA graph per (stream, frames, mean parity) and replayed.
         key = (s, n, self.mean_index)
@@ -299,6 +473,32 @@ class Pipeline:
             self._graphs[key] = graph
         graph.launch(stream)
         self.mean_index = (self.mean_index + n) % 2
+        self._track_event = self.cp.cuda.Event(disable_timing=True)
+        self._track_event.record(stream)
+
+    def _launch_persistent(self, s: int, n: int) -> None:
+        """One persistent launch for the batch's n frames, then frozen_compact over its masks and means.
+        The mean is ping-ponged per batch: read mean[i], the last frame's update goes to mean[1 - i]."""
+        p = self.p
+        stream = self.streams[s]
+        cur, nxt = self.mean[self.mean_index], self.mean[1 - self.mean_index]
+        sync_mode = 0 if self.tracking_kernel == "coop" else 1
+        with stream:
+            self.k_persist((self.p_tiles,), (TRACK_TILE_COLS, TRACK_WARPS),
+                           (self.d_in[s], np.int32(n), cur, nxt, self.p_means[s], self.sum, self.sum2, self.thr,
+                            self.inv, self.d_mask[s], np.int32(p.rows), np.int32(p.cols), np.int32(self.p_wpr),
+                            np.int32(self.p_trows), self.p_flags, np.uint32(self.p_flag_base % 2**32),
+                            np.int32(sync_mode)))
+            self.p_flag_base += n + 1
+            self.mean_index = 1 - self.mean_index
+            # the next batch's tracking waits for this event only, not for the compaction below
+            self._track_event = self.cp.cuda.Event(disable_timing=True)
+            self._track_event.record(stream)
+            self.k_compact((n,), (build.COMPACT_THREADS,),
+                           (self.d_mask[s], self.d_in[s], np.int32(n), self.p_means[s], np.int64(self.npix),
+                            np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
+                            np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr),
+                            np.int32(build.CLASSIFY_TILE_COLS), np.int32(p.cap)))
 
     def _track_frames(self, s: int, n: int) -> None:
         p = self.p
@@ -341,8 +541,7 @@ class Pipeline:
                 stream.wait_event(prev_kernel)
             self._launch(s, n, start)
             if tracking:
-                prev_kernel = cp.cuda.Event(disable_timing=True)
-                prev_kernel.record(stream)
+                prev_kernel = self._track_event
             if self.d_out is not None:
                 rt.memcpyAsync(self.h_out[s].ptr, self.d_out[s].data.ptr, n * self.slot_bytes, _D2H, stream.ptr)
             if collect:

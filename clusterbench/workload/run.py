@@ -19,7 +19,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from clusterbench.errors import ClusterbenchError, EnvironmentFailure, InputError
 from clusterbench.records import SustainedFps, WorkloadResult
@@ -97,9 +97,14 @@ def run_config(params: WorkloadParams, *, nvtx: bool = True, on_range: RangeCall
         pool = pipe.pool_n
     return WorkloadResult(mode="pass", frames=out.frames, pass_s=(out.wall_s,), clusters_found=out.clusters_found,
                           clusters_dropped=out.clusters_dropped, pedestal_s=pedestal_s,
-                          finder=f"{FINDER} ({pipe.frozen_kernel if params.pedestal == 'frozen' else 'tracking'})",
+                          finder=f"{FINDER} ({_kernel_name(pipe, params)})",
                           kernel_sha256=kernel_sources(), data_source=frameset.source,
                           extra={"params": params.to_json(), "pool_frames": pool})
+
+
+def _kernel_name(pipe: Any, params: WorkloadParams) -> str:
+    """The kernel that ran: 'twophase', 'slide', ... in frozen mode; 'tracking graph', 'tracking coop', ..."""
+    return pipe.frozen_kernel if params.pedestal == "frozen" else f"tracking {pipe.tracking_kernel}"
 
 
 def sustained_passes(params: WorkloadParams, repeats: int = 3, frames: FrameSet | None = None,
@@ -123,7 +128,7 @@ def sustained_passes(params: WorkloadParams, repeats: int = 3, frames: FrameSet 
             pipe.reset_pedestal()
             out = pipe.run_pass(params.frames)
             seconds.append(out.wall_s)
-        kernel = pipe.frozen_kernel if params.pedestal == "frozen" else "tracking"
+        kernel = _kernel_name(pipe, params)
     return WorkloadResult(mode="sustained", frames=params.frames, pass_s=tuple(seconds),
                           clusters_found=out.clusters_found, clusters_dropped=out.clusters_dropped,
                           finder=f"{FINDER} ({kernel})", kernel_sha256=kernel_sources(),

@@ -95,8 +95,11 @@ def test_pipeline_rejects_an_unknown_frozen_kernel_before_touching_the_gpu():
     from clusterbench.workload.synth import FrameSet
 
     frames = FrameSet(dark=np.zeros((1, 4, 4), np.uint16), pool=np.zeros((1, 4, 4), np.uint16), source="t")
+    small = WorkloadParams(rows=4, cols=4, cap=8)
     with pytest.raises(InputError, match="unknown frozen kernel 'fast'"):
-        Pipeline(WorkloadParams(rows=4, cols=4), frames, frozen_kernel="fast")
+        Pipeline(small, frames, frozen_kernel="fast")
     with pytest.raises(InputError, match="multiple of 8"):
-        Pipeline(WorkloadParams(rows=4, cols=4), frames, tile_rows=12)
+        Pipeline(small, frames, tile_rows=12)
+    with pytest.raises(InputError, match="unknown tracking kernel 'fast'"):
+        Pipeline(small.replace(pedestal="tracking"), frames, tracking_kernel="fast")
     assert build.DEFAULT_FROZEN_KERNEL in build.FROZEN_KERNELS

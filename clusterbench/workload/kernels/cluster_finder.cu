@@ -291,7 +291,12 @@ find_frozen(const u16* __restrict__ frames, int n_frames, const T* __restrict__ 
 //    and a block scan give every emitter its row-major rank (words are in row-major pixel order).
 //    Emitters with rank < cap are listed in shared memory by rank, then one warp per record writes
 //    it (x|y word, then the K*K corrected values recomputed from frame and mean, 0 outside the
-//    image), a 32-bit word per lane as before. The slot's count is the number found.
+//    image), a 32-bit word per lane as before. The slot's count is the number found. `mean_stride`
+//    is 0 in frozen mode; the persistent tracking kernel (tracking_persistent.cu) keeps one mean per
+//    frame, and passes the frame size, so that frame f's values use frame f's mean. `ow` is the number
+//    of columns one mask word covers: 32 for frozen_classify and the tracking kernel, 32 - 2H for
+//    frozen_slide (word w of a row covers columns w*ow .. w*ow+ow-1, bit b column w*ow + b, so word
+//    order then bit order is still row-major pixel order).
 // Both are launched on the batch's stream: no host synchronization.
 // ---------------------------------------------------------------------------------------------
 #ifndef CB_TH
@@ -450,6 +455,201 @@ frozen_classify(const u16* __restrict__ frames, int n_frames, int fpb, const T* 
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Frozen pedestal, register sliding window (frozen_slide; docs/workload.md, "Step 4"). No block
+// barrier per frame: a warp owns one frame of a tile at a time.
+//
+// A tile is SOW = 32 - 2H output columns x CB_STH output rows. Lane L of a warp holds image column
+// x0 - H + L, so the warp spans the tile and its left and right halo, and lanes H .. 31-H are the
+// outputs. A block of CB_SNW warps shares one tile: it loads the tile's mean (with halo rows) and
+// thresholds into shared memory once (the only __syncthreads), then warp w walks frames
+// f0 + w, f0 + w + CB_SNW, ... of its frame group. Per frame a warp:
+//   - loads its column of raw values for all CB_STH + 2H rows at once (independent predicated loads,
+//     all in flight together), then v = T(raw) - mean in registers (-inf outside the image);
+//   - per row, the K-wide row max from warp shuffles of v (2H shuffles), kept in a ring of K rows;
+//   - per output row, the window max from the ring (exact: separable), the rules of
+//     Strip::classify<false>, and the total where a window max <= thr needs it: summed in row-major
+//     order from 0, out-of-image neighbours adding 0 (exactly the reference's zero padding).
+//     K <= 5: the total reuses the row max's shuffled values, kept in registers (no extra shuffle),
+//     warp-wide in the rows that need it (most rows at 3x3). K >= 7: few pixels need it (about 1 in
+//     K*K) but each costs K*K adds, so the warp queues them (row, lane) in shared memory, keeps its
+//     corrected values in a per-warp shared tile, and then sums one queued pixel per lane: every lane
+//     busy, instead of a whole warp-row summing for one lane;
+//   - a ballot, shifted by H, is the mask word of SOW columns (frozen_compact with ow = SOW).
+// ---------------------------------------------------------------------------------------------
+#ifndef CB_STH
+#define CB_STH 16   // output rows per slide tile
+#endif
+#ifndef CB_SNW
+#define CB_SNW 8    // warps per slide block
+#endif
+#ifndef CB_SMINB
+#define CB_SMINB 2  // resident slide blocks per SM the register allocation must allow (128 registers)
+#endif
+static constexpr int STH = CB_STH;
+static constexpr int SNW = CB_SNW;
+static constexpr int STR = STH + 2 * H;      // rows with the halo
+static constexpr int SOW = 32 - 2 * H;       // output columns per warp and per mask word
+static constexpr bool SREG = K <= 5;         // the total from the row max's shuffled values
+#ifndef CB_SQ
+#define CB_SQ 128   // K >= 7: queued pixels per warp before the queue is summed (at least 33)
+#endif
+static constexpr int SQ = CB_SQ;
+static_assert(SQ > 32, "a row adds up to 32 queued pixels");
+static constexpr int SWW = SREG ? 1 : SNW;   // K >= 7: per-warp shared tiles
+static constexpr int SWR = SREG ? 1 : STR;
+static_assert(STH <= 32, "one lane per output row writes the mask words");
+
+// One frame of a slide tile for one warp. EDGE = false: the tile and its halo lie inside the image
+// (most tiles), so no load, value or sum needs a bounds test; EDGE = true: every test, as the rules say.
+template <bool EDGE>
+__device__ __forceinline__ void slide_frame(const u16* __restrict__ fr, u32* __restrict__ fmask, const T (&s_m)[STR][32],
+                                            const T (&s_t)[STH][32], T (&s_w)[SWR][32], u32 (&s_q)[SREG ? 1 : SQ],
+                                            u32 (&s_k)[SREG ? 1 : STH], int x0, int y0, int tx, int rows, int cols,
+                                            int wpr) {
+    const int lane = threadIdx.x & 31;
+    const T ninf = neg_inf(T(0));
+    const T kf = (T)K;
+    const int x = x0 - H + lane;
+    const bool xin = !EDGE || (x >= 0 && x < cols);
+    const bool out_lane = lane >= H && lane < 32 - H && (!EDGE || x < cols);
+    u32 raw[STR];
+#pragma unroll
+    for (int row = 0; row < STR; ++row) {
+        const int y = y0 - H + row;
+        if (EDGE)
+            raw[row] = (xin && y >= 0 && y < rows) ? (u32)__ldg(fr + (size_t)y * cols + x) : 0u;
+        else
+            raw[row] = (u32)__ldg(fr + (size_t)y * cols + x);
+    }
+    T v[STR];
+    T hm[STR];
+    T sh[SREG ? STR : 1][SREG ? K : 1];
+    int qn = 0;  // K >= 7: queued pixels (warp-uniform)
+#pragma unroll
+    for (int row = 0; row < STR; ++row) {
+        {
+            const int y = y0 - H + row;  // converted as late as possible: raw[row] is its register
+            v[row] = (!EDGE || (xin && y >= 0 && y < rows)) ? (T)raw[row] - s_m[row][lane] : ninf;
+        }
+        if (!SREG) s_w[SREG ? 0 : row][lane] = v[row];
+        T m = v[row];
+        if (SREG) sh[SREG ? row : 0][SREG ? H : 0] = v[row];
+#pragma unroll
+        for (int dx = 0; dx < K; ++dx) {
+            if (dx == H) continue;
+            const T sv = __shfl_sync(FULL, v[row], (lane - H + dx) & 31);  // wraps only on non-output lanes
+            m = tmax(m, sv);
+            if (SREG) sh[SREG ? row : 0][SREG ? dx : 0] = sv;
+        }
+        hm[row] = m;
+        if (row >= 2 * H) {
+            const int r = row - 2 * H;  // output row, image row y0 + r
+            const int y = y0 + r;
+            T wm = hm[r];
+#pragma unroll
+            for (int d = 1; d < K; ++d) wm = tmax(wm, hm[r + d]);
+            const T vc = v[r + H];
+            const T t = s_t[r][lane];
+            const bool cand = out_lane && (!EDGE || y < rows) && !(vc < -t) && (vc == wm);
+            const bool above = wm > t;
+            bool emit = cand && above;
+            const bool need = cand && !above;  // a window max <= thr: the total decides
+            if (SREG) {
+                if (__any_sync(FULL, need)) {
+                    T total = T(0);
+#pragma unroll
+                    for (int dy = 0; dy < K; ++dy)
+#pragma unroll
+                        for (int dx = 0; dx < K; ++dx) {
+                            const T val = sh[SREG ? r + dy : 0][SREG ? dx : 0];
+                            total = total + ((EDGE && val == ninf) ? T(0) : val);
+                        }
+                    emit = emit || (need && total > kf * t);
+                }
+                const u32 word = __ballot_sync(FULL, emit);
+                if (lane == 0 && (!EDGE || y < rows)) fmask[(size_t)y * wpr + tx] = (word >> H) & ((1u << SOW) - 1u);
+            } else {
+                const u32 word = __ballot_sync(FULL, emit);
+                const u32 nm = __ballot_sync(FULL, need);
+                if (lane == 0) s_k[SREG ? 0 : r] = word;
+                if (need) s_q[SREG ? 0 : qn + __popc(nm & ((1u << lane) - 1u))] = ((u32)r << 5) | (u32)lane;
+                qn += __popc(nm);
+                if (qn > SQ - 32 || row == STR - 1) {  // warp-uniform: sum the queue, one pixel per lane
+                    __syncwarp();
+                    for (int b = 0; b < qn; b += 32) {
+                        if (b + lane < qn) {
+                            const u32 item = s_q[SREG ? 0 : b + lane];
+                            const int qr = (int)(item >> 5), ql = (int)(item & 31u);
+                            const int qy = y0 + qr, qx = x0 - H + ql;
+                            T total = T(0);
+#pragma unroll 1
+                            for (int dy = 0; dy < K; ++dy) {
+                                const bool yin = !EDGE || (qy - H + dy >= 0 && qy - H + dy < rows);
+#pragma unroll
+                                for (int dx = 0; dx < K; ++dx) {
+                                    const int xx = qx - H + dx;
+                                    const bool in = !EDGE || (yin && xx >= 0 && xx < cols);
+                                    total = total + (in ? s_w[SREG ? 0 : qr + dy][ql - H + dx] : T(0));
+                                }
+                            }
+                            if (total > kf * s_t[qr][ql]) atomicOr(&s_k[SREG ? 0 : qr], 1u << ql);
+                        }
+                    }
+                    qn = 0;
+                    __syncwarp();
+                }
+            }
+        }
+    }
+    if (!SREG) {
+        if (lane < STH && (!EDGE || y0 + lane < rows))
+            fmask[(size_t)(y0 + lane) * wpr + tx] = (s_k[SREG ? 0 : lane] >> H) & ((1u << SOW) - 1u);
+        __syncwarp();  // s_w, s_q and s_k are rewritten by the warp's next frame
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(32 * SNW, CB_SMINB)
+frozen_slide(const u16* __restrict__ frames, int n_frames, int fpb, const T* __restrict__ mean,
+             const T* __restrict__ thr, u32* __restrict__ masks, int rows, int cols, int wpr, int tiles) {
+    __shared__ T s_m[STR][32];                  // mean of the warp's columns, all rows with halo (0 outside)
+    __shared__ T s_t[STH][32];                  // thresholds of the output rows
+    __shared__ T s_w[SWW][SWR][32];             // K >= 7: each warp's corrected values
+    __shared__ u32 s_q[SWW][SREG ? 1 : SQ];     // K >= 7: queued (row << 5 | lane) that need the total
+    __shared__ u32 s_k[SWW][SREG ? 1 : STH];    // K >= 7: the mask words being built
+    const int w = threadIdx.x >> 5;
+    const int tile = (int)(blockIdx.x % (unsigned)tiles);
+    const int group = (int)(blockIdx.x / (unsigned)tiles);
+    const int tx = tile % wpr, tyi = tile / wpr;
+    const int x0 = tx * SOW, y0 = tyi * STH;
+    const int f0 = group * fpb;
+    const int f1 = min(n_frames, f0 + fpb);
+    if (f0 >= f1) return;  // block-uniform
+    const size_t npix = (size_t)rows * cols;
+    for (int e = threadIdx.x; e < STR * 32; e += 32 * SNW) {
+        const int row = e >> 5, l = e & 31;
+        const int y = y0 - H + row, xx = x0 - H + l;
+        s_m[row][l] = (y >= 0 && y < rows && xx >= 0 && xx < cols) ? mean[(size_t)y * cols + xx] : T(0);
+    }
+    for (int e = threadIdx.x; e < STH * 32; e += 32 * SNW) {
+        const int row = e >> 5, l = e & 31;
+        const int y = y0 + row, xx = x0 - H + l;
+        s_t[row][l] = (y < rows && xx >= 0 && xx < cols) ? thr[(size_t)y * cols + xx] : T(0);
+    }
+    __syncthreads();  // the only block barrier
+    const int sw = SREG ? 0 : w;
+    // the warp's 32 columns and the tile's rows with halo inside the image: no bounds tests (block-uniform)
+    const bool interior = x0 - H >= 0 && x0 - H + 32 <= cols && y0 - H >= 0 && y0 + STH + H <= rows;
+    for (int f = f0 + w; f < f1; f += SNW) {  // warp-uniform
+        const u16* __restrict__ fr = frames + (size_t)f * npix;
+        u32* __restrict__ fmask = masks + (size_t)f * (size_t)rows * (size_t)wpr;
+        if (interior)
+            slide_frame<false>(fr, fmask, s_m, s_t, s_w[sw], s_q[sw], s_k[sw], x0, y0, tx, rows, cols, wpr);
+        else
+            slide_frame<true>(fr, fmask, s_m, s_t, s_w[sw], s_q[sw], s_k[sw], x0, y0, tx, rows, cols, wpr);
+    }
+}
+
 // One warp writes the record of pixel (x, y), a 32-bit word per lane, values recomputed from the
 // frame and the mean exactly as the classify load computes them (0 outside the image).
 __device__ __forceinline__ void write_record_global(u32* __restrict__ dst, const u16* __restrict__ frame,
@@ -475,8 +675,8 @@ __device__ __forceinline__ void write_record_global(u32* __restrict__ dst, const
 
 extern "C" __global__ void __launch_bounds__(CB_NT2)
 frozen_compact(const u32* __restrict__ masks, const u16* __restrict__ frames, int n_frames,
-               const T* __restrict__ mean, u8* __restrict__ slots, long long slot_bytes,
-               u64* __restrict__ totals, int rows, int cols, int wpr, int cap) {
+               const T* __restrict__ mean, long long mean_stride, u8* __restrict__ slots, long long slot_bytes,
+               u64* __restrict__ totals, int rows, int cols, int wpr, int ow, int cap) {
     constexpr int NW2 = CB_NT2 / 32;
     constexpr int CHUNK = CB_NT2 * CB_WPT;
     __shared__ u32 s_list[CB_LIST];
@@ -488,6 +688,7 @@ frozen_compact(const u32* __restrict__ masks, const u16* __restrict__ frames, in
     const int nw = rows * wpr;
     const u32* fmask = masks + (size_t)f * (size_t)nw;
     const u16* frame = frames + (size_t)f * rows * cols;
+    const T* fmean = mean + (size_t)f * (size_t)mean_stride;  // frozen: stride 0; tracking: frame f's own mean
     u8* slot = slots + (size_t)f * (size_t)slot_bytes;
     u8* recs = slot + 4;
     u32 found = 0;  // emitters in the chunks before this one
@@ -537,7 +738,7 @@ frozen_compact(const u32* __restrict__ masks, const u16* __restrict__ frames, in
                         if (r >= wb && r < we) {
                             const int gw = w0 + i;
                             const int yy = gw / wpr;
-                            const int xx = (gw - yy * wpr) * 32 + bit;
+                            const int xx = (gw - yy * wpr) * ow + bit;
                             s_list[r - wb] = (u32)xx | ((u32)yy << 16);
                         }
                         ++r;
@@ -547,7 +748,7 @@ frozen_compact(const u32* __restrict__ masks, const u16* __restrict__ frames, in
             __syncthreads();
             for (u32 e = (u32)w; e < we - wb; e += NW2) {
                 const u32 px = s_list[e];
-                write_record_global(reinterpret_cast<u32*>(recs + (size_t)(wb + e) * REC_BYTES), frame, mean,
+                write_record_global(reinterpret_cast<u32*>(recs + (size_t)(wb + e) * REC_BYTES), frame, fmean,
                                     (int)(px & 0xffffu), (int)(px >> 16), rows, cols, lane);
             }
             __syncthreads();

@@ -1,0 +1,142 @@
+"""The new kernels (frozen_slide, track_persistent, frozen_compact) run on the CPU, byte for byte
+against the NumPy reference (needs g++ with C++20; skips without it).
+
+tests/workload/cuda_emu/ emulates the few CUDA features the kernels use: a std::thread per CUDA
+thread, barriers for __syncthreads and for warp shuffles and ballots, one forked process per block
+for the persistent kernel (so that each block has its own shared memory while all of them run at
+once), a process-shared barrier for grid.sync(), global memory in one shared mapping. It checks the
+kernels' logic (geometry, halos, edges, ties, caps, the order of updates, the mean ping-pong and the
+flags across batches), not the GPU's memory model or speed: the GPU tests (test_gpu.py) do that.
+Small frames only: every pixel is a thread.
+"""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clusterbench.workload import build, pipeline
+from clusterbench.workload.layout import read_slots
+from clusterbench.workload.reference import find_clusters, pedestal_from_dark
+from clusterbench.workload.synth import synthetic_frames
+
+CXX = shutil.which("g++")
+EMU = Path(__file__).resolve().parent / "cuda_emu"
+pytestmark = pytest.mark.skipif(CXX is None or not hasattr(os, "fork"), reason="needs g++ and fork()")
+
+
+def _defines(options):
+    return [o for o in options if o.startswith("-D")]
+
+
+def _build(tmp: Path, dtype: str, k: int, track_rows: int) -> Path:
+    kernels = build.kernel_dir()
+    cf = (kernels / build.KERNEL_FILE).read_text().replace(
+        "extern __shared__ __align__(16) u8 smem[];", "alignas(16) static u8 smem[16];")  # strip kernels: not run
+    (tmp / "cf.cu").write_text(cf)
+    shutil.copy(kernels / pipeline.TRACK_KERNEL_FILE, tmp / "tp.cu")
+    (tmp / "kernels.inc").write_text(
+        '#include <cooperative_groups.h>\nnamespace cfk {\n#include "cf.cu"\n}\nnamespace tpk {\n#include "tp.cu"\n}\n'
+        "using namespace cfk;\nusing tpk::track_persistent;\nstatic constexpr int PTH = tpk::PTH, PBY = tpk::PBY;\n")
+    exe = tmp / "harness"
+    defs = sorted(set(_defines(pipeline.main_compile_options(dtype, k))
+                      + _defines(pipeline.persistent_compile_options(dtype, k, track_rows))))
+    cmd = [CXX, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", f"-I{EMU / 'inc'}", f"-I{EMU}", f"-I{tmp}", *defs,
+           "-o", str(exe), str(EMU / "harness.cpp")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return exe
+
+
+def _coarse_tracking():
+    rng = np.random.default_rng(7)  # as test_gpu.py's coarse_tracking: 86 % pedestal-like at nsigma 2
+    dark = rng.integers(995, 1006, (50, 37, 53)).astype(np.uint16)
+    pool = rng.integers(996, 1006, (40, 37, 53)).astype(np.uint16)
+    pool[:, 10:13, 20:23] = 1025
+    pool[rng.random((40, 37, 53)) < 0.01] = 1040
+    return dark, pool, 2.0, 8
+
+
+def _coarse_wide():
+    rng = np.random.default_rng(9)  # 40x72: frozen_slide has tiles inside the image (no bounds tests) here
+    dark = rng.integers(995, 1006, (50, 40, 72)).astype(np.uint16)
+    pool = rng.integers(996, 1006, (20, 40, 72)).astype(np.uint16)
+    pool[:, 20:23, 40:43] = 1025  # a plateau of ties inside an interior tile
+    pool[rng.random((20, 40, 72)) < 0.01] = 1040
+    return dark, pool, 2.0, 12
+
+
+def _coarse():
+    rng = np.random.default_rng(5)  # as test_gpu.py's coarse: ties, total-rule clusters, caps
+    dark = rng.integers(995, 1006, (50, 37, 53)).astype(np.uint16)
+    pool = rng.integers(990, 1030, (40, 37, 53)).astype(np.uint16)
+    pool[:, 10:13, 20:23] = 1025
+    return dark, pool, 1.0, 8
+
+
+def _photons():
+    fs = synthetic_frames(40, 72, 100, 24, 2.4, seed=3)  # about 7 photons per 40x72 frame
+    return fs.dark, fs.pool, 5.0, 50
+
+
+def _run(tmp_path, kernel, dtype, k, data, n_frames, batch, track_rows=16, fpb=3):
+    dark, pool, nsigma, cap = data
+    frames = np.stack([pool[g % len(pool)] for g in range(n_frames)])
+    t = np.float32 if dtype == "float32" else np.float64
+    ped = pedestal_from_dark(dark, nsigma, dtype)
+    d = tmp_path / "io"
+    d.mkdir()
+    frames.tofile(d / "frames.bin")
+    ped.mean.astype(t).tofile(d / "mean.bin")
+    ped.thr.astype(t).tofile(d / "thr.bin")
+    ped.sum.tofile(d / "sum.bin")
+    ped.sum2.tofile(d / "sum2.bin")
+    exe = _build(tmp_path, dtype, k, track_rows)
+    rows, cols = frames.shape[1:]
+    args = [str(exe), str(d), kernel, str(rows), str(cols), str(n_frames), str(batch), str(cap),
+            repr(1.0 / len(dark)), str(fpb)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ref, end = find_clusters(frames, ped, k, cap, mode="frozen" if kernel == "slide" else "tracking")
+    got = read_slots(np.fromfile(d / "slots.bin", np.uint8), n_frames, k, cap, dtype)
+    for i, (g, r) in enumerate(zip(got, ref)):
+        assert g.found == r.found, f"frame {i}: {g.found} found, reference {r.found}"
+        assert g.records.tobytes() == r.records.tobytes(), f"frame {i}: records differ"
+    totals = np.fromfile(d / "totals.bin", np.uint64)
+    assert int(totals[0]) == sum(r.found for r in ref) and int(totals[1]) == sum(r.dropped for r in ref)
+    if kernel != "slide":
+        shape = (rows, cols)
+        assert np.array_equal(np.fromfile(d / "sum_out.bin", np.float64).reshape(shape), end.sum)
+        assert np.array_equal(np.fromfile(d / "sum2_out.bin", np.float64).reshape(shape), end.sum2)
+        assert np.array_equal(np.fromfile(d / "mean_out.bin", t).reshape(shape), end.mean)
+    return ref
+
+
+@pytest.mark.parametrize(("dtype", "k"), [("float32", 3), ("float64", 11)])
+def test_frozen_slide_on_coarse_frames(tmp_path, dtype, k):
+    ref = _run(tmp_path, "slide", dtype, k, _coarse(), 8, 5)
+    assert sum(r.dropped for r in ref) > 0
+
+
+@pytest.mark.parametrize(("dtype", "k"), [("float32", 3), ("float64", 9)])
+def test_frozen_slide_interior_tiles(tmp_path, dtype, k):
+    ref = _run(tmp_path, "slide", dtype, k, _coarse_wide(), 8, 4)
+    assert sum(r.dropped for r in ref) > 0
+
+
+def test_frozen_slide_on_photons_9x9(tmp_path):
+    _run(tmp_path, "slide", "float32", 9, _photons(), 6, 4)
+
+
+@pytest.mark.parametrize(("kernel", "dtype", "k"), [("flags", "float32", 3), ("coop", "float64", 5),
+                                                     ("flags", "float64", 11)])
+def test_track_persistent_with_moving_means(tmp_path, kernel, dtype, k):
+    ref = _run(tmp_path, kernel, dtype, k, _coarse_tracking(), 21, 7)
+    assert sum(r.dropped for r in ref) > 0
+
+
+def test_track_persistent_32_row_tiles_on_photons(tmp_path):
+    _run(tmp_path, "coop", "float32", 9, _photons(), 12, 5, track_rows=32)

@@ -1,0 +1,36 @@
+"""Every kernel file compiles for Hopper (sm_90) with the options the pipeline passes (needs nvcc;
+skips without it). The exactness of the kernels is checked on the GPU (test_gpu.py)."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from clusterbench.workload import build, pipeline
+
+NVCC = shutil.which("nvcc")
+pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+
+
+def _nvcc(tmp_path, src, options, rdc=False):
+    out = tmp_path / "k.cubin"
+    cmd = [NVCC, "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o", str(out), *options, str(src)]
+    if rdc:
+        cmd.insert(1, "-rdc=true")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr
+
+
+@pytest.mark.parametrize(("dtype", "k"), [("float32", 3), ("float64", 11)])
+def test_cluster_finder_compiles(tmp_path, dtype, k):
+    log = _nvcc(tmp_path, build.kernel_dir() / build.KERNEL_FILE, pipeline.main_compile_options(dtype, k))
+    for name in ("frozen_slide", "frozen_classify", "frozen_compact", "find_tracking"):
+        assert f"Compiling entry function '{name}'" in log
+
+
+@pytest.mark.parametrize(("dtype", "k", "rows"), [("float32", 3, 16), ("float64", 9, 32)])
+def test_tracking_persistent_compiles(tmp_path, dtype, k, rows):
+    log = _nvcc(tmp_path, build.kernel_dir() / pipeline.TRACK_KERNEL_FILE,
+                pipeline.persistent_compile_options(dtype, k, rows), rdc=True)
+    assert "Compiling entry function 'track_persistent'" in log

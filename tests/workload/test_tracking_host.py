@@ -1,0 +1,144 @@
+"""Host-side logic of the persistent tracking kernel (no GPU): geometry, options, buffers, the
+co-residency check, and that the .cu file carries what the pipeline passes to it."""
+
+import re
+
+import pytest
+
+from clusterbench.errors import InputError
+from clusterbench.workload import build, pipeline
+from clusterbench.workload.pipeline import (TRACK_TILE_COLS, TRACK_WARPS, check_coresident, persistent_compile_options,
+                                            persistent_geometry, persistent_mean_bytes, persistent_min_blocks)
+
+
+def test_geometry_of_a_400x400_frame():
+    # 400 columns: 12 full tiles of 32 and one of 16; 400 rows: 25 tiles of 16, or 13 of 32 (the last of 16)
+    assert persistent_geometry(400, 400, 16) == (13, 25, 325)
+    assert persistent_geometry(400, 400, 32) == (13, 13, 169)
+
+
+def test_geometry_of_partial_tiles():
+    # the coarse GPU test frames: 53 columns = 32 + 21, 37 rows = 16 + 16 + 5
+    assert persistent_geometry(37, 53, 16) == (2, 3, 6)
+    assert persistent_geometry(1, 1, 8) == (1, 1, 1)
+
+
+def test_tile_rows_must_be_a_multiple_of_the_warps():
+    with pytest.raises(InputError, match="multiple of 8"):
+        persistent_geometry(400, 400, 12)
+    with pytest.raises(InputError, match="multiple of 8"):
+        persistent_geometry(400, 400, 0)
+
+
+def test_the_h200_holds_every_tile_of_a_400x400_frame():
+    # 132 SMs (H200); 16-row tiles need 3 resident blocks per SM (325 <= 396), 32-row tiles 2 (169 <= 264)
+    check_coresident(325, persistent_min_blocks(16), 132)
+    check_coresident(169, persistent_min_blocks(32), 132)
+    with pytest.raises(InputError, match="needs 325 resident blocks"):
+        check_coresident(325, 2, 132)
+
+
+def test_min_blocks_allow_the_tiles_of_a_400x400_frame_on_132_sms():
+    for rows in (16, 32):
+        tiles = persistent_geometry(400, 400, rows)[2]
+        assert tiles <= persistent_min_blocks(rows) * 132
+
+
+def test_compile_options_keep_the_workload_options_and_add_the_geometry():
+    opts = persistent_compile_options("float64", 11, 32)
+    assert "--fmad=false" in opts and "-DCB_T=double" in opts and "-DCB_K=11" in opts
+    assert "-DCB_PTH=32" in opts and f"-DCB_PBY={TRACK_WARPS}" in opts and "-DCB_PMINB=2" in opts
+    assert "-DCB_PMINB=3" in persistent_compile_options("float32", 3)
+
+
+def test_per_frame_means_per_stream():
+    # batch 500 of 400x400 float32 means: 500 * 160,000 * 4 B = 320 MB per stream
+    assert persistent_mean_bytes(500, 400, 400, 4) == 320_000_000
+
+
+def test_mask_words_match_the_persistent_tiles():
+    # frozen_compact reads one 32-bit mask word per 32 columns: the persistent tiles must be as wide
+    assert TRACK_TILE_COLS == build.CLASSIFY_TILE_COLS
+    for cols in (1, 31, 32, 33, 400, 1024):
+        assert persistent_geometry(8, cols, 8)[0] * 8 == build.mask_words(8, cols)
+
+
+def test_tracking_kernels_and_default():
+    assert pipeline.TRACKING_KERNELS == ("graph", "coop", "flags")
+    assert pipeline.DEFAULT_TRACKING_KERNEL in pipeline.TRACKING_KERNELS
+
+
+def test_the_kernel_file_has_the_entry_point_and_defaults_of_the_host():
+    src = (build.kernel_dir() / pipeline.TRACK_KERNEL_FILE).read_text()
+    assert 'extern "C" __global__' in src and "track_persistent(" in src
+    assert re.search(r"#define CB_PTH %d\b" % pipeline.TRACK_TILE_ROWS, src)
+    assert re.search(r"#define CB_PBY %d\b" % TRACK_WARPS, src)
+    assert re.search(r"#define CB_PMINB %d\b" % pipeline.TRACK_MIN_BLOCKS, src)
+    # the kernel's 17 parameters, in the order _launch_persistent passes them
+    sig = src[src.index("track_persistent("):src.index(")", src.index("int sync_mode"))]
+    names = [re.split(r"[\s*]+", a.strip())[-1] for a in sig[len("track_persistent("):].split(",")]
+    assert names == ["frames", "n_frames", "mean_in", "mean_out", "means", "sum", "sum2", "thr", "inv", "masks",
+                     "rows", "cols", "wpr", "tile_rows_n", "flags", "flag_base", "sync_mode"]
+
+
+def test_frozen_compact_takes_a_mean_stride():
+    src = (build.kernel_dir() / build.KERNEL_FILE).read_text()
+    head = src[src.index("frozen_compact(const u32"):]
+    head = head[:head.index(")")]
+    assert "const T* __restrict__ mean, long long mean_stride, u8* __restrict__ slots" in head
+
+
+# -- frozen_slide (the register sliding window) ---------------------------------------------------------
+def test_slide_geometry_words_of_32_minus_2h_columns():
+    from clusterbench.workload.pipeline import slide_geometry, slide_tile_rows
+
+    # 3x3: 30 output columns per warp, 14 words per 400-column row, 25 tiles of 16 rows
+    assert slide_geometry(400, 400, 3) == (30, 14, 14 * 25)
+    # 9x9: 24 columns, 17 words per row
+    assert slide_geometry(400, 400, 9) == (24, 17, 17 * 25)
+    # 11x11: 22 columns; the coarse test frames 53 wide: 3 words, 37 rows: 3 tiles of 16 (the last partial)
+    assert slide_geometry(37, 53, 11) == (22, 3, 9)
+    assert {slide_tile_rows(k) for k in (3, 5, 7, 9, 11)} == {16}
+
+
+def test_slide_warps_keep_the_shared_tiles_within_48_kib():
+    from clusterbench.workload.pipeline import slide_tile_rows, slide_warps
+
+    for dtype, itemsize in (("float32", 4), ("float64", 8)):
+        for k in (7, 9, 11):  # the queued-total path: a (16 + 2H) x 32 tile per warp, mean and thresholds
+            h, th, nw = k // 2, slide_tile_rows(k), slide_warps(dtype, k)
+            smem = (nw * (th + 2 * h) * 32 + (th + 2 * h) * 32 + th * 32) * itemsize + nw * (128 + th) * 4
+            assert smem <= build.STATIC_SMEM_MAX_BYTES
+    assert slide_warps("float32", 11) == 8 and slide_warps("float64", 9) == 4 and slide_warps("float64", 5) == 8
+
+
+def test_slide_frames_per_block_is_capped_and_fills_the_gpu():
+    from clusterbench.workload.pipeline import SLIDE_MAX_FRAMES_PER_BLOCK, slide_frames_per_block
+
+    assert slide_frames_per_block(2000, 350, 132) == SLIDE_MAX_FRAMES_PER_BLOCK
+    # 7 frames x 6 tiles: too few for 8 blocks per SM, so one frame per block
+    assert slide_frames_per_block(7, 6, 132) == 1
+
+
+def test_slide_mask_bits_are_row_major():
+    """Word w of a row covers columns w*ow .. w*ow+ow-1 (bit b: column w*ow + b), as frozen_compact
+    decodes them: walking words then bits visits the columns 0, 1, 2, ... in order."""
+    from clusterbench.workload.pipeline import slide_geometry
+
+    for k in (3, 5, 9, 11):
+        ow, wpr, _ = slide_geometry(1, 400, k)
+        cols = [w * ow + b for w in range(wpr) for b in range(ow) if w * ow + b < 400]
+        assert cols == list(range(400))
+
+
+def test_main_compile_options_add_the_slide_geometry():
+    from clusterbench.workload.pipeline import SLIDE_WARPS, main_compile_options
+
+    opts = main_compile_options("float32", 9)
+    assert "--fmad=false" in opts and "-DCB_K=9" in opts and "-DCB_STH=16" in opts and f"-DCB_SNW={SLIDE_WARPS}" in opts
+    assert "-DCB_SNW=4" in main_compile_options("float64", 11)
+
+
+def test_frozen_kernels_keep_the_default_and_add_slide():
+    assert pipeline.FROZEN_KERNELS[:len(build.FROZEN_KERNELS)] == tuple(build.FROZEN_KERNELS)
+    assert "slide" in pipeline.FROZEN_KERNELS and build.DEFAULT_FROZEN_KERNEL != "slide"
