@@ -28,7 +28,7 @@ from clusterbench.errors import CheckFailed, EnvironmentFailure, InputError
 if TYPE_CHECKING:
     from clusterbench.config import ConfigFile
 
-# The reference campaign's driver aborted above 5 % GPU utilization (DESIGN.md, "Reading rules").
+# The reference campaign's driver aborted above 5 % GPU utilization (docs/facts.md, "Reading rules").
 DEFAULT_MAX_UTIL_PCT = 5.0
 DEFAULT_WINDOW_S = 1.0
 DEFAULT_INTERVAL_S = 0.05

@@ -93,7 +93,7 @@ def test_defaults_are_inherited_and_sizes_follow_the_design() -> None:
     a, b = (c.params for c in cf.configs)
     assert (a.rows, a.cols, a.pedestal_frames, a.nsigma) == (400, 400, 1000, 5.0)
     assert (a.pedestal_dtype, a.pedestal, a.transfer, cf.configs[0].dtype_tag) == ("float32", "frozen", "copy", "f32")
-    # sizeof(cluster) = 4 + 4*k*k for f32: 40 bytes at 3x3, 328 at 9x9 (DESIGN.md)
+    # sizeof(cluster) = 4 + 4*k*k for f32: 40 bytes at 3x3, 328 at 9x9 (docs/facts.md, "The cluster finder")
     assert a.cluster_bytes == 40 and b.cluster_bytes == 328
     # the 9x9 cap-1700 D2H slot is 557.6 KB: 4 + 1700*328
     assert b.slot_bytes == 4 + 1700 * 328 == 557_604

@@ -1,7 +1,7 @@
 """SM clocks during a traced pass: sample them with NVML, then judge whether they ramped.
 
 Short runs do not let the clocks reach their steady value: the reference campaign saw the
-kernel read about 7 % slow at 2000 frames (DESIGN.md, "Clocks"). The sampler is I/O; the
+kernel read about 7 % slow at 2000 frames (docs/facts.md, "Reading rules"). The sampler is I/O; the
 verdict (:func:`judge_clocks`) is a pure function over the samples.
 """
 

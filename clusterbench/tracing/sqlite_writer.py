@@ -3,7 +3,7 @@
 The CUPTI tracer (``--tracer cupti``) collects kernels, copies, memsets, API calls and the
 probe's own ranges in-process, then calls :func:`write_trace_sqlite`. The file carries the
 tables and columns ``clusterbench analyze`` reads from a real nsys export (the stable core
-named in DESIGN.md), so one reader serves both tracers.
+named in docs/facts.md, "nsys SQLite exports across versions"), so one reader serves both tracers.
 
 Everything here is pure Python over frozen records: it runs and is tested without a GPU.
 """
@@ -23,7 +23,7 @@ from clusterbench.trace.schema import PID_MASK, PID_SHIFT
 # packing is written once); globalTid adds the thread id in the low 24 bits.
 ID_MASK = PID_MASK
 
-# NVTX_EVENTS.eventType for a push/pop range (DESIGN.md, "NVTX_EVENTS").
+# NVTX_EVENTS.eventType for a push/pop range (docs/facts.md, "nsys SQLite exports across versions").
 NVTX_PUSH_POP = 59
 
 # CUPTI_ACTIVITY_KIND_RUNTIME.eventClass as nsys writes it: 0 runtime API, 1 driver API

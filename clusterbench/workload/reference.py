@@ -1,6 +1,6 @@
 """The NumPy reference cluster finder: the oracle for the GPU kernels, written for clarity.
 
-It follows DESIGN.md, "The cluster finder", operation for operation, so that the GPU must match it
+It follows docs/facts.md, "The cluster finder", operation for operation, so that the GPU must match it
 bit for bit in float32 and in float64:
 
 * Pedestal (always float64): sum and sum2 of N dark frames (exact: integers below 2**53);

@@ -1,6 +1,6 @@
 """Frames for the workload: deterministic synthetic MOENCH-like data, or real data from a .npy file.
 
-Synthetic data (DESIGN.md, "Synthetic MOENCH-like data"), NumPy only, deterministic for a seed:
+Synthetic data (docs/facts.md, "Synthetic MOENCH-like data"), NumPy only, deterministic for a seed:
 per-pixel pedestal ~ N(2000, 100) ADU and noise sigma ~ U(8, 20) ADU; dark frames are pedestal plus
 Gaussian noise; data frames add Poisson(occupancy) photons of 250 ADU each, the charge spread by a
 2-D Gaussian (sigma 0.6 px) around a uniform sub-pixel position, integrated over each pixel of a
@@ -21,10 +21,10 @@ import numpy as np
 from clusterbench.errors import InputError
 from clusterbench.workload.params import WorkloadParams
 
-PEDESTAL_ADU = (2000.0, 100.0)  # mean, sd of the per-pixel pedestal (DESIGN.md)
-NOISE_ADU = (8.0, 20.0)  # per-pixel noise sigma, uniform range (DESIGN.md)
-PHOTON_ADU = 250.0  # charge of one photon (DESIGN.md: about 250 ADU)
-SPREAD_PX = 0.6  # sigma of the charge cloud (DESIGN.md: about 0.6 px)
+PEDESTAL_ADU = (2000.0, 100.0)  # mean, sd of the per-pixel pedestal (docs/facts.md)
+NOISE_ADU = (8.0, 20.0)  # per-pixel noise sigma, uniform range (docs/facts.md)
+PHOTON_ADU = 250.0  # charge of one photon (docs/facts.md: about 250 ADU)
+SPREAD_PX = 0.6  # sigma of the charge cloud (docs/facts.md: about 0.6 px)
 FOOTPRINT = 2  # the charge is integrated over +-2 pixels around the hit (over 99.9 % at 0.6 px)
 _KIND_DARK, _KIND_DATA, _KIND_MAPS = 1, 2, 0
 

@@ -1,6 +1,6 @@
 """Build small synthetic nsys SQLite exports, one schema era at a time (sqlite-utils).
 
-The eras follow DESIGN.md's facts: the metadata table (none / EXPORT_META_DATA /
+The eras follow docs/facts.md, "nsys SQLite exports across versions": the metadata table (none / EXPORT_META_DATA /
 META_DATA_EXPORT), ENUM tables missing before 2022.4, mangledName from 2022.1,
 greenContextId in 2024.x, copyCount in 2025.x, the GPU name in TARGET_INFO_CUDA_GPU for
 2020.x, tables created only when they have rows, names through StringIds, NVTX text
@@ -35,6 +35,7 @@ class Kernel:
     pid: int = 100
     device: int = 0
     name: str = "find_clusters"
+    graph_node: int | None = None  # graphNodeId: set for kernel nodes of a node-level graph trace
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Copy:
     stream: int = 7
     pid: int = 100
     device: int = 0
+    pageable: bool = False  # host side pageable (memory kind 0) instead of pinned (1)
 
 
 @dataclass
@@ -56,6 +58,18 @@ class Memset:
     stream: int = 7
     pid: int = 100
     device: int = 0
+
+
+@dataclass
+class Graph:
+    """One graph execution on one stream (CUPTI_ACTIVITY_KIND_GRAPH_TRACE, graph-level tracing)."""
+
+    start: int
+    end: int
+    stream: int = 7
+    pid: int = 100
+    device: int = 0
+    graph_id: int = 1
 
 
 @dataclass
@@ -83,7 +97,9 @@ class Trace:
     memsets: list[Memset] = field(default_factory=list)
     api: list[Api] = field(default_factory=list)
     ranges: list[Range] = field(default_factory=list)
-    gpu_name: str = "NVIDIA H200"
+    graphs: list[Graph] = field(default_factory=list)
+    graph_nodes: bool = False  # write CUDA_GRAPH_NODE_EVENTS (a node-level graph trace)
+    gpu_name: str | None = "NVIDIA H200"  # None: no TARGET_INFO_GPU table
 
 
 def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
@@ -117,7 +133,9 @@ def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
         db["ENUM_CUDA_MEMCPY_OPER"].insert_all([{"id": 1, "name": "CUDA_MEMCPY_KIND_HTOD", "label": "Host-to-Device"}])
 
     # GPU info
-    if era == "2020.3":
+    if trace.gpu_name is None:
+        pass
+    elif era == "2020.3":
         db["TARGET_INFO_CUDA_GPU"].insert({"id": 0, "name": trace.gpu_name, "busLocation": "0000:00:06.0"})
     else:
         db["TARGET_INFO_GPU"].insert({"vmId": 1 << 48, "id": 0, "name": trace.gpu_name, "cuDevice": 0})
@@ -138,13 +156,16 @@ def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
             if year >= 2022.1:
                 row["mangledName"] = sid("_Z" + k.name)
             row.update({"gridX": 100, "gridY": 1, "gridZ": 1, "blockX": 128, "blockY": 1, "blockZ": 1})
+            row["graphNodeId"] = k.graph_node
             rows.append(row)
         db["CUPTI_ACTIVITY_KIND_KERNEL"].insert_all(rows)
     if trace.copies:
         rows = []
         for c in trace.copies:
             row = common(c.start, c.end, c.device, c.stream, c.pid)
-            row.update({"bytes": c.bytes, "copyKind": c.kind, "srcKind": 1, "dstKind": 2})
+            host = 0 if c.pageable else 1
+            src, dst = {1: (host, 2), 2: (2, host)}.get(c.kind, (2, 2))
+            row.update({"bytes": c.bytes, "copyKind": c.kind, "srcKind": src, "dstKind": dst})
             if year >= 2025.3:
                 row["copyCount"] = 1
             rows.append(row)
@@ -156,6 +177,21 @@ def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
             row.update({"value": 0, "bytes": m.bytes, "memKind": 2})
             rows.append(row)
         db["CUPTI_ACTIVITY_KIND_MEMSET"].insert_all(rows)
+    if trace.graphs:
+        rows = []
+        for g in trace.graphs:
+            row = common(g.start, g.end, g.device, g.stream, g.pid)
+            row["graphId"] = g.graph_id
+            row["graphExecId"] = g.graph_id
+            rows.append(row)
+        db["CUPTI_ACTIVITY_KIND_GRAPH_TRACE"].insert_all(rows)
+    if trace.graphs or trace.graph_nodes:
+        db["CUDA_GRAPH_EVENTS"].insert({"start": 0, "end": 0, "globalTid": gtid(100), "graphId": 1, "originalGraphId": None})
+    if trace.graph_nodes:
+        db["CUDA_GRAPH_NODE_EVENTS"].insert_all(
+            [{"start": 0, "end": 0, "globalTid": gtid(100), "graphNodeId": k.graph_node, "originalGraphNodeId": None, "graphId": 1}
+             for k in trace.kernels if k.graph_node is not None] or [{"start": 0, "end": 0, "globalTid": gtid(100), "graphNodeId": 1, "originalGraphNodeId": None, "graphId": 1}]
+        )
     if trace.api:
         db["CUPTI_ACTIVITY_KIND_RUNTIME"].insert_all(
             [

@@ -56,6 +56,8 @@ def test_real_export_matches_independent_sweep(real: Path) -> None:
     tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:  # the probe's traces zero their 16-byte totals once
         rows["memset"] = [(s, e, b) for s, e, b in con.execute("SELECT start, end, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET")]
+    if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tables:  # a graph-level trace: whole graph executions
+        rows["graph"] = [(s, e, 0) for s, e in con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE")]
     sync_names = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
     sync = [
         (s, e)
@@ -79,7 +81,7 @@ def test_real_export_matches_independent_sweep(real: Path) -> None:
         assert st.busy_ns == total(u), engine
         assert st.count == len(inside), engine
         assert st.us_per_frame == pytest.approx(total(u) / 1000 / frames)
-        if engine != "kernel":
+        if engine not in ("kernel", "graph"):
             # copies in these traces lie wholly inside or outside the pass range
             assert all(lo <= s and e <= hi for s, e, _ in inside)
             assert st.bytes == sum(b for _, _, b in inside)
@@ -106,7 +108,7 @@ def _covered_by_two_or_more(unions: list[list[tuple[int, int]]]) -> int:
 
 
 def test_real_export_5x5_reads_as_transfer_bound() -> None:
-    """The bundled make-run trace: H2D binds near the H200 link limit (DESIGN.md: ~5.8 µs/frame)."""
+    """The bundled make-run trace: H2D binds near the H200 link limit (docs/facts.md: ~5.8 µs/frame)."""
     r = analyze_trace(DEV_5X5)
     assert r.roofline.engine == "h2d"
     assert 5.0 < r.roofline.us_per_frame < 6.5
@@ -144,3 +146,55 @@ def test_probe_trace_carries_exactly_the_frames_and_slots() -> None:
     assert r.engines["d2h"].bytes == 20000 * 557_604 + 16
     assert r.roofline.engine == "d2h"
     assert r.serialization == 1.0 and r.overlap_ns == 0  # one stream: the engines take turns
+
+
+TRACKING = H200[0].with_name("tracking_3x3_s1_b500_f2000_graph.sqlite")
+TRACKING_NODE = H200[0].with_name("tracking_3x3_s1_b500_f2000_node.sqlite")
+
+
+def test_real_graph_level_trace_binds_on_the_graph_union() -> None:
+    """The tracking pipeline (3x3, 1 stream, batch 500, 2,000 frames) traced with nsys's default
+    --cuda-graph-trace=graph on the H200: its kernels exist only as graph-trace rows.
+
+    The reference reads the graph rows and the pass range with plain sqlite3 and takes their
+    union by a sorted sweep, clipped to the range.
+    """
+    con = sqlite3.connect(f"file:{TRACKING}?mode=ro", uri=True)
+    (lo, hi), = con.execute("SELECT start, end FROM NVTX_EVENTS WHERE text LIKE 'clusterbench:pass%'").fetchall()
+    graphs = con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE").fetchall()
+    kernels_outside_graphs = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    con.close()
+    union = clip(sweep_union(graphs), lo, hi)
+    r = analyze_trace(TRACKING)
+    assert r.frames == 2000
+    g = r.engines["graph"]
+    assert g.busy_ns == total(union)
+    assert g.count == sum(1 for s, e in graphs if min(e, hi) > max(s, lo))
+    assert r.roofline.engine == "graph"
+    assert r.roofline.us_per_frame == pytest.approx(total(union) / 1000 / 2000)
+    # the kernel table holds only the few kernels launched outside graphs (none inside the pass)
+    assert r.engines["kernel"].busy_ns < g.busy_ns / 100 and kernels_outside_graphs < 100
+    # the warning, once: in the warnings, and as the graph rule's note
+    assert sum("--cuda-graph-trace=node" in w for w in r.warnings) == 1
+    assert [f.code for f in r.findings].count("graph_level") == 1
+    assert any("copy and memset nodes" in n and "gaps between its nodes" in n for n in r.notes)
+
+
+def test_real_node_level_trace_reads_graph_kernels_as_kernels() -> None:
+    """The same pipeline traced with --cuda-graph-trace=node: one kernel row per graph kernel node
+    (batch 500, one kernel per frame: 2,000 in the pass), no graph-trace table, no warning."""
+    con = sqlite3.connect(f"file:{TRACKING_NODE}?mode=ro", uri=True)
+    (lo, hi), = con.execute("SELECT start, end FROM NVTX_EVENTS WHERE text LIKE 'clusterbench:pass%'").fetchall()
+    kernels = con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+    in_graphs = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL").fetchone()[0]
+    con.close()
+    r = analyze_trace(TRACKING_NODE)
+    k = r.engines["kernel"]
+    assert in_graphs >= 2000
+    assert k.busy_ns == total(clip(sweep_union(kernels), lo, hi))
+    assert k.count == sum(1 for s, e in kernels if min(e, hi) > max(s, lo))
+    assert "graph" not in r.engines and r.roofline.engine == "kernel"
+    assert not any("cuda-graph-trace" in w for w in r.warnings)
+    assert r.to_json()["graph_trace"] == "node"
+    # the two traces are two runs of one config: the kernel bar and the graph bar agree within 2 %
+    assert k.us_per_frame == pytest.approx(analyze_trace(TRACKING).engines["graph"].us_per_frame, rel=0.02)

@@ -55,7 +55,7 @@ def test_tables_and_columns_match_the_nsys_core(trace) -> None:
     ).fetchall()
     assert rows[0] == (2000, 4000, 0, 1, 13, 10, PID << 24, "find_clusters_3x3")
     assert len(rows) == 3
-    # DESIGN.md: pid = (globalPid >> 24) & 0xFFFFFF
+    # docs/facts.md: pid = (globalPid >> 24) & 0xFFFFFF
     assert {(r[6] >> 24) & 0xFFFFFF for r in rows} == {PID}
     demangled = con.execute(
         "SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"

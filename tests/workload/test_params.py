@@ -15,7 +15,7 @@ def test_defaults_match_the_reference_campaign():
 def test_sizes_follow_design():
     # sizeof(cluster) = 4 + 4*k*k for float32: 40 B at 3x3, 328 B at 9x9; slot = 4 + cap*sizeof
     assert WorkloadParams(cluster=3).cluster_bytes == 40
-    assert WorkloadParams(cluster=9, cap=1700).slot_bytes == 4 + 1700 * 328  # 557,604 B (DESIGN: 557.6 KB)
+    assert WorkloadParams(cluster=9, cap=1700).slot_bytes == 4 + 1700 * 328  # 557,604 B (docs/facts.md: 557.6 KB)
     assert WorkloadParams(cluster=3, pedestal_dtype="float64").cluster_bytes == 4 + 8 * 9
     assert WorkloadParams().frame_bytes == 400 * 400 * 2
 

@@ -1,4 +1,4 @@
-// clusterbench: aare's photon cluster finder on the GPU (see docs/workload.md and DESIGN.md).
+// clusterbench: aare's photon cluster finder on the GPU (see docs/workload.md and docs/facts.md).
 //
 // Compiled by CuPy's NVRTC with -DCB_T=<float|double> -DCB_K=<3..11> and --fmad=false, so that every
 // multiply and add rounds on its own, exactly as the NumPy reference does (bit-identical results).
