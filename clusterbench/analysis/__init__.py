@@ -11,6 +11,11 @@ from typing import Any
 _EXPORTS = {
     "analyze": "clusterbench.analysis.engines",
     "analyze_trace": "clusterbench.analysis.engines",
+    "load_trace": "clusterbench.analysis.engines",
+    "Finding": "clusterbench.analysis.rules",
+    "RULES": "clusterbench.analysis.rules",
+    "WhatIf": "clusterbench.analysis.whatif",
+    "parse_changes": "clusterbench.analysis.whatif",
     "EngineStats": "clusterbench.analysis.engines",
     "GroupAnalysis": "clusterbench.analysis.engines",
     "Roofline": "clusterbench.analysis.engines",

@@ -2,7 +2,7 @@
 
 ``analyze(trace_data, ...)`` turns a :class:`~clusterbench.trace.TraceData` into a frozen
 :class:`TraceAnalysis`; ``analyze_trace(path, ...)`` reads the file first. Semantics are
-DESIGN.md's "Analysis semantics":
+docs/analyze.md, "What it measures":
 
 - busy time is an interval union per engine, grouped by (pid, device), clipped to the window;
 - the window is every NVTX range starting with ``--range NAME``; by default the probe's
@@ -14,7 +14,12 @@ DESIGN.md's "Analysis semantics":
 - copies cut by a window edge count their bytes in proportion to the part inside, so GB/s
   stays bytes over busy time;
 - kernel, h2d and d2h are always reported (zeros when absent); other engines appear only
-  when they have activity in the window.
+  when they have activity in the window;
+- ``graph`` is the GPU time of whole CUDA graph executions in a graph-level trace; it is an
+  engine like the others (roofline, overlap, idle, headroom) and always comes with a warning;
+- a copy or memset whose bytes over its duration exceed any physical rate (RATE_CEILING_GBPS)
+  is left out of every figure and reported;
+- the "why" notes are rules (clusterbench.analysis.rules), each with a code and a threshold.
 """
 
 from __future__ import annotations
@@ -24,22 +29,43 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from clusterbench import __version__
 from clusterbench.analysis import intervals as iv
+from clusterbench.analysis import rules as R
 from clusterbench.errors import InputError, TraceError
 from clusterbench.trace import schema as S
 from clusterbench.trace.reader import DEFAULT_PASS_PREFIXES, NvtxRanges, TraceData
 
-JSON_VERSION = 1  # history: 1 = first release (DESIGN.md JSON contract plus extra keys)
+# history: 1 = first release (the JSON contract of docs/facts.md plus extra keys);
+#          2 = adds the `graph` engine, `rules` (fired rules with codes), per-engine
+#              `headroom_factor`, `streams`/`implausible_*`, group `n_streams`, `engine_streams`,
+#              `sync_copy_*`, `pageable_*`, `idle_gap*`, `graph_trace`, and top-level `what_if`.
+JSON_VERSION = 2
 
 _FRAMES_RE = re.compile(r"(?:^|[\s,;:(])frames\s*=\s*(\d+)")
-# Reading thresholds for the notes (judgement calls, stated in the notes themselves).
-NO_OVERLAP_SERIALIZATION = 1.05  # below this, engines practically take turns
-HOST_SYNC_NOTE_FRACTION = 0.20
-IDLE_NOTE_FRACTION = 0.10
+# Kept for callers of version 1; the thresholds live with the rules now.
+NO_OVERLAP_SERIALIZATION = R.NO_OVERLAP_SERIALIZATION
+HOST_SYNC_NOTE_FRACTION = R.HOST_SYNC_FRACTION
+IDLE_NOTE_FRACTION = R.IDLE_FRACTION
+
+# Rate ceilings, GB/s = bytes per ns, above which a copy or memset record cannot be right.
+# Generous on purpose: host-link copies against 1,000 GB/s, above NVLink-C2C (GH200: 900 GB/s both
+# directions together, 450 GB/s each way) and far above PCIe (Gen5 x16 ~64 GB/s, Gen6 x16 ~128 GB/s
+# each way); device-side copies and memsets against 10,000 GB/s, above the fastest HBM (B200 HBM3e
+# 8 TB/s; H200 4.8 TB/s) and NVLink 5 (1.8 TB/s per GPU).
+HOST_LINK_CEILING_GBPS = 1_000.0
+DEVICE_CEILING_GBPS = 10_000.0
+RATE_CEILING_GBPS = {
+    **{e: HOST_LINK_CEILING_GBPS for e in ("h2d", "d2h", "um_h2d", "um_d2h")},
+    **{e: DEVICE_CEILING_GBPS for e in ("d2d", "p2p", "um_d2d", "memset", "other")},
+}
+# per engine code; inf where records carry no bytes (kernel, graph)
+_CEILING = np.array([RATE_CEILING_GBPS.get(e, np.inf) for e in S.ENGINES], dtype=np.float64)
+ABSURD_US_PER_FRAME = 0.001  # 1 ns per frame: no pipeline moves or computes a frame that fast
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +79,16 @@ class EngineStats:
     gbps: float | None = None  # bytes / busy_ns = GB/s (1e9 bytes/s)
     headroom: float | None = None  # (roofline busy - busy) / busy; None for the roofline engine
     headroom_us_per_frame: float | None = None
+    streams: int = 0  # distinct streams with a record of this engine inside the window
+    implausible_count: int = 0  # records left out: bytes / duration above the engine's ceiling
+    implausible_bytes: int = 0
+    implausible_max_gbps: float | None = None
+    implausible_limit_gbps: float | None = None
+
+    @property
+    def headroom_factor(self) -> float | None:
+        """roofline busy / busy: how many times its busy time this engine could take before it binds."""
+        return None if self.headroom is None else 1.0 + self.headroom
 
     def to_json(self) -> dict:
         out: dict = {"busy_ns": self.busy_ns, "count": self.count, "us_per_frame": self.us_per_frame, "duty": self.duty}
@@ -60,7 +96,14 @@ class EngineStats:
             out["bytes"] = self.bytes
             out["gbps"] = self.gbps
         out["headroom"] = self.headroom
+        out["headroom_factor"] = self.headroom_factor
         out["headroom_us_per_frame"] = self.headroom_us_per_frame
+        out["streams"] = self.streams
+        if self.implausible_count:
+            out["implausible_count"] = self.implausible_count
+            out["implausible_bytes"] = self.implausible_bytes
+            out["implausible_max_gbps"] = self.implausible_max_gbps
+            out["implausible_limit_gbps"] = self.implausible_limit_gbps
         return out
 
 
@@ -113,6 +156,20 @@ class GroupAnalysis:
     efficiency: float | None  # roofline us_per_frame / measured us_per_frame
     streams: tuple[StreamStats, ...] | None = None
     notes: tuple[str, ...] = ()
+    n_streams: int = 0  # distinct streams with GPU work inside the window
+    engine_streams: dict[str, int] = field(default_factory=dict)  # per engine with work, its stream count
+    sync_copy_ns: int = 0  # union of synchronous copy calls (cudaMemcpy, cuMemcpy*), clipped to the window
+    sync_copy_calls: int = 0
+    sync_copy_names: tuple[str, ...] = ()
+    pageable_count: int = 0  # copies inside the window with pageable host memory
+    pageable_bytes: int = 0
+    pageable_known: bool = True  # the export has srcKind/dstKind
+    idle_gap_count: int = 0  # idle gaps of at least rules.GAP_NS
+    idle_gap_ns: int = 0
+    longest_idle_ns: int = 0
+    graph_trace: str | None = None  # "graph", "node" or None (see TraceData.graph_trace)
+    findings: tuple[R.Finding, ...] = ()
+    window_intervals: tuple = field(default=(), compare=False, repr=False)  # the window as (starts, ends) ns
 
     def to_json(self) -> dict:
         out = {
@@ -134,7 +191,18 @@ class GroupAnalysis:
             "serialization": self.serialization,
             "measured_us_per_frame": self.measured_us_per_frame,
             "efficiency": self.efficiency,
+            "n_streams": self.n_streams,
+            "engine_streams": dict(self.engine_streams),
+            "sync_copy_ns": self.sync_copy_ns,
+            "sync_copy_calls": self.sync_copy_calls,
+            "pageable_count": self.pageable_count if self.pageable_known else None,
+            "pageable_bytes": self.pageable_bytes if self.pageable_known else None,
+            "idle_gap_count": self.idle_gap_count,
+            "idle_gap_ns": self.idle_gap_ns,
+            "longest_idle_ns": self.longest_idle_ns,
+            "graph_trace": self.graph_trace,
             "notes": list(self.notes),
+            "rules": [f.to_json() for f in self.findings],
         }
         if self.streams is not None:
             out["streams"] = [s.to_json() for s in self.streams]
@@ -151,6 +219,8 @@ class TraceAnalysis:
     groups: tuple[GroupAnalysis, ...]
     primary: GroupAnalysis
     warnings: tuple[str, ...] = field(default=())
+    graph_warning: str | None = None  # also in warnings; the table shows it in place
+    what_if: Any = None  # a whatif.WhatIf for the primary group, when asked for
 
     # The primary group's figures, for callers that want one group (the probe).
     @property
@@ -225,6 +295,10 @@ class TraceAnalysis:
     def notes(self) -> tuple[str, ...]:
         return self.primary.notes
 
+    @property
+    def findings(self) -> tuple[R.Finding, ...]:
+        return self.primary.findings
+
     def to_json(self) -> dict:
         out = {
             "version": JSON_VERSION,
@@ -236,6 +310,8 @@ class TraceAnalysis:
         out.update(self.primary.to_json())
         if len(self.groups) > 1:
             out["groups"] = [g.to_json() for g in self.groups]
+        if self.what_if is not None:
+            out["what_if"] = self.what_if.to_json()
         out["warnings"] = list(self.warnings)
         return out
 
@@ -289,14 +365,49 @@ def _frames_from_ranges(used: NvtxRanges) -> tuple[int | None, str | None, str |
 # --------------------------------------------------------------------------- per group
 
 
+def _distinct(x: np.ndarray) -> np.ndarray:
+    """The distinct values of a small-range int array (bincount when the range is small)."""
+    if x.size == 0:
+        return x
+    lo, hi = int(x.min()), int(x.max())
+    if hi - lo < 1 << 20:
+        return np.flatnonzero(np.bincount(x - lo)) + lo
+    return np.unique(x)
+
+
+def _stream_time(ids: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct stream ids of some records, and each one's summed length (ns)."""
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo == hi:
+        return np.array([lo], dtype=np.int64), np.array([float(w.sum())])
+    if hi - lo < 1 << 16:
+        rel = ids - lo
+        per = np.bincount(rel, weights=w)
+        # an id without time has no records, or only zero-length ones (still a used stream):
+        # count records only then (the per-id array is small, the recount rare)
+        used = np.arange(per.size) if per.all() else np.flatnonzero(np.bincount(rel))
+        return used + lo, per[used]
+    used, inverse = np.unique(ids, return_inverse=True)
+    return used, np.bincount(inverse, weights=w, minlength=used.size)
+
+
+def _working(per_stream_ns: np.ndarray) -> int:
+    """Streams that carry at least rules.STREAM_SHARE of the time (all of them when the time is 0)."""
+    total = float(per_stream_ns.sum())
+    if total <= 0:
+        return int(per_stream_ns.size)
+    return int((per_stream_ns >= R.STREAM_SHARE * total).sum())
+
+
 def _engine_figures(
     s: np.ndarray, e: np.ndarray, b: np.ndarray | None, window: iv.Intervals
-) -> tuple[iv.Intervals, int, int | None]:
-    """(busy set clipped to the window, records in the window, bytes in the window)."""
+) -> tuple[iv.Intervals, np.ndarray | None, np.ndarray | None, int | None]:
+    """(busy set clipped to the window, records in the window as a mask or None for all, each
+    record's length inside the window or None for e - s, bytes in the window)."""
     ps, pe, owner = iv.clip(s, e, window)
     busy = iv.union(ps, pe)  # = union(records) ∩ window
     if owner is None:  # every record lies wholly inside the window
-        return busy, int(s.size), (int(b.sum()) if b is not None else None)
+        return busy, None, None, (int(b.sum()) if b is not None else None)
     n = s.size
     dur = e - s
     clipped = np.bincount(owner, weights=(pe - ps), minlength=n).astype(np.int64)
@@ -304,7 +415,6 @@ def _engine_figures(
     zero = dur <= 0
     if zero.any():
         inside = inside | (zero & iv.points_inside(s, window))
-    count = int(inside.sum())
     nbytes = None
     if b is not None:
         full = inside & ((clipped == dur) | zero)
@@ -312,21 +422,22 @@ def _engine_figures(
         nbytes = int(b[full].sum())
         if part.any():
             nbytes += int(round(float((b[part] * (clipped[part] / dur[part])).sum())))
-    return busy, count, nbytes
+    return busy, inside, clipped, nbytes
 
 
 def _stats(
-    name: str, busy_ns: int, count: int, nbytes: int | None, window_ns: int, frames: int | None
+    name: str, busy_ns: int, count: int, nbytes: int | None, window_ns: int, frames: int | None, streams: int = 0
 ) -> EngineStats:
-    is_copy = name != "kernel"
+    has_bytes = name in S.BYTE_ENGINES
     return EngineStats(
         engine=name,
         busy_ns=busy_ns,
         count=count,
         duty=(busy_ns / window_ns) if window_ns > 0 else None,
         us_per_frame=(busy_ns / 1000.0 / frames) if frames else None,
-        bytes=(nbytes or 0) if is_copy else None,
-        gbps=((nbytes or 0) / busy_ns if busy_ns > 0 else None) if is_copy else None,
+        bytes=(nbytes or 0) if has_bytes else None,
+        gbps=((nbytes or 0) / busy_ns if busy_ns > 0 else None) if has_bytes else None,
+        streams=streams,
     )
 
 
@@ -337,16 +448,8 @@ def _with_headroom(stats: dict[str, EngineStats], roof: Roofline, frames: int | 
             out[name] = st
             continue
         gap = roof.busy_ns - st.busy_ns
-        out[name] = EngineStats(
-            engine=st.engine,
-            busy_ns=st.busy_ns,
-            count=st.count,
-            duty=st.duty,
-            us_per_frame=st.us_per_frame,
-            bytes=st.bytes,
-            gbps=st.gbps,
-            headroom=gap / st.busy_ns,
-            headroom_us_per_frame=(gap / 1000.0 / frames) if frames else None,
+        out[name] = dataclasses.replace(
+            st, headroom=gap / st.busy_ns, headroom_us_per_frame=(gap / 1000.0 / frames) if frames else None
         )
     return out
 
@@ -359,9 +462,13 @@ def _engine_table(
     window: iv.Intervals,
     window_ns: int,
     frames: int | None,
-) -> tuple[dict[str, EngineStats], list[iv.Intervals]]:
+    st_ids: np.ndarray | None = None,
+) -> tuple[dict[str, EngineStats], list[iv.Intervals], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Per engine: its figures, its busy set, and (with ``st_ids``) the streams it used in the
+    window with each one's time (the sum of its records' lengths inside the window)."""
     stats: dict[str, EngineStats] = {}
     busy_sets: list[iv.Intervals] = []
+    used_streams: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     counts = np.bincount(eng, minlength=len(S.ENGINES))
     for code, name in enumerate(S.ENGINES):
         if counts[code] == 0:
@@ -369,81 +476,63 @@ def _engine_table(
                 stats[name] = _stats(name, 0, 0, 0, window_ns, frames)
             continue
         if counts[code] == eng.size:
+            m = None
             es, ee, eb = s, e, b
         else:
             m = eng == code
             es, ee, eb = s[m], e[m], b[m]
-        busy, count, nbytes = _engine_figures(es, ee, eb if name != "kernel" else None, window)
+        busy, inside, lengths, nbytes = _engine_figures(es, ee, eb if name in S.BYTE_ENGINES else None, window)
+        count = int(es.size) if inside is None else int(inside.sum())
         if count == 0 and name not in S.ALWAYS_REPORTED:
             continue
+        n_streams = 0
+        if st_ids is not None and count:
+            ids = st_ids if m is None else st_ids[m]
+            w = (ee - es) if lengths is None else lengths
+            if inside is not None:
+                ids, w = ids[inside], w[inside]
+            used_streams[name] = _stream_time(ids, w)
+            n_streams = _working(used_streams[name][1])
         busy_sets.append(busy)
-        stats[name] = _stats(name, iv.length(busy), count, nbytes, window_ns, frames)
-    return stats, busy_sets
+        stats[name] = _stats(name, iv.length(busy), count, nbytes, window_ns, frames, n_streams)
+    return stats, busy_sets, used_streams
 
 
-def _notes(g: GroupAnalysis) -> tuple[str, ...]:
-    notes: list[str] = []
-    roof = g.roofline
-    if roof.engine is None:
-        return ("no GPU activity inside the window: check --range",)
-    eng = g.engines
-    pf = g.frames is not None
+def _implausible(
+    s: np.ndarray, e: np.ndarray, eng: np.ndarray, b: np.ndarray, window: iv.Intervals
+) -> tuple[np.ndarray | None, dict[str, tuple[int, int, float]]]:
+    """Records whose bytes over duration exceed their engine's ceiling: the mask (None when there
+    are none) and, per engine, (records in the window, their bytes, the highest rate in GB/s)."""
+    dur = np.maximum(e - s, 1)  # a zero-length record is taken as 1 ns, the timer's resolution
+    bad = b > _CEILING[eng] * dur
+    if not bad.any():
+        return None, {}
+    idx = np.flatnonzero(bad)
+    inside = (iv.clipped_lengths(s[idx], e[idx], window) > 0) | iv.points_inside(s[idx], window)
+    out: dict[str, tuple[int, int, float]] = {}
+    for code in np.unique(eng[idx]).tolist():
+        sel = idx[(eng[idx] == code) & inside]
+        if sel.size:
+            out[S.ENGINES[code]] = (int(sel.size), int(b[sel].sum()), float((b[sel] / dur[sel]).max()))
+    return bad, out
 
-    def per_frame(name: str) -> str:
-        st = eng[name]
-        return f"{st.us_per_frame:.2f} µs/frame" if pf and st.us_per_frame is not None else f"{st.busy_ns / 1e6:.3f} ms"
 
-    notes.append(f"{roof.engine} binds: the tallest bar at {per_frame(roof.engine)} ({(eng[roof.engine].duty or 0):.0%} of the window).")
-    k = eng.get("kernel")
-    if roof.engine != "kernel" and k is not None and k.busy_ns > 0:
-        notes.append(
-            f"the kernel ({per_frame('kernel')}) sits below the {roof.engine} bar: a faster kernel does not raise "
-            f"throughput until it is the tallest bar; shrink the {roof.engine} traffic instead."
+def _frames_of(
+    frames_arg: int | None, used: NvtxRanges, warnings: list[str]
+) -> tuple[int | None, str | None]:
+    if not len(used):
+        return (frames_arg, "FRAMES argument") if frames_arg is not None else (None, None)
+    in_text, text_source, warn = _frames_from_ranges(used)
+    if frames_arg is None:
+        if warn:
+            warnings.append(warn)
+        return in_text, text_source
+    if in_text is not None and in_text != frames_arg:
+        warnings.append(
+            f"the FRAMES argument ({frames_arg:,}) contradicts frames={in_text:,} in the {text_source}; "
+            f"used the FRAMES argument ({frames_arg:,}). Leave FRAMES out to use the range text."
         )
-    elif roof.engine == "kernel":
-        notes.append("the kernel is the tallest bar: kernel speed-ups pay off end to end.")
-    active = [n for n, st in eng.items() if st.busy_ns > 0]
-    if len(active) >= 2 and g.serialization is not None:
-        if g.serialization < NO_OVERLAP_SERIALIZATION:
-            notes.append(
-                f"engines take turns (serialization {g.serialization:.2f}x, overlap {g.overlap_ns / 1e6:.3f} ms): "
-                "the frame time is the sum of the bars, not the tallest one. Overlap needs copies and kernels on "
-                "several streams, cudaMemcpyAsync into pinned host memory, and no per-batch stream or device sync."
-            )
-        else:
-            notes.append(
-                f"engines overlap for {g.overlap_ns / 1e6:.3f} ms (serialization {g.serialization:.2f}x): part of the "
-                "shorter bars hides behind the others."
-            )
-    if g.window_ns > 0:
-        sync_frac = g.host_sync_ns / g.window_ns
-        idle_frac = g.idle_ns / g.window_ns
-        if sync_frac >= HOST_SYNC_NOTE_FRACTION:
-            calls = ", ".join(g.host_sync_calls) or "synchronize calls"
-            if idle_frac >= IDLE_NOTE_FRACTION:
-                notes.append(
-                    f"the host waits in {calls} for {sync_frac:.0%} of the window and the GPU is idle "
-                    f"{idle_frac:.0%} of it: each wait drains the pipeline, so the next copy cannot start under "
-                    "the current kernel. Wait on per-buffer events instead, with more batches in flight."
-                )
-            else:
-                # A host that waits while every engine stays busy is only ahead of the GPU (for example one
-                # synchronize at the end of an asynchronous pass): the wait costs nothing.
-                notes.append(
-                    f"the host waits in {calls} for {sync_frac:.0%} of the window, but the GPU stays busy (idle "
-                    f"{idle_frac:.1%}): the host is ahead of the GPU, and the waits cost no throughput."
-                )
-        if idle_frac >= IDLE_NOTE_FRACTION:
-            notes.append(
-                f"the GPU is idle {idle_frac:.0%} of the window (no engine busy): the host does not feed it fast "
-                "enough (launch gaps, host-side work, synchronous calls)."
-            )
-    if g.efficiency is not None and g.measured_us_per_frame is not None and roof.us_per_frame is not None:
-        notes.append(
-            f"measured {g.measured_us_per_frame:.2f} µs/frame over the window against a roofline of "
-            f"{roof.us_per_frame:.2f} µs/frame: {g.efficiency:.0%} of what the tallest bar allows."
-        )
-    return tuple(notes)
+    return frames_arg, "FRAMES argument"
 
 
 def _analyze_group(
@@ -458,6 +547,7 @@ def _analyze_group(
     warnings: list[str] = []
     act = data.activity
     s, e, eng, b = act.start_ns[idx], act.end_ns[idx], act.engine[idx], act.bytes[idx]
+    st_ids, pageable = act.stream[idx], act.pageable[idx]
 
     used, matched = _choose_ranges(data.ranges, pid, range_name)
     if len(used):
@@ -471,18 +561,30 @@ def _analyze_group(
         window = (np.array([s.min()]), np.array([e.max()]))
         window_source = "GPU activity span (first to last GPU record; no NVTX pass range)"
     window_ns = iv.length(window)
+    frames, frames_source = _frames_of(frames_arg, used, warnings)
 
-    frames, frames_source = None, None
-    if frames_arg is not None:
-        frames, frames_source = frames_arg, "FRAMES argument"
-    elif len(used):
-        frames, frames_source, warn = _frames_from_ranges(used)
-        if warn:
-            warnings.append(warn)
+    bad, implausible = _implausible(s, e, eng, b, window)
+    if bad is not None:
+        keep = ~bad
+        s, e, eng, b, st_ids, pageable = s[keep], e[keep], eng[keep], b[keep], st_ids[keep], pageable[keep]
+        for name, (n, nbytes, top) in implausible.items():
+            warnings.append(
+                f"{name}: {n:,} record(s) of {nbytes:,} bytes in total report up to {top:,.0f} GB/s, above the "
+                f"{RATE_CEILING_GBPS[name]:,.0f} GB/s that no {'host link' if RATE_CEILING_GBPS[name] == HOST_LINK_CEILING_GBPS else 'device memory or GPU link'} "
+                "reaches: the record's bytes or times are wrong. They are left out of busy time, bytes, GB/s and the roofline."
+            )
 
-    stats, busy_sets = _engine_table(s, e, eng, b, window, window_ns, frames)
-    any_busy_ns, overlap_ns = iv.coverage_lengths(busy_sets, 2)
+    stats, busy_sets, used_streams = _engine_table(s, e, eng, b, window, window_ns, frames, st_ids)
+    for name, (n, nbytes, top) in implausible.items():
+        base = stats.get(name) or _stats(name, 0, 0, 0, window_ns, frames)
+        stats[name] = dataclasses.replace(
+            base, implausible_count=n, implausible_bytes=nbytes, implausible_max_gbps=top,
+            implausible_limit_gbps=RATE_CEILING_GBPS[name],
+        )  # fmt: skip
+    stats = {n: stats[n] for n in S.ENGINES if n in stats}  # display order, also for added engines
+    (any_busy_ns, overlap_ns), gap_len = iv.coverage_and_gaps(busy_sets, window, 2)
     total_busy = sum(st.busy_ns for st in stats.values())
+    long_gaps = gap_len[gap_len >= R.GAP_NS]
 
     roof_name = None
     roof_busy = 0
@@ -496,24 +598,51 @@ def _analyze_group(
         fps=(1e9 * frames / roof_busy) if (frames and roof_busy > 0) else None,
     )
     stats = _with_headroom(stats, roof, frames)
+    if roof.us_per_frame is not None and roof.us_per_frame < ABSURD_US_PER_FRAME:
+        warnings.append(
+            f"the result is absurd: {roof.us_per_frame * 1000:.3g} ns per frame for the tallest bar ({roof_name}), "
+            f"below the {ABSURD_US_PER_FRAME * 1000:.0f} ns that no GPU pipeline reaches: frames ({frames:,}, from "
+            f"{frames_source}) is likely wrong; it must count the frames processed inside the window"
+        )
 
     hs = data.host_sync
     hm = hs.pid == pid
     host_sync_ns = iv.length(iv.intersect(iv.union(hs.start_ns[hm], hs.end_ns[hm]), window)) if hm.any() else 0
+    sync_copy_ns, sync_copy_calls, sync_copy_names = 0, 0, ()
+    cm = hm & hs.is_call(S.SYNC_COPY_CALLS) if hm.any() else hm
+    if cm.any():
+        cs, ce = hs.start_ns[cm], hs.end_ns[cm]
+        sync_copy_ns = iv.length(iv.intersect(iv.union(cs, ce), window))
+        in_window = (iv.clipped_lengths(cs, ce, window) > 0) | iv.points_inside(cs, window)
+        sync_copy_calls = int(in_window.sum())
+        copy_names = tuple(n for n in hs.names if n in S.SYNC_COPY_CALLS)
+        if len(copy_names) == len(hs.names):  # only copy calls: the reader kept no per-call name
+            sync_copy_names = copy_names
+        else:
+            sync_copy_names = tuple(sorted({hs.names[i] for i in np.unique(hs.name_index[cm][in_window]).tolist()}))
+
+    pageable_count = pageable_bytes = 0
+    if pageable.any():
+        pi = np.flatnonzero(pageable)
+        inside = (iv.clipped_lengths(s[pi], e[pi], window) > 0) | iv.points_inside(s[pi], window)
+        pageable_count, pageable_bytes = int(inside.sum()), int(b[pi][inside].sum())
 
     streams = None
-    if by_stream and act.stream is not None:
-        st_ids = act.stream[idx]
+    if by_stream:
         out = []
-        for sid in np.unique(st_ids).tolist():
+        for sid in _distinct(st_ids).tolist():
             m = st_ids == sid
-            sstats, ssets = _engine_table(s[m], e[m], eng[m], b[m], window, window_ns, frames)
+            sstats, ssets, _ = _engine_table(s[m], e[m], eng[m], b[m], window, window_ns, frames)
             sstats = {k: v for k, v in sstats.items() if v.count > 0}
             if not sstats:
                 continue  # the stream has no activity inside the window
             out.append(StreamStats(int(sid), sstats, iv.coverage_lengths(ssets, 1)[0]))
         streams = tuple(out)
 
+    per_stream: dict[int, float] = {}
+    for ids, per in used_streams.values():
+        for sid, t in zip(ids.tolist(), per.tolist()):
+            per_stream[sid] = per_stream.get(sid, 0.0) + t
     g = GroupAnalysis(
         pid=pid,
         device=device,
@@ -534,8 +663,22 @@ def _analyze_group(
         measured_us_per_frame=(window_ns / 1000.0 / frames) if frames else None,
         efficiency=(roof_busy / window_ns) if (window_ns > 0 and roof_name) else None,
         streams=streams,
+        n_streams=_working(np.array(list(per_stream.values()), dtype=np.float64)) if per_stream else 0,
+        engine_streams={n: _working(per) for n, (_, per) in used_streams.items()},
+        sync_copy_ns=sync_copy_ns,
+        sync_copy_calls=sync_copy_calls,
+        sync_copy_names=sync_copy_names,
+        pageable_count=pageable_count,
+        pageable_bytes=pageable_bytes,
+        pageable_known=data.srckind_read,
+        idle_gap_count=int(long_gaps.size),
+        idle_gap_ns=int(long_gaps.sum()),
+        longest_idle_ns=int(gap_len.max()) if gap_len.size else 0,
+        graph_trace=data.graph_trace,
+        window_intervals=window,
     )
-    return dataclasses.replace(g, notes=_notes(g)), warnings
+    findings = R.evaluate(g)
+    return dataclasses.replace(g, findings=findings, notes=tuple(f.message for f in findings)), warnings
 
 
 # --------------------------------------------------------------------------- entry points
@@ -549,8 +692,13 @@ def analyze(
     pid: int | None = None,
     by_stream: bool = False,
     trace_label: str | None = None,
+    what_if: tuple[Any, ...] = (),
 ) -> TraceAnalysis:
-    """Analyze already-read trace data (pure). See the module docstring for the semantics."""
+    """Analyze already-read trace data (pure). See the module docstring for the semantics.
+
+    ``what_if`` takes whatif.Change records (whatif.parse_changes parses ``--what-if``); the
+    result for the primary group is ``TraceAnalysis.what_if``.
+    """
     if frames is not None and frames <= 0:
         raise InputError(f"FRAMES must be a positive number of frames, got {frames}", hint="pass the frames the traced pass processed, e.g. 10000")
     if range_name is not None and range_name == "":
@@ -596,6 +744,15 @@ def analyze(
             f"device {primary.device} (most GPU busy time); every group is under 'groups'. "
             "Pick one with --pid/--device.",
         )
+    graph_warning = None
+    if data.graph_trace == "graph" and bool((act.engine == S.ENGINE_CODE["graph"]).any()):
+        graph_warning = R.GRAPH_WARNING
+        warnings.insert(0, graph_warning)
+    wif = None
+    if what_if:
+        from clusterbench.analysis.whatif import what_if as _what_if
+
+        wif = _what_if(primary, tuple(what_if))
     return TraceAnalysis(
         trace=trace_label if trace_label is not None else str(data.path),
         nsys_version=data.nsys_version,
@@ -603,7 +760,18 @@ def analyze(
         groups=tuple(groups),
         primary=primary,
         warnings=tuple(warnings),
+        graph_warning=graph_warning,
+        what_if=wif,
     )
+
+
+def load_trace(path: str | os.PathLike[str], range_name: str | None = None) -> TraceData:
+    """Read ``path`` (an nsys SQLite export, or a .nsys-rep/.qdrep exported through nsys) for ``analyze``."""
+    from clusterbench.trace import read_trace, resolve_trace
+
+    sqlite_path = resolve_trace(path)
+    prefixes = (range_name,) if range_name else DEFAULT_PASS_PREFIXES
+    return read_trace(sqlite_path, range_prefixes=prefixes)
 
 
 def analyze_trace(
@@ -613,11 +781,8 @@ def analyze_trace(
     device: int | None = None,
     pid: int | None = None,
     by_stream: bool = False,
+    what_if: tuple[Any, ...] = (),
 ) -> TraceAnalysis:
     """Read ``path`` (an nsys SQLite export, or a .nsys-rep exported through nsys) and analyze it."""
-    from clusterbench.trace import read_trace, resolve_trace
-
-    sqlite_path = resolve_trace(path)
-    prefixes = (range_name,) if range_name else DEFAULT_PASS_PREFIXES
-    data = read_trace(sqlite_path, range_prefixes=prefixes, by_stream=by_stream)
-    return analyze(data, frames, range_name, device, pid, by_stream, trace_label=str(Path(path)))
+    data = load_trace(path, range_name)
+    return analyze(data, frames, range_name, device, pid, by_stream, trace_label=str(Path(path)), what_if=what_if)

@@ -121,6 +121,49 @@ def coverage_lengths(sets: Sequence[Intervals], max_k: int = 2) -> tuple[int, ..
     return tuple(int(seg[dep >= k].sum()) for k in range(1, max_k + 1))
 
 
+_HOLE = 100  # depth of a window hole in the sweep of coverage_and_gaps; far above any set count
+
+
+def coverage_and_gaps(sets: Sequence[Intervals], window: Intervals, max_k: int = 2) -> tuple[tuple[int, ...], np.ndarray]:
+    """One sweep: for k = 1..max_k the time at least k sets are active, and the idle gaps.
+
+    The idle gaps are the maximal parts of the disjoint ``window`` where none of the sets is
+    active; their lengths come back, in time order. The sets must lie inside the window (clip
+    them first). The holes between window intervals join the sweep as one more set of depth
+    _HOLE, so that no gap crosses one.
+    """
+    ws, we = (np.asarray(x, dtype=np.int64) for x in window)
+    if ws.size == 0:
+        return (0,) * max_k, _EMPTY
+    sets = [st for st in sets if st[0].size]
+    if len(sets) > 127 - _HOLE:
+        raise ValueError(f"coverage_and_gaps takes at most {127 - _HOLE} sets, got {len(sets)}")
+    if not sets:
+        return (0,) * max_k, we - ws
+    parts_t, parts_d = [], []
+    for n, (s_, e_) in enumerate(list(sets) + [(we[:-1], ws[1:])]):
+        t = np.empty(2 * s_.size, dtype=np.int64)
+        t[0::2], t[1::2] = s_, e_
+        d = np.empty(2 * s_.size, dtype=np.int8)  # depth stays below _HOLE + number of sets < 128
+        step = _HOLE if n == len(sets) else 1
+        d[0::2], d[1::2] = step, -step
+        parts_t.append(t)
+        parts_d.append(d)
+    t = np.concatenate(parts_t)
+    d = np.concatenate(parts_d)
+    order = np.argsort(t, kind="stable")
+    t, d = t[order], d[order]
+    depth = np.cumsum(d, dtype=np.int16)
+    seg = np.diff(t)
+    dep = depth[:-1]
+    # a hole holds no set (the sets lie inside the window), so its depth is exactly _HOLE: it
+    # counts in every `dep >= k`, and its length comes off once
+    holes = int((ws[1:] - we[:-1]).sum())
+    lengths = tuple(int(np.sum(seg, where=dep >= k)) - holes for k in range(1, max_k + 1))
+    gaps = np.concatenate([t[:1] - ws[:1], seg[dep == 0], we[-1:] - t[-1:]])
+    return lengths, gaps[gaps > 0]
+
+
 def coverage_at_least(sets: Sequence[Intervals], k: int) -> Intervals:
     """Where at least ``k`` of the disjoint sets are active, as a disjoint set."""
     t, depth = _sweep(sets)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import typer
 
 from clusterbench import __version__
-from clusterbench.cli.common import EXIT_CODES_HELP
+from clusterbench.cli.common import EXIT_CODES_HELP, hide_flag_metavars
+
+hide_flag_metavars()
 
 app = typer.Typer(
     name="clusterbench",

@@ -25,6 +25,28 @@ EXIT_CODES_HELP = (
 )
 
 
+def hide_flag_metavars() -> None:
+    """Show no metavar after on/off flags in ``--help`` (typer's rich help prints ``<bool>``).
+
+    Applied once, for every command, by clusterbench.cli.
+    """
+    try:
+        from typer.core import TyperOption
+    except ImportError:  # a typer without this layer prints no <bool>
+        return
+    original = getattr(TyperOption, "display_type_rich", None)
+    if original is None or getattr(original, "_clusterbench", False):
+        return  # older typer versions have no such hook (and no <bool> to hide)
+
+    def display_type_rich(self: TyperOption, ctx: typer.Context):  # noqa: ANN202
+        if self.is_flag and self.metavar is None:
+            return None
+        return original(self, ctx)
+
+    display_type_rich._clusterbench = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
 def stderr_console() -> Console:
     """Progress, warnings and errors go to stderr; tables and JSON go to stdout."""
     return Console(stderr=True, highlight=False, soft_wrap=True)

@@ -1,4 +1,4 @@
-"""Render a TraceAnalysis: a rich table (default), JSON (the DESIGN.md contract) or CSV.
+"""Render a TraceAnalysis: a rich table (default), JSON (the contract in docs/facts.md) or CSV.
 
 Every number carries its unit, in the header or next to it.
 """
@@ -28,7 +28,10 @@ CSV_COLUMNS = (
     "bytes",
     "gbps",
     "headroom",
+    "headroom_factor",
     "headroom_us_per_frame",
+    "streams",
+    "implausible_count",
     "window_ns",
     "frames",
     "binds",
@@ -65,7 +68,10 @@ def _csv_engine(st: EngineStats) -> dict:
         "bytes": "" if st.bytes is None else st.bytes,
         "gbps": _g(st.gbps),
         "headroom": _g(st.headroom),
+        "headroom_factor": _g(st.headroom_factor),
         "headroom_us_per_frame": _g(st.headroom_us_per_frame),
+        "streams": st.streams,
+        "implausible_count": st.implausible_count,
     }
 
 
@@ -90,16 +96,41 @@ def _bytes(n: int | None) -> str:
     return f"{n} B"
 
 
+HEADROOM_LEGEND = "headroom × = roofline busy / busy: how far an engine could grow before it binds"
+
+
 def _headroom(st: EngineStats, g: GroupAnalysis) -> str:
+    """One notation for every row: the factor roofline busy / busy (×1.00 = binds too)."""
     if st.engine == g.roofline.engine:
         return "binds"
-    if st.headroom is None:
+    f = st.headroom_factor
+    if f is None:
         return "–"
-    # past +1000 % a percentage stops reading well (a 16-byte memset beside 6 GB of copies): say "x N"
-    txt = f"+{100 * st.headroom:,.0f} %" if st.headroom < 10 else f"×{1 + st.headroom:,.0f}"
-    if st.headroom_us_per_frame is not None:
-        txt += f" / +{st.headroom_us_per_frame:.2f}"
-    return txt
+    return f"×{f:,.2f}" if f < 100 else f"×{f:,.0f}"
+
+
+class _Bullets:
+    """A titled list whose items wrap at word boundaries with a hanging indent (no trailing spaces)."""
+
+    INDENT = 4
+
+    def __init__(self, title: str, items: list[str]) -> None:
+        self.title = title
+        self.items = items
+
+    def __rich_console__(self, console, options):  # noqa: ANN001, ANN204 (rich protocol)
+        from rich.text import Text
+
+        yield Text(self.title, style="bold")
+        width = max(20, options.max_width - self.INDENT)
+        for item in self.items:
+            for n, line in enumerate(Text(item).wrap(console, width)):
+                line.rstrip()
+                yield Text("  • " if n == 0 else " " * self.INDENT) + line
+
+
+def _bullets(title: str, items: list[str]) -> RenderableType:
+    return _Bullets(title, items)
 
 
 def render_group(a: TraceAnalysis, g: GroupAnalysis) -> list[RenderableType]:
@@ -117,19 +148,27 @@ def render_group(a: TraceAnalysis, g: GroupAnalysis) -> list[RenderableType]:
         head.append(f"frames: {g.frames:,} (from {g.frames_source})")
     else:
         head.append("frames: unknown, so only totals are shown (pass FRAMES, or put frames=N in the NVTX range text)")
+    if g.graph_trace == "node":
+        head.append("\nCUDA graphs: traced per node (--cuda-graph-trace=node): graph kernels count as kernels")
     out.append(head)
+    if a.graph_warning and "graph" in g.engines:
+        out.append(Text(f"Warning: {a.graph_warning}", style="yellow"))
 
     per_frame = g.frames is not None
-    t = Table(title=None, show_edge=False, pad_edge=False)
-    t.add_column("engine")
-    t.add_column("busy\nms", justify="right")
-    t.add_column("count", justify="right")
+    # Laid out to fit 80 columns: short headers, units on the second line.
+    from rich import box
+
+    t = Table(title=None, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    t.add_column("engine", no_wrap=True)
+    t.add_column("busy\nms", justify="right", no_wrap=True)
+    t.add_column("count", justify="right", no_wrap=True)
     if per_frame:
-        t.add_column("per frame\nµs", justify="right")
-    t.add_column("duty\n%", justify="right")
-    t.add_column("bytes", justify="right")
-    t.add_column("rate\nGB/s", justify="right")
-    t.add_column("headroom\n% / µs/frame", justify="right")
+        t.add_column("per\nframe\nµs", justify="right", no_wrap=True)
+    t.add_column("duty\n%", justify="right", no_wrap=True)
+    t.add_column("bytes", justify="right", no_wrap=True)
+    t.add_column("rate\nGB/s", justify="right", no_wrap=True)
+    t.add_column("streams", justify="right", no_wrap=True)
+    t.add_column("head-\nroom\n×", justify="right", no_wrap=True)
     for st in g.engines.values():
         row = [st.engine, f"{st.busy_ns / 1e6:,.3f}", f"{st.count:,}"]
         if per_frame:
@@ -137,7 +176,8 @@ def render_group(a: TraceAnalysis, g: GroupAnalysis) -> list[RenderableType]:
         row += [
             "–" if st.duty is None else f"{100 * st.duty:.1f}",
             _bytes(st.bytes),
-            "–" if st.gbps is None else f"{st.gbps:.2f}",
+            "–" if st.gbps is None else f"{st.gbps:,.2f}",
+            str(st.streams) if st.count else "–",
             _headroom(st, g),
         ]
         style = "bold" if st.engine == g.roofline.engine else None
@@ -146,6 +186,7 @@ def render_group(a: TraceAnalysis, g: GroupAnalysis) -> list[RenderableType]:
 
     r = g.roofline
     lines = Text()
+    lines.append(HEADROOM_LEGEND + "\n", style="dim")
     if r.engine is None:
         lines.append("binds: nothing (no GPU activity in the window)\n")
     elif r.us_per_frame is not None and r.fps is not None:
@@ -162,35 +203,63 @@ def render_group(a: TraceAnalysis, g: GroupAnalysis) -> list[RenderableType]:
     w = g.window_ns or 1
     lines.append(f"GPU busy (any engine): {_ms(g.any_busy_ns)} ({_pct(g.any_busy_ns / w)}); idle: {_ms(g.idle_ns)} ({_pct(g.idle_ns / w)})\n")
     ser = "–" if g.serialization is None else f"{g.serialization:.2f}×"
-    lines.append(f"overlap (≥2 engines busy): {_ms(g.overlap_ns)}; serialization (sum of busy / any busy): {ser}\n")
+    lines.append(f"overlap (2+ engines busy): {_ms(g.overlap_ns)}; serialization (sum busy / any busy): {ser}\n")
     calls = f" in {', '.join(g.host_sync_calls)}" if g.host_sync_calls else ""
     lines.append(f"host sync{calls}: {_ms(g.host_sync_ns)} ({_pct(g.host_sync_ns / w)} of the window)")
     out.append(lines)
 
     if g.streams:
-        st_t = Table(title="per stream", show_edge=False, pad_edge=False)
+        st_t = Table(title="per stream", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
         st_t.add_column("stream", justify="right")
         st_t.add_column("engine")
         st_t.add_column("busy\nms", justify="right")
         st_t.add_column("count", justify="right")
         if per_frame:
-            st_t.add_column("µs/frame", justify="right")
+            st_t.add_column("per frame\nµs", justify="right")
         st_t.add_column("rate\nGB/s", justify="right")
         for s in g.streams:
             for st in s.engines.values():
-                row = [str(s.stream), st.engine, _ms(st.busy_ns), f"{st.count:,}"]
+                row = [str(s.stream), st.engine, f"{st.busy_ns / 1e6:,.3f}", f"{st.count:,}"]
                 if per_frame:
-                    row.append("–" if st.us_per_frame is None else f"{st.us_per_frame:.3f} µs")
-                row.append("–" if st.gbps is None else f"{st.gbps:.2f} GB/s")
+                    row.append("–" if st.us_per_frame is None else f"{st.us_per_frame:.3f}")
+                row.append("–" if st.gbps is None else f"{st.gbps:,.2f}")
                 st_t.add_row(*row)
         out.append(st_t)
 
-    if g.notes:
-        notes = Text("why:\n", style="bold")
-        for n in g.notes:
-            notes.append(f"  • {n}\n", style="")
-        out.append(notes)
+    if a.what_if is not None and g is a.primary:
+        out.append(render_what_if(a.what_if))
+
+    if g.findings:
+        out.append(_bullets("why:", [f"[{f.code}] {f.message}" for f in g.findings]))
     return out
+
+
+def render_what_if(wi) -> RenderableType:
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from rich import box
+
+    per_frame = any(b.us_per_frame is not None for b in wi.bars)
+    unit = "µs/frame" if per_frame else "ms"
+    t = Table(title=None, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    t.add_column("engine")
+    t.add_column(f"now\n{unit}", justify="right")
+    t.add_column(f"what if\n{unit}", justify="right")
+    t.add_column("", justify="left")
+    for b in wi.bars:
+        if per_frame:
+            now = "–" if b.us_per_frame is None else f"{b.us_per_frame:.3f}"
+            new = "–" if b.new_us_per_frame is None else f"{b.new_us_per_frame:.3f}"
+        else:
+            now, new = f"{b.busy_ns / 1e6:,.3f}", f"{b.new_busy_ns / 1e6:,.3f}"
+        mark = "binds" if b.engine == wi.engine else ("changed" if b.changed else "")
+        t.add_row(b.engine, now, new, mark, style="bold" if b.engine == wi.engine else None)
+    head = Text(wi.summary(), style="bold")
+    note = Text(f"assumption: {wi.assumption}", style="dim")
+    extra = [Text(f"note: {n}", style="yellow") for n in wi.notes]
+    return Group(head, t, note, *extra)
 
 
 def render_analysis(a: TraceAnalysis) -> list[RenderableType]:

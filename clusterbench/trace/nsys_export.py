@@ -1,4 +1,7 @@
-"""Find nsys and turn a .nsys-rep into an SQLite export (cached next to the report).
+"""Find nsys and turn a .nsys-rep (or an older .qdrep) into an SQLite export (cached next to the report).
+
+A ``.qdrep`` is the report format of nsys before 2021.4; current nsys versions still export it
+(``nsys export --type sqlite -o OUT.sqlite REPORT.qdrep``), so it is handled like a ``.nsys-rep``.
 
 The cache never overwrites a user's file: a sibling ``<name>.sqlite`` that is at least as
 new as the report is used as it is; otherwise the export goes to
@@ -17,6 +20,7 @@ from pathlib import Path
 from clusterbench.errors import EnvironmentFailure, TraceError
 
 REP_SUFFIX = ".nsys-rep"
+REP_SUFFIXES = (REP_SUFFIX, ".qdrep")  # .qdrep: the report format of nsys before 2021.4
 CACHE_DIR = ".clusterbench-cache"
 NSYS_ENV = "CLUSTERBENCH_NSYS"  # an explicit nsys binary wins over every search
 # Where NVIDIA installs nsys (the H200 machine has it inside nsight-compute).
@@ -59,7 +63,8 @@ def find_nsys() -> Path | None:
 
 def cached_export_path(rep: Path) -> Path:
     """Where the SQLite export of ``rep`` lives (or will): sibling if fresh, else the cache folder."""
-    sibling = rep.with_name(rep.name[: -len(REP_SUFFIX)] + ".sqlite")
+    suffix = next(s for s in REP_SUFFIXES if rep.name.endswith(s))
+    sibling = rep.with_name(rep.name[: -len(suffix)] + ".sqlite")
     if sibling.is_file() and sibling.stat().st_mtime >= rep.stat().st_mtime:
         return sibling
     return rep.parent / CACHE_DIR / sibling.name
@@ -69,14 +74,15 @@ def export_sqlite(rep: str | os.PathLike[str], nsys: Path | None = None) -> Path
     """Return an SQLite export of ``rep``, running ``nsys export`` only when no fresh one exists."""
     rep = Path(rep)
     if not rep.is_file():
-        raise TraceError(f"report not found: {rep}", hint="check the path to the .nsys-rep")
+        raise TraceError(f"report not found: {rep}", hint="check the path to the .nsys-rep or .qdrep")
     out = cached_export_path(rep)
     if out.is_file() and out.stat().st_mtime >= rep.stat().st_mtime:
         return out
     nsys = nsys or find_nsys()
     if nsys is None:
+        kind = "an older nsys report (.qdrep, nsys before 2021.4)" if rep.name.endswith(".qdrep") else "an nsys report"
         raise TraceError(
-            f"cannot read {rep.name}: it is an nsys report, and nsys was not found to export it "
+            f"cannot read {rep.name}: it is {kind}, and nsys was not found to export it "
             f"(searched PATH, ${NSYS_ENV}, {', '.join(NSYS_GLOBS)})",
             hint=NO_NSYS_HINT.format(out=out.name, rep=rep),
         )
@@ -104,8 +110,8 @@ def export_sqlite(rep: str | os.PathLike[str], nsys: Path | None = None) -> Path
 
 
 def resolve_trace(path: str | os.PathLike[str]) -> Path:
-    """A path analyze can read: the SQLite file itself, or the export of a .nsys-rep."""
+    """A path analyze can read: the SQLite file itself, or the export of a .nsys-rep or .qdrep."""
     path = Path(path)
-    if path.name.endswith(REP_SUFFIX) and not path.is_dir():
+    if path.name.endswith(REP_SUFFIXES) and not path.is_dir():
         return export_sqlite(path)
     return path

@@ -40,8 +40,9 @@ TRACE_CUDA_HINT = (
 READ_THREADS = 2
 ROWS_PER_CHUNK = 25_000  # rowids per read job: balances two threads; small strings reuse freed memory
 
-_PACK_PID = 32  # key = kind + 32*pid + 2**29*device (kind < 32, pid < 2**24)
-_PACK_DEVICE = 1 << 29
+_PACK_DEVICE = 1 << 24  # key = pid + 2**24*device (pid < 2**24)
+_PACK_PAGEABLE = 128  # memcpy code = kind + 128*pageable + 256*stream (kind < 128)
+_PACK_STREAM = 256  # = 1 << 8
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -54,8 +55,9 @@ class Activity:
     pid: np.ndarray
     device: np.ndarray
     engine: np.ndarray  # int8 index into schema.ENGINES
-    bytes: np.ndarray  # 0 for kernels
-    stream: np.ndarray | None  # read only when asked for (by_stream)
+    bytes: np.ndarray  # 0 for kernels and graphs
+    stream: np.ndarray  # streamId, keyed inside its (pid, device)
+    pageable: np.ndarray  # bool: a memcpy with pageable host memory on either side (srcKind/dstKind 0)
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])
@@ -94,6 +96,16 @@ class HostSyncCalls:
     end_ns: np.ndarray
     pid: np.ndarray
     names: tuple[str, ...]  # the distinct base names found
+    # per call, its index into ``names``; when every name is of one kind (all synchronous copies,
+    # or none), the reader does not fetch names and every call points at names[0]
+    name_index: np.ndarray | None = None
+
+    def is_call(self, wanted: frozenset[str]) -> np.ndarray:
+        """Per call, whether its base name is in ``wanted``."""
+        lut = np.array([n in wanted for n in self.names] + [False], dtype=bool)
+        if self.name_index is None:
+            return np.zeros(self.start_ns.shape, dtype=bool)
+        return lut[self.name_index]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -107,6 +119,10 @@ class TraceData:
     range_prefixes: tuple[str, ...]
     gpu_names: tuple[tuple[int, str], ...]  # (device id, name)
     _host_sync: _Deferred
+    # How CUDA graphs were traced: "graph" (graph-level rows in CUPTI_ACTIVITY_KIND_GRAPH_TRACE),
+    # "node" (CUDA_GRAPH_NODE_EVENTS present: graph kernels are kernel rows), or None (no graphs seen).
+    graph_trace: str | None = None
+    srckind_read: bool = True  # the memcpy table has srcKind/dstKind (pageable copies can be seen)
 
     @property
     def host_sync(self) -> HostSyncCalls:
@@ -199,31 +215,45 @@ def _pid_sql(column: str) -> str:
     return f"((ifnull({column}, 0) >> {S.PID_SHIFT}) & {S.PID_MASK})"
 
 
-def _activity_sql(table: str, by_stream: bool, uniform: tuple[int, int] | None) -> tuple[str, tuple[str, ...]]:
+def _activity_sql(table: str, cols: frozenset[str], uniform: tuple | None) -> tuple[str, tuple[str, ...]]:
     """One rowid chunk of an activity table: the SQL and the names of its columns.
 
     With ``uniform=(pid, device)`` the pid and device are not fetched per row; the query
     instead counts the rows that differ (``mismatch``), and a non-zero count makes the
     caller read again with the full key. Most traces hold one process on one device.
+
+    The stream is always read (the rules look at how many streams carried work). For
+    memcpys it shares one number with the copy kind and the pageable flag:
+    ``kind + 128 * pageable + 256 * stream`` (``code``); one column costs less than three.
+    CUPTI's copy kinds are below 32; kinds 32..127 decode as `other`.
     """
     names = ["start", "dur"]
     exprs = ["group_concat(start)", "group_concat(end - start)"]
-    kind = f"(CASE WHEN copyKind BETWEEN 0 AND {S.MAX_COPY_KIND} THEN copyKind ELSE 0 END)" if table == S.MEMCPY_TABLE else "0"
+    if table == S.MEMCPY_TABLE:
+        # pageable when either side is (memory kind 0); `IS 1` keeps a NULL kind from nulling the code
+        pageable = "((srcKind * dstKind = 0) IS 1)" if {"srcKind", "dstKind"} <= cols else "0"
+        code = f"(copyKind + {_PACK_PAGEABLE} * {pageable} + {_PACK_STREAM} * streamId)"
+        names.append("code")
+        exprs.append(f"group_concat({code})")
+    else:
+        names.append("stream")
+        exprs.append("group_concat(streamId)")
     if uniform is None:
         names.append("key")
-        exprs.append(f"group_concat({kind} + {_PACK_PID} * {_pid_sql('globalPid')} + {_PACK_DEVICE} * deviceId)")
-    elif table == S.MEMCPY_TABLE:
-        names.append("kind")
-        exprs.append("group_concat(copyKind)")  # range-checked in NumPy: cheaper than CASE per row
-    if table != S.KERNEL_TABLE:
+        exprs.append(f"group_concat({_pid_sql('globalPid')} + {_PACK_DEVICE} * deviceId)")
+    if table in (S.MEMCPY_TABLE, S.MEMSET_TABLE):
         names.append("bytes")
         exprs.append("group_concat(bytes)")  # NOT NULL in every version; a NULL shows as a length mismatch
-    if by_stream:
-        names.append("stream")
-        exprs.append("group_concat(ifnull(streamId, -1))")
     if uniform is not None:
         names.append("mismatch")
-        exprs.append(f"total({_pid_sql('globalPid')} != {int(uniform[0])} OR deviceId != {int(uniform[1])})")
+        raw = uniform[2] if len(uniform) > 2 else None
+        if raw is not None:
+            # the first record's raw globalPid: cheaper than unpacking the pid per row. A record
+            # of the same pid whose globalPid differs only in its other bits reads as a mismatch,
+            # which costs a second read with full keys, never a wrong answer.
+            exprs.append(f"count(*) - count(CASE WHEN globalPid = {int(raw)} AND deviceId = {int(uniform[1])} THEN 1 END)")
+        else:
+            exprs.append(f"total({_pid_sql('globalPid')} != {int(uniform[0])} OR deviceId != {int(uniform[1])})")
     sql = f"SELECT {', '.join(exprs)} FROM [{table}] WHERE rowid > ? AND rowid <= ?"
     return sql, tuple(names)
 
@@ -296,11 +326,9 @@ class _Deferred:
 _KIND_TO_ENGINE = np.asarray(S.copy_kind_to_engine_code(), dtype=np.int8)
 
 
-def _build_activity(
-    path: Path, pieces: dict[str, dict[str, list]], uniform: tuple[int, int] | None, by_stream: bool
-) -> Activity:
+def _build_activity(path: Path, pieces: dict[str, dict[str, list]], uniform: tuple | None) -> Activity:
     """Turn the parsed chunks of every activity table into one Activity (one copy per column)."""
-    out: dict[str, list[np.ndarray]] = {k: [] for k in ("start", "end", "engine", "bytes", "key", "stream")}
+    out: dict[str, list[np.ndarray]] = {k: [] for k in ("start", "end", "engine", "bytes", "key", "stream", "pageable")}
     for table, cols in pieces.items():
         for j, start in enumerate(cols["start"]):
             n = start.shape[0]
@@ -311,23 +339,25 @@ def _build_activity(
             out["end"].append(start + chunk["dur"])
             if uniform is None:
                 out["key"].append(chunk["key"])
-                kinds = chunk["key"] % _PACK_PID
-            else:
-                kinds = chunk.get("kind")
             if table == S.MEMCPY_TABLE:
-                kinds = np.where((kinds >= 0) & (kinds <= S.MAX_COPY_KIND), kinds, 0)  # unknown kinds -> other
+                code = chunk["code"]  # bit operations: the same as % and // here, negative streams included
+                kinds = code & (_PACK_PAGEABLE - 1)
+                if kinds.size and int(kinds.max()) > S.MAX_COPY_KIND:
+                    kinds = np.where(kinds <= S.MAX_COPY_KIND, kinds, 0)  # unknown kinds -> other
                 out["engine"].append(_KIND_TO_ENGINE[kinds])
+                out["pageable"].append((code & _PACK_PAGEABLE) != 0)
+                out["stream"].append(code >> 8)
             else:
-                code = S.ENGINE_CODE["kernel" if table == S.KERNEL_TABLE else "memset"]
-                out["engine"].append(np.full(n, code, dtype=np.int8))
-            out["bytes"].append(chunk["bytes"] if "bytes" in chunk else np.zeros(n, dtype=np.int64))
-            if by_stream:
+                name = {S.KERNEL_TABLE: "kernel", S.GRAPH_TRACE_TABLE: "graph"}.get(table, "memset")
+                out["engine"].append(np.full(n, S.ENGINE_CODE[name], dtype=np.int8))
+                out["pageable"].append(np.zeros(n, dtype=bool))
                 out["stream"].append(chunk["stream"])
+            out["bytes"].append(chunk["bytes"] if "bytes" in chunk else np.zeros(n, dtype=np.int64))
     cat = {k: np.concatenate(v) if v else None for k, v in out.items()}
     total = cat["start"].shape[0] if cat["start"] is not None else 0
     if uniform is None:
         key = cat["key"]
-        pid = (key // _PACK_PID) % (1 << S.PID_SHIFT)
+        pid = key % _PACK_DEVICE
         device = key // _PACK_DEVICE
     else:  # one value for every record: no memory per record
         pid = np.broadcast_to(np.int64(uniform[0]), (total,))
@@ -339,7 +369,8 @@ def _build_activity(
         device=device,
         engine=cat["engine"],
         bytes=cat["bytes"],
-        stream=cat["stream"] if by_stream else None,
+        stream=cat["stream"],
+        pageable=cat["pageable"],
     )
 
 
@@ -351,31 +382,44 @@ def base_api_name(name: str) -> str:
     return _SUFFIX.sub("", name, count=1)
 
 
-def _host_sync_ids(conn: sqlite3.Connection, path: Path, tables: frozenset[str]) -> tuple[list[int], tuple[str, ...]]:
-    """StringIds ids of the host-sync API names present, and their base names."""
+def _host_sync_ids(conn: sqlite3.Connection, path: Path, tables: frozenset[str]) -> tuple[dict[int, int], tuple[str, ...]]:
+    """StringIds ids of the host-sync API names present (id -> index into the names), and their base names."""
     if S.RUNTIME_TABLE not in tables or S.STRINGS_TABLE not in tables:
-        return [], ()
+        return {}, ()
     _require(conn, path, S.RUNTIME_TABLE)
-    ids: list[int] = []
-    names: set[str] = set()
+    found: list[tuple[int, str]] = []
     likes = " OR ".join("value LIKE ?" for _ in S.HOST_SYNC_CALLS)
     for sid, value in conn.execute(f"SELECT id, value FROM {S.STRINGS_TABLE} WHERE {likes}", [f"{n}%" for n in sorted(S.HOST_SYNC_CALLS)]):
         base = base_api_name(value or "")
         if base in S.HOST_SYNC_CALLS:
-            ids.append(int(sid))
-            names.add(base)
-    return ids, tuple(sorted(names))
+            found.append((int(sid), base))
+    names = tuple(sorted({b for _, b in found}))
+    return {sid: names.index(b) for sid, b in found}, names
 
 
-def _host_sync_sql(ids: list[int], pid: int | None) -> tuple[str, tuple[str, ...]]:
+def _host_sync_sql(ids: dict[int, int], pid: int | None, names: bool, key: int | None = None) -> tuple[str, tuple[str, ...]]:
     """Host-sync calls in a rowid range. With ``pid`` the calls of other processes are only
-    counted (``mismatch``), not fetched; a non-zero count makes the caller fetch pids."""
-    where = f"rowid > ? AND rowid <= ? AND nameId IN ({','.join(str(i) for i in ids)})"
+    counted (``mismatch``), not fetched; a non-zero count makes the caller fetch pids. The
+    name of each call is fetched only when ``names`` (the rules need it only when synchronous
+    copies and other sync calls are both present). ``key``, the first activity record's
+    globalPid >> 24 (the pid with the hardware bits above it), makes the check cheaper."""
+    where = f"rowid > ? AND rowid <= ? AND nameId IN ({','.join(str(i) for i in sorted(ids))})"
+    cols, out = ["group_concat(start)", "group_concat(end - start)"], ["start", "dur"]
+    if names:
+        cols.append("group_concat(nameId)")
+        out.append("name")
     if pid is None:
-        cols = f"group_concat(start), group_concat(end - start), group_concat({_pid_sql('globalTid')})"
-        return f"SELECT {cols} FROM {S.RUNTIME_TABLE} WHERE {where}", ("start", "dur", "pid")
-    cols = f"group_concat(start), group_concat(end - start), total({_pid_sql('globalTid')} != {int(pid)})"
-    return f"SELECT {cols} FROM {S.RUNTIME_TABLE} WHERE {where}", ("start", "dur", "mismatch")
+        cols.append(f"group_concat({_pid_sql('globalTid')})")
+        out.append("pid")
+    elif key is not None:
+        # globalTid >> 24 is the pid with the hardware bits above it, as globalPid >> 24 is; a
+        # call of the same pid under other hardware bits reads as a mismatch: a second read, not an error
+        cols.append(f"count(*) - count(CASE WHEN globalTid >> {S.PID_SHIFT} = {int(key)} THEN 1 END)")
+        out.append("mismatch")
+    else:
+        cols.append(f"total({_pid_sql('globalTid')} != {int(pid)})")
+        out.append("mismatch")
+    return f"SELECT {', '.join(cols)} FROM {S.RUNTIME_TABLE} WHERE {where}", tuple(out)
 
 
 def _read_ranges(conn: sqlite3.Connection, path: Path, tables: frozenset[str], prefixes: tuple[str, ...]) -> NvtxRanges:
@@ -450,6 +494,43 @@ def _table_has_rows(conn: sqlite3.Connection, table: str) -> bool:
     return conn.execute(f"SELECT 1 FROM [{table}] LIMIT 1").fetchone() is not None
 
 
+def _no_gpu_work(conn: sqlite3.Connection, path: Path, tables: frozenset[str]) -> TraceError:
+    """The error for an export with no GPU activity records, saying what it does hold."""
+    cuda = sorted(t for t in tables if t.startswith("CUPTI_"))
+    runtime_calls = 0
+    if S.RUNTIME_TABLE in tables:
+        runtime_calls = int(conn.execute(f"SELECT count(*) FROM [{S.RUNTIME_TABLE}]").fetchone()[0])
+    gpus = _read_gpu_names(conn, tables)
+    if runtime_calls:
+        # CUDA was traced: the API calls are there, the GPU side is not.
+        return TraceError(
+            f"no GPU work was captured: the trace holds {runtime_calls:,} CUDA API calls but no kernel, graph, "
+            f"memcpy or memset records (CUDA tables: {', '.join(cuda)}): {path}. Likely causes: the program "
+            "launched no kernels or copies (it failed or exited early); the GPU work ran outside the capture "
+            "(--capture-range, --duration or --delay); or the process ended before CUPTI flushed its activity "
+            "buffers (killed, os._exit, or no synchronize before exit)",
+            hint="check that the program ran to the end; synchronize the device and exit normally; profile the "
+            "whole run (drop --duration/--capture-range), then re-export",
+        )
+    if cuda:
+        return TraceError(
+            f"trace has no GPU activity: no kernel, graph, memcpy or memset records (CUDA tables present: "
+            f"{', '.join(cuda)}): {path}",
+            hint=TRACE_CUDA_HINT,
+        )
+    if gpus:
+        shown = ", ".join(f"{n} (device {d})" for d, n in gpus)
+        return TraceError(
+            f"trace has no GPU activity: it lists a GPU ({shown}) but holds no CUDA tables, so CUDA tracing "
+            f"was off for this capture (nsys -t without cuda) or the program never used CUDA: {path}",
+            hint=TRACE_CUDA_HINT,
+        )
+    return TraceError(
+        f"trace has no GPU activity: no CUDA tables and no GPU listed (a CPU-only trace): {path}",
+        hint=TRACE_CUDA_HINT,
+    )
+
+
 def read_trace(
     path: str | os.PathLike[str],
     *,
@@ -458,10 +539,12 @@ def read_trace(
 ) -> TraceData:
     """Read an nsys SQLite export; raise TraceError when it is not a usable one.
 
-    Returns the GPU activity (kernels, copies, memsets) as arrays, the NVTX ranges whose
-    text starts with one of ``range_prefixes`` (inline text or through textId), the
-    host-sync API calls, the GPU names and the export's schema version.
+    Returns the GPU activity (kernels, graph executions, copies, memsets) as arrays, the
+    NVTX ranges whose text starts with one of ``range_prefixes`` (inline text or through
+    textId), the host-sync API calls, the GPU names and the export's schema version.
+    Streams are always read; ``by_stream`` is kept for callers and changes nothing.
     """
+    del by_stream
     path = Path(path)
     check_sqlite_file(path)
     conn = connect_read_only(path)
@@ -476,24 +559,20 @@ def read_trace(
                 )
             present = [t for t in S.ACTIVITY_TABLES if t in tables and _table_has_rows(conn, t)]
             if not present:
-                cuda = sorted(t for t in tables if t.startswith("CUPTI_"))
-                found = f"CUDA tables present: {', '.join(cuda)}" if cuda else "no CUDA tables at all (CPU-only trace)"
-                raise TraceError(
-                    f"trace has no GPU activity: no kernel, memcpy or memset records ({found}): {path}",
-                    hint=TRACE_CUDA_HINT,
-                )
+                raise _no_gpu_work(conn, path, tables)
             rowid_spans = {}
+            columns = {}
             for table in present:
-                _require(conn, path, table)
+                columns[table] = _require(conn, path, table)
                 rowid_spans[table] = _rowid_span(conn, table)
             sync_ids, sync_names = _host_sync_ids(conn, path, tables)
             runtime_span = _rowid_span(conn, S.RUNTIME_TABLE) if sync_ids else (0, 0)
-            first = conn.execute(f"SELECT {_pid_sql('globalPid')}, deviceId FROM [{present[0]}] LIMIT 1").fetchone()
+            first = conn.execute(f"SELECT {_pid_sql('globalPid')}, deviceId, globalPid FROM [{present[0]}] LIMIT 1").fetchone()
             # Each table is read in rowid chunks on two threads (sqlite3 releases the GIL
             # while it steps). First assume one (pid, device) -- the first record's -- and
             # read again with per-row keys if that proves wrong. The small tables are read
             # here meanwhile.
-            uniform: tuple[int, int] | None = (int(first[0]), int(first[1]))
+            uniform: tuple | None = (int(first[0]), int(first[1]), None if first[2] is None else int(first[2]))
             small: dict = {}
 
             def read_small() -> None:
@@ -502,10 +581,10 @@ def read_trace(
                 small["ranges"] = _read_ranges(conn, path, tables, tuple(range_prefixes))
 
             activity, host_sync = _read_rows(
-                path, rowid_spans, sync_ids, sync_names, runtime_span, by_stream, uniform, read_small
+                path, rowid_spans, columns, sync_ids, sync_names, runtime_span, uniform, read_small
             )
             if activity is None:
-                activity, host_sync = _read_rows(path, rowid_spans, sync_ids, sync_names, runtime_span, by_stream, None)
+                activity, host_sync = _read_rows(path, rowid_spans, columns, sync_ids, sync_names, runtime_span, None)
             assert activity is not None and host_sync is not None
             meta, gpu_names, ranges = small["meta"], small["gpu_names"], small["ranges"]
         except sqlite3.DatabaseError as exc:
@@ -513,6 +592,13 @@ def read_trace(
     finally:
         conn.close()
 
+    if S.GRAPH_TRACE_TABLE in present:
+        graph_trace = "graph"
+    elif S.GRAPH_NODE_EVENTS_TABLE in tables:
+        graph_trace = "node"
+    else:
+        graph_trace = None
+    memcpy_cols = columns.get(S.MEMCPY_TABLE)
     return TraceData(
         path=path,
         tables=tables,
@@ -523,17 +609,19 @@ def read_trace(
         range_prefixes=tuple(range_prefixes),
         _host_sync=host_sync,
         gpu_names=gpu_names,
+        graph_trace=graph_trace,
+        srckind_read=memcpy_cols is None or {"srcKind", "dstKind"} <= memcpy_cols,
     )
 
 
 def _read_rows(
     path: Path,
     rowid_spans: dict[str, tuple[int, int]],
-    sync_ids: list[int],
+    columns: dict[str, frozenset[str]],
+    sync_ids: dict[int, int],
     sync_names: tuple[str, ...],
     runtime_span: tuple[int, int],
-    by_stream: bool,
-    uniform: tuple[int, int] | None,
+    uniform: tuple | None,
     meanwhile: Callable[[], None] | None = None,
 ) -> tuple[Activity | None, _Deferred | None]:
     """Read activity rows; start reading host-sync rows in the background.
@@ -543,14 +631,18 @@ def _read_rows(
     owners: list[tuple[str, tuple[str, ...]]] = []
     jobs: list[tuple[str, int, int]] = []
     for table, (lo, hi) in rowid_spans.items():
-        sql, names = _activity_sql(table, by_stream, uniform)
+        sql, names = _activity_sql(table, columns[table], uniform)
         for a, b in _chunks(lo, hi):
             owners.append((table, names))
             jobs.append((sql, a, b))
     sync_pid = uniform[0] if uniform is not None else None
     n_activity = len(jobs)
+    kinds = {n in S.SYNC_COPY_CALLS for n in sync_names}
+    per_call_names = len(kinds) > 1  # one kind of call only: its name follows from the kind
     if sync_ids:
-        sql, sync_cols = _host_sync_sql(sync_ids, sync_pid)
+        raw = uniform[2] if uniform is not None and len(uniform) > 2 else None
+        key = (raw >> S.PID_SHIFT) if raw is not None else None
+        sql, sync_cols = _host_sync_sql(sync_ids, sync_pid, per_call_names, key)
         jobs += [(sql, a, b) for a, b in _chunks(*runtime_span)]
     futures = _start_jobs(path, jobs)
     if meanwhile is not None:
@@ -570,25 +662,31 @@ def _read_rows(
         for f in futures[n_activity:]:
             f.cancel()
         return None, None
-    activity = _build_activity(path, pieces, uniform, by_stream)
+    activity = _build_activity(path, pieces, uniform)
     sync_futures = futures[n_activity:]
 
     def host_sync() -> HostSyncCalls:
         empty = np.empty(0, dtype=np.int64)
         if not sync_ids:
-            return HostSyncCalls(empty, empty, empty, ())
+            return HostSyncCalls(empty, empty, empty, (), empty)
         rows = _collect(path, sync_futures)
         cols = {n: [r[i] for r in rows] for i, n in enumerate(sync_cols)}
         pid_known = sync_pid
         if pid_known is not None and sum(cols["mismatch"]):
             # other processes call sync functions too: fetch the pid of every call
-            sql, names = _host_sync_sql(sync_ids, None)
+            sql, names = _host_sync_sql(sync_ids, None, per_call_names)
             rows = _run_jobs(path, [(sql, a, b) for a, b in _chunks(*runtime_span)])
             cols = {n: [r[i] for r in rows] for i, n in enumerate(names)}
             pid_known = None
         start = np.concatenate(cols["start"])
         dur = np.concatenate(cols["dur"])
+        if per_call_names:
+            lut = np.zeros(max(sync_ids) + 1, dtype=np.int64)
+            lut[np.array(list(sync_ids), dtype=np.int64)] = np.array(list(sync_ids.values()), dtype=np.int64)
+            name_index = lut[np.concatenate(cols["name"])]
+        else:  # every call is of one kind: the first name stands for all (is_call asks by kind)
+            name_index = np.zeros(start.size, dtype=np.int64)
         pid = np.concatenate(cols["pid"]) if pid_known is None else np.full(start.size, pid_known, dtype=np.int64)
-        return HostSyncCalls(start, start + dur, pid, sync_names)
+        return HostSyncCalls(start, start + dur, pid, sync_names, name_index)
 
     return activity, _Deferred(host_sync)

@@ -1,6 +1,6 @@
 """What we rely on in an nsys SQLite export, across export versions (2020.3 to 2026.x).
 
-Facts (DESIGN.md, "nsys SQLite exports across versions"):
+Facts (docs/facts.md, "nsys SQLite exports across versions"):
 - tables exist only when they have rows, so absent and empty mean the same thing;
 - the metadata table is absent up to 2021.x, ``EXPORT_META_DATA`` 2022.1-2023.1, then
   ``META_DATA_EXPORT`` (``name``, ``value``);
@@ -14,13 +14,18 @@ from __future__ import annotations
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
+# One row per execution of a CUDA graph on one stream, when nsys traces graphs at graph level
+# (--cuda-graph-trace=graph, its default): the graph's kernels then have no kernel rows.
+GRAPH_TRACE_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+# Present in node-level graph traces (--cuda-graph-trace=node): every kernel node is a kernel row.
+GRAPH_NODE_EVENTS_TABLE = "CUDA_GRAPH_NODE_EVENTS"
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX_TABLE = "NVTX_EVENTS"
 STRINGS_TABLE = "StringIds"
 GPU_INFO_TABLES = ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU")  # the latter holds the name in 2020.x
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 
-ACTIVITY_TABLES = (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE)
+ACTIVITY_TABLES = (KERNEL_TABLE, GRAPH_TRACE_TABLE, MEMCPY_TABLE, MEMSET_TABLE)
 
 # Tables that every nsys export carries in some version; an SQLite file with none of
 # them (and no CUPTI/NVTX table) is not an nsys export.
@@ -44,14 +49,18 @@ CORE_COLUMNS = {
     KERNEL_TABLE: ("start", "end", "deviceId", "streamId", "globalPid"),
     MEMCPY_TABLE: ("start", "end", "deviceId", "streamId", "globalPid", "copyKind", "bytes"),
     MEMSET_TABLE: ("start", "end", "deviceId", "streamId", "globalPid", "bytes"),
+    GRAPH_TRACE_TABLE: ("start", "end", "deviceId", "streamId", "globalPid"),
     RUNTIME_TABLE: ("start", "end", "globalTid", "nameId"),
     NVTX_TABLE: ("start", "end"),
 }
 
 # Engines, in display order. The integer code is the index in this tuple.
-ENGINES = ("kernel", "h2d", "d2h", "d2d", "p2p", "um_h2d", "um_d2h", "um_d2d", "memset", "other")
+# `graph` is the GPU time of whole CUDA graph executions in a graph-level trace: their kernels,
+# and any copy and memset nodes, and the gaps between nodes.
+ENGINES = ("kernel", "graph", "h2d", "d2h", "d2d", "p2p", "um_h2d", "um_d2h", "um_d2d", "memset", "other")
 ENGINE_CODE = {name: i for i, name in enumerate(ENGINES)}
 COPY_ENGINES = frozenset({"h2d", "d2h", "d2d", "p2p", "um_h2d", "um_d2h", "um_d2d", "other"})
+BYTE_ENGINES = COPY_ENGINES | {"memset"}  # engines whose records carry bytes
 # Always reported (zeros when absent): the three engines every cluster-finder pipeline has.
 ALWAYS_REPORTED = ("kernel", "h2d", "d2h")
 
@@ -102,6 +111,13 @@ HOST_SYNC_CALLS = frozenset(
         "cuMemcpyDtoH",
     }
 )
+
+# CUPTI memory kinds (srcKind/dstKind of a memcpy; ENUM_CUDA_MEM_KIND): 0 pageable, 1 pinned,
+# 2 device, 3 array, 4 managed, 5 device static, 6 managed static, 7 unknown.
+MEM_KIND_PAGEABLE = 0
+
+# Synchronous copy calls (the host waits until the copy is done), a subset of HOST_SYNC_CALLS.
+SYNC_COPY_CALLS = frozenset({"cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cuMemcpy", "cuMemcpyHtoD", "cuMemcpyDtoH"})
 
 # globalPid / globalTid pack the pid in bits 24..47.
 PID_SHIFT = 24

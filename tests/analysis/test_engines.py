@@ -216,3 +216,69 @@ def test_json_contract_keys(tmp_path: Path) -> None:
     assert set(js["engines"]["h2d"]) >= {"busy_ns", "count", "us_per_frame", "duty", "bytes", "gbps"}
     assert set(js["roofline"]) >= {"engine", "us_per_frame", "fps"}
     assert js["engines"]["h2d"]["bytes"] == 5 and js["engines"]["h2d"]["gbps"] == pytest.approx(0.5)
+
+
+# --------------------------------------------------------------------------- figures that cannot be right
+
+
+def test_implausible_copy_rate_is_flagged_and_kept_out_of_the_roofline(tmp_path: Path) -> None:
+    # the public export's case: 4 GB in 1,120 ns = 3,571,429 GB/s, far above any host link
+    # (ceiling 1,000 GB/s); the genuine kernel [0, 5000) and d2h [6000, 7000) stay.
+    t = Trace(
+        kernels=[Kernel(0, 5000)],
+        copies=[Copy(5000, 6120, kind=1, bytes=4_000_000_000), Copy(6000, 7000, kind=2, bytes=50_000)],
+        ranges=[Range(0, 8000, "clusterbench:pass frames=10")],
+    )
+    r = analyze_trace(build(tmp_path / "bad.sqlite", t))
+    h2d = r.engines["h2d"]
+    assert (h2d.busy_ns, h2d.count, h2d.bytes, h2d.gbps) == (0, 0, 0, None)
+    assert (h2d.implausible_count, h2d.implausible_bytes) == (1, 4_000_000_000)
+    assert h2d.implausible_max_gbps == pytest.approx(4e9 / 1120)
+    assert h2d.implausible_limit_gbps == 1000.0
+    assert r.roofline.engine == "kernel" and r.roofline.busy_ns == 5000
+    assert r.any_busy_ns == 5000 + 1000  # the bad record is out of every figure
+    (w,) = [w for w in r.warnings if "h2d" in w]
+    assert "3,571,429 GB/s" in w and "1,000 GB/s" in w and "left out" in w
+    assert "implausible_rate" in [f.code for f in r.findings]
+    js = r.to_json()["engines"]["h2d"]
+    assert js["implausible_count"] == 1 and js["implausible_limit_gbps"] == 1000.0
+
+
+def test_device_side_ceiling_is_higher(tmp_path: Path) -> None:
+    # a 4.8 TB/s-class memset (4,800 B/ns) is plausible on device memory (ceiling 10,000 GB/s),
+    # while the same rate on an h2d copy is not (ceiling 1,000 GB/s)
+    t = Trace(memsets=[Memset(0, 1000, bytes=4_800_000)], copies=[Copy(1000, 2000, kind=1, bytes=4_800_000)])
+    r = analyze_trace(build(tmp_path / "dev.sqlite", t))
+    assert r.engines["memset"].implausible_count == 0 and r.engines["memset"].gbps == pytest.approx(4800)
+    assert r.engines["h2d"].implausible_count == 1
+
+
+def test_frames_argument_contradicting_the_range_text_warns(tmp_path: Path) -> None:
+    t = Trace(kernels=[Kernel(0, 1000)], ranges=[Range(0, 1000, "clusterbench:pass frames=20")])
+    p = build(tmp_path / "f.sqlite", t)
+    r = analyze_trace(p, frames=50)
+    assert r.frames == 50 and r.frames_source == "FRAMES argument"
+    (w,) = r.warnings
+    assert "FRAMES argument (50) contradicts frames=20" in w and "used the FRAMES argument (50)" in w
+    assert analyze_trace(p, frames=20).warnings == ()  # agreeing values say nothing
+    assert analyze_trace(p).warnings == ()
+
+
+def test_absurd_per_frame_time_warns(tmp_path: Path) -> None:
+    # 1,000 ns of kernel over 10,000,000 frames = 0.1 ps per frame: below 1 ns
+    t = Trace(kernels=[Kernel(0, 1000)])
+    r = analyze_trace(build(tmp_path / "a.sqlite", t), frames=10_000_000)
+    (w,) = r.warnings
+    assert "absurd" in w and "0.0001 ns per frame" in w and "10,000,000" in w
+    assert analyze_trace(tmp_path / "a.sqlite", frames=1000).warnings == ()  # 1 ns per frame is fine
+
+
+def test_headroom_is_one_notation(tmp_path: Path) -> None:
+    t = Trace(kernels=[Kernel(0, 100)], copies=[Copy(100, 500, kind=1, bytes=8)], memsets=[Memset(500, 501, 1)])
+    r = analyze_trace(build(tmp_path / "h.sqlite", t))
+    assert r.engines["kernel"].headroom_factor == pytest.approx(400 / 100)
+    assert r.engines["memset"].headroom_factor == pytest.approx(400 / 1)
+    assert r.engines["h2d"].headroom_factor is None  # it binds
+    from clusterbench.render.analyze import _headroom
+
+    assert [_headroom(st, r.primary) for st in r.engines.values()] == ["×4.00", "binds", "–", "×400"]

@@ -82,3 +82,43 @@ def test_random_cases_match_a_brute_force_timeline() -> None:
         e2 = np.minimum(s2 + rng.integers(0, 60, n), size)
         busy2 = _timeline(list(zip(s2.tolist(), e2.tolist())), size) > 0
         assert iv.coverage_lengths([u, iv.union(s2, e2)], 2) == (int((busy | busy2).sum()), int((busy & busy2).sum()))
+
+
+def test_coverage_and_gaps_by_hand() -> None:
+    # window [0,100) ∪ [200,300); set A [10,40) [250,260); set B [30,60)
+    window = (a(0, 200), a(100, 300))
+    (one, two), gaps = iv.coverage_and_gaps([(a(10, 250), a(40, 260)), (a(30), a(60))], window, 2)
+    assert (one, two) == (50 + 10, 10)  # [10,60) and [250,260); both at [30,40)
+    # idle: [0,10) [60,100) [200,250) [260,300); the hole [100,200) is not in the window
+    assert gaps.tolist() == [10, 40, 50, 40]
+    assert iv.coverage_and_gaps([], window, 2)[1].tolist() == [100, 100]
+
+
+def test_coverage_and_gaps_against_brute_force() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        window = iv.union(np.sort(rng.integers(0, 400, 3)), np.sort(rng.integers(0, 400, 3)) + 60)
+        sets = []
+        for _k in range(3):
+            s = rng.integers(0, 460, 6)
+            sets.append(iv.intersect(iv.union(s, s + rng.integers(1, 50, 6)), window))
+        (one, two), gaps = iv.coverage_and_gaps(sets, window, 2)
+        t = np.zeros(600, dtype=int)
+        for ss, ee in sets:
+            for x, y in zip(ss.tolist(), ee.tolist()):
+                t[x:y] += 1
+        inside = np.zeros(600, dtype=bool)
+        for x, y in zip(window[0].tolist(), window[1].tolist()):
+            inside[x:y] = True
+        assert one == int((t >= 1).sum()) and two == int((t >= 2).sum())
+        idle = inside & (t == 0)
+        runs, n = [], 0  # lengths of the maximal idle runs, in time order
+        for x in range(600):
+            if idle[x]:
+                n += 1
+            elif n:
+                runs.append(n)
+                n = 0
+        if n:
+            runs.append(n)
+        assert gaps.tolist() == runs

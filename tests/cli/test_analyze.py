@@ -138,3 +138,58 @@ def test_nsys_rep_without_nsys_exits_2(tmp_path: Path, monkeypatch: pytest.Monke
     res = run(str(rep))
     assert res.exit_code == 2
     assert "nsys was not found" in res.stderr and "Hint: " in res.stderr and "nsys export --type sqlite" in res.stderr
+
+
+# --------------------------------------------------------------------------- 80 columns, help, graphs, what-if
+
+H200_DIR = REAL.parent
+GRAPH = H200_DIR / "tracking_3x3_s1_b500_f2000_graph.sqlite"
+
+
+@pytest.mark.parametrize("trace", sorted(H200_DIR.glob("*.sqlite")), ids=lambda p: p.name)
+def test_table_fits_80_columns_when_piped(trace: Path) -> None:
+    res = CliRunner().invoke(app, ["analyze", str(trace), "--by-stream", "--what-if", "h2d_gbps=375"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert max(len(ln) for ln in lines) <= 80, max(lines, key=len)
+    assert all(ln == ln.rstrip() for ln in lines)  # piped: no padding at line ends
+    wide = CliRunner().invoke(app, ["analyze", str(trace)], env={"COLUMNS": "120"})
+    assert max(len(ln) for ln in wide.stdout.splitlines()) > 80  # prose uses the width COLUMNS gives
+
+
+def test_prose_wraps_at_word_boundaries() -> None:
+    res = CliRunner().invoke(app, ["analyze", str(REAL)], env={"COLUMNS": "60"})
+    words = set(" ".join(res.stdout.split()).split(" "))
+    notes = " ".join(CliRunner().invoke(app, ["analyze", str(REAL)], env={"COLUMNS": "200"}).stdout.split())
+    for w in ("drains", "pipeline,", "cudaDeviceSynchronize,", "throughput"):
+        assert w in words and w in notes  # no word is cut in two by the wrap
+
+
+@pytest.mark.parametrize("command", ["analyze", "probe", "compare", "guard"])
+def test_help_shows_no_bool_metavar(command: str) -> None:
+    res = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0
+    assert "<bool>" not in res.stdout and "--help" in res.stdout
+
+
+def test_graph_warning_shown_once_in_the_table() -> None:
+    res = run(str(GRAPH))
+    assert res.exit_code == 0
+    assert res.stdout.count("Warning: graph-level CUDA graph trace") == 1
+    assert "cuda-graph-trace" not in res.stderr  # not repeated on stderr
+    assert "[graph_level]" in res.stdout and "binds: graph at" in res.stdout
+    js = json.loads(run(str(GRAPH), "--json").stdout)
+    assert sum("cuda-graph-trace=node" in w for w in js["warnings"]) == 1
+    assert js["roofline"]["engine"] == "graph" and js["version"] == 2
+
+
+def test_what_if_in_table_and_json() -> None:
+    res = run(str(REAL), "--what-if", "h2d_gbps=375", "--what-if", "d2h_gbps=375")
+    assert res.exit_code == 0, res.output
+    assert "what if h2d at 375 GB/s, d2h at 375 GB/s: would bind on kernel" in " ".join(res.stdout.split())
+    assert "assumption: engines scale independently" in res.stdout
+    js = json.loads(run(str(REAL), "--what-if", "kernel=2", "--json").stdout)["what_if"]
+    assert js["changes"] == [{"engine": "kernel", "factor": 2.0, "gbps": None}]
+    assert js["engines"]["kernel"]["new_busy_ns"] == 2 * js["engines"]["kernel"]["busy_ns"]
+    bad = run(str(REAL), "--what-if", "warp=2")
+    assert bad.exit_code == 2 and bad.stderr.startswith("Error: --what-if 'warp=2': unknown engine") and bad.stdout == ""

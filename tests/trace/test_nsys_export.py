@@ -107,3 +107,24 @@ def test_find_nsys_prefers_path_then_newest_install(no_nsys: None, monkeypatch: 
     on_path.write_text("#!/bin/sh\n")
     on_path.chmod(0o755)
     assert find_nsys() == on_path
+
+
+def test_qdrep_is_an_older_report_not_a_bad_database(tmp_path: Path, no_nsys: None) -> None:
+    rep = tmp_path / "old.qdrep"
+    rep.write_bytes(b"QDREP-ish report bytes")
+    with pytest.raises(TraceError) as info:
+        analyze_trace(rep)
+    msg = str(info.value)
+    assert "older nsys report (.qdrep" in msg and "not an SQLite database" not in msg
+    assert "nsys export --type sqlite" in (info.value.hint or "")
+
+
+def test_qdrep_is_exported_like_nsys_rep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = build(tmp_path / "src.sqlite", Trace(kernels=[Kernel(0, 100)], ranges=[Range(0, 100, "pass frames=4")]))
+    nsys = fake_nsys(tmp_path, source)
+    monkeypatch.setenv(nsys_export.NSYS_ENV, str(nsys))
+    rep = tmp_path / "old.qdrep"
+    rep.write_bytes(b"report")
+    r = analyze_trace(rep)
+    assert r.frames == 4 and r.engines["kernel"].busy_ns == 100
+    assert (tmp_path / nsys_export.CACHE_DIR / "old.sqlite").is_file()

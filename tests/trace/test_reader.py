@@ -16,7 +16,7 @@ from clusterbench.trace import read_trace
 from clusterbench.trace.reader import base_api_name
 from clusterbench.trace.schema import ENGINES
 
-from fake_nsys import ERAS, SCHEMA_VERSION, Api, Copy, Kernel, Memset, Range, Trace, build
+from fake_nsys import ERAS, SCHEMA_VERSION, Api, Copy, Graph, Kernel, Memset, Range, Trace, build
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
 REAL = H200 / "dev_5x5_s2_b500.sqlite"
@@ -76,7 +76,8 @@ def test_several_processes_and_devices_keep_their_keys(tmp_path: Path) -> None:
     )
     data = read_trace(build(tmp_path / "m.sqlite", t))
     got = sorted(zip(data.activity.pid.tolist(), data.activity.device.tolist(), data.activity.engine.tolist()))
-    assert got == [(100, 0, 0), (4_000_000, 1, 0), (4_000_000, 3, 2)]
+    k, d2h = ENGINES.index("kernel"), ENGINES.index("d2h")
+    assert got == [(100, 0, k), (4_000_000, 1, k), (4_000_000, 3, d2h)]
     assert sorted(data.host_sync.pid.tolist()) == [100, 4_000_000]
 
 
@@ -169,16 +170,64 @@ def test_sqlite_but_not_nsys(tmp_path: Path) -> None:
 
 
 def test_cpu_only_trace(tmp_path: Path) -> None:
-    p = build(tmp_path / "cpu.sqlite", Trace(ranges=[Range(0, 10, "work")]))
+    p = build(tmp_path / "cpu.sqlite", Trace(ranges=[Range(0, 10, "work")], gpu_name=None))
     err = _err(p)
     assert "no GPU activity" in str(err) and "CPU-only" in str(err)
     assert "nsys profile -t cuda" in (err.hint or "")
 
 
-def test_cuda_tables_but_no_gpu_records(tmp_path: Path) -> None:
-    p = build(tmp_path / "api.sqlite", Trace(api=[Api(0, 1, "cudaMalloc_v3020")]))
+def test_gpu_listed_but_no_cuda_tables_is_not_called_cpu_only(tmp_path: Path) -> None:
+    p = build(tmp_path / "nocuda.sqlite", Trace(ranges=[Range(0, 10, "work")]))  # TARGET_INFO_GPU: NVIDIA H200
     err = _err(p)
-    assert "no GPU activity" in str(err) and "CUPTI_ACTIVITY_KIND_RUNTIME" in str(err)
+    assert "CPU-only" not in str(err)
+    assert "lists a GPU (NVIDIA H200 (device 0))" in str(err) and "no CUDA tables" in str(err)
+    assert "nsys profile -t cuda" in (err.hint or "")
+
+
+def test_cuda_traced_but_no_gpu_work(tmp_path: Path) -> None:
+    p = build(tmp_path / "api.sqlite", Trace(api=[Api(0, 1, "cudaMalloc_v3020"), Api(2, 3, "cudaFree_v3020")]))
+    err = _err(p)
+    text = f"{err} {err.hint}"
+    assert "no GPU work was captured" in str(err) and "2 CUDA API calls" in str(err)
+    assert "CUPTI_ACTIVITY_KIND_RUNTIME" in str(err)
+    assert "capture" in str(err) and "flushed" in str(err)  # likely causes are named
+    assert "-t cuda" not in text and "trace CUDA" not in text  # CUDA was traced: never advise tracing it
+
+
+def test_graph_trace_rows_are_the_graph_engine(tmp_path: Path) -> None:
+    t = Trace(kernels=[Kernel(0, 10)], graphs=[Graph(100, 400, stream=9), Graph(500, 520, stream=9, pid=100)])
+    data = read_trace(build(tmp_path / "g.sqlite", t))
+    g = data.activity.engine == ENGINES.index("graph")
+    assert data.activity.start_ns[g].tolist() == [100, 500] and data.activity.end_ns[g].tolist() == [400, 520]
+    assert data.activity.stream[g].tolist() == [9, 9] and data.activity.bytes[g].tolist() == [0, 0]
+    assert data.graph_trace == "graph"
+    node = read_trace(build(tmp_path / "n.sqlite", Trace(kernels=[Kernel(0, 10, graph_node=5)], graph_nodes=True)))
+    assert node.graph_trace == "node" and node.activity.engine.tolist() == [ENGINES.index("kernel")]
+    assert read_trace(build(tmp_path / "p.sqlite", Trace(kernels=[Kernel(0, 10)]))).graph_trace is None
+
+
+def test_streams_and_pageable_flags_are_read(tmp_path: Path) -> None:
+    t = Trace(
+        kernels=[Kernel(0, 10, stream=3)],
+        copies=[Copy(10, 20, 1, 100, stream=4, pageable=True), Copy(20, 30, 2, 50, stream=5), Copy(30, 40, 99, 7, stream=6)],
+        memsets=[Memset(40, 50, 8, stream=0)],
+    )
+    for path in (build(tmp_path / "one.sqlite", t), build(tmp_path / "two.sqlite", Trace(kernels=t.kernels + [Kernel(0, 1, pid=7)], copies=t.copies, memsets=t.memsets))):
+        act = read_trace(path).activity
+        rows = {(int(a), int(st)): (ENGINES[int(en)], bool(pg), int(b)) for a, st, en, pg, b in zip(act.start_ns, act.stream, act.engine, act.pageable, act.bytes)}
+        assert rows[(0, 3)] == ("kernel", False, 0)
+        assert rows[(10, 4)] == ("h2d", True, 100)  # pageable host source (srcKind 0)
+        assert rows[(20, 5)] == ("d2h", False, 50)
+        assert rows[(30, 6)] == ("other", False, 7)  # unknown copy kind 99 -> other
+        assert rows[(40, 0)] == ("memset", False, 8)
+
+
+def test_host_sync_calls_keep_their_names(tmp_path: Path) -> None:
+    t = Trace(kernels=[Kernel(0, 10)], api=[Api(0, 5, "cudaMemcpy_v3020"), Api(6, 8, "cudaStreamSynchronize_v3020"), Api(9, 9, "cudaMemcpyAsync_v3020")])
+    hs = read_trace(build(tmp_path / "h.sqlite", t)).host_sync
+    assert hs.names == ("cudaMemcpy", "cudaStreamSynchronize")
+    assert [hs.names[i] for i in hs.name_index.tolist()] == ["cudaMemcpy", "cudaStreamSynchronize"]
+    assert hs.is_call(frozenset({"cudaMemcpy"})).tolist() == [True, False]
 
 
 def test_empty_activity_table_means_absent(tmp_path: Path) -> None:

@@ -1,0 +1,156 @@
+"""The analyze picture: a timeline of part of the window, one lane per (engine, stream), and
+beside it the per-engine bars (µs per frame, or ms busy without frames) with the binding bar
+marked. PNG, SVG or PDF by the file's extension.
+
+matplotlib is the optional ``plot`` extra; it is imported only here, through its object API
+(no pyplot, no global backend, no display).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from clusterbench.errors import EnvironmentFailure, InputError
+
+if TYPE_CHECKING:
+    from clusterbench.analysis.engines import GroupAnalysis, TraceAnalysis
+    from clusterbench.analysis.timeline import Timeline
+
+MIN_BAR_FRACTION = 1 / 600  # busy stretches are drawn at least this share of the span wide (~1.5 px)
+FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+COLOURS = {
+    "kernel": "#4C72B0",
+    "graph": "#8172B3",
+    "h2d": "#DD8452",
+    "d2h": "#55A868",
+    "d2d": "#C44E52",
+    "p2p": "#937860",
+    "um_h2d": "#DA8BC3",
+    "um_d2h": "#8C8C8C",
+    "um_d2d": "#CCB974",
+    "memset": "#64B5CD",
+    "other": "#333333",
+}
+
+
+def check_plot_path(path: str | Path) -> tuple[Path, str]:
+    """The path and format of ``--plot``; raise InputError for an unsupported extension.
+
+    Called before anything else runs, so a bad name costs nothing.
+    """
+    p = Path(path)
+    fmt = FORMATS.get(p.suffix.lower())
+    if fmt is None:
+        raise InputError(
+            f"--plot {p}: unsupported file type {p.suffix or '(none)'!r}",
+            hint="name the picture .png, .svg or .pdf",
+        )
+    if p.is_dir():
+        raise InputError(f"--plot {p} is a directory", hint="give a file name ending in .png, .svg or .pdf")
+    if not p.parent.is_dir():
+        raise InputError(f"cannot write the plot: no such directory {p.parent}", hint="create it or pick another path")
+    return p, fmt
+
+
+def require_matplotlib():  # noqa: ANN201
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise EnvironmentFailure(
+            "--plot needs matplotlib, which is not installed",
+            hint="pip install 'clusterbench[plot]' (or pip install matplotlib), or drop --plot",
+        ) from None
+    return Figure, FigureCanvasAgg
+
+
+def _time_unit(span_ns: int) -> tuple[float, str]:
+    if span_ns >= 5_000_000:
+        return 1e6, "ms"
+    if span_ns >= 5_000:
+        return 1e3, "µs"
+    return 1.0, "ns"
+
+
+def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path: str | Path) -> Path:
+    """Draw ``tl`` and ``g``'s bars into ``path``; raise InputError if it cannot be written."""
+    path, fmt = check_plot_path(path)
+    Figure, FigureCanvasAgg = require_matplotlib()
+    from matplotlib.patches import Patch
+
+    lanes = sorted(tl.lanes, key=lambda ln: (list(COLOURS).index(ln.engine) if ln.engine in COLOURS else 99, ln.stream))
+    n = max(1, len(lanes))
+    fig = Figure(figsize=(12.0, max(4.0, 1.8 + 0.42 * n)), dpi=110)
+    FigureCanvasAgg(fig)
+    grid = fig.add_gridspec(1, 2, width_ratios=(3.2, 1.0), wspace=0.28)
+    ax = fig.add_subplot(grid[0, 0])
+    bx = fig.add_subplot(grid[0, 1])
+
+    span_ns = max(1, tl.span_end_ns - tl.span_start_ns)
+    scale, unit = _time_unit(span_ns)
+    min_w = span_ns * MIN_BAR_FRACTION  # so that a 1 µs memset in a 100 ms span still shows
+    for i, ln in enumerate(lanes):
+        y = n - 1 - i
+        xs = [
+            (float(s) / scale, float(max(e - s, min_w)) / scale)
+            for s, e in zip(ln.starts_ns.tolist(), ln.ends_ns.tolist())
+        ]
+        ax.broken_barh(xs, (y - 0.38, 0.76), facecolors=COLOURS.get(ln.engine, "#333333"), edgecolor="none")
+    ax.set_yticks(range(n))
+    ax.set_yticklabels([f"{ln.engine} · stream {ln.stream}" for ln in reversed(lanes)], fontsize=8)
+    ax.set_ylim(-0.6, n - 0.4)
+    margin = 0.01 * span_ns  # so that a stretch at either end of the span is not hidden by the frame
+    ax.set_xlim((tl.span_start_ns - margin) / scale, (tl.span_end_ns + margin) / scale)
+    ax.set_xlabel(f"time since the window start ({unit})")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(f"timeline: {tl.span_source}", fontsize=9)
+    if not lanes:
+        ax.text(0.5, 0.5, "no GPU activity in this span", ha="center", va="center", transform=ax.transAxes)
+
+    names = [n_ for n_, st in g.engines.items() if st.busy_ns > 0] or list(g.engines)
+    per_frame = g.frames is not None
+    vals = [
+        (g.engines[n_].us_per_frame or 0.0) if per_frame else g.engines[n_].busy_ns / 1e6 for n_ in names
+    ]
+    binds = g.roofline.engine
+    bars = bx.bar(range(len(names)), vals, color=[COLOURS.get(n_, "#333333") for n_ in names])
+    for rect, n_, v in zip(bars, names, vals):
+        if n_ == binds:
+            rect.set_edgecolor("black")
+            rect.set_linewidth(2.0)
+            bx.annotate(f"★ binds\n{v:.2f}", (rect.get_x() + rect.get_width() / 2, v), xytext=(0, 3),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=8, fontweight="bold")  # fmt: skip
+        else:
+            bx.annotate(f"{v:.2f}", (rect.get_x() + rect.get_width() / 2, v), xytext=(0, 3),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=8)  # fmt: skip
+    bx.set_xticks(range(len(names)))
+    bx.set_xticklabels(names, fontsize=8, rotation=30)
+    top = max(vals) if vals else 0.0
+    bx.set_ylim(0, top * 1.35 if top > 0 else 1.0)
+    bx.set_ylabel("µs per frame" if per_frame else "busy ms in the window")
+    fps = f"\n{g.roofline.fps:,.0f} FPS" if g.roofline.fps else ""
+    bx.set_title(f"per-engine bars; ★ binds: {binds or 'nothing'}{fps}", fontsize=9)
+    bx.grid(axis="y", alpha=0.3)
+
+    present = [e for e in COLOURS if any(ln.engine == e for ln in lanes)]
+    if present:
+        ax.legend(handles=[Patch(facecolor=COLOURS[e], label=e) for e in present], fontsize=8,
+                  loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=len(present), frameon=False)  # fmt: skip
+    if any(ln.engine == "graph" for ln in lanes):
+        fig.text(0.5, 0.01, "graph = whole CUDA graph executions, including their copy and memset nodes and the gaps "
+                 "between nodes; per-engine figures need nsys profile --cuda-graph-trace=node",
+                 ha="center", va="bottom", fontsize=8, color="#8172B3")  # fmt: skip
+    frames = f", {g.frames:,} frames" if g.frames else ""
+    fig.suptitle(
+        f"{Path(a.trace).name}: pid {g.pid}, device {g.device}\n"
+        f"window {g.window_ns / 1e6:,.3f} ms from {g.window_source}{frames}; "
+        f"showing {tl.span_start_ns / 1e6:,.3f}–{tl.span_end_ns / 1e6:,.3f} ms",
+        fontsize=9,
+    )
+    fig.subplots_adjust(left=0.13, right=0.98, top=0.80, bottom=0.24)
+    try:
+        fig.savefig(path, format=fmt)
+    except OSError as exc:
+        raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint="check the path and its permissions") from None
+    return path
