@@ -95,3 +95,19 @@ def match_clusters(a: Sequence[np.ndarray], b: Sequence[np.ndarray], tolerance: 
         only_b=tuple(tuple(int(v) for v in kb[i]) for i in order_b[:EXAMPLES]),
         only_a_count=len(only_a), only_b_count=len(only_b), max_abs_diff=max_diff, p99_abs_diff=p99,
         values_over_tolerance=over, tolerance=tolerance)
+
+
+def centre_set(per_frame: Sequence[np.ndarray]) -> frozenset[tuple[int, int, int]]:
+    """Every cluster's (frame, x, y) of per-frame structured arrays (fields x, y), as a set."""
+    out: set[tuple[int, int, int]] = set()
+    for f, rec in enumerate(per_frame):
+        rec = np.asarray(rec)
+        out.update(zip([f] * len(rec), rec["x"].astype(int).tolist(), rec["y"].astype(int).tolist()))
+    return frozenset(out)
+
+
+def select(per_frame: Sequence[np.ndarray], keep: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The records of each frame where the frame's boolean mask ``keep`` is true."""
+    if len(per_frame) != len(keep):
+        raise ValueError(f"{len(per_frame)} frames of records and {len(keep)} masks")
+    return [np.asarray(rec)[np.asarray(mask, bool)] for rec, mask in zip(per_frame, keep)]
