@@ -6,7 +6,8 @@ everything else (a bug) keeps its traceback.
 
 Exit codes (documented in ``clusterbench --help``):
   0 success; 1 environment failure (no GPU, nsys failed); 2 usage error or bad input
-  (a bad trace, a bad config); 3 a check ran and failed (guard refused, compare gate).
+  (a bad trace, a bad config); 3 a check ran and failed (guard refused, compare gate);
+  130 interrupted (Ctrl-C during probe or a campaign: finished rows are kept).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ EXIT_OK = 0
 EXIT_ENVIRONMENT = 1
 EXIT_INPUT = 2
 EXIT_CHECK = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 
 class ClusterbenchError(Exception):
@@ -56,3 +58,9 @@ class CheckFailed(ClusterbenchError):
 class WorkloadProtocolError(EnvironmentFailure):
     """A workload program broke the protocol (docs/workloads.md): no pass range, no result record,
     or a malformed one (exit 1, like any child that failed)."""
+
+
+class CampaignInterrupted(ClusterbenchError):
+    """Ctrl-C while a campaign's tasks ran (``probe --executor``): what finished is merged (exit 130)."""
+
+    exit_code = EXIT_INTERRUPTED

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from clusterbench.errors import ClusterbenchError, EnvironmentFailure, InputError
+from clusterbench.errors import CampaignInterrupted, EnvironmentFailure, InputError
 
 EXECUTORS = ("local", "slurm")
 PYTHON = "{python}"  # in a task's argv: the interpreter the task runs under (the venv on the shared filesystem)
@@ -51,15 +51,8 @@ CAMPAIGN_VERSION = 1
 VARIANT_SEPARATOR = "@"  # merged label of a config run on several GPU types: 3x3_s4@h100
 DEFAULT_TIMEOUT_MIN = 60
 DEFAULT_POLL_S = 10.0  # submitit's own default poll frequency for as_completed
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as the probe
 MERGE_WHY = ("merged by one process: fcntl/flock locks are not trustworthy across hosts on NFS, so each task "
              "wrote only its own dir and only the parent wrote this one")
-
-
-class CampaignInterrupted(ClusterbenchError):
-    """Ctrl-C while the tasks ran: what finished is merged (exit 130)."""
-
-    exit_code = EXIT_INTERRUPTED
 
 
 def _utc_now() -> str:
@@ -117,6 +110,24 @@ def check_executor_options(opts: ExecutorOptions) -> ExecutorOptions:
     if type(opts.timeout_min) is not int or opts.timeout_min < 1:
         raise InputError(f"the task time limit must be whole minutes >= 1, got {opts.timeout_min!r}")
     return opts
+
+
+def executor_options_for(kind: str | None, folder: Path, partitions: Sequence[str] = (),
+                         gpus_per_task: int | None = None, array_parallelism: int | None = None
+                         ) -> ExecutorOptions | None:
+    """The probe's ``--executor``, ``--partition``, ``--gpus-per-task``, ``--array-parallelism`` as
+    checked options, or None without ``--executor`` (pure). InputError (exit 2): a campaign option
+    without ``--executor``, or any option :func:`check_executor_options` refuses."""
+    if kind is None:
+        given = [name for name, value in (("--partition", tuple(partitions)), ("--gpus-per-task", gpus_per_task),
+                                          ("--array-parallelism", array_parallelism)) if value not in ((), None)]
+        if given:
+            raise InputError(f"{', '.join(given)} applies to a campaign only: add --executor slurm or --executor local",
+                             hint="without --executor, probe runs here; --gpus all uses every GPU of this node")
+        return None
+    return check_executor_options(ExecutorOptions(
+        kind=kind, folder=Path(folder), partitions=tuple(partitions),
+        gpus_per_task=1 if gpus_per_task is None else gpus_per_task, array_parallelism=array_parallelism))
 
 
 @dataclass(frozen=True, slots=True)

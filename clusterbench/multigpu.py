@@ -44,7 +44,7 @@ MULTI_GPU_ENV_VERSION = 1
 ROW_KEY_SEPARATOR = "@"  # not allowed in a config label (config.py), so a row key never collides
 AGGREGATE_GPU = "all"  # the gpu column of the aggregate row
 SOLO_DEFINITION = (
-    "solo: the first GPU the guards let run (lowest index), running the same config alone, with the same "
+    "solo: the first GPU the guards let run, in the order --gpus names them (all: the lowest index), running the same config alone, with the same "
     "pinning and repeats, immediately before the concurrent run; scaling efficiency = summed concurrent "
     "sustained FPS / (N x the solo sustained FPS)")
 _NVML_WORD_BITS = 64  # pynvml returns affinity masks as arrays of c_ulonglong

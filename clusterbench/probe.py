@@ -11,6 +11,11 @@ the protocol of docs/workloads.md) goes through the same steps:
 5. upserts the config's row into probes.csv (atomic, locked: :mod:`clusterbench.results`);
 6. measures sustained FPS without a profiler and upserts the completed row.
 
+With ``ProbeRequest.gpus`` (``--gpus all|0,2``) every selected GPU is guarded on its own, the trace
+runs on the solo GPU, and step 6 runs solo then on every GPU at once
+(:mod:`clusterbench.multigpu`), adding the (label, gpu) and aggregate rows and env.json's
+``multi_gpu`` block (docs/scaling.md); N = 1 runs the same path.
+
 Progress and warnings go to an ``on_event`` callback (the CLI draws them on stderr).
 Ctrl-C keeps every finished row, deletes the interrupted config's partial trace files,
 and raises :class:`ProbeInterrupted` (exit 130).
@@ -22,6 +27,7 @@ import dataclasses
 import datetime
 import json
 import math
+import os
 import socket
 import subprocess
 import sys
@@ -32,7 +38,8 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from clusterbench import __version__
 from clusterbench.config import ConfigFile, ProbeConfig
-from clusterbench.errors import ClusterbenchError, ConfigError, EnvironmentFailure, InputError, WorkloadProtocolError
+from clusterbench.errors import (EXIT_INTERRUPTED, ClusterbenchError, ConfigError, EnvironmentFailure, InputError,
+                                 WorkloadProtocolError)
 from clusterbench.records import ConfigEntry, EnvRecord, ProbeRecord, SustainedFps, WorkloadResult
 from clusterbench.tracing.clocks import ClockSample, ClockVerdict, judge_clocks
 from clusterbench.tracing.commands import nsys_graph_trace_mode
@@ -41,9 +48,9 @@ from clusterbench.workloads import PASS_RANGE, Workload, pass_range_text, worklo
 
 if TYPE_CHECKING:
     from clusterbench.analysis.engines import EngineStats, TraceAnalysis
+    from clusterbench.multigpu import GpuSelection, MultiGpuPlan, MultiGpuSustained
     from clusterbench.guards import GuardReport, NvmlReading
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 PHASES = ("guard", "trace", "export", "analyze", "sustained")
 DEFAULT_REPEAT = 3
 MAX_REPEAT = 100
@@ -71,6 +78,7 @@ class ProbeRequest:
     force: bool = False
     data: Path | None = None
     argv: tuple[str, ...] = ()
+    gpus: str | None = None  # --gpus all|0,2: each config on these GPUs at once (docs/scaling.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +91,7 @@ class ProbePlan:
     tracer: str  # a key of tracing.tracers.TRACERS
     repeat: int
     warnings: tuple[str, ...]
+    gpus: GpuSelection | None = None  # None: one GPU (device 0), as always
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +110,9 @@ class ProbeEvent:
 
 @dataclass(frozen=True, slots=True)
 class ProbeOutcome:
+    """What a probe wrote. ``rows``: per config its plain row, then (with --gpus) its solo,
+    per-GPU and aggregate rows, as written to probes.csv."""
+
     results_dir: Path
     session_id: str
     rows: tuple[dict[str, object], ...]
@@ -146,7 +158,12 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
         warnings.extend(config_warnings(c))
     date = today or datetime.date.today()
     results_dir = results_dir_for(Path(request.results_root), date, configs[0].dtype_tag, request.tag)
-    return ProbePlan(config_file, configs, results_dir, request.tracer, request.repeat, tuple(warnings))
+    gpus: GpuSelection | None = None
+    if request.gpus is not None:
+        from clusterbench.multigpu import parse_gpu_selection
+
+        gpus = parse_gpu_selection(request.gpus)  # InputError (exit 2), before any NVML call
+    return ProbePlan(config_file, configs, results_dir, request.tracer, request.repeat, tuple(warnings), gpus)
 
 
 # ----------------------------------------------------------------------------- pure pieces
@@ -420,11 +437,21 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     nsys = preflight(plan) if nsys is _UNSET else nsys
 
     emit(ProbeEvent("phase", phase="guard", total=len(plan.configs)))
+    mplan: MultiGpuPlan | None = None
     try:
-        report = run_guards(plan.config_file, max_util_pct=request.max_util_pct,
-                            require_clean=request.require_clean, force=request.force)
+        if plan.gpus is None:
+            report = run_guards(plan.config_file, max_util_pct=request.max_util_pct,
+                                require_clean=request.require_clean, force=request.force)
+        else:
+            mplan, report = _guard_gpus(plan, request)
     except KeyboardInterrupt:
         raise ProbeInterrupted("interrupted during the guards, before any config ran: nothing was written") from None
+    if mplan is not None:
+        from clusterbench.multigpu import require_gpus_pass
+
+        require_gpus_pass(mplan.guard)  # CheckFailed (exit 3): a busy GPU or a stale build, without --force
+        if mplan.guard.reason not in ("pass", "host_forced"):
+            warn(mplan.guard.message, "env.json records which GPUs were refused or forced (multi_gpu.guard)")
     require_pass(report)  # CheckFailed (exit 3) unless --force overrode it
     if report.forced:
         warn("guards failed but --force overrode them: " + "; ".join(c.message for c in report.failed),
@@ -448,12 +475,21 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         nsys_version = versions.get("nsys")
         tracer = TRACERS[plan.tracer](TracerSetup(nsys=nsys, nsys_version=None if nsys_version is None
                                                   else str(nsys_version)))
+        gpu_runs: dict[str, MultiGpuSustained] = {}
+        kept_multi = _previous_multi_gpu_configs(out_dir, {c.label for c in plan.configs})
 
         def write_env() -> None:
-            save_env(out_dir, build_env(session_id=session_id, argv=request.argv, configs=plan.configs,
-                                        tracer=plan.tracer, gpu=gpu, versions=versions, git=git,
-                                        guard=guard_json, per_config=per_config, previous=previous,
-                                        kernel_sources=report.kernel_sources))
+            env = build_env(session_id=session_id, argv=request.argv, configs=plan.configs,
+                            tracer=plan.tracer, gpu=gpu, versions=versions, git=git,
+                            guard=guard_json, per_config=per_config, previous=previous,
+                            kernel_sources=report.kernel_sources)
+            if mplan is None:
+                save_env(out_dir, env)
+                return
+            block = mplan.env_block({k: r.summary for k, r in gpu_runs.items()},
+                                    {k: r.overlap_s for k, r in gpu_runs.items()})
+            block["configs"] = {**kept_multi, **block["configs"]}  # configs not re-run keep their summary
+            save_env(out_dir, {**env.to_json(), "multi_gpu": block})
 
         write_env()
         for index, cfg in enumerate(plan.configs):
@@ -465,12 +501,16 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
                 emit(ProbeEvent("phase", label=_label, phase=p, index=_index, total=total))
 
             emit(ProbeEvent("start", label=label, index=index, total=total))
-            record = _probe_one(cfg, plan, tracer, out_dir, session_id, on_phase, warn, per_config)
+            record, gpu_rows, gpu_run = _probe_one(cfg, plan, tracer, out_dir, session_id, on_phase, warn,
+                                                   per_config, mplan)
             upsert_probe_row(out_dir, record)
+            if gpu_run is not None:
+                gpu_runs[cfg.label] = gpu_run
             write_env()
             row = record.to_json()
             emit(ProbeEvent("row", label=label, index=index, total=total, row=row))
             rows.append(row)
+            rows.extend(gpu_rows)
     except KeyboardInterrupt:
         removed = discard_partials(out_dir, label) if label else ()
         if write_env is not None:
@@ -491,6 +531,49 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
             discard_partials(out_dir, label)
         raise
     return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), report)
+
+
+def _guard_gpus(plan: ProbePlan, request: ProbeRequest) -> tuple[MultiGpuPlan, GuardReport]:
+    """``--gpus``: sample every selected GPU once (NVML), run the host-wide guards once, and judge
+    each GPU on its own reading (:func:`clusterbench.multigpu.check_gpus`). The report's GPU is the
+    solo GPU (the first one the guards let run): its identity goes to env.json, as with one GPU.
+    InputError (exit 2) for an index NVML does not list."""
+    from clusterbench import guards
+    from clusterbench import multigpu as mg
+
+    assert plan.gpus is not None
+    readings: dict[int, NvmlReading] = {}
+
+    def read(device_index: int, window_s: float) -> NvmlReading:
+        readings[device_index] = guards.read_nvml(device_index=device_index, window_s=window_s)
+        return readings[device_index]
+
+    mplan = mg.plan_multi_gpu(plan.gpus, max_util_pct=request.max_util_pct, window_s=guards.DEFAULT_WINDOW_S,
+                              force=request.force, read_reading=read)
+    # a refused run (no --force) still needs a report; any GPU stands in, require_gpus_pass raises first
+    solo = mplan.run_gpus[0].index if mplan.run_gpus else mplan.gpus[0].index
+    report = guards.run_guards(plan.config_file, max_util_pct=request.max_util_pct,
+                               require_clean=request.require_clean, force=request.force, device_index=solo,
+                               reading=readings[solo])
+    # judge again with the host checks (build, git) so multi_gpu.guard records them too
+    guard = mg.check_gpus([readings[g.index] for g in mplan.gpus], mg.host_checks_of(report.checks),
+                          max_util_pct=request.max_util_pct, force=request.force, own_pid=os.getpid())
+    return dataclasses.replace(mplan, guard=guard), report
+
+
+def _previous_multi_gpu_configs(out_dir: Path, rerun: set[str]) -> dict[str, object]:
+    """env.json's ``multi_gpu.configs`` entries of configs this probe does not re-run (kept, as their rows are)."""
+    from clusterbench.results import ENV_JSON
+
+    try:
+        doc = json.loads((out_dir / ENV_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    block = doc.get("multi_gpu") if isinstance(doc, dict) else None
+    configs = block.get("configs") if isinstance(block, dict) else None
+    if not isinstance(configs, dict):
+        return {}
+    return {k: v for k, v in configs.items() if k not in rerun}
 
 
 def analyze_pass(traced: TracedRun, cfg: ProbeConfig) -> TraceAnalysis:
@@ -515,7 +598,10 @@ def analyze_pass(traced: TracedRun, cfg: ProbeConfig) -> TraceAnalysis:
 
 def _probe_one(cfg: ProbeConfig, plan: ProbePlan, tracer: Tracer, out_dir: Path, session_id: str,
                on_phase: Callable[[str], None], warn: Callable[..., None],
-               per_config: dict[str, ConfigEntry]) -> ProbeRecord:
+               per_config: dict[str, ConfigEntry], mplan: MultiGpuPlan | None = None
+               ) -> tuple[ProbeRecord, tuple[dict[str, object], ...], MultiGpuSustained | None]:
+    """One config: trace, analyze, sustained FPS. Returns the plain row and, with ``--gpus``, the
+    solo, per-GPU and aggregate rows (already written) and the run they came from."""
     from clusterbench.results import upsert_probe_row
     from clusterbench.tracing.tracers import measure_sustained
 
@@ -524,7 +610,13 @@ def _probe_one(cfg: ProbeConfig, plan: ProbePlan, tracer: Tracer, out_dir: Path,
                         workload=cfg.workload.kind, command=cfg.workload.command)
     per_config[cfg.label] = entry
     analysis: TraceAnalysis | None = None
-    traced = tracer.trace(job, on_phase)
+    if mplan is None:
+        traced = tracer.trace(job, on_phase)
+    else:
+        from clusterbench.multigpu import only_gpu_visible
+
+        with only_gpu_visible(mplan.run_gpus[0]):  # the trace runs on the solo GPU alone
+            traced = tracer.trace(job, on_phase)
     if traced is not None:
         verdict = clock_verdict_for(traced.clocks, traced.max_clock_mhz, traced.result, traced.pass_end_s)
         entry = dataclasses.replace(entry, clocks=verdict.to_json(), kernel_sha256=traced.result.kernel_sha256,
@@ -544,6 +636,8 @@ def _probe_one(cfg: ProbeConfig, plan: ProbePlan, tracer: Tracer, out_dir: Path,
         upsert_probe_row(out_dir, row)  # step 5: the traced figures are safe before the long untraced run
 
     on_phase("sustained")
+    if mplan is not None:
+        return _sustained_on_gpus(cfg, plan, job, traced, analysis, mplan, out_dir, session_id, per_config, entry)
     sustained = measure_sustained(job, plan.repeat)
     entry = dataclasses.replace(entry, sustained_fps=sustained.fps.fps,
                                 finder=entry.finder or sustained.results[-1].finder)
@@ -554,5 +648,36 @@ def _probe_one(cfg: ProbeConfig, plan: ProbePlan, tracer: Tracer, out_dir: Path,
         entry = dataclasses.replace(entry, clocks=verdict.to_json())
     per_config[cfg.label] = entry
     result = traced.result if traced is not None else sustained.results[-1]
-    return build_row(cfg, analysis, sustained.fps, result, plan.tracer, traced.sqlite.name if traced else None,
-                     session_id)
+    record = build_row(cfg, analysis, sustained.fps, result, plan.tracer, traced.sqlite.name if traced else None,
+                       session_id)
+    return record, (), None
+
+
+def _sustained_on_gpus(cfg: ProbeConfig, plan: ProbePlan, job: WorkloadJob, traced: TracedRun | None,
+                       analysis: TraceAnalysis | None, mplan: MultiGpuPlan, out_dir: Path, session_id: str,
+                       per_config: dict[str, ConfigEntry], entry: ConfigEntry
+                       ) -> tuple[ProbeRecord, tuple[dict[str, object], ...], MultiGpuSustained]:
+    """``--gpus``: sustained FPS on the solo GPU alone, then on every GPU at once (docs/scaling.md).
+    Writes the solo, per-GPU and aggregate rows; returns the plain row (the solo GPU's trace and its
+    solo sustained FPS: what a plain probe writes), those rows and the run. Works for N = 1."""
+    from clusterbench import multigpu as mg
+    from clusterbench.results import upsert_probe_row
+    from clusterbench.tracing.commands import child_env
+
+    command, rounds = mg.workload_command(job.workload, cfg.label, cfg.params, plan.repeat)
+    cwd = job.workload.cwd
+    run = mg.measure_sustained_gpus(mplan.run_gpus, mplan.tools, command, out_dir, cfg.label, child_env(),
+                                    rounds=rounds, input_bytes_per_frame=cfg.params.frame_bytes,
+                                    cwd=None if cwd is None else str(cwd))
+    result = traced.result if traced is not None else run.solo_outcomes[-1][0].result
+    trace_name = traced.sqlite.name if traced is not None else None
+
+    def base(s: SustainedFps) -> dict[str, object]:
+        return build_row(cfg, analysis, s, result, plan.tracer, trace_name, session_id).to_json()
+
+    gpu_rows = mg.config_rows(base, run, mplan.gpus, socket.gethostname())
+    for row in gpu_rows:
+        upsert_probe_row(out_dir, row)
+    per_config[cfg.label] = dataclasses.replace(entry, sustained_fps=run.solo.fps,
+                                                finder=entry.finder or (result.finder if result else None))
+    return build_row(cfg, analysis, run.solo, result, plan.tracer, trace_name, session_id), gpu_rows, run

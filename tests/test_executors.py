@@ -303,3 +303,25 @@ def test_a_campaign_without_sbatch_writes_nothing(tmp_path: Path, monkeypatch: p
     with pytest.raises(EnvironmentFailure):
         ex.run_campaign(specs, opts, tmp_path / "merged", tmp_path / "campaign")
     assert not (tmp_path / "campaign").exists() and not (tmp_path / "merged").exists()
+
+
+def test_campaign_interrupted_lives_in_errors_with_exit_130() -> None:
+    from clusterbench import errors
+
+    assert ex.CampaignInterrupted is errors.CampaignInterrupted  # the old import path still works
+    assert issubclass(errors.CampaignInterrupted, errors.ClusterbenchError)
+    assert errors.CampaignInterrupted("x").exit_code == 130 == errors.EXIT_INTERRUPTED
+
+
+def test_executor_options_for_the_probe_flags(tmp_path: Path) -> None:
+    assert ex.executor_options_for(None, tmp_path) is None  # no campaign: probe runs here
+    for flags, name in (({"partitions": ("gpu",)}, "--partition"), ({"gpus_per_task": 2}, "--gpus-per-task"),
+                        ({"array_parallelism": 3}, "--array-parallelism")):
+        with pytest.raises(InputError, match=f"{name} applies to a campaign only"):
+            ex.executor_options_for(None, tmp_path, **flags)
+    opts = ex.executor_options_for("slurm", tmp_path, ("a", "b"), None, 4)
+    assert (opts.kind, opts.partitions, opts.gpus_per_task, opts.array_parallelism) == ("slurm", ("a", "b"), 1, 4)
+    assert opts.folder == tmp_path
+    with pytest.raises(InputError, match="needs --partition"):
+        ex.executor_options_for("slurm", tmp_path)
+    assert ex.executor_options_for("local", tmp_path, gpus_per_task=0).gpus_per_task == 0

@@ -17,6 +17,12 @@ The rules (also in ``clusterbench compare --help`` and docs/compare.md):
   it the same way (AUTO_ACROSS_COLUMNS). Such deltas keep their verdict and say ``across``.
 * **Sessions**: rows with several streams from different (or unknown) sessions: h2d and d2h
   are NOT_COMPARABLE (``session_drift``), and so is the roofline when it binds on either.
+* **GPUs**: each row's GPU is its own ``gpu_name`` (rows of a ``--gpus`` probe or a merged
+  multi-host campaign carry ``host``, ``gpu_name``, ``gpu_uuid``), else its config's entry in
+  env.json, else the dir's ``gpu_name``. A row pair from two GPU models is refused (InputError)
+  unless ``allow_different_gpu``; then the pair is compared across ``gpu`` (a Mismatch with
+  column GPU_COLUMN, verdicts kept and marked, never gated) and the row says which GPUs. The
+  same model on another unit or host is stated, not refused.
 * **End to end** reports the roofline and sustained FPS verdicts. "kernel change invisible end
   to end" is said only when the kernel moved beyond noise and neither of them did.
 * Every verdict carries a :class:`Reason` code and a sentence.
@@ -62,6 +68,11 @@ AFFECTS["tracer"] = frozenset(TRACE_METRICS)
 # against another. cluster/cap/streams/batch/frames differences are label mistakes or short runs:
 # only --across compares across them.
 AUTO_ACROSS_COLUMNS = frozenset({"tracer", "transfer", "pedestal", "pedestal_dtype", "workload"})
+# The pseudo-column of a row pair measured on two GPU models (--allow-different-gpu): a Mismatch
+# with this column marks every metric of the pair "across gpu".
+GPU_COLUMN = "gpu"
+# How many differing row pairs the refusal names before "and N more".
+_NAMED_ROWS = 3
 # A results dir without a workload column or key ran clusterbench's own CuPy workload.
 DEFAULT_WORKLOAD = "cupy"
 
@@ -145,6 +156,34 @@ class Mismatch:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuIdentity:
+    """Which GPU measured one row: its model, unit (UUID) and host, each None when unknown.
+    ``source``: ``row`` (the row's own columns), ``config`` (its env.json config entry),
+    ``dir`` (the dir's env.json) or ``unknown``."""
+
+    name: str | None
+    uuid: str | None = None
+    host: str | None = None
+    source: str = "unknown"
+
+    @property
+    def text(self) -> str:
+        """``NVIDIA H200 (GPU-8c1f2a3b, host node7)``: the model, then the unit (the UUID's first 12
+        characters) and the host, where known."""
+        where = [b for b in ((self.uuid[:12] if self.uuid else None), (f"host {self.host}" if self.host else None))
+                 if b]
+        return (self.name or "GPU unknown") + (f" ({', '.join(where)})" if where else "")
+
+    def same_unit(self, other: "GpuIdentity") -> bool | None:
+        """One physical GPU (UUID), else one host; None when neither side says."""
+        if self.uuid and other.uuid:
+            return self.uuid == other.uuid
+        if self.host and other.host:
+            return self.host == other.host
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class RowComparison:
     label: str
     presence: Presence
@@ -159,6 +198,13 @@ class RowComparison:
     kernel_invisible: bool = False  # kernel moved beyond noise; roofline and sustained FPS did not
     mismatches: tuple[Mismatch, ...] = ()
     notes: tuple[str, ...] = ()
+    gpu_before: GpuIdentity | None = None
+    gpu_after: GpuIdentity | None = None
+
+    @property
+    def gpu_differs(self) -> bool:
+        """The two rows come from two GPU models (both known)."""
+        return gpus_differ(self.gpu_before, self.gpu_after)
 
     @property
     def binds_changed(self) -> bool:
@@ -187,6 +233,7 @@ class SideInfo:
     session_id: str | None
     git_rev: str | None
     git_dirty: bool | None
+    hosts: tuple[str, ...] = ()  # a merged multi-host dir's hosts (env.json ``hosts``), else its host
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,7 +414,45 @@ def side_info(res: ResultsDir) -> SideInfo:
         session_id=_as_str(_env_get(env, "session_id", "session")),
         git_rev=_as_str(_env_get(env, "git_rev", "git.rev")),
         git_dirty=_as_bool(_env_get(env, "git_dirty", "dirty", "git.dirty")),
+        hosts=_hosts(env),
     )
+
+
+def _hosts(env: Mapping) -> tuple[str, ...]:
+    hosts = env.get("hosts")
+    if isinstance(hosts, list) and all(isinstance(h, str) for h in hosts):
+        return tuple(hosts)
+    host = env.get("host")
+    return (host,) if isinstance(host, str) and host else ()
+
+
+def _text(v: object) -> str | None:
+    return None if v is None or (isinstance(v, str) and not v.strip()) else str(v).strip()
+
+
+def row_gpu(res: ResultsDir, row: ProbeRow) -> GpuIdentity:
+    """The GPU that measured ``row``: its own ``gpu_name``/``gpu_uuid``/``host`` columns (a
+    ``--gpus`` or merged row), else its config's entry in env.json (a merged dir records GPU and
+    host per config), else the dir's env.json (pure)."""
+    name = _text(row.get("gpu_name"))
+    if name is not None:
+        return GpuIdentity(name, _text(row.get("gpu_uuid")), _text(row.get("host")), "row")
+    entry = f"configs.{row.label}"
+    name = _as_str(_env_get(res.env, f"{entry}.gpu_name"))
+    if name is not None:
+        return GpuIdentity(name, _as_str(_env_get(res.env, f"{entry}.gpu_uuid")),
+                           _text(row.get("host")) or _as_str(_env_get(res.env, f"{entry}.host")), "config")
+    name = _as_str(_env_get(res.env, "gpu_name", "gpu.name", "gpu"))
+    hosts = _hosts(res.env)
+    host = _text(row.get("host")) or (hosts[0] if len(hosts) == 1 else None)
+    if name is None:
+        return GpuIdentity(None, None, host, "unknown")
+    return GpuIdentity(name, _as_str(_env_get(res.env, "gpu_uuid")), host, "dir")
+
+
+def gpus_differ(a: GpuIdentity | None, b: GpuIdentity | None) -> bool:
+    """Two GPU models, both known (pure)."""
+    return a is not None and b is not None and a.name is not None and b.name is not None and a.name != b.name
 
 
 def display_engine(engine: str | None) -> str:
@@ -504,6 +589,7 @@ def _compare_row(
     metric_names: tuple[str, ...],
     across: frozenset[str],
     alpha: float,
+    allow_different_gpu: bool = False,
 ) -> RowComparison:
     presence = Presence.BOTH if rb is not None and ra is not None else (
         Presence.BEFORE_ONLY if rb is not None else Presence.AFTER_ONLY
@@ -522,13 +608,26 @@ def _compare_row(
             for n in metric_names
         )  # fmt: skip
         return RowComparison(label, presence, streams, cluster, False, metrics, binds_before, binds_after,
-                             EndToEnd.UNKNOWN, gone, notes=(gone,))  # fmt: skip
+                             EndToEnd.UNKNOWN, gone, notes=(gone,),
+                             gpu_before=row_gpu(before, rb) if rb is not None else None,
+                             gpu_after=row_gpu(after, ra) if ra is not None else None)  # fmt: skip
     assert rb is not None and ra is not None
+    gpu_b, gpu_a = row_gpu(before, rb), row_gpu(after, ra)
     sb, sa = _row_session(rb, sides[0]), _row_session(ra, sides[1])
     same_session = sb is not None and sb == sa
     multi = (streams or 1) > 1 or (_int(ra, "streams") or 1) > 1
     mismatches = _mismatches(label, rb, ra, before, after, across)
     notes: list[str] = []
+    if gpus_differ(gpu_b, gpu_a):
+        if not allow_different_gpu:  # compare_results refuses first; a caller of _compare_row alone is told too
+            raise InputError(f"row {label!r} pairs two GPUs: {gpu_b.text} before, {gpu_a.text} after",
+                             hint="pass --allow-different-gpu to compare them anyway")
+        # compared across the GPU on purpose: every metric keeps its verdict, marked, never gated
+        mismatches = mismatches + (Mismatch(GPU_COLUMN, gpu_b.text, gpu_a.text, tuple(COMPARED_METRICS), True),)
+        notes.append(f"different GPUs: {gpu_b.text} before, {gpu_a.text} after (--allow-different-gpu): "
+                     "the deltas measure the GPUs as much as the change, and --gate leaves this row out")
+    elif gpu_b.name is not None and gpu_b.name == gpu_a.name and gpu_b.same_unit(gpu_a) is False:
+        notes.append(f"same GPU model, another unit: {gpu_b.text} before, {gpu_a.text} after")
     kernel_note = None
     if multi:
         sib = _one_stream_sibling(label, rb, before, after)
@@ -571,15 +670,18 @@ def _compare_row(
             "the kernel change cannot move this roofline"
         )
     return RowComparison(label, presence, streams, cluster, same_session, mt, binds_before, binds_after, e2e, why,
-                         invisible, mismatches, tuple(notes))  # fmt: skip
+                         invisible, mismatches, tuple(notes), gpu_b, gpu_a)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- the whole
 
 
-def _env_warnings(a: SideInfo, b: SideInfo, allow_different_gpu: bool) -> list[CompareWarning]:
+def _env_warnings(a: SideInfo, b: SideInfo, allow_different_gpu: bool, per_row: bool = False
+                  ) -> list[CompareWarning]:
+    """The stamps' warnings. ``per_row``: rows carry their own GPU (a --gpus or merged dir), so the
+    GPUs are judged per row pair (:func:`_gpu_pair_warnings`), not from the dirs' gpu_name."""
     out: list[CompareWarning] = []
-    if a.gpu_name is not None and b.gpu_name is not None and a.gpu_name != b.gpu_name:
+    if not per_row and a.gpu_name is not None and b.gpu_name is not None and a.gpu_name != b.gpu_name:
         if not allow_different_gpu:
             raise InputError(
                 f"the two results dirs come from different GPUs: {a.gpu_name!r} ({a.name}) vs {b.gpu_name!r} ({b.name})",
@@ -588,7 +690,7 @@ def _env_warnings(a: SideInfo, b: SideInfo, allow_different_gpu: bool) -> list[C
         out.append(CompareWarning(f"different GPUs: {a.gpu_name!r} before, {b.gpu_name!r} after",
                                   "per-engine times of different GPUs measure the GPUs as much as the change"))  # fmt: skip
     for side in (a, b):
-        if side.gpu_name is None:
+        if side.gpu_name is None and not per_row:
             out.append(CompareWarning(f"env.json of {side.name} names no GPU (gpu_name): cannot check it matches"))
     if a.driver is not None and b.driver is not None and a.driver != b.driver:
         out.append(CompareWarning(f"driver differs: {a.driver} before, {b.driver} after",
@@ -598,6 +700,28 @@ def _env_warnings(a: SideInfo, b: SideInfo, allow_different_gpu: bool) -> list[C
             rev = f" at {side.git_rev}" if side.git_rev else ""
             out.append(CompareWarning(f"{side.name} was measured from a dirty tree{rev}: the code is not exactly known",
                                       "commit, then re-run clusterbench probe"))  # fmt: skip
+    return out
+
+
+def _gpu_pair_warnings(pairs: Sequence[tuple[str, GpuIdentity, GpuIdentity]], allow_different_gpu: bool
+                       ) -> list[CompareWarning]:
+    """Per row pair: two GPU models are refused (InputError, exit 2) unless ``allow_different_gpu``,
+    which names them in a warning instead; a pair whose GPU is unknown on a side is named too."""
+    differ = [(lb, gb, ga) for lb, gb, ga in pairs if gpus_differ(gb, ga)]
+    out: list[CompareWarning] = []
+    if differ:
+        named = "; ".join(f"{lb}: {gb.text} before, {ga.text} after" for lb, gb, ga in differ[:_NAMED_ROWS])
+        more = f"; and {len(differ) - _NAMED_ROWS} more" if len(differ) > _NAMED_ROWS else ""
+        what = f"{len(differ)} row pair(s) come from different GPUs: {named}{more}"
+        if not allow_different_gpu:
+            raise InputError(what, hint="pass --allow-different-gpu to compare them anyway (each such row is then "
+                                        "marked '* across gpu' and left out of --gate), or compare rows of one GPU")
+        out.append(CompareWarning(f"different GPUs: {what}",
+                                  "per-engine times of different GPUs measure the GPUs as much as the change"))
+    unknown = [lb for lb, gb, ga in pairs if gb.name is None or ga.name is None]
+    if unknown:
+        out.append(CompareWarning(f"no GPU recorded for {', '.join(unknown)} on one side (row gpu_name, env.json "
+                                  "gpu_name): cannot check they match"))
     return out
 
 
@@ -634,7 +758,13 @@ def compare_results(
         raise InputError(f"--across {unknown[0]}: not a config column",
                          hint=f"pick from {', '.join(CONFIG_COLUMNS)}")  # fmt: skip
     a, b = side_info(before), side_info(after)
-    warnings = _env_warnings(a, b, allow_different_gpu)
+    labels = list(before.labels) + [lb for lb in after.labels if before.row(lb) is None]
+    pairs = [(rb, ra) for lb in labels if (rb := before.row(lb)) is not None and (ra := after.row(lb)) is not None]
+    per_row = any(_text(r.get("gpu_name")) is not None for res in (before, after) for r in res.rows)
+    warnings = _env_warnings(a, b, allow_different_gpu, per_row)
+    if per_row:  # before anything else is judged: a refusal comes first
+        warnings += _gpu_pair_warnings([(rb.label, row_gpu(before, rb), row_gpu(after, ra)) for rb, ra in pairs],
+                                       allow_different_gpu)
     for res in (before, after):
         if res.legacy:
             warnings.append(CompareWarning(
@@ -647,12 +777,11 @@ def compare_results(
         n for n in OPTIONAL_METRICS if any(r.number(n) is not None for res in (before, after) for r in res.rows)
     )
     metric_names = TIME_METRICS + optional
-    labels = list(before.labels) + [lb for lb in after.labels if before.row(lb) is None]
-    pairs = [(rb, ra) for lb in labels if (rb := before.row(lb)) is not None and (ra := after.row(lb)) is not None]
     auto = _auto_across(before, after, pairs)
     across_all = frozenset(wanted) | frozenset(auto)
     rows = tuple(
-        _compare_row(lb, before.row(lb), after.row(lb), before, after, (a, b), metric_names, across_all, alpha)
+        _compare_row(lb, before.row(lb), after.row(lb), before, after, (a, b), metric_names, across_all, alpha,
+                     allow_different_gpu)
         for lb in labels
     )  # fmt: skip
     by_col: dict[tuple[str, str, str, bool], list[str]] = {}
@@ -660,6 +789,8 @@ def compare_results(
         for mm in r.mismatches:
             by_col.setdefault((mm.column, mm.before, mm.after, mm.across), []).append(r.label)
     for (col, vb, va, is_across), labs in by_col.items():
+        if col == GPU_COLUMN:
+            continue  # said once, per row pair, by the GPU warnings
         where = "every row" if len(labs) == len(pairs) else ", ".join(labs)
         affected = "trace figures" if AFFECTS[col] == frozenset(TRACE_METRICS) else "every metric"
         if is_across:
@@ -685,7 +816,7 @@ def compare_results(
     if one_sided:
         warnings.append(CompareWarning(f"labels found in one dir only: {', '.join(one_sided)}"))
     differing = {mm.column for r in rows for mm in r.mismatches if mm.across}
-    used = tuple(c for c in CONFIG_COLUMNS if c in differing)
+    used = tuple(c for c in (*CONFIG_COLUMNS, GPU_COLUMN) if c in differing)
     return Comparison(a, b, metric_names, rows, tuple(warnings), used, alpha)
 
 

@@ -24,7 +24,9 @@ HELP = (
     "from another session. Columns in which the whole dir differs (f32 against f64, nsys against "
     "cupti) are compared across on purpose, and so is any column named with --across; those "
     "verdicts are marked *.\n\n"
-    "Refuses runs from different GPUs unless --allow-different-gpu. Reads legacy aare-perf dirs "
+    "Refuses runs from different GPUs unless --allow-different-gpu: whole dirs, and in a merged "
+    "multi-host dir (probe --executor, --gpus) each row pair, by the row's own gpu_name; allowed, "
+    "such rows are marked * across gpu, say which GPUs, and --gate leaves them out. Reads legacy aare-perf dirs "
     "(env.json without schema_version) with a warning.\n\n"
     "--gate PCT exits 3 when a like-for-like roofline is SLOWER by more than PCT % (and beyond "
     "the noise), and also when no roofline was comparable at all."
@@ -59,7 +61,11 @@ def compare(
     across: Optional[List[str]] = typer.Option(
         None, "--across", metavar="COLUMN", help="Compare across this config column on purpose (repeatable)."
     ),
-    allow_different_gpu: bool = typer.Option(False, "--allow-different-gpu", help="Compare runs from different GPUs."),
+    allow_different_gpu: bool = typer.Option(
+        False, "--allow-different-gpu",
+        help="Compare runs from different GPU models: whole dirs, or row pairs of merged multi-host dirs (each "
+             "row's gpu_name). Such rows keep their verdicts, marked * across gpu, name both GPUs and hosts, and "
+             "are left out of --gate."),
 ) -> None:
     if sum((json_out, markdown, wide)) > 1:
         raise InputError("--json, --markdown and --wide cannot be combined", hint="pick one output format")

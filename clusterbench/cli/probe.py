@@ -20,7 +20,10 @@ HELP = (
     "runs), shown against the roofline with the profiler overhead. probes.csv keeps one row per "
     "config: re-running one config replaces its row only. The config is validated before any GPU "
     "call; the idle-GPU and fresh-build guards run before tracing (exit 3 when they refuse, unless "
-    "--force). Ctrl-C keeps finished rows (exit 130)."
+    "--force). Ctrl-C keeps finished rows (exit 130).\n\n"
+    "--gpus all|0,2 runs each config on several GPUs of this node at once (per-GPU and aggregate rows); "
+    "--executor slurm|local submits one task per config through submitit and merges their dirs "
+    "(docs/scaling.md)."
 )
 
 
@@ -43,16 +46,55 @@ def probe(
         None, "--data", help="Frames from this .npy (uint16 frames x rows x cols, dark frames first) for every "
                              "config, instead of the synthetic generator."),
     as_json: bool = typer.Option(False, "--json", help="Print only the written rows as JSON on stdout."),
+    wide: bool = typer.Option(
+        False, "--wide",
+        help="One summary row per config (about 115-130 columns). Without it the table is one row per config "
+             "when the output is at least 120 columns wide and the table fits, else two tables that fit 80 "
+             "columns: the trace figures, then the FPS figures. Every figure is in both layouts."),
+    gpus: Optional[str] = typer.Option(
+        None, "--gpus", metavar="all|0,2,...",
+        help="Run each config on several GPUs of this node at once: 'all' (inside a Slurm allocation: the GPUs "
+             "it grants), or NVML indices as nvidia-smi -L lists them, e.g. 0,2. Every GPU gets its own guard "
+             "(a busy one refuses the run, or with --force is left out) and its own process, named by UUID and "
+             "pinned to the GPU's nearest CPU cores and memory node. Per config: the trace on the first GPU, "
+             "sustained FPS on it alone (solo), then on every GPU at once. Adds rows <label>@gpuN.solo, "
+             "<label>@gpuN and <label>@all (summed FPS, slowest GPU, scaling efficiency); 'all' on a one-GPU "
+             "machine runs the same path with N = 1. See docs/scaling.md."),
+    executor: Optional[str] = typer.Option(
+        None, "--executor", metavar="slurm|local",
+        help="Do not probe here: submit one task per config through submitit (pip install 'clusterbench\\[slurm]'). "
+             "slurm: a job array per --partition, from a Slurm login node; local: the same tasks on this machine, "
+             "--array-parallelism at a time. Each task runs clusterbench probe --only LABEL into its own dir under "
+             "<results dir>.campaign/tasks/, and this process merges them into the results dir, each row with its "
+             "host and GPU. A failed or lost task is exit 1 after the merge; its finished rows are kept."),
+    partition: Optional[List[str]] = typer.Option(
+        None, "--partition",
+        help="With --executor slurm (required there): the Slurm partition to submit to. Repeat it, one partition "
+             "per GPU type, to run every config once on each; rows are then keyed <label>@<partition>."),
+    gpus_per_task: Optional[int] = typer.Option(
+        None, "--gpus-per-task",
+        help="With --executor: GPUs each task asks for (default 1; Slurm: --gpus-per-task). Give more, with "
+             "--gpus all, to probe every GPU of each task's node at once."),
+    array_parallelism: Optional[int] = typer.Option(
+        None, "--array-parallelism",
+        help="With --executor: at most this many tasks at once (Slurm: --array=0-N%K; default: as many as Slurm "
+             "allows). Local tasks share this machine's GPUs, so they run 1 at a time unless this says more."),
 ) -> None:
+    from clusterbench.executors import executor_options_for
     from clusterbench.probe import ProbeRequest, plan_probe, preflight, run_probe
-    from clusterbench.render.probe import ProbeProgress, outcome_json, render_footer, render_summary
+    from clusterbench.render.probe import ProbeProgress, outcome_json, render_footer
 
     request = ProbeRequest(
         config_path=config, only=tuple(only or ()), frames=frames, tag=tag, tracer=tracer, repeat=repeat,
         results_root=results_dir, max_util_pct=max_util, require_clean=require_clean, force=force, data=data,
-        argv=tuple(["clusterbench", *sys.argv[1:]]),
+        argv=tuple(["clusterbench", *sys.argv[1:]]), gpus=gpus,
     )
-    plan = plan_probe(request)  # step 1: config errors exit 2 before any GPU call
+    plan = plan_probe(request)  # step 1: config and option errors exit 2 before any GPU call
+    campaign_dir = plan.results_dir.with_name(plan.results_dir.name + ".campaign")
+    opts = executor_options_for(executor, campaign_dir, tuple(partition or ()), gpus_per_task, array_parallelism)
+    if opts is not None:  # the parent of a campaign touches no GPU: the tasks probe on their nodes
+        _campaign(request, plan, opts, as_json, wide)
+        return
     nsys = preflight(plan)  # no GPU or no nsys: exit 1, before any progress is drawn
     err = stderr_console()
     with ProbeProgress(err, [c.label for c in plan.configs]) as progress:
@@ -60,6 +102,40 @@ def probe(
     if as_json:
         typer.echo(json.dumps(outcome_json(outcome), indent=2, allow_nan=False))
         return
-    out = stdout_console()
-    out.print(render_summary(outcome.rows, title=f"clusterbench probe: {plan.results_dir}"))
+    _print_summary(outcome.rows, f"clusterbench probe: {plan.results_dir}", wide)
     err.print(render_footer(outcome))
+
+
+def _print_summary(rows, title: str, wide: bool) -> None:  # noqa: ANN001
+    from rich.console import Console
+
+    from clusterbench.render.probe import render_summary, wide_width
+
+    out = stdout_console()
+    if wide and wide_width(rows) > out.width:  # asked for: laid out at its own width, never folded
+        out = Console(highlight=False, width=wide_width(rows))
+    out.print(render_summary(rows, title=title, width=out.width, wide=wide or None))
+
+
+def _campaign(request, plan, opts, as_json: bool, wide: bool) -> None:  # noqa: ANN001
+    from clusterbench import executors as ex
+    from clusterbench.render.probe import render_campaign_progress
+    from clusterbench.results import load_results
+
+    specs = ex.plan_campaign([c.label for c in plan.configs], opts, opts.folder, lambda label, root: ex.probe_task_argv(
+        label, root, config=request.config_path, frames=request.frames, tag=request.tag, tracer=request.tracer,
+        repeat=request.repeat, max_util=request.max_util_pct, require_clean=request.require_clean,
+        force=request.force, data=request.data, gpus=request.gpus))
+    err = stderr_console()
+    outcome = ex.run_campaign(specs, opts, plan.results_dir, opts.folder, argv=request.argv,
+                              on_progress=lambda p: err.print(render_campaign_progress(p), markup=False))
+    for problem in outcome.merge.problems:
+        err.print(f"Warning: {problem}", markup=False)
+    rows = [r.as_dict() for r in load_results(plan.results_dir).rows] if outcome.merge.labels else []
+    if as_json:
+        typer.echo(json.dumps({"results_dir": str(plan.results_dir), "campaign_dir": str(opts.folder),
+                               "tasks": [r.to_json() for r in outcome.results], "rows": rows}, indent=2,
+                              allow_nan=False))
+    elif rows:
+        _print_summary(rows, f"clusterbench probe: {plan.results_dir}", bool(wide))
+    ex.require_all_tasks_ok(outcome)  # exit 1 naming each failed task; the merged rows are kept

@@ -12,7 +12,9 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from clusterbench.analysis.compare import (
+    GPU_COLUMN,
     Comparison,
+    GpuIdentity,
     GateOutcome,
     MetricDelta,
     Presence,
@@ -28,7 +30,9 @@ if TYPE_CHECKING:
 # The compare JSON's schema. History:
 #   clusterbench.compare/1: metrics with verdict and reason text.
 #   clusterbench.compare/2: reason codes, across, the Mann–Whitney test, mismatches per row,
-#     end to end from the roofline and sustained FPS, gate.nothing_comparable.
+#     end to end from the roofline and sustained FPS, gate.nothing_comparable. Additive since:
+#     rows[].gpu (each side's GPU model, UUID and host, and whether the models differ), before/after
+#     .hosts, and the mismatch column "gpu" for row pairs compared across GPUs.
 COMPARE_JSON_SCHEMA = "clusterbench.compare/2"
 
 _SHORT = {"kernel_us": "kernel", "h2d_us": "h2d", "d2h_us": "d2h", "roofline_us": "roofline", "sustained_fps": "sustained"}
@@ -69,6 +73,10 @@ def _metric_json(m: MetricDelta, alpha: float) -> dict:
     }
 
 
+def _gpu_json(g: GpuIdentity | None) -> dict | None:
+    return None if g is None else {"name": g.name, "uuid": g.uuid, "host": g.host, "source": g.source}
+
+
 def render_gate_json(gate: GateOutcome) -> dict:
     return {
         "pct": gate.pct,
@@ -102,6 +110,8 @@ def render_compare_json(cmp: Comparison, gate: GateOutcome | None = None) -> dic
                     for mm in r.mismatches
                 ],  # fmt: skip
                 "binds": {"before": r.binds_before, "after": r.binds_after, "changed": r.binds_changed},
+                "gpu": {"before": _gpu_json(r.gpu_before), "after": _gpu_json(r.gpu_after),
+                        "differs": r.gpu_differs},
                 "end_to_end": {"verdict": r.end_to_end.value, "reason": r.end_to_end_reason,
                                "kernel_invisible": r.kernel_invisible},  # fmt: skip
                 "notes": list(r.notes),
@@ -172,10 +182,10 @@ def row_notes(r: RowComparison) -> list[str]:
     for (verdict, reason), names in grouped.items():
         lines.append(f"{', '.join(names)} {verdict}: {reason}")
     for mm in r.mismatches:
-        if mm.across:
+        if mm.across and mm.column != GPU_COLUMN:  # the GPU difference has a plain note of its own
             lines.append(f"{ACROSS_MARK} across {mm.column}: {mm.before} → {mm.after}")
     lines.extend(f"{_SHORT.get(m.name, m.name)}: {m.note}" for m in r.metrics if m.note)
-    lines.extend(r.notes)
+    lines.extend(f"{ACROSS_MARK} {n}" if r.gpu_differs and n.startswith("different GPUs") else n for n in r.notes)
     return lines
 
 
@@ -190,7 +200,10 @@ def render_compare_notes(cmp: Comparison) -> list[str]:
 
 
 def _side_line(tag: str, side) -> str:
-    bits = [side.gpu_name or "GPU unknown"]
+    gpu = side.gpu_name or "GPU unknown"
+    bits = [gpu.replace(",", ", ") if len(side.hosts) > 1 else gpu]  # a merged dir's distinct GPU names
+    if len(side.hosts) > 1:
+        bits.append(f"hosts {', '.join(side.hosts)}")
     if side.git_rev:
         bits.append(f"git {side.git_rev[:12]}{' dirty' if side.git_dirty else ''}")
     if side.session_id:
@@ -235,7 +248,8 @@ def render_compare_text(cmp: Comparison, width: int = 80) -> list[str]:
         out += _wrap(f"across: {', '.join(cmp.across)} (compared on purpose: verdicts marked {ACROSS_MARK})", width)
     for r in cmp.rows:
         out.append("")
-        head = f"{r.label} ({config_name(r, cmp.rows)}), binds {_binds_text(r)}"
+        name = config_name(r, cmp.rows)
+        head = f"{r.label}{'' if name == r.label else f' ({name})'}, binds {_binds_text(r)}"
         if r.presence is not Presence.BOTH:
             side = "before" if r.presence is Presence.BEFORE_ONLY else "after"
             vals = [f"{_SHORT.get(m.name, m.name)} {_num(m.before if side == 'before' else m.after, m.unit)}"

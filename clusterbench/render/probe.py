@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from rich.console import Console
+from rich.box import SIMPLE_HEAD
+from rich.console import Console, Group, RenderableType
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from clusterbench.probe import PHASES, ProbeEvent, ProbeOutcome
 
@@ -24,43 +26,134 @@ def _fps(value: Any) -> str:
     return "-" if value is None else f"{value:,.0f} FPS"
 
 
-def render_summary(rows: Sequence[Mapping[str, object]], title: str | None = None) -> Table:
-    """One line per config: per-engine µs per frame, the roofline and the engine that binds,
-    sustained FPS with its spread, and how close it comes to the roofline."""
-    table = Table(title=title, title_justify="left", header_style="bold",
-                  caption="µs per frame from the trace; FPS untraced: median of the repeats ± half their range; "
-                          "profiler overhead = untraced FPS / traced FPS", caption_justify="left")
-    table.add_column("config")
-    table.add_column("frames", justify="right")
-    table.add_column("kernel\nµs", justify="right")
-    table.add_column("H2D\nµs", justify="right")
-    table.add_column("D2H\nµs", justify="right")
-    table.add_column("roofline\nµs", justify="right")
-    table.add_column("binds")
-    table.add_column("roofline\nFPS", justify="right")
-    table.add_column("sustained\nFPS", justify="right")
-    table.add_column("sustained/\nroofline %", justify="right")
-    table.add_column("profiler\noverhead ×", justify="right")
-    for r in rows:
-        binds = r.get("binds")
-        spread = r.get("sustained_fps_spread")
-        sustained = _num(r.get("sustained_fps"), ",.0f")
-        if r.get("sustained_fps") is not None and spread is not None:
-            sustained += f" ± {spread:,.0f}"
-        table.add_row(
-            str(r.get("label")),
-            _num(r.get("frames"), ",d"),
-            _num(r.get("kernel_us"), ".2f"),
-            _num(r.get("h2d_us"), ".2f"),
-            _num(r.get("d2h_us"), ".2f"),
-            _num(r.get("roofline_us"), ".2f"),
-            ENGINE_NAMES.get(str(binds), str(binds)) if binds else "-",
-            _num(r.get("roofline_fps"), ",.0f"),
-            sustained,
-            _num(None if r.get("fps_efficiency") is None else 100 * float(r["fps_efficiency"]), ".0f"),
-            _num(r.get("profiler_overhead"), ".2f"),
-        )
+# Below this many columns the one-table layout (about 115 columns for the reference labels) is
+# split in two: the trace figures, then the throughput figures, each keyed by the config label.
+WIDE_MIN_WIDTH = 120
+_GAP = 2  # spaces between columns (rich: padding 0 1, no edge padding)
+
+CAPTION = ("µs per frame from the trace; FPS untraced: median of the repeats ± half their range; "
+           "profiler overhead = untraced FPS / traced FPS")
+
+
+def _cells(r: Mapping[str, object]) -> dict[str, str]:
+    """Every figure of a row as text, with the units left to the headers (pure)."""
+    binds = r.get("binds")
+    spread = r.get("sustained_fps_spread")
+    sustained = _num(r.get("sustained_fps"), ",.0f")
+    if r.get("sustained_fps") is not None and spread is not None:
+        sustained += f" ± {spread:,.0f}"
+    eff = r.get("fps_efficiency")
+    return {
+        "config": str(r.get("label")),
+        "frames": _num(r.get("frames"), ",d"),
+        "kernel": _num(r.get("kernel_us"), ".2f"),
+        "h2d": _num(r.get("h2d_us"), ".2f"),
+        "d2h": _num(r.get("d2h_us"), ".2f"),
+        "roofline": _num(r.get("roofline_us"), ".2f"),
+        "binds": ENGINE_NAMES.get(str(binds), str(binds)) if binds else "-",
+        "roofline_fps": _num(r.get("roofline_fps"), ",.0f"),
+        "sustained": sustained,
+        "efficiency": _num(None if eff is None else 100 * float(eff), ".0f"),  # type: ignore[arg-type]
+        "overhead": _num(r.get("profiler_overhead"), ".2f"),
+    }
+
+
+# (key, header, right-justified): the header carries the unit
+_COLUMNS: dict[str, tuple[str, bool]] = {
+    "config": ("config", False),
+    "frames": ("frames", True),
+    "kernel": ("kernel\nµs", True),
+    "h2d": ("H2D\nµs", True),
+    "d2h": ("D2H\nµs", True),
+    "roofline": ("roofline\nµs", True),
+    "binds": ("binds", False),
+    "roofline_fps": ("roofline\nFPS", True),
+    "sustained": ("sustained\nFPS", True),
+    "efficiency": ("sustained/\nroofline %", True),
+    "overhead": ("profiler\noverhead ×", True),
+}
+# the narrow layout's throughput table: shorter headers, spelled out in NARROW_CAPTION
+_NARROW_HEADERS: dict[str, tuple[str, bool]] = {
+    "efficiency": ("% of\nroofline", True),
+    "overhead": ("profiler\n×", True),
+}
+NARROW_CAPTION = ("µs per frame from the trace; FPS untraced: median of the repeats ± half their range; "
+                  "% of roofline = sustained FPS / roofline FPS; profiler × = untraced FPS / traced FPS "
+                  "(the profiler's overhead)")
+TRACE_KEYS = ("config", "frames", "kernel", "h2d", "d2h", "roofline", "binds")
+FPS_KEYS = ("config", "roofline_fps", "sustained", "efficiency", "overhead")
+WIDE_KEYS = tuple(_COLUMNS)
+
+
+def _table(keys: Sequence[str], cells: Sequence[Mapping[str, str]], title: str | None,
+           caption: str | None, narrow: bool = False) -> Table:
+    # SIMPLE_HEAD: a rule under the header, a space between columns; with one space of right
+    # padding that makes the _GAP of two
+    table = Table(title=title, title_justify="left", header_style="bold", box=SIMPLE_HEAD, padding=(0, 1, 0, 0),
+                  pad_edge=False, show_edge=False, caption=caption, caption_justify="left")
+    for k in keys:
+        header, right = (_NARROW_HEADERS.get(k) or _COLUMNS[k]) if narrow else _COLUMNS[k]
+        # fold, never "…": a cell too wide for its column wraps onto a second line and keeps every digit
+        table.add_column(header, justify="right" if right else "left", overflow="fold")
+    for c in cells:
+        table.add_row(*(c[k] for k in keys))
     return table
+
+
+def table_width(keys: Sequence[str], cells: Sequence[Mapping[str, str]], narrow: bool = False) -> int:
+    """The columns a one-line-per-row table of these columns needs (pure): the widest cell or
+    header line of each column, plus the gaps between them."""
+    widths = []
+    for k in keys:
+        header = ((_NARROW_HEADERS.get(k) or _COLUMNS[k]) if narrow else _COLUMNS[k])[0].split("\n")
+        widths.append(max([len(h) for h in header] + [len(c[k]) for c in cells]))
+    return sum(widths) + _GAP * (len(widths) - 1)
+
+
+def scaling_notes(rows: Sequence[Mapping[str, object]]) -> list[str]:
+    """One line per --gpus aggregate row: the node's figures that have no column (pure)."""
+    out = []
+    for r in rows:
+        if r.get("role") != "aggregate":
+            continue
+        eff = r.get("scaling_efficiency")
+        parts = [f"{r.get('label')}: {r.get('gpus')} GPU(s) at once"]
+        if eff is not None:
+            parts.append(f"scaling efficiency {float(eff):.2f} (summed FPS / (GPUs × solo FPS))")  # type: ignore[arg-type]
+        if r.get("solo_fps") is not None:
+            parts.append(f"solo {float(r['solo_fps']):,.0f} FPS on GPU {r.get('solo_gpu')}")  # type: ignore[arg-type]
+        if r.get("gpu_min_fps") is not None:
+            parts.append(f"slowest GPU {r.get('gpu_min_index')}: {float(r['gpu_min_fps']):,.0f} FPS")  # type: ignore[arg-type]
+        out.append("; ".join(parts))
+    return out
+
+
+def wide_width(rows: Sequence[Mapping[str, object]]) -> int:
+    """The columns the one-row-per-config layout needs for these rows (pure)."""
+    return table_width(WIDE_KEYS, [_cells(r) for r in rows])
+
+
+def render_summary(rows: Sequence[Mapping[str, object]], title: str | None = None, width: int | None = None,
+                   wide: bool | None = None) -> RenderableType:
+    """Per config: per-engine µs per frame, the roofline and the engine that binds, roofline and
+    sustained FPS (with its spread), sustained/roofline and the profiler overhead.
+
+    ``wide``: True, one row per config; False, two tables (the trace figures, then the FPS
+    figures), each keyed by the config, which fit 80 columns; None (the default) picks wide when
+    it fits ``width`` and ``width`` is at least WIDE_MIN_WIDTH. No figure is left out either way.
+    """
+    cells = [_cells(r) for r in rows]
+    notes = scaling_notes(rows)
+    if wide is None:
+        wide = width is None or (width >= WIDE_MIN_WIDTH and table_width(WIDE_KEYS, cells) <= width)
+    # the legend follows the tables as text, wrapped at the output's width rather than the table's
+    if wide:
+        parts: list[RenderableType] = [_table(WIDE_KEYS, cells, title, None), Text(CAPTION)]
+    else:
+        parts = [_table(TRACE_KEYS, cells, title, None, narrow=True), Text(""),
+                 _table(FPS_KEYS, cells, None, None, narrow=True), Text(NARROW_CAPTION)]
+    parts.extend(Text(n) for n in notes)
+    return Group(*parts)
 
 
 def render_footer(outcome: ProbeOutcome) -> str:
@@ -68,6 +161,17 @@ def render_footer(outcome: ProbeOutcome) -> str:
     ran = f"; finder: {', '.join(finders)}" if finders else ""
     return (f"Results: {outcome.results_dir} ({len(outcome.rows)} row(s) written{ran}; "
             f"session {outcome.session_id})")
+
+
+def render_campaign_progress(p: Any) -> str:
+    """One stderr line per campaign event (``executors.CampaignProgress``)."""
+    if p.task is None:
+        return p.message
+    t = p.task
+    line = f"[{p.done}/{p.total}] task {t.index} {t.label}: {t.state.value} on {t.host or 'an unknown host'}"
+    if t.message and not t.ok:
+        line += f" ({t.message.splitlines()[0]})"
+    return line
 
 
 def outcome_json(outcome: ProbeOutcome) -> dict[str, object]:

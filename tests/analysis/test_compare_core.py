@@ -550,3 +550,130 @@ def test_plot_without_matplotlib_says_so(rtx_current, tmp_path: Path, monkeypatc
         render_compare_plot(rtx_current, tmp_path / "x.png")
     assert "clusterbench[plot]" in exc.value.hint
     assert not (tmp_path / "x.png").exists()
+
+
+# ----------------------------------------------------------------------------- merged multi-host dirs
+#
+# Hand-made dirs as executors.merge_task_dirs writes them: every row carries host, gpu_name,
+# gpu_uuid (and task, source_dir); --gpus rows are keyed <label>@gpu<N>[.solo] and <label>@all;
+# env.json's gpu_name is the distinct names comma-joined, with hosts and per-config entries.
+
+H200, H100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
+
+
+def _on(row: dict, host: str, gpu: str, uuid: str, **extra: object) -> dict:
+    return {**row, "host": host, "gpu_name": gpu, "gpu_uuid": uuid, "task": 0, "source_dir": "tasks/x", **extra}
+
+
+def _merged(path: Path, rows: list[dict]) -> Path:
+    names = list(dict.fromkeys(str(r["gpu_name"]) for r in rows))
+    hosts = sorted({str(r["host"]) for r in rows})
+    return _make(path, rows, gpu_name=",".join(names), hosts=hosts, host=",".join(hosts),
+                 configs={r["label"]: {"session": "S", "host": r["host"], "gpu_name": r["gpu_name"]} for r in rows})
+
+
+def _node_rows(fps: float, solo: float, host: str = "n1") -> list[dict]:
+    """One config on two H200s of one node: plain, solo, per GPU and aggregate (sustained FPS only)."""
+    base = _row("3x3_s1", 1.0, 5.0, 2.0, tracer="none")
+    per = {k: None for k in ("kernel_us", "h2d_us", "d2h_us", "roofline_us", "binds")}
+    return [
+        _on({**base, "sustained_fps": solo}, host, H200, "GPU-aaaa0000"),
+        _on({**base, "label": "3x3_s1@gpu0.solo", "sustained_fps": solo, "role": "solo"}, host, H200, "GPU-aaaa0000"),
+        _on({**base, "label": "3x3_s1@gpu0", "sustained_fps": fps / 2, "role": "concurrent"}, host, H200,
+            "GPU-aaaa0000"),
+        _on({**base, "label": "3x3_s1@gpu1", "sustained_fps": fps / 2, "role": "concurrent"}, host, H200,
+            "GPU-bbbb1111"),
+        _on({**base, **per, "label": "3x3_s1@all", "sustained_fps": fps, "sustained_fps_spread": 40.0,
+             "role": "aggregate", "gpus": 2, "scaling_efficiency": fps / (2 * solo)}, host, H200, ""),
+    ]
+
+
+def test_merged_dirs_pair_rows_by_gpu_key_and_judge_the_aggregate(tmp_path: Path) -> None:
+    # before: 2 x 2000 FPS summed; after: 2 x 2200 = 4400 FPS: +10 %, beyond the 0.5 % floor (20 FPS)
+    # and the summed spread (40 FPS): FASTER
+    a = _merged(tmp_path / "a", _node_rows(4000.0, 2000.0))
+    b = _merged(tmp_path / "b", _node_rows(4400.0, 2200.0))
+    c = compare_results(load_results(a), load_results(b))
+    assert [r.label for r in c.rows] == ["3x3_s1", "3x3_s1@gpu0.solo", "3x3_s1@gpu0", "3x3_s1@gpu1", "3x3_s1@all"]
+    agg = c.row("3x3_s1@all").metric("sustained_fps")
+    assert agg.verdict is Verdict.FASTER and agg.delta_pct == pytest.approx(10.0) and agg.noise == pytest.approx(40.0)
+    assert c.row("3x3_s1@all").metric("kernel_us").verdict is Verdict.MISSING  # per-GPU quantity, empty
+    assert c.row("3x3_s1@gpu1").gpu_before.uuid == "GPU-bbbb1111"
+    assert c.row("3x3_s1@gpu1").gpu_before.source == "row" and not c.row("3x3_s1@gpu1").gpu_differs
+    assert not any("different GPUs" in w.message for w in c.warnings) and "gpu" not in c.across
+
+
+def test_a_row_pair_from_two_gpu_models_is_refused_naming_the_rows(tmp_path: Path) -> None:
+    h200 = _on(_row("9x9_s1", 1.6, 5.8, 10.1, cluster=9), "n2", H200, "GPU-cccc2222")
+    h100 = _on(_row("9x9_s1", 2.4, 5.9, 10.3, cluster=9), "n7", H100, "GPU-dddd3333")
+    same = _on(_row("3x3_s1", 1.0, 5.8, 2.2), "n1", H200, "GPU-aaaa0000")
+    a = _merged(tmp_path / "a", [same, h200])
+    b = _merged(tmp_path / "b", [same, h100])
+    with pytest.raises(InputError) as err:
+        compare_results(load_results(a), load_results(b))
+    msg = str(err.value)
+    assert msg == (f"1 row pair(s) come from different GPUs: 9x9_s1: {H200} (GPU-cccc2222, host n2) before, "
+                   f"{H100} (GPU-dddd3333, host n7) after")
+    assert "--allow-different-gpu" in (err.value.hint or "")
+
+
+def test_allow_different_gpu_compares_such_rows_across_gpu_and_says_so_per_row(tmp_path: Path) -> None:
+    h200 = _on(_row("9x9_s1", 1.6, 5.8, 10.1, cluster=9), "n2", H200, "GPU-cccc2222")
+    h100 = _on(_row("9x9_s1", 2.4, 5.9, 10.3, cluster=9), "n7", H100, "GPU-dddd3333")
+    same = _on(_row("3x3_s1", 1.0, 5.8, 2.2), "n1", H200, "GPU-aaaa0000")
+    a = _merged(tmp_path / "a", [same, h200])
+    b = _merged(tmp_path / "b", [same, _on(_row("3x3_s1", 1.0, 6.5, 2.2), "n1", H200, "GPU-aaaa0000"), h100])
+    c = compare_results(load_results(a), load_results(b), allow_different_gpu=True)
+    row = c.row("9x9_s1")
+    assert row.gpu_differs and (row.gpu_before.name, row.gpu_after.name) == (H200, H100)
+    # kernel 1.6 -> 2.4: +50 %, beyond the 1 % floor: SLOWER, kept, and marked across gpu
+    k = row.metric("kernel_us")
+    assert k.verdict is Verdict.SLOWER and k.across == ("gpu",) and k.delta_pct == pytest.approx(50.0)
+    assert [mm.column for mm in row.mismatches] == ["gpu"]
+    assert any(n.startswith(f"different GPUs: {H200} (GPU-cccc2222, host n2) before, {H100} (GPU-dddd3333, "
+                            "host n7) after") for n in row.notes)
+    # the other row is like for like: not marked; the gate judges it and leaves the GPU pair out
+    assert c.row("3x3_s1").metric("h2d_us").across == () and not c.row("3x3_s1").gpu_differs
+    assert "gpu" in c.across
+    gate = judge_gate(c, 5.0)
+    assert gate.judged == ("3x3_s1",) and ("9x9_s1", "across gpu") in gate.not_checked
+    assert [f.label for f in gate.failures] == ["3x3_s1"]  # 5.8 -> 6.5: +12.07 % > 5 %
+    assert any(w.message.startswith("different GPUs: 1 row pair(s)") for w in c.warnings)
+
+
+def test_same_model_on_another_host_is_stated_not_refused(tmp_path: Path) -> None:
+    a = _merged(tmp_path / "a", [_on(_row("3x3_s1", 1.0, 5.8, 2.2), "n1", H200, "GPU-aaaa0000")])
+    b = _merged(tmp_path / "b", [_on(_row("3x3_s1", 1.0, 5.8, 2.2), "n4", H200, "GPU-eeee4444")])
+    c = compare_results(load_results(a), load_results(b))
+    row = c.row("3x3_s1")
+    assert not row.gpu_differs and row.metric("kernel_us").across == ()
+    assert f"same GPU model, another unit: {H200} (GPU-aaaa0000, host n1) before, {H200} (GPU-eeee4444, " \
+           "host n4) after" in row.notes
+
+
+def test_a_merged_dir_against_a_plain_dir_judges_gpus_per_row(tmp_path: Path) -> None:
+    # the merged dir spans two models (env.json gpu_name "H200,H100"); its H200 row pairs with a plain
+    # H200 dir: no refusal, where the dirs' gpu_name alone would differ
+    merged = _merged(tmp_path / "a", [_on(_row("3x3_s1", 1.0, 5.8, 2.2), "n1", H200, "GPU-aaaa0000"),
+                                      _on(_row("9x9_s1", 2.4, 5.9, 10.3, cluster=9), "n7", H100, "GPU-dddd3333")])
+    plain = _make(tmp_path / "b", [_row("3x3_s1", 1.0, 5.8, 2.2)], gpu_name=H200, gpu_uuid="GPU-aaaa0000",
+                  host="n1")
+    c = compare_results(load_results(merged), load_results(plain))
+    assert load_results(merged).env["gpu_name"] == f"{H200},{H100}"
+    row = c.row("3x3_s1")
+    assert row.gpu_after.source == "dir" and row.gpu_after.name == H200 and not row.gpu_differs
+    assert row.notes == () or not any("GPU" in n for n in row.notes)  # same unit: GPU-aaaa0000 both sides
+    assert c.before.hosts == ("n1", "n7")
+    # the plain dir of another model: its one common row is refused
+    other = _make(tmp_path / "c", [_row("3x3_s1", 1.0, 5.8, 2.2)], gpu_name=H100)
+    with pytest.raises(InputError, match=r"3x3_s1: NVIDIA H200 \(GPU-aaaa0000, host n1\) before, NVIDIA H100"):
+        compare_results(load_results(merged), load_results(other))
+
+
+def test_whole_dirs_of_two_gpus_are_marked_across_gpu_per_row_when_allowed(tmp_path: Path) -> None:
+    rows = [_row("3x3_s1", 4.0, 10.0, 3.0)]
+    c = _cmp(tmp_path, rows, rows, env_b={"gpu_name": H100}, allow_different_gpu=True)
+    row = c.row("3x3_s1")
+    assert row.gpu_differs and row.metric("roofline_us").across == ("gpu",)
+    assert row.metric("roofline_us").verdict is Verdict.SAME  # identical values: the verdict is kept
+    assert any("different GPUs: 'NVIDIA H200' before" in w.message for w in c.warnings)  # the dir-level warning

@@ -369,3 +369,56 @@ def test_help_documents_verdicts_and_exit_codes() -> None:
     for text in ("Mann-Whitney", "SAME", "NOT COMPARABLE", "--gate", "--across", "--wide", "Exit codes",
                  "--allow-different-gpu", "legacy aare-perf", "comparable at all"):  # fmt: skip
         assert text in r.output
+
+
+# ----------------------------------------------------------------------------- merged multi-host dirs
+
+
+def _merged_dir(path: Path, rows: list[tuple[str, str, str, str, float]]) -> Path:
+    """(label, host, gpu_name, gpu_uuid, kernel µs): rows as a merged campaign writes them."""
+    for label, host, gpu, uuid, kernel in rows:
+        upsert_probe_row(path, {"label": label, "cluster": 3, "cap": 3000, "streams": 1, "batch": 2000,
+                                "frames": 20000, "kernel_us": kernel, "h2d_us": 5.8, "d2h_us": 2.2,
+                                "roofline_us": 5.8, "binds": "h2d", "host": host, "gpu_name": gpu,
+                                "gpu_uuid": uuid, "task": 0, "source_dir": "tasks/000"})
+    names = ",".join(dict.fromkeys(r[2] for r in rows))
+    hosts = sorted({r[1] for r in rows})
+    save_env(path, {"gpu_name": names, "hosts": hosts, "host": ",".join(hosts), "driver": "580.65",
+                    "session_id": "S", "git_dirty": False})
+    return path
+
+
+def test_merged_dirs_refuse_a_row_pair_of_two_gpus_then_state_it_per_row(tmp_path: Path) -> None:
+    a = _merged_dir(tmp_path / "a", [("3x3_s1", "n1", "NVIDIA H200", "GPU-aaaa0000", 1.02),
+                                     ("3x3_s1@gpu1", "n1", "NVIDIA H200", "GPU-bbbb1111", 1.02)])
+    b = _merged_dir(tmp_path / "b", [("3x3_s1", "n1", "NVIDIA H200", "GPU-aaaa0000", 1.02),
+                                     ("3x3_s1@gpu1", "n9", "NVIDIA H100 80GB HBM3", "GPU-ffff9999", 1.53)])
+    r = _run(a, b)
+    assert r.exit_code == 2 and r.stdout == ""
+    assert _error_lines(r) == ["Error: 1 row pair(s) come from different GPUs: 3x3_s1@gpu1: NVIDIA H200 "
+                               "(GPU-bbbb1111, host n1) before, NVIDIA H100 80GB HBM3 (GPU-ffff9999, host n9) after"]
+    assert "--allow-different-gpu" in r.stderr
+    r = _run(a, b, "--allow-different-gpu")
+    assert r.exit_code == 0, r.stderr
+    assert all(len(ln) <= 80 for ln in r.stdout.splitlines())
+    out = r.stdout
+    block = out[out.index("\n3x3_s1@gpu1, binds H2D"):]
+    kernel = next(ln for ln in block.splitlines() if ln.startswith("  kernel µs"))
+    # 1.02 -> 1.53: +50.00 %, beyond the 1 % floor: SLOWER, marked across the GPU
+    assert kernel.split() == ["kernel", "µs", "1.02", "→", "1.53", "+50.00", "%", "SLOWER*", "beyond_noise"]
+    text = " ".join(block.split())
+    assert ("* different GPUs: NVIDIA H200 (GPU-bbbb1111, host n1) before, NVIDIA H100 80GB HBM3 "
+            "(GPU-ffff9999, host n9) after (--allow-different-gpu)") in text
+    first = out[out.index("\n3x3_s1, binds H2D"):out.index("\n3x3_s1@gpu1, binds H2D")]
+    assert "*" not in first and "different GPUs" not in first  # the like-for-like pair is not marked
+    assert "different GPUs: 1 row pair(s)" in " ".join(r.stderr.split())
+    doc = json.loads(_run(a, b, "--allow-different-gpu", "--json").stdout)
+    rows = {row["label"]: row for row in doc["rows"]}
+    assert rows["3x3_s1@gpu1"]["gpu"]["differs"] is True
+    assert rows["3x3_s1@gpu1"]["gpu"]["after"] == {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-ffff9999",
+                                                    "host": "n9", "source": "row"}
+    assert rows["3x3_s1"]["gpu"]["differs"] is False
+    assert rows["3x3_s1@gpu1"]["metrics"]["kernel_us"]["across"] == ["gpu"]
+    # the gate judges the like-for-like row only
+    r = _run(a, b, "--allow-different-gpu", "--gate", "5")
+    assert r.exit_code == 0 and "3x3_s1@gpu1 (across gpu)" in " ".join(r.stderr.split())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,7 @@ def test_summary_table_goes_to_stdout_with_units(monkeypatch, good: Path, tmp_pa
     assert "µs" in out and "FPS" in out and "roofline %" in out and "overhead ×" in out
     assert " 13.13 " in out and " 4.65 " in out
     assert " 76,162 " in out and "61,400 ± 300" in out
-    assert " 81 " in out and " 1.50 " in out
+    assert re.search(r" 81\s", out) and re.search(r" 1\.50(\s|$)", out, re.M)
     assert "Results:" in res.stderr and "Warning:" in res.stderr
 
 
@@ -129,3 +130,191 @@ def test_data_must_exist_and_reaches_every_config(monkeypatch, good: Path, tmp_p
     assert seen["request"].data == npy
     plan = probe_mod.plan_probe(seen["request"])
     assert {c.params.data for c in plan.configs} == {str(npy.resolve())}
+
+
+# ----------------------------------------------------------------------------- --gpus, --executor: bad input
+
+
+def _no_gpu_calls(monkeypatch) -> None:
+    import clusterbench.multigpu as mg
+
+    def refuse(*a, **k):
+        raise AssertionError("bad options must be refused before any GPU or NVML call")
+
+    for name in ("gpu_present", "read_nvml", "run_guards"):
+        monkeypatch.setattr(guards, name, refuse)
+    monkeypatch.setattr(mg, "read_gpu_topology", refuse)
+    monkeypatch.setattr(probe_mod, "preflight", refuse)
+    monkeypatch.setattr(probe_mod, "run_probe", refuse)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--gpus", ""], "--gpus is empty"),
+    (["--gpus", "0,,1"], "has an empty entry"),
+    (["--gpus", "x"], "'x' is not a GPU index"),
+    (["--gpus", "-1"], "'-1' is negative"),
+    (["--gpus", "0,2,0"], "names GPU 0 twice"),
+    (["--executor", "pbs"], "--executor must be local or slurm, got 'pbs'"),
+    (["--executor", "slurm"], "--executor slurm needs --partition P"),
+    (["--executor", "local", "--partition", "gpu"], "--partition gpu applies to --executor slurm only"),
+    (["--executor", "slurm", "--partition", "a", "--partition", "a"], "names a partition twice"),
+    (["--executor", "slurm", "--partition", "a@b"], "'a@b' is not a partition name"),
+    (["--executor", "slurm", "--partition", "gpu", "--gpus-per-task", "0"], "--gpus-per-task must be an integer >= 1"),
+    (["--executor", "local", "--gpus-per-task", "-1"], "--gpus-per-task must be an integer >= 0"),
+    (["--executor", "local", "--array-parallelism", "0"], "--array-parallelism must be an integer >= 1, got 0"),
+    (["--partition", "gpu"], "--partition applies to a campaign only"),
+    (["--gpus-per-task", "2"], "--gpus-per-task applies to a campaign only"),
+    (["--array-parallelism", "4"], "--array-parallelism applies to a campaign only"),
+    (["--gpus", "all", "--executor", "slurm"], "needs --partition"),
+])
+def test_bad_gpus_and_executor_options_are_exit_2_before_any_gpu_call(monkeypatch, good: Path, tmp_path: Path,
+                                                                      args: list[str], words: str) -> None:
+    _no_gpu_calls(monkeypatch)
+    res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path / "r"), *args])
+    assert res.exit_code == 2, (res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert lines[0].startswith("Error: ") and words in lines[0], lines
+    assert lines[1].startswith("Hint: ") if len(lines) > 1 else True
+    assert res.stdout == "" and "Traceback" not in res.stderr
+    assert not (tmp_path / "r").exists()  # nothing written
+
+
+def test_gpus_reaches_the_plan(monkeypatch, good: Path, tmp_path: Path) -> None:
+    seen: dict = {}
+    fake_run(monkeypatch, seen)
+    res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path), "--gpus", "0, 2"])
+    assert res.exit_code == 0, res.stderr
+    assert seen["request"].gpus == "0, 2"
+    plan = probe_mod.plan_probe(seen["request"])
+    assert plan.gpus is not None and plan.gpus.indices == (0, 2) and not plan.gpus.all
+
+
+def test_executor_needs_submitit_and_slurm_needs_sbatch_exit_1(monkeypatch, good: Path, tmp_path: Path) -> None:
+    _no_gpu_calls(monkeypatch)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no sbatch, no srun: not a submit host
+    res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path / "r"),
+                                "--executor", "slurm", "--partition", "gpu"])
+    assert res.exit_code == 1, res.stderr
+    assert "sbatch/srun not found on PATH" in res.stderr
+    assert not (tmp_path / "r").exists()
+
+
+FAKE_TASK_PROBE = """
+import sys
+from pathlib import Path
+from clusterbench.results import save_env, upsert_probe_row
+label, root = sys.argv[1:3]
+out = Path(root) / "2026-12-01_f32"
+save_env(out, {"tool_version": "0.1.0", "session_id": "s", "gpu_name": "NVIDIA H200", "gpu_uuid": "GPU-" + label,
+               "driver": "580.1", "git_rev": "abc", "git_dirty": False, "pedestal_dtype": "float32"})
+upsert_probe_row(out, {"label": label, "cluster": 3, "cap": 3000, "streams": 1, "batch": 2000, "frames": 20000,
+                       "kernel_us": 1.25, "sustained_fps": 1000.0, "tracer": "none"})
+"""
+
+
+def test_executor_local_runs_one_task_per_config_and_merges(monkeypatch, tmp_path: Path) -> None:
+    pytest.importorskip("submitit")
+    import clusterbench.executors as ex
+
+    _no_gpu_calls(monkeypatch)  # the parent of a campaign touches no GPU
+    cfg = tmp_path / "configs.toml"
+    cfg.write_text(GOOD + GOOD.replace("3x3_s1", "9x9_s1").replace("cluster = 3", "cluster = 9"))
+    fake = tmp_path / "fake_probe.py"
+    fake.write_text(FAKE_TASK_PROBE)
+    forwarded: list[dict] = []
+
+    def task_argv(label, root, **kw):
+        forwarded.append({"label": label, **kw})
+        return (ex.PYTHON, str(fake), label, str(root))
+
+    monkeypatch.setattr(ex, "probe_task_argv", task_argv)
+    res = runner().invoke(app, ["probe", "--config", str(cfg), "--results-dir", str(tmp_path / "r"), "--tag", "c",
+                                "--executor", "local", "--gpus-per-task", "0", "--array-parallelism", "2",
+                                "--gpus", "all", "--repeat", "2", "--json"])
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert [r["label"] for r in doc["rows"]] == ["3x3_s1", "9x9_s1"]
+    assert {r["host"] for r in doc["rows"]} == {__import__("socket").gethostname()}
+    assert [r["gpu_uuid"] for r in doc["rows"]] == ["GPU-3x3_s1", "GPU-9x9_s1"]
+    assert [t["state"] for t in doc["tasks"]] == ["done", "done"]
+    assert Path(doc["campaign_dir"]).name.endswith("_f32_c.campaign")
+    assert [(f["label"], f["gpus"], f["repeat"], f["tag"]) for f in forwarded] == [
+        ("3x3_s1", "all", 2, "c"), ("9x9_s1", "all", 2, "c")]
+    assert "2 task(s) submitted" not in res.stdout and "[2/2]" in res.stderr
+
+
+# ----------------------------------------------------------------------------- the summary table at 80 columns
+
+H200 = [  # the reference campaign's rows (README), with --gpus rows of the same config
+    ("3x3_s4", 1.02, 6.26, 2.34, 6.26, "h2d", 159854.0, 154650.0, 404.0, 0.967, 1.02),
+    ("3x3_s1_uncontended", 1.02, 5.76, 2.17, 5.76, "h2d", 173496.0, 111283.0, 110.0, 0.641, 1.00),
+    ("9x9_s4", 1.58, 6.93, 10.73, 10.73, "d2h", 93170.0, 87599.0, 172.0, 0.940, 1.01),
+    ("9x9_s1_uncontended", 1.59, 5.79, 10.09, 10.09, "d2h", 99145.0, 57104.0, 150.0, 0.576, 1.00),
+    ("9x9_s1_uncontended@gpu0.solo", 1.59, 5.79, 10.09, 10.09, "d2h", 99145.0, 57104.0, 150.0, 0.576, 1.00),
+]
+
+
+def _h200_rows() -> list[dict]:
+    keys = ("label", "kernel_us", "h2d_us", "d2h_us", "roofline_us", "binds", "roofline_fps", "sustained_fps",
+            "sustained_fps_spread", "fps_efficiency", "profiler_overhead")
+    rows = [{**dict(zip(keys, r)), "frames": 20000} for r in H200]
+    # 8 GPUs at once: 8 x 160,000 FPS summed, spreads summed (8 x 2,300); trace columns empty
+    rows.append({"label": "9x9_s1_uncontended@all", "frames": 20000, "role": "aggregate", "gpus": 8,
+                 "sustained_fps": 1280000.0, "sustained_fps_spread": 18400.0, "scaling_efficiency": 0.98,
+                 "solo_fps": 163265.0, "solo_gpu": 0, "gpu_min_fps": 150000.0, "gpu_min_index": 3})
+    return rows
+
+
+def fake_rows(monkeypatch, rows: list[dict]) -> None:
+    def run_probe(plan, request, on_event=None, nsys=None):
+        return probe_mod.ProbeOutcome(plan.results_dir, "sess", tuple(rows), (), None)
+
+    monkeypatch.setattr(probe_mod, "preflight", lambda plan: Path("/fake/nsys"))
+    monkeypatch.setattr(probe_mod, "run_probe", run_probe)
+
+
+def test_summary_fits_80_columns_without_truncating_any_figure(monkeypatch, good: Path, tmp_path: Path) -> None:
+    fake_rows(monkeypatch, _h200_rows())
+    res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path / "results")],
+                          env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.stderr
+    out = res.stdout
+    assert "…" not in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    lines = out.splitlines()
+    # every figure of every row, whole, on the line of its config (labels are never folded)
+    for label, kernel, h2d, d2h, roof, binds, roof_fps, fps, spread, eff, over in H200:
+        trace = [ln for ln in lines if ln.startswith(label + " ") and "20,000" in ln]
+        assert len(trace) == 1, (label, out)
+        assert trace[0].split()[1:] == ["20,000", f"{kernel:.2f}", f"{h2d:.2f}", f"{d2h:.2f}", f"{roof:.2f}",
+                                        binds.upper()]
+        fps_line = [ln for ln in lines if ln.startswith(label + " ") and "20,000" not in ln]
+        assert len(fps_line) == 1, (label, out)
+        assert fps_line[0].split()[1:] == [f"{roof_fps:,.0f}", f"{fps:,.0f}", "±", f"{spread:,.0f}",
+                                           f"{100 * eff:.0f}", f"{over:.2f}"]
+    agg = [ln for ln in lines if ln.startswith("9x9_s1_uncontended@all ")]
+    assert agg[1].split()[1:] == ["-", "1,280,000", "±", "18,400", "-", "-"]
+    text = " ".join(out.split())
+    assert "scaling efficiency 0.98" in text and "slowest GPU 3: 150,000 FPS" in text and "8 GPU(s)" in text
+    # the units: in the headers and the legend
+    assert "µs" in out and "% of roofline = sustained FPS / roofline FPS" in text
+    assert "profiler × = untraced FPS / traced FPS" in text
+
+
+def test_summary_is_one_row_per_config_when_wide_enough_or_asked(monkeypatch, good: Path, tmp_path: Path) -> None:
+    fake_rows(monkeypatch, _h200_rows()[:4])
+    res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path / "results")],
+                          env={"COLUMNS": "160"})
+    assert res.exit_code == 0, res.stderr
+    row = [ln for ln in res.stdout.splitlines() if ln.startswith("9x9_s4 ")]
+    assert len(row) == 1 and row[0].split()[1:] == ["20,000", "1.58", "6.93", "10.73", "10.73", "D2H", "93,170",
+                                                     "87,599", "±", "172", "94", "1.01"]
+    assert "sustained/" in res.stdout and "…" not in res.stdout
+    # at 80 columns the default is the narrow layout; --wide still gives one row per config, at its own
+    # width (wider than 80), neither folded nor truncated
+    res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path / "results"),
+                                "--wide"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.stderr
+    row = [ln for ln in res.stdout.splitlines() if ln.startswith("9x9_s4 ")]
+    assert len(row) == 1 and row[0].split()[-5:] == ["87,599", "±", "172", "94", "1.01"]
+    assert "…" not in res.stdout and max(len(ln) for ln in res.stdout.splitlines()) > 80
