@@ -75,7 +75,7 @@ def link_gbps(cp, nbytes: int = MIB64, repeats: int = 5) -> dict[str, float]:
 
 def sweep(args, base, frames, link) -> list[dict]:
     """The wide streams x batch sweep (default frozen kernel), copy and zerocopy, plus tracking."""
-    from clusterbench.workload import build
+    from clusterbench.workload import pipeline
     from clusterbench.workload.run import measure_sustained
 
     configs = [("3x3", 3, 3000), ("9x9", 9, 1700)]
@@ -92,7 +92,8 @@ def sweep(args, base, frames, link) -> list[dict]:
             for streams, batch in combos:
                 p = p0.replace(streams=streams, batch=batch, transfer=transfer)
                 r = measure_sustained(p, repeats=3, frames=frames)
-                row = {"config": label, "transfer": transfer, "mode": "frozen", "kernel": build.DEFAULT_FROZEN_KERNEL,
+                row = {"config": label, "transfer": transfer, "mode": "frozen",
+                       "kernel": pipeline.DEFAULT_FROZEN_KERNEL_BY_DTYPE[p.pedestal_dtype],
                        "streams": streams, "batch": batch,
                        "median_fps": r.median_fps, "min_fps": r.min_fps, "max_fps": r.max_fps,
                        "input_gbps": r.input_gbps, "link_floor_us": floor, "link_fps": 1e6 / floor,
@@ -138,7 +139,7 @@ def _same(a, b) -> bool:
 
 def modes(args, base, frames, link, report) -> int:
     """Issue 11: both pedestal modes, every kernel, streams x batch; a table last."""
-    from clusterbench.workload import build, pipeline
+    from clusterbench.workload import pipeline
     from clusterbench.workload.pipeline import Pipeline
 
     configs = [("3x3", 3, 3000), ("9x9", 9, 1700)]
@@ -210,8 +211,10 @@ def modes(args, base, frames, link, report) -> int:
         out_us = p0.slot_bytes / (link["d2h_gbps"] * 1e3)
         floor = max(in_us, out_us)
         for mode in ("frozen", "tracking"):
-            kw = {} if mode == "frozen" else dict(fastest_tracking.get(label, (0.0, {"tracking_kernel": "graph"}))[1])
-            kname = pipeline.DEFAULT_FROZEN_KERNEL if mode == "frozen" else kw.get("tracking_kernel", "graph")
+            # frozen: the sweep runs twophase (the float64 default), then slide (the float32 default) at its best S x B
+            kw = ({"frozen_kernel": "twophase"} if mode == "frozen"
+                  else dict(fastest_tracking.get(label, (0.0, {"tracking_kernel": "graph"}))[1]))
+            kname = kw["frozen_kernel"] if mode == "frozen" else kw.get("tracking_kernel", "graph")
             if kw.get("track_tile_rows"):
                 kname += f" th{kw['track_tile_rows']}"
             best = None

@@ -47,7 +47,10 @@ PEDESTAL_CHUNK = 100  # dark frames uploaded per pedestal step
 # "coop" (one persistent cooperative launch per batch, grid.sync() per frame) and "flags" (the same
 # kernel, with per-tile flags between neighbouring blocks instead of the grid-wide barrier).
 TRACKING_KERNELS = params_mod.TRACKING_KERNELS  # ("graph", "coop", "flags"): the params record validates them
-DEFAULT_TRACKING_KERNEL = "graph"  # the lead flips it once the H200 has measured coop and flags
+# The default where the persistent kernel's tiles can all be resident (else "graph"): on the H200,
+# 2026-12-01, coop took 3.86 µs/frame at 3x3 f32 against graph's 12.48, 8.69 against 23.39 at 9x9, and
+# matched graph byte for byte in both precisions (docs/workload.md, "Tracking at the link: measured").
+DEFAULT_TRACKING_KERNEL = "coop"
 TRACK_KERNEL_FILE = "tracking_persistent.cu"
 TRACK_TILE_COLS = 32  # one warp across a persistent tile (fixed in the kernel)
 TRACK_WARPS = 8  # CB_PBY: 256 threads per persistent block
@@ -59,7 +62,10 @@ TRACK_MIN_BLOCKS = 3  # CB_PMINB: the register allocation allows 3 resident bloc
 # (frozen_slide in cluster_finder.cu: no block barrier per frame; mask words of 32 - 2H columns).
 FROZEN_KERNELS = params_mod.FROZEN_KERNELS  # build.FROZEN_KERNELS plus "slide"
 assert FROZEN_KERNELS == tuple(build.FROZEN_KERNELS) + ("slide",)
-DEFAULT_FROZEN_KERNEL = build.DEFAULT_FROZEN_KERNEL  # "twophase"; the lead flips it to "slide" once measured
+DEFAULT_FROZEN_KERNEL = build.DEFAULT_FROZEN_KERNEL  # "twophase": the default for a float64 pedestal
+# float32 defaults to the sliding window: on the H200, 2026-12-01, 0.656 µs/frame at 3x3 against twophase's
+# 1.106, 1.368 against 1.806 at 9x9. In float64 it lost at 9x9 (5.64 against 2.72 µs), so twophase stays.
+DEFAULT_FROZEN_KERNEL_BY_DTYPE = {"float32": "slide", "float64": DEFAULT_FROZEN_KERNEL}
 SLIDE_WARPS = 8  # CB_SNW: warps per frozen_slide block, each walking its own frames of the block's tile
 SLIDE_MAX_FRAMES_PER_BLOCK = 32  # the tile's mean and thresholds are loaded once for these frames
 SLIDE_TILE_ROWS = 16  # CB_STH: output rows per frozen_slide tile (ptxas: no spill at 3x3 and 9x9, sm_90)
@@ -132,6 +138,24 @@ def persistent_compile_options(pedestal_dtype: str, cluster: int, tile_rows: int
 def persistent_mean_bytes(batch: int, rows: int, cols: int, itemsize: int) -> int:
     """Per stream: one mean per frame of the batch (frame i's values are frame - M_i, read by the compaction)."""
     return batch * rows * cols * itemsize
+
+
+def choose_kernels(params: WorkloadParams, sm_count: int, frozen_kernel: str | None = None,
+                   tracking_kernel: str | None = None, track_tile_rows: int | None = None) -> tuple[str, str]:
+    """(frozen kernel, tracking kernel) for a run (pure): an explicit argument, else the params record's
+    choice, else the default for the pedestal dtype (frozen) or "coop" when every persistent tile fits
+    at the conservative residency persistent_min_blocks per SM, and "graph" when it does not."""
+    fk = frozen_kernel or params.frozen_kernel or DEFAULT_FROZEN_KERNEL_BY_DTYPE.get(params.pedestal_dtype,
+                                                                                    DEFAULT_FROZEN_KERNEL)
+    tk = tracking_kernel or params.tracking_kernel
+    if tk is None:
+        tk = DEFAULT_TRACKING_KERNEL
+        if tk != "graph":
+            rows = TRACK_TILE_ROWS if track_tile_rows is None else int(track_tile_rows)
+            tiles = persistent_geometry(params.rows, params.cols, rows)[2]
+            if tiles > persistent_min_blocks(rows) * sm_count:
+                tk = "graph"
+    return fk, tk
 
 
 def check_coresident(tiles: int, blocks_per_sm: int, sm_count: int) -> None:
@@ -220,22 +244,26 @@ class Pipeline:
                  tracking_kernel: str | None = None, track_tile_rows: int | None = None) -> None:
         """``strip`` (tests) forces the strip height; ``frozen_kernel`` picks "strip", "twophase" or "slide" for
         frozen mode (internal: tests and the benchmark run both); ``tile_rows`` overrides the two-phase
-        classify tile height (benchmark); without it, ``params.frozen_kernel`` when the params record
-        has that field, else DEFAULT_FROZEN_KERNEL. ``tracking_kernel`` picks "graph", "coop" or "flags" for
-        tracking mode (else ``params.tracking_kernel`` when the params record has it, else
-        DEFAULT_TRACKING_KERNEL); ``track_tile_rows`` the persistent kernel's tile height."""
-        tk = tracking_kernel or getattr(params, "tracking_kernel", None) or DEFAULT_TRACKING_KERNEL
+        classify tile height (benchmark); ``tracking_kernel`` picks "graph", "coop" or "flags" for tracking
+        mode; ``track_tile_rows`` the persistent kernel's tile height. Unset, each comes from the params
+        record, else from :func:`choose_kernels` (the measured defaults)."""
+        for name, given, known in (("tracking", tracking_kernel, TRACKING_KERNELS), ("frozen", frozen_kernel, FROZEN_KERNELS)):
+            if given is not None and given not in known:  # refused before any GPU call
+                raise InputError(f"unknown {name} kernel {given!r}", hint=f"use one of {', '.join(known)}")
+        if tile_rows is not None and (tile_rows < build.CLASSIFY_WARPS or tile_rows % build.CLASSIFY_WARPS):
+            raise InputError(f"classify tile rows must be a positive multiple of {build.CLASSIFY_WARPS}, got {tile_rows}",
+                             hint="use e.g. 16 or 32")
+        cp = _cupy()
+        fk, tk = choose_kernels(params, cp.cuda.Device().attributes["MultiProcessorCount"], frozen_kernel,
+                                tracking_kernel, track_tile_rows)
         if tk not in TRACKING_KERNELS:
             raise InputError(f"unknown tracking kernel {tk!r}", hint=f"use one of {', '.join(TRACKING_KERNELS)}")
         self.tracking_kernel = tk
         self.persistent = params.pedestal == "tracking" and tk != "graph"
         self.track_tile_rows = TRACK_TILE_ROWS if track_tile_rows is None else int(track_tile_rows)
-        kernel = frozen_kernel or getattr(params, "frozen_kernel", None) or DEFAULT_FROZEN_KERNEL
+        kernel = fk
         if kernel not in FROZEN_KERNELS:
             raise InputError(f"unknown frozen kernel {kernel!r}", hint=f"use one of {', '.join(FROZEN_KERNELS)}")
-        if tile_rows is not None and (tile_rows < build.CLASSIFY_WARPS or tile_rows % build.CLASSIFY_WARPS):
-            raise InputError(f"classify tile rows must be a positive multiple of {build.CLASSIFY_WARPS}, got {tile_rows}",
-                             hint="use e.g. 16 or 32")
         self.frozen_kernel = kernel
         self.twophase = params.pedestal == "frozen" and kernel == "twophase"
         self.slide = params.pedestal == "frozen" and kernel == "slide"

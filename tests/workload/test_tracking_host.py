@@ -141,4 +141,23 @@ def test_main_compile_options_add_the_slide_geometry():
 
 def test_frozen_kernels_keep_the_default_and_add_slide():
     assert pipeline.FROZEN_KERNELS[:len(build.FROZEN_KERNELS)] == tuple(build.FROZEN_KERNELS)
-    assert "slide" in pipeline.FROZEN_KERNELS and build.DEFAULT_FROZEN_KERNEL != "slide"
+    assert "slide" in pipeline.FROZEN_KERNELS and build.DEFAULT_FROZEN_KERNEL != "slide"  # float64's default
+
+
+def test_measured_defaults_follow_dtype_and_residency():
+    # The defaults the H200 measured (docs/workload.md): the sliding window for a float32 frozen pedestal,
+    # twophase for float64; the persistent "coop" kernel for tracking when every tile can be resident.
+    from clusterbench.workload.params import WorkloadParams
+    from clusterbench.workload.pipeline import choose_kernels
+
+    p = WorkloadParams()
+    assert choose_kernels(p, 132) == ("slide", "coop")
+    assert choose_kernels(p.replace(pedestal_dtype="float64"), 132)[0] == "twophase"
+    # 400x400 in 32x16 tiles: ceil(400/32) = 13 tiles across, ceil(400/16) = 25 down, 325 tiles; at the
+    # conservative 3 blocks per SM they fit on 109 SMs (327 places) but not on 108 (324)
+    assert choose_kernels(p, 109)[1] == "coop"
+    assert choose_kernels(p, 108)[1] == "graph"
+    # an explicit choice, or the params record's, wins over every default
+    assert choose_kernels(p, 8, tracking_kernel="flags") == ("slide", "flags")
+    assert choose_kernels(p.replace(tracking_kernel="graph", frozen_kernel="strip"), 132) == ("strip", "graph")
+    assert choose_kernels(p, 132, frozen_kernel="twophase")[0] == "twophase"
