@@ -218,12 +218,9 @@ ProgressCallback = Callable[[CampaignProgress], None]
 
 
 def _tail(path: Path, lines: int = 12) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    kept = [ln for ln in text.splitlines() if ln.strip()][-lines:]
-    return "\n".join(kept) if kept else "(empty log)"
+    from clusterbench.tracing.process import log_tail
+
+    return log_tail(path, lines)
 
 
 def _last_error(log: Path) -> str:

@@ -21,7 +21,8 @@ PLOT_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 _PLOT_HINT = "pass --plot FILE.png, FILE.svg or FILE.pdf in a writable directory"
 
 
-def _matplotlib():
+def load_matplotlib():  # noqa: ANN201
+    """(Figure, FigureCanvasAgg, Patch), or EnvironmentFailure with the install hint."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -65,7 +66,7 @@ def check_plot_path(path: Path) -> str:
     if not existed:
         with contextlib.suppress(OSError):
             os.unlink(path)
-    _matplotlib()
+    load_matplotlib()
     return fmt
 
 
@@ -75,7 +76,7 @@ def render_compare_plot(cmp: Comparison, path: Path) -> Path:
     the extension of ``path``; returns path. Every failure to write is an InputError."""
     path = Path(path)
     fmt = check_plot_path(path)
-    Figure, FigureCanvasAgg, Patch = _matplotlib()
+    Figure, FigureCanvasAgg, Patch = load_matplotlib()
 
     rows = cmp.rows
     n_bars = 2 * len(ENGINES)

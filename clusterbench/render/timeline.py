@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clusterbench.errors import EnvironmentFailure, InputError
+from clusterbench.render.plot import check_plot_path as _check_plot_path
+from clusterbench.render.plot import load_matplotlib
+from clusterbench.errors import InputError
 
 if TYPE_CHECKING:
     from clusterbench.analysis.engines import GroupAnalysis, TraceAnalysis
@@ -35,34 +37,16 @@ COLOURS = {
 
 
 def check_plot_path(path: str | Path) -> tuple[Path, str]:
-    """The path and format of ``--plot``; raise InputError for an unsupported extension.
-
-    Called before anything else runs, so a bad name costs nothing.
-    """
+    """The path and format of ``--plot``, checked before anything else runs (one check for analyze
+    and compare: :func:`clusterbench.render.plot.check_plot_path`)."""
     p = Path(path)
-    fmt = FORMATS.get(p.suffix.lower())
-    if fmt is None:
-        raise InputError(
-            f"--plot {p}: unsupported file type {p.suffix or '(none)'!r}",
-            hint="name the picture .png, .svg or .pdf",
-        )
-    if p.is_dir():
-        raise InputError(f"--plot {p} is a directory", hint="give a file name ending in .png, .svg or .pdf")
-    if not p.parent.is_dir():
-        raise InputError(f"cannot write the plot: no such directory {p.parent}", hint="create it or pick another path")
-    return p, fmt
+    return p, _check_plot_path(p)
 
 
 def require_matplotlib():  # noqa: ANN201
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise EnvironmentFailure(
-            "--plot needs matplotlib, which is not installed",
-            hint="pip install 'clusterbench[plot]' (or pip install matplotlib), or drop --plot",
-        ) from None
-    return Figure, FigureCanvasAgg
+    """(Figure, FigureCanvasAgg), or EnvironmentFailure with the install hint when matplotlib is missing."""
+    figure, canvas, _patch = load_matplotlib()
+    return figure, canvas
 
 
 def _time_unit(span_ns: int) -> tuple[float, str]:
