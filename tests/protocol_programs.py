@@ -102,3 +102,22 @@ def command_config(program: Path, frames: int = 10, batch: int = 10, extra: str 
         frames = {frames}
         {extra}
         ''')
+
+
+# One command-workload config (label "a") running toy_ok.py, shared by the probe tests.
+ONE_COMMAND_CONFIG = """
+[defaults]
+detector = [400, 400]
+pedestal_frames = 100
+workload = "command"
+command = ["{python}", "toy_ok.py", "--cluster", "{cluster}", "--frames", "{frames}", "--result", "{result}",
+           "--mode", "{mode}", "--repeat", "{repeat}"]
+
+[[config]]
+label = "a"
+cluster = 3
+cap = 100
+streams = 1
+batch = 10
+frames = 10
+"""

@@ -23,24 +23,9 @@ from clusterbench.errors import CheckFailed, ConfigError, EnvironmentFailure, In
 from clusterbench.probe import ProbeInterrupted, ProbeRequest, build_env, build_row, plan_probe, run_probe
 from clusterbench.records import ConfigEntry, EnvRecord, SustainedFps, WorkloadResult
 from clusterbench.workload.params import WorkloadParams
-from protocol_programs import write_fake_nsys, write_program
+from protocol_programs import ONE_COMMAND_CONFIG, write_fake_nsys, write_program
 
-CONFIGS = """
-[defaults]
-detector = [400, 400]
-pedestal_frames = 100
-workload = "command"
-command = ["{python}", "toy_ok.py", "--cluster", "{cluster}", "--frames", "{frames}", "--result", "{result}",
-           "--mode", "{mode}", "--repeat", "{repeat}"]
-
-[[config]]
-label = "a"
-cluster = 3
-cap = 100
-streams = 1
-batch = 10
-frames = 10
-
+CONFIGS = ONE_COMMAND_CONFIG + """
 [[config]]
 label = "b"
 cluster = 9

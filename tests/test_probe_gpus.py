@@ -22,24 +22,9 @@ from clusterbench import probe as probe_mod
 from clusterbench.errors import CheckFailed, EnvironmentFailure, InputError
 from clusterbench.probe import ProbeRequest, plan_probe, run_probe
 
-from protocol_programs import write_fake_nsys, write_program
+from protocol_programs import ONE_COMMAND_CONFIG, write_fake_nsys, write_program
 
-CONFIGS = """
-[defaults]
-detector = [400, 400]
-pedestal_frames = 100
-workload = "command"
-command = ["{python}", "toy_ok.py", "--cluster", "{cluster}", "--frames", "{frames}", "--result", "{result}",
-           "--mode", "{mode}", "--repeat", "{repeat}"]
-
-[[config]]
-label = "a"
-cluster = 3
-cap = 100
-streams = 1
-batch = 10
-frames = 10
-"""
+CONFIGS = ONE_COMMAND_CONFIG
 
 
 @pytest.fixture
