@@ -12,6 +12,9 @@
 #   bash scripts/device_campaign.sh E   # A/A: three full sweeps of one build (tags aa1..aa3)
 #   bash scripts/device_campaign.sh G   # closing call: every GPU test, the workload benchmark, tracking on the
 #                                       # fastest persistent kernel, --gpus all on one config
+#   bash scripts/device_campaign.sh H1  # issue 11, second session: every GPU test, make run on the GPU
+#   bash scripts/device_campaign.sh H2  # issue 11: bench_workload --modes --quick, the tracking probe,
+#                                       # bench_ablate --quick (H_BUDGET_S bounds each part)
 #   bash scripts/device_campaign.sh F1  # issue 12: build aare (make aare-cuda), GPU tests and the aare
 #                                       #   cluster check, probe configs/aare_cuda.toml and configs.toml,
 #                                       #   rows vs analyze, compare ours against aare's, side-by-side table
@@ -21,7 +24,7 @@
 # writes it to .device/REVISION first (git rev-parse HEAD, plus -dirty for a dirty tree).
 # Logs and a tarball of results (no traces but one) go to $OUT.
 set -u
-part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G}
+part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G|H1|H2}
 OUT=${OUT:-/tmp/cb-out}
 [ -f .device/REVISION ] && export CLUSTERBENCH_GIT_REV=$(cat .device/REVISION)
 mkdir -p "$OUT" logs
@@ -288,6 +291,45 @@ print(min(ok, key=ok.get) if ok else 'coop')")
     step "probe --gpus all on one GPU against a plain probe of the same config"
     timeout "$(budget 60)" python3 -m clusterbench probe --gpus all --only 3x3_s1_uncontended --tag gpus_all 2>&1 \
         | tee logs/probe_gpus_all.log | tail -12
+fi
+
+if [ "$part" = H1 ] || [ "$part" = H2 ]; then
+    # Issue 11, second session: H1 runs every GPU test on the final code and make run (the newcomer's GPU
+    # run, configs/smoke.toml); H2 the workload benchmark (both modes, every kernel, streams x batch), the
+    # tracking probe on the default persistent kernel, and the kernel variants of benchmarks/bench_ablate.py.
+    DEADLINE=$((SECONDS + ${H_BUDGET_S:-500}))
+    budget() { local cap=$1 left=$((DEADLINE - SECONDS)); [ "$left" -lt "$cap" ] && cap=$left; [ "$cap" -lt 5 ] && cap=5; echo "$cap"; }
+    step "machine"
+    nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.max.sm --format=csv
+fi
+
+if [ "$part" = H1 ]; then
+    step "GPU tests of the workload (every kernel against the NumPy reference)"
+    timeout "$(budget 250)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=5 tests/workload \
+        > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log
+    tail -12 logs/pytest_gpu_workload.log
+    step "the other GPU tests (tracers, aare cluster check without an aare build, multi-GPU)"
+    timeout "$(budget 90)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider tests --ignore=tests/workload \
+        > logs/pytest_gpu_other.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_other.log
+    tail -6 logs/pytest_gpu_other.log
+    step "make run (a GPU is present: the probe of configs/smoke.toml)"
+    ( time timeout "$(budget 120)" make run ) > logs/make_run.log 2>&1; echo "make run exit $?" >> logs/make_run.log
+    tail -40 logs/make_run.log
+fi
+
+if [ "$part" = H2 ]; then
+    step "workload benchmark: python3 benchmarks/bench_workload.py --modes --quick"
+    timeout "$(budget 200)" python3 benchmarks/bench_workload.py --modes --quick --json logs/bench_modes.json \
+        > logs/bench_modes.log 2>&1; echo "bench exit $?" >> logs/bench_modes.log
+    tail -30 logs/bench_modes.log
+    step "tracking probe on the default persistent kernel: configs/tracking_coop.toml"
+    timeout "$(budget 130)" python3 -m clusterbench probe --config configs/tracking_coop.toml --tag tracking_coop2 2>&1 \
+        | tee logs/probe_tracking_coop.log | tail -16
+    python3 scripts/verify_probes.py "results/${day}_f32_tracking_coop2" 2>&1 | tail -2
+    step "kernel variants: python3 benchmarks/bench_ablate.py --quick"
+    timeout "$(budget 120)" python3 benchmarks/bench_ablate.py --quick --json logs/bench_ablate.json \
+        > logs/bench_ablate.log 2>&1; echo "bench_ablate exit $?" >> logs/bench_ablate.log
+    grep -a "µs\|FAIL\|exit" logs/bench_ablate.log | tail -45
 fi
 
 snap

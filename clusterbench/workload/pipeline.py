@@ -53,9 +53,13 @@ TRACKING_KERNELS = params_mod.TRACKING_KERNELS  # ("graph", "coop", "flags"): th
 DEFAULT_TRACKING_KERNEL = "coop"
 TRACK_KERNEL_FILE = "tracking_persistent.cu"
 TRACK_TILE_COLS = 32  # one warp across a persistent tile (fixed in the kernel)
-TRACK_WARPS = 8  # CB_PBY: 256 threads per persistent block
-TRACK_TILE_ROWS = 16  # CB_PTH default: 13 x 25 = 325 tiles on 400x400, 3 resident blocks per SM on 132 SMs
-TRACK_MIN_BLOCKS = 3  # CB_PMINB: the register allocation allows 3 resident blocks per SM (80 registers)
+TRACK_PIXELS_PER_THREAD = 2  # own pixels of one column per thread: a block has tile_rows / 2 warps (CB_PBY)
+# CB_PTH default: 13 x 20 = 260 tiles of 10 warps on 400x400, 2 resident blocks per SM on 132 SMs. On the H200,
+# 2026-12-01 (benchmarks/bench_ablate.py), 20-row tiles beat 16-row ones in every case measured: 3.15 against
+# 3.40 µs/frame at 3x3 f32, 4.16 against 4.59 at 9x9 f32 (docs/workload.md, "Step 5").
+TRACK_TILE_ROWS = 20
+TRACK_MAX_TILE_ROWS = 64  # 32 warps, 1024 threads per block
+TRACK_MAX_THREADS_PER_SM = 1024  # resident persistent threads per SM at most: 64 registers each (the kernel needs 48-80)
 
 
 # Frozen-mode kernels: build.FROZEN_KERNELS ("strip", "twophase") plus "slide", the register sliding window
@@ -68,7 +72,8 @@ DEFAULT_FROZEN_KERNEL = build.DEFAULT_FROZEN_KERNEL  # "twophase": the default f
 DEFAULT_FROZEN_KERNEL_BY_DTYPE = {"float32": "slide", "float64": DEFAULT_FROZEN_KERNEL}
 SLIDE_WARPS = 8  # CB_SNW: warps per frozen_slide block, each walking its own frames of the block's tile
 SLIDE_MAX_FRAMES_PER_BLOCK = 32  # the tile's mean and thresholds are loaded once for these frames
-SLIDE_TILE_ROWS = 16  # CB_STH: output rows per frozen_slide tile (ptxas: no spill at 3x3 and 9x9, sm_90)
+SLIDE_TILE_ROWS = 16  # CB_STH: output rows per frozen_slide tile; with CB_SMINB 3 (80 registers and some spill:
+# ptxas, sm_90) it was the fastest or within 0.03 µs of it of the 9 geometries timed on the H200 (docs/workload.md)
 
 
 def slide_tile_rows(cluster: int) -> int:
@@ -83,12 +88,12 @@ def slide_warps(pedestal_dtype: str, cluster: int) -> int:
     return 4 if pedestal_dtype == "float64" and cluster >= 7 else SLIDE_WARPS
 
 
-def slide_geometry(rows: int, cols: int, cluster: int) -> tuple[int, int, int]:
+def slide_geometry(rows: int, cols: int, cluster: int, tile_rows: int | None = None) -> tuple[int, int, int]:
     """(columns per mask word = per warp, mask words per row, tiles) of frozen_slide: a warp spans 32
-    columns, the outer cluster//2 on each side being halo."""
+    columns, the outer cluster//2 on each side being halo; ``tile_rows`` overrides CB_STH (benchmark)."""
     ow = 32 - 2 * (cluster // 2)
     wpr = -(-cols // ow)
-    return ow, wpr, wpr * -(-rows // slide_tile_rows(cluster))
+    return ow, wpr, wpr * -(-rows // (tile_rows or slide_tile_rows(cluster)))
 
 
 def slide_frames_per_block(n_frames: int, tiles: int, sm_count: int) -> int:
@@ -98,41 +103,66 @@ def slide_frames_per_block(n_frames: int, tiles: int, sm_count: int) -> int:
     return max(1, min(SLIDE_MAX_FRAMES_PER_BLOCK, by_occupancy))
 
 
-def main_compile_options(pedestal_dtype: str, cluster: int, tile_rows: int | None = None) -> tuple[str, ...]:
+def main_compile_options(pedestal_dtype: str, cluster: int, tile_rows: int | None = None,
+                         slide_rows: int | None = None) -> tuple[str, ...]:
     """cluster_finder.cu's options: build.compile_options plus frozen_slide's tile height."""
     return build.compile_options(pedestal_dtype, cluster, tile_rows) + (
-        f"-DCB_STH={slide_tile_rows(cluster)}", f"-DCB_SNW={slide_warps(pedestal_dtype, cluster)}")
+        f"-DCB_STH={slide_rows or slide_tile_rows(cluster)}", f"-DCB_SNW={slide_warps(pedestal_dtype, cluster)}")
+
+
+def check_defines(defines: tuple[str, ...]) -> tuple[str, ...]:
+    """Extra -D macros for the benchmark's kernel variants (register caps, leave-one-out timings): only
+    ``-DCB_NAME=integer`` is accepted, so nothing else can reach the compiler."""
+    for d in defines:
+        name, _, value = d[2:].partition("=") if d.startswith("-D") else ("", "", "")
+        if not (name.startswith("CB_") and name[3:].replace("_", "").isalnum() and value.lstrip("-").isdigit()):
+            raise InputError(f"bad kernel define {d!r}", hint="use -DCB_NAME=integer")
+    return tuple(defines)
 
 
 @functools.lru_cache(maxsize=None)
-def _main_module(pedestal_dtype: str, cluster: int, tile_rows: int | None = None) -> Any:
+def _main_module(pedestal_dtype: str, cluster: int, tile_rows: int | None = None, slide_rows: int | None = None,
+                 defines: tuple[str, ...] = ()) -> Any:
     import cupy
 
     source = (build.kernel_dir() / build.KERNEL_FILE).read_text()
-    return cupy.RawModule(code=source, options=main_compile_options(pedestal_dtype, cluster, tile_rows))
+    return cupy.RawModule(code=source, options=main_compile_options(pedestal_dtype, cluster, tile_rows, slide_rows)
+                          + defines)
+
+
+def persistent_warps(tile_rows: int) -> int:
+    """Warps per persistent block (CB_PBY): each thread owns TRACK_PIXELS_PER_THREAD pixels of one column."""
+    return tile_rows // TRACK_PIXELS_PER_THREAD
 
 
 def persistent_geometry(rows: int, cols: int, tile_rows: int = TRACK_TILE_ROWS) -> tuple[int, int, int]:
     """(tiles per row, tile rows, tiles) of the persistent tracking kernel: one block per tile of
     TRACK_TILE_COLS x tile_rows own pixels. Every block must be resident at once."""
-    if tile_rows < TRACK_WARPS or tile_rows % TRACK_WARPS:
-        raise InputError(f"persistent tracking tile rows must be a positive multiple of {TRACK_WARPS}, got {tile_rows}",
-                         hint="use 16 or 32")
+    if not (TRACK_PIXELS_PER_THREAD <= tile_rows <= TRACK_MAX_TILE_ROWS) or tile_rows % TRACK_PIXELS_PER_THREAD:
+        raise InputError(f"persistent tracking tile rows must be an even number from {TRACK_PIXELS_PER_THREAD} to "
+                         f"{TRACK_MAX_TILE_ROWS}, got {tile_rows}", hint="use 16 or 20")
     wpr = -(-cols // TRACK_TILE_COLS)
     trows = -(-rows // tile_rows)
     return wpr, trows, wpr * trows
 
 
-def persistent_min_blocks(tile_rows: int) -> int:
-    """CB_PMINB for a tile height: 16-row tiles need 3 resident blocks per SM at 400x400, 32-row tiles 2."""
-    return TRACK_MIN_BLOCKS if tile_rows <= 16 else 2
+def persistent_min_blocks(tiles: int, sm_count: int) -> int:
+    """CB_PMINB: the resident blocks per SM the register allocation must allow so that every tile is
+    resident at once (400x400 on 132 SMs: 325 tiles of 16 rows need 3, 260 of 20 rows 2, 130 of 40 rows 1)."""
+    return max(1, -(-tiles // max(1, sm_count)))
 
 
-def persistent_compile_options(pedestal_dtype: str, cluster: int, tile_rows: int = TRACK_TILE_ROWS) -> tuple[str, ...]:
+def persistent_fits(tiles: int, tile_rows: int, sm_count: int) -> bool:
+    """Whether every tile can be resident: at most TRACK_MAX_THREADS_PER_SM persistent threads per SM."""
+    return persistent_min_blocks(tiles, sm_count) * 32 * persistent_warps(tile_rows) <= TRACK_MAX_THREADS_PER_SM
+
+
+def persistent_compile_options(pedestal_dtype: str, cluster: int, tile_rows: int = TRACK_TILE_ROWS,
+                               min_blocks: int = 1) -> tuple[str, ...]:
     """NVRTC options of tracking_persistent.cu: the workload's options (-DCB_T, -DCB_K, --fmad=false)
-    plus its own geometry."""
+    plus its own geometry and register bound."""
     return build.compile_options(pedestal_dtype, cluster) + (
-        f"-DCB_PTH={tile_rows}", f"-DCB_PBY={TRACK_WARPS}", f"-DCB_PMINB={persistent_min_blocks(tile_rows)}")
+        f"-DCB_PTH={tile_rows}", f"-DCB_PBY={persistent_warps(tile_rows)}", f"-DCB_PMINB={min_blocks}")
 
 
 def persistent_mean_bytes(batch: int, rows: int, cols: int, itemsize: int) -> int:
@@ -144,7 +174,7 @@ def choose_kernels(params: WorkloadParams, sm_count: int, frozen_kernel: str | N
                    tracking_kernel: str | None = None, track_tile_rows: int | None = None) -> tuple[str, str]:
     """(frozen kernel, tracking kernel) for a run (pure): an explicit argument, else the params record's
     choice, else the default for the pedestal dtype (frozen) or "coop" when every persistent tile fits
-    at the conservative residency persistent_min_blocks per SM, and "graph" when it does not."""
+    resident (persistent_fits), and "graph" when it does not."""
     fk = frozen_kernel or params.frozen_kernel or DEFAULT_FROZEN_KERNEL_BY_DTYPE.get(params.pedestal_dtype,
                                                                                     DEFAULT_FROZEN_KERNEL)
     tk = tracking_kernel or params.tracking_kernel
@@ -153,7 +183,7 @@ def choose_kernels(params: WorkloadParams, sm_count: int, frozen_kernel: str | N
         if tk != "graph":
             rows = TRACK_TILE_ROWS if track_tile_rows is None else int(track_tile_rows)
             tiles = persistent_geometry(params.rows, params.cols, rows)[2]
-            if tiles > persistent_min_blocks(rows) * sm_count:
+            if not persistent_fits(tiles, rows, sm_count):
                 tk = "graph"
     return fk, tk
 
@@ -167,12 +197,14 @@ def check_coresident(tiles: int, blocks_per_sm: int, sm_count: int) -> None:
 
 
 @functools.lru_cache(maxsize=None)
-def _persistent_kernel(pedestal_dtype: str, cluster: int, tile_rows: int) -> Any:
+def _persistent_kernel(pedestal_dtype: str, cluster: int, tile_rows: int, min_blocks: int,
+                       defines: tuple[str, ...] = ()) -> Any:
     """track_persistent as a cooperative RawKernel (CuPy launches it with cuLaunchCooperativeKernel)."""
     import cupy
 
     source = (build.kernel_dir() / TRACK_KERNEL_FILE).read_text()
-    return cupy.RawKernel(source, "track_persistent", options=persistent_compile_options(pedestal_dtype, cluster, tile_rows),
+    return cupy.RawKernel(source, "track_persistent",
+                          options=persistent_compile_options(pedestal_dtype, cluster, tile_rows, min_blocks) + defines,
                           enable_cooperative_groups=True)
 
 
@@ -241,18 +273,26 @@ class Pipeline:
 
     def __init__(self, params: WorkloadParams, frames: FrameSet, strip: int | None = None,
                  frozen_kernel: str | None = None, tile_rows: int | None = None,
-                 tracking_kernel: str | None = None, track_tile_rows: int | None = None) -> None:
+                 tracking_kernel: str | None = None, track_tile_rows: int | None = None,
+                 slide_rows: int | None = None, defines: tuple[str, ...] = ()) -> None:
         """``strip`` (tests) forces the strip height; ``frozen_kernel`` picks "strip", "twophase" or "slide" for
         frozen mode (internal: tests and the benchmark run both); ``tile_rows`` overrides the two-phase
         classify tile height (benchmark); ``tracking_kernel`` picks "graph", "coop" or "flags" for tracking
         mode; ``track_tile_rows`` the persistent kernel's tile height. Unset, each comes from the params
-        record, else from :func:`choose_kernels` (the measured defaults)."""
+        record, else from :func:`choose_kernels` (the measured defaults). ``slide_rows`` (frozen_slide's
+        CB_STH) and ``defines`` (extra -DCB_*=int macros for both kernel files) are for the benchmark's
+        variants only."""
         for name, given, known in (("tracking", tracking_kernel, TRACKING_KERNELS), ("frozen", frozen_kernel, FROZEN_KERNELS)):
             if given is not None and given not in known:  # refused before any GPU call
                 raise InputError(f"unknown {name} kernel {given!r}", hint=f"use one of {', '.join(known)}")
         if tile_rows is not None and (tile_rows < build.CLASSIFY_WARPS or tile_rows % build.CLASSIFY_WARPS):
             raise InputError(f"classify tile rows must be a positive multiple of {build.CLASSIFY_WARPS}, got {tile_rows}",
                              hint="use e.g. 16 or 32")
+        self.defines = check_defines(tuple(defines))
+        if slide_rows is not None and not 1 <= slide_rows <= 32:
+            raise InputError(f"slide tile rows must be 1..32, got {slide_rows}", hint="use e.g. 8 or 16")
+        self.slide_rows = slide_rows
+        self._with_compact = True  # time_kernel(compact=False) times the find kernel alone (benchmark)
         cp = _cupy()
         fk, tk = choose_kernels(params, cp.cuda.Device().attributes["MultiProcessorCount"], frozen_kernel,
                                 tracking_kernel, track_tile_rows)
@@ -293,7 +333,7 @@ class Pipeline:
         pool_view[...] = frames.pool
         self.pool = pool_view
 
-        mod = _main_module(params.pedestal_dtype, params.cluster, tile_rows)
+        mod = _main_module(params.pedestal_dtype, params.cluster, tile_rows, slide_rows, self.defines)
         self.k_acc = mod.get_function("pedestal_accumulate")
         self.k_fin = mod.get_function("pedestal_finish")
         self.k_frozen = mod.get_function("find_frozen")
@@ -334,7 +374,7 @@ class Pipeline:
         self.h_out = [self._pinned(B * self.slot_bytes, mapped=zerocopy) for _ in range(S)]
         self.d_out = None if zerocopy else [cp.empty(B * self.slot_bytes, cp.uint8) for _ in range(S)]
         # frozen_slide: mask words of s_ow columns, s_wpr per row
-        self.s_ow, self.s_wpr, self.s_tiles = slide_geometry(params.rows, params.cols, params.cluster)
+        self.s_ow, self.s_wpr, self.s_tiles = slide_geometry(params.rows, params.cols, params.cluster, slide_rows)
         mask_words = params.rows * self.s_wpr if self.slide else self.mask_words
         if self.slide and self.s_tiles * groups >= 2**31:
             raise InputError(f"{self.s_tiles} tiles x {groups} frame groups exceed the CUDA grid limit",
@@ -365,12 +405,15 @@ class Pipeline:
 
     def _init_persistent(self, cp: Any, params: WorkloadParams, B: int, S: int) -> None:
         self.p_wpr, self.p_trows, self.p_tiles = persistent_geometry(params.rows, params.cols, self.track_tile_rows)
-        self.k_persist = _persistent_kernel(params.pedestal_dtype, params.cluster, self.track_tile_rows)
-        threads = TRACK_TILE_COLS * TRACK_WARPS
+        min_blocks = persistent_min_blocks(self.p_tiles, self.sm_count)
+        self.p_warps = persistent_warps(self.track_tile_rows)
+        self.k_persist = _persistent_kernel(params.pedestal_dtype, params.cluster, self.track_tile_rows, min_blocks,
+                                            self.defines)
+        threads = TRACK_TILE_COLS * self.p_warps
         try:
             per_sm = int(cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(self.k_persist.kernel.ptr, threads, 0))
         except Exception:  # the occupancy query needs the compiled function; if it fails, trust CB_PMINB
-            per_sm = persistent_min_blocks(self.track_tile_rows)
+            per_sm = min_blocks
         check_coresident(self.p_tiles, per_sm, self.sm_count)
         # CuPy's cooperative launch would shrink a too-large grid with only a warning: the check above
         # makes that impossible, since a missing tile would silently lose its pixels.
@@ -459,22 +502,24 @@ class Pipeline:
                 self.k_classify((self.tiles * -(-n // fpb),), (build.CLASSIFY_TILE_COLS, build.CLASSIFY_WARPS),
                                 (self.d_in[s], np.int32(n), np.int32(fpb), self.mean[0], self.thr, self.d_mask[s],
                                  np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr), np.int32(self.tiles)))
-                self.k_compact((n,), (build.COMPACT_THREADS,),
-                               (self.d_mask[s], self.d_in[s], np.int32(n), self.mean[0], np.int64(0),
-                                np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
-                                np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr),
-                                np.int32(build.CLASSIFY_TILE_COLS), np.int32(p.cap)))
+                if self._with_compact:
+                    self.k_compact((n,), (build.COMPACT_THREADS,),
+                                   (self.d_mask[s], self.d_in[s], np.int32(n), self.mean[0], np.int64(0),
+                                    np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
+                                    np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr),
+                                    np.int32(build.CLASSIFY_TILE_COLS), np.int32(p.cap)))
                 return
             if self.slide:
                 fpb = self.fpb or slide_frames_per_block(n, self.s_tiles, self.sm_count)
                 self.k_slide((self.s_tiles * -(-n // fpb),), (32 * slide_warps(p.pedestal_dtype, p.cluster),),
                              (self.d_in[s], np.int32(n), np.int32(fpb), self.mean[0], self.thr, self.d_mask[s],
                               np.int32(p.rows), np.int32(p.cols), np.int32(self.s_wpr), np.int32(self.s_tiles)))
-                self.k_compact((n,), (build.COMPACT_THREADS,),
-                               (self.d_mask[s], self.d_in[s], np.int32(n), self.mean[0], np.int64(0),
-                                np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
-                                np.int32(p.rows), np.int32(p.cols), np.int32(self.s_wpr), np.int32(self.s_ow),
-                                np.int32(p.cap)))
+                if self._with_compact:
+                    self.k_compact((n,), (build.COMPACT_THREADS,),
+                                   (self.d_mask[s], self.d_in[s], np.int32(n), self.mean[0], np.int64(0),
+                                    np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
+                                    np.int32(p.rows), np.int32(p.cols), np.int32(self.s_wpr), np.int32(self.s_ow),
+                                    np.int32(p.cap)))
                 return
             if p.pedestal == "frozen":
                 self.k_frozen((n,), (build.THREADS_PER_BLOCK,),
@@ -512,7 +557,7 @@ class Pipeline:
         cur, nxt = self.mean[self.mean_index], self.mean[1 - self.mean_index]
         sync_mode = 0 if self.tracking_kernel == "coop" else 1
         with stream:
-            self.k_persist((self.p_tiles,), (TRACK_TILE_COLS, TRACK_WARPS),
+            self.k_persist((self.p_tiles,), (TRACK_TILE_COLS, self.p_warps),
                            (self.d_in[s], np.int32(n), cur, nxt, self.p_means[s], self.sum, self.sum2, self.thr,
                             self.inv, self.d_mask[s], np.int32(p.rows), np.int32(p.cols), np.int32(self.p_wpr),
                             np.int32(self.p_trows), self.p_flags, np.uint32(self.p_flag_base % 2**32),
@@ -522,11 +567,12 @@ class Pipeline:
             # the next batch's tracking waits for this event only, not for the compaction below
             self._track_event = self.cp.cuda.Event(disable_timing=True)
             self._track_event.record(stream)
-            self.k_compact((n,), (build.COMPACT_THREADS,),
-                           (self.d_mask[s], self.d_in[s], np.int32(n), self.p_means[s], np.int64(self.npix),
-                            np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
-                            np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr),
-                            np.int32(build.CLASSIFY_TILE_COLS), np.int32(p.cap)))
+            if self._with_compact:
+                self.k_compact((n,), (build.COMPACT_THREADS,),
+                               (self.d_mask[s], self.d_in[s], np.int32(n), self.p_means[s], np.int64(self.npix),
+                                np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
+                                np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr),
+                                np.int32(build.CLASSIFY_TILE_COLS), np.int32(p.cap)))
 
     def _track_frames(self, s: int, n: int) -> None:
         p = self.p
@@ -591,22 +637,28 @@ class Pipeline:
         return read_slots(self.h_out[s].array, n, self.p.cluster, self.p.cap, self.p.pedestal_dtype)
 
     # -- kernel timing (benchmark) ------------------------------------------------------------------
-    def time_kernel(self, n_frames: int, repeats: int = 5) -> float:
+    def time_kernel(self, n_frames: int, repeats: int = 5, compact: bool = True) -> float:
         """Median kernel-only µs per frame over ``repeats`` launches of n_frames (<= batch) on stream 0,
-        timed with CUDA events; the frames are loaded once beforehand. Tracking restores its pedestal."""
+        timed with CUDA events; the frames are loaded once beforehand. Tracking restores its pedestal.
+        ``compact=False`` leaves frozen_compact out (two-phase, slide and persistent kernels): the find
+        kernel alone, so that the benchmark can split the figure; the slots are then not written."""
         cp = self.cp
         n = min(n_frames, self.p.batch)
         self._h2d(0, 0, n)
         stream = self.streams[0]
-        self._launch(0, n, 0)  # warm-up
         times = []
-        for _ in range(repeats):
-            e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-            e0.record(stream)
-            self._launch(0, n, 0)
-            e1.record(stream)
-            e1.synchronize()
-            times.append(cp.cuda.get_elapsed_time(e0, e1) * 1e3 / n)
+        self._with_compact = compact
+        try:
+            self._launch(0, n, 0)  # warm-up
+            for _ in range(repeats):
+                e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+                e0.record(stream)
+                self._launch(0, n, 0)
+                e1.record(stream)
+                e1.synchronize()
+                times.append(cp.cuda.get_elapsed_time(e0, e1) * 1e3 / n)
+        finally:
+            self._with_compact = True
         if self.p.pedestal == "tracking":
             self.reset_pedestal()
         cp.cuda.Device().synchronize()

@@ -32,7 +32,7 @@ def _defines(options):
     return [o for o in options if o.startswith("-D")]
 
 
-def _build(tmp: Path, dtype: str, k: int, track_rows: int) -> Path:
+def _build(tmp: Path, dtype: str, k: int, track_rows: int, extra: tuple[str, ...] = ()) -> Path:
     kernels = build.kernel_dir()
     cf = (kernels / build.KERNEL_FILE).read_text().replace(
         "extern __shared__ __align__(16) u8 smem[];", "alignas(16) static u8 smem[16];")  # strip kernels: not run
@@ -43,7 +43,7 @@ def _build(tmp: Path, dtype: str, k: int, track_rows: int) -> Path:
         "using namespace cfk;\nusing tpk::track_persistent;\nstatic constexpr int PTH = tpk::PTH, PBY = tpk::PBY;\n")
     exe = tmp / "harness"
     defs = sorted(set(_defines(pipeline.main_compile_options(dtype, k))
-                      + _defines(pipeline.persistent_compile_options(dtype, k, track_rows))))
+                      + _defines(pipeline.persistent_compile_options(dtype, k, track_rows)))) + list(extra)
     cmd = [CXX, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-w", f"-I{EMU / 'inc'}", f"-I{EMU}", f"-I{tmp}", *defs,
            "-o", str(exe), str(EMU / "harness.cpp")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -82,7 +82,7 @@ def _photons():
     return fs.dark, fs.pool, 5.0, 50
 
 
-def _run(tmp_path, kernel, dtype, k, data, n_frames, batch, track_rows=16, fpb=3):
+def _run(tmp_path, kernel, dtype, k, data, n_frames, batch, track_rows=pipeline.TRACK_TILE_ROWS, fpb=3, extra=()):
     dark, pool, nsigma, cap = data
     frames = np.stack([pool[g % len(pool)] for g in range(n_frames)])
     t = np.float32 if dtype == "float32" else np.float64
@@ -94,7 +94,7 @@ def _run(tmp_path, kernel, dtype, k, data, n_frames, batch, track_rows=16, fpb=3
     ped.thr.astype(t).tofile(d / "thr.bin")
     ped.sum.tofile(d / "sum.bin")
     ped.sum2.tofile(d / "sum2.bin")
-    exe = _build(tmp_path, dtype, k, track_rows)
+    exe = _build(tmp_path, dtype, k, track_rows, extra)
     rows, cols = frames.shape[1:]
     args = [str(exe), str(d), kernel, str(rows), str(cols), str(n_frames), str(batch), str(cap),
             repr(1.0 / len(dark)), str(fpb)]
@@ -140,3 +140,22 @@ def test_track_persistent_with_moving_means(tmp_path, kernel, dtype, k):
 
 def test_track_persistent_32_row_tiles_on_photons(tmp_path):
     _run(tmp_path, "coop", "float32", 9, _photons(), 12, 5, track_rows=32)
+
+
+# The window total by the separable filter (CB_PSEP, the default from 5x5 up): the separable sum decides
+# only where it lies farther from k*thr than the rounding bound, the exact row-major sum elsewhere. Both
+# paths, each alone, must give the reference's clusters and state: the filter on at 3x3 (default off),
+# off at 11x11 (default on), and a margin so large that every pixel takes the exact path.
+@pytest.mark.parametrize(("kernel", "dtype", "k", "extra"), [
+    ("coop", "float32", 3, ("-DCB_PSEP=1",)),
+    ("flags", "float64", 11, ("-DCB_PSEP=0",)),
+    ("coop", "float32", 9, ("-DCB_PSEP=1", "-DCB_PSEP_SLACK=1000000000")),
+])
+def test_track_persistent_total_paths(tmp_path, kernel, dtype, k, extra):
+    _run(tmp_path, kernel, dtype, k, _coarse_tracking(), 14, 7, extra=extra)
+
+
+def test_track_persistent_16_row_tiles_of_8_warps(tmp_path):
+    # the default is 20 rows of 10 warps (37 rows are 20 + 17); 16-row tiles of 8 warps make 37 = 16 + 16 + 5
+    assert pipeline.TRACK_TILE_ROWS == 20
+    _run(tmp_path, "flags", "float32", 5, _coarse_tracking(), 14, 7, track_rows=16)

@@ -210,11 +210,14 @@ def test_tracking_kernels_match_reference_on_300_realistic_frames(realistic300, 
     assert out.clusters_found > 50 * TRACK_FRAMES
 
 
+@pytest.mark.parametrize("rows", [16, 32, 40])
 @pytest.mark.parametrize("tkernel", ["coop", "flags"])
-def test_persistent_tracking_with_32_row_tiles_and_one_stream(realistic300, tkernel):
+def test_persistent_tracking_with_other_tile_heights_and_one_stream(realistic300, tkernel, rows):
+    # the default is 20 rows of 10 warps; 16 rows are 8 warps (3 blocks per SM), 32 rows 16 warps, 40 rows
+    # 20 warps (one block per SM)
     p = WorkloadParams(cluster=5, cap=1700, pedestal="tracking", streams=1, batch=100, frames=TRACK_FRAMES,
                        pool=TRACK_FRAMES, pedestal_frames=100)
-    assert_same(p, realistic300, tracking_kernel=tkernel, track_tile_rows=32)
+    assert_same(p, realistic300, tracking_kernel=tkernel, track_tile_rows=rows)
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +237,7 @@ def coarse_tracking():
 @pytest.mark.parametrize("tkernel", TRACKING_KERNELS)
 @pytest.mark.parametrize("k", [3, 5, 11])
 def test_tracking_coarse_ties_caps_edges_and_moving_means(coarse_tracking, k, tkernel, dtype):
-    # 37x53 frames: 2 x 3 persistent tiles of 32 x 16, the right and bottom ones partial; ties,
+    # 37x53 frames: 2 x 2 persistent tiles of 32 x 20, the right and bottom ones partial; ties,
     # total-rule clusters and pedestal-like pixels next to emitting ones; a cap that bites
     p = WorkloadParams(rows=37, cols=53, cluster=k, cap=8, pedestal_dtype=dtype, pedestal="tracking", streams=3,
                        batch=7, frames=60, pool=40, pedestal_frames=50, nsigma=2.0)

@@ -29,8 +29,10 @@ def test_cluster_finder_compiles(tmp_path, dtype, k):
         assert f"Compiling entry function '{name}'" in log
 
 
-@pytest.mark.parametrize(("dtype", "k", "rows"), [("float32", 3, 16), ("float64", 9, 32)])
-def test_tracking_persistent_compiles(tmp_path, dtype, k, rows):
+@pytest.mark.parametrize(("dtype", "k", "rows", "min_blocks"), [("float32", 3, 20, 2), ("float64", 9, 20, 2),
+                                                               ("float64", 11, 32, 2), ("float32", 9, 40, 1)])
+def test_tracking_persistent_compiles(tmp_path, dtype, k, rows, min_blocks):
     log = _nvcc(tmp_path, build.kernel_dir() / pipeline.TRACK_KERNEL_FILE,
-                pipeline.persistent_compile_options(dtype, k, rows), rdc=True)
+                pipeline.persistent_compile_options(dtype, k, rows, min_blocks), rdc=True)
     assert "Compiling entry function 'track_persistent'" in log
+    assert "bytes spill stores" in log and "too much shared data" not in log

@@ -7,14 +7,17 @@ import pytest
 
 from clusterbench.errors import InputError
 from clusterbench.workload import build, pipeline
-from clusterbench.workload.pipeline import (TRACK_TILE_COLS, TRACK_WARPS, check_coresident, persistent_compile_options,
-                                            persistent_geometry, persistent_mean_bytes, persistent_min_blocks)
+from clusterbench.workload.pipeline import (TRACK_TILE_COLS, check_coresident, persistent_compile_options, persistent_fits,
+                                            persistent_geometry, persistent_mean_bytes, persistent_min_blocks,
+                                            persistent_warps)
 
 
 def test_geometry_of_a_400x400_frame():
     # 400 columns: 12 full tiles of 32 and one of 16; 400 rows: 25 tiles of 16, or 13 of 32 (the last of 16)
     assert persistent_geometry(400, 400, 16) == (13, 25, 325)
     assert persistent_geometry(400, 400, 32) == (13, 13, 169)
+    assert persistent_geometry(400, 400, 20) == (13, 20, 260)
+    assert persistent_geometry(400, 400, 40) == (13, 10, 130)
 
 
 def test_geometry_of_partial_tiles():
@@ -23,32 +26,39 @@ def test_geometry_of_partial_tiles():
     assert persistent_geometry(1, 1, 8) == (1, 1, 1)
 
 
-def test_tile_rows_must_be_a_multiple_of_the_warps():
-    with pytest.raises(InputError, match="multiple of 8"):
-        persistent_geometry(400, 400, 12)
-    with pytest.raises(InputError, match="multiple of 8"):
-        persistent_geometry(400, 400, 0)
+def test_tile_rows_must_be_even_and_at_most_64():
+    for bad in (0, 7, 13, 66):
+        with pytest.raises(InputError, match="even number from 2 to 64"):
+            persistent_geometry(400, 400, bad)
+
+
+def test_two_own_pixels_per_thread():
+    assert [persistent_warps(r) for r in (2, 8, 16, 20, 40, 64)] == [1, 4, 8, 10, 20, 32]
 
 
 def test_the_h200_holds_every_tile_of_a_400x400_frame():
-    # 132 SMs (H200); 16-row tiles need 3 resident blocks per SM (325 <= 396), 32-row tiles 2 (169 <= 264)
-    check_coresident(325, persistent_min_blocks(16), 132)
-    check_coresident(169, persistent_min_blocks(32), 132)
+    # 132 SMs (H200): 325 tiles of 16 rows need 3 resident blocks per SM (396 >= 325), 260 of 20 rows 2,
+    # 130 of 40 rows 1, 169 of 32 rows 2 (worked out by hand: ceil(tiles / 132))
+    assert [persistent_min_blocks(t, 132) for t in (325, 260, 130, 169, 650, 132, 133)] == [3, 2, 1, 2, 5, 1, 2]
+    check_coresident(325, persistent_min_blocks(325, 132), 132)
     with pytest.raises(InputError, match="needs 325 resident blocks"):
         check_coresident(325, 2, 132)
 
 
-def test_min_blocks_allow_the_tiles_of_a_400x400_frame_on_132_sms():
-    for rows in (16, 32):
-        tiles = persistent_geometry(400, 400, rows)[2]
-        assert tiles <= persistent_min_blocks(rows) * 132
+def test_residency_is_bounded_by_threads_per_sm():
+    # threads per SM = ceil(tiles / SMs) * 32 * rows / 2: 3 * 256 = 768, 2 * 320 = 640, 1 * 640, 2 * 512 = 1024
+    for rows in (8, 16, 20, 32, 40):
+        assert persistent_fits(persistent_geometry(400, 400, rows)[2], rows, 132)
+    # 64-row tiles: 7 x 13 = 91 tiles, 1 per SM, 1024 threads: fits; on 40 SMs 3 per SM, 3072 threads: no
+    assert persistent_fits(91, 64, 132) and not persistent_fits(91, 64, 40)
+    assert not persistent_fits(325, 16, 60)  # 6 blocks of 256 threads per SM
 
 
 def test_compile_options_keep_the_workload_options_and_add_the_geometry():
-    opts = persistent_compile_options("float64", 11, 32)
+    opts = persistent_compile_options("float64", 11, 32, 2)
     assert "--fmad=false" in opts and "-DCB_T=double" in opts and "-DCB_K=11" in opts
-    assert "-DCB_PTH=32" in opts and f"-DCB_PBY={TRACK_WARPS}" in opts and "-DCB_PMINB=2" in opts
-    assert "-DCB_PMINB=3" in persistent_compile_options("float32", 3)
+    assert "-DCB_PTH=32" in opts and "-DCB_PBY=16" in opts and "-DCB_PMINB=2" in opts
+    assert "-DCB_PBY=10" in persistent_compile_options("float32", 3, 20, 2)
 
 
 def test_per_frame_means_per_stream():
@@ -72,8 +82,7 @@ def test_the_kernel_file_has_the_entry_point_and_defaults_of_the_host():
     src = (build.kernel_dir() / pipeline.TRACK_KERNEL_FILE).read_text()
     assert 'extern "C" __global__' in src and "track_persistent(" in src
     assert re.search(r"#define CB_PTH %d\b" % pipeline.TRACK_TILE_ROWS, src)
-    assert re.search(r"#define CB_PBY %d\b" % TRACK_WARPS, src)
-    assert re.search(r"#define CB_PMINB %d\b" % pipeline.TRACK_MIN_BLOCKS, src)
+    assert re.search(r"#define CB_PBY %d\b" % persistent_warps(pipeline.TRACK_TILE_ROWS), src)
     # the kernel's 17 parameters, in the order _launch_persistent passes them
     sig = src[src.index("track_persistent("):src.index(")", src.index("int sync_mode"))]
     names = [re.split(r"[\s*]+", a.strip())[-1] for a in sig[len("track_persistent("):].split(",")]
@@ -153,10 +162,14 @@ def test_measured_defaults_follow_dtype_and_residency():
     p = WorkloadParams()
     assert choose_kernels(p, 132) == ("slide", "coop")
     assert choose_kernels(p.replace(pedestal_dtype="float64"), 132)[0] == "twophase"
-    # 400x400 in 32x16 tiles: ceil(400/32) = 13 tiles across, ceil(400/16) = 25 down, 325 tiles; at the
-    # conservative 3 blocks per SM they fit on 109 SMs (327 places) but not on 108 (324)
-    assert choose_kernels(p, 109)[1] == "coop"
-    assert choose_kernels(p, 108)[1] == "graph"
+    # 400x400 in the default 32x20 tiles: ceil(400/32) = 13 tiles across, 400/20 = 20 down, 260 tiles of
+    # 320 threads; at most 1024 persistent threads per SM, i.e. 3 blocks: they fit on 87 SMs (261 places)
+    # but not on 86 (258)
+    assert choose_kernels(p, 87)[1] == "coop"
+    assert choose_kernels(p, 86)[1] == "graph"
+    # 16-row tiles (325 of 256 threads, 4 per SM at most): 82 SMs hold 328, 81 only 324
+    assert choose_kernels(p, 82, track_tile_rows=16)[1] == "coop"
+    assert choose_kernels(p, 81, track_tile_rows=16)[1] == "graph"
     # an explicit choice, or the params record's, wins over every default
     assert choose_kernels(p, 8, tracking_kernel="flags") == ("slide", "flags")
     assert choose_kernels(p.replace(tracking_kernel="graph", frozen_kernel="strip"), 132) == ("strip", "graph")

@@ -484,7 +484,7 @@ frozen_classify(const u16* __restrict__ frames, int n_frames, int fpb, const T* 
 #define CB_SNW 8    // warps per slide block
 #endif
 #ifndef CB_SMINB
-#define CB_SMINB 2  // resident slide blocks per SM the register allocation must allow (128 registers)
+#define CB_SMINB 3  // resident slide blocks per SM the register allocation must allow (80 registers; see pipeline.py)
 #endif
 static constexpr int STH = CB_STH;
 static constexpr int SNW = CB_SNW;

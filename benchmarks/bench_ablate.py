@@ -1,0 +1,154 @@
+"""Where the time of the new kernels goes, and which variant is fastest (run on the GPU machine).
+
+    python3 benchmarks/bench_ablate.py [--json out.json] [--only tracking|frozen] [--quick]
+
+Kernel µs per frame, 1 stream, CUDA events, 500 frames already on the GPU, median of 5, f32 and f64,
+3x3 and 9x9 (synthetic MOENCH-like frames, 130 photons/frame):
+
+- **tracking, "coop"** (track_persistent): the default build, the window total by the exact
+  row-major sum (CB_PSEP=0) and by the separable filter (CB_PSEP=1), each with and without the
+  compaction; then leave-one-out variants (CB_ABL bits): no grid step (a block barrier instead), no
+  per-frame halo-mean loads, no per-frame mean stores, no window total, and all three memory and sync
+  stages at once; and other tile heights and register caps.
+- **frozen, "slide"** (frozen_slide): with and without the compaction, at other register caps
+  (CB_SMINB: resident blocks per SM the registers must allow) and tile heights (CB_STH).
+
+The leave-one-out variants compute wrong clusters by design: their figures are only time. Every
+other variant's clusters on those 500 frames are compared byte for byte with the default build's,
+and a variant that differs is reported as such. A difference of two timings says what the left-out
+stage costs inside the running kernel (overlap included), not what it costs alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from clusterbench.workload.params import WorkloadParams  # noqa: E402
+
+CHECK = 500  # frames per timing, and frames whose clusters a variant must reproduce
+ABL = {1: "no grid step", 2: "no halo-mean loads", 4: "no mean stores", 8: "no window total",
+       7: "no step, loads or stores"}
+
+
+def _same(a, b) -> bool:
+    return len(a) == len(b) and all(g.found == r.found and g.records.tobytes() == r.records.tobytes()
+                                    for g, r in zip(a, b))
+
+
+def _one(rows: list, frames, p, name: str, check_against=None, timing_only: bool = False, **kw) -> object:
+    """Time one variant with and without the compaction; compare its clusters unless timing_only."""
+    from clusterbench.workload.pipeline import Pipeline
+
+    row = {"config": f"{p.cluster}x{p.cluster}", "dtype": p.pedestal_dtype, "mode": p.pedestal, "variant": name,
+           "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()}}
+    got = None
+    try:
+        with Pipeline(p, frames, **kw) as pipe:
+            pipe.compute_pedestal()
+            row["us_with_compact"] = pipe.time_kernel(CHECK, repeats=5)
+            row["us_find_only"] = pipe.time_kernel(CHECK, repeats=5, compact=False)
+            if not timing_only:
+                pipe.reset_pedestal()
+                got = pipe.run_pass(CHECK, collect=True).clusters
+    except Exception as exc:  # one failing variant (e.g. too much shared memory) must not hide the others
+        row["error"] = str(exc)[:300]
+        print(f"{row['config']} {row['dtype']} {row['mode']} {name}: FAILED: {row['error']}", flush=True)
+        rows.append(row)
+        return None
+    if timing_only:
+        row["same"] = None
+    elif check_against is not None:
+        row["same"] = _same(got, check_against)
+    else:
+        row["same"] = "ref"
+    rows.append(row)
+    same = {None: "timing only", "ref": "reference", True: "identical", False: "CLUSTERS DIFFER"}[row["same"]]
+    print(f"{row['config']} {row['dtype']} {row['mode']:8} {name:34} {row['us_with_compact']:7.3f} µs "
+          f"(find only {row['us_find_only']:7.3f})  {same}", flush=True)
+    return got
+
+
+def tracking(rows: list, frames, base, quick: bool = False) -> None:
+    for dtype in ("float32", "float64"):
+        for k, cap in ((3, 3000), (9, 1700)):
+            p = base.replace(cluster=k, cap=cap, streams=1, batch=CHECK, pedestal_dtype=dtype, pedestal="tracking")
+            ref = _one(rows, frames, p, "coop, default build", tracking_kernel="coop")
+            if quick:  # tile heights, and at 3x3 the window read once per pixel (CB_PDIRECT) or the row-max pass
+                for th in (16, 20, 40):
+                    for direct in ((0, 1) if k == 3 else (None,)):
+                        name = f"coop, {th}-row tiles" + ("" if direct is None else f", CB_PDIRECT={direct}")
+                        _one(rows, frames, p, name, ref, tracking_kernel="coop", track_tile_rows=th,
+                             defines=() if direct is None else (f"-DCB_PDIRECT={direct}",))
+                continue
+            for sep in (0, 1):
+                _one(rows, frames, p, f"coop, CB_PSEP={sep}", ref, tracking_kernel="coop",
+                     defines=(f"-DCB_PSEP={sep}",))
+            # tile heights: 16 rows (325 tiles, 3 blocks of 8 warps per SM), 20 (260, 2 of 10 warps),
+            # 40 (130, 1 of 20 warps), 32 (169, 2 of 16 warps), 8 (650, 5 of 4 warps)
+            for th in (20, 40, 32, 8):
+                _one(rows, frames, p, f"coop, {th}-row tiles", ref, tracking_kernel="coop", track_tile_rows=th)
+            if dtype == "float64":
+                continue
+            _one(rows, frames, p, "flags, default build", ref, tracking_kernel="flags")
+            _one(rows, frames, p, "flags, 20-row tiles", ref, tracking_kernel="flags", track_tile_rows=20)
+            for bits, what in ABL.items():
+                _one(rows, frames, p, f"coop, {what} (CB_ABL={bits})", timing_only=True, tracking_kernel="coop",
+                     defines=(f"-DCB_ABL={bits}",))
+
+
+def frozen(rows: list, frames, base, quick: bool = False) -> None:
+    for dtype in ("float32", "float64"):
+        for k, cap in ((3, 3000), (9, 1700)):
+            p = base.replace(cluster=k, cap=cap, streams=1, batch=CHECK, pedestal_dtype=dtype, pedestal="frozen")
+            ref = _one(rows, frames, p, "slide, default build", frozen_kernel="slide")
+            _one(rows, frames, p, "twophase", ref, frozen_kernel="twophase")
+            # (CB_STH, CB_SMINB): ptxas (nvcc 13.0, sm_90) at 3x3 f32 gives 160 registers and no spill at (16, 1),
+            # 128 and 16 B of spill at (16, 2), 80 and 148 B at (16, 3), 102 and no spill at (8, 2), 80 and 40 B
+            # at (8, 3), 64 and 80 B at (8, 4)
+            geometries = ((16, 3), (16, 4), (12, 3), (12, 4), (8, 4)) if quick else (
+                (16, 1), (16, 2), (16, 3), (16, 4), (12, 3), (12, 4), (8, 2), (8, 3), (8, 4))
+            for th, minb in geometries:
+                _one(rows, frames, p, f"slide, CB_STH={th}, CB_SMINB={minb}", ref, frozen_kernel="slide",
+                     slide_rows=th, defines=(f"-DCB_SMINB={minb}",))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--only", choices=("tracking", "frozen"), help="one mode only")
+    ap.add_argument("--frames", type=int, default=2000, help="frames of the params record (the pool is reused)")
+    ap.add_argument("--quick", action="store_true", help="fewer variants: tile heights, register caps, CB_PDIRECT")
+    args = ap.parse_args()
+
+    import cupy as cp
+
+    from clusterbench.workload.synth import build_frames
+
+    dev = cp.cuda.runtime.getDeviceProperties(0)
+    name = dev["name"].decode() if isinstance(dev["name"], bytes) else str(dev["name"])
+    t0 = time.perf_counter()
+    base = WorkloadParams(frames=args.frames)
+    frames = build_frames(base)
+    print(f"{name}; data: {frames.source}, built in {time.perf_counter() - t0:.1f} s; kernel µs per frame, "
+          f"1 stream, CUDA events, {CHECK} frames, median of 5", flush=True)
+    rows: list = []
+    if args.only in (None, "tracking"):
+        tracking(rows, frames, base, args.quick)
+    if args.only in (None, "frozen"):
+        frozen(rows, frames, base, args.quick)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": name, "cupy": cp.__version__, "rows": rows}, indent=2) + "\n")
+    bad = [r for r in rows if r.get("same") is False]
+    if bad:
+        print(f"{len(bad)} variant(s) computed different clusters", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
