@@ -41,15 +41,17 @@ def _same(a, b) -> bool:
                                     for g, r in zip(a, b))
 
 
-def _one(rows: list, frames, p, name: str, check_against=None, timing_only: bool = False, **kw) -> object:
+def _one(rows: list, frames, p, name: str, check_against=None, timing_only: bool = False, fpb: int | None = None,
+         **kw) -> object:
     """Time one variant with and without the compaction; compare its clusters unless timing_only."""
     from clusterbench.workload.pipeline import Pipeline
 
     row = {"config": f"{p.cluster}x{p.cluster}", "dtype": p.pedestal_dtype, "mode": p.pedestal, "variant": name,
-           "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()}}
+           "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()}, "fpb": fpb}
     got = None
     try:
         with Pipeline(p, frames, **kw) as pipe:
+            pipe.fpb = fpb  # frames per frozen block; None: the pipeline's choice
             pipe.compute_pedestal()
             row["us_with_compact"] = pipe.time_kernel(CHECK, repeats=5)
             row["us_find_only"] = pipe.time_kernel(CHECK, repeats=5, compact=False)
@@ -118,10 +120,24 @@ def frozen(rows: list, frames, base, quick: bool = False) -> None:
                      slide_rows=th, defines=(f"-DCB_SMINB={minb}",))
 
 
+def slide(rows: list, frames, base) -> None:
+    """frozen_slide at 3x3 and 5x5: the per-row vote before the total (CB_SALWAYS), and frames per block."""
+    for dtype in ("float32", "float64"):
+        for k, cap in ((3, 3000), (5, 3000)):
+            p = base.replace(cluster=k, cap=cap, streams=1, batch=CHECK, pedestal_dtype=dtype, pedestal="frozen")
+            ref = _one(rows, frames, p, "slide, default build", frozen_kernel="slide")
+            _one(rows, frames, p, "slide, CB_SALWAYS=1", ref, frozen_kernel="slide", defines=("-DCB_SALWAYS=1",))
+            for fpb in (16, 24):
+                _one(rows, frames, p, f"slide, {fpb} frames per block", ref, frozen_kernel="slide", fpb=fpb)
+                _one(rows, frames, p, f"slide, CB_SALWAYS=1, {fpb} frames per block", ref, frozen_kernel="slide",
+                     fpb=fpb, defines=("-DCB_SALWAYS=1",))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write every figure here")
-    ap.add_argument("--only", choices=("tracking", "frozen"), help="one mode only")
+    ap.add_argument("--only", choices=("tracking", "frozen", "slide"),
+                    help="one mode only; slide: frozen_slide's row vote and frames per block at 3x3 and 5x5")
     ap.add_argument("--frames", type=int, default=2000, help="frames of the params record (the pool is reused)")
     ap.add_argument("--quick", action="store_true", help="fewer variants: tile heights, register caps, CB_PDIRECT")
     args = ap.parse_args()
@@ -142,6 +158,8 @@ def main() -> int:
         tracking(rows, frames, base, args.quick)
     if args.only in (None, "frozen"):
         frozen(rows, frames, base, args.quick)
+    if args.only == "slide":
+        slide(rows, frames, base)
     if args.json:
         Path(args.json).write_text(json.dumps({"device": name, "cupy": cp.__version__, "rows": rows}, indent=2) + "\n")
     bad = [r for r in rows if r.get("same") is False]
