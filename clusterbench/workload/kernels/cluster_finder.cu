@@ -471,7 +471,7 @@ frozen_classify(const u16* __restrict__ frames, int n_frames, int fpb, const T* 
 //     Strip::classify<false>, and the total where a window max <= thr needs it: summed in row-major
 //     order from 0, out-of-image neighbours adding 0 (exactly the reference's zero padding).
 //     K <= 5: the total reuses the row max's shuffled values, kept in registers (no extra shuffle),
-//     warp-wide in the rows that need it (most rows at 3x3). K >= 7: few pixels need it (about 1 in
+//     warp-wide in every row (CB_SALWAYS; with CB_SALWAYS=0 only in rows that need it, most at 3x3). K >= 7: few pixels need it (about 1 in
 //     K*K) but each costs K*K adds, so the warp queues them (row, lane) in shared memory, keeps its
 //     corrected values in a per-warp shared tile, and then sums one queued pixel per lane: every lane
 //     busy, instead of a whole warp-row summing for one lane;
