@@ -1,6 +1,6 @@
 """Where the time of the new kernels goes, and which variant is fastest (run on the GPU machine).
 
-    python3 benchmarks/bench_ablate.py [--json out.json] [--only tracking|frozen] [--quick]
+    python3 benchmarks/bench_ablate.py [--json out.json] [--only tracking|frozen|slide] [--quick]
 
 Kernel µs per frame, 1 stream, CUDA events, 500 frames already on the GPU, median of 5, f32 and f64,
 3x3 and 9x9 (synthetic MOENCH-like frames, 130 photons/frame):
@@ -12,6 +12,10 @@ Kernel µs per frame, 1 stream, CUDA events, 500 frames already on the GPU, medi
   stages at once; and other tile heights and register caps.
 - **frozen, "slide"** (frozen_slide): with and without the compaction, at other register caps
   (CB_SMINB: resident blocks per SM the registers must allow) and tile heights (CB_STH).
+- **``--only slide``**: frozen_slide at 3x3 and 5x5 with and without the per-row warp vote before the
+  total (CB_SALWAYS=0 / 1) and at 16 and 24 frames per block.
+
+Figures and the calls that produced them: docs/workload.md, "Step 5".
 
 The leave-one-out variants compute wrong clusters by design: their figures are only time. Every
 other variant's clusters on those 500 frames are compared byte for byte with the default build's,
@@ -121,16 +125,15 @@ def frozen(rows: list, frames, base, quick: bool = False) -> None:
 
 
 def slide(rows: list, frames, base) -> None:
-    """frozen_slide at 3x3 and 5x5: the per-row vote before the total (CB_SALWAYS), and frames per block."""
+    """frozen_slide at 3x3 and 5x5: the per-row vote before the total (the default CB_SALWAYS=1 sums in
+    every row; CB_SALWAYS=0 votes first, as before 2026-12-01), and frames per block."""
     for dtype in ("float32", "float64"):
         for k, cap in ((3, 3000), (5, 3000)):
             p = base.replace(cluster=k, cap=cap, streams=1, batch=CHECK, pedestal_dtype=dtype, pedestal="frozen")
             ref = _one(rows, frames, p, "slide, default build", frozen_kernel="slide")
-            _one(rows, frames, p, "slide, CB_SALWAYS=1", ref, frozen_kernel="slide", defines=("-DCB_SALWAYS=1",))
+            _one(rows, frames, p, "slide, CB_SALWAYS=0", ref, frozen_kernel="slide", defines=("-DCB_SALWAYS=0",))
             for fpb in (16, 24):
                 _one(rows, frames, p, f"slide, {fpb} frames per block", ref, frozen_kernel="slide", fpb=fpb)
-                _one(rows, frames, p, f"slide, CB_SALWAYS=1, {fpb} frames per block", ref, frozen_kernel="slide",
-                     fpb=fpb, defines=("-DCB_SALWAYS=1",))
 
 
 def main() -> int:
