@@ -145,7 +145,14 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer variants: tile heights, register caps, CB_PDIRECT")
     args = ap.parse_args()
 
-    import cupy as cp
+    from clusterbench.errors import ClusterbenchError
+    from clusterbench.workload.pipeline import require_cupy
+
+    try:
+        cp = require_cupy()
+    except ClusterbenchError as exc:  # no CuPy or no GPU: one line and a hint, not a traceback
+        print(f"Error: {exc}" + (f"\n  Hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+        return 1
 
     from clusterbench.workload.synth import build_frames
 

@@ -332,13 +332,21 @@ def main() -> int:
     ap.add_argument("--json", help="write all figures here")
     ap.add_argument("--sweep", action="store_true", help="also the wide streams x batch sweep, zerocopy and tracking")
     ap.add_argument("--quick", action="store_true", help="with --sweep or --modes: fewer stream/batch combinations")
-    ap.add_argument("--modes", action="store_true",
-                    help="issue 11: both pedestal modes, every tracking and frozen kernel, streams x batch per mode")
-    ap.add_argument("--grid", action="store_true",
-                    help="the default kernels only: kernel µs at batch 500 and 2000, sustained FPS over 8 streams x batch")
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--modes", action="store_true",
+                      help="issue 11: both pedestal modes, every tracking and frozen kernel, streams x batch per mode")
+    what.add_argument("--grid", action="store_true",
+                      help="the default kernels only: kernel µs at batch 500 and 2000, sustained FPS over 8 streams x batch")
     args = ap.parse_args()
 
-    import cupy as cp
+    from clusterbench.errors import ClusterbenchError
+    from clusterbench.workload.pipeline import require_cupy
+
+    try:
+        cp = require_cupy()
+    except ClusterbenchError as exc:  # no CuPy or no GPU: one line and a hint, not a traceback
+        print(f"Error: {exc}" + (f"\n  Hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+        return 1
 
     from clusterbench.workload import build
     from clusterbench.workload.pipeline import Pipeline

@@ -243,7 +243,8 @@ class PassOutput:
     clusters: tuple[FrameClusters, ...] | None  # per frame, only with collect=True
 
 
-def _cupy() -> Any:
+def require_cupy() -> Any:
+    """CuPy with at least one CUDA device, or an EnvironmentFailure that says what is missing."""
     try:
         import cupy
     except Exception as exc:  # ImportError or a CUDA library load failure
@@ -291,9 +292,8 @@ class Pipeline:
         self.defines = check_defines(tuple(defines))
         if slide_rows is not None and not 1 <= slide_rows <= 32:
             raise InputError(f"slide tile rows must be 1..32, got {slide_rows}", hint="use e.g. 8 or 16")
-        self.slide_rows = slide_rows
         self._with_compact = True  # time_kernel(compact=False) times the find kernel alone (benchmark)
-        cp = _cupy()
+        cp = require_cupy()
         fk, tk = choose_kernels(params, cp.cuda.Device().attributes["MultiProcessorCount"], frozen_kernel,
                                 tracking_kernel, track_tile_rows)
         if tk not in TRACKING_KERNELS:
@@ -307,7 +307,6 @@ class Pipeline:
         self.frozen_kernel = kernel
         self.twophase = params.pedestal == "frozen" and kernel == "twophase"
         self.slide = params.pedestal == "frozen" and kernel == "slide"
-        cp = _cupy()
         self.cp = cp
         self.p = params
         self.frames = frames

@@ -62,9 +62,9 @@ def run_config(params: WorkloadParams, *, nvtx: bool = True, on_range: RangeCall
 
     ``on_range(kind, text)`` is called with ("push", text) right after each range is pushed and
     ("pop", text) right before it is popped, after a device synchronize."""
-    from clusterbench.workload.pipeline import Pipeline, _cupy
+    from clusterbench.workload.pipeline import Pipeline, require_cupy
 
-    cp = _cupy()
+    cp = require_cupy()
     frameset = frames if frames is not None else _frames_for(params)
     with Pipeline(params, frameset) as pipe:
         _warm_up(pipe)
