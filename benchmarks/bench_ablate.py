@@ -12,8 +12,8 @@ Kernel µs per frame, 1 stream, CUDA events, 500 frames already on the GPU, medi
   stages at once; and other tile heights and register caps.
 - **frozen, "slide"** (frozen_slide): with and without the compaction, at other register caps
   (CB_SMINB: resident blocks per SM the registers must allow) and tile heights (CB_STH).
-- **``--only slide``**: frozen_slide at 3x3 and 5x5 with and without the per-row warp vote before the
-  total (CB_SALWAYS=0 / 1) and at 16 and 24 frames per block.
+- **``--only slide``**: frozen_slide in float32 at 3x3, 5x5 and 9x9: the default build, 16 and 24 frames
+  per block, and tiles of 12 and 20 rows.
 
 Figures and the calls that produced them: docs/workload.md, "Step 5".
 
@@ -114,33 +114,33 @@ def frozen(rows: list, frames, base, quick: bool = False) -> None:
             p = base.replace(cluster=k, cap=cap, streams=1, batch=CHECK, pedestal_dtype=dtype, pedestal="frozen")
             ref = _one(rows, frames, p, "slide, default build", frozen_kernel="slide")
             _one(rows, frames, p, "twophase", ref, frozen_kernel="twophase")
-            # (CB_STH, CB_SMINB): ptxas (nvcc 13.0, sm_90) at 3x3 f32 gives 160 registers and no spill at (16, 1),
-            # 128 and 16 B of spill at (16, 2), 80 and 148 B at (16, 3), 102 and no spill at (8, 2), 80 and 40 B
-            # at (8, 3), 64 and 80 B at (8, 4)
-            geometries = ((16, 3), (16, 4), (12, 3), (12, 4), (8, 4)) if quick else (
-                (16, 1), (16, 2), (16, 3), (16, 4), (12, 3), (12, 4), (8, 2), (8, 3), (8, 4))
+            # (CB_STH, CB_SMINB); None: the kernel's own bound (24 warps per SM, or as many blocks as the shared
+            # memory holds). ptxas (nvcc 13.0, sm_90, 400x400 frames) at 3x3 f32, 16 rows: 74 registers, no spill
+            geometries = ((16, 4), (12, None), (20, None)) if quick else (
+                (16, 2), (16, 4), (8, None), (12, None), (20, None), (24, None))
             for th, minb in geometries:
-                _one(rows, frames, p, f"slide, CB_STH={th}, CB_SMINB={minb}", ref, frozen_kernel="slide",
-                     slide_rows=th, defines=(f"-DCB_SMINB={minb}",))
+                name = f"slide, CB_STH={th}" + ("" if minb is None else f", CB_SMINB={minb}")
+                _one(rows, frames, p, name, ref, frozen_kernel="slide", slide_rows=th,
+                     defines=() if minb is None else (f"-DCB_SMINB={minb}",))
 
 
 def slide(rows: list, frames, base) -> None:
-    """frozen_slide at 3x3 and 5x5: the per-row vote before the total (the default CB_SALWAYS=1 sums in
-    every row; CB_SALWAYS=0 votes first, as before 2026-12-01), and frames per block."""
-    for dtype in ("float32", "float64"):
-        for k, cap in ((3, 3000), (5, 3000)):
-            p = base.replace(cluster=k, cap=cap, streams=1, batch=CHECK, pedestal_dtype=dtype, pedestal="frozen")
-            ref = _one(rows, frames, p, "slide, default build", frozen_kernel="slide")
-            _one(rows, frames, p, "slide, CB_SALWAYS=0", ref, frozen_kernel="slide", defines=("-DCB_SALWAYS=0",))
-            for fpb in (16, 24):
-                _one(rows, frames, p, f"slide, {fpb} frames per block", ref, frozen_kernel="slide", fpb=fpb)
+    """frozen_slide in float32 at 3x3, 5x5 and 9x9: the default build, fewer frames per block, and other
+    tile heights."""
+    for k, cap in ((3, 3000), (5, 3000), (9, 1700)):
+        p = base.replace(cluster=k, cap=cap, streams=1, batch=CHECK, pedestal_dtype="float32", pedestal="frozen")
+        ref = _one(rows, frames, p, "slide, default build", frozen_kernel="slide")
+        for fpb in (16, 24):
+            _one(rows, frames, p, f"slide, {fpb} frames per block", ref, frozen_kernel="slide", fpb=fpb)
+        for th in (12, 20):
+            _one(rows, frames, p, f"slide, CB_STH={th}", ref, frozen_kernel="slide", slide_rows=th)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--only", choices=("tracking", "frozen", "slide"),
-                    help="one mode only; slide: frozen_slide's row vote and frames per block at 3x3 and 5x5")
+                    help="one mode only; slide: frozen_slide's frames per block and tile heights, f32")
     ap.add_argument("--frames", type=int, default=2000, help="frames of the params record (the pool is reused)")
     ap.add_argument("--quick", action="store_true", help="fewer variants: tile heights, register caps, CB_PDIRECT")
     args = ap.parse_args()

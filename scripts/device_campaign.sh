@@ -15,6 +15,10 @@
 #   bash scripts/device_campaign.sh H1  # issue 11, second session: every GPU test, make run on the GPU
 #   bash scripts/device_campaign.sh H2  # issue 11: bench_workload --modes --quick, the tracking probe,
 #                                       # bench_ablate --quick (H_BUDGET_S bounds each part)
+#   bash scripts/device_campaign.sh I1  # issue 11, third session (frozen_slide, two columns per lane): the
+#                                       # workload GPU tests, bench_ablate --only frozen --quick, the previous
+#                                       # frozen_slide timed in the same call (OLD_TREE: a checkout of it),
+#                                       # bench_workload --grid, make run (H_BUDGET_S bounds the parts)
 #   bash scripts/device_campaign.sh F1  # issue 12: build aare (make aare-cuda), GPU tests and the aare
 #                                       #   cluster check, probe configs/aare_cuda.toml and configs.toml,
 #                                       #   rows vs analyze, compare ours against aare's, side-by-side table
@@ -24,7 +28,7 @@
 # writes it to .device/REVISION first (git rev-parse HEAD, plus -dirty for a dirty tree).
 # Logs and a tarball of results (no traces but one) go to $OUT.
 set -u
-part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G|H1|H2}
+part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G|H1|H2|I1}
 OUT=${OUT:-/tmp/cb-out}
 [ -f .device/REVISION ] && export CLUSTERBENCH_GIT_REV=$(cat .device/REVISION)
 mkdir -p "$OUT" logs
@@ -293,7 +297,7 @@ print(min(ok, key=ok.get) if ok else 'coop')")
         | tee logs/probe_gpus_all.log | tail -12
 fi
 
-if [ "$part" = H1 ] || [ "$part" = H2 ]; then
+if [ "$part" = H1 ] || [ "$part" = H2 ] || [ "$part" = I1 ]; then
     # Issue 11, second session: H1 runs every GPU test on the final code and make run (the newcomer's GPU
     # run, configs/smoke.toml); H2 the workload benchmark (both modes, every kernel, streams x batch), the
     # tracking probe on the default persistent kernel, and the kernel variants of benchmarks/bench_ablate.py.
@@ -330,6 +334,40 @@ if [ "$part" = H2 ]; then
     timeout "$(budget 120)" python3 benchmarks/bench_ablate.py --quick --json logs/bench_ablate.json \
         > logs/bench_ablate.log 2>&1; echo "bench_ablate exit $?" >> logs/bench_ablate.log
     grep -a "µs\|FAIL\|exit" logs/bench_ablate.log | tail -45
+fi
+
+if [ "$part" = I1 ]; then
+    step "GPU tests of the workload (every kernel against the NumPy reference)"
+    timeout "$(budget 200)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=5 tests/workload \
+        > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log
+    tail -12 logs/pytest_gpu_workload.log
+    step "frozen kernels: python3 benchmarks/bench_ablate.py --only frozen --quick"
+    timeout "$(budget 150)" python3 benchmarks/bench_ablate.py --only frozen --quick --json logs/bench_ablate_frozen.json \
+        > logs/bench_ablate_frozen.log 2>&1; echo "bench_ablate exit $?" >> logs/bench_ablate_frozen.log
+    grep -a "µs\|FAIL\|exit" logs/bench_ablate_frozen.log | tail -30
+    if [ -n "${OLD_TREE:-}" ] && [ -d "$OLD_TREE" ]; then
+        step "the previous frozen_slide ($OLD_TREE), the same timing: 1 stream, CUDA events, 500 frames, median of 5"
+        ( cd "$OLD_TREE" && PYTHONPATH="$PWD" timeout "$(budget 60)" python3 -c "
+from clusterbench.workload.params import WorkloadParams
+from clusterbench.workload.pipeline import Pipeline
+from clusterbench.workload.synth import build_frames
+base = WorkloadParams(frames=2000)
+frames = build_frames(base)
+for k, cap in ((3, 3000), (9, 1700)):
+    p = base.replace(cluster=k, cap=cap, streams=1, batch=500, pedestal_dtype='float32', pedestal='frozen')
+    with Pipeline(p, frames, frozen_kernel='slide') as pipe:
+        pipe.compute_pedestal()
+        a, b = pipe.time_kernel(500, repeats=5), pipe.time_kernel(500, repeats=5, compact=False)
+    print(f'previous slide {k}x{k} float32: {a:.3f} us per frame (find only {b:.3f})')
+" ) 2>&1 | tee logs/previous_slide.log | tail -4
+    fi
+    step "sustained FPS: python3 benchmarks/bench_workload.py --grid"
+    timeout "$(budget 100)" python3 benchmarks/bench_workload.py --grid --json logs/bench_grid.json \
+        > logs/bench_grid.log 2>&1; echo "bench exit $?" >> logs/bench_grid.log
+    tail -28 logs/bench_grid.log
+    step "make run (a GPU is present: the probe of configs/smoke.toml)"
+    ( time timeout "$(budget 120)" make run ) > logs/make_run.log 2>&1; echo "make run exit $?" >> logs/make_run.log
+    tail -30 logs/make_run.log
 fi
 
 snap

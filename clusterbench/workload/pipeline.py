@@ -63,37 +63,41 @@ TRACK_MAX_THREADS_PER_SM = 1024  # resident persistent threads per SM at most: 6
 
 
 # Frozen-mode kernels: build.FROZEN_KERNELS ("strip", "twophase") plus "slide", the register sliding window
-# (frozen_slide in cluster_finder.cu: no block barrier per frame; mask words of 32 - 2H columns).
+# (frozen_slide in cluster_finder.cu: no block barrier per frame; two columns per lane, mask words of about
+# 32 - H columns, slide_geometry).
 FROZEN_KERNELS = params_mod.FROZEN_KERNELS  # build.FROZEN_KERNELS plus "slide"
 assert FROZEN_KERNELS == tuple(build.FROZEN_KERNELS) + ("slide",)
 DEFAULT_FROZEN_KERNEL = build.DEFAULT_FROZEN_KERNEL  # "twophase": the default for a float64 pedestal
 # float32 defaults to the sliding window: on the H200, 2026-12-01, 0.656 µs/frame at 3x3 against twophase's
 # 1.106, 1.368 against 1.806 at 9x9. In float64 it lost at 9x9 (5.64 against 2.72 µs), so twophase stays.
 DEFAULT_FROZEN_KERNEL_BY_DTYPE = {"float32": "slide", "float64": DEFAULT_FROZEN_KERNEL}
-SLIDE_WARPS = 8  # CB_SNW: warps per frozen_slide block, each walking its own frames of the block's tile
+SLIDE_WARPS = 8  # CB_SNW up to 5x5: warps per frozen_slide block, each walking its own frames of the block's tile
 SLIDE_MAX_FRAMES_PER_BLOCK = 32  # the tile's mean and thresholds are loaded once for these frames
-SLIDE_TILE_ROWS = 16  # CB_STH: output rows per frozen_slide tile; with CB_SMINB 3 (80 registers and some spill:
-# ptxas, sm_90) it was the fastest or within 0.03 µs of it of the 9 geometries timed on the H200 (docs/workload.md)
+SLIDE_TILE_ROWS = 16  # CB_STH: output rows per frozen_slide tile (docs/workload.md, "Step 4" to "Step 6")
 
 
 def slide_tile_rows(cluster: int) -> int:
-    """CB_STH: output rows per frozen_slide tile (16: a 7x7-and-up warp keeps its 16 + 2H rows of corrected
-    values in shared memory, 48 KiB of static shared memory per block at most)."""
+    """CB_STH: output rows per frozen_slide tile (16: a 7x7-and-up warp keeps its 16 + 2H rows of values
+    in shared memory, 48 KiB of static shared memory per block at most)."""
     return SLIDE_TILE_ROWS
 
 
 def slide_warps(pedestal_dtype: str, cluster: int) -> int:
-    """CB_SNW: warps per frozen_slide block. From 7x7 up each warp keeps (16 + 2H) x 32 corrected values in
-    shared memory: in float64 only 4 warps fit the 48 KiB of static shared memory (11x11: 39.5 KB)."""
-    return 4 if pedestal_dtype == "float64" and cluster >= 7 else SLIDE_WARPS
+    """CB_SNW: warps per frozen_slide block. From 7x7 up each warp keeps (16 + 2H) x 64 values in shared
+    memory, so fewer warps fit the 48 KiB of static shared memory: 4 in float32, 1 in float64."""
+    if cluster <= 5:
+        return SLIDE_WARPS
+    return 4 if pedestal_dtype == "float32" else 1
 
 
 def slide_geometry(rows: int, cols: int, cluster: int, tile_rows: int | None = None) -> tuple[int, int, int]:
-    """(columns per mask word = per warp, mask words per row, tiles) of frozen_slide: a warp spans 32
-    columns, the outer cluster//2 on each side being halo; ``tile_rows`` overrides CB_STH (benchmark)."""
-    ow = 32 - 2 * (cluster // 2)
-    wpr = -(-cols // ow)
-    return ow, wpr, wpr * -(-rows // (tile_rows or slide_tile_rows(cluster)))
+    """(columns per mask word, mask words per row, tiles) of frozen_slide. A warp spans 64 columns, two
+    per lane: 2 * ow output columns (two mask words) and H halo columns on each side, H + 1 for an odd H
+    (so that each lane's pair is one aligned 32-bit load). ``tile_rows`` overrides CB_STH (benchmark)."""
+    h = cluster // 2
+    ow = 32 - h - (h & 1)
+    tiles_x = -(-cols // (2 * ow))
+    return ow, 2 * tiles_x, tiles_x * -(-rows // (tile_rows or slide_tile_rows(cluster)))
 
 
 def slide_frames_per_block(n_frames: int, tiles: int, sm_count: int) -> int:
@@ -104,10 +108,13 @@ def slide_frames_per_block(n_frames: int, tiles: int, sm_count: int) -> int:
 
 
 def main_compile_options(pedestal_dtype: str, cluster: int, tile_rows: int | None = None,
-                         slide_rows: int | None = None) -> tuple[str, ...]:
-    """cluster_finder.cu's options: build.compile_options plus frozen_slide's tile height."""
+                         slide_rows: int | None = None, frame: tuple[int, int] | None = None) -> tuple[str, ...]:
+    """cluster_finder.cu's options: build.compile_options plus frozen_slide's tile height and warps, and the
+    frame's (rows, cols) when given, so that frozen_slide's row offsets are immediates (and an even width
+    reads a lane's two columns in one 32-bit load)."""
+    shape = (f"-DCB_SROWS={frame[0]}", f"-DCB_SCOLS={frame[1]}") if frame else ()
     return build.compile_options(pedestal_dtype, cluster, tile_rows) + (
-        f"-DCB_STH={slide_rows or slide_tile_rows(cluster)}", f"-DCB_SNW={slide_warps(pedestal_dtype, cluster)}")
+        f"-DCB_STH={slide_rows or slide_tile_rows(cluster)}", f"-DCB_SNW={slide_warps(pedestal_dtype, cluster)}") + shape
 
 
 def check_defines(defines: tuple[str, ...]) -> tuple[str, ...]:
@@ -122,12 +129,12 @@ def check_defines(defines: tuple[str, ...]) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def _main_module(pedestal_dtype: str, cluster: int, tile_rows: int | None = None, slide_rows: int | None = None,
-                 defines: tuple[str, ...] = ()) -> Any:
+                 defines: tuple[str, ...] = (), frame: tuple[int, int] | None = None) -> Any:
     import cupy
 
     source = (build.kernel_dir() / build.KERNEL_FILE).read_text()
-    return cupy.RawModule(code=source, options=main_compile_options(pedestal_dtype, cluster, tile_rows, slide_rows)
-                          + defines)
+    return cupy.RawModule(code=source, options=main_compile_options(pedestal_dtype, cluster, tile_rows, slide_rows,
+                                                                    frame) + defines)
 
 
 def persistent_warps(tile_rows: int) -> int:
@@ -332,7 +339,8 @@ class Pipeline:
         pool_view[...] = frames.pool
         self.pool = pool_view
 
-        mod = _main_module(params.pedestal_dtype, params.cluster, tile_rows, slide_rows, self.defines)
+        mod = _main_module(params.pedestal_dtype, params.cluster, tile_rows, slide_rows, self.defines,
+                           (params.rows, params.cols))
         self.k_acc = mod.get_function("pedestal_accumulate")
         self.k_fin = mod.get_function("pedestal_finish")
         self.k_frozen = mod.get_function("find_frozen")
@@ -445,7 +453,7 @@ class Pipeline:
     # -- pedestal ---------------------------------------------------------------------------------
     def compute_pedestal(self) -> None:
         """sum/sum2 of the dark frames (float64, on the GPU), then mean and threshold."""
-        cp, p = self.cp, self.p
+        cp = self.cp
         self.sum.fill(0)
         self.sum2.fill(0)
         grid = (-(-self.npix // 256),)

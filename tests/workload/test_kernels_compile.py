@@ -22,11 +22,13 @@ def _nvcc(tmp_path, src, options, rdc=False):
     return proc.stderr
 
 
-@pytest.mark.parametrize(("dtype", "k"), [("float32", 3), ("float64", 11)])
-def test_cluster_finder_compiles(tmp_path, dtype, k):
-    log = _nvcc(tmp_path, build.kernel_dir() / build.KERNEL_FILE, pipeline.main_compile_options(dtype, k))
+@pytest.mark.parametrize(("dtype", "k", "frame"), [("float32", 3, None), ("float64", 11, None),
+                                                  ("float32", 9, (400, 400)), ("float64", 9, (400, 401))])
+def test_cluster_finder_compiles(tmp_path, dtype, k, frame):
+    log = _nvcc(tmp_path, build.kernel_dir() / build.KERNEL_FILE, pipeline.main_compile_options(dtype, k, frame=frame))
     for name in ("frozen_slide", "frozen_classify", "frozen_compact", "find_tracking"):
         assert f"Compiling entry function '{name}'" in log
+    assert "too much shared data" not in log
 
 
 @pytest.mark.parametrize(("dtype", "k", "rows", "min_blocks"), [("float32", 3, 20, 2), ("float64", 9, 20, 2),

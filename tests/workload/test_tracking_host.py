@@ -98,15 +98,19 @@ def test_frozen_compact_takes_a_mean_stride():
 
 
 # -- frozen_slide (the register sliding window) ---------------------------------------------------------
-def test_slide_geometry_words_of_32_minus_2h_columns():
+def test_slide_geometry_two_words_per_tile_of_64_columns():
     from clusterbench.workload.pipeline import slide_geometry, slide_tile_rows
 
-    # 3x3: 30 output columns per warp, 14 words per 400-column row, 25 tiles of 16 rows
-    assert slide_geometry(400, 400, 3) == (30, 14, 14 * 25)
-    # 9x9: 24 columns, 17 words per row
-    assert slide_geometry(400, 400, 9) == (24, 17, 17 * 25)
-    # 11x11: 22 columns; the coarse test frames 53 wide: 3 words, 37 rows: 3 tiles of 16 (the last partial)
-    assert slide_geometry(37, 53, 11) == (22, 3, 9)
+    # 3x3 (H = 1, odd: 2 halo columns each side): 60 output columns per 64-column warp, words of 30;
+    # 400 columns need 7 tiles (420), 14 words per row; 25 tiles of 16 rows
+    assert slide_geometry(400, 400, 3) == (30, 14, 7 * 25)
+    # 9x9 (H = 4, even): 56 output columns, words of 28, 8 tiles (448)
+    assert slide_geometry(400, 400, 9) == (28, 16, 8 * 25)
+    # 5x5 (H = 2): 60 columns; 7x7 (H = 3, odd): 64 - 2 * 4 = 56
+    assert slide_geometry(400, 400, 5)[0] == 30 and slide_geometry(400, 400, 7)[0] == 28
+    # 11x11 (H = 5, odd: 6 halo columns each side): 52 columns, words of 26; the coarse test frames 53 wide:
+    # 2 tiles, 4 words; 37 rows: 3 tiles of 16 (the last partial)
+    assert slide_geometry(37, 53, 11) == (26, 4, 6)
     assert {slide_tile_rows(k) for k in (3, 5, 7, 9, 11)} == {16}
 
 
@@ -114,11 +118,15 @@ def test_slide_warps_keep_the_shared_tiles_within_48_kib():
     from clusterbench.workload.pipeline import slide_tile_rows, slide_warps
 
     for dtype, itemsize in (("float32", 4), ("float64", 8)):
-        for k in (7, 9, 11):  # the queued-total path: a (16 + 2H) x 32 tile per warp, mean and thresholds
+        for k in (3, 5, 7, 9, 11):
+            # the mean (rows with halo), thresholds and K * thresholds, 64 columns each; from 7x7 up each warp's
+            # (16 + 2H) x 64 values, a queue of 160 pixels and two ballots per output row
             h, th, nw = k // 2, slide_tile_rows(k), slide_warps(dtype, k)
-            smem = (nw * (th + 2 * h) * 32 + (th + 2 * h) * 32 + th * 32) * itemsize + nw * (128 + th) * 4
-            assert smem <= build.STATIC_SMEM_MAX_BYTES
-    assert slide_warps("float32", 11) == 8 and slide_warps("float64", 9) == 4 and slide_warps("float64", 5) == 8
+            smem = ((th + 2 * h) + 2 * th) * 64 * itemsize
+            if k >= 7:
+                smem += nw * ((th + 2 * h) * 64 * itemsize + 160 * 4 + th * 2 * 4)
+            assert smem <= build.STATIC_SMEM_MAX_BYTES, (dtype, k, smem)
+    assert slide_warps("float32", 5) == 8 and slide_warps("float32", 9) == 4 and slide_warps("float64", 9) == 1
 
 
 def test_slide_frames_per_block_is_capped_and_fills_the_gpu():
@@ -131,11 +139,13 @@ def test_slide_frames_per_block_is_capped_and_fills_the_gpu():
 
 def test_slide_mask_bits_are_row_major():
     """Word w of a row covers columns w*ow .. w*ow+ow-1 (bit b: column w*ow + b), as frozen_compact
-    decodes them: walking words then bits visits the columns 0, 1, 2, ... in order."""
+    decodes them: walking words then bits visits the columns 0, 1, 2, ... in order, and the two words of
+    tile t cover its output columns t*2*ow .. t*2*ow + 2*ow - 1."""
     from clusterbench.workload.pipeline import slide_geometry
 
-    for k in (3, 5, 9, 11):
+    for k in (3, 5, 7, 9, 11):
         ow, wpr, _ = slide_geometry(1, 400, k)
+        assert wpr % 2 == 0 and (wpr - 2) * ow < 400 <= wpr * ow
         cols = [w * ow + b for w in range(wpr) for b in range(ow) if w * ow + b < 400]
         assert cols == list(range(400))
 
@@ -143,9 +153,12 @@ def test_slide_mask_bits_are_row_major():
 def test_main_compile_options_add_the_slide_geometry():
     from clusterbench.workload.pipeline import SLIDE_WARPS, main_compile_options
 
-    opts = main_compile_options("float32", 9)
-    assert "--fmad=false" in opts and "-DCB_K=9" in opts and "-DCB_STH=16" in opts and f"-DCB_SNW={SLIDE_WARPS}" in opts
-    assert "-DCB_SNW=4" in main_compile_options("float64", 11)
+    opts = main_compile_options("float32", 3)
+    assert "--fmad=false" in opts and "-DCB_K=3" in opts and "-DCB_STH=16" in opts and f"-DCB_SNW={SLIDE_WARPS}" in opts
+    assert not any(o.startswith(("-DCB_SROWS", "-DCB_SCOLS")) for o in opts)
+    assert "-DCB_SNW=4" in main_compile_options("float32", 9) and "-DCB_SNW=1" in main_compile_options("float64", 11)
+    shaped = main_compile_options("float32", 9, frame=(400, 401))
+    assert "-DCB_SROWS=400" in shaped and "-DCB_SCOLS=401" in shaped
 
 
 def test_frozen_kernels_keep_the_default_and_add_slide():

@@ -294,8 +294,8 @@ find_frozen(const u16* __restrict__ frames, int n_frames, const T* __restrict__ 
 //    image), a 32-bit word per lane as before. The slot's count is the number found. `mean_stride`
 //    is 0 in frozen mode; the persistent tracking kernel (tracking_persistent.cu) keeps one mean per
 //    frame, and passes the frame size, so that frame f's values use frame f's mean. `ow` is the number
-//    of columns one mask word covers: 32 for frozen_classify and the tracking kernel, 32 - 2H for
-//    frozen_slide (word w of a row covers columns w*ow .. w*ow+ow-1, bit b column w*ow + b, so word
+//    of columns one mask word covers: 32 for frozen_classify and the tracking kernel, SOW (32 - H, or
+//    31 - H for an odd H) for frozen_slide (word w of a row covers columns w*ow .. w*ow+ow-1, bit b column w*ow + b, so word
 //    order then bit order is still row-major pixel order).
 // Both are launched on the batch's stream: no host synchronization.
 // ---------------------------------------------------------------------------------------------
@@ -456,26 +456,31 @@ frozen_classify(const u16* __restrict__ frames, int n_frames, int fpb, const T* 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Frozen pedestal, register sliding window (frozen_slide; docs/workload.md, "Step 4"). No block
-// barrier per frame: a warp owns one frame of a tile at a time.
+// Frozen pedestal, register sliding window (frozen_slide; docs/workload.md, "Step 4" and "Step 6").
+// No block barrier per frame: a warp owns one frame of a tile at a time.
 //
-// A tile is SOW = 32 - 2H output columns x CB_STH output rows. Lane L of a warp holds image column
-// x0 - H + L, so the warp spans the tile and its left and right halo, and lanes H .. 31-H are the
-// outputs. A block of CB_SNW warps shares one tile: it loads the tile's mean (with halo rows) and
-// thresholds into shared memory once (the only __syncthreads), then warp w walks frames
-// f0 + w, f0 + w + CB_SNW, ... of its frame group. Per frame a warp:
-//   - loads its column of raw values for all CB_STH + 2H rows at once (independent predicated loads,
-//     all in flight together), then v = T(raw) - mean in registers (-inf outside the image);
-//   - per row, the K-wide row max from warp shuffles of v (2H shuffles), kept in a ring of K rows;
-//   - per output row, the window max from the ring (exact: separable), the rules of
-//     Strip::classify<false>, and the total where a window max <= thr needs it: summed in row-major
-//     order from 0, out-of-image neighbours adding 0 (exactly the reference's zero padding).
-//     K <= 5: the total reuses the row max's shuffled values, kept in registers (no extra shuffle),
-//     warp-wide in every row (CB_SALWAYS; with CB_SALWAYS=0 only in rows that need it, most at 3x3). K >= 7: few pixels need it (about 1 in
-//     K*K) but each costs K*K adds, so the warp queues them (row, lane) in shared memory, keeps its
-//     corrected values in a per-warp shared tile, and then sums one queued pixel per lane: every lane
-//     busy, instead of a whole warp-row summing for one lane;
-//   - a ballot, shifted by H, is the mask word of SOW columns (frozen_compact with ow = SOW).
+// Lane L of a warp holds two adjacent image columns, xp = x0 + 2L ("p") and xp + 1 ("q"), so a warp
+// spans 64 columns: the tile's 2 * SOW output columns and SJ0 halo columns on each side (SJ0 = H, or
+// H + 1 for an odd H so that x0 is even and a lane's pair is one aligned 32-bit load). One shuffle of
+// a neighbour lane's value serves both pixels of a lane, so a row costs about half the shuffles,
+// loads and per-row instructions of one column per lane. A block of CB_SNW warps shares one tile:
+// it loads the tile's mean (with halo rows), thresholds and K * thresholds into shared memory once
+// (the only __syncthreads), then warp w walks frames f0 + w, f0 + w + CB_SNW, ... of its frame group.
+// Per frame a warp:
+//   - loads its two columns of raw values for all CB_STH + 2H rows at once, then v = T(raw) - mean;
+//     outside the image raw and mean are 0, so v = +0 there: the reference's zero padding of the total;
+//   - per row, the K-wide row max of p and of q from the shuffled neighbour values, with -inf for
+//     columns and rows outside the image (the reference's padding of the max);
+//   - per output row, the window max (exact: separable; from 7x7 up by prefix and suffix maxima over
+//     blocks of K rows, about 3 max per row in place of K - 1), the rules of Strip::classify<false>,
+//     and the total where a window max <= thr decides, summed in row-major order. K <= 5: from the
+//     shuffled values in registers, in every row. K >= 7: few pixels need it (about 1 in K*K) but each
+//     costs K*K adds, so the warp queues them (row, column) in shared memory, keeps its values in a
+//     per-warp shared tile, and then sums one queued pixel per lane;
+//   - two ballots per output row (the p and the q pixels). Lane r keeps row r's two words; at the end
+//     of the frame it interleaves them into the warp's 64 column bits and stores the row's two mask
+//     words of SOW columns: word 2 * tx covers columns 2 * tx * SOW .. + SOW - 1, so frozen_compact with
+//     ow = SOW decodes word w, bit b as column w * SOW + b (row-major order).
 // ---------------------------------------------------------------------------------------------
 #ifndef CB_STH
 #define CB_STH 16   // output rows per slide tile
@@ -483,174 +488,311 @@ frozen_classify(const u16* __restrict__ frames, int n_frames, int fpb, const T* 
 #ifndef CB_SNW
 #define CB_SNW 8    // warps per slide block
 #endif
-#ifndef CB_SMINB
-#define CB_SMINB 3  // resident slide blocks per SM the register allocation must allow (80 registers; see pipeline.py)
+#ifndef CB_SROWS
+#define CB_SROWS 0  // the frame's rows and columns known when compiling (the pipeline's frames); 0: the kernel argument
+#endif
+#ifndef CB_SCOLS
+#define CB_SCOLS 0
+#endif
+#ifndef CB_SQ
+#define CB_SQ 160   // K >= 7: queued pixels per warp before the queue is summed (a row adds up to 64)
 #endif
 static constexpr int STH = CB_STH;
 static constexpr int SNW = CB_SNW;
-static constexpr int STR = STH + 2 * H;      // rows with the halo
-static constexpr int SOW = 32 - 2 * H;       // output columns per warp and per mask word
-static constexpr bool SREG = K <= 5;         // the total from the row max's shuffled values
-#ifndef CB_SALWAYS
-#define CB_SALWAYS 1  // K <= 5: sum the total in every row, with no warp vote and branch per row (same result;
-                      // on the H200 0.600 against 0.625 µs at 3x3 f32, 1.727 against 2.187 at 5x5 f64)
-#endif
-#ifndef CB_SQ
-#define CB_SQ 128   // K >= 7: queued pixels per warp before the queue is summed (at least 33)
-#endif
+static constexpr int STR = STH + 2 * H;          // rows with the halo
+static constexpr int SPAD = H & 1;               // odd H: one more halo column on each side (x0 even)
+static constexpr int SOW = 32 - H - SPAD;        // output columns per mask word; a tile is two words wide
+static constexpr int SJ0 = H + SPAD;             // bit (column - x0) of the tile's first output column
+static constexpr bool SREG = K <= 5;             // the total from the shuffled values in registers
+static constexpr bool SPAIR = CB_SCOLS > 0 && CB_SCOLS % 2 == 0;  // a lane's two raw values in one 32-bit load
 static constexpr int SQ = CB_SQ;
-static_assert(SQ > 32, "a row adds up to 32 queued pixels");
-static constexpr int SWW = SREG ? 1 : SNW;   // K >= 7: per-warp shared tiles
+static_assert(SQ > 64, "a row adds up to 64 queued pixels");
+static constexpr int SWW = SREG ? 1 : SNW;       // K >= 7: per-warp shared tiles
 static constexpr int SWR = SREG ? 1 : STR;
 static_assert(STH <= 32, "one lane per output row writes the mask words");
+static_assert(SJ0 + 2 * SOW + SJ0 == 64, "a warp spans 64 columns");
+// Static shared memory per block (the arrays of frozen_slide) and the blocks of it one SM holds (227 KiB,
+// 1 KiB reserved per block).
+static constexpr int SSMEM = (int)(2 * sizeof(T) * 32 * (STR + 2 * STH + SWW * SWR)) +
+                             4 * SWW * ((SREG ? 1 : SQ) + 2 * (SREG ? 1 : STH));
+static constexpr int SFIT = (227 * 1024) / (SSMEM + 1024);
+#ifndef CB_SMINB
+// resident blocks per SM the register allocation must allow: 24 warps (80 registers), or as many as fit
+#define CB_SMINB ((24 / SNW) < SFIT ? (24 / SNW) : SFIT)
+#endif
 
-// One frame of a slide tile for one warp. EDGE = false: the tile and its halo lie inside the image
-// (most tiles), so no load, value or sum needs a bounds test; EDGE = true: every test, as the rules say.
+struct alignas(2 * sizeof(T)) T2 { T x, y; };  // the values of a lane's two columns
+
+// Bits 0..15 of x to the even bits 0, 2, ..., 30.
+__device__ __forceinline__ u32 spread16(u32 x) {
+    x &= 0xffffu;
+    x = (x | (x << 8)) & 0x00ff00ffu;
+    x = (x | (x << 4)) & 0x0f0f0f0fu;
+    x = (x | (x << 2)) & 0x33333333u;
+    x = (x | (x << 1)) & 0x55555555u;
+    return x;
+}
+
+// K >= 7: each lane sums one queued pixel's window (row-major from the first term, as the K <= 5 path
+// does) from the warp's values, 0 outside the image, so no bounds tests; a total above K * thr sets the
+// pixel's bit. Out of line: called from every row of the unrolled frame, it would otherwise be copied
+// into each of them.
+__device__ __noinline__ void slide_sum_queue(const T* w, const T* kq, const u32* q, u32 (*k)[2], int qn, int lane) {
+    __syncwarp();  // the queue, the values and lane 0's ballots are written
+    for (int b = 0; b < qn; b += 32) {
+        if (b + lane < qn) {
+            const u32 item = q[b + lane];
+            const int qr = (int)(item >> 6), qj = (int)(item & 63u);
+            const T* wq0 = w + qr * 64 + qj - H;  // w: [STR][64]
+            T total = wq0[0];
+#pragma unroll
+            for (int dx = 1; dx < K; ++dx) total = total + wq0[dx];
+#pragma unroll 1
+            for (int dy = 1; dy < K; ++dy) {
+#pragma unroll
+                for (int dx = 0; dx < K; ++dx) total = total + wq0[dy * 64 + dx];
+            }
+            if (total > kq[qr * 64 + qj]) atomicOr(&k[qr][qj & 1], 1u << (qj >> 1));  // kq: [STH][64]
+        }
+    }
+    __syncwarp();
+}
+
+// One frame of a slide tile for one warp. EDGE = false: the warp's 64 columns and the tile's rows with
+// halo lie inside the image (most tiles), so no load or value needs a bounds test; EDGE = true: every test.
 template <bool EDGE>
-__device__ __forceinline__ void slide_frame(const u16* __restrict__ fr, u32* __restrict__ fmask, const T (&s_m)[STR][32],
-                                            const T (&s_t)[STH][32], T (&s_w)[SWR][32], u32 (&s_q)[SREG ? 1 : SQ],
-                                            u32 (&s_k)[SREG ? 1 : STH], int x0, int y0, int tx, int rows, int cols,
-                                            int wpr) {
+__device__ __forceinline__ void slide_frame(const u16* __restrict__ fr, u32* __restrict__ fmask, const T2 (&s_m)[STR][32],
+                                            const T2 (&s_t)[STH][32], const T2 (&s_kt)[STH][32], T2 (&s_w)[SWR][32],
+                                            u32 (&s_q)[SREG ? 1 : SQ], u32 (&s_k)[SREG ? 1 : STH][2], int x0, int y0,
+                                            int tx, int rows, int cols, int wpr) {
     const int lane = threadIdx.x & 31;
     const T ninf = neg_inf(T(0));
-    const T kf = (T)K;
-    const int x = x0 - H + lane;
-    const bool xin = !EDGE || (x >= 0 && x < cols);
-    const bool out_lane = lane >= H && lane < 32 - H && (!EDGE || x < cols);
-    u32 raw[STR];
+    const int xp = x0 + 2 * lane;  // column of p; q is xp + 1 (x0 is even)
+    const bool inp = !EDGE || (xp >= 0 && xp < cols);
+    const bool inq = !EDGE || (xp >= 0 && xp + 1 < cols);
+    const bool outp = 2 * lane >= SJ0 && 2 * lane < 64 - SJ0 && (!EDGE || xp < cols);
+    const bool outq = 2 * lane + 1 >= SJ0 && 2 * lane + 1 < 64 - SJ0 && (!EDGE || xp + 1 < cols);
+    // the lane's p in the tile's first row with halo (an address only: read where it lies in the image);
+    // row offsets are multiples of cols, immediate offsets when the frame width is known at compile time
+    const u16* __restrict__ base = fr + ((y0 - H) * cols + xp);
+    u32 raw[STR];  // p in the low half, q in the high half (little-endian, as one 32-bit load reads them)
 #pragma unroll
     for (int row = 0; row < STR; ++row) {
         const int y = y0 - H + row;
-        if (EDGE)
-            raw[row] = (xin && y >= 0 && y < rows) ? (u32)__ldg(fr + (size_t)y * cols + x) : 0u;
-        else
-            raw[row] = (u32)__ldg(fr + (size_t)y * cols + x);
+        const bool yin = !EDGE || (y >= 0 && y < rows);
+        const u16* __restrict__ rp = base + row * cols;
+        if (SPAIR) {  // an even frame width: the pair is either wholly inside the image or wholly outside
+            raw[row] = (yin && inp) ? __ldg(reinterpret_cast<const u32*>(rp)) : 0u;
+        } else {
+            const u32 lo = (yin && inp) ? (u32)__ldg(rp) : 0u;
+            const u32 hi = (yin && inq) ? (u32)__ldg(rp + 1) : 0u;
+            raw[row] = lo | (hi << 16);
+        }
     }
-    T v[STR];
-    T hm[STR];
-    T sh[SREG ? STR : 1][SREG ? K : 1];
-    int qn = 0;  // K >= 7: queued pixels (warp-uniform)
+    // EDGE, K <= 5: which of the lane's window columns xp - H + u (u = 0 .. 2H + 1) lie in the image
+    bool cin[2 * H + 2];
+#pragma unroll
+    for (int u = 0; u < 2 * H + 2; ++u) cin[u] = !EDGE || (xp - H + u >= 0 && xp - H + u < cols);
+    T vp_[STR], vq_[STR];   // values (the centre rows are read by the rules)
+    T hp[STR], hq[STR];     // K-wide row maxima
+    T sp[STR], sq[STR];     // K >= 7: suffix maxima within blocks of K rows
+    T pp[STR], pq[STR];     //          and prefix maxima
+    T sh[SREG ? STR : 1][SREG ? 2 * H + 2 : 1];  // K <= 5: columns xp - H .. xp + H + 1 of each row, 0 outside
+    u32 myE = 0u, myO = 0u;  // lane r: row r's ballots of the p and the q pixels
+    int qn = 0;              // K >= 7: queued pixels (warp-uniform)
 #pragma unroll
     for (int row = 0; row < STR; ++row) {
-        {
-            const int y = y0 - H + row;  // converted as late as possible: raw[row] is its register
-            v[row] = (!EDGE || (xin && y >= 0 && y < rows)) ? (T)raw[row] - s_m[row][lane] : ninf;
-        }
-        if (!SREG) s_w[SREG ? 0 : row][lane] = v[row];
-        T m = v[row];
-        if (SREG) sh[SREG ? row : 0][SREG ? H : 0] = v[row];
+        const int y = y0 - H + row;
+        const bool yin = !EDGE || (y >= 0 && y < rows);
+        const T2 m = s_m[row][lane];
+        const T vp = (T)(raw[row] & 0xffffu) - m.x;  // +0 outside the image: raw 0, mean 0
+        const T vq = (T)(raw[row] >> 16) - m.y;
+        vp_[row] = vp;
+        vq_[row] = vq;
+        if (SREG) {
+            T c[2 * H + 2];
 #pragma unroll
-        for (int dx = 0; dx < K; ++dx) {
-            if (dx == H) continue;
-            const T sv = __shfl_sync(FULL, v[row], (lane - H + dx) & 31);  // wraps only on non-output lanes
-            m = tmax(m, sv);
-            if (SREG) sh[SREG ? row : 0][SREG ? dx : 0] = sv;
+            for (int u = 0; u < 2 * H + 2; ++u) {
+                const int o = u - H;  // column offset from p: lane + floor(o / 2), its p (o even) or q (o odd)
+                if (o == 0) c[u] = vp;
+                else if (o == 1) c[u] = vq;
+                else c[u] = __shfl_sync(FULL, (o & 1) ? vq : vp, (lane + (o >> 1)) & 31);  // wraps only on halo lanes
+                sh[SREG ? row : 0][SREG ? u : 0] = c[u];
+                if (EDGE) c[u] = (yin && cin[u]) ? c[u] : ninf;
+            }
+            T inner = c[1];
+#pragma unroll
+            for (int u = 2; u <= 2 * H; ++u) inner = tmax(inner, c[u]);
+            hp[row] = tmax(inner, c[0]);
+            hq[row] = tmax(inner, c[2 * H + 1]);
+        } else {
+            s_w[SREG ? 0 : row][lane] = T2{vp, vq};
+            const T mp = (EDGE && !(yin && inp)) ? ninf : vp;
+            const T mq = (EDGE && !(yin && inq)) ? ninf : vq;
+            const T pm = tmax(mp, mq);
+            T cm = pm;  // the columns both windows share
+            if (H % 2 == 0) {  // H = 2M: p's window is pm[L-M], pm[L-M+1 .. L+M-1], p[L+M]; q's q[L-M], ..., pm[L+M]
+                constexpr int M = H / 2;
+#pragma unroll
+                for (int d = 1; d < M; ++d) {
+                    cm = tmax(cm, __shfl_sync(FULL, pm, (lane + d) & 31));
+                    cm = tmax(cm, __shfl_sync(FULL, pm, (lane - d) & 31));
+                }
+                hp[row] = tmax(tmax(cm, __shfl_sync(FULL, pm, (lane - M) & 31)), __shfl_sync(FULL, mp, (lane + M) & 31));
+                hq[row] = tmax(tmax(cm, __shfl_sync(FULL, mq, (lane - M) & 31)), __shfl_sync(FULL, pm, (lane + M) & 31));
+            } else {  // H = 2M + 1: p's window is q[L-M-1], pm[L-M .. L+M]; q's pm[L-M .. L+M], p[L+M+1]
+                constexpr int M = (H - 1) / 2;
+#pragma unroll
+                for (int d = 1; d <= M; ++d) {
+                    cm = tmax(cm, __shfl_sync(FULL, pm, (lane + d) & 31));
+                    cm = tmax(cm, __shfl_sync(FULL, pm, (lane - d) & 31));
+                }
+                hp[row] = tmax(cm, __shfl_sync(FULL, mq, (lane - M - 1) & 31));
+                hq[row] = tmax(cm, __shfl_sync(FULL, mp, (lane + M + 1) & 31));
+            }
+            // prefix maxima from each block start, suffix maxima once the block (rows b .. b+K-1) is complete
+            pp[row] = (row % K == 0) ? hp[row] : tmax(pp[row > 0 ? row - 1 : 0], hp[row]);
+            pq[row] = (row % K == 0) ? hq[row] : tmax(pq[row > 0 ? row - 1 : 0], hq[row]);
+            if (row % K == K - 1) {
+                sp[row] = hp[row];
+                sq[row] = hq[row];
+#pragma unroll
+                for (int i = row - 1; i > row - K; --i) {
+                    sp[i] = tmax(hp[i], sp[i + 1]);
+                    sq[i] = tmax(hq[i], sq[i + 1]);
+                }
+            }
         }
-        hm[row] = m;
         if (row >= 2 * H) {
             const int r = row - 2 * H;  // output row, image row y0 + r
-            const int y = y0 + r;
-            T wm = hm[r];
-#pragma unroll
-            for (int d = 1; d < K; ++d) wm = tmax(wm, hm[r + d]);
-            const T vc = v[r + H];
-            const T t = s_t[r][lane];
-            const bool cand = out_lane && (!EDGE || y < rows) && !(vc < -t) && (vc == wm);
-            const bool above = wm > t;
-            bool emit = cand && above;
-            const bool need = cand && !above;  // a window max <= thr: the total decides
+            const int yo = y0 + r;
+            T wp, wq;  // window maxima
             if (SREG) {
-                if (CB_SALWAYS || __any_sync(FULL, need)) {
-                    T total = T(0);
+                wp = hp[r];
+                wq = hq[r];
 #pragma unroll
-                    for (int dy = 0; dy < K; ++dy)
-#pragma unroll
-                        for (int dx = 0; dx < K; ++dx) {
-                            const T val = sh[SREG ? r + dy : 0][SREG ? dx : 0];
-                            total = total + ((EDGE && val == ninf) ? T(0) : val);
-                        }
-                    emit = emit || (need && total > kf * t);
+                for (int d = 1; d < K; ++d) {
+                    wp = tmax(wp, hp[r + d]);
+                    wq = tmax(wq, hq[r + d]);
                 }
-                const u32 word = __ballot_sync(FULL, emit);
-                if (lane == 0 && (!EDGE || y < rows)) fmask[(size_t)y * wpr + tx] = (word >> H) & ((1u << SOW) - 1u);
-            } else {
-                const u32 word = __ballot_sync(FULL, emit);
-                const u32 nm = __ballot_sync(FULL, need);
-                if (lane == 0) s_k[SREG ? 0 : r] = word;
-                if (need) s_q[SREG ? 0 : qn + __popc(nm & ((1u << lane) - 1u))] = ((u32)r << 5) | (u32)lane;
-                qn += __popc(nm);
-                if (qn > SQ - 32 || row == STR - 1) {  // warp-uniform: sum the queue, one pixel per lane
-                    __syncwarp();
-                    for (int b = 0; b < qn; b += 32) {
-                        if (b + lane < qn) {
-                            const u32 item = s_q[SREG ? 0 : b + lane];
-                            const int qr = (int)(item >> 5), ql = (int)(item & 31u);
-                            const int qy = y0 + qr, qx = x0 - H + ql;
-                            T total = T(0);
-#pragma unroll 1
-                            for (int dy = 0; dy < K; ++dy) {
-                                const bool yin = !EDGE || (qy - H + dy >= 0 && qy - H + dy < rows);
+            } else if (r % K == 0) {  // the window is one block
+                wp = sp[r];
+                wq = sq[r];
+            } else {  // the suffix of r's block and the prefix of the next
+                wp = tmax(sp[r], pp[r + K - 1]);
+                wq = tmax(sq[r], pq[r + K - 1]);
+            }
+            const T2 t = s_t[r][lane];
+            const T cp = vp_[r + H], cq = vq_[r + H];
+            const bool yok = !EDGE || yo < rows;
+            const bool candp = outp && yok && !(cp < -t.x) && (cp == wp);
+            const bool candq = outq && yok && !(cq < -t.y) && (cq == wq);
+            bool ep = candp && (wp > t.x), eq = candq && (wq > t.y);
+            const bool np = candp && !(wp > t.x), nq = candq && !(wq > t.y);  // a window max <= thr: the total decides
+            if (SREG) {
+                // Row-major from the first term: the reference's 0 + a equals a, since no value is -0
+                // (T(raw) - mean is never -0 and the padding is +0), and adding +0 is the padding's term.
+                const T2 kt = s_kt[r][lane];
+                T tp = sh[SREG ? r : 0][0], tq = sh[SREG ? r : 0][SREG ? 1 : 0];
 #pragma unroll
-                                for (int dx = 0; dx < K; ++dx) {
-                                    const int xx = qx - H + dx;
-                                    const bool in = !EDGE || (yin && xx >= 0 && xx < cols);
-                                    total = total + (in ? s_w[SREG ? 0 : qr + dy][ql - H + dx] : T(0));
-                                }
-                            }
-                            if (total > kf * s_t[qr][ql]) atomicOr(&s_k[SREG ? 0 : qr], 1u << ql);
-                        }
+                for (int dy = 0; dy < K; ++dy)
+#pragma unroll
+                    for (int dx = (dy == 0 ? 1 : 0); dx < K; ++dx) {
+                        tp = tp + sh[SREG ? r + dy : 0][SREG ? dx : 0];
+                        tq = tq + sh[SREG ? r + dy : 0][SREG ? dx + 1 : 0];
                     }
+                ep = ep || (np && tp > kt.x);
+                eq = eq || (nq && tq > kt.y);
+                const u32 E = __ballot_sync(FULL, ep), O = __ballot_sync(FULL, eq);
+                if (lane == r) {
+                    myE = E;
+                    myO = O;
+                }
+            } else {
+                const u32 E = __ballot_sync(FULL, ep), O = __ballot_sync(FULL, eq);
+                const u32 NP = __ballot_sync(FULL, np), NQ = __ballot_sync(FULL, nq);
+                if (lane == 0) {
+                    s_k[SREG ? 0 : r][0] = E;
+                    s_k[SREG ? 0 : r][1] = O;
+                }
+                const u32 lt = (1u << lane) - 1u;
+                if (np) s_q[SREG ? 0 : qn + __popc(NP & lt)] = ((u32)r << 6) | (u32)(2 * lane);
+                if (nq) s_q[SREG ? 0 : qn + __popc(NP) + __popc(NQ & lt)] = ((u32)r << 6) | (u32)(2 * lane + 1);
+                qn += __popc(NP) + __popc(NQ);
+                if (qn > SQ - 64) {  // warp-uniform and rare: the queue is full before the frame's end
+                    slide_sum_queue(&s_w[0][0].x, &s_kt[0][0].x, s_q, s_k, qn, lane);
                     qn = 0;
-                    __syncwarp();
                 }
             }
         }
     }
-    if (!SREG) {
-        if (lane < STH && (!EDGE || y0 + lane < rows))
-            fmask[(size_t)(y0 + lane) * wpr + tx] = (s_k[SREG ? 0 : lane] >> H) & ((1u << SOW) - 1u);
-        __syncwarp();  // s_w, s_q and s_k are rewritten by the warp's next frame
+    if (!SREG) slide_sum_queue(&s_w[0][0].x, &s_kt[0][0].x, s_q, s_k, qn, lane);
+    if (!SREG && lane < STH) {
+        myE = s_k[SREG ? 0 : lane][0];
+        myO = s_k[SREG ? 0 : lane][1];
     }
+    if (lane < STH && (!EDGE || y0 + lane < rows)) {
+        // column bit j = 2i + parity (j = column - x0): the two words of row y0 + lane
+        const u32 lo = spread16(myE) | (spread16(myO) << 1);
+        const u32 hi = spread16(myE >> 16) | (spread16(myO >> 16) << 1);
+        const u32 wa = lo >> SJ0;                   // bits SJ0 .. 31: SOW columns
+        const u32 wb = hi & ((1u << SOW) - 1u);     // bits 32 .. 32 + SOW - 1
+        *reinterpret_cast<u64*>(fmask + (size_t)(y0 + lane) * wpr + 2 * tx) = (u64)wa | ((u64)wb << 32);
+    }
+    if (!SREG) __syncwarp();  // s_w, s_q and s_k are rewritten by the warp's next frame
 }
 
 extern "C" __global__ void __launch_bounds__(32 * SNW, CB_SMINB)
 frozen_slide(const u16* __restrict__ frames, int n_frames, int fpb, const T* __restrict__ mean,
-             const T* __restrict__ thr, u32* __restrict__ masks, int rows, int cols, int wpr, int tiles) {
-    __shared__ T s_m[STR][32];                  // mean of the warp's columns, all rows with halo (0 outside)
-    __shared__ T s_t[STH][32];                  // thresholds of the output rows
-    __shared__ T s_w[SWW][SWR][32];             // K >= 7: each warp's corrected values
-    __shared__ u32 s_q[SWW][SREG ? 1 : SQ];     // K >= 7: queued (row << 5 | lane) that need the total
-    __shared__ u32 s_k[SWW][SREG ? 1 : STH];    // K >= 7: the mask words being built
+             const T* __restrict__ thr, u32* __restrict__ masks, int rows_arg, int cols_arg, int wpr, int tiles) {
+    __shared__ T2 s_m[STR][32];                 // mean of the warp's 64 columns, all rows with halo (0 outside)
+    __shared__ T2 s_t[STH][32];                 // thresholds of the output rows
+    __shared__ T2 s_kt[STH][32];                // K * thresholds
+    __shared__ T2 s_w[SWW][SWR][32];            // K >= 7: each warp's values
+    __shared__ u32 s_q[SWW][SREG ? 1 : SQ];     // K >= 7: queued (row << 6 | column - x0) that need the total
+    __shared__ u32 s_k[SWW][SREG ? 1 : STH][2]; // K >= 7: the ballots of the p and q pixels being completed
+    const int rows = CB_SROWS > 0 ? CB_SROWS : rows_arg;
+    const int cols = CB_SCOLS > 0 ? CB_SCOLS : cols_arg;
     const int w = threadIdx.x >> 5;
+    const int tiles_x = wpr >> 1;  // two mask words per tile and row
     const int tile = (int)(blockIdx.x % (unsigned)tiles);
     const int group = (int)(blockIdx.x / (unsigned)tiles);
-    const int tx = tile % wpr, tyi = tile / wpr;
-    const int x0 = tx * SOW, y0 = tyi * STH;
+    const int tx = tile % tiles_x, tyi = tile / tiles_x;
+    const int x0 = tx * 2 * SOW - SJ0, y0 = tyi * STH;
     const int f0 = group * fpb;
     const int f1 = min(n_frames, f0 + fpb);
     if (f0 >= f1) return;  // block-uniform
     const size_t npix = (size_t)rows * cols;
+    const T kf = (T)K;
     for (int e = threadIdx.x; e < STR * 32; e += 32 * SNW) {
         const int row = e >> 5, l = e & 31;
-        const int y = y0 - H + row, xx = x0 - H + l;
-        s_m[row][l] = (y >= 0 && y < rows && xx >= 0 && xx < cols) ? mean[(size_t)y * cols + xx] : T(0);
+        const int y = y0 - H + row, xa = x0 + 2 * l;
+        const bool yin = y >= 0 && y < rows;
+        T2 m;
+        m.x = (yin && xa >= 0 && xa < cols) ? mean[(size_t)y * cols + xa] : T(0);
+        m.y = (yin && xa >= 0 && xa + 1 < cols) ? mean[(size_t)y * cols + xa + 1] : T(0);
+        s_m[row][l] = m;
     }
     for (int e = threadIdx.x; e < STH * 32; e += 32 * SNW) {
         const int row = e >> 5, l = e & 31;
-        const int y = y0 + row, xx = x0 - H + l;
-        s_t[row][l] = (y < rows && xx >= 0 && xx < cols) ? thr[(size_t)y * cols + xx] : T(0);
+        const int y = y0 + row, xa = x0 + 2 * l;
+        T2 t;
+        t.x = (y < rows && xa >= 0 && xa < cols) ? thr[(size_t)y * cols + xa] : T(0);
+        t.y = (y < rows && xa >= 0 && xa + 1 < cols) ? thr[(size_t)y * cols + xa + 1] : T(0);
+        s_t[row][l] = t;
+        s_kt[row][l] = T2{kf * t.x, kf * t.y};  // the same product as Strip::classify's (T)K * thr
     }
     __syncthreads();  // the only block barrier
     const int sw = SREG ? 0 : w;
-    // the warp's 32 columns and the tile's rows with halo inside the image: no bounds tests (block-uniform)
-    const bool interior = x0 - H >= 0 && x0 - H + 32 <= cols && y0 - H >= 0 && y0 + STH + H <= rows;
+    // the warp's 64 columns and the tile's rows with halo inside the image: no bounds tests (block-uniform)
+    const bool interior = x0 >= 0 && x0 + 64 <= cols && y0 - H >= 0 && y0 + STH + H <= rows;
     for (int f = f0 + w; f < f1; f += SNW) {  // warp-uniform
         const u16* __restrict__ fr = frames + (size_t)f * npix;
         u32* __restrict__ fmask = masks + (size_t)f * (size_t)rows * (size_t)wpr;
         if (interior)
-            slide_frame<false>(fr, fmask, s_m, s_t, s_w[sw], s_q[sw], s_k[sw], x0, y0, tx, rows, cols, wpr);
+            slide_frame<false>(fr, fmask, s_m, s_t, s_kt, s_w[sw], s_q[sw], s_k[sw], x0, y0, tx, rows, cols, wpr);
         else
-            slide_frame<true>(fr, fmask, s_m, s_t, s_w[sw], s_q[sw], s_k[sw], x0, y0, tx, rows, cols, wpr);
+            slide_frame<true>(fr, fmask, s_m, s_t, s_kt, s_w[sw], s_q[sw], s_k[sw], x0, y0, tx, rows, cols, wpr);
     }
 }
 

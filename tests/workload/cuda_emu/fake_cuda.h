@@ -24,6 +24,7 @@ inline dim3 blockDim, gridDim;
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __noinline__
 #define __launch_bounds__(...)
 #define __shared__ static
 #define __align__(n) alignas(n)

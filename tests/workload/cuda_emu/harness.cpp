@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
     u64* totals = (u64*)dalloc(16);
     int mi = 0;
     if (mode == "slide") {
-        const int ow = SOW, wpr = (cols + ow - 1) / ow, tiles = wpr * ((rows + STH - 1) / STH);
+        // two mask words of SOW columns per tile and row (pipeline.slide_geometry)
+        const int ow = SOW, tiles_x = (cols + 2 * ow - 1) / (2 * ow), wpr = 2 * tiles_x;
+        const int tiles = tiles_x * ((rows + STH - 1) / STH);
         u32* masks = (u32*)dalloc((size_t)B * rows * wpr * 4);
         const int fpb = atoi(argv[9]);
         for (int b0 = 0; b0 < F; b0 += B) {
