@@ -12,8 +12,9 @@ Kernel µs per frame, 1 stream, CUDA events, 500 frames already on the GPU, medi
   stages at once; and other tile heights and register caps.
 - **frozen, "slide"** (frozen_slide): with and without the compaction, at other register caps
   (CB_SMINB: resident blocks per SM the registers must allow) and tile heights (CB_STH).
-- **``--only slide``**: frozen_slide in float32 at 3x3, 5x5 and 9x9: the default build, 16 and 24 frames
-  per block, and tiles of 12 and 20 rows.
+- **``--only slide``**: frozen_slide in float32 at 3x3, 5x5 and 9x9 against twophase, at 16, 24 and 28
+  frames per block, with 12-row tiles and (9x9) a looser register bound; in float64 at 3x3 and 5x5
+  against twophase.
 
 Figures and the calls that produced them: docs/workload.md, "Step 5".
 
@@ -125,22 +126,30 @@ def frozen(rows: list, frames, base, quick: bool = False) -> None:
 
 
 def slide(rows: list, frames, base) -> None:
-    """frozen_slide in float32 at 3x3, 5x5 and 9x9: the default build, fewer frames per block, and other
-    tile heights."""
+    """frozen_slide: in float32 at 3x3, 5x5 and 9x9 the default build against twophase, other frames per
+    block (500 frames of 175 tiles at 3x3 make 2,800 blocks of 32 frames: 7.07 waves of 396 resident
+    blocks; 28 frames make 3,150, 7.95 waves), other tile heights and at 9x9 a looser register bound;
+    in float64 at 3x3 and 5x5 the default build against twophase (float64's default)."""
     for k, cap in ((3, 3000), (5, 3000), (9, 1700)):
         p = base.replace(cluster=k, cap=cap, streams=1, batch=CHECK, pedestal_dtype="float32", pedestal="frozen")
         ref = _one(rows, frames, p, "slide, default build", frozen_kernel="slide")
-        for fpb in (16, 24):
+        _one(rows, frames, p, "twophase", ref, frozen_kernel="twophase")
+        for fpb in (16, 24, 28):
             _one(rows, frames, p, f"slide, {fpb} frames per block", ref, frozen_kernel="slide", fpb=fpb)
-        for th in (12, 20):
-            _one(rows, frames, p, f"slide, CB_STH={th}", ref, frozen_kernel="slide", slide_rows=th)
+        _one(rows, frames, p, "slide, CB_STH=12", ref, frozen_kernel="slide", slide_rows=12)
+        if k == 9:
+            _one(rows, frames, p, "slide, CB_SMINB=4", ref, frozen_kernel="slide", defines=("-DCB_SMINB=4",))
+    for k, cap in ((3, 3000), (5, 3000)):
+        p = base.replace(cluster=k, cap=cap, streams=1, batch=CHECK, pedestal_dtype="float64", pedestal="frozen")
+        ref = _one(rows, frames, p, "slide, default build", frozen_kernel="slide")
+        _one(rows, frames, p, "twophase", ref, frozen_kernel="twophase")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--only", choices=("tracking", "frozen", "slide"),
-                    help="one mode only; slide: frozen_slide's frames per block and tile heights, f32")
+                    help="one mode only; slide: frozen_slide's frames per block, tile heights, f64 against twophase")
     ap.add_argument("--frames", type=int, default=2000, help="frames of the params record (the pool is reused)")
     ap.add_argument("--quick", action="store_true", help="fewer variants: tile heights, register caps, CB_PDIRECT")
     args = ap.parse_args()

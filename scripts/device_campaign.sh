@@ -19,6 +19,8 @@
 #                                       # workload GPU tests, bench_ablate --only frozen --quick, the previous
 #                                       # frozen_slide timed in the same call (OLD_TREE: a checkout of it),
 #                                       # bench_workload --grid, make run (H_BUDGET_S bounds the parts)
+#   bash scripts/device_campaign.sh I2  # issue 11: bench_ablate --only slide (frames per block, tile
+#                                       # heights, float64 against twophase)
 #   bash scripts/device_campaign.sh F1  # issue 12: build aare (make aare-cuda), GPU tests and the aare
 #                                       #   cluster check, probe configs/aare_cuda.toml and configs.toml,
 #                                       #   rows vs analyze, compare ours against aare's, side-by-side table
@@ -28,7 +30,7 @@
 # writes it to .device/REVISION first (git rev-parse HEAD, plus -dirty for a dirty tree).
 # Logs and a tarball of results (no traces but one) go to $OUT.
 set -u
-part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G|H1|H2|I1}
+part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G|H1|H2|I1|I2}
 OUT=${OUT:-/tmp/cb-out}
 [ -f .device/REVISION ] && export CLUSTERBENCH_GIT_REV=$(cat .device/REVISION)
 mkdir -p "$OUT" logs
@@ -297,7 +299,7 @@ print(min(ok, key=ok.get) if ok else 'coop')")
         | tee logs/probe_gpus_all.log | tail -12
 fi
 
-if [ "$part" = H1 ] || [ "$part" = H2 ] || [ "$part" = I1 ]; then
+if [ "$part" = H1 ] || [ "$part" = H2 ] || [ "$part" = I1 ] || [ "$part" = I2 ]; then
     # Issue 11, second session: H1 runs every GPU test on the final code and make run (the newcomer's GPU
     # run, configs/smoke.toml); H2 the workload benchmark (both modes, every kernel, streams x batch), the
     # tracking probe on the default persistent kernel, and the kernel variants of benchmarks/bench_ablate.py.
@@ -346,7 +348,7 @@ if [ "$part" = I1 ]; then
         > logs/bench_ablate_frozen.log 2>&1; echo "bench_ablate exit $?" >> logs/bench_ablate_frozen.log
     grep -a "µs\|FAIL\|exit" logs/bench_ablate_frozen.log | tail -30
     if [ -n "${OLD_TREE:-}" ] && [ -d "$OLD_TREE" ]; then
-        step "the previous frozen_slide ($OLD_TREE), the same timing: 1 stream, CUDA events, 500 frames, median of 5"
+        step "the previous frozen_slide (OLD_TREE), the same timing: 1 stream, CUDA events, 500 frames, median of 5"
         ( cd "$OLD_TREE" && PYTHONPATH="$PWD" timeout "$(budget 60)" python3 -c "
 from clusterbench.workload.params import WorkloadParams
 from clusterbench.workload.pipeline import Pipeline
@@ -368,6 +370,13 @@ for k, cap in ((3, 3000), (9, 1700)):
     step "make run (a GPU is present: the probe of configs/smoke.toml)"
     ( time timeout "$(budget 120)" make run ) > logs/make_run.log 2>&1; echo "make run exit $?" >> logs/make_run.log
     tail -30 logs/make_run.log
+fi
+
+if [ "$part" = I2 ]; then
+    step "frozen_slide variants: python3 benchmarks/bench_ablate.py --only slide"
+    timeout "$(budget 200)" python3 benchmarks/bench_ablate.py --only slide --json logs/bench_ablate_slide.json \
+        > logs/bench_ablate_slide.log 2>&1; echo "bench_ablate exit $?" >> logs/bench_ablate_slide.log
+    grep -a "µs\|FAIL\|exit" logs/bench_ablate_slide.log | tail -30
 fi
 
 snap
