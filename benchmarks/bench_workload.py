@@ -5,12 +5,12 @@
 1. The link limit, measured in the same run: large pinned H2D and D2H copies (64 MiB, CUDA events,
    median of 5), and both at once on two streams. Bytes per frame over GB/s give the µs-per-frame
    floor of each config (copy mode: in = 320 KB per 400x400 frame, out = the whole slot).
-2. Kernel µs per frame, 1 stream, CUDA events around launches over frames already on the GPU: both
-   frozen kernels side by side ("strip" and "twophase", plus the two-phase kernel with the other
-   classify tile height), 3x3 and 9x9, f32 and f64. Each variant's clusters on 400 frames are
+2. Kernel µs per frame, 1 stream, CUDA events around launches over frames already on the GPU: the
+   frozen kernels side by side ("strip", "twophase", the two-phase kernel with the other classify
+   tile height, and "slide"), 3x3 and 9x9, f32 and f64. Each variant's clusters on 400 frames are
    compared byte for byte with the strip kernel's. With --sweep, the tracking kernel too.
 3. Sustained FPS, untraced (measure_sustained: pass only, warmed up, median of 3): copy mode at the
-   best streams x batch found before (3x3: S2 B200, 9x9: S4 B200), for both frozen kernels. With
+   best streams x batch found before (3x3: S2 B200, 9x9: S4 B200), for each frozen kernel. With
    --sweep, the wide streams x batch sweep in copy and zerocopy mode, and the tracking mode.
 Synthetic MOENCH-like frames (130 photons/frame), a pool of 1000 distinct frames reused cyclically.
 
@@ -78,6 +78,28 @@ def link_gbps(cp, nbytes: int = MIB64, repeats: int = 5) -> dict[str, float]:
     return {"h2d_gbps": nbytes / h2d / 1e9, "d2h_gbps": nbytes / d2h / 1e9, "duplex_gbps": 2 * nbytes / both / 1e9}
 
 
+def link_floors(p, link: dict) -> tuple[float, float]:
+    """(H2D µs, copy-mode floor µs) per frame of params p over the measured link: bytes over GB/s; the
+    copy-mode floor is the taller of the frame in and the slot out (zerocopy's floor is the frame in)."""
+    in_us = p.frame_bytes / (link["h2d_gbps"] * 1e3)
+    return in_us, max(in_us, p.slot_bytes / (link["d2h_gbps"] * 1e3))
+
+
+def fps_of(r) -> dict:
+    """The FPS figures of a run.measure_sustained record, as sustained_fps returns them."""
+    return {"median_fps": r.median_fps, "min_fps": r.min_fps, "max_fps": r.max_fps, "input_gbps": r.input_gbps}
+
+
+def sustained_row(config: str, mode: str, kernel: str | None, transfer: str, streams: int, batch: int, fps: dict,
+                  floor_us: float, **extra) -> dict:
+    """One sustained-FPS row of the report: the FPS figures, the link floor (µs per frame, and as FPS) and
+    the fraction of the floor reached."""
+    fps = {key: v for key, v in fps.items() if key != "kernel"}  # the row names its kernel itself
+    return {"config": config, "mode": mode, "kernel": kernel, "transfer": transfer, "streams": streams,
+            "batch": batch, **fps, "link_floor_us": floor_us, "link_fps": 1e6 / floor_us,
+            "of_link": fps["median_fps"] * floor_us / 1e6, **extra}
+
+
 def sweep(args, base, frames, link) -> list[dict]:
     """The wide streams x batch sweep (default frozen kernel), copy and zerocopy, plus tracking."""
     from clusterbench.workload import pipeline
@@ -88,21 +110,15 @@ def sweep(args, base, frames, link) -> list[dict]:
     sustained = []
     for label, k, cap in configs:
         p0 = base.replace(cluster=k, cap=cap)
-        in_us = p0.frame_bytes / (link["h2d_gbps"] * 1e3)
-        out_us = p0.slot_bytes / (link["d2h_gbps"] * 1e3)
-        floor_copy = max(in_us, out_us)
+        in_us, floor_copy = link_floors(p0, link)
         for transfer in ("copy", "zerocopy"):
             floor = floor_copy if transfer == "copy" else in_us
             best = None
             for streams, batch in combos:
                 p = p0.replace(streams=streams, batch=batch, transfer=transfer)
                 r = measure_sustained(p, repeats=3, frames=frames)
-                row = {"config": label, "transfer": transfer, "mode": "frozen",
-                       "kernel": pipeline.DEFAULT_FROZEN_KERNEL_BY_DTYPE[p.pedestal_dtype],
-                       "streams": streams, "batch": batch,
-                       "median_fps": r.median_fps, "min_fps": r.min_fps, "max_fps": r.max_fps,
-                       "input_gbps": r.input_gbps, "link_floor_us": floor, "link_fps": 1e6 / floor,
-                       "of_link": r.median_fps * floor / 1e6, "sweep": True}
+                row = sustained_row(label, "frozen", pipeline.default_frozen_kernel(p.pedestal_dtype, p.cluster),
+                                    transfer, streams, batch, fps_of(r), floor, sweep=True)
                 sustained.append(row)
                 print(f"sustained {label} {transfer} s{streams} b{batch}: {r.median_fps:,.0f} FPS "
                       f"(min {r.min_fps:,.0f}, max {r.max_fps:,.0f}); link floor {floor:.2f} µs "
@@ -112,9 +128,7 @@ def sweep(args, base, frames, link) -> list[dict]:
             best["best"] = True
         pt = p0.replace(pedestal="tracking", streams=4, batch=500)
         r = measure_sustained(pt, repeats=3, frames=frames)
-        row = {"config": label, "transfer": "copy", "mode": "tracking", "kernel": "tracking", "streams": 4, "batch": 500,
-               "median_fps": r.median_fps, "min_fps": r.min_fps, "max_fps": r.max_fps, "input_gbps": r.input_gbps,
-               "link_floor_us": floor_copy, "link_fps": 1e6 / floor_copy, "of_link": r.median_fps * floor_copy / 1e6}
+        row = sustained_row(label, "tracking", "tracking", "copy", 4, 500, fps_of(r), floor_copy)
         sustained.append(row)
         print(f"sustained {label} tracking s4 b500: {r.median_fps:,.0f} FPS (min {r.min_fps:,.0f}, "
               f"max {r.max_fps:,.0f}); {100 * row['of_link']:.1f} % of the copy-mode link floor", flush=True)
@@ -128,13 +142,15 @@ def sustained_fps(params, frames, repeats: int = 3, **pipe_kwargs) -> dict:
 
     fps = []
     with Pipeline(params, frames, **pipe_kwargs) as pipe:
+        kernel = pipe.frozen_kernel if params.pedestal == "frozen" else pipe.tracking_kernel
         pipe.compute_pedestal()
         pipe.run_pass(min(params.frames, 2 * params.streams * params.batch))
         for _ in range(repeats):
             pipe.reset_pedestal()
             out = pipe.run_pass(params.frames)
             fps.append(out.frames / out.wall_s)
-    return {"median_fps": statistics.median(fps), "min_fps": min(fps), "max_fps": max(fps), "fps": fps}
+    return {"median_fps": statistics.median(fps), "min_fps": min(fps), "max_fps": max(fps), "fps": fps,
+            "kernel": kernel}
 
 
 def _same(a, b) -> bool:
@@ -231,9 +247,7 @@ def modes(args, base, frames, link, report) -> int:
                 except Exception as exc:
                     print(f"sustained {label} {mode} s{streams} b{batch}: FAILED: {exc}", flush=True)
                     continue
-                row = {"config": label, "mode": mode, "kernel": kname, "transfer": "copy", "streams": streams,
-                       "batch": batch, **r, "link_floor_us": floor, "link_fps": 1e6 / floor,
-                       "of_link": r["median_fps"] * floor / 1e6}
+                row = sustained_row(label, mode, kname, "copy", streams, batch, r, floor)
                 rows.append(row)
                 print(f"sustained {label} {mode} ({kname}) s{streams} b{batch}: {r['median_fps']:,.0f} FPS "
                       f"(min {r['min_fps']:,.0f}, max {r['max_fps']:,.0f}); {100 * row['of_link']:.1f} % of the "
@@ -245,17 +259,14 @@ def modes(args, base, frames, link, report) -> int:
             if mode == "frozen" and best is not None:  # the sliding-window kernel at the same S x B
                 p = p0.replace(pedestal=mode, streams=best["streams"], batch=best["batch"])
                 r = sustained_fps(p, frames, 3, frozen_kernel="slide")
-                rows.append({"config": label, "mode": mode, "kernel": "slide", "transfer": "copy",
-                             "streams": best["streams"], "batch": best["batch"], **r, "link_floor_us": floor,
-                             "link_fps": 1e6 / floor, "of_link": r["median_fps"] * floor / 1e6, "variant": True})
+                rows.append(sustained_row(label, mode, "slide", "copy", best["streams"], best["batch"], r, floor,
+                                          variant=True))
                 print(f"sustained {label} frozen (slide) s{best['streams']} b{best['batch']}: {r['median_fps']:,.0f} FPS "
                       f"(min {r['min_fps']:,.0f}, max {r['max_fps']:,.0f})", flush=True)
             if mode == "tracking" and kname != "graph":  # the old tracking path at its old best, for contrast
                 p = p0.replace(pedestal=mode, streams=4, batch=500)
                 r = sustained_fps(p, frames, 3, tracking_kernel="graph")
-                rows.append({"config": label, "mode": mode, "kernel": "graph", "transfer": "copy", "streams": 4,
-                             "batch": 500, **r, "link_floor_us": floor, "link_fps": 1e6 / floor,
-                             "of_link": r["median_fps"] * floor / 1e6, "baseline": True})
+                rows.append(sustained_row(label, mode, "graph", "copy", 4, 500, r, floor, baseline=True))
     report["sustained"] = rows
 
     print("\nkernel µs per frame (1 stream, CUDA events)")
@@ -302,13 +313,12 @@ def grid(args, base, frames, link, report) -> int:
     rows = []
     for label, k, cap in configs:
         p0 = base.replace(cluster=k, cap=cap)
-        floor = max(p0.frame_bytes / (link["h2d_gbps"] * 1e3), p0.slot_bytes / (link["d2h_gbps"] * 1e3))
+        floor = link_floors(p0, link)[1]
         for mode in ("frozen", "tracking"):
             best = None
             for streams, batch in combos:
                 r = sustained_fps(p0.replace(pedestal=mode, streams=streams, batch=batch), frames, 3)
-                row = {"config": label, "mode": mode, "streams": streams, "batch": batch, **r,
-                       "link_floor_us": floor, "link_fps": 1e6 / floor, "of_link": r["median_fps"] * floor / 1e6}
+                row = sustained_row(label, mode, r.pop("kernel"), "copy", streams, batch, r, floor)
                 rows.append(row)
                 print(f"sustained {label} {mode} s{streams} b{batch}: {r['median_fps']:,.0f} FPS (min {r['min_fps']:,.0f}, "
                       f"max {r['max_fps']:,.0f}); {100 * row['of_link']:.1f} % of the link floor {1e6 / floor:,.0f} FPS",
@@ -348,7 +358,7 @@ def main() -> int:
         print(f"Error: {exc}" + (f"\n  Hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
         return 1
 
-    from clusterbench.workload import build
+    from clusterbench.workload import build, pipeline
     from clusterbench.workload.pipeline import Pipeline
     from clusterbench.workload.run import measure_sustained
     from clusterbench.workload.synth import build_frames
@@ -376,7 +386,7 @@ def main() -> int:
     configs = [("3x3", 3, 3000), ("9x9", 9, 1700)]
     kernels = []
     # (frozen kernel, tile): "alt" is the two-phase kernel with the other classify tile height
-    variants = [("strip", None), ("twophase", None), ("twophase", "alt")]
+    variants = [("strip", None), ("twophase", None), ("twophase", "alt"), ("slide", None)]
     for dtype in ("float32", "float64"):
         itemsize = 4 if dtype == "float32" else 8
         for label, k, cap in configs:
@@ -403,9 +413,9 @@ def main() -> int:
                             same = len(got) == len(strip_clusters) and all(
                                 g.found == r.found and g.records.tobytes() == r.records.tobytes()
                                 for g, r in zip(got, strip_clusters))
-                        name = kernel if kernel == "strip" else f"{kernel} th{th} fpb{fpb or 'auto'}"
+                        name = kernel if kernel in ("strip", "slide") else f"{kernel} th{th} fpb{fpb or 'auto'}"
                         kernels.append({"config": label, "dtype": dtype, "mode": "frozen", "kernel": kernel,
-                                        "tile_rows": None if kernel == "strip" else th,
+                                        "tile_rows": None if kernel in ("strip", "slide") else th,
                                         "frames_per_block": None if kernel == "strip" else fpb,
                                         "default": tile is None and fpb == fpbs[0],
                                         "kernel_us_per_frame": us, "same_as_strip": same})
@@ -427,17 +437,12 @@ def main() -> int:
     best_before = {"3x3": (2, 200), "9x9": (4, 200)}  # docs/workload.md: the best copy-mode S x B
     for label, k, cap in configs:
         p0 = base.replace(cluster=k, cap=cap)
-        in_us = p0.frame_bytes / (link["h2d_gbps"] * 1e3)
-        out_us = p0.slot_bytes / (link["d2h_gbps"] * 1e3)
-        floor_copy = max(in_us, out_us)
+        floor_copy = link_floors(p0, link)[1]
         streams, batch = best_before[label]
-        for kernel in build.FROZEN_KERNELS:
+        for kernel in pipeline.FROZEN_KERNELS:
             p = p0.replace(streams=streams, batch=batch)
             r = measure_sustained(p, repeats=3, frames=frames, frozen_kernel=kernel)
-            row = {"config": label, "transfer": "copy", "mode": "frozen", "kernel": kernel, "streams": streams,
-                   "batch": batch, "median_fps": r.median_fps, "min_fps": r.min_fps, "max_fps": r.max_fps,
-                   "input_gbps": r.input_gbps, "link_floor_us": floor_copy, "link_fps": 1e6 / floor_copy,
-                   "of_link": r.median_fps * floor_copy / 1e6}
+            row = sustained_row(label, "frozen", kernel, "copy", streams, batch, fps_of(r), floor_copy)
             sustained.append(row)
             print(f"sustained {label} copy {kernel} s{streams} b{batch}: {r.median_fps:,.0f} FPS (min {r.min_fps:,.0f}, "
                   f"max {r.max_fps:,.0f}); link floor {floor_copy:.2f} µs = {1e6 / floor_copy:,.0f} FPS; "

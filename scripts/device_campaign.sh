@@ -21,6 +21,10 @@
 #                                       # bench_workload --grid, make run (H_BUDGET_S bounds the parts)
 #   bash scripts/device_campaign.sh I2  # issue 11: bench_ablate --only slide (frames per block, tile
 #                                       # heights, float64 against twophase)
+#   bash scripts/device_campaign.sh I3  # issue 11, final code: every GPU test, bench_ablate --only slide,
+#                                       # bench_workload --grid, the shared-memory refusal on the GPU
+#   bash scripts/device_campaign.sh I4  # issue 11, final code: bench_workload --modes --quick and the
+#                                       # default bench_workload run (2,000 frames)
 #   bash scripts/device_campaign.sh F1  # issue 12: build aare (make aare-cuda), GPU tests and the aare
 #                                       #   cluster check, probe configs/aare_cuda.toml and configs.toml,
 #                                       #   rows vs analyze, compare ours against aare's, side-by-side table
@@ -30,7 +34,7 @@
 # writes it to .device/REVISION first (git rev-parse HEAD, plus -dirty for a dirty tree).
 # Logs and a tarball of results (no traces but one) go to $OUT.
 set -u
-part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G|H1|H2|I1|I2}
+part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G|H1|H2|I1|I2|I3|I4}
 OUT=${OUT:-/tmp/cb-out}
 [ -f .device/REVISION ] && export CLUSTERBENCH_GIT_REV=$(cat .device/REVISION)
 mkdir -p "$OUT" logs
@@ -299,7 +303,7 @@ print(min(ok, key=ok.get) if ok else 'coop')")
         | tee logs/probe_gpus_all.log | tail -12
 fi
 
-if [ "$part" = H1 ] || [ "$part" = H2 ] || [ "$part" = I1 ] || [ "$part" = I2 ]; then
+if [ "$part" = H1 ] || [ "$part" = H2 ] || [ "${part#I}" != "$part" ]; then
     # Issue 11, second session: H1 runs every GPU test on the final code and make run (the newcomer's GPU
     # run, configs/smoke.toml); H2 the workload benchmark (both modes, every kernel, streams x batch), the
     # tracking probe on the default persistent kernel, and the kernel variants of benchmarks/bench_ablate.py.
@@ -377,6 +381,50 @@ if [ "$part" = I2 ]; then
     timeout "$(budget 200)" python3 benchmarks/bench_ablate.py --only slide --json logs/bench_ablate_slide.json \
         > logs/bench_ablate_slide.log 2>&1; echo "bench_ablate exit $?" >> logs/bench_ablate_slide.log
     grep -a "µs\|FAIL\|exit" logs/bench_ablate_slide.log | tail -30
+fi
+
+if [ "$part" = I3 ]; then
+    step "GPU tests of the workload (every kernel against the NumPy reference)"
+    timeout "$(budget 200)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=5 tests/workload \
+        > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log
+    tail -12 logs/pytest_gpu_workload.log
+    step "the other GPU tests (tracers, aare cluster check without an aare build, multi-GPU)"
+    timeout "$(budget 90)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider tests --ignore=tests/workload \
+        > logs/pytest_gpu_other.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_other.log
+    tail -6 logs/pytest_gpu_other.log
+    step "a persistent tile too large for shared memory: an InputError before compiling, not a traceback"
+    timeout "$(budget 60)" python3 -c "
+from clusterbench.errors import InputError
+from clusterbench.workload.params import WorkloadParams
+from clusterbench.workload.pipeline import Pipeline
+from clusterbench.workload.synth import build_frames
+p = WorkloadParams(cluster=9, cap=1700, pedestal='tracking', pedestal_dtype='float64', frames=100, pool=10,
+                   pedestal_frames=20, batch=50, streams=1)
+try:
+    Pipeline(p, build_frames(p), track_tile_rows=40).close()
+    print('UNEXPECTED: no error')
+except InputError as exc:
+    print('InputError:', exc, '| hint:', exc.hint)
+" 2>&1 | tail -3
+    step "frozen_slide variants: python3 benchmarks/bench_ablate.py --only slide"
+    timeout "$(budget 120)" python3 benchmarks/bench_ablate.py --only slide --json logs/bench_ablate_slide.json \
+        > logs/bench_ablate_slide.log 2>&1; echo "bench_ablate exit $?" >> logs/bench_ablate_slide.log
+    grep -a "µs\|FAIL\|exit" logs/bench_ablate_slide.log | tail -30
+    step "sustained FPS: python3 benchmarks/bench_workload.py --grid"
+    timeout "$(budget 100)" python3 benchmarks/bench_workload.py --grid --json logs/bench_grid.json \
+        > logs/bench_grid.log 2>&1; echo "bench exit $?" >> logs/bench_grid.log
+    tail -16 logs/bench_grid.log
+fi
+
+if [ "$part" = I4 ]; then
+    step "workload benchmark: python3 benchmarks/bench_workload.py --modes --quick"
+    timeout "$(budget 330)" python3 benchmarks/bench_workload.py --modes --quick --json logs/bench_modes.json \
+        > logs/bench_modes.log 2>&1; echo "bench exit $?" >> logs/bench_modes.log
+    tail -32 logs/bench_modes.log
+    step "workload benchmark, default run: python3 benchmarks/bench_workload.py --frames 2000"
+    timeout "$(budget 200)" python3 benchmarks/bench_workload.py --frames 2000 --json logs/bench_default.json \
+        > logs/bench_default.log 2>&1; echo "bench exit $?" >> logs/bench_default.log
+    tail -24 logs/bench_default.log
 fi
 
 snap

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,19 @@ def hash_kernel_sources(folder: Path) -> dict[str, str]:
         return {}
     return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file() and p.suffix in KERNEL_SUFFIXES}
+
+
+_LOCAL_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+\.cuh)"[^\n]*$', re.MULTILINE)
+
+
+def kernel_source(name: str) -> str:
+    """The text of kernel file ``name`` as it is compiled: each ``#include "x.cuh"`` of a header in the
+    kernel folder replaced by that header's text (once per include). NVRTC then needs no include path,
+    and CuPy's kernel cache, keyed by the source text, sees a change to a header too."""
+    def splice(m: re.Match) -> str:
+        return f"// ---- {m.group(1)} ----\n" + (KERNEL_DIR / m.group(1)).read_text() + f"// ---- end of {m.group(1)} ----"
+
+    return _LOCAL_INCLUDE.sub(splice, (KERNEL_DIR / name).read_text())
 
 
 def kernel_sources() -> dict[str, str]:
@@ -111,5 +125,4 @@ def load_module(pedestal_dtype: str, cluster: int, tile_rows: int | None = None)
     """The compiled cupy.RawModule for one (pedestal type, cluster size[, classify tile rows])."""
     import cupy
 
-    source = (KERNEL_DIR / KERNEL_FILE).read_text()
-    return cupy.RawModule(code=source, options=compile_options(pedestal_dtype, cluster, tile_rows))
+    return cupy.RawModule(code=kernel_source(KERNEL_FILE), options=compile_options(pedestal_dtype, cluster, tile_rows))

@@ -67,10 +67,16 @@ TRACK_MAX_THREADS_PER_SM = 1024  # resident persistent threads per SM at most: 6
 # 32 - H columns, slide_geometry).
 FROZEN_KERNELS = params_mod.FROZEN_KERNELS  # build.FROZEN_KERNELS plus "slide"
 assert FROZEN_KERNELS == tuple(build.FROZEN_KERNELS) + ("slide",)
-DEFAULT_FROZEN_KERNEL = build.DEFAULT_FROZEN_KERNEL  # "twophase": the default for a float64 pedestal
-# float32 defaults to the sliding window: on the H200, 2026-12-01, 0.656 µs/frame at 3x3 against twophase's
-# 1.106, 1.368 against 1.806 at 9x9. In float64 it lost at 9x9 (5.64 against 2.72 µs), so twophase stays.
-DEFAULT_FROZEN_KERNEL_BY_DTYPE = {"float32": "slide", "float64": DEFAULT_FROZEN_KERNEL}
+DEFAULT_FROZEN_KERNEL = build.DEFAULT_FROZEN_KERNEL  # "twophase": float64's default from 5x5 up
+
+
+def default_frozen_kernel(pedestal_dtype: str, cluster: int) -> str:
+    """The measured default frozen kernel (docs/workload.md, "Step 6"; one H200, 1 stream, CUDA events):
+    "slide" for a float32 pedestal (3x3 0.42 µs per frame against twophase's 1.09, 9x9 0.76 against 1.75)
+    and for float64 at 3x3 (0.69 against 1.35); twophase for float64 from 5x5 up (5x5: 2.27 against 1.81)."""
+    return DEFAULT_FROZEN_KERNEL if pedestal_dtype == "float64" and cluster > 3 else "slide"
+
+
 SLIDE_WARPS = 8  # CB_SNW up to 5x5: warps per frozen_slide block, each walking its own frames of the block's tile
 SLIDE_MAX_FRAMES_PER_BLOCK = 32  # the tile's mean and thresholds are loaded once for these frames
 SLIDE_TILE_ROWS = 16  # CB_STH: output rows per frozen_slide tile (docs/workload.md, "Step 4" to "Step 6")
@@ -132,7 +138,7 @@ def _main_module(pedestal_dtype: str, cluster: int, tile_rows: int | None = None
                  defines: tuple[str, ...] = (), frame: tuple[int, int] | None = None) -> Any:
     import cupy
 
-    source = (build.kernel_dir() / build.KERNEL_FILE).read_text()
+    source = build.kernel_source(build.KERNEL_FILE)
     return cupy.RawModule(code=source, options=main_compile_options(pedestal_dtype, cluster, tile_rows, slide_rows,
                                                                     frame) + defines)
 
@@ -164,6 +170,30 @@ def persistent_fits(tiles: int, tile_rows: int, sm_count: int) -> bool:
     return persistent_min_blocks(tiles, sm_count) * 32 * persistent_warps(tile_rows) <= TRACK_MAX_THREADS_PER_SM
 
 
+def persistent_shared_bytes(pedestal_dtype: str, cluster: int, tile_rows: int = TRACK_TILE_ROWS) -> int:
+    """Static shared memory of track_persistent with its default options: the values of the tile with halo,
+    the row maxima (not at 3x3 f32, CB_PDIRECT), the row sums and absolute row sums (from 5x5 up, CB_PSEP)
+    and the raw values of the own pixels."""
+    item = 4 if pedestal_dtype == "float32" else 8
+    h = cluster // 2
+    trows, tcols = tile_rows + 2 * h, TRACK_TILE_COLS + 2 * h
+    psep = cluster >= 5
+    pdirect = cluster <= 3 and item == 4 and not psep
+    # the one-row placeholders of the arrays a build does not use are removed by the compiler
+    return (trows * tcols + (0 if pdirect else trows) * TRACK_TILE_COLS
+            + 2 * (trows if psep else 0) * TRACK_TILE_COLS) * item + tile_rows * TRACK_TILE_COLS * 2
+
+
+def check_persistent_shared(pedestal_dtype: str, cluster: int, tile_rows: int) -> None:
+    """InputError, not a compiler traceback, when a tile height needs more than 48 KiB of static shared
+    memory (float64 9x9 at 40 rows needs 54,784 B)."""
+    need = persistent_shared_bytes(pedestal_dtype, cluster, tile_rows)
+    if need > build.STATIC_SMEM_MAX_BYTES:
+        raise InputError(f"persistent tracking tiles of {tile_rows} rows need {need:,} B of shared memory at "
+                         f"{cluster}x{cluster} {pedestal_dtype}, over {build.STATIC_SMEM_MAX_BYTES:,} B",
+                         hint=f"use the default {TRACK_TILE_ROWS}-row tiles or fewer rows")
+
+
 def persistent_compile_options(pedestal_dtype: str, cluster: int, tile_rows: int = TRACK_TILE_ROWS,
                                min_blocks: int = 1) -> tuple[str, ...]:
     """NVRTC options of tracking_persistent.cu: the workload's options (-DCB_T, -DCB_K, --fmad=false)
@@ -180,10 +210,9 @@ def persistent_mean_bytes(batch: int, rows: int, cols: int, itemsize: int) -> in
 def choose_kernels(params: WorkloadParams, sm_count: int, frozen_kernel: str | None = None,
                    tracking_kernel: str | None = None, track_tile_rows: int | None = None) -> tuple[str, str]:
     """(frozen kernel, tracking kernel) for a run (pure): an explicit argument, else the params record's
-    choice, else the default for the pedestal dtype (frozen) or "coop" when every persistent tile fits
+    choice, else the measured default for the pedestal dtype and cluster size (frozen) or "coop" when every persistent tile fits
     resident (persistent_fits), and "graph" when it does not."""
-    fk = frozen_kernel or params.frozen_kernel or DEFAULT_FROZEN_KERNEL_BY_DTYPE.get(params.pedestal_dtype,
-                                                                                    DEFAULT_FROZEN_KERNEL)
+    fk = frozen_kernel or params.frozen_kernel or default_frozen_kernel(params.pedestal_dtype, params.cluster)
     tk = tracking_kernel or params.tracking_kernel
     if tk is None:
         tk = DEFAULT_TRACKING_KERNEL
@@ -209,7 +238,7 @@ def _persistent_kernel(pedestal_dtype: str, cluster: int, tile_rows: int, min_bl
     """track_persistent as a cooperative RawKernel (CuPy launches it with cuLaunchCooperativeKernel)."""
     import cupy
 
-    source = (build.kernel_dir() / TRACK_KERNEL_FILE).read_text()
+    source = build.kernel_source(TRACK_KERNEL_FILE)
     return cupy.RawKernel(source, "track_persistent",
                           options=persistent_compile_options(pedestal_dtype, cluster, tile_rows, min_blocks) + defines,
                           enable_cooperative_groups=True)
@@ -412,6 +441,8 @@ class Pipeline:
 
     def _init_persistent(self, cp: Any, params: WorkloadParams, B: int, S: int) -> None:
         self.p_wpr, self.p_trows, self.p_tiles = persistent_geometry(params.rows, params.cols, self.track_tile_rows)
+        if not self.defines:  # kernel variants (benchmark -D macros) may lay out shared memory differently
+            check_persistent_shared(params.pedestal_dtype, params.cluster, self.track_tile_rows)
         min_blocks = persistent_min_blocks(self.p_tiles, self.sm_count)
         self.p_warps = persistent_warps(self.track_tile_rows)
         self.k_persist = _persistent_kernel(params.pedestal_dtype, params.cluster, self.track_tile_rows, min_blocks,
@@ -509,24 +540,14 @@ class Pipeline:
                 self.k_classify((self.tiles * -(-n // fpb),), (build.CLASSIFY_TILE_COLS, build.CLASSIFY_WARPS),
                                 (self.d_in[s], np.int32(n), np.int32(fpb), self.mean[0], self.thr, self.d_mask[s],
                                  np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr), np.int32(self.tiles)))
-                if self._with_compact:
-                    self.k_compact((n,), (build.COMPACT_THREADS,),
-                                   (self.d_mask[s], self.d_in[s], np.int32(n), self.mean[0], np.int64(0),
-                                    np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
-                                    np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr),
-                                    np.int32(build.CLASSIFY_TILE_COLS), np.int32(p.cap)))
+                self._compact(s, n, self.mean[0], 0, self.wpr, build.CLASSIFY_TILE_COLS)
                 return
             if self.slide:
                 fpb = self.fpb or slide_frames_per_block(n, self.s_tiles, self.sm_count)
                 self.k_slide((self.s_tiles * -(-n // fpb),), (32 * slide_warps(p.pedestal_dtype, p.cluster),),
                              (self.d_in[s], np.int32(n), np.int32(fpb), self.mean[0], self.thr, self.d_mask[s],
                               np.int32(p.rows), np.int32(p.cols), np.int32(self.s_wpr), np.int32(self.s_tiles)))
-                if self._with_compact:
-                    self.k_compact((n,), (build.COMPACT_THREADS,),
-                                   (self.d_mask[s], self.d_in[s], np.int32(n), self.mean[0], np.int64(0),
-                                    np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
-                                    np.int32(p.rows), np.int32(p.cols), np.int32(self.s_wpr), np.int32(self.s_ow),
-                                    np.int32(p.cap)))
+                self._compact(s, n, self.mean[0], 0, self.s_wpr, self.s_ow)
                 return
             if p.pedestal == "frozen":
                 self.k_frozen((n,), (build.THREADS_PER_BLOCK,),
@@ -574,12 +595,19 @@ class Pipeline:
             # the next batch's tracking waits for this event only, not for the compaction below
             self._track_event = self.cp.cuda.Event(disable_timing=True)
             self._track_event.record(stream)
-            if self._with_compact:
-                self.k_compact((n,), (build.COMPACT_THREADS,),
-                               (self.d_mask[s], self.d_in[s], np.int32(n), self.p_means[s], np.int64(self.npix),
-                                np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
-                                np.int32(p.rows), np.int32(p.cols), np.int32(self.wpr),
-                                np.int32(build.CLASSIFY_TILE_COLS), np.int32(p.cap)))
+            self._compact(s, n, self.p_means[s], self.npix, self.wpr, build.CLASSIFY_TILE_COLS)
+
+    def _compact(self, s: int, n: int, means: Any, mean_stride: int, wpr: int, ow: int) -> None:
+        """frozen_compact over stream s's n mask frames (words of ``ow`` columns, ``wpr`` per row) into the
+        slots: frame f's values use ``means`` + f * ``mean_stride`` (0: one mean for all; the persistent
+        tracking kernel's per-frame means: the frame size). Left out while time_kernel(compact=False) runs."""
+        if not self._with_compact:
+            return
+        p = self.p
+        self.k_compact((n,), (build.COMPACT_THREADS,),
+                       (self.d_mask[s], self.d_in[s], np.int32(n), means, np.int64(mean_stride),
+                        np.uint64(self._slots_ptr(s)), np.int64(self.slot_bytes), self.totals,
+                        np.int32(p.rows), np.int32(p.cols), np.int32(wpr), np.int32(ow), np.int32(p.cap)))
 
     def _track_frames(self, s: int, n: int) -> None:
         p = self.p

@@ -34,11 +34,11 @@ def _defines(options):
 
 def _build(tmp: Path, dtype: str, k: int, track_rows: int, extra: tuple[str, ...] = (),
            frame: tuple[int, int] | None = None) -> Path:
-    kernels = build.kernel_dir()
-    cf = (kernels / build.KERNEL_FILE).read_text().replace(
+    # the sources as the pipeline compiles them (build.kernel_source: the shared header spliced in)
+    cf = build.kernel_source(build.KERNEL_FILE).replace(
         "extern __shared__ __align__(16) u8 smem[];", "alignas(16) static u8 smem[16];")  # strip kernels: not run
     (tmp / "cf.cu").write_text(cf)
-    shutil.copy(kernels / pipeline.TRACK_KERNEL_FILE, tmp / "tp.cu")
+    (tmp / "tp.cu").write_text(build.kernel_source(pipeline.TRACK_KERNEL_FILE))
     (tmp / "kernels.inc").write_text(
         '#include <cooperative_groups.h>\nnamespace cfk {\n#include "cf.cu"\n}\nnamespace tpk {\n#include "tp.cu"\n}\n'
         "using namespace cfk;\nusing tpk::track_persistent;\nstatic constexpr int PTH = tpk::PTH, PBY = tpk::PBY;\n")

@@ -1,6 +1,7 @@
 """Every kernel file compiles for Hopper (sm_90) with the options the pipeline passes (needs nvcc;
 skips without it). The exactness of the kernels is checked on the GPU (test_gpu.py)."""
 
+import re
 import shutil
 import subprocess
 
@@ -38,3 +39,6 @@ def test_tracking_persistent_compiles(tmp_path, dtype, k, rows, min_blocks):
                 pipeline.persistent_compile_options(dtype, k, rows, min_blocks), rdc=True)
     assert "Compiling entry function 'track_persistent'" in log
     assert "bytes spill stores" in log and "too much shared data" not in log
+    # ptxas's static shared memory is the pipeline's own count (its check before compiling)
+    smem = re.search(r"(\d+) bytes smem", log[log.index("Compiling entry function 'track_persistent'"):])
+    assert smem and int(smem.group(1)) == pipeline.persistent_shared_bytes(dtype, k, rows)

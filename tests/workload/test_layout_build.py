@@ -103,3 +103,16 @@ def test_pipeline_rejects_an_unknown_frozen_kernel_before_touching_the_gpu():
     with pytest.raises(InputError, match="unknown tracking kernel 'fast'"):
         Pipeline(small.replace(pedestal="tracking"), frames, tracking_kernel="fast")
     assert build.DEFAULT_FROZEN_KERNEL in build.FROZEN_KERNELS
+
+
+def test_kernel_source_splices_the_shared_header_once_per_file():
+    from clusterbench.workload import pipeline
+
+    for name in (build.KERNEL_FILE, pipeline.TRACK_KERNEL_FILE):
+        raw = (build.kernel_dir() / name).read_text()
+        assert raw.count('#include "tile_load.cuh"') == 1
+        text = build.kernel_source(name)
+        assert '#include "tile_load.cuh"' not in text
+        assert text.count("void load_tile_raw(") == 1  # the header's text, spliced where the include was
+        assert text.index("void load_tile_raw(") < text.index("load_tile_raw<")
+    assert "tile_load.cuh" in build.kernel_sources()  # hashed with the kernels (the fresh-build guard)

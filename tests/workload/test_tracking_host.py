@@ -167,14 +167,17 @@ def test_frozen_kernels_keep_the_default_and_add_slide():
 
 
 def test_measured_defaults_follow_dtype_and_residency():
-    # The defaults the H200 measured (docs/workload.md): the sliding window for a float32 frozen pedestal,
-    # twophase for float64; the persistent "coop" kernel for tracking when every tile can be resident.
+    # The defaults the H200 measured (docs/workload.md): the sliding window for a float32 frozen pedestal
+    # and for float64 at 3x3, twophase for float64 from 5x5 up; the persistent "coop" kernel for tracking
+    # when every tile can be resident.
     from clusterbench.workload.params import WorkloadParams
     from clusterbench.workload.pipeline import choose_kernels
 
     p = WorkloadParams()
     assert choose_kernels(p, 132) == ("slide", "coop")
-    assert choose_kernels(p.replace(pedestal_dtype="float64"), 132)[0] == "twophase"
+    assert choose_kernels(p.replace(cluster=9), 132)[0] == "slide"
+    assert choose_kernels(p.replace(pedestal_dtype="float64"), 132)[0] == "slide"
+    assert choose_kernels(p.replace(pedestal_dtype="float64", cluster=5), 132)[0] == "twophase"
     # 400x400 in the default 32x20 tiles: ceil(400/32) = 13 tiles across, 400/20 = 20 down, 260 tiles of
     # 320 threads; at most 1024 persistent threads per SM, i.e. 3 blocks: they fit on 87 SMs (261 places)
     # but not on 86 (258)
@@ -187,3 +190,19 @@ def test_measured_defaults_follow_dtype_and_residency():
     assert choose_kernels(p, 8, tracking_kernel="flags") == ("slide", "flags")
     assert choose_kernels(p.replace(tracking_kernel="graph", frozen_kernel="strip"), 132) == ("strip", "graph")
     assert choose_kernels(p, 132, frozen_kernel="twophase")[0] == "twophase"
+
+
+def test_persistent_tiles_that_overflow_shared_memory_are_refused_before_compiling():
+    from clusterbench.errors import InputError
+    from clusterbench.workload.pipeline import check_persistent_shared, persistent_shared_bytes
+
+    # float64 9x9, 40-row tiles: 48 x 40 values, 48 x 32 row maxima, 2 x 48 x 32 row sums (8 B each), and
+    # 40 x 32 raw values (2 B): 15,360 + 12,288 + 24,576 + 2,560 = 54,784 B
+    assert persistent_shared_bytes("float64", 9, 40) == 54_784
+    with pytest.raises(InputError, match="54,784 B"):
+        check_persistent_shared("float64", 9, 40)
+    # 3x3 float32, the default 20 rows: 22 x 34 values (4 B), no row maxima (CB_PDIRECT) and no sums, 20 x 32 raw
+    assert persistent_shared_bytes("float32", 3, 20) == 22 * 34 * 4 + 20 * 32 * 2
+    for dtype in ("float32", "float64"):
+        for k in (3, 5, 7, 9, 11):
+            check_persistent_shared(dtype, k, 20)  # the default tiles always fit

@@ -329,29 +329,7 @@ static_assert(2 * H <= 32, "the halo columns must fit one extra warp-wide load")
 __device__ __forceinline__ float tmax(float a, float b) { return fmaxf(a, b); }    // exact: no NaN here
 __device__ __forceinline__ double tmax(double a, double b) { return fmax(a, b); }
 
-// The raw uint16 values of one frame's tile (with halo) into this thread's load slots: slot i is tile
-// row i*BY + ty, column lane (lo[i]) and column lane + 32 (hi[i]; the right halo, lanes < 2H).
-// `tb` points at the tile's top-left halo corner, image pixel (x0 - H, y0 - H), possibly outside.
-// The values stay in their own registers, untouched until the next frame converts them: nothing
-// consumes a load right after it is issued, so all 2*NR loads of a frame are in flight together
-// while the current frame is classified (packing two values into one register here made every
-// load wait for the previous one: about NR memory latencies per frame instead of one).
-__device__ __forceinline__ void load_raw(u32 (&lo)[NR], u32 (&hi)[NR], const u16* __restrict__ tb, int x0,
-                                         int y0, int rows, int cols) {
-    const int lane = threadIdx.x, ty = threadIdx.y;
-    const int x = x0 - H + lane;
-    const bool xin_lo = x >= 0 && x < cols;
-    const bool xin_hi = lane + 32 < TC && x + 32 < cols;
-#pragma unroll
-    for (int i = 0; i < NR; ++i) {
-        const int row = i * BY + ty;
-        const int y = y0 - H + row;
-        const bool yin = row < TR && y >= 0 && y < rows;
-        const u16* rp = tb + row * cols;
-        lo[i] = (yin && xin_lo) ? (u32)__ldg(rp + lane) : 0u;
-        hi[i] = (yin && xin_hi) ? (u32)__ldg(rp + lane + 32) : 0u;
-    }
-}
+#include "tile_load.cuh"  // load_tile_raw: the raw values of a tile with halo, all loads in flight at once
 
 extern "C" __global__ void __launch_bounds__(TW * BY, CLS_MINB)
 frozen_classify(const u16* __restrict__ frames, int n_frames, int fpb, const T* __restrict__ mean,
@@ -383,7 +361,7 @@ frozen_classify(const u16* __restrict__ frames, int n_frames, int fpb, const T* 
         th[j] = (y < rows && x < cols) ? thr[(size_t)y * cols + x] : T(0);
     }
     u32 lo[NR], hi[NR];
-    load_raw(lo, hi, frames + (long long)((size_t)f0 * npix) + corner, x0, y0, rows, cols);
+    load_tile_raw<NR, BY, TR, TC>(lo, hi, frames + (long long)((size_t)f0 * npix) + corner, x0, y0, rows, cols);
     __syncthreads();  // s_m
 
     int buf = 0;
@@ -402,7 +380,7 @@ frozen_classify(const u16* __restrict__ frames, int n_frames, int fpb, const T* 
             }
         }
         if (f + 1 < f1)  // the next frame's loads are in flight while this one is classified
-            load_raw(lo, hi, frames + (long long)((size_t)(f + 1) * npix) + corner, x0, y0, rows, cols);
+            load_tile_raw<NR, BY, TR, TC>(lo, hi, frames + (long long)((size_t)(f + 1) * npix) + corner, x0, y0, rows, cols);
         __syncthreads();
         // K-wide row max of every tile row
 #pragma unroll

@@ -113,25 +113,7 @@ __device__ __forceinline__ u32 ld_acquire(const u32* p) {
 #endif
 }
 
-// Raw uint16 values of one frame's tile with halo: slot i is tile row i*PBY + ty, column lane (lo) and
-// column lane + 32 (hi, the right halo, lanes < 2H). Predicated loads, left unconsumed until the next
-// frame, so that all of them are in flight together (see cluster_finder.cu, load_raw).
-__device__ __forceinline__ void p_load_raw(u32 (&lo)[PNR], u32 (&hi)[PNR], const u16* __restrict__ tb, int x0,
-                                           int y0, int rows, int cols) {
-    const int lane = threadIdx.x, ty = threadIdx.y;
-    const int x = x0 - H + lane;
-    const bool xin_lo = x >= 0 && x < cols;
-    const bool xin_hi = lane + 32 < PTC && x + 32 < cols;
-#pragma unroll
-    for (int i = 0; i < PNR; ++i) {
-        const int row = i * PBY + ty;
-        const int y = y0 - H + row;
-        const bool yin = row < PTR && y >= 0 && y < rows;
-        const u16* rp = tb + row * cols;
-        lo[i] = (yin && xin_lo) ? (u32)__ldg(rp + lane) : 0u;
-        hi[i] = (yin && xin_hi) ? (u32)__ldg(rp + lane + 32) : 0u;
-    }
-}
+#include "tile_load.cuh"  // load_tile_raw, shared with cluster_finder.cu
 
 extern "C" __global__ void __launch_bounds__(PW * PBY, CB_PMINB)
 track_persistent(const u16* __restrict__ frames, int n_frames, const T* mean_in, T* mean_out,
@@ -184,7 +166,7 @@ track_persistent(const u16* __restrict__ frames, int n_frames, const T* mean_in,
     }
 
     u32 lo[PNR], hi[PNR];
-    p_load_raw(lo, hi, frames + corner, x0, y0, rows, cols);
+    load_tile_raw<PNR, PBY, PTR, PTC>(lo, hi, frames + corner, x0, y0, rows, cols);
 
     T mlo[PNR], mhi[PNR];
     for (int f = 0; f < n_frames; ++f) {
@@ -218,7 +200,7 @@ track_persistent(const u16* __restrict__ frames, int n_frames, const T* mean_in,
             }
         }
         if (f + 1 < n_frames)  // the next frame's raw values are in flight while this one is classified
-            p_load_raw(lo, hi, frames + (long long)((size_t)(f + 1) * npix) + corner, x0, y0, rows, cols);
+            load_tile_raw<PNR, PBY, PTR, PTC>(lo, hi, frames + (long long)((size_t)(f + 1) * npix) + corner, x0, y0, rows, cols);
         __syncthreads();
         // 3. K-wide row max of every tile row (PDIRECT: none, each pixel reads its K*K values)
 #pragma unroll
