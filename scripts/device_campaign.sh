@@ -25,6 +25,9 @@
 #                                       # bench_workload --grid, the shared-memory refusal on the GPU
 #   bash scripts/device_campaign.sh I4  # issue 11, final code: bench_workload --modes --quick and the
 #                                       # default bench_workload run (2,000 frames)
+#   bash scripts/device_campaign.sh I5  # issue 11: the reference configs on the new default frozen kernel
+#                                       # (tags slide and slide_aa: an A/A pair), compared with each other
+#                                       # and with the twophase reference results/2026-12-01_f32
 #   bash scripts/device_campaign.sh F1  # issue 12: build aare (make aare-cuda), GPU tests and the aare
 #                                       #   cluster check, probe configs/aare_cuda.toml and configs.toml,
 #                                       #   rows vs analyze, compare ours against aare's, side-by-side table
@@ -34,7 +37,7 @@
 # writes it to .device/REVISION first (git rev-parse HEAD, plus -dirty for a dirty tree).
 # Logs and a tarball of results (no traces but one) go to $OUT.
 set -u
-part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G|H1|H2|I1|I2|I3|I4}
+part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G|H1|H2|I1|I2|I3|I4|I5}
 OUT=${OUT:-/tmp/cb-out}
 [ -f .device/REVISION ] && export CLUSTERBENCH_GIT_REV=$(cat .device/REVISION)
 mkdir -p "$OUT" logs
@@ -425,6 +428,21 @@ if [ "$part" = I4 ]; then
     timeout "$(budget 200)" python3 benchmarks/bench_workload.py --frames 2000 --json logs/bench_default.json \
         > logs/bench_default.log 2>&1; echo "bench exit $?" >> logs/bench_default.log
     tail -24 logs/bench_default.log
+fi
+
+if [ "$part" = I5 ]; then
+    for tag in slide slide_aa; do
+        step "the reference configs on the default kernels: clusterbench probe --config configs.toml --tag $tag"
+        timeout "$(budget 200)" python3 -m clusterbench probe --config configs.toml --tag "$tag" 2>&1 \
+            | tee "logs/probe_$tag.log" | tail -24
+        python3 scripts/verify_probes.py "results/${day}_f32_$tag" 2>&1 | tail -2
+    done
+    step "A/A: clusterbench compare results/${day}_f32_slide results/${day}_f32_slide_aa"
+    python3 -m clusterbench compare "results/${day}_f32_slide" "results/${day}_f32_slide_aa" 2>&1 | tee logs/compare_aa.log
+    python3 -m clusterbench compare "results/${day}_f32_slide" "results/${day}_f32_slide_aa" --json > logs/compare_aa.json
+    step "against twophase: clusterbench compare results/2026-12-01_f32 results/${day}_f32_slide"
+    python3 -m clusterbench compare results/2026-12-01_f32 "results/${day}_f32_slide" 2>&1 | tee logs/compare_twophase.log
+    python3 -m clusterbench compare results/2026-12-01_f32 "results/${day}_f32_slide" --json > logs/compare_twophase.json
 fi
 
 snap
