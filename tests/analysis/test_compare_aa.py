@@ -21,6 +21,11 @@ from clusterbench.results import load_results
 ROOT = Path(__file__).resolve().parents[2]
 AA = ROOT / "tests" / "data" / "compare" / "aa"
 DIRS = [AA / f"2026-12-01_f32_aa{i}" for i in (1, 2, 3)]
+# A second A/A pair, on the two-columns-per-lane frozen kernel (2026-12-01, `clusterbench probe --config
+# configs.toml --tag slide|slide_aa`, one device call, git efa5d09): the same rules must hold on a kernel
+# three times faster than the one the floors were measured on.
+AA_SLIDE = [ROOT / "tests" / "data" / "compare" / "aa_slide" / f"2026-12-01_f32_{t}" for t in ("slide", "slide_aa")]
+PAIRS = [(DIRS[i], DIRS[j]) for i, j in itertools.combinations(range(3), 2)] + [tuple(AA_SLIDE)]
 METRICS = ("kernel_us", "h2d_us", "d2h_us", "roofline_us", "sustained_fps")
 
 
@@ -33,9 +38,9 @@ def _repeats(d: Path, label: str) -> list[float]:
     return json.loads((d / "env.json").read_text())["configs"][label]["sustained_fps"]
 
 
-@pytest.mark.parametrize(("i", "j"), list(itertools.combinations(range(3), 2)))
-def test_aa_pairs_read_same_or_not_comparable(i: int, j: int) -> None:
-    c = compare_results(load_results(DIRS[i]), load_results(DIRS[j]))
+@pytest.mark.parametrize(("before", "after"), PAIRS, ids=[f"{a.name}-{b.name}" for a, b in PAIRS])
+def test_aa_pairs_read_same_or_not_comparable(before: Path, after: Path) -> None:
+    c = compare_results(load_results(before), load_results(after))
     assert c.across == () and len(c.rows) == 4
     for r in c.rows:
         assert r.mismatches == ()
