@@ -12,9 +12,9 @@ Kernel µs per frame, 1 stream, CUDA events, 500 frames already on the GPU, medi
   stages at once; and other tile heights and register caps.
 - **frozen, "slide"** (frozen_slide): with and without the compaction, at other register caps
   (CB_SMINB: resident blocks per SM the registers must allow) and tile heights (CB_STH).
-- **``--only slide``**: frozen_slide in float32 at 3x3, 5x5 and 9x9 against twophase, at 16, 24 and 28
-  frames per block, with 12-row tiles and (9x9) a looser register bound; in float64 at 3x3 and 5x5
-  against twophase.
+- **``--only slide``**: frozen_slide in float32 at 3x3, 5x5, 7x7 and 9x9 against twophase, at 16, 24
+  and 28 frames per block, with 12-row tiles and (7x7, 9x9) the tighter register bound of 5 blocks per
+  SM; in float64 at 3x3 and 5x5 against twophase.
 
 Figures and the calls that produced them: docs/workload.md, "Step 5".
 
@@ -126,19 +126,21 @@ def frozen(rows: list, frames, base, quick: bool = False) -> None:
 
 
 def slide(rows: list, frames, base) -> None:
-    """frozen_slide: in float32 at 3x3, 5x5 and 9x9 the default build against twophase, other frames per
-    block (500 frames of 175 tiles at 3x3 make 2,800 blocks of 32 frames: 7.07 waves of 396 resident
-    blocks; 28 frames make 3,150, 7.95 waves), other tile heights and at 9x9 a looser register bound;
-    in float64 at 3x3 and 5x5 the default build against twophase (float64's default)."""
-    for k, cap in ((3, 3000), (5, 3000), (9, 1700)):
+    """frozen_slide: in float32 at 3x3, 5x5, 7x7 and 9x9 the default build against twophase, other frames
+    per block (500 frames of 175 tiles at 3x3 make 2,800 blocks of 32 frames: 7.07 waves of 396 resident
+    blocks; 28 frames make 3,150, 7.95 waves), other tile heights, and from 7x7 up the tighter register
+    bound of 5 blocks per SM; in float64 at 3x3 and 5x5 the default build against twophase."""
+    for k, cap in ((3, 3000), (5, 3000), (7, 2500), (9, 1700)):
         p = base.replace(cluster=k, cap=cap, streams=1, batch=CHECK, pedestal_dtype="float32", pedestal="frozen")
         ref = _one(rows, frames, p, "slide, default build", frozen_kernel="slide")
         _one(rows, frames, p, "twophase", ref, frozen_kernel="twophase")
+        if k >= 7:  # the register bound before 2026-12-01's last change: 5 blocks of 4 warps (as many as fit)
+            _one(rows, frames, p, "slide, CB_SMINB=5", ref, frozen_kernel="slide", defines=("-DCB_SMINB=5",))
+        if k == 7:
+            continue
         for fpb in (16, 24, 28):
             _one(rows, frames, p, f"slide, {fpb} frames per block", ref, frozen_kernel="slide", fpb=fpb)
         _one(rows, frames, p, "slide, CB_STH=12", ref, frozen_kernel="slide", slide_rows=12)
-        if k == 9:
-            _one(rows, frames, p, "slide, CB_SMINB=4", ref, frozen_kernel="slide", defines=("-DCB_SMINB=4",))
     for k, cap in ((3, 3000), (5, 3000)):
         p = base.replace(cluster=k, cap=cap, streams=1, batch=CHECK, pedestal_dtype="float64", pedestal="frozen")
         ref = _one(rows, frames, p, "slide, default build", frozen_kernel="slide")

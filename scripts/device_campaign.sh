@@ -25,6 +25,8 @@
 #                                       # bench_workload --grid, the shared-memory refusal on the GPU
 #   bash scripts/device_campaign.sh I4  # issue 11, final code: bench_workload --modes --quick and the
 #                                       # default bench_workload run (2,000 frames)
+#   bash scripts/device_campaign.sh I6  # issue 11, the last kernel change (16 warps per SM from 7x7 up):
+#                                       # the workload GPU tests, bench_ablate --only slide
 #   bash scripts/device_campaign.sh I5  # issue 11: the reference configs on the new default frozen kernel
 #                                       # (tags slide and slide_aa: an A/A pair), compared with each other
 #                                       # and with the twophase reference results/2026-12-01_f32
@@ -37,7 +39,7 @@
 # writes it to .device/REVISION first (git rev-parse HEAD, plus -dirty for a dirty tree).
 # Logs and a tarball of results (no traces but one) go to $OUT.
 set -u
-part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G|H1|H2|I1|I2|I3|I4|I5}
+part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G|H1|H2|I1|I2|I3|I4|I5|I6}
 OUT=${OUT:-/tmp/cb-out}
 [ -f .device/REVISION ] && export CLUSTERBENCH_GIT_REV=$(cat .device/REVISION)
 mkdir -p "$OUT" logs
@@ -443,6 +445,17 @@ if [ "$part" = I5 ]; then
     step "against twophase: clusterbench compare results/2026-12-01_f32 results/${day}_f32_slide"
     python3 -m clusterbench compare results/2026-12-01_f32 "results/${day}_f32_slide" 2>&1 | tee logs/compare_twophase.log
     python3 -m clusterbench compare results/2026-12-01_f32 "results/${day}_f32_slide" --json > logs/compare_twophase.json
+fi
+
+if [ "$part" = I6 ]; then
+    step "GPU tests of the workload (every kernel against the NumPy reference)"
+    timeout "$(budget 200)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=3 tests/workload \
+        > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log
+    tail -8 logs/pytest_gpu_workload.log
+    step "frozen_slide variants: python3 benchmarks/bench_ablate.py --only slide"
+    timeout "$(budget 150)" python3 benchmarks/bench_ablate.py --only slide --json logs/bench_ablate_slide.json \
+        > logs/bench_ablate_slide.log 2>&1; echo "bench_ablate exit $?" >> logs/bench_ablate_slide.log
+    grep -a "µs\|FAIL\|exit" logs/bench_ablate_slide.log | tail -30
 fi
 
 snap
