@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpu_start import start_gpu  # also puts the checkout on sys.path
 
 from clusterbench.workload.params import WorkloadParams  # noqa: E402
 
@@ -156,19 +156,13 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer variants: tile heights, register caps, CB_PDIRECT")
     args = ap.parse_args()
 
-    from clusterbench.errors import ClusterbenchError
-    from clusterbench.workload.pipeline import require_cupy
-
-    try:
-        cp = require_cupy()
-    except ClusterbenchError as exc:  # no CuPy or no GPU: one line and a hint, not a traceback
-        print(f"Error: {exc}" + (f"\n  Hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+    started = start_gpu()
+    if started is None:  # no CuPy or no GPU: one line and a hint, not a traceback
         return 1
+    cp, name = started
 
     from clusterbench.workload.synth import build_frames
 
-    dev = cp.cuda.runtime.getDeviceProperties(0)
-    name = dev["name"].decode() if isinstance(dev["name"], bytes) else str(dev["name"])
     t0 = time.perf_counter()
     base = WorkloadParams(frames=args.frames)
     frames = build_frames(base)

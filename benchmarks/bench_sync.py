@@ -20,6 +20,8 @@ import json
 import statistics
 import sys
 
+from gpu_start import start_gpu
+
 
 def _events_us(fn, repeats: int = 7) -> float:
     import cupy as cp
@@ -57,11 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write the figures here as JSON")
     args = ap.parse_args(argv)
-    import cupy as cp
+    started = start_gpu()
+    if started is None:  # no CuPy or no GPU: one line and a hint, not a traceback
+        return 1
+    cp, gpu_name = started
 
-    dev = cp.cuda.Device()
+    dev = cp.cuda.Device(0)
     sms = dev.attributes["MultiProcessorCount"]
-    out: dict[str, object] = {"gpu": cp.cuda.runtime.getDeviceProperties(dev.id)["name"].decode(), "sms": sms}
+    out: dict[str, object] = {"gpu": gpu_name, "sms": sms}
     sink = cp.zeros(1, dtype=cp.int32)
     empty = cp.RawKernel(EMPTY, "empty_k")
     stream = cp.cuda.Stream(non_blocking=True)

@@ -41,7 +41,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpu_start import start_gpu  # also puts the checkout on sys.path
 
 from clusterbench.workload.params import WorkloadParams  # noqa: E402
 
@@ -349,23 +349,17 @@ def main() -> int:
                       help="the default kernels only: kernel µs at batch 500 and 2000, sustained FPS over 8 streams x batch")
     args = ap.parse_args()
 
-    from clusterbench.errors import ClusterbenchError
-    from clusterbench.workload.pipeline import require_cupy
-
-    try:
-        cp = require_cupy()
-    except ClusterbenchError as exc:  # no CuPy or no GPU: one line and a hint, not a traceback
-        print(f"Error: {exc}" + (f"\n  Hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+    started = start_gpu()
+    if started is None:  # no CuPy or no GPU: one line and a hint, not a traceback
         return 1
+    cp, gpu_name = started
 
     from clusterbench.workload import build, pipeline
     from clusterbench.workload.pipeline import Pipeline
     from clusterbench.workload.run import measure_sustained
     from clusterbench.workload.synth import build_frames
 
-    dev = cp.cuda.runtime.getDeviceProperties(0)
-    report: dict = {"device": dev["name"].decode() if isinstance(dev["name"], bytes) else str(dev["name"]),
-                    "cupy": cp.__version__, "frames": args.frames}
+    report: dict = {"device": gpu_name, "cupy": cp.__version__, "frames": args.frames}
     t0 = time.perf_counter()
     base = WorkloadParams(frames=args.frames)
     frames = build_frames(base)

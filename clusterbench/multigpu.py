@@ -533,23 +533,11 @@ def run_gpu_children(children: Sequence[GpuChild], *, timeout_s: float | None = 
     handles = []
     try:
         for c in children:
-            c.log_path.parent.mkdir(parents=True, exist_ok=True)
             c.result_path.unlink(missing_ok=True)
-            fh = open(c.log_path, "w")
+            fh, p, err = _start_child(c, "GPU")
             handles.append(fh)
-            fh.write(f"# GPU {c.gpu.key}; pinning: {c.pinning.message}\n$ " + " ".join(c.argv) + "\n")
-            fh.flush()
-            preexec = None
-            if c.pinning.method is PinMethod.SCHED_SETAFFINITY:
-                preexec = functools.partial(os.sched_setaffinity, 0, set(c.pinning.cpus))
-            try:
-                p = subprocess.Popen(list(c.argv), stdout=fh, stderr=subprocess.STDOUT, env=dict(c.env), cwd=c.cwd,
-                                     preexec_fn=preexec)
-                procs.append(p)
-                start_errors.append(None)
-            except (OSError, subprocess.SubprocessError) as exc:  # the latter: sched_setaffinity failed in the child
-                procs.append(None)
-                start_errors.append(f"cannot start {c.argv[0]}: {exc}")
+            procs.append(p)
+            start_errors.append(err)
             starts.append(time.monotonic() - t0)
             emit(GpuChildEvent("started", c.gpu.index))
         ends: list[float] = [0.0] * len(children)
@@ -698,6 +686,24 @@ class BackgroundOutcome:
     log_path: Path
 
 
+def _start_child(c: GpuChild, what: str) -> tuple[Any, subprocess.Popen | None, str | None]:
+    """Open the child's log (a header naming ``what`` runs, its GPU, pinning and command line) and start
+    it, pinned with sched_setaffinity before exec where that is the method. Returns (the open log,
+    the process or None, why it did not start or None); the caller closes the log."""
+    c.log_path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(c.log_path, "w")
+    fh.write(f"# {what} {c.gpu.key}; pinning: {c.pinning.message}\n$ " + " ".join(c.argv) + "\n")
+    fh.flush()
+    preexec = None
+    if c.pinning.method is PinMethod.SCHED_SETAFFINITY:
+        preexec = functools.partial(os.sched_setaffinity, 0, set(c.pinning.cpus))
+    try:
+        return fh, subprocess.Popen(list(c.argv), stdout=fh, stderr=subprocess.STDOUT, env=dict(c.env), cwd=c.cwd,
+                                    preexec_fn=preexec), None
+    except (OSError, subprocess.SubprocessError) as exc:  # the latter: sched_setaffinity failed in the child
+        return fh, None, f"cannot start {c.argv[0]}: {exc}"
+
+
 def stream_in_background(children: Sequence[GpuChild], foreground: Callable[[], Any], *,
                          settle_s: float = 1.0) -> tuple[Any, tuple[BackgroundOutcome, ...]]:
     """The tracing variant: start ``children`` (the other GPUs, in sustained mode with enough repeats
@@ -710,20 +716,11 @@ def stream_in_background(children: Sequence[GpuChild], foreground: Callable[[], 
     handles = []
     try:
         for c in children:
-            c.log_path.parent.mkdir(parents=True, exist_ok=True)
-            fh = open(c.log_path, "w")
+            fh, p, err = _start_child(c, "background GPU")
             handles.append(fh)
-            fh.write(f"# background GPU {c.gpu.key}; pinning: {c.pinning.message}\n$ " + " ".join(c.argv) + "\n")
-            fh.flush()
-            preexec = None
-            if c.pinning.method is PinMethod.SCHED_SETAFFINITY:
-                preexec = functools.partial(os.sched_setaffinity, 0, set(c.pinning.cpus))
-            try:
-                procs.append(subprocess.Popen(list(c.argv), stdout=fh, stderr=subprocess.STDOUT, env=dict(c.env),
-                                              cwd=c.cwd, preexec_fn=preexec))
-            except (OSError, subprocess.SubprocessError) as exc:
-                fh.write(f"cannot start {c.argv[0]}: {exc}\n")
-                procs.append(None)
+            procs.append(p)
+            if err is not None:
+                fh.write(err + "\n")
         time.sleep(settle_s)
         value = foreground()
         alive = [p is not None and p.poll() is None for p in procs]

@@ -309,53 +309,56 @@ print(min(ok, key=ok.get) if ok else 'coop')")
 fi
 
 if [ "$part" = H1 ] || [ "$part" = H2 ] || [ "${part#I}" != "$part" ]; then
-    # Issue 11, second session: H1 runs every GPU test on the final code and make run (the newcomer's GPU
-    # run, configs/smoke.toml); H2 the workload benchmark (both modes, every kernel, streams x batch), the
-    # tracking probe on the default persistent kernel, and the kernel variants of benchmarks/bench_ablate.py.
+    # Issue 11, second and third sessions (H1, H2; I1-I6). H_BUDGET_S bounds the whole part.
     DEADLINE=$((SECONDS + ${H_BUDGET_S:-500}))
     budget() { local cap=$1 left=$((DEADLINE - SECONDS)); [ "$left" -lt "$cap" ] && cap=$left; [ "$cap" -lt 5 ] && cap=5; echo "$cap"; }
+    # The steps the parts share; each takes its time cap in seconds.
+    gpu_tests_workload() {
+        step "GPU tests of the workload (every kernel against the NumPy reference)"
+        timeout "$(budget "$1")" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=5 \
+            tests/workload > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log
+        tail -12 logs/pytest_gpu_workload.log
+    }
+    gpu_tests_other() {
+        step "the other GPU tests (tracers, aare cluster check without an aare build, multi-GPU)"
+        timeout "$(budget "$1")" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider tests \
+            --ignore=tests/workload > logs/pytest_gpu_other.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_other.log
+        tail -6 logs/pytest_gpu_other.log
+    }
+    make_run_gpu() {
+        step "make run (a GPU is present: the probe of configs/smoke.toml)"
+        ( time timeout "$(budget "$1")" make run ) > logs/make_run.log 2>&1; echo "make run exit $?" >> logs/make_run.log
+        tail -32 logs/make_run.log
+    }
+    bench() {  # bench NAME CAP SCRIPT [ARGS...]: logs/NAME.log and logs/NAME.json, then its figures
+        local name=$1 cap=$2; shift 2
+        step "python3 $*"
+        timeout "$(budget "$cap")" python3 "$@" --json "logs/$name.json" > "logs/$name.log" 2>&1
+        echo "bench exit $?" >> "logs/$name.log"
+        grep -a "µs\|FPS\|FAIL\|exit" "logs/$name.log" | tail -32
+    }
     step "machine"
     nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.max.sm --format=csv
 fi
 
 if [ "$part" = H1 ]; then
-    step "GPU tests of the workload (every kernel against the NumPy reference)"
-    timeout "$(budget 250)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=5 tests/workload \
-        > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log
-    tail -12 logs/pytest_gpu_workload.log
-    step "the other GPU tests (tracers, aare cluster check without an aare build, multi-GPU)"
-    timeout "$(budget 90)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider tests --ignore=tests/workload \
-        > logs/pytest_gpu_other.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_other.log
-    tail -6 logs/pytest_gpu_other.log
-    step "make run (a GPU is present: the probe of configs/smoke.toml)"
-    ( time timeout "$(budget 120)" make run ) > logs/make_run.log 2>&1; echo "make run exit $?" >> logs/make_run.log
-    tail -40 logs/make_run.log
+    gpu_tests_workload 250
+    gpu_tests_other 90
+    make_run_gpu 120
 fi
 
 if [ "$part" = H2 ]; then
-    step "workload benchmark: python3 benchmarks/bench_workload.py --modes --quick"
-    timeout "$(budget 200)" python3 benchmarks/bench_workload.py --modes --quick --json logs/bench_modes.json \
-        > logs/bench_modes.log 2>&1; echo "bench exit $?" >> logs/bench_modes.log
-    tail -30 logs/bench_modes.log
+    bench bench_modes 200 benchmarks/bench_workload.py --modes --quick
     step "tracking probe on the default persistent kernel: configs/tracking_coop.toml"
     timeout "$(budget 130)" python3 -m clusterbench probe --config configs/tracking_coop.toml --tag tracking_coop2 2>&1 \
         | tee logs/probe_tracking_coop.log | tail -16
     python3 scripts/verify_probes.py "results/${day}_f32_tracking_coop2" 2>&1 | tail -2
-    step "kernel variants: python3 benchmarks/bench_ablate.py --quick"
-    timeout "$(budget 120)" python3 benchmarks/bench_ablate.py --quick --json logs/bench_ablate.json \
-        > logs/bench_ablate.log 2>&1; echo "bench_ablate exit $?" >> logs/bench_ablate.log
-    grep -a "µs\|FAIL\|exit" logs/bench_ablate.log | tail -45
+    bench bench_ablate 120 benchmarks/bench_ablate.py --quick
 fi
 
 if [ "$part" = I1 ]; then
-    step "GPU tests of the workload (every kernel against the NumPy reference)"
-    timeout "$(budget 200)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=5 tests/workload \
-        > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log
-    tail -12 logs/pytest_gpu_workload.log
-    step "frozen kernels: python3 benchmarks/bench_ablate.py --only frozen --quick"
-    timeout "$(budget 150)" python3 benchmarks/bench_ablate.py --only frozen --quick --json logs/bench_ablate_frozen.json \
-        > logs/bench_ablate_frozen.log 2>&1; echo "bench_ablate exit $?" >> logs/bench_ablate_frozen.log
-    grep -a "µs\|FAIL\|exit" logs/bench_ablate_frozen.log | tail -30
+    gpu_tests_workload 200
+    bench bench_ablate_frozen 150 benchmarks/bench_ablate.py --only frozen --quick
     if [ -n "${OLD_TREE:-}" ] && [ -d "$OLD_TREE" ]; then
         step "the previous frozen_slide (OLD_TREE), the same timing: 1 stream, CUDA events, 500 frames, median of 5"
         ( cd "$OLD_TREE" && PYTHONPATH="$PWD" timeout "$(budget 60)" python3 -c "
@@ -372,31 +375,17 @@ for k, cap in ((3, 3000), (9, 1700)):
     print(f'previous slide {k}x{k} float32: {a:.3f} us per frame (find only {b:.3f})')
 " ) 2>&1 | tee logs/previous_slide.log | tail -4
     fi
-    step "sustained FPS: python3 benchmarks/bench_workload.py --grid"
-    timeout "$(budget 100)" python3 benchmarks/bench_workload.py --grid --json logs/bench_grid.json \
-        > logs/bench_grid.log 2>&1; echo "bench exit $?" >> logs/bench_grid.log
-    tail -28 logs/bench_grid.log
-    step "make run (a GPU is present: the probe of configs/smoke.toml)"
-    ( time timeout "$(budget 120)" make run ) > logs/make_run.log 2>&1; echo "make run exit $?" >> logs/make_run.log
-    tail -30 logs/make_run.log
+    bench bench_grid 100 benchmarks/bench_workload.py --grid
+    make_run_gpu 120
 fi
 
 if [ "$part" = I2 ]; then
-    step "frozen_slide variants: python3 benchmarks/bench_ablate.py --only slide"
-    timeout "$(budget 200)" python3 benchmarks/bench_ablate.py --only slide --json logs/bench_ablate_slide.json \
-        > logs/bench_ablate_slide.log 2>&1; echo "bench_ablate exit $?" >> logs/bench_ablate_slide.log
-    grep -a "µs\|FAIL\|exit" logs/bench_ablate_slide.log | tail -30
+    bench bench_ablate_slide 200 benchmarks/bench_ablate.py --only slide
 fi
 
 if [ "$part" = I3 ]; then
-    step "GPU tests of the workload (every kernel against the NumPy reference)"
-    timeout "$(budget 200)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=5 tests/workload \
-        > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log
-    tail -12 logs/pytest_gpu_workload.log
-    step "the other GPU tests (tracers, aare cluster check without an aare build, multi-GPU)"
-    timeout "$(budget 90)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider tests --ignore=tests/workload \
-        > logs/pytest_gpu_other.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_other.log
-    tail -6 logs/pytest_gpu_other.log
+    gpu_tests_workload 200
+    gpu_tests_other 90
     step "a persistent tile too large for shared memory: an InputError before compiling, not a traceback"
     timeout "$(budget 60)" python3 -c "
 from clusterbench.errors import InputError
@@ -411,25 +400,13 @@ try:
 except InputError as exc:
     print('InputError:', exc, '| hint:', exc.hint)
 " 2>&1 | tail -3
-    step "frozen_slide variants: python3 benchmarks/bench_ablate.py --only slide"
-    timeout "$(budget 120)" python3 benchmarks/bench_ablate.py --only slide --json logs/bench_ablate_slide.json \
-        > logs/bench_ablate_slide.log 2>&1; echo "bench_ablate exit $?" >> logs/bench_ablate_slide.log
-    grep -a "µs\|FAIL\|exit" logs/bench_ablate_slide.log | tail -30
-    step "sustained FPS: python3 benchmarks/bench_workload.py --grid"
-    timeout "$(budget 100)" python3 benchmarks/bench_workload.py --grid --json logs/bench_grid.json \
-        > logs/bench_grid.log 2>&1; echo "bench exit $?" >> logs/bench_grid.log
-    tail -16 logs/bench_grid.log
+    bench bench_ablate_slide 120 benchmarks/bench_ablate.py --only slide
+    bench bench_grid 100 benchmarks/bench_workload.py --grid
 fi
 
 if [ "$part" = I4 ]; then
-    step "workload benchmark: python3 benchmarks/bench_workload.py --modes --quick"
-    timeout "$(budget 330)" python3 benchmarks/bench_workload.py --modes --quick --json logs/bench_modes.json \
-        > logs/bench_modes.log 2>&1; echo "bench exit $?" >> logs/bench_modes.log
-    tail -32 logs/bench_modes.log
-    step "workload benchmark, default run: python3 benchmarks/bench_workload.py --frames 2000"
-    timeout "$(budget 200)" python3 benchmarks/bench_workload.py --frames 2000 --json logs/bench_default.json \
-        > logs/bench_default.log 2>&1; echo "bench exit $?" >> logs/bench_default.log
-    tail -24 logs/bench_default.log
+    bench bench_modes 330 benchmarks/bench_workload.py --modes --quick
+    bench bench_default 200 benchmarks/bench_workload.py --frames 2000
 fi
 
 if [ "$part" = I5 ]; then
@@ -448,14 +425,8 @@ if [ "$part" = I5 ]; then
 fi
 
 if [ "$part" = I6 ]; then
-    step "GPU tests of the workload (every kernel against the NumPy reference)"
-    timeout "$(budget 200)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=3 tests/workload \
-        > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log
-    tail -8 logs/pytest_gpu_workload.log
-    step "frozen_slide variants: python3 benchmarks/bench_ablate.py --only slide"
-    timeout "$(budget 150)" python3 benchmarks/bench_ablate.py --only slide --json logs/bench_ablate_slide.json \
-        > logs/bench_ablate_slide.log 2>&1; echo "bench_ablate exit $?" >> logs/bench_ablate_slide.log
-    grep -a "µs\|FAIL\|exit" logs/bench_ablate_slide.log | tail -30
+    gpu_tests_workload 200
+    bench bench_ablate_slide 150 benchmarks/bench_ablate.py --only slide
 fi
 
 snap
