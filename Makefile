@@ -24,7 +24,7 @@ test:
 	@$(WITH_PY) $$py -m pytest -q
 
 run:
-	@$(WITH_PY) if $$py -c "from clusterbench.guards import gpu_present; raise SystemExit(0 if gpu_present() else 1)" 2>/dev/null; then \
+	@$(WITH_PY) if $$py -c "from clusterbench.run.guards import gpu_present; raise SystemExit(0 if gpu_present() else 1)" 2>/dev/null; then \
 	  echo "make run: GPU found: clusterbench probe --config $(SMOKE_CONFIG) --tag smoke" >&2; \
 	  $$py -m clusterbench probe --config $(SMOKE_CONFIG) --tag smoke; \
 	else \

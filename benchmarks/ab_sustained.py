@@ -25,9 +25,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--frames", type=int, default=20000)
     args = ap.parse_args()
-    from clusterbench.workload import build
-    from clusterbench.workload.params import WorkloadParams
-    from clusterbench.workload.run import _frames_for, measure_sustained
+    from clusterbench.workloads.cupy import build
+    from clusterbench.model.params import WorkloadParams
+    from clusterbench.workloads.cupy.run import _frames_for, measure_sustained
 
     cases = [("9x9 S4 B200", WorkloadParams(cluster=9, cap=1700, streams=4, batch=200, frames=args.frames)),
              ("3x3 S2 B200", WorkloadParams(cluster=3, cap=3000, streams=2, batch=200, frames=args.frames))]

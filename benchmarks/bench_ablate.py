@@ -34,7 +34,7 @@ from pathlib import Path
 
 from gpu_start import start_gpu  # also puts the checkout on sys.path
 
-from clusterbench.workload.params import WorkloadParams  # noqa: E402
+from clusterbench.model.params import WorkloadParams  # noqa: E402
 
 CHECK = 500  # frames per timing, and frames whose clusters a variant must reproduce
 ABL = {1: "no grid step", 2: "no halo-mean loads", 4: "no mean stores", 8: "no window total",
@@ -49,7 +49,7 @@ def _same(a, b) -> bool:
 def _one(rows: list, frames, p, name: str, check_against=None, timing_only: bool = False, fpb: int | None = None,
          **kw) -> object:
     """Time one variant with and without the compaction; compare its clusters unless timing_only."""
-    from clusterbench.workload.pipeline import Pipeline
+    from clusterbench.workloads.cupy.pipeline import Pipeline
 
     row = {"config": f"{p.cluster}x{p.cluster}", "dtype": p.pedestal_dtype, "mode": p.pedestal, "variant": name,
            "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()}, "fpb": fpb}
@@ -161,7 +161,7 @@ def main() -> int:
         return 1
     cp, name = started
 
-    from clusterbench.workload.synth import build_frames
+    from clusterbench.workloads.synth import build_frames
 
     t0 = time.perf_counter()
     base = WorkloadParams(frames=args.frames)

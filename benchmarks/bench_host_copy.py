@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # CuPy numbers devices fastest-first by default, NVML by PCI bus: make them agree before CuPy loads.
 os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
-from clusterbench import multigpu as mg  # noqa: E402
+from clusterbench.run import multigpu as mg  # noqa: E402
 
 MIB = 1024 * 1024
 DIRECTIONS = ("h2d", "d2h", "duplex")

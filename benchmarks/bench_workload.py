@@ -43,14 +43,14 @@ from pathlib import Path
 
 from gpu_start import start_gpu  # also puts the checkout on sys.path
 
-from clusterbench.workload.params import WorkloadParams  # noqa: E402
+from clusterbench.model.params import WorkloadParams  # noqa: E402
 
 MIB64 = 64 * 1024 * 1024
 CHECK_FRAMES = 400  # frames whose clusters each kernel variant must reproduce byte for byte
 
 
 def link_gbps(cp, nbytes: int = MIB64, repeats: int = 5) -> dict[str, float]:
-    from clusterbench.workload.pipeline import HostBuffer
+    from clusterbench.workloads.cupy.pipeline import HostBuffer
 
     rt = cp.cuda.runtime
     h1, h2 = HostBuffer(nbytes), HostBuffer(nbytes)
@@ -102,8 +102,8 @@ def sustained_row(config: str, mode: str, kernel: str | None, transfer: str, str
 
 def sweep(args, base, frames, link) -> list[dict]:
     """The wide streams x batch sweep (default frozen kernel), copy and zerocopy, plus tracking."""
-    from clusterbench.workload import pipeline
-    from clusterbench.workload.run import measure_sustained
+    from clusterbench.workloads.cupy import pipeline
+    from clusterbench.workloads.cupy.run import measure_sustained
 
     configs = [("3x3", 3, 3000), ("9x9", 9, 1700)]
     combos = [(2, 500), (4, 200), (4, 1000)] if args.quick else [(2, 200), (2, 1000), (4, 200), (4, 500), (4, 1000), (8, 250)]
@@ -136,9 +136,9 @@ def sweep(args, base, frames, link) -> list[dict]:
 
 
 def sustained_fps(params, frames, repeats: int = 3, **pipe_kwargs) -> dict:
-    """Untraced sustained FPS of the pass alone (as clusterbench.workload.run.measure_sustained, but with
+    """Untraced sustained FPS of the pass alone (as clusterbench.workloads.cupy.run.measure_sustained, but with
     any Pipeline argument, e.g. tracking_kernel): warm-up pass, then ``repeats`` timed passes."""
-    from clusterbench.workload.pipeline import Pipeline
+    from clusterbench.workloads.cupy.pipeline import Pipeline
 
     fps = []
     with Pipeline(params, frames, **pipe_kwargs) as pipe:
@@ -160,8 +160,8 @@ def _same(a, b) -> bool:
 
 def modes(args, base, frames, link, report) -> int:
     """Issue 11: both pedestal modes, every kernel, streams x batch; a table last."""
-    from clusterbench.workload import pipeline
-    from clusterbench.workload.pipeline import Pipeline
+    from clusterbench.workloads.cupy import pipeline
+    from clusterbench.workloads.cupy.pipeline import Pipeline
 
     configs = [("3x3", 3, 3000), ("9x9", 9, 1700)]
     check = 500
@@ -293,7 +293,7 @@ def modes(args, base, frames, link, report) -> int:
 def grid(args, base, frames, link, report) -> int:
     """Sustained FPS of the default kernels of both modes over a finer streams x batch grid, and the
     kernel µs per frame by CUDA events at batch 500 and 2000 (the probe's batch)."""
-    from clusterbench.workload.pipeline import Pipeline
+    from clusterbench.workloads.cupy.pipeline import Pipeline
 
     configs = [("3x3", 3, 3000), ("9x9", 9, 1700)]
     kern = []
@@ -354,10 +354,10 @@ def main() -> int:
         return 1
     cp, gpu_name = started
 
-    from clusterbench.workload import build, pipeline
-    from clusterbench.workload.pipeline import Pipeline
-    from clusterbench.workload.run import measure_sustained
-    from clusterbench.workload.synth import build_frames
+    from clusterbench.workloads.cupy import build, pipeline
+    from clusterbench.workloads.cupy.pipeline import Pipeline
+    from clusterbench.workloads.cupy.run import measure_sustained
+    from clusterbench.workloads.synth import build_frames
 
     report: dict = {"device": gpu_name, "cupy": cp.__version__, "frames": args.frames}
     t0 = time.perf_counter()

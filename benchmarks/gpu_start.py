@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def start_gpu(device: int = 0) -> tuple[Any, str] | None:
     """(cupy, the name of CUDA device ``device``), or None after the error line: the caller exits 1."""
     from clusterbench.errors import ClusterbenchError
-    from clusterbench.workload.pipeline import require_cupy
+    from clusterbench.workloads.cupy.pipeline import require_cupy
 
     try:
         cp = require_cupy()

@@ -3,7 +3,7 @@
     python probes/aare_cuda.py --params-json JSON --result PATH [--mode pass|sustained] [--repeat R]
 
 configs/aare_cuda.toml runs it as ``workload = "command"``. It takes the same parameter record
-as clusterbench's own finder and builds the same frames (clusterbench.workload.synth: the
+as clusterbench's own finder and builds the same frames (clusterbench.workloads.synth: the
 synthetic generator with the config's seed, occupancy and pool, or the ``data`` .npy), then:
 
 1. creates the finder: cluster -> cluster_size (k, k), cap -> max_clusters_per_frame,
@@ -149,9 +149,9 @@ def push_pedestal(cf, dark) -> float:
 def run(args) -> dict:
     import numpy as np
 
-    from clusterbench.records import WorkloadResult
-    from clusterbench.workload.params import WorkloadParams
-    from clusterbench.workload.synth import build_frames
+    from clusterbench.model.records import WorkloadResult
+    from clusterbench.model.params import WorkloadParams
+    from clusterbench.workloads.synth import build_frames
 
     params = WorkloadParams.from_json(json.loads(args.params_json))
     check_params(params)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clusterbench.analysis.noise import FLOORS, pair_diffs_pct, session_spreads, suggest_floors  # noqa: E402
+from clusterbench.compare.noise import FLOORS, pair_diffs_pct, session_spreads, suggest_floors  # noqa: E402
 from clusterbench.errors import ClusterbenchError  # noqa: E402
-from clusterbench.results import load_results  # noqa: E402
+from clusterbench.io.results import load_results  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     except ClusterbenchError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
-    from clusterbench.analysis.compare import CONFIG_COLUMNS, config_value
+    from clusterbench.compare.compare import CONFIG_COLUMNS, config_value
 
     for label in dirs[0].labels:
         for col in CONFIG_COLUMNS:

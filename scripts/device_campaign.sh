@@ -167,15 +167,15 @@ if [ "$part" = D ]; then
     step "small tracking traces in both graph-trace modes (fixtures)"
     pj=$(python3 -c "
 import dataclasses
-from clusterbench.config import load_configs, select, with_frames
-from clusterbench.probe import params_json_for
+from clusterbench.run.config import load_configs, select, with_frames
+from clusterbench.run.probe import params_json_for
 c = select(load_configs('configs/tracking.toml'), ['3x3_s1_uncontended'])[0]
 import json
 print(json.dumps(with_frames(c, 2000).params.replace(batch=500).to_json(), sort_keys=True))")
     echo "$pj"
     for mode in graph node; do
         nsys profile -t cuda,nvtx -s none --cpuctxsw=none --cuda-graph-trace=$mode --force-overwrite=true \
-            -o /tmp/trk_$mode python3 -m clusterbench.workload.run --params-json "$pj" --result-json /tmp/trk_$mode.json > logs/trk_$mode.log 2>&1
+            -o /tmp/trk_$mode python3 -m clusterbench.workloads.cupy.run --params-json "$pj" --result-json /tmp/trk_$mode.json > logs/trk_$mode.log 2>&1
         nsys export --type sqlite --force-overwrite=true -o "$OUT/tracking_3x3_s1_b500_f2000_$mode.sqlite" /tmp/trk_$mode.nsys-rep >> logs/trk_$mode.log 2>&1
         cb analyze "$OUT/tracking_3x3_s1_b500_f2000_$mode.sqlite" 2>&1 | tee logs/analyze_trk_$mode.txt
     done
@@ -184,11 +184,11 @@ print(json.dumps(with_frames(c, 2000).params.replace(batch=500).to_json(), sort_
     python3 scripts/verify_probes.py "results/${day}_f32_tracking" 2>&1 | tee logs/verify_tracking.log
     step "the same 3x3 s1 config traced at graph level (nsys default) for the graph-vs-node check"
     pj=$(python3 -c "
-from clusterbench.config import load_configs, select
-from clusterbench.probe import params_json_for
+from clusterbench.run.config import load_configs, select
+from clusterbench.run.probe import params_json_for
 print(params_json_for(select(load_configs('configs/tracking.toml'), ['3x3_s1_uncontended'])[0]))")
     nsys profile -t cuda,nvtx -s none --cpuctxsw=none --force-overwrite=true -o /tmp/trk_full_graph \
-        python3 -m clusterbench.workload.run --params-json "$pj" --result-json /tmp/trk_full_graph.json > logs/trk_full_graph.log 2>&1
+        python3 -m clusterbench.workloads.cupy.run --params-json "$pj" --result-json /tmp/trk_full_graph.json > logs/trk_full_graph.log 2>&1
     nsys export --type sqlite --force-overwrite=true -o /tmp/trk_full_graph.sqlite /tmp/trk_full_graph.nsys-rep >> logs/trk_full_graph.log 2>&1
     cb analyze /tmp/trk_full_graph.sqlite --json > logs/analyze_trk_full_graph.json 2>logs/analyze_trk_full_graph.err
     python3 - <<'PY' 2>&1 | tee logs/graph_union_check.txt
@@ -362,9 +362,9 @@ if [ "$part" = I1 ]; then
     if [ -n "${OLD_TREE:-}" ] && [ -d "$OLD_TREE" ]; then
         step "the previous frozen_slide (OLD_TREE), the same timing: 1 stream, CUDA events, 500 frames, median of 5"
         ( cd "$OLD_TREE" && PYTHONPATH="$PWD" timeout "$(budget 60)" python3 -c "
-from clusterbench.workload.params import WorkloadParams
-from clusterbench.workload.pipeline import Pipeline
-from clusterbench.workload.synth import build_frames
+from clusterbench.model.params import WorkloadParams
+from clusterbench.workloads.cupy.pipeline import Pipeline
+from clusterbench.workloads.synth import build_frames
 base = WorkloadParams(frames=2000)
 frames = build_frames(base)
 for k, cap in ((3, 3000), (9, 1700)):
@@ -389,9 +389,9 @@ if [ "$part" = I3 ]; then
     step "a persistent tile too large for shared memory: an InputError before compiling, not a traceback"
     timeout "$(budget 60)" python3 -c "
 from clusterbench.errors import InputError
-from clusterbench.workload.params import WorkloadParams
-from clusterbench.workload.pipeline import Pipeline
-from clusterbench.workload.synth import build_frames
+from clusterbench.model.params import WorkloadParams
+from clusterbench.workloads.cupy.pipeline import Pipeline
+from clusterbench.workloads.synth import build_frames
 p = WorkloadParams(cluster=9, cap=1700, pedestal='tracking', pedestal_dtype='float64', frames=100, pool=10,
                    pedestal_frames=20, batch=50, streams=1)
 try:

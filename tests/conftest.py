@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).parent / "data"
+# the shared test helpers (fake_nsys.py: synthetic nsys exports; protocol_programs.py: tiny workload
+# programs) live in tests/ and are imported by name from every test folder
+TESTS = Path(__file__).resolve().parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+DATA = TESTS / "data"
 H200_TRACES = sorted((DATA / "h200").glob("*.sqlite"))
 
 

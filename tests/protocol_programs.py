@@ -57,7 +57,7 @@ FAKE_NSYS = textwrap.dedent('''\
         open(out + ".nsys-rep", "w").write(str(result))
         sys.exit(rc)
     elif args[0] == "export":
-        from clusterbench.tracing.sqlite_writer import CopyRecord, KernelRecord, RangeRecord, write_trace_sqlite
+        from clusterbench.io.nsys.writer import CopyRecord, KernelRecord, RangeRecord, write_trace_sqlite
         result = open(args[-1]).read()
         texts = open(result + ".nvtx").read().split("\\n") if os.path.exists(result + ".nvtx") else []
         ranges = [RangeRecord(0, 500, t, 99, 99) if t == "clusterbench:pedestal" else RangeRecord(1000, 11000, t, 99, 99)

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clusterbench.cli import app
-from clusterbench.config import load_configs
+from clusterbench.run.config import load_configs
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

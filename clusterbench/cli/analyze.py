@@ -47,8 +47,8 @@ def analyze(
     as_json: bool = typer.Option(False, "--json", help="Print only JSON to stdout."),
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV to stdout (one row per group and engine)."),
 ) -> None:
-    from clusterbench.analysis import engines as core
-    from clusterbench.analysis.whatif import parse_changes
+    from clusterbench.analyzers import analysis as core
+    from clusterbench.analyzers.whatif import parse_changes
     from clusterbench.errors import InputError
 
     if as_json and as_csv:
@@ -83,7 +83,7 @@ def analyze(
             text = "\n".join(line.rstrip() for line in text.split("\n"))
         typer.echo(text, nl=False)
     if plot is not None:
-        from clusterbench.analysis.timeline import build_timeline
+        from clusterbench.analyzers.timeline import build_timeline
         from clusterbench.render.timeline import render_timeline_plot
 
         tl = build_timeline(data, result.primary, span_ms=plot_span, start_ms=plot_start)

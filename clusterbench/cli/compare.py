@@ -71,7 +71,7 @@ def compare(
         raise InputError("--json, --markdown and --wide cannot be combined", hint="pick one output format")
     import json
 
-    from clusterbench.analysis.compare import compare_results, judge_gate
+    from clusterbench.compare.compare import compare_results, judge_gate
     from clusterbench.render.compare import (
         render_compare_json,
         render_compare_markdown,
@@ -79,7 +79,7 @@ def compare(
         render_compare_table,
         render_compare_text,
     )
-    from clusterbench.results import load_results
+    from clusterbench.io.results import load_results
 
     before, after = load_results(dir_a), load_results(dir_b)
     cmp = compare_results(before, after, allow_different_gpu=allow_different_gpu, across=tuple(across or ()))

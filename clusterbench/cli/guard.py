@@ -31,8 +31,8 @@ def guard(
     force: bool = typer.Option(False, "--force", help="Proceed despite failed checks; the override is recorded."),
     as_json: bool = typer.Option(False, "--json", help="Print only JSON to stdout."),
 ) -> None:
-    from clusterbench.config import DEFAULT_CONFIG_FILE, load_configs
-    from clusterbench.guards import require_pass, run_guards
+    from clusterbench.run.config import DEFAULT_CONFIG_FILE, load_configs
+    from clusterbench.run.guards import require_pass, run_guards
     from clusterbench.render.guard import render_guard_json, render_guard_table
 
     if config is None and Path(DEFAULT_CONFIG_FILE).is_file():

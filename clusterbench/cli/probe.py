@@ -80,8 +80,8 @@ def probe(
         help="With --executor: at most this many tasks at once (Slurm: --array=0-N%K; default: as many as Slurm "
              "allows). Local tasks share this machine's GPUs, so they run 1 at a time unless this says more."),
 ) -> None:
-    from clusterbench.executors import executor_options_for
-    from clusterbench.probe import ProbeRequest, plan_probe, preflight, run_probe
+    from clusterbench.run.campaign import executor_options_for
+    from clusterbench.run.probe import ProbeRequest, plan_probe, preflight, run_probe
     from clusterbench.render.probe import ProbeProgress, outcome_json, render_footer
 
     request = ProbeRequest(
@@ -118,9 +118,9 @@ def _print_summary(rows, title: str, wide: bool) -> None:  # noqa: ANN001
 
 
 def _campaign(request, plan, opts, as_json: bool, wide: bool) -> None:  # noqa: ANN001
-    from clusterbench import executors as ex
+    from clusterbench.run import campaign as ex
     from clusterbench.render.probe import render_campaign_progress
-    from clusterbench.results import load_results
+    from clusterbench.io.results import load_results
 
     specs = ex.plan_campaign([c.label for c in plan.configs], opts, opts.folder, lambda label, root: ex.probe_task_argv(
         label, root, config=request.config_path, frames=request.frames, tag=request.tag, tracer=request.tracer,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from clusterbench.analysis.engines import EngineStats, GroupAnalysis, TraceAnalysis
+    from clusterbench.analyzers.analysis import EngineStats, GroupAnalysis, TraceAnalysis
 
 CSV_COLUMNS = (
     "trace",

@@ -1,4 +1,4 @@
-"""Render a :class:`~clusterbench.analysis.compare.Comparison`: text lines, JSON, Markdown, a wide table.
+"""Render a :class:`~clusterbench.compare.compare.Comparison`: text lines, JSON, Markdown, a wide table.
 
 The default text layout gives one line per metric, so it fits 80 columns: every line is at
 most ``width`` characters and verdicts are never cut. Every number carries its unit:
@@ -11,7 +11,7 @@ import textwrap
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from clusterbench.analysis.compare import (
+from clusterbench.compare.compare import (
     GPU_COLUMN,
     Comparison,
     GpuIdentity,

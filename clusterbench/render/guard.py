@@ -1,4 +1,4 @@
-"""Render a :class:`~clusterbench.guards.GuardReport`: a rich table, or JSON.
+"""Render a :class:`~clusterbench.run.guards.GuardReport`: a rich table, or JSON.
 
 Colour repeats the status word and never replaces it; every number in a message carries its
 unit (%, MiB, MHz, s), put there by the check that made it.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from clusterbench.guards import GuardReport, Status
+from clusterbench.run.guards import GuardReport, Status
 
 if TYPE_CHECKING:
     from rich.table import Table

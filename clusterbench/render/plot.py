@@ -11,7 +11,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from clusterbench.analysis.compare import Comparison, Presence, display_engine
+from clusterbench.compare.compare import Comparison, Presence, display_engine
 from clusterbench.errors import EnvironmentFailure, InputError
 
 ENGINES: tuple[str, ...] = ("kernel", "h2d", "d2h")

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from clusterbench.probe import PHASES, ProbeEvent, ProbeOutcome
+from clusterbench.run.probe import PHASES, ProbeEvent, ProbeOutcome
 
 ENGINE_NAMES = {"kernel": "kernel", "h2d": "H2D", "d2h": "D2H"}
 

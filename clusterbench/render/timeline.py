@@ -16,8 +16,8 @@ from clusterbench.render.plot import load_matplotlib
 from clusterbench.errors import InputError
 
 if TYPE_CHECKING:
-    from clusterbench.analysis.engines import GroupAnalysis, TraceAnalysis
-    from clusterbench.analysis.timeline import Timeline
+    from clusterbench.analyzers.analysis import GroupAnalysis, TraceAnalysis
+    from clusterbench.analyzers.timeline import Timeline
 
 MIN_BAR_FRACTION = 1 / 600  # busy stretches are drawn at least this share of the span wide (~1.5 px)
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}

@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 
 from clusterbench.cli import app
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trace"))
 from fake_nsys import Copy, Kernel, Range, Trace, build  # noqa: E402
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "h200" / "dev_5x5_s2_b500.sqlite"
@@ -111,7 +110,7 @@ def test_help_documents_exit_codes() -> None:
 
 def test_analysis_imports_no_cli_or_gpu_libraries() -> None:
     code = (
-        "import sys, clusterbench.analysis as a, clusterbench.trace\n"
+        "import sys, clusterbench.analyzers as a, clusterbench.io.nsys\n"
         "a.analyze_trace\n"
         "bad = [m for m in ('typer', 'rich', 'cupy') if m in sys.modules]\n"
         "print(','.join(bad))"
@@ -126,7 +125,7 @@ def _write(path: Path, data: bytes) -> Path:
 
 
 def test_nsys_rep_without_nsys_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from clusterbench.trace import nsys_export
+    from clusterbench.io.nsys import export as nsys_export
 
     empty = tmp_path / "bin"
     empty.mkdir()

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clusterbench.cli import app
-from clusterbench.results import save_env, upsert_probe_row
+from clusterbench.io.results import save_env, upsert_probe_row
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "compare"

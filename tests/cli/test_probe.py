@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import clusterbench.guards as guards
-import clusterbench.probe as probe_mod
+import clusterbench.run.guards as guards
+import clusterbench.run.probe as probe_mod
 from clusterbench.cli import app
 
 GOOD = """
@@ -136,7 +136,7 @@ def test_data_must_exist_and_reaches_every_config(monkeypatch, good: Path, tmp_p
 
 
 def _no_gpu_calls(monkeypatch) -> None:
-    import clusterbench.multigpu as mg
+    import clusterbench.run.multigpu as mg
 
     def refuse(*a, **k):
         raise AssertionError("bad options must be refused before any GPU or NVML call")
@@ -202,7 +202,7 @@ def test_executor_needs_submitit_and_slurm_needs_sbatch_exit_1(monkeypatch, good
 FAKE_TASK_PROBE = """
 import sys
 from pathlib import Path
-from clusterbench.results import save_env, upsert_probe_row
+from clusterbench.io.results import save_env, upsert_probe_row
 label, root = sys.argv[1:3]
 out = Path(root) / "2026-12-01_f32"
 save_env(out, {"tool_version": "0.1.0", "session_id": "s", "gpu_name": "NVIDIA H200", "gpu_uuid": "GPU-" + label,
@@ -214,7 +214,7 @@ upsert_probe_row(out, {"label": label, "cluster": 3, "cap": 3000, "streams": 1, 
 
 def test_executor_local_runs_one_task_per_config_and_merges(monkeypatch, tmp_path: Path) -> None:
     pytest.importorskip("submitit")
-    import clusterbench.executors as ex
+    import clusterbench.run.campaign as ex
 
     _no_gpu_calls(monkeypatch)  # the parent of a campaign touches no GPU
     cfg = tmp_path / "configs.toml"

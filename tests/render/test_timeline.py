@@ -10,7 +10,6 @@ from typer.testing import CliRunner
 
 from clusterbench.cli import app
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trace"))
 from fake_nsys import Copy, Graph, Kernel, Range, Trace, build  # noqa: E402
 
 MAGIC = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF", ".svg": b"<?xml"}

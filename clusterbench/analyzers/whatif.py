@@ -1,0 +1,178 @@
+"""What-if: the per-engine bars and the roofline as if one engine were faster or slower (pure).
+
+``--what-if kernel=0.5`` scales the kernel's busy time by 0.5; ``--what-if h2d_gbps=375`` sets
+the h2d bar to its bytes over 375 GB/s. The simplification is stated with every result: the
+engines scale independently, and the overlap between them is kept as it is, so the roofline is
+still the tallest bar (HTA's critical-path what-if makes the same cut at the level of engines).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from clusterbench.errors import InputError
+from clusterbench.io.nsys import schema as S
+
+from clusterbench.analyzers.records import GroupAnalysis
+
+ASSUMPTION = (
+    "engines scale independently and their overlap is kept, so the tallest bar still binds; "
+    "dependencies between engines are not modelled"
+)
+_SPEC_HINT = (
+    "use ENGINE=FACTOR (e.g. kernel=0.5: the kernel takes half its time) or COPY_gbps=RATE "
+    "(e.g. h2d_gbps=375: h2d moves its bytes at 375 GB/s); engines: " + ", ".join(S.ENGINES)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    engine: str
+    factor: float | None = None  # busy time times this
+    gbps: float | None = None  # busy time = bytes / this rate
+
+    def describe(self) -> str:
+        if self.gbps is not None:
+            return f"{self.engine} at {self.gbps:g} GB/s"
+        return f"{self.engine} ×{self.factor:g}"
+
+    def to_json(self) -> dict:
+        return {"engine": self.engine, "factor": self.factor, "gbps": self.gbps}
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    engine: str
+    busy_ns: int  # as measured
+    new_busy_ns: int  # as if changed
+    us_per_frame: float | None
+    new_us_per_frame: float | None
+    changed: bool
+
+    def to_json(self) -> dict:
+        return {
+            "busy_ns": self.busy_ns,
+            "new_busy_ns": self.new_busy_ns,
+            "us_per_frame": self.us_per_frame,
+            "new_us_per_frame": self.new_us_per_frame,
+            "changed": self.changed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    changes: tuple[Change, ...]
+    bars: tuple[Bar, ...]
+    engine: str | None  # the engine that would bind
+    busy_ns: int
+    us_per_frame: float | None
+    fps: float | None
+    was_engine: str | None  # the engine that binds now
+    was_fps: float | None
+    assumption: str = ASSUMPTION
+    notes: tuple[str, ...] = ()  # changes that do nothing on this trace, and why
+
+    def summary(self) -> str:
+        what = ", ".join(c.describe() for c in self.changes)
+        if self.engine is None:
+            return f"what if {what}: nothing would bind (no GPU activity)"
+        if self.us_per_frame is not None and self.fps is not None:
+            at = f"{self.us_per_frame:.3f} µs/frame → {self.fps:,.0f} FPS"
+        else:
+            at = f"{self.busy_ns / 1e6:.3f} ms busy"
+        now = f"now {self.was_engine}" + (f" at {self.was_fps:,.0f} FPS" if self.was_fps else "")
+        return f"what if {what}: would bind on {self.engine} at {at} ({now})"
+
+    def to_json(self) -> dict:
+        return {
+            "changes": [c.to_json() for c in self.changes],
+            "engines": {b.engine: b.to_json() for b in self.bars},
+            "roofline": {"engine": self.engine, "busy_ns": self.busy_ns, "us_per_frame": self.us_per_frame, "fps": self.fps},
+            "was": {"engine": self.was_engine, "fps": self.was_fps},
+            "summary": self.summary(),
+            "assumption": self.assumption,
+            "notes": list(self.notes),
+        }
+
+
+def parse_changes(specs: list[str] | tuple[str, ...]) -> tuple[Change, ...]:
+    """Parse ``--what-if`` values; raise InputError on a bad one."""
+    out: list[Change] = []
+    seen: set[str] = set()
+    for spec in specs:
+        key, sep, value = spec.partition("=")
+        key = key.strip()
+        if not sep or not key or not value.strip():
+            raise InputError(f"--what-if {spec!r} is not NAME=VALUE", hint=_SPEC_HINT)
+        try:
+            number = float(value)
+        except ValueError:
+            raise InputError(f"--what-if {spec!r}: {value.strip()!r} is not a number", hint=_SPEC_HINT) from None
+        if not math.isfinite(number) or number <= 0:
+            raise InputError(f"--what-if {spec!r}: the value must be a positive number, got {value.strip()}", hint=_SPEC_HINT)
+        if key.endswith("_gbps"):
+            engine = key[: -len("_gbps")]
+            if engine not in S.COPY_ENGINES:
+                raise InputError(
+                    f"--what-if {spec!r}: a rate needs a copy engine, not {engine!r}",
+                    hint="copy engines: " + ", ".join(e for e in S.ENGINES if e in S.COPY_ENGINES),
+                )
+            change = Change(engine, gbps=number)
+        else:
+            engine = key
+            if engine not in S.ENGINES:
+                raise InputError(f"--what-if {spec!r}: unknown engine {engine!r}", hint=_SPEC_HINT)
+            change = Change(engine, factor=number)
+        if engine in seen:
+            raise InputError(f"--what-if names {engine} twice", hint="give one change per engine")
+        seen.add(engine)
+        out.append(change)
+    return tuple(out)
+
+
+def what_if(g: GroupAnalysis, changes: tuple[Change, ...]) -> WhatIf:
+    """The bars and the roofline of ``g`` with ``changes`` applied (engines in display order)."""
+    by_engine = {c.engine: c for c in changes}
+    frames = g.frames
+    bars: list[Bar] = []
+    for name, st in g.engines.items():
+        c = by_engine.get(name)
+        new = st.busy_ns
+        if c is not None and c.factor is not None:
+            new = int(round(st.busy_ns * c.factor))
+        elif c is not None and c.gbps is not None:
+            new = int(round((st.bytes or 0) / c.gbps))  # GB/s = bytes per ns
+        bars.append(
+            Bar(
+                engine=name,
+                busy_ns=st.busy_ns,
+                new_busy_ns=new,
+                us_per_frame=st.us_per_frame,
+                new_us_per_frame=(new / 1000.0 / frames) if frames else None,
+                changed=c is not None,
+            )
+        )
+    notes = []
+    for c in changes:
+        st = g.engines.get(c.engine)
+        if st is None or st.busy_ns == 0:
+            why = f"{c.engine} has no busy time in the window, so {c.describe()} changes nothing"
+            if c.engine == "kernel" and "graph" in g.engines:
+                why += " (its kernels run inside CUDA graphs here: try graph=FACTOR)"
+            notes.append(why)
+    top, top_busy = None, 0
+    for b in bars:  # ties go to the earlier engine, as in the roofline
+        if b.new_busy_ns > top_busy:
+            top, top_busy = b.engine, b.new_busy_ns
+    return WhatIf(
+        changes=changes,
+        bars=tuple(bars),
+        engine=top,
+        busy_ns=top_busy,
+        us_per_frame=(top_busy / 1000.0 / frames) if (frames and top) else None,
+        fps=(1e9 * frames / top_busy) if (frames and top_busy > 0) else None,
+        was_engine=g.roofline.engine,
+        was_fps=g.roofline.fps,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,848 @@
+"""Compare two results dirs: before and after, with a noise model that survives A/A.
+
+Pure functions over loaded :class:`~clusterbench.io.results.ResultsDir` records; no printing.
+The rules (also in ``clusterbench compare --help`` and docs/compare.md):
+
+* ``delta_pct = (after - before) / before * 100`` per metric.
+* **Noise** is the larger of the metric's floor (a share of the before value, measured across
+  sessions of one build: :mod:`clusterbench.compare.noise`) and either side's within-session
+  spread (``<metric>_spread``).
+* **With repeats on both sides** (sustained FPS: the per-repeat readings), a two-sided
+  Mann–Whitney U test must find the two samples different (p <= ALPHA) AND the change of the
+  medians must exceed the noise; otherwise SAME. **Without**, the noise alone decides:
+  ``|after - before| <= noise`` is SAME. Never FASTER or SLOWER from the sign alone.
+* **Mismatches**: the config columns of each row pair (CONFIG_COLUMNS). A difference makes
+  the metrics it affects NOT_COMPARABLE (reason code ``config_differs``), unless the pair is
+  compared across that column on purpose: ``across=`` names it, or every row pair differs in
+  it the same way (AUTO_ACROSS_COLUMNS). Such deltas keep their verdict and say ``across``.
+* **Sessions**: rows with several streams from different (or unknown) sessions: h2d and d2h
+  are NOT_COMPARABLE (``session_drift``), and so is the roofline when it binds on either.
+* **GPUs**: each row's GPU is its own ``gpu_name`` (rows of a ``--gpus`` probe or a merged
+  multi-host campaign carry ``host``, ``gpu_name``, ``gpu_uuid``), else its config's entry in
+  env.json, else the dir's ``gpu_name``. A row pair from two GPU models is refused (InputError)
+  unless ``allow_different_gpu``; then the pair is compared across ``gpu`` (a Mismatch with
+  column GPU_COLUMN, verdicts kept and marked, never gated) and the row says which GPUs. The
+  same model on another unit or host is stated, not refused.
+* **End to end** reports the roofline and sustained FPS verdicts. "kernel change invisible end
+  to end" is said only when the kernel moved beyond noise and neither of them did.
+* Every verdict carries a :class:`Reason` code and a sentence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Iterable, Mapping, Sequence
+
+from clusterbench.compare.noise import COMPARED_METRICS, TRACE_METRICS, NoiseFloor, floor_for, noise_of
+from clusterbench.model.stats import mann_whitney_u
+from clusterbench.errors import InputError
+from clusterbench.io.results import SPREAD_SUFFIX, ProbeRow, ResultsDir
+
+# Significance level of the Mann–Whitney test. With the probe's default 3 repeats a side the
+# smallest two-sided exact p is 0.1 (every repeat of one side beats every repeat of the other), so
+# 0.1 is the level at which 3 vs 3 can count at all; the effect must then also clear the A/A floor.
+ALPHA = 0.10
+
+# The RTX 4090 reference campaign (docs/compare.md): 4-stream transfer columns drifted up to 20 % between
+# sessions on one build.
+MULTI_STREAM_DRIFT_REASON = "multi-stream transfer columns drift up to 20 % between sessions"
+
+TIME_METRICS: tuple[str, ...] = ("kernel_us", "h2d_us", "d2h_us", "roofline_us")
+TRANSFER_METRICS = frozenset({"h2d_us", "d2h_us"})
+TRANSFER_ENGINES = frozenset({"h2d", "d2h"})
+# sustained_fps joins the comparison when either dir measured it (higher is better).
+OPTIONAL_METRICS: tuple[str, ...] = ("sustained_fps",)
+HIGHER_IS_BETTER = frozenset({"sustained_fps"})
+
+# The config columns of a row pair that must agree for a like-for-like comparison, in report order.
+CONFIG_COLUMNS: tuple[str, ...] = (
+    "tracer", "transfer", "pedestal", "pedestal_dtype", "workload", "cluster", "cap", "streams", "batch", "frames",
+)  # fmt: skip
+# What a difference affects: the tracer only what the trace measures (sustained FPS runs untraced);
+# everything else changes the work itself.
+AFFECTS: dict[str, frozenset[str]] = {c: frozenset(COMPARED_METRICS) for c in CONFIG_COLUMNS}
+AFFECTS["tracer"] = frozenset(TRACE_METRICS)
+# Columns compared across automatically when every row pair differs in them the same way (the whole
+# dir was measured so): f32 against f64, nsys against cupti, copy against zerocopy, one workload
+# against another. cluster/cap/streams/batch/frames differences are label mistakes or short runs:
+# only --across compares across them.
+AUTO_ACROSS_COLUMNS = frozenset({"tracer", "transfer", "pedestal", "pedestal_dtype", "workload"})
+# The pseudo-column of a row pair measured on two GPU models (--allow-different-gpu): a Mismatch
+# with this column marks every metric of the pair "across gpu".
+GPU_COLUMN = "gpu"
+# How many differing row pairs the refusal names before "and N more".
+_NAMED_ROWS = 3
+# A results dir without a workload column or key ran clusterbench's own CuPy workload.
+DEFAULT_WORKLOAD = "cupy"
+
+
+class Verdict(str, Enum):
+    SAME = "SAME"
+    FASTER = "FASTER"
+    SLOWER = "SLOWER"
+    NOT_COMPARABLE = "NOT_COMPARABLE"
+    MISSING = "MISSING"  # not measured on one side (or the label is on one side only)
+
+
+class Reason(str, Enum):
+    """Why a verdict is what it is (after nvbench's DecisionReason)."""
+
+    IDENTICAL = "identical"  # equal values
+    WITHIN_NOISE = "within_noise"  # no repeats on both sides: |change| <= noise
+    BEYOND_NOISE = "beyond_noise"  # no repeats on both sides: |change| > noise
+    NOT_SIGNIFICANT = "not_significant"  # repeats on both sides: Mann–Whitney p > ALPHA
+    SMALL_EFFECT = "small_effect"  # p <= ALPHA, but the change of the medians is within the noise
+    SIGNIFICANT = "significant"  # p <= ALPHA and beyond the noise
+    CONFIG_DIFFERS = "config_differs"  # a config column differs and the pair is not compared across it
+    SESSION_DRIFT = "session_drift"  # several streams, different or unknown sessions, a transfer figure
+    NOT_MEASURED = "not_measured"  # empty on one side
+    ONE_SIDED = "one_sided"  # the label is in one dir only
+
+
+class Presence(str, Enum):
+    BOTH = "both"
+    BEFORE_ONLY = "before_only"
+    AFTER_ONLY = "after_only"
+
+
+class EndToEnd(str, Enum):
+    """What happened end to end: the roofline and sustained FPS verdicts, together."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    SAME = "same"
+    MIXED = "mixed"  # one got faster, the other slower
+    NOT_COMPARABLE = "not_comparable"
+    UNKNOWN = "unknown"  # neither measured on both sides
+
+
+@dataclass(frozen=True, slots=True)
+class MetricDelta:
+    name: str
+    unit: str
+    before: float | None
+    after: float | None
+    delta_pct: float | None
+    noise: float | None  # in the metric's unit: the change a verdict must clear
+    verdict: Verdict
+    reason: str
+    code: Reason
+    note: str | None = None
+    across: tuple[str, ...] = ()  # config columns this delta is across (compared on purpose)
+    floor_pct: float | None = None
+    p_value: float | None = None  # Mann–Whitney, two-sided, when both sides have repeats
+    n_before: int | None = None  # repeats behind the before value, when known
+    n_after: int | None = None
+
+    @property
+    def judged(self) -> bool:
+        return self.verdict in (Verdict.SAME, Verdict.FASTER, Verdict.SLOWER)
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """A config column that differs between the two rows of one label."""
+
+    column: str
+    before: str
+    after: str
+    affects: tuple[str, ...]  # the compared metrics it touches
+    across: bool  # compared across it on purpose: deltas shown, labelled
+
+    @property
+    def text(self) -> str:
+        return f"{self.column} differs: {self.before} → {self.after}"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuIdentity:
+    """Which GPU measured one row: its model, unit (UUID) and host, each None when unknown.
+    ``source``: ``row`` (the row's own columns), ``config`` (its env.json config entry),
+    ``dir`` (the dir's env.json) or ``unknown``."""
+
+    name: str | None
+    uuid: str | None = None
+    host: str | None = None
+    source: str = "unknown"
+
+    @property
+    def text(self) -> str:
+        """``NVIDIA H200 (GPU-8c1f2a3b, host node7)``: the model, then the unit (the UUID's first 12
+        characters) and the host, where known."""
+        where = [b for b in ((self.uuid[:12] if self.uuid else None), (f"host {self.host}" if self.host else None))
+                 if b]
+        return (self.name or "GPU unknown") + (f" ({', '.join(where)})" if where else "")
+
+    def same_unit(self, other: "GpuIdentity") -> bool | None:
+        """One physical GPU (UUID), else one host; None when neither side says."""
+        if self.uuid and other.uuid:
+            return self.uuid == other.uuid
+        if self.host and other.host:
+            return self.host == other.host
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RowComparison:
+    label: str
+    presence: Presence
+    streams: int | None
+    cluster: int | None
+    same_session: bool
+    metrics: tuple[MetricDelta, ...]
+    binds_before: str | None  # lower-case engine name: kernel, h2d, d2h, ...
+    binds_after: str | None
+    end_to_end: EndToEnd
+    end_to_end_reason: str
+    kernel_invisible: bool = False  # kernel moved beyond noise; roofline and sustained FPS did not
+    mismatches: tuple[Mismatch, ...] = ()
+    notes: tuple[str, ...] = ()
+    gpu_before: GpuIdentity | None = None
+    gpu_after: GpuIdentity | None = None
+
+    @property
+    def gpu_differs(self) -> bool:
+        """The two rows come from two GPU models (both known)."""
+        return gpus_differ(self.gpu_before, self.gpu_after)
+
+    @property
+    def binds_changed(self) -> bool:
+        return self.binds_before is not None and self.binds_after is not None and self.binds_before != self.binds_after
+
+    def metric(self, name: str) -> MetricDelta:
+        for m in self.metrics:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+
+@dataclass(frozen=True, slots=True)
+class CompareWarning:
+    message: str
+    hint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SideInfo:
+    path: str
+    name: str
+    format: str
+    gpu_name: str | None
+    driver: str | None
+    session_id: str | None
+    git_rev: str | None
+    git_dirty: bool | None
+    hosts: tuple[str, ...] = ()  # a merged multi-host dir's hosts (env.json ``hosts``), else its host
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    before: SideInfo
+    after: SideInfo
+    metric_names: tuple[str, ...]
+    rows: tuple[RowComparison, ...]
+    warnings: tuple[CompareWarning, ...]
+    across: tuple[str, ...] = ()  # columns compared across, on request or because the whole dir differs
+    alpha: float = ALPHA
+
+    @property
+    def same_session(self) -> bool:
+        return self.before.session_id is not None and self.before.session_id == self.after.session_id
+
+    def row(self, label: str) -> RowComparison:
+        for r in self.rows:
+            if r.label == label:
+                return r
+        raise KeyError(label)
+
+
+@dataclass(frozen=True, slots=True)
+class GateFailure:
+    label: str
+    before_us: float
+    after_us: float
+    delta_pct: float
+    noise_us: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class GateOutcome:
+    """What ``--gate PCT`` found: it judges like-for-like rooflines only."""
+
+    pct: float
+    failures: tuple[GateFailure, ...]
+    judged: tuple[str, ...]  # labels whose roofline it judged
+    not_checked: tuple[tuple[str, str], ...]  # (label, why) for the rest
+
+    @property
+    def nothing_comparable(self) -> bool:
+        return not self.judged
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures and not self.nothing_comparable
+
+
+# ----------------------------------------------------------------------------- one metric
+
+
+def metric_unit(name: str) -> str:
+    if name.endswith("_us"):
+        return "µs/frame"
+    if name.endswith("_fps"):
+        return "FPS"
+    if name.endswith("_gbps"):
+        return "GB/s"
+    return ""
+
+
+def _fmt(v: float, unit: str) -> str:
+    if unit == "FPS":
+        return f"{v:,.0f} FPS" if abs(v) >= 100 else f"{v:.3g} FPS"
+    return f"{v:.3g} {unit}".rstrip()
+
+
+_USE_TABLE = object()
+
+
+def compare_metric(
+    name: str,
+    before: float | None,
+    after: float | None,
+    *,
+    streams: int | None = 1,
+    floor: NoiseFloor | None | object = _USE_TABLE,
+    spread_before: float | None = None,
+    spread_after: float | None = None,
+    samples_before: Sequence[float] = (),
+    samples_after: Sequence[float] = (),
+    not_comparable: tuple[Reason, str] | None = None,
+    across: tuple[str, ...] = (),
+    note: str | None = None,
+    alpha: float = ALPHA,
+) -> MetricDelta:
+    """One metric's delta and verdict (see the module docstring for the rules).
+
+    ``floor`` defaults to the noise table's floor of ``name`` for ``streams`` streams."""
+    unit = metric_unit(name)
+    fl: NoiseFloor | None = floor_for(name, streams) if floor is _USE_TABLE else floor  # type: ignore[assignment]
+    floor_pct = fl.pct if fl is not None else None
+    nb = len(samples_before) or None
+    na = len(samples_after) or None
+
+    def md(verdict: Verdict, code: Reason, reason: str, delta_pct: float | None, noise: float | None,
+           p: float | None = None) -> MetricDelta:  # fmt: skip
+        return MetricDelta(name, unit, before, after, delta_pct, noise, verdict, reason, code, note, across,
+                           floor_pct, p, nb, na)  # fmt: skip
+
+    if before is None or after is None:
+        side = "either dir" if before is None and after is None else ("before" if before is None else "after")
+        return md(Verdict.MISSING, Reason.NOT_MEASURED, f"not measured in {side}", None, None)
+    delta_pct = (after - before) / before * 100.0 if before != 0 else None
+    if not_comparable is not None:
+        return md(Verdict.NOT_COMPARABLE, not_comparable[0], not_comparable[1], delta_pct, None)
+    noise, which = noise_of(before, fl, (spread_before, spread_after))
+    if noise is None:
+        raise ValueError(f"no noise floor for {name}: every compared metric needs one (analysis.noise.FLOORS)")
+    diff = after - before
+    better = diff > 0 if name in HIGHER_IS_BETTER else diff < 0
+    moved = Verdict.FASTER if better else Verdict.SLOWER
+    noise_txt = f"±{_fmt(noise, unit)} (" + (
+        f"{floor_pct:g} % session-to-session floor" if which == "floor" else "the spread of the repeats"
+    ) + ")"
+    # a relative 1e-9 absorbs float rounding of decimal inputs (10.3 - 10.0 > 0.3 in binary)
+    within = abs(diff) <= noise + 1e-9 * max(abs(before), abs(after))
+    if len(samples_before) >= 2 and len(samples_after) >= 2:
+        mw = mann_whitney_u(samples_after, samples_before)
+        test = (f"Mann–Whitney p = {mw.p_value:.2g} ({len(samples_before)} vs {len(samples_after)} repeats, "
+                f"{mw.method}, two-sided)")  # fmt: skip
+        if mw.p_value > alpha:
+            return md(Verdict.SAME, Reason.NOT_SIGNIFICANT, f"not significant: {test} > {alpha:g}", delta_pct,
+                      noise, mw.p_value)  # fmt: skip
+        if within:
+            return md(Verdict.SAME, Reason.SMALL_EFFECT,
+                      f"{test} <= {alpha:g}, but the change is within the noise {noise_txt}", delta_pct, noise,
+                      mw.p_value)  # fmt: skip
+        return md(moved, Reason.SIGNIFICANT, f"{test} <= {alpha:g} and beyond the noise {noise_txt}", delta_pct,
+                  noise, mw.p_value)  # fmt: skip
+    if diff == 0:
+        return md(Verdict.SAME, Reason.IDENTICAL, "identical values", delta_pct, noise)
+    if within:
+        return md(Verdict.SAME, Reason.WITHIN_NOISE, f"within the noise {noise_txt}", delta_pct, noise)
+    return md(moved, Reason.BEYOND_NOISE, f"beyond the noise {noise_txt}", delta_pct, noise)
+
+
+# ----------------------------------------------------------------------------- env helpers
+
+
+def _env_get(env: Mapping, *paths: str) -> object:
+    """First present scalar among dotted key paths (``gpu_name``, ``gpu.name``)."""
+    for p in paths:
+        cur: object = env
+        for key in p.split("."):
+            if not isinstance(cur, Mapping) or key not in cur:
+                cur = None
+                break
+            cur = cur[key]
+        if cur is not None and not isinstance(cur, Mapping):
+            return cur
+    return None
+
+
+def _as_str(v: object) -> str | None:
+    return None if v is None else str(v)
+
+
+def _as_bool(v: object) -> bool | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v.strip().lower() in ("1", "true", "yes", "dirty")
+    return bool(v)
+
+
+def side_info(res: ResultsDir) -> SideInfo:
+    """The stamp of one side. ``gpu_name``, else a string ``gpu`` (the legacy aare-perf key)."""
+    env = res.env
+    return SideInfo(
+        path=str(res.path),
+        name=res.name,
+        format=res.format,
+        gpu_name=_as_str(_env_get(env, "gpu_name", "gpu.name", "gpu")),
+        driver=_as_str(_env_get(env, "driver", "driver_version", "gpu.driver")),
+        session_id=_as_str(_env_get(env, "session_id", "session")),
+        git_rev=_as_str(_env_get(env, "git_rev", "git.rev")),
+        git_dirty=_as_bool(_env_get(env, "git_dirty", "dirty", "git.dirty")),
+        hosts=_hosts(env),
+    )
+
+
+def _hosts(env: Mapping) -> tuple[str, ...]:
+    hosts = env.get("hosts")
+    if isinstance(hosts, list) and all(isinstance(h, str) for h in hosts):
+        return tuple(hosts)
+    host = env.get("host")
+    return (host,) if isinstance(host, str) and host else ()
+
+
+def _text(v: object) -> str | None:
+    return None if v is None or (isinstance(v, str) and not v.strip()) else str(v).strip()
+
+
+def row_gpu(res: ResultsDir, row: ProbeRow) -> GpuIdentity:
+    """The GPU that measured ``row``: its own ``gpu_name``/``gpu_uuid``/``host`` columns (a
+    ``--gpus`` or merged row), else its config's entry in env.json (a merged dir records GPU and
+    host per config), else the dir's env.json (pure)."""
+    name = _text(row.get("gpu_name"))
+    if name is not None:
+        return GpuIdentity(name, _text(row.get("gpu_uuid")), _text(row.get("host")), "row")
+    entry = f"configs.{row.label}"
+    name = _as_str(_env_get(res.env, f"{entry}.gpu_name"))
+    if name is not None:
+        return GpuIdentity(name, _as_str(_env_get(res.env, f"{entry}.gpu_uuid")),
+                           _text(row.get("host")) or _as_str(_env_get(res.env, f"{entry}.host")), "config")
+    name = _as_str(_env_get(res.env, "gpu_name", "gpu.name", "gpu"))
+    hosts = _hosts(res.env)
+    host = _text(row.get("host")) or (hosts[0] if len(hosts) == 1 else None)
+    if name is None:
+        return GpuIdentity(None, None, host, "unknown")
+    return GpuIdentity(name, _as_str(_env_get(res.env, "gpu_uuid")), host, "dir")
+
+
+def gpus_differ(a: GpuIdentity | None, b: GpuIdentity | None) -> bool:
+    """Two GPU models, both known (pure)."""
+    return a is not None and b is not None and a.name is not None and b.name is not None and a.name != b.name
+
+
+def display_engine(engine: str | None) -> str:
+    """h2d -> H2D, d2h -> D2H (as in the RTX 4090 reference table, docs/compare.md); kernel stays kernel."""
+    if engine is None:
+        return "-"
+    return engine.upper() if engine in ("h2d", "d2h", "d2d", "p2p") else engine
+
+
+# ----------------------------------------------------------------------------- rows
+
+
+def _row_session(row: ProbeRow, side: SideInfo) -> str | None:
+    s = row.get("session")
+    return str(s) if s is not None else side.session_id
+
+
+def _binds(row: ProbeRow | None) -> str | None:
+    if row is None:
+        return None
+    b = row.get("binds")
+    return str(b).strip().lower() if b is not None else None
+
+
+def _int(row: ProbeRow | None, column: str) -> int | None:
+    if row is None:
+        return None
+    v = row.get(column)
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def config_value(res: ResultsDir, row: ProbeRow, column: str) -> object:
+    """A row's config column, falling back to env.json where the dir records it there; a
+    clusterbench dir without a workload ran the CuPy workload. None when unknown (legacy dirs
+    record no tracer, transfer, pedestal mode or workload)."""
+    v = row.get(column)
+    if v is not None:
+        return v
+    env = res.env
+    if column == "transfer":
+        v = _env_get(env, f"configs.{row.label}.params.transfer", "transfer")
+    elif column in ("pedestal", "pedestal_dtype", "tracer"):
+        v = _env_get(env, f"configs.{row.label}.params.{column}", column)
+    elif column == "workload":
+        v = _env_get(env, f"configs.{row.label}.workload", f"configs.{row.label}.workload.name",
+                     "workload", "workload.name")  # fmt: skip
+        if v is None and not res.legacy:
+            v = DEFAULT_WORKLOAD
+    return v
+
+
+def _tallest_transfer(row: ProbeRow) -> tuple[str, float] | None:
+    bars = [(e, row.number(f"{e}_us")) for e in ("h2d", "d2h")]
+    bars = [(e, v) for e, v in bars if v is not None]
+    return max(bars, key=lambda ev: ev[1]) if bars else None  # type: ignore[arg-type,return-value]
+
+
+def _one_stream_sibling(label: str, row: ProbeRow, before: ResultsDir, after: ResultsDir) -> str | None:
+    """The label of a 1-stream row with the same cluster and cap, present in both dirs."""
+    key = (row.get("cluster"), row.get("cap"))
+    for cand in before.rows:
+        if cand.label == label or _int(cand, "streams") != 1:
+            continue
+        if (cand.get("cluster"), cand.get("cap")) == key and after.row(cand.label) is not None:
+            return cand.label
+    return None
+
+
+def _verdict_word(m: MetricDelta) -> str:
+    return "NOT COMPARABLE" if m.verdict is Verdict.NOT_COMPARABLE else m.verdict.value
+
+
+def _delta_txt(m: MetricDelta) -> str:
+    return f"{m.delta_pct:+.2f} % " if m.delta_pct is not None else ""
+
+
+def _end_to_end(kernel: MetricDelta | None, roof: MetricDelta | None, sust: MetricDelta | None,
+                binds_after: str | None) -> tuple[EndToEnd, str, bool]:  # fmt: skip
+    parts: list[str] = []
+    judged: list[MetricDelta] = []
+    not_comparable = False
+    for what, m in (("roofline", roof), ("sustained", sust)):
+        if m is None or m.verdict is Verdict.MISSING:
+            parts.append(f"{what} not measured" if m is None or m.before is None and m.after is None
+                         else f"{what} {m.reason}")  # fmt: skip
+            continue
+        across = f" across {', '.join(m.across)}" if m.across and m.judged else ""
+        parts.append(f"{what} {_delta_txt(m)}{_verdict_word(m)}{across}")
+        if m.verdict is Verdict.NOT_COMPARABLE:
+            not_comparable = True
+        else:
+            judged.append(m)
+    moved = {m.verdict for m in judged} - {Verdict.SAME}
+    if not judged:
+        verdict = EndToEnd.NOT_COMPARABLE if not_comparable else EndToEnd.UNKNOWN
+    elif moved == {Verdict.FASTER, Verdict.SLOWER}:
+        verdict = EndToEnd.MIXED
+    elif moved:
+        verdict = EndToEnd.FASTER if Verdict.FASTER in moved else EndToEnd.SLOWER
+    else:
+        verdict = EndToEnd.SAME
+    reason = ", ".join(parts)
+    invisible = (
+        kernel is not None and kernel.verdict in (Verdict.FASTER, Verdict.SLOWER)
+        and roof is not None and roof.verdict is Verdict.SAME
+        and (sust is None or sust.verdict in (Verdict.SAME, Verdict.MISSING))
+    )  # fmt: skip
+    if invisible:
+        assert kernel is not None
+        reason += (f"; kernel change {_delta_txt(kernel)}{kernel.verdict.value} invisible end to end "
+                   f"(binds: {display_engine(binds_after)})")  # fmt: skip
+    return verdict, reason, invisible
+
+
+def _mismatches(label: str, rb: ProbeRow, ra: ProbeRow, before: ResultsDir, after: ResultsDir,
+                across: frozenset[str]) -> tuple[Mismatch, ...]:  # fmt: skip
+    out = []
+    for col in CONFIG_COLUMNS:
+        vb, va = config_value(before, rb, col), config_value(after, ra, col)
+        if vb is None or va is None or vb == va:
+            continue
+        out.append(Mismatch(col, str(vb), str(va), tuple(m for m in COMPARED_METRICS if m in AFFECTS[col]),
+                            col in across))  # fmt: skip
+    return tuple(out)
+
+
+def _compare_row(
+    label: str,
+    rb: ProbeRow | None,
+    ra: ProbeRow | None,
+    before: ResultsDir,
+    after: ResultsDir,
+    sides: tuple[SideInfo, SideInfo],
+    metric_names: tuple[str, ...],
+    across: frozenset[str],
+    alpha: float,
+    allow_different_gpu: bool = False,
+) -> RowComparison:
+    presence = Presence.BOTH if rb is not None and ra is not None else (
+        Presence.BEFORE_ONLY if rb is not None else Presence.AFTER_ONLY
+    )
+    either = rb if rb is not None else ra
+    assert either is not None
+    streams = _int(either, "streams")
+    cluster = _int(either, "cluster")
+    binds_before, binds_after = _binds(rb), _binds(ra)
+    if presence is not Presence.BOTH:
+        where = "before" if presence is Presence.BEFORE_ONLY else "after"
+        gone = f"only in {where} ({(sides[0] if rb is not None else sides[1]).name})"
+        metrics = tuple(
+            MetricDelta(n, metric_unit(n), rb.number(n) if rb else None, ra.number(n) if ra else None,
+                        None, None, Verdict.MISSING, gone, Reason.ONE_SIDED)
+            for n in metric_names
+        )  # fmt: skip
+        return RowComparison(label, presence, streams, cluster, False, metrics, binds_before, binds_after,
+                             EndToEnd.UNKNOWN, gone, notes=(gone,),
+                             gpu_before=row_gpu(before, rb) if rb is not None else None,
+                             gpu_after=row_gpu(after, ra) if ra is not None else None)  # fmt: skip
+    assert rb is not None and ra is not None
+    gpu_b, gpu_a = row_gpu(before, rb), row_gpu(after, ra)
+    sb, sa = _row_session(rb, sides[0]), _row_session(ra, sides[1])
+    same_session = sb is not None and sb == sa
+    multi = (streams or 1) > 1 or (_int(ra, "streams") or 1) > 1
+    mismatches = _mismatches(label, rb, ra, before, after, across)
+    notes: list[str] = []
+    if gpus_differ(gpu_b, gpu_a):
+        if not allow_different_gpu:  # compare_results refuses first; a caller of _compare_row alone is told too
+            raise InputError(f"row {label!r} pairs two GPUs: {gpu_b.text} before, {gpu_a.text} after",
+                             hint="pass --allow-different-gpu to compare them anyway")
+        # compared across the GPU on purpose: every metric keeps its verdict, marked, never gated
+        mismatches = mismatches + (Mismatch(GPU_COLUMN, gpu_b.text, gpu_a.text, tuple(COMPARED_METRICS), True),)
+        notes.append(f"different GPUs: {gpu_b.text} before, {gpu_a.text} after (--allow-different-gpu): "
+                     "the deltas measure the GPUs as much as the change, and --gate leaves this row out")
+    elif gpu_b.name is not None and gpu_b.name == gpu_a.name and gpu_b.same_unit(gpu_a) is False:
+        notes.append(f"same GPU model, another unit: {gpu_b.text} before, {gpu_a.text} after")
+    kernel_note = None
+    if multi:
+        sib = _one_stream_sibling(label, rb, before, after)
+        kernel_note = f"{streams} streams: quote kernel changes from the 1-stream row" + (f" ({sib})" if sib else "")
+    metrics: list[MetricDelta] = []
+    for n in metric_names:
+        ncr: tuple[Reason, str] | None = None
+        blocking = [mm for mm in mismatches if n in mm.affects and not mm.across]
+        if blocking:
+            ncr = (Reason.CONFIG_DIFFERS, "; ".join(mm.text for mm in blocking))
+        elif multi and not same_session:
+            session_txt = "different sessions" if sb is not None and sa is not None else "session unknown"
+            if n in TRANSFER_METRICS:
+                ncr = (Reason.SESSION_DRIFT, f"{MULTI_STREAM_DRIFT_REASON} ({session_txt})")
+            elif n == "roofline_us" and (binds_before in TRANSFER_ENGINES or binds_after in TRANSFER_ENGINES):
+                ncr = (Reason.SESSION_DRIFT, f"binds on a transfer engine; {MULTI_STREAM_DRIFT_REASON} ({session_txt})")
+        m_across = tuple(mm.column for mm in mismatches if n in mm.affects and mm.across)
+        metrics.append(
+            compare_metric(
+                n, rb.number(n), ra.number(n), streams=max(streams or 1, _int(ra, "streams") or 1),
+                spread_before=rb.number(n + SPREAD_SUFFIX), spread_after=ra.number(n + SPREAD_SUFFIX),
+                samples_before=before.samples.get(label, {}).get(n, ()),
+                samples_after=after.samples.get(label, {}).get(n, ()),
+                not_comparable=ncr, across=m_across, note=kernel_note if n == "kernel_us" else None, alpha=alpha,
+            )
+        )  # fmt: skip
+    mt = tuple(metrics)
+    by_name = {m.name: m for m in mt}
+    if binds_before is not None and binds_after is not None and binds_before != binds_after:
+        notes.append(f"binding engine changed: {display_engine(binds_before)} -> {display_engine(binds_after)}")
+    kernel = by_name.get("kernel_us")
+    e2e, why, invisible = _end_to_end(kernel, by_name.get("roofline_us"), by_name.get("sustained_fps"), binds_after)
+    tb, ta = _tallest_transfer(rb), _tallest_transfer(ra)
+    if (not invisible and kernel is not None and kernel.verdict in (Verdict.FASTER, Verdict.SLOWER) and tb and ta
+            and kernel.before is not None and kernel.after is not None
+            and kernel.before < tb[1] and kernel.after < ta[1]):  # fmt: skip
+        notes.append(
+            f"kernel below the tallest transfer bar before ({kernel.before:.2f} < {display_engine(tb[0])} "
+            f"{tb[1]:.2f} µs/frame) and after ({kernel.after:.2f} < {display_engine(ta[0])} {ta[1]:.2f}): "
+            "the kernel change cannot move this roofline"
+        )
+    return RowComparison(label, presence, streams, cluster, same_session, mt, binds_before, binds_after, e2e, why,
+                         invisible, mismatches, tuple(notes), gpu_b, gpu_a)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- the whole
+
+
+def _env_warnings(a: SideInfo, b: SideInfo, allow_different_gpu: bool, per_row: bool = False
+                  ) -> list[CompareWarning]:
+    """The stamps' warnings. ``per_row``: rows carry their own GPU (a --gpus or merged dir), so the
+    GPUs are judged per row pair (:func:`_gpu_pair_warnings`), not from the dirs' gpu_name."""
+    out: list[CompareWarning] = []
+    if not per_row and a.gpu_name is not None and b.gpu_name is not None and a.gpu_name != b.gpu_name:
+        if not allow_different_gpu:
+            raise InputError(
+                f"the two results dirs come from different GPUs: {a.gpu_name!r} ({a.name}) vs {b.gpu_name!r} ({b.name})",
+                hint="pass --allow-different-gpu to compare them anyway",
+            )
+        out.append(CompareWarning(f"different GPUs: {a.gpu_name!r} before, {b.gpu_name!r} after",
+                                  "per-engine times of different GPUs measure the GPUs as much as the change"))  # fmt: skip
+    for side in (a, b):
+        if side.gpu_name is None and not per_row:
+            out.append(CompareWarning(f"env.json of {side.name} names no GPU (gpu_name): cannot check it matches"))
+    if a.driver is not None and b.driver is not None and a.driver != b.driver:
+        out.append(CompareWarning(f"driver differs: {a.driver} before, {b.driver} after",
+                                  "re-run both on one driver to compare the code alone"))  # fmt: skip
+    for side in (a, b):
+        if side.git_dirty:
+            rev = f" at {side.git_rev}" if side.git_rev else ""
+            out.append(CompareWarning(f"{side.name} was measured from a dirty tree{rev}: the code is not exactly known",
+                                      "commit, then re-run clusterbench probe"))  # fmt: skip
+    return out
+
+
+def _gpu_pair_warnings(pairs: Sequence[tuple[str, GpuIdentity, GpuIdentity]], allow_different_gpu: bool
+                       ) -> list[CompareWarning]:
+    """Per row pair: two GPU models are refused (InputError, exit 2) unless ``allow_different_gpu``,
+    which names them in a warning instead; a pair whose GPU is unknown on a side is named too."""
+    differ = [(lb, gb, ga) for lb, gb, ga in pairs if gpus_differ(gb, ga)]
+    out: list[CompareWarning] = []
+    if differ:
+        named = "; ".join(f"{lb}: {gb.text} before, {ga.text} after" for lb, gb, ga in differ[:_NAMED_ROWS])
+        more = f"; and {len(differ) - _NAMED_ROWS} more" if len(differ) > _NAMED_ROWS else ""
+        what = f"{len(differ)} row pair(s) come from different GPUs: {named}{more}"
+        if not allow_different_gpu:
+            raise InputError(what, hint="pass --allow-different-gpu to compare them anyway (each such row is then "
+                                        "marked '* across gpu' and left out of --gate), or compare rows of one GPU")
+        out.append(CompareWarning(f"different GPUs: {what}",
+                                  "per-engine times of different GPUs measure the GPUs as much as the change"))
+    unknown = [lb for lb, gb, ga in pairs if gb.name is None or ga.name is None]
+    if unknown:
+        out.append(CompareWarning(f"no GPU recorded for {', '.join(unknown)} on one side (row gpu_name, env.json "
+                                  "gpu_name): cannot check they match"))
+    return out
+
+
+def _auto_across(before: ResultsDir, after: ResultsDir, pairs: list[tuple[ProbeRow, ProbeRow]]) -> set[str]:
+    """AUTO_ACROSS_COLUMNS in which every row pair differs, from one value to one other value."""
+    out: set[str] = set()
+    if not pairs:
+        return out
+    for col in AUTO_ACROSS_COLUMNS:
+        vals = {(config_value(before, rb, col), config_value(after, ra, col)) for rb, ra in pairs}
+        if len(vals) == 1:
+            vb, va = next(iter(vals))
+            if vb is not None and va is not None and vb != va:
+                out.add(col)
+    return out
+
+
+def compare_results(
+    before: ResultsDir,
+    after: ResultsDir,
+    *,
+    allow_different_gpu: bool = False,
+    across: Iterable[str] = (),
+    alpha: float = ALPHA,
+) -> Comparison:
+    """Compare every config label of two results dirs.
+
+    ``across`` names config columns the pair is compared across on purpose (see the module
+    docstring); columns in which the whole dir differs are added automatically. Raises
+    InputError for different GPUs unless ``allow_different_gpu``, and for an unknown column."""
+    wanted = tuple(across)
+    unknown = [c for c in wanted if c not in CONFIG_COLUMNS]
+    if unknown:
+        raise InputError(f"--across {unknown[0]}: not a config column",
+                         hint=f"pick from {', '.join(CONFIG_COLUMNS)}")  # fmt: skip
+    a, b = side_info(before), side_info(after)
+    labels = list(before.labels) + [lb for lb in after.labels if before.row(lb) is None]
+    pairs = [(rb, ra) for lb in labels if (rb := before.row(lb)) is not None and (ra := after.row(lb)) is not None]
+    per_row = any(_text(r.get("gpu_name")) is not None for res in (before, after) for r in res.rows)
+    warnings = _env_warnings(a, b, allow_different_gpu, per_row)
+    if per_row:  # before anything else is judged: a refusal comes first
+        warnings += _gpu_pair_warnings([(rb.label, row_gpu(before, rb), row_gpu(after, ra)) for rb, ra in pairs],
+                                       allow_different_gpu)
+    for res in (before, after):
+        if res.legacy:
+            warnings.append(CompareWarning(
+                f"{res.name} is a legacy aare-perf results dir (env.json without schema_version): gpu read as "
+                "the GPU name; it records no sessions, tracer, transfer, pedestal mode, workload or repeats",
+                "those are not checked; its multi-stream transfer figures are not comparable",
+            ))  # fmt: skip
+        warnings.extend(CompareWarning(n) for n in res.notes)
+    optional = tuple(
+        n for n in OPTIONAL_METRICS if any(r.number(n) is not None for res in (before, after) for r in res.rows)
+    )
+    metric_names = TIME_METRICS + optional
+    auto = _auto_across(before, after, pairs)
+    across_all = frozenset(wanted) | frozenset(auto)
+    rows = tuple(
+        _compare_row(lb, before.row(lb), after.row(lb), before, after, (a, b), metric_names, across_all, alpha,
+                     allow_different_gpu)
+        for lb in labels
+    )  # fmt: skip
+    by_col: dict[tuple[str, str, str, bool], list[str]] = {}
+    for r in rows:
+        for mm in r.mismatches:
+            by_col.setdefault((mm.column, mm.before, mm.after, mm.across), []).append(r.label)
+    for (col, vb, va, is_across), labs in by_col.items():
+        if col == GPU_COLUMN:
+            continue  # said once, per row pair, by the GPU warnings
+        where = "every row" if len(labs) == len(pairs) else ", ".join(labs)
+        affected = "trace figures" if AFFECTS[col] == frozenset(TRACE_METRICS) else "every metric"
+        if is_across:
+            how = "on request (--across)" if col in wanted else "because the whole dir differs in it"
+            warnings.append(CompareWarning(
+                f"comparing across {col}: {vb} → {va} ({where}), {how}; those deltas are labelled 'across {col}'",
+                "they measure that difference as well as any change of the code",
+            ))  # fmt: skip
+        else:
+            hint = f"pass --across {col} to see the deltas across that difference"
+            if col == "frames":
+                hint += "; short runs (about 2000 frames) do not let the clocks ramp: the kernel reads about 7 % slow"
+            warnings.append(CompareWarning(f"{col} differs: {vb} → {va} ({where}): {affected} NOT COMPARABLE", hint))
+    drifting = [r.label for r in rows if any(m.code is Reason.SESSION_DRIFT for m in r.metrics)]
+    if drifting:
+        ids = f"{a.session_id or 'unknown'} vs {b.session_id or 'unknown'}"
+        warnings.append(CompareWarning(
+            f"{', '.join(drifting)}: multi-stream transfer deltas are not comparable across sessions "
+            f"(session {ids}); {MULTI_STREAM_DRIFT_REASON}",
+            "compare s>1 rows only within one session; read them for the bottleneck, not for a percentage",
+        ))  # fmt: skip
+    one_sided = [r.label for r in rows if r.presence is not Presence.BOTH]
+    if one_sided:
+        warnings.append(CompareWarning(f"labels found in one dir only: {', '.join(one_sided)}"))
+    differing = {mm.column for r in rows for mm in r.mismatches if mm.across}
+    used = tuple(c for c in (*CONFIG_COLUMNS, GPU_COLUMN) if c in differing)
+    return Comparison(a, b, metric_names, rows, tuple(warnings), used, alpha)
+
+
+def judge_gate(comparison: Comparison, pct: float) -> GateOutcome:
+    """``--gate PCT``: rooflines that got worse by more than ``pct`` percent and beyond the noise.
+
+    Judges only like-for-like rooflines: a SLOWER verdict (beyond the noise, and significant
+    where repeats exist) with ``delta_pct > pct`` fails; SAME (within noise) never does.
+    NOT_COMPARABLE, one-sided and across-a-difference rooflines are not judged; when none is
+    judged, the outcome is ``nothing_comparable`` (a gate that judged nothing must not pass)."""
+    failures: list[GateFailure] = []
+    judged: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    for r in comparison.rows:
+        if "roofline_us" not in comparison.metric_names:
+            skipped.append((r.label, "no roofline compared"))
+            continue
+        m = r.metric("roofline_us")
+        if not m.judged:
+            skipped.append((r.label, m.code.value))
+            continue
+        if m.across:
+            skipped.append((r.label, f"across {', '.join(m.across)}"))
+            continue
+        judged.append(r.label)
+        if m.verdict is Verdict.SLOWER and m.delta_pct is not None and m.delta_pct > pct:
+            assert m.before is not None and m.after is not None
+            failures.append(GateFailure(r.label, m.before, m.after, m.delta_pct, m.noise))
+    return GateOutcome(pct, tuple(failures), tuple(judged), tuple(skipped))

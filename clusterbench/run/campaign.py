@@ -1,0 +1,697 @@
+"""Campaigns through submitit: ``clusterbench probe --executor slurm|local`` (docs/scaling.md).
+
+One array task per config (or per config x GPU type: one partition per type), each running
+``clusterbench probe --only LABEL --results-dir <its own task dir>`` on whatever node the scheduler
+gives it. The parent waits (progress through a callback), then merges every task's results dir into
+one through the store (:func:`clusterbench.io.results.upsert_probe_row`, :func:`~clusterbench.io.results.save_env`),
+each row carrying its host and GPU.
+
+Why the merge happens in one process: the store's lock is ``fcntl.flock``, which holds between
+processes of one host but is not trustworthy across hosts on NFS (older clients and servers do not
+carry flock to the server at all; others emulate it with POSIX locks that a lost lease drops).
+So no two hosts ever write the same file: each task writes only inside its own task dir, and
+only the parent writes the merged dir. env.json is a read-modify-write that the lock does not
+span, so it must have one writer anyway.
+
+Nothing here schedules: submitit's ``AutoExecutor`` submits (``map_array``: one Slurm job array
+per partition, ``--array=0-N%K`` for ``--array-parallelism K``) and ``submitit.helpers.as_completed``
+waits. The one exception: submitit's ``LocalExecutor`` starts every job at once and has no array
+parallelism, and local tasks share this machine's GPUs, so local tasks go in waves of K (default 1).
+
+submitit is an optional extra (``pip install clusterbench[slurm]``), imported only when a campaign
+runs. Nothing here prints, exits, or imports typer, rich or CuPy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from clusterbench.errors import CampaignInterrupted, EnvironmentFailure, InputError
+
+EXECUTORS = ("local", "slurm")
+PYTHON = "{python}"  # in a task's argv: the interpreter the task runs under (the venv on the shared filesystem)
+TASK_JSON = "task.json"
+TASK_LOG = "task.log"
+CAMPAIGN_JSON = "campaign.json"
+# campaign.json and env.json's ``campaign`` block. History: 1: first version.
+CAMPAIGN_VERSION = 1
+VARIANT_SEPARATOR = "@"  # merged label of a config run on several GPU types: 3x3_s4@h100
+DEFAULT_TIMEOUT_MIN = 60
+DEFAULT_POLL_S = 10.0  # submitit's own default poll frequency for as_completed
+MERGE_WHY = ("merged by one process: fcntl/flock locks are not trustworthy across hosts on NFS, so each task "
+             "wrote only its own dir and only the parent wrote this one")
+
+
+def _utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorOptions:
+    """How tasks are submitted: ``kind`` local|slurm, submitit's folder, the partitions (one per GPU
+    type; several make one task per config x partition), GPUs per task, array parallelism (None:
+    submitit's default on Slurm, 1 locally), the time limit, CPUs per task."""
+
+    kind: str
+    folder: Path
+    partitions: tuple[str, ...] = ()
+    gpus_per_task: int = 1
+    array_parallelism: int | None = None
+    timeout_min: int = DEFAULT_TIMEOUT_MIN
+    cpus_per_task: int | None = None
+    slurm_extra: Mapping[str, str] = field(default_factory=dict)  # sbatch options submitit has no name for
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "folder": str(self.folder), "partitions": list(self.partitions),
+                "gpus_per_task": self.gpus_per_task, "array_parallelism": self.array_parallelism,
+                "timeout_min": self.timeout_min, "cpus_per_task": self.cpus_per_task,
+                "slurm_extra": dict(self.slurm_extra)}
+
+
+def check_executor_options(opts: ExecutorOptions) -> ExecutorOptions:
+    """Validate before anything is submitted. InputError (exit 2)."""
+    if opts.kind not in EXECUTORS:
+        raise InputError(f"--executor must be local or slurm, got {opts.kind!r}",
+                         hint="--executor slurm --partition P submits to Slurm; --executor local runs here")
+    if opts.kind == "slurm" and not opts.partitions:
+        raise InputError("--executor slurm needs --partition P (repeat it for one task per config and GPU type)",
+                         hint="list partitions with sinfo -s")
+    if opts.kind == "local" and opts.partitions:
+        raise InputError(f"--partition {', '.join(opts.partitions)} applies to --executor slurm only",
+                         hint="drop --partition, or use --executor slurm")
+    if len(set(opts.partitions)) != len(opts.partitions):
+        raise InputError(f"--partition names a partition twice: {', '.join(opts.partitions)}")
+    bad = [p for p in opts.partitions if not p or VARIANT_SEPARATOR in p or "," in p]
+    if bad:
+        raise InputError(f"--partition {bad[0]!r} is not a partition name", hint="list partitions with sinfo -s")
+    low = 1 if opts.kind == "slurm" else 0
+    if type(opts.gpus_per_task) is not int or opts.gpus_per_task < low:
+        raise InputError(f"--gpus-per-task must be an integer >= {low}, got {opts.gpus_per_task!r}",
+                         hint="use --gpus-per-task 1 (the default); more with --gpus all inside each task")
+    if opts.array_parallelism is not None and (type(opts.array_parallelism) is not int or opts.array_parallelism < 1):
+        raise InputError(f"--array-parallelism must be an integer >= 1, got {opts.array_parallelism!r}",
+                         hint="--array-parallelism K runs at most K tasks at once")
+    if type(opts.timeout_min) is not int or opts.timeout_min < 1:
+        raise InputError(f"the task time limit must be whole minutes >= 1, got {opts.timeout_min!r}")
+    return opts
+
+
+def executor_options_for(kind: str | None, folder: Path, partitions: Sequence[str] = (),
+                         gpus_per_task: int | None = None, array_parallelism: int | None = None
+                         ) -> ExecutorOptions | None:
+    """The probe's ``--executor``, ``--partition``, ``--gpus-per-task``, ``--array-parallelism`` as
+    checked options, or None without ``--executor`` (pure). InputError (exit 2): a campaign option
+    without ``--executor``, or any option :func:`check_executor_options` refuses."""
+    if kind is None:
+        given = [name for name, value in (("--partition", tuple(partitions)), ("--gpus-per-task", gpus_per_task),
+                                          ("--array-parallelism", array_parallelism)) if value not in ((), None)]
+        if given:
+            raise InputError(f"{', '.join(given)} applies to a campaign only: add --executor slurm or --executor local",
+                             hint="without --executor, probe runs here; --gpus all uses every GPU of this node")
+        return None
+    return check_executor_options(ExecutorOptions(
+        kind=kind, folder=Path(folder), partitions=tuple(partitions),
+        gpus_per_task=1 if gpus_per_task is None else gpus_per_task, array_parallelism=array_parallelism))
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """One array task: a config (and the partition it runs on), its argv, its own dir on the shared
+    filesystem. Small, frozen and picklable: it travels to the node through submitit."""
+
+    index: int
+    label: str
+    task_dir: str
+    argv: tuple[str, ...]
+    partition: str | None = None
+    variant: str | None = None  # set when a campaign spans several partitions: the merged labels carry it
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+    timeout_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "label": self.label, "task_dir": self.task_dir, "argv": list(self.argv),
+                "partition": self.partition, "variant": self.variant, "env": [list(kv) for kv in self.env],
+                "cwd": self.cwd, "timeout_s": self.timeout_s}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "TaskSpec":
+        return cls(index=int(doc["index"]), label=str(doc["label"]), task_dir=str(doc["task_dir"]),
+                   argv=tuple(doc["argv"]), partition=doc.get("partition"), variant=doc.get("variant"),
+                   env=tuple((str(k), str(v)) for k, v in doc.get("env") or ()), cwd=doc.get("cwd"),
+                   timeout_s=doc.get("timeout_s"))
+
+
+class TaskState(str, enum.Enum):
+    DONE = "done"  # the probe exited 0
+    FAILED = "failed"  # the probe ran and exited non-zero (its finished rows are still merged)
+    LOST = "lost"  # the job itself did not finish (killed, node failure, time limit): submitit said so
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class TaskResult:
+    """What one task did, where. ``message``: the log's last lines when it failed, the reason when lost."""
+
+    index: int
+    label: str
+    state: TaskState
+    host: str | None = None
+    returncode: int | None = None
+    message: str = ""
+    started_utc: str | None = None
+    wall_s: float | None = None
+    job_id: str | None = None
+    variant: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state is TaskState.DONE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "label": self.label, "state": self.state.value, "host": self.host,
+                "returncode": self.returncode, "message": self.message, "started_utc": self.started_utc,
+                "wall_s": self.wall_s, "job_id": self.job_id, "variant": self.variant}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "TaskResult":
+        return cls(index=int(doc["index"]), label=str(doc["label"]), state=TaskState(doc["state"]),
+                   host=doc.get("host"), returncode=doc.get("returncode"), message=str(doc.get("message") or ""),
+                   started_utc=doc.get("started_utc"), wall_s=doc.get("wall_s"), job_id=doc.get("job_id"),
+                   variant=doc.get("variant"))
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignProgress:
+    """One progress report: ``kind`` submitted | task (one finished) | merged."""
+
+    kind: str
+    done: int
+    total: int
+    failed: int = 0
+    task: TaskResult | None = None
+    message: str = ""
+
+
+ProgressCallback = Callable[[CampaignProgress], None]
+
+
+# --------------------------------------------------------------------------- the task (runs on the node)
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    from clusterbench.run.process import log_tail
+
+    return log_tail(path, lines)
+
+
+def _last_error(log: Path) -> str:
+    """The last ``Error:`` line of a log (the CLI's one-line error), else its last non-empty line."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "(no log)"
+    errors = [ln for ln in lines if ln.startswith("Error:")]
+    return (errors or lines or ["(empty log)"])[-1]
+
+
+def run_task(spec: TaskSpec) -> TaskResult:
+    """The array task: run ``spec.argv`` with output in ``<task_dir>/task.log``, write ``task.json``.
+
+    Top-level and picklable, as submitit needs. A probe that fails is a FAILED result, not an
+    exception, so the parent still learns the host and merges the rows the probe finished.
+    """
+    task_dir = Path(spec.task_dir)
+    task_dir.mkdir(parents=True, exist_ok=True)
+    log = task_dir / TASK_LOG
+    argv = [sys.executable if a == PYTHON else a for a in spec.argv]
+    env = dict(os.environ)
+    env.update(dict(spec.env))
+    host = socket.gethostname()
+    started = _utc_now()
+    t0 = time.monotonic()
+    rc: int | None = None
+    message = ""
+    with open(log, "w") as fh:
+        fh.write(f"# task {spec.index} ({spec.label}) on {host}, {started}\n$ " + " ".join(argv) + "\n")
+        fh.flush()
+        try:
+            proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=spec.cwd)
+            try:
+                rc = proc.wait(timeout=spec.timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                rc = proc.returncode
+                message = f"stopped after {spec.timeout_s:g} s"
+        except OSError as exc:
+            message = f"cannot start {argv[0]}: {exc}"
+    state = TaskState.DONE if rc == 0 else TaskState.FAILED
+    if state is TaskState.FAILED:
+        # first line: what went wrong, in the probe's own words (its Error: line), then the log's tail
+        message = f"{message or f'exit status {rc}'}: {_last_error(log)}\nlast lines of {log}:\n{_tail(log)}"
+    result = TaskResult(spec.index, spec.label, state, host, rc, message, started, time.monotonic() - t0,
+                        variant=spec.variant)
+    _write_json(task_dir / TASK_JSON, result.to_json())
+    return result
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- planning (pure)
+
+
+def task_dir_name(index: int, label: str, variant: str | None) -> str:
+    return f"{index:03d}-{label}" + (f"{VARIANT_SEPARATOR}{variant}" if variant else "")
+
+
+def probe_task_argv(label: str, task_root: Path, *, config: Path, frames: int | None = None,
+                    tag: str | None = None, tracer: str = "nsys", repeat: int = 3, max_util: float = 5.0,
+                    require_clean: bool = False, force: bool = False, data: Path | None = None,
+                    gpus: str | None = None) -> tuple[str, ...]:
+    """``clusterbench probe`` for one config into the task's own results root (pure). Paths are made
+    absolute: the task runs on another node, in another working directory."""
+    argv = [PYTHON, "-m", "clusterbench", "probe", "--config", str(Path(config).resolve()), "--only", label,
+            "--results-dir", str(Path(task_root).resolve()), "--tracer", tracer, "--repeat", str(repeat),
+            "--max-util", repr(float(max_util))]
+    if frames is not None:
+        argv += ["--frames", str(frames)]
+    if tag is not None:
+        argv += ["--tag", tag]
+    if require_clean:
+        argv.append("--require-clean")
+    if force:
+        argv.append("--force")
+    if data is not None:
+        argv += ["--data", str(Path(data).resolve())]
+    if gpus is not None:
+        argv += ["--gpus", gpus]
+    return tuple(argv)
+
+
+def plan_campaign(labels: Sequence[str], options: ExecutorOptions, campaign_dir: Path,
+                  argv_for: Callable[[str, Path], Sequence[str]], *, env: Mapping[str, str] | None = None,
+                  cwd: str | None = None) -> tuple[TaskSpec, ...]:
+    """One task per config, or per config x partition when several partitions are given (pure).
+
+    ``argv_for(label, task_root)`` gives the task's command, e.g.
+    ``lambda label, root: probe_task_argv(label, root, config=...)``. Task dirs are
+    ``<campaign_dir>/tasks/<index>-<label>[@partition]``."""
+    if not labels:
+        raise InputError("no config to submit", hint="check --only against configs.toml")
+    partitions: Sequence[str | None] = options.partitions or (None,)
+    several = len(partitions) > 1
+    specs = []
+    for part in partitions:
+        for label in labels:
+            index = len(specs)
+            variant = part if several else None
+            root = Path(campaign_dir).resolve() / "tasks" / task_dir_name(index, label, variant)
+            specs.append(TaskSpec(index=index, label=label, task_dir=str(root), argv=tuple(argv_for(label, root)),
+                                  partition=part, variant=variant, env=tuple(sorted((env or {}).items())), cwd=cwd))
+    return tuple(specs)
+
+
+def save_campaign(campaign_dir: Path, specs: Sequence[TaskSpec], options: ExecutorOptions, target_dir: Path,
+                  argv: Sequence[str] = (), campaign_id: str | None = None) -> dict[str, Any]:
+    """campaign.json: what was submitted, so that :func:`merge_campaign` can merge later (after Ctrl-C,
+    or once Slurm finished the tasks the parent stopped waiting for)."""
+    doc = {"schema": "clusterbench.campaign", "version": CAMPAIGN_VERSION,
+           "campaign_id": campaign_id or uuid.uuid4().hex, "created_utc": _utc_now(), "argv": list(argv),
+           "target_dir": str(Path(target_dir).resolve()), "executor": options.to_json(),
+           "tasks": [s.to_json() for s in specs]}
+    Path(campaign_dir).mkdir(parents=True, exist_ok=True)
+    _write_json(Path(campaign_dir) / CAMPAIGN_JSON, doc)
+    return doc
+
+
+def load_campaign(campaign_dir: Path) -> dict[str, Any]:
+    """campaign.json; InputError (exit 2) when missing, malformed or of an unknown version."""
+    path = Path(campaign_dir) / CAMPAIGN_JSON
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"no {CAMPAIGN_JSON} in {campaign_dir}", hint="point at the dir a campaign was planned in") \
+            from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path} is not readable JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != "clusterbench.campaign" or doc.get("version") != \
+            CAMPAIGN_VERSION:
+        raise InputError(f"{path} is not a version-{CAMPAIGN_VERSION} clusterbench campaign",
+                         hint="use the clusterbench version that wrote it")
+    return doc
+
+
+# --------------------------------------------------------------------------- submitting and waiting
+
+
+def import_submitit() -> Any:
+    try:
+        import submitit
+    except ImportError:
+        raise EnvironmentFailure("--executor needs submitit, which is not installed",
+                                 hint="pip install 'clusterbench[slurm]' (or pip install submitit)") from None
+    return submitit
+
+
+def check_submit_host(options: ExecutorOptions) -> Any:
+    """submitit importable and, for slurm, sbatch and srun on PATH; returns submitit. EnvironmentFailure (exit 1)."""
+    submitit = import_submitit()
+    if options.kind == "slurm" and (shutil.which("sbatch") is None or shutil.which("srun") is None):
+        raise EnvironmentFailure("--executor slurm: sbatch/srun not found on PATH: this is not a Slurm submit host",
+                                 hint="run on the cluster's login node, or use --executor local")
+    return submitit
+
+
+def make_executor(options: ExecutorOptions, partition: str | None = None, submitit: Any = None) -> Any:
+    """A submitit ``AutoExecutor`` for one partition (slurm) or this machine (local)."""
+    checked = check_submit_host(options)
+    submitit = submitit or checked
+    folder = Path(options.folder) / "submitit"
+    if options.kind == "slurm":
+        ex = submitit.AutoExecutor(folder=folder, cluster="slurm")
+        params: dict[str, Any] = {"timeout_min": options.timeout_min, "name": "clusterbench",
+                                  "slurm_partition": partition, "slurm_gpus_per_task": options.gpus_per_task}
+        if options.array_parallelism is not None:
+            params["slurm_array_parallelism"] = options.array_parallelism
+        if options.cpus_per_task is not None:
+            params["cpus_per_task"] = options.cpus_per_task
+        if options.slurm_extra:
+            params["slurm_additional_parameters"] = dict(options.slurm_extra)
+    else:
+        ex = submitit.AutoExecutor(folder=folder, cluster="local")
+        params = {"timeout_min": options.timeout_min, "gpus_per_node": options.gpus_per_task}
+    ex.update_parameters(**params)
+    return ex
+
+
+def _result_of(job: Any, spec: TaskSpec) -> TaskResult:
+    job_id = str(getattr(job, "job_id", "") or "") or None
+    try:
+        got = job.result()
+    except Exception as exc:  # submitit's UncompletedJobError / FailedJobError: the job itself died
+        host = None
+        try:
+            host = TaskResult.from_json(json.loads((Path(spec.task_dir) / TASK_JSON).read_text())).host
+        except (OSError, ValueError, KeyError):
+            pass
+        text = str(exc).strip().splitlines()  # submitit quotes the job's whole stderr: keep its ends
+        brief = "\n".join(text[:3] + ["..."] + text[-3:] if len(text) > 6 else text)
+        return TaskResult(spec.index, spec.label, TaskState.LOST, host, None,
+                          f"job {job_id} did not finish: {type(exc).__name__}: {brief}", job_id=job_id,
+                          variant=spec.variant)
+    if not isinstance(got, TaskResult):
+        return TaskResult(spec.index, spec.label, TaskState.LOST, None, None,
+                          f"job {job_id} returned {type(got).__name__}, not a TaskResult", job_id=job_id,
+                          variant=spec.variant)
+    return dataclasses.replace(got, job_id=job_id)
+
+
+def run_tasks(specs: Sequence[TaskSpec], options: ExecutorOptions, on_progress: ProgressCallback | None = None,
+              *, poll_s: float = DEFAULT_POLL_S, submitit: Any = None) -> tuple[TaskResult, ...]:
+    """Submit every task (one ``map_array`` per partition) and wait for all; results in task order.
+
+    Ctrl-C: local jobs are cancelled, Slurm jobs keep running (merge them later with
+    :func:`merge_campaign`); CampaignInterrupted (exit 130) says how many had finished.
+    """
+    check_executor_options(options)
+    submitit = submitit or import_submitit()
+    emit = on_progress or (lambda p: None)
+    total = len(specs)
+    results: dict[int, TaskResult] = {}
+    live: list[Any] = []
+
+    def collect(pairs: Sequence[tuple[Any, TaskSpec]]) -> None:
+        spec_of = {id(job): spec for job, spec in pairs}
+        for job in submitit.helpers.as_completed([job for job, _ in pairs], poll_frequency=poll_s):
+            res = _result_of(job, spec_of[id(job)])
+            results[res.index] = res
+            emit(CampaignProgress("task", len(results), total, sum(not r.ok for r in results.values()), res))
+
+    try:
+        if options.kind == "slurm":
+            pairs: list[tuple[Any, TaskSpec]] = []
+            for part in dict.fromkeys(s.partition for s in specs):
+                group = [s for s in specs if s.partition == part]
+                jobs = make_executor(options, part, submitit).map_array(run_task, group)
+                live.extend(jobs)
+                pairs.extend(zip(jobs, group))
+            emit(CampaignProgress("submitted", 0, total, message=f"{total} task(s) submitted to Slurm "
+                                  f"({', '.join(p or '' for p in dict.fromkeys(s.partition for s in specs))})"))
+            collect(pairs)
+        else:
+            k = options.array_parallelism or 1
+            ex = make_executor(options, None, submitit)
+            emit(CampaignProgress("submitted", 0, total, message=f"{total} local task(s), {k} at a time"))
+            for start in range(0, total, k):
+                group = list(specs[start:start + k])
+                jobs = ex.map_array(run_task, group)
+                live = list(jobs)
+                collect(list(zip(jobs, group)))
+    except KeyboardInterrupt:
+        if options.kind == "local":
+            for job in live:
+                try:
+                    job.cancel(check=False)
+                except Exception:
+                    pass
+        raise CampaignInterrupted(
+            f"interrupted with {len(results)} of {total} task(s) finished",
+            hint=("Slurm keeps running the submitted tasks: merge them later with merge_campaign"
+                  if options.kind == "slurm" else "re-run the configs that did not finish with --only")) from None
+    return tuple(results[s.index] for s in specs if s.index in results)
+
+
+# --------------------------------------------------------------------------- merging (one process)
+
+
+@dataclass(frozen=True, slots=True)
+class MergedTask:
+    """What the merge took from one task: its results dirs, the labels it wrote, what went wrong."""
+
+    index: int
+    label: str
+    state: str  # the TaskState, or "unknown" when the parent never heard back
+    host: str | None
+    source_dirs: tuple[str, ...]
+    labels: tuple[str, ...]
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MergeReport:
+    target: Path
+    tasks: tuple[MergedTask, ...]
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(lab for t in self.tasks for lab in t.labels)
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return tuple(p for t in self.tasks for p in t.problems)
+
+
+def find_results_dirs(task_dir: Path) -> tuple[Path, ...]:
+    """The results dirs a probe wrote under a task's ``--results-dir`` (dirs holding probes.csv)."""
+    root = Path(task_dir)
+    if not root.is_dir():
+        return ()
+    return tuple(sorted(p.parent for p in root.glob("*/probes.csv")))
+
+
+def merged_label(label: str, variant: str | None) -> str:
+    return f"{label}{VARIANT_SEPARATOR}{variant}" if variant else label
+
+
+def _distinct(values: Iterable[Any]) -> Any:
+    """One value when all agree, else the distinct values comma-joined (as env.json does for dtypes)."""
+    seen = list(dict.fromkeys(str(v) for v in values if v is not None and v != ""))
+    if not seen:
+        return None
+    return seen[0] if len(seen) == 1 else ",".join(seen)
+
+
+def merge_task_dirs(target: Path, specs: Sequence[TaskSpec], results: Mapping[int, TaskResult] | None = None, *,
+                    campaign: Mapping[str, Any] | None = None) -> MergeReport:
+    """Merge every task's results dir into ``target`` through the store; write the merged env.json.
+
+    Every row gets ``host``, ``gpu_name``, ``gpu_uuid`` (from the row when it has them, as
+    ``--gpus`` rows do, else from its task's env.json), ``task`` and ``source_dir``; a campaign over
+    several partitions keys rows ``<label>@<partition>``. Rows a failed task finished are kept. Call it
+    from one process only (module docstring). Re-merging replaces each row by its own key.
+    """
+    from clusterbench.io.results import ENV_JSON, load_env, load_results, save_env, upsert_probe_row
+
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    results = results or {}
+    merged: list[MergedTask] = []
+    envs: list[Mapping[str, Any]] = []
+    config_entries: dict[str, Any] = {}
+    owner: dict[str, int] = {}
+    task_docs: list[dict[str, Any]] = []
+    for spec in specs:
+        res = results.get(spec.index)
+        if res is None:
+            try:
+                res = TaskResult.from_json(json.loads((Path(spec.task_dir) / TASK_JSON).read_text()))
+            except (OSError, ValueError, KeyError):
+                res = None
+        problems: list[str] = []
+        labels: list[str] = []
+        sources = find_results_dirs(Path(spec.task_dir))
+        if not sources:
+            problems.append(f"task {spec.index} ({spec.label}): no results dir under {spec.task_dir}")
+        for src in sources:
+            try:
+                loaded = load_results(src)
+            except InputError as exc:
+                problems.append(f"task {spec.index} ({spec.label}): {src} not merged: {exc}")
+                continue
+            env = loaded.env
+            envs.append(env)
+            host = (res.host if res is not None else None) or env.get("host")
+            rel = os.path.relpath(src, target)
+            for row in loaded.rows:
+                values = row.as_dict()
+                key = merged_label(row.label, spec.variant)
+                if key in owner and owner[key] != spec.index:
+                    problems.append(f"task {spec.index}: row {key!r} also came from task {owner[key]}: kept the first")
+                    continue
+                owner[key] = spec.index
+                values["label"] = key
+                if spec.variant:
+                    values["config_label"] = values.get("config_label") or row.label
+                    values["variant"] = spec.variant
+                values["host"] = values.get("host") or host
+                values["gpu_name"] = values.get("gpu_name") or env.get("gpu_name")
+                values["gpu_uuid"] = values.get("gpu_uuid") or env.get("gpu_uuid")
+                values["task"] = spec.index
+                values["source_dir"] = rel
+                upsert_probe_row(target, values)
+                labels.append(key)
+            for label, entry in (env.get("configs") or {}).items():
+                if isinstance(entry, Mapping):
+                    config_entries[merged_label(label, spec.variant)] = {
+                        **entry, "host": host, "gpu_name": env.get("gpu_name"), "gpu_uuid": env.get("gpu_uuid"),
+                        "driver": env.get("driver"), "task": spec.index, "source_dir": rel}
+        state = res.state.value if res is not None else "unknown"
+        if res is not None and not res.ok:
+            first = res.message.splitlines()[0] if res.message else ""
+            problems.insert(0, f"task {spec.index} ({spec.label}) {state}: {first}")
+        merged.append(MergedTask(spec.index, spec.label, state, res.host if res else None,
+                                 tuple(str(s) for s in sources), tuple(labels), tuple(problems)))
+        task_docs.append({**spec.to_json(), "result": None if res is None else res.to_json(),
+                          "source_dirs": [os.path.relpath(s, target) for s in sources], "labels": labels,
+                          "problems": problems})
+    previous: Mapping[str, Any] = {}
+    if (target / ENV_JSON).is_file():
+        try:
+            previous = load_env(target)
+        except InputError:
+            previous = {}
+    configs = {k: v for k, v in (previous.get("configs") or {}).items() if k not in config_entries}
+    configs.update(config_entries)
+    hosts = sorted({t.host for t in merged if t.host})
+    dirty = [e.get("git_dirty") for e in envs]
+    env_doc: dict[str, Any] = {
+        "tool_version": _distinct(e.get("tool_version") for e in envs),
+        "session_id": (campaign or {}).get("campaign_id") or uuid.uuid4().hex,
+        "created_utc": _utc_now(),
+        "argv": list((campaign or {}).get("argv") or ()),
+        "host": _distinct(hosts), "hosts": hosts,
+        "git_rev": _distinct(e.get("git_rev") for e in envs),
+        "git_dirty": True if any(d is True for d in dirty) else (False if dirty and all(d is False for d in dirty)
+                                                                 else None),
+        "configs": configs,
+        "campaign": {"version": CAMPAIGN_VERSION, "merge": MERGE_WHY,
+                     "executor": (campaign or {}).get("executor"), "tasks": task_docs},
+    }
+    for key in ("gpu_name", "gpu_uuid", "driver", "cuda_driver", "cuda_runtime", "cupy", "nsys_version", "python",
+                "pedestal_dtype", "pedestal", "tracer", "workloads", "probes_csv_version"):
+        env_doc[key] = _distinct(e.get(key) for e in envs)
+    if isinstance(env_doc["probes_csv_version"], str) and env_doc["probes_csv_version"].isdigit():
+        env_doc["probes_csv_version"] = int(env_doc["probes_csv_version"])
+    save_env(target, env_doc)
+    return MergeReport(target, tuple(merged))
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignOutcome:
+    target: Path
+    campaign_dir: Path
+    results: tuple[TaskResult, ...]
+    merge: MergeReport
+
+    @property
+    def failed(self) -> tuple[TaskResult, ...]:
+        return tuple(r for r in self.results if not r.ok)
+
+
+def run_campaign(specs: Sequence[TaskSpec], options: ExecutorOptions, target: Path, campaign_dir: Path, *,
+                 argv: Sequence[str] = (), on_progress: ProgressCallback | None = None,
+                 poll_s: float = DEFAULT_POLL_S, submitit: Any = None) -> CampaignOutcome:
+    """Plan saved, tasks submitted and awaited, task dirs merged into ``target``. A failed task does not
+    stop the others; :func:`require_all_tasks_ok` turns failures into exit 1 after the merge. Ctrl-C
+    merges what finished, then raises CampaignInterrupted (exit 130)."""
+    check_executor_options(options)
+    submitit = submitit or check_submit_host(options)  # before anything is written
+    doc = save_campaign(campaign_dir, specs, options, target, argv)
+    emit = on_progress or (lambda p: None)
+    try:
+        results = run_tasks(specs, options, on_progress, poll_s=poll_s, submitit=submitit)
+    except CampaignInterrupted:
+        merge_task_dirs(target, specs, campaign=doc)
+        raise
+    merge = merge_task_dirs(target, specs, {r.index: r for r in results}, campaign=doc)
+    emit(CampaignProgress("merged", len(results), len(specs), sum(not r.ok for r in results),
+                          message=f"{len(merge.labels)} row(s) merged into {target}"))
+    return CampaignOutcome(Path(target), Path(campaign_dir), results, merge)
+
+
+def merge_campaign(campaign_dir: Path, target: Path | None = None) -> MergeReport:
+    """Merge a planned campaign's task dirs as they are now (from campaign.json and each task.json)."""
+    doc = load_campaign(campaign_dir)
+    specs = [TaskSpec.from_json(t) for t in doc["tasks"]]
+    return merge_task_dirs(Path(target or doc["target_dir"]), specs, campaign=doc)
+
+
+def require_all_tasks_ok(outcome: CampaignOutcome) -> None:
+    """EnvironmentFailure (exit 1) naming each failed or lost task; the merged rows are already written."""
+    bad = outcome.failed
+    missing = len(outcome.merge.tasks) - len(outcome.results)
+    if not bad and missing <= 0:
+        return
+    lines = [f"task {r.index} ({r.label}) {r.state.value} on {r.host or 'an unknown host'}: "
+             f"{r.message.splitlines()[0] if r.message else ''}" for r in bad]
+    raise EnvironmentFailure(
+        f"{len(bad)} of {len(outcome.merge.tasks)} campaign task(s) did not finish; their finished rows are kept "
+        f"in {outcome.target}:\n" + "\n".join(lines),
+        hint=f"read each task's {TASK_LOG} under {outcome.campaign_dir / 'tasks'}; re-run those configs with --only")

@@ -1,0 +1,279 @@
+"""The tracers behind one protocol: nsys (subprocess), cupti (in-process, in its own child), none.
+
+Each traced run is one workload process (pedestal, one batched pass, exit). Files are written
+under ``<label>.partial.*`` names and renamed to ``<label>.nsys-rep`` / ``<label>.sqlite`` only
+when complete, so an interrupted or failed run never leaves a file that looks finished.
+Sustained FPS is measured in separate workload runs without any profiler (:func:`measure_sustained`).
+
+Adding a tracer is adding a class with ``name``, ``check_workload`` and ``trace`` to ``TRACERS``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, ClassVar, Protocol
+
+from clusterbench.errors import EnvironmentFailure, WorkloadProtocolError
+from clusterbench.model.records import SustainedFps, WorkloadResult
+from clusterbench.run.clocks import ClockSample, ClockSampler
+from clusterbench.run.commands import (
+    child_env,
+    cupti_command,
+    nsys_export_command,
+    nsys_graph_trace_mode,
+    nsys_profile_command,
+)
+from clusterbench.run.process import log_tail, run_logged
+from clusterbench.model.params import WorkloadParams
+from clusterbench.workloads.protocol import Workload
+
+PARTIAL = ".partial"
+PhaseCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadJob:
+    """One config's workload run: which program, with which parameters, writing where."""
+
+    label: str
+    params: WorkloadParams
+    workload: Workload
+    out_dir: Path
+
+
+@dataclass(frozen=True, slots=True)
+class TracedRun:
+    sqlite: Path
+    report: Path | None  # the .nsys-rep; None for the cupti tracer
+    result: WorkloadResult
+    pass_end_s: float  # time.time() when the workload wrote its result (the pass had just ended)
+    clocks: tuple[ClockSample, ...]
+    max_clock_mhz: int | None
+    log: Path
+
+
+@dataclass(frozen=True, slots=True)
+class SustainedRun:
+    fps: SustainedFps
+    results: tuple[WorkloadResult, ...]
+    clocks: tuple[ClockSample, ...]
+    max_clock_mhz: int | None
+    log: Path
+
+
+@dataclass(frozen=True, slots=True)
+class TracerSetup:
+    """What a tracer may need from the machine, found before any config runs."""
+
+    nsys: Path | None = None
+    nsys_version: str | None = None
+
+
+class Tracer(Protocol):
+    name: ClassVar[str]
+
+    @classmethod
+    def check_workload(cls, workload: Workload) -> str | None:
+        """Why this tracer cannot trace ``workload``, or None (asked before any GPU call)."""
+        ...
+
+    def trace(self, job: WorkloadJob, on_phase: PhaseCallback) -> TracedRun | None:
+        """Trace one pass of ``job``; None for a tracer that traces nothing."""
+        ...
+
+
+# --------------------------------------------------------------------------- files and results
+
+
+def partial_paths(out_dir: Path, label: str) -> tuple[Path, ...]:
+    base = out_dir / f"{label}{PARTIAL}"
+    return (base.with_name(base.name + ".nsys-rep"), base.with_name(base.name + ".sqlite"),
+            base.with_name(base.name + ".sqlite.tmp"), base.with_name(base.name + ".qdstrm"))
+
+
+def discard_partials(out_dir: Path, label: str) -> tuple[Path, ...]:
+    """Delete what an interrupted or failed trace of ``label`` left; return what was removed."""
+    removed = []
+    for p in partial_paths(out_dir, label):
+        if p.exists():
+            p.unlink()
+            removed.append(p)
+    return tuple(removed)
+
+
+def read_result(path: Path, label: str, log: Path, mode: str) -> tuple[WorkloadResult, float]:
+    """The workload's result record and its mtime. WorkloadProtocolError names what is missing,
+    with the last lines of the program's output."""
+    tail = f"; last lines of {log.name}:\n{log_tail(log)}"
+    hint = f"the program must write its result record to {{result}} (docs/workloads.md); whole log: {log}"
+    try:
+        st = path.stat()
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise WorkloadProtocolError(f"config {label!r}: the workload wrote no result record {path.name}{tail}",
+                                    hint=hint) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkloadProtocolError(f"config {label!r}: cannot read the result record {path.name}: {exc}{tail}",
+                                    hint=hint) from None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise WorkloadProtocolError(f"config {label!r}: the result record {path.name} is not JSON ({exc}){tail}",
+                                    hint=hint) from None
+    try:
+        result = WorkloadResult.from_json(doc)
+    except WorkloadProtocolError as exc:
+        raise WorkloadProtocolError(f"config {label!r}: malformed {path.name}: {exc}{tail}", hint=exc.hint) from None
+    if result.mode != mode:
+        raise WorkloadProtocolError(f"config {label!r}: malformed {path.name}: result record: field 'mode' is "
+                                    f"{result.mode!r}, the probe asked for {mode!r}{tail}", hint=hint)
+    return result, st.st_mtime
+
+
+def _fresh_run(out_dir: Path, label: str, kind: str) -> tuple[Path, Path]:
+    """Prepare ``out_dir`` for a traced run of ``label``: no partial files and no stale result left
+    from an earlier run. Returns (log, result JSON) paths; ``kind`` names the log (nsys, cupti)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    discard_partials(out_dir, label)
+    result = out_dir / f"{label}.pass.json"
+    result.unlink(missing_ok=True)
+    return out_dir / f"{label}.{kind}.log", result
+
+
+def _cwd(workload: Workload) -> str | None:
+    return None if workload.cwd is None else str(workload.cwd)
+
+
+# --------------------------------------------------------------------------- the tracers
+
+
+class NsysTracer:
+    """Nsight Systems: profile the workload process, then export its report to SQLite."""
+
+    name: ClassVar[str] = "nsys"
+
+    def __init__(self, setup: TracerSetup) -> None:
+        if setup.nsys is None:
+            raise EnvironmentFailure("nsys not found", hint="put nsys on PATH, or use --tracer cupti")
+        self.nsys = setup.nsys
+        # nsys's CUDA-graph trace mode ('node' from nsys 2023.3 on): commands.nsys_graph_trace_mode
+        self.graph_trace = nsys_graph_trace_mode(setup.nsys_version)
+
+    @classmethod
+    def check_workload(cls, workload: Workload) -> str | None:
+        return None
+
+    def trace(self, job: WorkloadJob, on_phase: PhaseCallback) -> TracedRun:
+        out_dir, label = job.out_dir, job.label
+        log, result = _fresh_run(out_dir, label, "nsys")
+        base = out_dir / f"{label}{PARTIAL}"
+        rep_partial, sqlite_partial = partial_paths(out_dir, label)[:2]
+        env = child_env()
+        hint = "check that nsys runs here (source .device/env.sh on the GPU machine), or use --tracer cupti"
+        on_phase("trace")
+        child = job.workload.argv(label, job.params, result.resolve(), "pass")
+        with ClockSampler() as clocks:
+            run_logged(nsys_profile_command(self.nsys, base.resolve(), child, self.graph_trace), log, env=env,
+                       what=f"nsys profile of config {label!r}", hint=hint, cwd=_cwd(job.workload))
+        if not rep_partial.exists():
+            raise EnvironmentFailure(f"nsys profile wrote no report {rep_partial.name}; see {log}", hint=hint)
+        passed, ended = read_result(result, label, log, "pass")
+        on_phase("export")
+        run_logged(nsys_export_command(self.nsys, rep_partial, sqlite_partial), log, env=env, what="nsys export",
+                   hint=hint, append=True)
+        if not sqlite_partial.exists():
+            raise EnvironmentFailure(f"nsys export wrote no {sqlite_partial.name}; see {log}", hint=hint)
+        report, sqlite = out_dir / f"{label}.nsys-rep", out_dir / f"{label}.sqlite"
+        os.replace(rep_partial, report)
+        os.replace(sqlite_partial, sqlite)
+        return TracedRun(sqlite, report, passed, ended, clocks.snapshot(), clocks.max_clock_mhz, log)
+
+
+class CuptiTracer:
+    """The in-process CUPTI tracer (no nsys needed); it hosts only workloads it can run in-process."""
+
+    name: ClassVar[str] = "cupti"
+
+    def __init__(self, setup: TracerSetup) -> None:
+        pass
+
+    @classmethod
+    def check_workload(cls, workload: Workload) -> str | None:
+        if workload.cupti_hostable:
+            return None
+        return (f"--tracer cupti traces in-process, and a {workload.kind!r} workload runs as its own program: "
+                "the CUPTI tracer cannot host it")
+
+    def trace(self, job: WorkloadJob, on_phase: PhaseCallback) -> TracedRun:
+        out_dir, label = job.out_dir, job.label
+        log, result = _fresh_run(out_dir, label, "cupti")
+        sqlite_partial = partial_paths(out_dir, label)[1]
+        on_phase("trace")
+        params_json = json.dumps(job.params.to_json())
+        with ClockSampler() as clocks:
+            run_logged(cupti_command(params_json, sqlite_partial, result), log, env=child_env(),
+                       what="the CUPTI tracer",
+                       hint="install cupti-python (pip install cupti-python) where CUDA's libcupti is present, "
+                            "or use --tracer nsys")
+        passed, ended = read_result(result, label, log, "pass")
+        if not sqlite_partial.exists():
+            raise EnvironmentFailure(f"the CUPTI tracer wrote no {sqlite_partial.name}; see {log}")
+        on_phase("export")
+        sqlite = out_dir / f"{label}.sqlite"
+        os.replace(sqlite_partial, sqlite)
+        return TracedRun(sqlite, None, passed, ended, clocks.snapshot(), clocks.max_clock_mhz, log)
+
+
+class NoTracer:
+    """No trace: only sustained FPS is measured."""
+
+    name: ClassVar[str] = "none"
+
+    def __init__(self, setup: TracerSetup) -> None:
+        pass
+
+    @classmethod
+    def check_workload(cls, workload: Workload) -> str | None:
+        return None
+
+    def trace(self, job: WorkloadJob, on_phase: PhaseCallback) -> None:
+        return None
+
+
+TRACERS: dict[str, type[NsysTracer] | type[CuptiTracer] | type[NoTracer]] = {
+    NsysTracer.name: NsysTracer, CuptiTracer.name: CuptiTracer, NoTracer.name: NoTracer,
+}
+
+
+# --------------------------------------------------------------------------- sustained FPS
+
+
+def measure_sustained(job: WorkloadJob, repeats: int) -> SustainedRun:
+    """Sustained FPS without a profiler. A workload whose command has ``{mode}`` runs all ``repeats``
+    timed passes in one process (``sustained`` mode); any other runs ``repeats`` times in ``pass`` mode."""
+    out_dir, label = job.out_dir, job.label
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log = out_dir / f"{label}.sustained.log"
+    result = out_dir / f"{label}.sustained.json"
+    hint = f"read the log: {log}"
+    results: list[WorkloadResult] = []
+    with ClockSampler() as clocks:
+        if job.workload.runs_sustained:
+            result.unlink(missing_ok=True)
+            run_logged(job.workload.argv(label, job.params, result.resolve(), "sustained", repeats), log,
+                       env=child_env(), what=f"the sustained-FPS run of config {label!r}", hint=hint,
+                       cwd=_cwd(job.workload))
+            results.append(read_result(result, label, log, "sustained")[0])
+        else:
+            for i in range(repeats):
+                result.unlink(missing_ok=True)
+                run_logged(job.workload.argv(label, job.params, result.resolve(), "pass"), log, env=child_env(),
+                           what=f"the sustained-FPS run {i + 1} of {repeats} of config {label!r}", hint=hint,
+                           append=i > 0, cwd=_cwd(job.workload))
+                results.append(read_result(result, label, log, "pass")[0])
+    fps = tuple(f for r in results for f in r.fps)
+    return SustainedRun(SustainedFps.from_fps(fps, job.params.frame_bytes), tuple(results), clocks.snapshot(),
+                        clocks.max_clock_mhz, log)

@@ -1,1 +1,0 @@
-"""The CuPy photon cluster finder (aare algorithm), its NumPy reference and its data."""

@@ -1,0 +1,211 @@
+"""clusterbench's CuPy finder as a workload process: the protocol's first implementation.
+
+    python -m clusterbench.workloads.cupy.run --params-json '<json>' --result PATH [--mode pass|sustained]
+                                        [--repeat R] [--no-nvtx]
+
+``--mode pass`` (the default; the process probe traces): data, buffers, kernel compilation and a
+warm-up launch first; then the pedestal inside the NVTX range ``clusterbench:pedestal`` and one
+batched pass inside ``clusterbench:pass frames=N``, each range closed after a device synchronize
+so that it covers the GPU work. ``--mode sustained``: untraced, R timed passes after a warm-up.
+Either way it writes one :class:`~clusterbench.model.records.WorkloadResult` (docs/workloads.md).
+
+Exit codes: 0 success; 1 no GPU / CUDA failure; 2 bad input (params, data file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from clusterbench.errors import ClusterbenchError, EnvironmentFailure, InputError
+from clusterbench.model.records import SustainedFps, WorkloadResult
+from clusterbench.workloads.cupy.build import kernel_sources
+from clusterbench.model.params import WorkloadParams
+from clusterbench.workloads.synth import FrameSet
+from clusterbench.workloads.protocol import PASS_RANGE as PASS_RANGE_PREFIX
+from clusterbench.workloads.protocol import PEDESTAL_RANGE, pass_range_text
+
+if TYPE_CHECKING:
+    from clusterbench.workloads.cupy.pipeline import Pipeline
+
+FINDER = "clusterbench CuPy"
+
+RangeCallback = Callable[[str, str], None]
+
+__all__ = ["PASS_RANGE_PREFIX", "PEDESTAL_RANGE", "pass_range_text", "run_config", "sustained_passes",
+           "measure_sustained", "main"]
+
+
+def _frames_for(params: WorkloadParams):
+    from clusterbench.workloads.synth import build_frames
+
+    return build_frames(params)
+
+
+def _warm_up(pipe: Pipeline) -> None:
+    """Compile and run every kernel once, outside the ranges (module load, first-launch costs)."""
+    p = pipe.p
+    # tracking: capture every stream's batch graph now, not inside the pass
+    n = min(p.frames, p.streams * p.batch) if p.pedestal == "tracking" else min(p.batch, p.streams * 2, p.frames)
+    pipe.compute_pedestal()
+    pipe.run_pass(n)
+    pipe.cp.cuda.Device().synchronize()
+
+
+def run_config(params: WorkloadParams, *, nvtx: bool = True, on_range: RangeCallback | None = None,
+               frames: FrameSet | None = None) -> WorkloadResult:
+    """Pedestal (NVTX ``clusterbench:pedestal``), then one batched pass (``clusterbench:pass frames=N``).
+
+    ``on_range(kind, text)`` is called with ("push", text) right after each range is pushed and
+    ("pop", text) right before it is popped, after a device synchronize."""
+    from clusterbench.workloads.cupy.pipeline import Pipeline, require_cupy
+
+    cp = require_cupy()
+    frameset = frames if frames is not None else _frames_for(params)
+    with Pipeline(params, frameset) as pipe:
+        _warm_up(pipe)
+
+        def push(text: str) -> None:
+            cp.cuda.Device().synchronize()
+            if nvtx:
+                cp.cuda.nvtx.RangePush(text)
+            if on_range is not None:
+                on_range("push", text)
+
+        def pop(text: str) -> None:
+            cp.cuda.Device().synchronize()
+            if on_range is not None:
+                on_range("pop", text)
+            if nvtx:
+                cp.cuda.nvtx.RangePop()
+
+        push(PEDESTAL_RANGE)
+        t0 = time.perf_counter()
+        pipe.compute_pedestal()
+        cp.cuda.Device().synchronize()
+        pedestal_s = time.perf_counter() - t0
+        pop(PEDESTAL_RANGE)
+
+        text = pass_range_text(params.frames)
+        push(text)
+        out = pipe.run_pass(params.frames)
+        pop(text)
+        pool = pipe.pool_n
+    return WorkloadResult(mode="pass", frames=out.frames, pass_s=(out.wall_s,), clusters_found=out.clusters_found,
+                          clusters_dropped=out.clusters_dropped, pedestal_s=pedestal_s,
+                          finder=f"{FINDER} ({_kernel_name(pipe, params)})",
+                          kernel_sha256=kernel_sources(), data_source=frameset.source,
+                          extra={"params": params.to_json(), "pool_frames": pool})
+
+
+def _kernel_name(pipe: Any, params: WorkloadParams) -> str:
+    """The kernel that ran: 'twophase', 'slide', ... in frozen mode; 'tracking graph', 'tracking coop', ..."""
+    return pipe.frozen_kernel if params.pedestal == "frozen" else f"tracking {pipe.tracking_kernel}"
+
+
+def sustained_passes(params: WorkloadParams, repeats: int = 3, frames: FrameSet | None = None,
+                     frozen_kernel: str | None = None) -> WorkloadResult:
+    """Untraced timed passes, in-process, no profiler: the protocol's ``sustained`` mode.
+
+    Not timed: data generation, allocation, compilation, the pedestal, and one warm-up pass of
+    min(frames, 2 * streams * batch) frames. Each repeat times issue-to-synchronize of a full pass of
+    ``params.frames`` frames; tracking mode restores the pedestal before each repeat (untimed).
+    ``frozen_kernel`` ("strip" or "twophase", default the latter) is for the benchmark's side-by-side runs."""
+    from clusterbench.workloads.cupy.pipeline import Pipeline
+
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise InputError(f"repeats must be a positive integer, got {repeats!r}", hint="use e.g. --repeat 3")
+    frameset = frames if frames is not None else _frames_for(params)
+    seconds: list[float] = []
+    with Pipeline(params, frameset, frozen_kernel=frozen_kernel) as pipe:
+        pipe.compute_pedestal()
+        pipe.run_pass(min(params.frames, 2 * params.streams * params.batch))
+        for _ in range(repeats):
+            pipe.reset_pedestal()
+            out = pipe.run_pass(params.frames)
+            seconds.append(out.wall_s)
+        kernel = _kernel_name(pipe, params)
+    return WorkloadResult(mode="sustained", frames=params.frames, pass_s=tuple(seconds),
+                          clusters_found=out.clusters_found, clusters_dropped=out.clusters_dropped,
+                          finder=f"{FINDER} ({kernel})", kernel_sha256=kernel_sources(),
+                          data_source=frameset.source, extra={"params": params.to_json()})
+
+
+def measure_sustained(params: WorkloadParams, repeats: int = 3, frames: FrameSet | None = None,
+                      frozen_kernel: str | None = None) -> SustainedFps:
+    """:func:`sustained_passes`, summarised: median FPS, spread, input GB/s (the benchmarks' view)."""
+    result = sustained_passes(params, repeats, frames, frozen_kernel)
+    return SustainedFps.from_fps(result.fps, params.frame_bytes)
+
+
+# -- the command line ----------------------------------------------------------------------------------
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m clusterbench.workloads.cupy.run",
+                                 description="Pedestal then one batched pass of the CuPy cluster finder "
+                                             "(the process clusterbench probe traces), or R untraced timed passes.",
+                                 epilog="Exit codes: 0 success; 1 no GPU or CUDA failure; 2 bad input.")
+    ap.add_argument("--params-json", required=True, help="WorkloadParams as a JSON object (or @file.json)")
+    ap.add_argument("--result", "--result-json", dest="result",
+                    help="write the result record here (default: stdout)")
+    ap.add_argument("--mode", choices=("pass", "sustained"), default="pass")
+    ap.add_argument("--repeat", type=int, default=1, metavar="R", help="timed passes in sustained mode")
+    ap.add_argument("--no-nvtx", action="store_true", help="do not push NVTX ranges")
+    return ap.parse_args(argv)
+
+
+def _load_params(text: str) -> WorkloadParams:
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text()
+        except OSError as exc:
+            raise InputError(f"cannot read params file {text[1:]}: {exc.strerror}", hint="check the path") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"--params-json is not valid JSON: {exc}", hint='pass e.g. \'{"cluster": 3}\'') from None
+    return WorkloadParams.from_json(doc)
+
+
+def _cuda_errors() -> tuple[type[BaseException], ...]:
+    try:
+        import cupy
+    except Exception:
+        return ()
+    errs: list[type[BaseException]] = [cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError]
+    errs.append(cupy.cuda.memory.OutOfMemoryError)
+    return tuple(errs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    try:
+        params = _load_params(args.params_json)
+        try:
+            if args.mode == "sustained":
+                result = sustained_passes(params, repeats=args.repeat)
+            else:
+                result = run_config(params, nvtx=not args.no_nvtx)
+        except _cuda_errors() as exc:
+            raise EnvironmentFailure(f"CUDA failure: {exc}", hint="check that the GPU is idle and healthy (nvidia-smi)") from None
+        doc = json.dumps(result.to_json(), indent=2)
+        if args.result:
+            try:
+                Path(args.result).write_text(doc + "\n")
+            except OSError as exc:
+                raise InputError(f"cannot write {args.result}: {exc.strerror}", hint="check the path") from None
+        else:
+            print(doc)
+    except ClusterbenchError as err:
+        print(f"Error: {err}", file=sys.stderr)
+        if err.hint:
+            print(f"Hint: {err.hint}", file=sys.stderr)
+        return err.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,679 @@
+"""analysis.compare: deltas, the noise model, reason codes, mismatches, sessions, end to end, the gate.
+
+The RTX 4090 reference (docs/compare.md): kernel µs/frame before -> after 4.32 -> 4.65 (3x3 s1),
+5.00 -> 5.64 (3x3 s4), 23.80 -> 15.29 (9x9 s1), 24.72 -> 15.59 (9x9 s4); roofline after and
+binds after 13.13 H2D, 16.35 H2D, 22.00 D2H, 25.39 D2H. The table gives no transfer figures,
+so tests/data/compare/ chooses them, identical before and after (the change touched the
+kernel only): h2d/d2h = 13.13/6.20, 16.35/7.80, 13.40/22.00, 16.60/25.39 µs/frame. Hence the
+before rooflines: 13.13 H2D, 16.35 H2D, 23.80 *kernel* (23.80 > 22.00 D2H), 25.39 D2H.
+The same figures exist twice: as current-format dirs and as legacy aare-perf dirs.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterbench.compare.compare import (
+    MULTI_STREAM_DRIFT_REASON,
+    EndToEnd,
+    Presence,
+    Reason,
+    Verdict,
+    compare_metric,
+    compare_results,
+    judge_gate,
+)
+from clusterbench.compare.noise import NoiseFloor
+from clusterbench.errors import EnvironmentFailure, InputError
+from clusterbench.io.results import load_results, save_env, upsert_probe_row
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "compare"
+BEFORE = DATA / "2026-09-10_f32_before"
+AFTER = DATA / "2026-09-10_f32_after"
+LEGACY_BEFORE = DATA / "legacy_2026-09-10_before"
+LEGACY_AFTER = DATA / "legacy_2026-09-10_after"
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+
+RTX_KERNEL = {  # label: (before, after, delta % worked out by hand)
+    "3x3_s1_uncontended": (4.32, 4.65, 0.33 / 4.32 * 100),  # +7.64 %
+    "3x3_s4": (5.00, 5.64, 0.64 / 5.00 * 100),  # +12.80 %
+    "9x9_s1_uncontended": (23.80, 15.29, -8.51 / 23.80 * 100),  # -35.76 %
+    "9x9_s4": (24.72, 15.59, -9.13 / 24.72 * 100),  # -36.93 %
+}
+RTX_ROOF_BINDS = {  # label: (roofline before, after, binds before, after)
+    "3x3_s1_uncontended": (13.13, 13.13, "h2d", "h2d"),
+    "3x3_s4": (16.35, 16.35, "h2d", "h2d"),
+    "9x9_s1_uncontended": (23.80, 22.00, "kernel", "d2h"),
+    "9x9_s4": (25.39, 25.39, "d2h", "d2h"),
+}
+
+
+@pytest.fixture(scope="module")
+def rtx_current():
+    return compare_results(load_results(BEFORE), load_results(AFTER))
+
+
+@pytest.fixture(scope="module", params=["current", "legacy"])
+def rtx(request):
+    if request.param == "current":
+        return compare_results(load_results(BEFORE), load_results(AFTER))
+    return compare_results(load_results(LEGACY_BEFORE), load_results(LEGACY_AFTER))
+
+
+# ----------------------------------------------------------------------------- RTX 4090 reference
+
+
+def test_rtx4090_table_is_reproduced(rtx) -> None:
+    assert [r.label for r in rtx.rows] == list(RTX_KERNEL)
+    for label, (b, a, pct) in RTX_KERNEL.items():
+        r = rtx.row(label)
+        k = r.metric("kernel_us")
+        assert (k.before, k.after) == (b, a)
+        assert k.delta_pct == pytest.approx(pct, abs=1e-9)
+        rb, ra, bb, ba = RTX_ROOF_BINDS[label]
+        roof = r.metric("roofline_us")
+        assert (roof.before, roof.after, r.binds_before, r.binds_after) == (rb, ra, bb, ba)
+    assert round(rtx.row("3x3_s1_uncontended").metric("kernel_us").delta_pct, 2) == 7.64
+    assert round(rtx.row("9x9_s4").metric("kernel_us").delta_pct, 2) == -36.93
+
+
+def test_rtx4090_verdicts_without_repeats_use_the_1pct_floor(rtx) -> None:
+    k = rtx.row("3x3_s1_uncontended").metric("kernel_us")
+    # no repeats: the noise is the 1 % floor of the before value, 0.01 * 4.32 = 0.0432 µs; +0.33 µs is beyond it
+    assert k.verdict is Verdict.SLOWER and k.code is Reason.BEYOND_NOISE and k.noise == pytest.approx(0.0432)
+    assert k.floor_pct == 1.0 and "1 % session-to-session floor" in k.reason
+    assert rtx.row("9x9_s1_uncontended").metric("kernel_us").verdict is Verdict.FASTER
+    h2d = rtx.row("3x3_s1_uncontended").metric("h2d_us")
+    assert (h2d.verdict, h2d.code) == (Verdict.SAME, Reason.IDENTICAL)
+
+
+def test_rtx4090_end_to_end(rtx) -> None:
+    r = rtx.row("9x9_s1_uncontended")
+    assert r.binds_changed
+    roof = r.metric("roofline_us")
+    assert roof.delta_pct == pytest.approx((22.00 - 23.80) / 23.80 * 100)  # -7.56 %
+    assert roof.verdict is Verdict.FASTER
+    assert r.end_to_end is EndToEnd.FASTER and not r.kernel_invisible
+    assert "roofline -7.56 % FASTER" in r.end_to_end_reason
+    assert any("kernel -> D2H" in n for n in r.notes)
+    # 3x3: the kernel moved beyond noise, the roofline did not (sustained not measured): the real "invisible"
+    s1 = rtx.row("3x3_s1_uncontended")
+    assert s1.kernel_invisible and s1.end_to_end is EndToEnd.SAME
+    assert "kernel change +7.64 % SLOWER invisible end to end (binds: H2D)" in s1.end_to_end_reason
+    # s4 rows: roofline not comparable across sessions, so no "invisible" claim; the bar rule is a note
+    s4 = rtx.row("9x9_s4")
+    assert not s4.kernel_invisible and s4.end_to_end is EndToEnd.NOT_COMPARABLE
+    assert any("kernel below the tallest transfer bar before (24.72 < D2H 25.39" in n for n in s4.notes)
+
+
+def test_rtx4090_multi_stream_rows_across_sessions(rtx) -> None:
+    assert not rtx.same_session
+    s4 = rtx.row("3x3_s4")
+    for name in ("h2d_us", "d2h_us", "roofline_us"):
+        m = s4.metric(name)
+        assert m.verdict is Verdict.NOT_COMPARABLE and m.code is Reason.SESSION_DRIFT
+        assert MULTI_STREAM_DRIFT_REASON in m.reason
+    assert s4.metric("kernel_us").verdict is Verdict.SLOWER
+    assert "quote kernel changes from the 1-stream row (3x3_s1_uncontended)" in s4.metric("kernel_us").note
+    assert any("3x3_s4, 9x9_s4" in w.message and "not comparable" in w.message for w in rtx.warnings)
+    gate = judge_gate(rtx, 5.0)
+    assert [lb for lb, _ in gate.not_checked] == ["3x3_s4", "9x9_s4"]
+    assert gate.judged == ("3x3_s1_uncontended", "9x9_s1_uncontended") and gate.passed
+
+
+def test_legacy_dirs_warn_once_each() -> None:
+    c = compare_results(load_results(LEGACY_BEFORE), load_results(LEGACY_AFTER))
+    legacy = [w for w in c.warnings if "legacy aare-perf" in w.message]
+    assert len(legacy) == 2
+    assert legacy[0].message.startswith("legacy_2026-09-10_before is a legacy aare-perf results dir")
+    assert c.before.gpu_name == "NVIDIA GeForce RTX 4090" and c.before.format == "legacy aare-perf"
+    assert c.before.git_dirty is False and c.before.git_rev == "1a2b3c4"
+
+
+def test_legacy_dir_against_an_h200_dir_is_refused() -> None:
+    with pytest.raises(InputError, match="different GPUs: 'NVIDIA GeForce RTX 4090' .* 'NVIDIA H200'"):
+        compare_results(load_results(LEGACY_BEFORE), load_results(RESULTS / "2026-11-29_f32"))
+    c = compare_results(load_results(LEGACY_BEFORE), load_results(RESULTS / "2026-11-29_f32"),
+                        allow_different_gpu=True)  # fmt: skip
+    assert any("different GPUs" in w.message for w in c.warnings)
+
+
+# ----------------------------------------------------------------------------- one metric
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "sb", "sa", "verdict", "code"),
+    [
+        (10.0, 10.25, 0.1, 0.3, Verdict.SAME, Reason.WITHIN_NOISE),  # |0.25| <= max(1 % = 0.1, 0.1, 0.3)
+        (10.0, 10.3, 0.1, 0.3, Verdict.SAME, Reason.WITHIN_NOISE),  # boundary: equal to the noise is within it
+        (10.0, 10.5, 0.1, 0.3, Verdict.SLOWER, Reason.BEYOND_NOISE),
+        (10.0, 9.5, 0.1, 0.3, Verdict.FASTER, Reason.BEYOND_NOISE),
+        (10.0, 9.85, None, 0.05, Verdict.FASTER, Reason.BEYOND_NOISE),  # 0.15 > max(0.1 floor, 0.05)
+        (10.0, 9.92, None, 0.05, Verdict.SAME, Reason.WITHIN_NOISE),  # 0.08 <= the 0.1 floor
+        (10.0, 10.0, None, None, Verdict.SAME, Reason.IDENTICAL),
+    ],
+)  # fmt: skip
+def test_time_metric_verdicts(before, after, sb, sa, verdict, code) -> None:
+    m = compare_metric("kernel_us", before, after, streams=1, spread_before=sb, spread_after=sa)
+    assert (m.verdict, m.code) == (verdict, code)
+    assert m.delta_pct == pytest.approx((after - before) / before * 100)
+    assert m.reason.endswith(")") or code is Reason.IDENTICAL
+
+
+def test_never_faster_or_slower_from_the_sign_alone() -> None:
+    # +0.4 % sustained FPS (1 stream) without repeats: the 0.5 % floor (0.5 FPS of 100) decides, not the sign
+    m = compare_metric("sustained_fps", 100.0, 100.4, streams=1)
+    assert (m.verdict, m.code, m.noise) == (Verdict.SAME, Reason.WITHIN_NOISE, pytest.approx(0.5))
+    # +6 % on 4 streams is within the 7 % floor of several streams (7 FPS of 100)
+    m = compare_metric("sustained_fps", 100.0, 106.0, streams=4)
+    assert (m.verdict, m.noise) == (Verdict.SAME, pytest.approx(7.0))
+    # a compared metric always has a floor; a metric without one is a bug, not a guess
+    with pytest.raises(ValueError, match="no noise floor"):
+        compare_metric("efficiency", 0.5, 0.6, streams=1)
+
+
+def test_aa_false_faster_of_the_issue_is_same() -> None:
+    # The issue's A/A: 3x3_s4 sustained +4.55 % called FASTER "beyond noise ±4.37e+03". Before: median
+    # 150,000, half-range 4,350 (±2.9 %); after: median 156,825 (+4.55 %), every repeat above every
+    # before repeat, so Mann–Whitney (3 vs 3, exact) gives its smallest p, 2/20 = 0.1 <= 0.1. The
+    # noise is max(7 % of 150,000 = 10,500, 4,350) FPS and 6,825 < 10,500: SAME, small effect.
+    before, after = [146_000.0, 150_000.0, 154_700.0], [156_600.0, 156_825.0, 157_000.0]
+    m = compare_metric("sustained_fps", 150_000.0, 156_825.0, streams=4, spread_before=4_350.0, spread_after=200.0,
+                       samples_before=before, samples_after=after)  # fmt: skip
+    assert m.delta_pct == pytest.approx(4.55)
+    assert (m.verdict, m.code) == (Verdict.SAME, Reason.SMALL_EFFECT)
+    assert m.p_value == pytest.approx(0.1) and m.noise == pytest.approx(10_500.0)
+    assert (m.n_before, m.n_after) == (3, 3)
+    # 3x3_s1 +0.08 % "beyond noise ±40.9 FPS": the 0.5 % floor is 556.415 FPS
+    m1 = compare_metric("sustained_fps", 111_283.0, 111_372.0, streams=1, spread_before=40.9, spread_after=10.0,
+                        samples_before=[111_250.0, 111_283.0, 111_331.8], samples_after=[111_360.0, 111_372.0, 111_380.0])  # fmt: skip
+    assert (m1.verdict, m1.code) == (Verdict.SAME, Reason.SMALL_EFFECT)
+    assert m1.noise == pytest.approx(556.415)
+
+
+def test_repeats_need_significance_and_effect() -> None:
+    # after [90, 140, 170] vs before [100, 130, 160]: U = 0 + 2 + 3 = 5, |5 - 4.5| = 0.5 -> every split: p = 1.
+    # The medians differ by 10 FPS, far beyond the 0.5 % floor (0.65 FPS), yet the samples overlap: SAME, not significant
+    m = compare_metric("sustained_fps", 130.0, 140.0, streams=1, samples_before=[100.0, 130.0, 160.0],
+                       samples_after=[90.0, 140.0, 170.0])  # fmt: skip
+    assert (m.verdict, m.code) == (Verdict.SAME, Reason.NOT_SIGNIFICANT) and m.p_value == pytest.approx(1.0)
+    # separated and beyond the floor: 100 -> 120 FPS (+20 %), p = 0.1
+    m = compare_metric("sustained_fps", 100.0, 120.0, streams=1, samples_before=[99.0, 100.0, 101.0],
+                       samples_after=[119.0, 120.0, 121.0])  # fmt: skip
+    assert (m.verdict, m.code) == (Verdict.FASTER, Reason.SIGNIFICANT)
+    # the same with a stricter alpha: 0.1 > 0.05, not significant
+    m = compare_metric("sustained_fps", 100.0, 120.0, streams=1, samples_before=[99.0, 100.0, 101.0],
+                       samples_after=[119.0, 120.0, 121.0], alpha=0.05)  # fmt: skip
+    assert m.code is Reason.NOT_SIGNIFICANT
+
+
+def test_fps_higher_is_better() -> None:
+    fl = NoiseFloor("sustained_fps", False, 1.0, "test")
+    assert compare_metric("sustained_fps", 61400.0, 65000.0, floor=fl).verdict is Verdict.FASTER
+    assert compare_metric("sustained_fps", 61400.0, 60000.0, floor=fl, spread_after=500.0).verdict is Verdict.SLOWER
+    # 400 FPS is within max(614, 500)
+    assert compare_metric("sustained_fps", 61400.0, 61000.0, floor=fl, spread_after=500.0).verdict is Verdict.SAME
+
+
+def test_missing() -> None:
+    m = compare_metric("h2d_us", None, 3.0)
+    assert (m.verdict, m.code, m.reason, m.delta_pct) == (Verdict.MISSING, Reason.NOT_MEASURED, "not measured in before", None)
+
+
+# ----------------------------------------------------------------------------- built dirs
+
+
+def _row(label: str, kernel: float, h2d: float, d2h: float, *, streams: int = 1, cluster: int = 3,
+         frames: int = 20000, **extra: object) -> dict:
+    roof = max(kernel, h2d, d2h)
+    binds = "kernel" if roof == kernel else ("h2d" if roof == h2d else "d2h")
+    return {"label": label, "cluster": cluster, "cap": 3000, "streams": streams, "batch": 2000, "frames": frames,
+            "kernel_us": kernel, "h2d_us": h2d, "d2h_us": d2h, "roofline_us": roof, "binds": binds,
+            "pedestal_dtype": "float32", "pedestal": "frozen", "transfer": "copy", "tracer": "nsys",
+            **extra}  # fmt: skip
+
+
+def _make(path: Path, rows: list[dict], **env: object) -> Path:
+    base = {"gpu_name": "NVIDIA H200", "driver": "580.65", "session_id": "S", "git_dirty": False,
+            "git_rev": "abc1234", "pedestal_dtype": "float32", "pedestal": "frozen"}  # fmt: skip
+    base.update(env)
+    for r in rows:
+        upsert_probe_row(path, r)
+    save_env(path, base)
+    return path
+
+
+def _cmp(tmp_path: Path, rows_a: list[dict], rows_b: list[dict], env_a: dict | None = None,
+         env_b: dict | None = None, **kw):
+    a = _make(tmp_path / "a", rows_a, **(env_a or {}))
+    b = _make(tmp_path / "b", rows_b, **(env_b or {}))
+    return compare_results(load_results(a), load_results(b), **kw)
+
+
+def test_same_session_multi_stream_transfers_are_compared(tmp_path: Path) -> None:
+    c = _cmp(tmp_path, [_row("s4", 5.0, 10.0, 4.0, streams=4)], [_row("s4", 5.0, 12.0, 4.0, streams=4)])
+    m = c.row("s4").metric("h2d_us")
+    # +20 % beyond the 4 % multi-stream floor (0.4 µs)
+    assert c.same_session and m.verdict is Verdict.SLOWER and m.delta_pct == pytest.approx(20.0)
+    assert m.noise == pytest.approx(0.45)
+
+
+def test_row_session_column_overrides_env(tmp_path: Path) -> None:
+    c = _cmp(tmp_path, [_row("s4", 5.0, 10.0, 4.0, streams=4, session="S")],
+             [_row("s4", 5.0, 12.0, 4.0, streams=4, session="T")])  # fmt: skip
+    assert c.row("s4").metric("h2d_us").code is Reason.SESSION_DRIFT
+
+
+def test_one_sided_labels_are_kept(tmp_path: Path) -> None:
+    c = _cmp(tmp_path, [_row("both", 4.0, 10.0, 3.0), _row("old", 4.0, 10.0, 3.0)],
+             [_row("new", 5.0, 9.0, 3.0), _row("both", 4.0, 10.0, 3.0)])  # fmt: skip
+    assert [(r.label, r.presence) for r in c.rows] == [
+        ("both", Presence.BOTH), ("old", Presence.BEFORE_ONLY), ("new", Presence.AFTER_ONLY),
+    ]  # fmt: skip
+    old = c.row("old").metric("kernel_us")
+    assert (old.before, old.after, old.verdict, old.code) == (4.0, None, Verdict.MISSING, Reason.ONE_SIDED)
+    assert c.row("new").metric("h2d_us").reason == "only in after (b)"
+    assert any("old, new" in w.message for w in c.warnings)
+
+
+def test_tracer_difference_on_one_row_is_named_and_not_comparable(tmp_path: Path) -> None:
+    # the issue: only the tracer changed, and H2D/roofline were called SLOWER (+1.34 %) without a word
+    c = _cmp(tmp_path, [_row("x", 1.0, 5.7638, 2.17, sustained_fps=111_283.0), _row("y", 1.0, 5.0, 2.0)],
+             [_row("x", 1.0, 5.8411, 2.18, tracer="cupti", sustained_fps=111_581.0), _row("y", 1.0, 5.0, 2.0)])  # fmt: skip
+    x = c.row("x")
+    assert [mm.text for mm in x.mismatches] == ["tracer differs: nsys → cupti"]
+    for n in ("kernel_us", "h2d_us", "d2h_us", "roofline_us"):
+        m = x.metric(n)
+        assert (m.verdict, m.code, m.reason) == (Verdict.NOT_COMPARABLE, Reason.CONFIG_DIFFERS, "tracer differs: nsys → cupti")
+    # sustained FPS runs untraced: the tracer does not touch it; +0.27 % is within its 0.5 % floor
+    assert x.metric("sustained_fps").verdict is Verdict.SAME and not x.metric("sustained_fps").across
+    assert c.row("y").mismatches == () and c.across == ()
+    w = [w for w in c.warnings if w.message.startswith("tracer differs")]
+    assert w and w[0].message == "tracer differs: nsys → cupti (x): trace figures NOT COMPARABLE"
+    assert "--across tracer" in w[0].hint
+    # the gate judged y only
+    gate = judge_gate(c, 1.0)
+    assert gate.judged == ("y",) and ("x", "config_differs") in gate.not_checked
+    # on purpose: --across tracer shows the deltas, labelled, and the gate still does not judge them
+    c2 = compare_results(load_results(tmp_path / "a"), load_results(tmp_path / "b"), across=["tracer"])
+    h2d = c2.row("x").metric("h2d_us")
+    assert h2d.verdict is Verdict.SLOWER and h2d.across == ("tracer",)
+    assert h2d.delta_pct == pytest.approx((5.8411 - 5.7638) / 5.7638 * 100)  # +1.34 %
+    assert c2.across == ("tracer",)
+    assert judge_gate(c2, 1.0).judged == ("y",)
+
+
+def test_whole_dir_difference_is_compared_across_automatically(tmp_path: Path) -> None:
+    # copy against zerocopy under the same labels: D2H 2.34 -> 0.0001 µs (-99.996 %), labelled across transfer
+    c = _cmp(tmp_path, [_row("a", 1.0, 6.26, 2.34, streams=4), _row("b", 1.6, 6.9, 10.7, streams=4)],
+             [_row("a", 1.2, 5.94, 0.0001, streams=4, transfer="zerocopy"),
+              _row("b", 2.3, 6.3, 0.0001, streams=4, transfer="zerocopy")])  # fmt: skip
+    assert c.across == ("transfer",)
+    d2h = c.row("a").metric("d2h_us")
+    assert d2h.across == ("transfer",) and d2h.verdict is Verdict.FASTER
+    assert d2h.delta_pct == pytest.approx((0.0001 - 2.34) / 2.34 * 100)
+    assert any(w.message.startswith("comparing across transfer: copy → zerocopy (every row)") for w in c.warnings)
+    assert judge_gate(c, 5.0).nothing_comparable
+
+
+def test_workload_column_defaults_to_cupy(tmp_path: Path) -> None:
+    c = _cmp(tmp_path, [_row("a", 1.0, 6.0, 2.0), _row("b", 1.0, 6.0, 2.0)],
+             [_row("a", 1.0, 6.0, 2.0, workload="aare"), _row("b", 1.0, 6.0, 2.0)])  # fmt: skip
+    assert [mm.text for mm in c.row("a").mismatches] == ["workload differs: cupy → aare"]
+    assert c.row("a").metric("kernel_us").code is Reason.CONFIG_DIFFERS
+    assert c.row("b").metric("kernel_us").code is Reason.IDENTICAL
+
+
+def test_frames_and_shape_differences_are_not_compared_across_automatically(tmp_path: Path) -> None:
+    c = _cmp(tmp_path, [_row("a", 4.0, 10.0, 3.0, frames=2000)], [_row("a", 4.0, 10.0, 3.0, frames=20000)])
+    assert c.across == ()
+    m = c.row("a").metric("kernel_us")
+    assert (m.verdict, m.reason) == (Verdict.NOT_COMPARABLE, "frames differs: 2000 → 20000")
+    w = next(w for w in c.warnings if w.message.startswith("frames differs"))
+    assert "clocks" in w.hint
+    c2 = compare_results(load_results(tmp_path / "a"), load_results(tmp_path / "b"), across=("frames",))
+    assert c2.row("a").metric("kernel_us").verdict is Verdict.SAME and c2.across == ("frames",)
+    # asking to compare across a column that does not differ changes nothing
+    c3 = compare_results(load_results(tmp_path / "a"), load_results(tmp_path / "b"), across=("tracer",))
+    assert c3.across == () and c3.row("a").metric("kernel_us").code is Reason.CONFIG_DIFFERS
+    with pytest.raises(InputError, match="--across colour: not a config column"):
+        compare_results(load_results(tmp_path / "a"), load_results(tmp_path / "b"), across=("colour",))
+
+
+def test_pedestal_dtype_from_env_when_rows_lack_it(tmp_path: Path) -> None:
+    ra, rb = _row("a", 1.0, 6.0, 2.0), _row("a", 1.2, 6.0, 4.0)
+    for r in (ra, rb):
+        del r["pedestal_dtype"]
+    c = _cmp(tmp_path, [ra], [rb], env_b={"pedestal_dtype": "float64"})
+    assert c.across == ("pedestal_dtype",)
+    assert c.row("a").metric("kernel_us").across == ("pedestal_dtype",)
+
+
+def test_kernel_change_within_noise(tmp_path: Path) -> None:
+    c = _cmp(tmp_path, [_row("a", 20.0, 10.0, 3.0, kernel_us_spread=0.5)], [_row("a", 20.3, 10.0, 3.0)])
+    k = c.row("a").metric("kernel_us")
+    assert k.verdict is Verdict.SAME and k.noise == 0.5  # 0.5 spread beats the 0.2 floor
+    assert not c.row("a").kernel_invisible
+
+
+def test_invisible_only_when_roofline_and_sustained_did_not_move(tmp_path: Path) -> None:
+    # kernel 1.0 -> 1.5 (beyond 1 %), roofline 6.26 -> 6.27 (+0.16 %, within 1 %), sustained +0.2 % (within 0.5 %)
+    c = _cmp(tmp_path, [_row("a", 1.0, 6.26, 2.0, sustained_fps=150_000.0)],
+             [_row("a", 1.5, 6.27, 2.0, sustained_fps=150_300.0)])  # fmt: skip
+    r = c.row("a")
+    assert r.kernel_invisible and r.end_to_end is EndToEnd.SAME
+    assert "kernel change +50.00 % SLOWER invisible end to end (binds: H2D)" in r.end_to_end_reason
+    # sustained fell 5 %: the kernel change is not called invisible any more
+    c2 = _cmp(tmp_path / "2", [_row("a", 1.0, 6.26, 2.0, sustained_fps=150_000.0)],
+              [_row("a", 1.5, 6.27, 2.0, sustained_fps=142_500.0)])  # fmt: skip
+    r2 = c2.row("a")
+    assert not r2.kernel_invisible and r2.end_to_end is EndToEnd.SLOWER
+    assert "sustained -5.00 % SLOWER" in r2.end_to_end_reason
+
+
+def _csv_rows(d: Path) -> dict[str, dict[str, str]]:
+    with open(d / "probes.csv", newline="") as fh:
+        return {r["label"]: r for r in csv.DictReader(fh)}
+
+
+def test_f32_against_f64_end_to_end_is_not_invisible() -> None:
+    # the issue: "end to end: invisible" on 9x9 f32 -> f64, where the roofline doubled and sustained FPS fell
+    b, a = RESULTS / "2026-11-29_f32", RESULTS / "2026-11-29_f64"
+    c = compare_results(load_results(b), load_results(a))
+    assert c.across == ("pedestal_dtype",)
+    rb, ra = _csv_rows(b)["9x9_s1_uncontended"], _csv_rows(a)["9x9_s1_uncontended"]
+    roof = (float(ra["roofline_us"]) - float(rb["roofline_us"])) / float(rb["roofline_us"]) * 100
+    sust = (float(ra["sustained_fps"]) - float(rb["sustained_fps"])) / float(rb["sustained_fps"]) * 100
+    assert roof > 95 and sust < -35  # 10.09 -> 20.13 µs/frame, 57,104 -> 35,260 FPS
+    r = c.row("9x9_s1_uncontended")
+    assert not r.kernel_invisible and r.end_to_end is EndToEnd.SLOWER
+    assert f"roofline {roof:+.2f} % SLOWER across pedestal_dtype" in r.end_to_end_reason
+    assert f"sustained {sust:+.2f} % SLOWER across pedestal_dtype" in r.end_to_end_reason
+    assert "invisible" not in r.end_to_end_reason
+    r4 = c.row("9x9_s4")  # roofline not comparable (s4 across sessions), sustained fell 47 %
+    assert r4.end_to_end is EndToEnd.SLOWER and not r4.kernel_invisible
+
+
+def test_nsys_against_cupti_dirs() -> None:
+    c = compare_results(load_results(RESULTS / "2026-11-29_f32"), load_results(RESULTS / "2026-11-29_f32_cupti"))
+    assert c.across == ("tracer",)
+    r = c.row("3x3_s1_uncontended")
+    assert r.metric("h2d_us").across == ("tracer",) and r.metric("sustained_fps").across == ()
+    gate = judge_gate(c, 1.0)
+    assert gate.nothing_comparable and not gate.passed and gate.failures == ()
+
+
+def test_gpu_mismatch_refused_unless_allowed(tmp_path: Path) -> None:
+    rows = [_row("a", 4.0, 10.0, 3.0)]
+    with pytest.raises(InputError, match="different GPUs: 'NVIDIA H200' .* 'NVIDIA GeForce RTX 4090'") as exc:
+        _cmp(tmp_path, rows, rows, env_b={"gpu_name": "NVIDIA GeForce RTX 4090"})
+    assert "--allow-different-gpu" in exc.value.hint
+    c = compare_results(load_results(tmp_path / "a"), load_results(tmp_path / "b"), allow_different_gpu=True)
+    assert any("different GPUs" in w.message for w in c.warnings)
+
+
+def test_versioned_env_with_a_gpu_key_is_checked_too(tmp_path: Path) -> None:
+    # the issue: schema_version added by hand to a legacy env.json; its gpu key must still be read
+    rows = [_row("a", 4.0, 10.0, 3.0)]
+    a = _make(tmp_path / "a", rows)
+    b = _make(tmp_path / "b", rows, gpu_name=None)
+    env = json.loads((b / "env.json").read_text())
+    del env["gpu_name"]
+    env["gpu"] = "NVIDIA GeForce RTX 4090"
+    (b / "env.json").write_text(json.dumps(env))
+    with pytest.raises(InputError, match="different GPUs"):
+        compare_results(load_results(a), load_results(b))
+
+
+def test_environment_warnings(tmp_path: Path) -> None:
+    c = _cmp(tmp_path, [_row("a", 4.0, 10.0, 3.0)], [_row("a", 4.0, 10.0, 3.0)],
+             env_b={"driver": "590.1", "git_dirty": True})  # fmt: skip
+    text = "\n".join(w.message for w in c.warnings)
+    assert "driver differs: 580.65 before, 590.1 after" in text
+    assert "b was measured from a dirty tree at abc1234" in text
+
+
+def test_no_warnings_for_a_clean_same_session_pair(tmp_path: Path) -> None:
+    c = _cmp(tmp_path, [_row("a", 4.0, 10.0, 3.0)], [_row("a", 4.1, 10.0, 3.0)])
+    assert c.warnings == ()
+
+
+def test_gate(tmp_path: Path) -> None:
+    # roofline 10.0 -> 11.0 (+10 %), 10.0 -> 10.4 (+4 %); both beyond the 1 % floor (0.1 µs)
+    c = _cmp(tmp_path, [_row("a", 4.0, 10.0, 3.0), _row("b", 4.0, 10.0, 3.0)],
+             [_row("a", 4.0, 11.0, 3.0), _row("b", 4.0, 10.4, 3.0)])  # fmt: skip
+    fails = judge_gate(c, 5.0).failures
+    assert [(f.label, f.before_us, f.after_us) for f in fails] == [("a", 10.0, 11.0)]
+    assert fails[0].delta_pct == pytest.approx(10.0)
+    assert [f.label for f in judge_gate(c, 3.0).failures] == ["a", "b"]
+    assert judge_gate(c, 10.0).failures == () and judge_gate(c, 10.0).passed  # exactly 10 % does not trip
+
+
+def test_gate_respects_the_noise(tmp_path: Path) -> None:
+    # +0.8 % is above a 0.5 % gate but within the 1 % floor: SAME, not a failure
+    c = _cmp(tmp_path, [_row("a", 4.0, 10.0, 3.0)], [_row("a", 4.0, 10.08, 3.0)])
+    assert c.row("a").metric("roofline_us").verdict is Verdict.SAME
+    assert judge_gate(c, 0.5).failures == () and judge_gate(c, 0.5).passed
+    # +10 % with a roofline spread of 1.5 µs/frame: within noise
+    c = _cmp(tmp_path / "2", [_row("a", 4.0, 10.0, 3.0, roofline_us_spread=1.5)], [_row("a", 4.0, 11.0, 3.0)])
+    assert judge_gate(c, 5.0).passed
+
+
+def test_gate_with_no_label_in_common_judged_nothing(tmp_path: Path) -> None:
+    c = _cmp(tmp_path, [_row("a", 4.0, 10.0, 3.0)], [_row("b", 4.0, 10.0, 3.0)])
+    g = judge_gate(c, 5.0)
+    assert g.nothing_comparable and not g.passed and g.judged == ()
+    assert g.not_checked == (("a", "one_sided"), ("b", "one_sided"))
+
+
+def test_sustained_fps_with_repeats_from_the_dirs(tmp_path: Path) -> None:
+    a = _make(tmp_path / "a", [_row("a", 4.0, 10.0, 3.0, sustained_fps=100.0)],
+              configs={"a": {"sustained_fps": [99.0, 100.0, 101.0]}})  # fmt: skip
+    b = _make(tmp_path / "b", [_row("a", 4.0, 10.0, 3.0, sustained_fps=120.0)],
+              configs={"a": {"sustained_fps": [121.0, 119.0, 120.0]}})  # fmt: skip
+    m = compare_results(load_results(a), load_results(b)).row("a").metric("sustained_fps")
+    assert (m.verdict, m.code, m.n_before, m.n_after) == (Verdict.FASTER, Reason.SIGNIFICANT, 3, 3)
+    assert m.p_value == pytest.approx(0.1)
+
+
+# ----------------------------------------------------------------------------- render
+
+
+def test_markdown_reference_layout(rtx) -> None:
+    from clusterbench.render.compare import render_compare_markdown
+
+    md = render_compare_markdown(rtx)
+    assert "| config | kernel before (µs/frame) | kernel after (µs/frame) | kernel delta |" in md
+    assert "| 3x3, 1 stream | 4.32 | 4.65 | +7.64 % | 13.13 | 13.13 | H2D |" in md
+    assert "| 3x3, 4 streams | 5.00 | 5.64 | +12.80 % | 16.35 | 16.35 | H2D |" in md
+    assert "| 9x9, 1 stream | 23.80 | 15.29 | -35.76 % | 23.80 | 22.00 | kernel -> D2H |" in md
+    assert "| 9x9, 4 streams | 24.72 | 15.59 | -36.93 % | 25.39 | 25.39 | D2H |" in md
+
+
+def test_text_layout_fits_and_keeps_verdicts(rtx) -> None:
+    from clusterbench.render.compare import render_compare_text
+
+    for width in (80, 72):
+        lines = render_compare_text(rtx, width)
+        assert max(len(ln) for ln in lines) <= width
+    lines = render_compare_text(rtx, 80)
+    kernel = next(ln for ln in lines if ln.startswith("  kernel µs") and "4.65" in ln)
+    assert kernel.split()[-2:] == ["SLOWER", "beyond_noise"]
+    assert any(ln.strip().endswith("NOT COMPARABLE  session_drift") for ln in lines)
+
+
+def test_json_shape(rtx) -> None:
+    from clusterbench.render.compare import COMPARE_JSON_SCHEMA, render_compare_json
+
+    doc = json.loads(json.dumps(render_compare_json(rtx, judge_gate(rtx, 5.0))))
+    assert doc["schema"] == COMPARE_JSON_SCHEMA == "clusterbench.compare/2"
+    row = doc["rows"][2]
+    assert row["label"] == "9x9_s1_uncontended"
+    k = row["metrics"]["kernel_us"]
+    assert (k["before"], k["after"], k["verdict"], k["reason_code"]) == (23.80, 15.29, "FASTER", "beyond_noise")
+    assert k["floor_pct"] == 1.0 and k["test"] is None and k["across"] == []
+    assert row["binds"] == {"before": "kernel", "after": "d2h", "changed": True}
+    assert row["end_to_end"]["verdict"] == "faster" and row["end_to_end"]["kernel_invisible"] is False
+    assert doc["rows"][1]["metrics"]["h2d_us"]["reason_code"] == "session_drift"
+    assert doc["gate"]["passed"] is True and doc["gate"]["judged"] == ["3x3_s1_uncontended", "9x9_s1_uncontended"]
+
+
+def test_plot_writes_by_extension(rtx_current, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from clusterbench.render.plot import render_compare_plot
+
+    assert render_compare_plot(rtx_current, tmp_path / "cmp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = (tmp_path / "cmp.svg")
+    render_compare_plot(rtx_current, svg)
+    head = svg.read_text()[:400]
+    assert head.startswith("<?xml") and "<svg" in head
+    pdf = tmp_path / "cmp.pdf"
+    render_compare_plot(rtx_current, pdf)
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    with pytest.raises(InputError, match=r"--plot writes .png, .svg or .pdf, not .jpg"):
+        render_compare_plot(rtx_current, tmp_path / "cmp.jpg")
+
+
+def test_plot_without_matplotlib_says_so(rtx_current, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clusterbench.render.plot import render_compare_plot
+
+    for mod in list(sys.modules):
+        if mod == "matplotlib" or mod.startswith("matplotlib."):
+            monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    with pytest.raises(EnvironmentFailure, match="needs matplotlib") as exc:
+        render_compare_plot(rtx_current, tmp_path / "x.png")
+    assert "clusterbench[plot]" in exc.value.hint
+    assert not (tmp_path / "x.png").exists()
+
+
+# ----------------------------------------------------------------------------- merged multi-host dirs
+#
+# Hand-made dirs as executors.merge_task_dirs writes them: every row carries host, gpu_name,
+# gpu_uuid (and task, source_dir); --gpus rows are keyed <label>@gpu<N>[.solo] and <label>@all;
+# env.json's gpu_name is the distinct names comma-joined, with hosts and per-config entries.
+
+H200, H100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
+
+
+def _on(row: dict, host: str, gpu: str, uuid: str, **extra: object) -> dict:
+    return {**row, "host": host, "gpu_name": gpu, "gpu_uuid": uuid, "task": 0, "source_dir": "tasks/x", **extra}
+
+
+def _merged(path: Path, rows: list[dict]) -> Path:
+    names = list(dict.fromkeys(str(r["gpu_name"]) for r in rows))
+    hosts = sorted({str(r["host"]) for r in rows})
+    return _make(path, rows, gpu_name=",".join(names), hosts=hosts, host=",".join(hosts),
+                 configs={r["label"]: {"session": "S", "host": r["host"], "gpu_name": r["gpu_name"]} for r in rows})
+
+
+def _node_rows(fps: float, solo: float, host: str = "n1") -> list[dict]:
+    """One config on two H200s of one node: plain, solo, per GPU and aggregate (sustained FPS only)."""
+    base = _row("3x3_s1", 1.0, 5.0, 2.0, tracer="none")
+    per = {k: None for k in ("kernel_us", "h2d_us", "d2h_us", "roofline_us", "binds")}
+    return [
+        _on({**base, "sustained_fps": solo}, host, H200, "GPU-aaaa0000"),
+        _on({**base, "label": "3x3_s1@gpu0.solo", "sustained_fps": solo, "role": "solo"}, host, H200, "GPU-aaaa0000"),
+        _on({**base, "label": "3x3_s1@gpu0", "sustained_fps": fps / 2, "role": "concurrent"}, host, H200,
+            "GPU-aaaa0000"),
+        _on({**base, "label": "3x3_s1@gpu1", "sustained_fps": fps / 2, "role": "concurrent"}, host, H200,
+            "GPU-bbbb1111"),
+        _on({**base, **per, "label": "3x3_s1@all", "sustained_fps": fps, "sustained_fps_spread": 40.0,
+             "role": "aggregate", "gpus": 2, "scaling_efficiency": fps / (2 * solo)}, host, H200, ""),
+    ]
+
+
+def test_merged_dirs_pair_rows_by_gpu_key_and_judge_the_aggregate(tmp_path: Path) -> None:
+    # before: 2 x 2000 FPS summed; after: 2 x 2200 = 4400 FPS: +10 %, beyond the 0.5 % floor (20 FPS)
+    # and the summed spread (40 FPS): FASTER
+    a = _merged(tmp_path / "a", _node_rows(4000.0, 2000.0))
+    b = _merged(tmp_path / "b", _node_rows(4400.0, 2200.0))
+    c = compare_results(load_results(a), load_results(b))
+    assert [r.label for r in c.rows] == ["3x3_s1", "3x3_s1@gpu0.solo", "3x3_s1@gpu0", "3x3_s1@gpu1", "3x3_s1@all"]
+    agg = c.row("3x3_s1@all").metric("sustained_fps")
+    assert agg.verdict is Verdict.FASTER and agg.delta_pct == pytest.approx(10.0) and agg.noise == pytest.approx(40.0)
+    assert c.row("3x3_s1@all").metric("kernel_us").verdict is Verdict.MISSING  # per-GPU quantity, empty
+    assert c.row("3x3_s1@gpu1").gpu_before.uuid == "GPU-bbbb1111"
+    assert c.row("3x3_s1@gpu1").gpu_before.source == "row" and not c.row("3x3_s1@gpu1").gpu_differs
+    assert not any("different GPUs" in w.message for w in c.warnings) and "gpu" not in c.across
+
+
+def test_a_row_pair_from_two_gpu_models_is_refused_naming_the_rows(tmp_path: Path) -> None:
+    h200 = _on(_row("9x9_s1", 1.6, 5.8, 10.1, cluster=9), "n2", H200, "GPU-cccc2222")
+    h100 = _on(_row("9x9_s1", 2.4, 5.9, 10.3, cluster=9), "n7", H100, "GPU-dddd3333")
+    same = _on(_row("3x3_s1", 1.0, 5.8, 2.2), "n1", H200, "GPU-aaaa0000")
+    a = _merged(tmp_path / "a", [same, h200])
+    b = _merged(tmp_path / "b", [same, h100])
+    with pytest.raises(InputError) as err:
+        compare_results(load_results(a), load_results(b))
+    msg = str(err.value)
+    assert msg == (f"1 row pair(s) come from different GPUs: 9x9_s1: {H200} (GPU-cccc2222, host n2) before, "
+                   f"{H100} (GPU-dddd3333, host n7) after")
+    assert "--allow-different-gpu" in (err.value.hint or "")
+
+
+def test_allow_different_gpu_compares_such_rows_across_gpu_and_says_so_per_row(tmp_path: Path) -> None:
+    h200 = _on(_row("9x9_s1", 1.6, 5.8, 10.1, cluster=9), "n2", H200, "GPU-cccc2222")
+    h100 = _on(_row("9x9_s1", 2.4, 5.9, 10.3, cluster=9), "n7", H100, "GPU-dddd3333")
+    same = _on(_row("3x3_s1", 1.0, 5.8, 2.2), "n1", H200, "GPU-aaaa0000")
+    a = _merged(tmp_path / "a", [same, h200])
+    b = _merged(tmp_path / "b", [same, _on(_row("3x3_s1", 1.0, 6.5, 2.2), "n1", H200, "GPU-aaaa0000"), h100])
+    c = compare_results(load_results(a), load_results(b), allow_different_gpu=True)
+    row = c.row("9x9_s1")
+    assert row.gpu_differs and (row.gpu_before.name, row.gpu_after.name) == (H200, H100)
+    # kernel 1.6 -> 2.4: +50 %, beyond the 1 % floor: SLOWER, kept, and marked across gpu
+    k = row.metric("kernel_us")
+    assert k.verdict is Verdict.SLOWER and k.across == ("gpu",) and k.delta_pct == pytest.approx(50.0)
+    assert [mm.column for mm in row.mismatches] == ["gpu"]
+    assert any(n.startswith(f"different GPUs: {H200} (GPU-cccc2222, host n2) before, {H100} (GPU-dddd3333, "
+                            "host n7) after") for n in row.notes)
+    # the other row is like for like: not marked; the gate judges it and leaves the GPU pair out
+    assert c.row("3x3_s1").metric("h2d_us").across == () and not c.row("3x3_s1").gpu_differs
+    assert "gpu" in c.across
+    gate = judge_gate(c, 5.0)
+    assert gate.judged == ("3x3_s1",) and ("9x9_s1", "across gpu") in gate.not_checked
+    assert [f.label for f in gate.failures] == ["3x3_s1"]  # 5.8 -> 6.5: +12.07 % > 5 %
+    assert any(w.message.startswith("different GPUs: 1 row pair(s)") for w in c.warnings)
+
+
+def test_same_model_on_another_host_is_stated_not_refused(tmp_path: Path) -> None:
+    a = _merged(tmp_path / "a", [_on(_row("3x3_s1", 1.0, 5.8, 2.2), "n1", H200, "GPU-aaaa0000")])
+    b = _merged(tmp_path / "b", [_on(_row("3x3_s1", 1.0, 5.8, 2.2), "n4", H200, "GPU-eeee4444")])
+    c = compare_results(load_results(a), load_results(b))
+    row = c.row("3x3_s1")
+    assert not row.gpu_differs and row.metric("kernel_us").across == ()
+    assert f"same GPU model, another unit: {H200} (GPU-aaaa0000, host n1) before, {H200} (GPU-eeee4444, " \
+           "host n4) after" in row.notes
+
+
+def test_a_merged_dir_against_a_plain_dir_judges_gpus_per_row(tmp_path: Path) -> None:
+    # the merged dir spans two models (env.json gpu_name "H200,H100"); its H200 row pairs with a plain
+    # H200 dir: no refusal, where the dirs' gpu_name alone would differ
+    merged = _merged(tmp_path / "a", [_on(_row("3x3_s1", 1.0, 5.8, 2.2), "n1", H200, "GPU-aaaa0000"),
+                                      _on(_row("9x9_s1", 2.4, 5.9, 10.3, cluster=9), "n7", H100, "GPU-dddd3333")])
+    plain = _make(tmp_path / "b", [_row("3x3_s1", 1.0, 5.8, 2.2)], gpu_name=H200, gpu_uuid="GPU-aaaa0000",
+                  host="n1")
+    c = compare_results(load_results(merged), load_results(plain))
+    assert load_results(merged).env["gpu_name"] == f"{H200},{H100}"
+    row = c.row("3x3_s1")
+    assert row.gpu_after.source == "dir" and row.gpu_after.name == H200 and not row.gpu_differs
+    assert row.notes == () or not any("GPU" in n for n in row.notes)  # same unit: GPU-aaaa0000 both sides
+    assert c.before.hosts == ("n1", "n7")
+    # the plain dir of another model: its one common row is refused
+    other = _make(tmp_path / "c", [_row("3x3_s1", 1.0, 5.8, 2.2)], gpu_name=H100)
+    with pytest.raises(InputError, match=r"3x3_s1: NVIDIA H200 \(GPU-aaaa0000, host n1\) before, NVIDIA H100"):
+        compare_results(load_results(merged), load_results(other))
+
+
+def test_whole_dirs_of_two_gpus_are_marked_across_gpu_per_row_when_allowed(tmp_path: Path) -> None:
+    rows = [_row("3x3_s1", 4.0, 10.0, 3.0)]
+    c = _cmp(tmp_path, rows, rows, env_b={"gpu_name": H100}, allow_different_gpu=True)
+    row = c.row("3x3_s1")
+    assert row.gpu_differs and row.metric("roofline_us").across == ("gpu",)
+    assert row.metric("roofline_us").verdict is Verdict.SAME  # identical values: the verdict is kept
+    assert any("different GPUs: 'NVIDIA H200' before" in w.message for w in c.warnings)  # the dir-level warning

@@ -1,0 +1,344 @@
+"""The probe orchestration on the CPU: planning, row and env assembly, and whole runs.
+
+Only the outermost edges are stand-ins: NVML (the guards' reading and the GPU check), the
+CuPy/nsys version probe, and nsys itself (tests/protocol_programs.py: it runs the real workload
+process and writes a fixed SQLite trace that the real analyze code reads). The workload is a
+real command-workload program, so the rows' figures are checked against values worked out by hand.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import clusterbench.run.guards as guards
+import clusterbench.run.probe as probe_mod
+from clusterbench.run.config import ProbeConfig
+from clusterbench.errors import CheckFailed, ConfigError, EnvironmentFailure, InputError
+from clusterbench.run.probe import ProbeInterrupted, ProbeRequest, build_env, build_row, plan_probe, run_probe
+from clusterbench.model.records import ConfigEntry, EnvRecord, SustainedFps, WorkloadResult
+from clusterbench.model.params import WorkloadParams
+from protocol_programs import ONE_COMMAND_CONFIG, write_fake_nsys, write_program
+
+CONFIGS = ONE_COMMAND_CONFIG + """
+[[config]]
+label = "b"
+cluster = 9
+cap = 50
+streams = 4
+batch = 10
+frames = 20
+"""
+
+
+@pytest.fixture
+def config_path(tmp_path: Path) -> Path:
+    p = tmp_path / "configs.toml"
+    p.write_text(CONFIGS)
+    write_program(tmp_path, "ok")
+    return p
+
+
+def request(config_path: Path, tmp_path: Path, **kw) -> ProbeRequest:
+    return ProbeRequest(config_path=config_path, results_root=tmp_path / "results", argv=("clusterbench", "probe"),
+                        **kw)
+
+
+# ----------------------------------------------------------------------------- plan
+
+
+def test_plan_applies_frames_and_names_the_dir(config_path: Path, tmp_path: Path) -> None:
+    plan = plan_probe(request(config_path, tmp_path, frames=5, tag="smoke"), today=datetime.date(2026, 9, 10))
+    assert [c.label for c in plan.configs] == ["a", "b"]
+    assert [(c.params.frames, c.params.batch) for c in plan.configs] == [(5, 5), (5, 5)]  # batch clipped
+    assert plan.results_dir == tmp_path / "results" / "2026-09-10_f32_smoke"
+    assert plan.tracer == "nsys" and plan.repeat == 3
+
+
+def test_plan_only_selects_in_file_order(config_path: Path, tmp_path: Path) -> None:
+    plan = plan_probe(request(config_path, tmp_path, only=("b",)))
+    assert [c.label for c in plan.configs] == ["b"]
+
+
+@pytest.mark.parametrize(
+    ("kw", "err", "text"),
+    [
+        ({"tracer": "perf"}, InputError, "--tracer must be nsys, cupti or none, got 'perf'"),
+        ({"repeat": 0}, InputError, "--repeat must be an integer from 1 to 100, got 0"),
+        ({"only": ("c",)}, ConfigError, "no config has that label"),
+        ({"frames": 0}, ConfigError, "--frames must be a positive integer"),
+        ({"tag": "a/b"}, InputError, "results tag"),
+    ],
+)
+def test_plan_rejects_bad_options(config_path: Path, tmp_path: Path, kw, err, text) -> None:
+    with pytest.raises(err, match=text.replace("(", r"\(").replace(")", r"\)")):
+        plan_probe(request(config_path, tmp_path, **kw))
+
+
+# ----------------------------------------------------------------------------- build_row
+
+
+def cfg(label: str = "9x9_s1", **kw) -> ProbeConfig:
+    base = dict(cluster=9, cap=1700, streams=1, batch=2000, frames=20000)
+    base.update(kw)
+    return ProbeConfig(label=label, params=WorkloadParams(**base))
+
+
+def engine(us, duty, gbps=None):
+    return SimpleNamespace(us_per_frame=us, duty=duty, gbps=gbps)
+
+
+def test_build_row_by_hand() -> None:
+    analysis = SimpleNamespace(
+        frames=20000,
+        engines={"kernel": engine(15.0, 0.6, None), "h2d": engine(6.0, 0.24, 53.3), "d2h": engine(10.0, 0.4, 55.8)},
+        roofline=SimpleNamespace(engine="kernel", us_per_frame=15.0, fps=1e6 / 15.0),
+        idle_ns=40_000_000, overlap_ns=100_000_000, host_sync_ns=2_000_000,
+        serialization=1.3, measured_us_per_frame=25.0, efficiency=0.6,
+    )
+    sustained = SustainedFps.from_fps((50_000.0, 60_000.0, 55_000.0), 17_600 * 20)
+    passed = WorkloadResult(mode="pass", frames=20000, pass_s=(0.5,), clusters_found=2_600_000, clusters_dropped=12,
+                            finder="toy")
+    row = build_row(cfg(), analysis, sustained, passed, "nsys", "9x9_s1.sqlite", "s1", "2026-09-10T00:00:00Z")
+    row = row.to_json()
+    assert (row["label"], row["cluster"], row["cap"], row["streams"], row["batch"], row["frames"]) == (
+        "9x9_s1", 9, 1700, 1, 2000, 20000)
+    assert (row["kernel_us"], row["h2d_us"], row["d2h_us"], row["roofline_us"], row["binds"]) == (
+        15.0, 6.0, 10.0, 15.0, "kernel")
+    assert row["roofline_fps"] == pytest.approx(66_666.67, rel=1e-6)
+    assert row["idle_us"] == pytest.approx(2.0)  # 40 ms / 20000 frames
+    assert row["overlap_us"] == pytest.approx(5.0)
+    assert row["host_sync_us"] == pytest.approx(0.1)
+    assert row["sustained_fps"] == 55_000.0 and row["sustained_fps_spread"] == 5_000.0
+    assert row["sustained_repeats"] == 3 and row["sustained_gbps"] == pytest.approx(55_000 * 352_000 / 1e9)
+    assert row["fps_efficiency"] == pytest.approx(55_000 / 66_666.67, rel=1e-6)  # 0.825
+    assert row["profiler_overhead"] == pytest.approx(55_000 / 40_000)  # traced fps = 1e6 / 25 us
+    assert row["clusters_per_frame"] == pytest.approx(130.0)
+    assert row["dropped_clusters"] == 12
+    assert (row["workload"], row["finder"]) == ("cupy", "toy")
+    assert (row["tracer"], row["trace"], row["session"], row["timestamp"]) == (
+        "nsys", "9x9_s1.sqlite", "s1", "2026-09-10T00:00:00Z")
+    from clusterbench.io.results import PROBE_COLUMNS
+
+    assert tuple(row) == PROBE_COLUMNS
+
+
+def test_build_row_without_trace_or_sustained_is_not_measured() -> None:
+    row = build_row(cfg(), None, None, None, "none", None, "s").to_json()
+    for key in ("kernel_us", "roofline_us", "binds", "idle_us", "sustained_fps", "fps_efficiency",
+                "profiler_overhead", "clusters_per_frame", "finder"):
+        assert row[key] is None, key
+    assert row["tracer"] == "none" and row["frames"] == 20000
+
+
+# ----------------------------------------------------------------------------- build_env
+
+
+def test_env_keeps_other_configs_and_names_the_provenance() -> None:
+    configs = (cfg(label="a"),)
+    previous = EnvRecord.from_json({"schema_version": 1, "configs": {
+        "b": {"session": "old", "clocks": {"median_mhz": 1980.0}}, "a": {"session": "old"}}})
+    env = build_env(session_id="new", argv=("clusterbench", "probe"), configs=configs, tracer="nsys",
+                    gpu={"name": "NVIDIA H200", "uuid": "GPU-1", "driver": "580", "cuda_driver": "13.0"},
+                    versions={"cupy": "13.6.0", "cuda_runtime": "13.0", "nsys": "2025.3.2"},
+                    git={"git_rev": "deadbeef", "git_dirty": False}, guard={"ok": True, "forced": False},
+                    per_config={"a": ConfigEntry(session="new", clocks={"median_mhz": 1900.0},
+                                                 kernel_sha256={"k.cu": "k1"})},
+                    previous=previous, created_utc="2026-09-10T00:00:00Z", host="h").to_json()
+    assert env["configs"]["a"]["session"] == "new" and env["configs"]["b"]["session"] == "old"
+    assert env["clocks"] == {"a": {"median_mhz": 1900.0}, "b": {"median_mhz": 1980.0}}
+    assert (env["gpu_name"], env["gpu_uuid"], env["driver"], env["cupy"], env["nsys_version"]) == (
+        "NVIDIA H200", "GPU-1", "580", "13.6.0", "2025.3.2")
+    assert (env["git_rev"], env["git_dirty"], env["session_id"], env["pedestal_dtype"]) == (
+        "deadbeef", False, "new", "float32")
+    assert env["kernel_sha256"] == {"k.cu": "k1"} and env["guard"]["forced"] is False
+    assert (env["schema_version"], env["probes_csv_version"], env["workloads"]) == (2, 2, "cupy")
+    assert env["nsys_cuda_graph_trace"] == "node"
+    json.dumps(env, allow_nan=False)
+
+
+# ----------------------------------------------------------------------------- run_probe with fakes
+
+class Edges:
+    """The machine's edges: NVML (GPU check and guard reading), the version probe, and nsys."""
+
+    def __init__(self, monkeypatch, tmp_path: Path, *, guard_fail: bool = False):
+        self.calls: list[tuple[str, str]] = []
+        monkeypatch.setattr(guards, "gpu_present", lambda: True)
+        checks = [guards.GuardCheck("idle_gpu", guards.Status.FAIL if guard_fail else guards.Status.PASS,
+                                    "GPU busy: 40 % utilization" if guard_fail else "idle", "free the GPU")]
+
+        def run_guards(config_file, *, max_util_pct, require_clean, force, **kw):
+            self.calls.append(("guard", config_file.path.name))
+            return guards.make_report(checks, force=force)
+
+        monkeypatch.setattr(guards, "run_guards", run_guards)
+        monkeypatch.setattr(probe_mod, "read_child_versions",
+                            lambda nsys: {"cupy": "13.6.0", "nsys": "NVIDIA Nsight Systems version 2025.3.2.474"})
+        self.nsys = write_fake_nsys(tmp_path)
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def phases_of(events: list) -> list[tuple[str, str | None, str | None]]:
+    return [(e.kind, e.label, e.phase) for e in events if e.kind != "warning"]
+
+
+def test_run_probe_writes_rows_env_and_events(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+    edges = Edges(monkeypatch, tmp_path)
+    req = request(config_path, tmp_path)
+    plan = plan_probe(req)
+    events: list = []
+    outcome = run_probe(plan, req, on_event=events.append, nsys=edges.nsys)
+    assert edges.calls == [("guard", "configs.toml")]
+    rows = read_csv(plan.results_dir / "probes.csv")
+    assert [r["label"] for r in rows] == ["a", "b"]
+    a = rows[0]
+    # by hand, a: 10 frames over the fake trace's 10 000 ns window
+    assert float(a["kernel_us"]) == pytest.approx(0.3)  # 3000 ns / 10
+    assert float(a["h2d_us"]) == pytest.approx(0.1)
+    assert float(a["d2h_us"]) == pytest.approx(0.1)
+    assert a["binds"] == "kernel" and float(a["roofline_fps"]) == pytest.approx(1e6 / 0.3)
+    assert float(a["h2d_gbps"]) == pytest.approx(50.0) and float(a["d2h_gbps"]) == pytest.approx(10.0)
+    assert float(a["idle_us"]) == pytest.approx(0.5)  # window 10 000 - busy [1000, 6000]
+    assert float(a["serialization"]) == pytest.approx(1.0)
+    assert float(a["measured_us"]) == pytest.approx(1.0)
+    # the toy program's sustained mode: 3 passes at 1000, 2000 and 3000 FPS -> median 2000, spread 1000
+    assert float(a["sustained_fps"]) == 2000.0 and float(a["sustained_fps_spread"]) == 1000.0
+    assert a["sustained_repeats"] == "3"
+    assert float(a["sustained_gbps"]) == pytest.approx(2000 * 320_000 / 1e9)
+    assert float(a["fps_efficiency"]) == pytest.approx(2000 * 0.3 / 1e6)
+    assert float(a["profiler_overhead"]) == pytest.approx(2000 / 1e6)  # traced: 1 µs per frame = 1e6 FPS
+    assert float(a["clusters_per_frame"]) == 7.0  # the toy finds 7 per frame
+    assert (a["workload"], a["finder"], a["dropped_clusters"]) == ("command", "toy finder", "")
+    b = rows[1]
+    assert float(b["kernel_us"]) == pytest.approx(0.15)  # same 3000 ns over 20 frames
+    assert a["session"] == b["session"] == outcome.session_id
+    env = json.loads((plan.results_dir / "env.json").read_text())
+    assert env["session_id"] == outcome.session_id and env["tracer"] == "nsys"
+    assert set(env["configs"]) == {"a", "b"} and env["guard"]["ok"] is True
+    assert env["cupy"] == "13.6.0" and env["argv"] == ["clusterbench", "probe"]
+    assert env["workloads"] == "command" and env["schema_version"] == 2
+    assert env["configs"]["a"]["workload"] == "command"
+    assert env["configs"]["a"]["command"][:2] == ["{python}", "toy_ok.py"]  # as configs.toml gives it
+    assert env["configs"]["a"]["finder"] == "toy finder" and env["configs"]["a"]["sustained_fps"] == [
+        1000.0, 2000.0, 3000.0]
+    kinds = phases_of(events)
+    assert kinds[0] == ("phase", None, "guard")
+    # b's 20 frames cannot fill 4 streams of batch 10: the config's own warning comes through
+    assert any(e.kind == "warning" and "'b'" in e.message for e in events)
+    assert ("phase", "a", "analyze") in kinds and ("row", "b", None) in kinds
+    assert kinds.index(("phase", "a", "trace")) < kinds.index(("phase", "a", "analyze")) < kinds.index(
+        ("phase", "a", "sustained"))
+
+
+def test_rerunning_one_config_replaces_only_its_row(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+    edges = Edges(monkeypatch, tmp_path)
+    req = request(config_path, tmp_path, tracer="none")
+    first = run_probe(plan_probe(req), req, nsys=None)
+    req_b = request(config_path, tmp_path, only=("b",), frames=40, tracer="none")
+    second = run_probe(plan_probe(req_b), req_b, nsys=None)
+    rows = {r["label"]: r for r in read_csv(first.results_dir / "probes.csv")}
+    assert rows["a"]["session"] == first.session_id and rows["a"]["frames"] == "10"
+    assert rows["b"]["session"] == second.session_id and rows["b"]["frames"] == "40"
+    env = json.loads((first.results_dir / "env.json").read_text())
+    assert env["configs"]["a"]["session"] == first.session_id
+    assert env["configs"]["b"]["session"] == second.session_id
+    assert edges.calls == [("guard", "configs.toml")] * 2
+
+
+def test_guard_refusal_is_exit_3_unless_forced(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+    Edges(monkeypatch, tmp_path, guard_fail=True)
+    req = request(config_path, tmp_path, tracer="none", repeat=1)
+    with pytest.raises(CheckFailed, match="GPU busy: 40 % utilization") as err:
+        run_probe(plan_probe(req), req, nsys=None)
+    assert err.value.exit_code == 3
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("probes.csv"))
+    forced = request(config_path, tmp_path, force=True, tracer="none", repeat=1)
+    outcome = run_probe(plan_probe(forced), forced, nsys=None)
+    assert len(outcome.rows) == 2
+    assert any("--force" in w for w in outcome.warnings)
+    assert json.loads((outcome.results_dir / "env.json").read_text())["guard"]["forced"] is True
+
+
+def _interrupt_at(label: str, phase: str, partial: Path | None = None):
+    """An event callback that presses Ctrl-C when ``label`` reaches ``phase`` (the user's edge)."""
+    def on_event(event) -> None:
+        if event.kind == "phase" and event.label == label and event.phase == phase:
+            if partial is not None:
+                partial.write_text("half")  # what nsys had written when the interrupt came
+            raise KeyboardInterrupt
+    return on_event
+
+
+def test_ctrl_c_keeps_finished_rows_and_drops_the_partial_trace(monkeypatch, config_path: Path,
+                                                               tmp_path: Path) -> None:
+    edges = Edges(monkeypatch, tmp_path)
+    req = request(config_path, tmp_path, repeat=1)
+    plan = plan_probe(req)
+    partial = plan.results_dir / "b.partial.nsys-rep"
+    with pytest.raises(ProbeInterrupted) as err:
+        run_probe(plan, req, on_event=_interrupt_at("b", "trace", partial), nsys=edges.nsys)
+    assert err.value.exit_code == 130
+    assert "interrupted during trace of 'b': kept 1 finished row(s)" in str(err.value)
+    assert "b.partial.nsys-rep" in str(err.value)
+    assert [r["label"] for r in read_csv(plan.results_dir / "probes.csv")] == ["a"]
+    names = sorted(p.name for p in plan.results_dir.iterdir())
+    assert not any("partial" in n or n.endswith(".tmp") for n in names), names
+    assert "env.json" in names
+
+
+def test_no_gpu_is_an_environment_failure(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+    monkeypatch.setattr(guards, "gpu_present", lambda: False)
+    with pytest.raises(EnvironmentFailure, match="no NVIDIA GPU found"):
+        probe_mod.preflight(plan_probe(request(config_path, tmp_path)))
+
+
+def test_missing_nsys_suggests_cupti(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+    import clusterbench.io.nsys.export as nsys_export
+
+    monkeypatch.setattr(guards, "gpu_present", lambda: True)
+    monkeypatch.setattr(nsys_export, "find_nsys", lambda: None)
+    with pytest.raises(EnvironmentFailure, match="nsys not found") as err:
+        probe_mod.preflight(plan_probe(request(config_path, tmp_path)))
+    assert "--tracer cupti" in err.value.hint
+    assert probe_mod.preflight(plan_probe(request(config_path, tmp_path, tracer="none"))) is None
+
+
+def test_ctrl_c_during_sustained_keeps_the_traced_row(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+    edges = Edges(monkeypatch, tmp_path)
+    req = request(config_path, tmp_path, repeat=1, only=("b",))
+    plan = plan_probe(req)
+    with pytest.raises(ProbeInterrupted, match="b's traced row is kept without sustained FPS"):
+        run_probe(plan, req, on_event=_interrupt_at("b", "sustained"), nsys=edges.nsys)
+    rows = read_csv(plan.results_dir / "probes.csv")
+    assert [r["label"] for r in rows] == ["b"]
+    assert rows[0]["sustained_fps"] == ""  # empty: not measured
+    assert float(rows[0]["kernel_us"]) == pytest.approx(0.15)
+
+
+def test_env_json_names_the_checkout_not_a_machine_path() -> None:
+    from clusterbench.run.probe import _without_prefix
+
+    guard = {"checks": [{"message": "clusterbench imported from this checkout (/srv/a/cb/clusterbench)",
+                         "details": {"repo_root": "/srv/a/cb", "n": 3, "list": ["/srv/a/cb/x.cu"]}}]}
+    out = _without_prefix(guard, "/srv/a/cb", "<checkout>")
+    assert out == {"checks": [{"message": "clusterbench imported from this checkout (<checkout>/clusterbench)",
+                               "details": {"repo_root": "<checkout>", "n": 3, "list": ["<checkout>/x.cu"]}}]}
+
+
+def test_env_json_keeps_one_kernel_hash_set_as_a_mapping() -> None:
+    same = {"cluster_finder.cu": "1de3"}
+    env = build_env(session_id="s", argv=(), configs=(), tracer="nsys", gpu={}, versions={}, git={}, guard=None,
+                    per_config={"a": ConfigEntry(kernel_sha256=dict(same)),
+                                "b": ConfigEntry(kernel_sha256=dict(same))}).to_json()
+    assert env["kernel_sha256"] == same
+    assert json.loads(json.dumps(env))["configs"]["a"]["kernel_sha256"] == same

@@ -1,0 +1,288 @@
+"""probe --gpus end to end on CPU (docs/scaling.md).
+
+The edges are faked as in tests/test_probe.py: NVML (the GPU list and each GPU's reading), the
+version probe, and nsys (a stand-in that runs the program and writes a trace). The workload is the
+toy protocol program: in sustained mode its passes run at 1000, 2000 and 3000 FPS, so every GPU's
+median is 2000 FPS, alone or not. Skipped until ProbeRequest has a ``gpus`` field.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from clusterbench.run import guards
+from clusterbench.run import multigpu as mg
+from clusterbench.run import probe as probe_mod
+from clusterbench.errors import CheckFailed, EnvironmentFailure, InputError
+from clusterbench.run.probe import ProbeRequest, plan_probe, run_probe
+
+from protocol_programs import ONE_COMMAND_CONFIG, write_fake_nsys, write_program
+
+CONFIGS = ONE_COMMAND_CONFIG
+
+
+@pytest.fixture
+def config_path(tmp_path: Path) -> Path:
+    p = tmp_path / "configs.toml"
+    p.write_text(CONFIGS)
+    write_program(tmp_path, "ok")
+    return p
+
+
+def _reading(index: int, util: float) -> guards.NvmlReading:
+    return guards.NvmlReading(index=index, name="NVIDIA H200", uuid=f"GPU-{index:04d}", driver_version="580.1",
+                              cuda_driver_version="13.0", util_pct=(util,), memory_used_bytes=0,
+                              memory_total_bytes=1, sm_clock_mhz=345, max_sm_clock_mhz=1980, throttle_reasons=(),
+                              compute_processes=())
+
+
+def edges(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, busy: tuple[int, ...] = (),
+          host_checks: tuple[guards.GuardCheck, ...] = (), sampled: list[int] | None = None) -> Path:
+    allowed = tuple(sorted(os.sched_getaffinity(0)))
+    topology = tuple(mg.GpuInfo(i, f"GPU-{i:04d}", "NVIDIA H200", cpus=allowed, mem_nodes=(0,),
+                                cpu_source=mg.AffinitySource.NVML, mem_source=mg.AffinitySource.NVML)
+                     for i in range(2))
+    monkeypatch.setattr(mg, "read_gpu_topology", lambda: topology)
+    def read_nvml(device_index, window_s):
+        if sampled is not None:
+            sampled.append(device_index)
+        return _reading(device_index, 80.0 if device_index in busy else 0.0)
+
+    monkeypatch.setattr(guards, "read_nvml", read_nvml)
+    monkeypatch.setattr(guards, "gpu_present", lambda: True)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    def run_guards(config_file, *, max_util_pct, require_clean, force, device_index=0, reading=None, **kw):
+        checks = [guards.GuardCheck("git", guards.Status.PASS, "clean"), *host_checks]
+        if reading is not None:  # the probe hands over the solo GPU's reading: its idle check counts here too
+            checks.append(guards.check_idle_gpu(reading, max_util_pct, own_pid=os.getpid()))
+        return guards.make_report(checks, force=force, reading=reading or _reading(device_index, 0.0))
+
+    monkeypatch.setattr(guards, "run_guards", run_guards)
+    monkeypatch.setattr(probe_mod, "read_child_versions", lambda nsys: {"cupy": "13.6.0", "nsys": "2025.3.2"})
+    return write_fake_nsys(tmp_path)
+
+
+def _rows(path: Path) -> dict[str, dict[str, str]]:
+    with open(path, newline="") as fh:
+        return {r["label"]: r for r in csv.DictReader(fh)}
+
+
+def test_gpus_all_writes_solo_per_gpu_and_aggregate_rows(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+    nsys = edges(monkeypatch, tmp_path)
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", argv=("clusterbench", "probe"),
+                       gpus="all")
+    plan = plan_probe(req)
+    run_probe(plan, req, nsys=nsys)
+    rows = _rows(plan.results_dir / "probes.csv")
+    assert set(rows) == {"a", "a@gpu0.solo", "a@gpu0", "a@gpu1", "a@all"}
+    assert float(rows["a"]["kernel_us"]) == pytest.approx(0.3)  # the solo GPU's trace, as a plain probe
+    assert float(rows["a"]["sustained_fps"]) == 2000.0  # the solo figure
+    assert rows["a@gpu1"]["gpu"] == "1:GPU-0001" and rows["a@gpu1"]["role"] == "concurrent"
+    agg = rows["a@all"]
+    assert float(agg["sustained_fps"]) == 4000.0 and float(agg["gpu_min_fps"]) == 2000.0
+    assert float(agg["scaling_efficiency"]) == pytest.approx(1.0) and agg["gpus"] == "2"
+    env = json.loads((plan.results_dir / "env.json").read_text())
+    assert env["multi_gpu"]["guard"]["run"] == [0, 1]
+    assert env["multi_gpu"]["configs"]["a"]["total_fps"] == 4000.0
+    assert env["multi_gpu"]["gpus"][0]["pinning"]["method"] in ("numactl", "sched_setaffinity")
+
+
+def test_a_busy_gpu_refuses_unless_forced_then_only_itself(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+    nsys = edges(monkeypatch, tmp_path, busy=(1,))
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", gpus="all")
+    with pytest.raises(CheckFailed, match="GPU 1"):
+        run_probe(plan_probe(req), req, nsys=nsys)
+    forced = dataclasses.replace(req, force=True)
+    plan = plan_probe(forced)
+    run_probe(plan, forced, nsys=nsys)
+    rows = _rows(plan.results_dir / "probes.csv")
+    assert "a@gpu1" not in rows and rows["a@all"]["gpus"] == "1"
+    env = json.loads((plan.results_dir / "env.json").read_text())
+    assert env["multi_gpu"]["guard"]["refused"] == [1]
+
+
+def test_gpus_0_runs_the_same_path_with_n_1(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+    sampled: list[int] = []
+    nsys = edges(monkeypatch, tmp_path, sampled=sampled)
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", gpus="0")
+    plan = plan_probe(req)
+    outcome = run_probe(plan, req, nsys=nsys)
+    assert sampled == [0]  # each selected GPU is sampled once, for its own guard and the report
+    rows = _rows(plan.results_dir / "probes.csv")
+    assert list(rows) == ["a", "a@gpu0.solo", "a@gpu0", "a@all"]
+    # the toy's passes run at 1000, 2000, 3000 FPS: median 2000 alone and "together"
+    assert [float(rows[k]["sustained_fps"]) for k in rows] == [2000.0, 2000.0, 2000.0, 2000.0]
+    agg = rows["a@all"]
+    assert agg["gpus"] == "1" and float(agg["scaling_efficiency"]) == 1.0  # 2000 / (1 x 2000)
+    assert agg["kernel_us"] == "" and agg["roofline_us"] == ""  # per-GPU quantities: not summed
+    assert rows["a@gpu0"]["role"] == "concurrent" and rows["a@gpu0.solo"]["role"] == "solo"
+    assert float(rows["a@gpu0"]["kernel_us"]) == pytest.approx(0.3)  # 3000 ns of kernel / 10 frames
+    # the outcome (the CLI's table and --json) carries every row written, the plain row first
+    assert [r["label"] for r in outcome.rows] == ["a", "a@gpu0.solo", "a@gpu0", "a@all"]
+    env = json.loads((plan.results_dir / "env.json").read_text())
+    assert env["multi_gpu"]["selection"] == "0" and env["multi_gpu"]["guard"]["reason"] == "pass"
+    assert env["gpu_uuid"] == "GPU-0000"
+    assert env["configs"]["a"]["sustained_fps"] == [1000.0, 2000.0, 3000.0]  # the solo GPU's readings
+
+
+ENV_PROGRAM = """
+import argparse, json, os
+ap = argparse.ArgumentParser()
+ap.add_argument("--result"); ap.add_argument("--mode", default="pass"); ap.add_argument("--repeat", type=int, default=1)
+ap.add_argument("--frames", type=int); ap.add_argument("--cluster", type=int)
+a = ap.parse_args()
+seen = os.environ.get("CUDA_VISIBLE_DEVICES")
+if a.mode == "sustained" and seen == os.environ.get("TOY_FAIL_ON"):
+    raise SystemExit("toy: CUDA error on " + str(seen))
+with open(a.result + ".nvtx", "a") as fh:
+    fh.write("clusterbench:pedestal\\n" + f"clusterbench:pass frames={a.frames}\\n")
+passes = a.repeat if a.mode == "sustained" else 1
+json.dump({"schema": "clusterbench.workload-result", "version": 2, "mode": a.mode, "frames": a.frames,
+           "pass_s": [a.frames / 500.0] * passes, "clusters_found": 3 * a.frames, "clusters_dropped": 0,
+           "finder": "env toy", "extra": {"cuda_visible_devices": seen,
+                                          "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER")}},
+          open(a.result, "w"))
+"""
+
+
+@pytest.fixture
+def env_config(tmp_path: Path) -> Path:
+    (tmp_path / "toy_env.py").write_text(ENV_PROGRAM)
+    p = tmp_path / "env.toml"
+    p.write_text(CONFIGS.replace("toy_ok.py", "toy_env.py"))
+    return p
+
+
+def test_each_child_sees_only_its_gpu_by_uuid_and_the_trace_only_the_solo_gpu(monkeypatch, env_config: Path,
+                                                                              tmp_path: Path) -> None:
+    nsys = edges(monkeypatch, tmp_path)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-0000,GPU-0001")  # a Slurm allocation of both GPUs
+    req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results", gpus="all")
+    plan = plan_probe(req)
+    run_probe(plan, req, nsys=nsys)
+    out = plan.results_dir
+
+    def seen(name: str) -> tuple[str, str]:
+        extra = json.loads((out / name).read_text())["extra"]
+        return extra["cuda_visible_devices"], extra["cuda_device_order"]
+
+    assert seen("a.pass.json") == ("GPU-0000", "PCI_BUS_ID")  # the traced child: the solo GPU alone
+    assert seen("a.solo.gpu0.json") == ("GPU-0000", "PCI_BUS_ID")
+    assert seen("a.concurrent.gpu0.json") == ("GPU-0000", "PCI_BUS_ID")
+    assert seen("a.concurrent.gpu1.json") == ("GPU-0001", "PCI_BUS_ID")
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-0000,GPU-0001"  # restored after the trace
+    rows = _rows(out / "probes.csv")
+    assert float(rows["a@all"]["sustained_fps"]) == 1000.0  # 2 GPUs x 10 frames / 0.02 s
+    assert float(rows["a@gpu1"]["clusters_per_frame"]) == 3.0
+
+
+def test_a_failing_gpu_child_is_exit_1_naming_it_and_keeps_the_traced_row(monkeypatch, env_config: Path,
+                                                                          tmp_path: Path) -> None:
+    nsys = edges(monkeypatch, tmp_path)
+    monkeypatch.setenv("TOY_FAIL_ON", "GPU-0001")
+    req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results", gpus="all")
+    plan = plan_probe(req)
+    with pytest.raises(EnvironmentFailure, match=r"GPU 1: the child exited with status 1") as err:
+        run_probe(plan, req, nsys=nsys)
+    assert "toy: CUDA error on GPU-0001" in str(err.value)
+    rows = _rows(plan.results_dir / "probes.csv")
+    assert list(rows) == ["a"] and rows["a"]["sustained_fps"] == ""  # traced figures kept, nothing summed
+
+
+def test_tracer_none_with_gpus(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+    nsys = edges(monkeypatch, tmp_path)
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", gpus="1,0", tracer="none")
+    plan = plan_probe(req)
+    run_probe(plan, req, nsys=None)
+    rows = _rows(plan.results_dir / "probes.csv")
+    # the order asked decides the solo GPU: GPU 1 here
+    assert set(rows) == {"a", "a@gpu1.solo", "a@gpu0", "a@gpu1", "a@all"}
+    assert rows["a"]["kernel_us"] == "" and rows["a"]["trace"] == ""
+    assert float(rows["a@all"]["sustained_fps"]) == 4000.0 and rows["a@all"]["solo_gpu"] == "1"
+    assert float(rows["a"]["clusters_per_frame"]) == 7.0  # from the solo GPU's last sustained record
+
+
+PASS_ONLY = CONFIGS.replace(', "--mode", "{mode}", "--repeat", "{repeat}"', '').replace(',\n           "--mode", "{mode}", "--repeat", "{repeat}"', '')
+assert PASS_ONLY != CONFIGS
+
+
+def test_a_program_without_mode_runs_repeat_rounds_of_one_pass(monkeypatch, tmp_path: Path) -> None:
+    nsys = edges(monkeypatch, tmp_path)
+    write_program(tmp_path, "ok")
+    cfg = tmp_path / "pass_only.toml"
+    cfg.write_text(PASS_ONLY)
+    req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", gpus="all", repeat=2)
+    plan = plan_probe(req)
+    run_probe(plan, req, nsys=nsys)
+    rows = _rows(plan.results_dir / "probes.csv")
+    # one pass per run at 1000 FPS (10 frames in 0.01 s), 2 rounds: median 1000 per GPU, 2000 summed
+    assert float(rows["a@gpu1"]["sustained_fps"]) == 1000.0 and rows["a@gpu1"]["sustained_repeats"] == "2"
+    assert float(rows["a@all"]["sustained_fps"]) == 2000.0
+    assert (plan.results_dir / "a.concurrent.r1.gpu1.json").is_file()
+
+
+def test_an_index_nvml_does_not_list_is_exit_2_and_writes_nothing(monkeypatch, config_path: Path,
+                                                                  tmp_path: Path) -> None:
+    nsys = edges(monkeypatch, tmp_path)
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", gpus="0,3")
+    with pytest.raises(InputError, match=r"GPU 3 does not exist; NVML lists 0, 1") as err:
+        run_probe(plan_probe(req), req, nsys=nsys)
+    assert err.value.exit_code == 2
+    assert not (tmp_path / "results").exists()
+
+
+def test_bad_gpus_text_is_refused_by_the_plan() -> None:
+    for text, words in (("", "empty"), ("0,a", "not a GPU index"), ("1,1", "twice"), ("-2", "negative")):
+        with pytest.raises(InputError, match=words):
+            plan_probe(ProbeRequest(config_path=Path("configs.toml"), gpus=text))
+
+
+def test_a_stale_build_refuses_every_gpu_unless_forced(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+    stale = guards.GuardCheck("kernel_sources", guards.Status.FAIL, "the compiled kernels are stale",
+                              hint="rebuild")
+    nsys = edges(monkeypatch, tmp_path, host_checks=(stale,))
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", gpus="all")
+    with pytest.raises(CheckFailed, match="the compiled kernels are stale"):
+        run_probe(plan_probe(req), req, nsys=nsys)
+    forced = dataclasses.replace(req, force=True)
+    plan = plan_probe(forced)
+    run_probe(plan, forced, nsys=nsys)
+    env = json.loads((plan.results_dir / "env.json").read_text())
+    guard = env["multi_gpu"]["guard"]
+    assert guard["reason"] == "host_forced" and guard["run"] == [0, 1] and guard["host_forced"] is True
+    assert [c["name"] for c in guard["host_checks"]] == ["git", "kernel_sources"]
+
+
+TWO = CONFIGS + """
+[[config]]
+label = "b"
+cluster = 9
+cap = 50
+streams = 1
+batch = 10
+frames = 10
+"""
+
+
+def test_rerunning_one_config_keeps_the_others_rows_and_summary(monkeypatch, tmp_path: Path) -> None:
+    nsys = edges(monkeypatch, tmp_path)
+    write_program(tmp_path, "ok")
+    cfg = tmp_path / "two.toml"
+    cfg.write_text(TWO)
+    req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", gpus="all")
+    plan = plan_probe(req)
+    run_probe(plan, req, nsys=nsys)
+    again = dataclasses.replace(req, only=("b",))
+    run_probe(plan_probe(again), again, nsys=nsys)
+    rows = _rows(plan.results_dir / "probes.csv")
+    assert {"a", "a@all", "b", "b@all"} <= set(rows)
+    env = json.loads((plan.results_dir / "env.json").read_text())
+    assert set(env["multi_gpu"]["configs"]) == {"a", "b"}
+    assert set(env["configs"]) == {"a", "b"}

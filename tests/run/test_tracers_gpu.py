@@ -1,0 +1,72 @@
+"""The real tracers on the GPU: the copies in the pass window are exactly the frames in and the slots out.
+
+Skipped without CuPy and a GPU (conftest), and per tracer without cupti-python or nsys.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from clusterbench.model.params import WorkloadParams
+
+pytestmark = pytest.mark.gpu
+
+PARAMS = WorkloadParams(rows=400, cols=400, pedestal_frames=50, cluster=3, cap=500, streams=2, batch=100,
+                        frames=400)
+
+
+def check_bytes(sqlite: Path) -> None:
+    from clusterbench.analyzers import analyze_trace
+
+    a = analyze_trace(sqlite, range_name="clusterbench:pass")
+    assert a.frames == 400  # from the range text "clusterbench:pass frames=400"
+    # by hand: every frame goes in once (400*400 uint16) and its whole D2H slot comes out (4 + 500*40 B),
+    # one copy per batch of 100; at the end of the pass the two uint64 cluster totals (found, dropped)
+    # come back once: 16 B in a fifth D2H copy.
+    assert a.engines["h2d"].bytes == 400 * 400 * 400 * 2
+    assert a.engines["d2h"].bytes == 400 * (4 + 500 * (4 + 4 * 9)) + 2 * 8
+    assert a.engines["d2h"].count == 400 // 100 + 1
+    assert a.engines["kernel"].busy_ns > 0 and a.roofline.engine in ("kernel", "h2d", "d2h")
+
+
+def _job(tmp_path: Path, label: str):
+    from clusterbench.run.tracers import WorkloadJob
+    from clusterbench.workloads.protocol import CupyWorkload
+
+    return WorkloadJob(label, PARAMS, CupyWorkload(), tmp_path)
+
+
+def test_cupti_tracer_writes_an_analyzable_trace(tmp_path: Path) -> None:
+    if importlib.util.find_spec("cupti") is None:
+        pytest.skip("cupti-python not installed")
+    from clusterbench.run.tracers import CuptiTracer, TracerSetup
+
+    run = CuptiTracer(TracerSetup()).trace(_job(tmp_path, "cupti_smoke"), lambda phase: None)
+    assert run.result.frames == 400 and run.result.mode == "pass"
+    check_bytes(run.sqlite)
+
+
+def test_nsys_tracer_writes_an_analyzable_trace(tmp_path: Path) -> None:
+    import subprocess
+
+    from clusterbench.io.nsys import find_nsys
+    from clusterbench.run.tracers import NsysTracer, TracerSetup
+
+    nsys = find_nsys()
+    if nsys is None:
+        pytest.skip("nsys not found")
+    version = subprocess.run([str(nsys), "--version"], capture_output=True, text=True).stdout
+    run = NsysTracer(TracerSetup(nsys, version)).trace(_job(tmp_path, "nsys_smoke"), lambda phase: None)
+    assert run.report.is_file() and run.result.frames == 400
+    check_bytes(run.sqlite)
+
+
+def test_cupy_sustained_mode_speaks_the_protocol(tmp_path: Path) -> None:
+    from clusterbench.run.tracers import measure_sustained
+
+    run = measure_sustained(_job(tmp_path, "sustained_smoke"), 2)
+    assert run.fps.repeats == 2 and len(run.results) == 1 and run.results[0].mode == "sustained"
+    assert run.fps.median_fps > 0
