@@ -40,6 +40,7 @@ from clusterbench.analyzers.records import (JSON_VERSION, EngineStats, GroupAnal
                                               TraceAnalysis)
 from clusterbench.errors import InputError, TraceError
 from clusterbench.io.nsys import schema as S
+from clusterbench.model.engines import BY_NAME, RATE_CEILING_GBPS
 from clusterbench.io.nsys.reader import DEFAULT_PASS_PREFIXES, NvtxRanges, TraceData
 
 
@@ -49,17 +50,6 @@ NO_OVERLAP_SERIALIZATION = R.NO_OVERLAP_SERIALIZATION
 HOST_SYNC_NOTE_FRACTION = R.HOST_SYNC_FRACTION
 IDLE_NOTE_FRACTION = R.IDLE_FRACTION
 
-# Rate ceilings, GB/s = bytes per ns, above which a copy or memset record cannot be right.
-# Generous on purpose: host-link copies against 1,000 GB/s, above NVLink-C2C (GH200: 900 GB/s both
-# directions together, 450 GB/s each way) and far above PCIe (Gen5 x16 ~64 GB/s, Gen6 x16 ~128 GB/s
-# each way); device-side copies and memsets against 10,000 GB/s, above the fastest HBM (B200 HBM3e
-# 8 TB/s; H200 4.8 TB/s) and NVLink 5 (1.8 TB/s per GPU).
-HOST_LINK_CEILING_GBPS = 1_000.0
-DEVICE_CEILING_GBPS = 10_000.0
-RATE_CEILING_GBPS = {
-    **{e: HOST_LINK_CEILING_GBPS for e in ("h2d", "d2h", "um_h2d", "um_d2h")},
-    **{e: DEVICE_CEILING_GBPS for e in ("d2d", "p2p", "um_d2d", "memset", "other")},
-}
 # per engine code; inf where records carry no bytes (kernel, graph)
 _CEILING = np.array([RATE_CEILING_GBPS.get(e, np.inf) for e in S.ENGINES], dtype=np.float64)
 ABSURD_US_PER_FRAME = 0.001  # 1 ns per frame: no pipeline moves or computes a frame that fast
@@ -319,7 +309,7 @@ def _analyze_group(
         for name, (n, nbytes, top) in implausible.items():
             warnings.append(
                 f"{name}: {n:,} record(s) of {nbytes:,} bytes in total report up to {top:,.0f} GB/s, above the "
-                f"{RATE_CEILING_GBPS[name]:,.0f} GB/s that no {'host link' if RATE_CEILING_GBPS[name] == HOST_LINK_CEILING_GBPS else 'device memory or GPU link'} "
+                f"{RATE_CEILING_GBPS[name]:,.0f} GB/s that no {BY_NAME[name].link} "
                 "reaches: the record's bytes or times are wrong. They are left out of busy time, bytes, GB/s and the roofline."
             )
 

@@ -37,6 +37,8 @@ from typing import Iterable, Mapping, Sequence
 from clusterbench.compare.noise import COMPARED_METRICS, TRACE_METRICS, NoiseFloor, floor_for, noise_of
 from clusterbench.model.stats import mann_whitney_u
 from clusterbench.errors import InputError
+from clusterbench.model.engines import TRANSFER_ENGINES
+from clusterbench.model.engines import display_name as display_engine
 from clusterbench.io.results import SPREAD_SUFFIX, ProbeRow, ResultsDir
 
 # Significance level of the Mann–Whitney test. With the probe's default 3 repeats a side the
@@ -50,7 +52,6 @@ MULTI_STREAM_DRIFT_REASON = "multi-stream transfer columns drift up to 20 % betw
 
 TIME_METRICS: tuple[str, ...] = ("kernel_us", "h2d_us", "d2h_us", "roofline_us")
 TRANSFER_METRICS = frozenset({"h2d_us", "d2h_us"})
-TRANSFER_ENGINES = frozenset({"h2d", "d2h"})
 # sustained_fps joins the comparison when either dir measured it (higher is better).
 OPTIONAL_METRICS: tuple[str, ...] = ("sustained_fps",)
 HIGHER_IS_BETTER = frozenset({"sustained_fps"})
@@ -453,13 +454,6 @@ def row_gpu(res: ResultsDir, row: ProbeRow) -> GpuIdentity:
 def gpus_differ(a: GpuIdentity | None, b: GpuIdentity | None) -> bool:
     """Two GPU models, both known (pure)."""
     return a is not None and b is not None and a.name is not None and b.name is not None and a.name != b.name
-
-
-def display_engine(engine: str | None) -> str:
-    """h2d -> H2D, d2h -> D2H (as in the RTX 4090 reference table, docs/compare.md); kernel stays kernel."""
-    if engine is None:
-        return "-"
-    return engine.upper() if engine in ("h2d", "d2h", "d2d", "p2p") else engine
 
 
 # ----------------------------------------------------------------------------- rows

@@ -433,7 +433,7 @@ POSITIVE_COLUMNS = frozenset(
 
 
 def _engine_names() -> tuple[str, ...]:
-    from clusterbench.io.nsys.schema import ENGINES
+    from clusterbench.model.engines import ENGINES
 
     return tuple(ENGINES)
 

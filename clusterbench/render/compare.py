@@ -11,6 +11,7 @@ import textwrap
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from clusterbench.model.engines import display_name as display_engine
 from clusterbench.compare.compare import (
     GPU_COLUMN,
     Comparison,
@@ -21,7 +22,6 @@ from clusterbench.compare.compare import (
     Reason,
     RowComparison,
     Verdict,
-    display_engine,
 )
 
 if TYPE_CHECKING:

@@ -11,11 +11,12 @@ import contextlib
 import os
 from pathlib import Path
 
-from clusterbench.compare.compare import Comparison, Presence, display_engine
+from clusterbench.compare.compare import Comparison, Presence
+from clusterbench.model.engines import COLOURS
+from clusterbench.model.engines import display_name as display_engine
 from clusterbench.errors import EnvironmentFailure, InputError
 
 ENGINES: tuple[str, ...] = ("kernel", "h2d", "d2h")
-_COLOURS = {"kernel": "#4C72B0", "h2d": "#DD8452", "d2h": "#55A868"}
 # extension -> matplotlib format name
 PLOT_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 _PLOT_HINT = "pass --plot FILE.png, FILE.svg or FILE.pdf in a writable directory"
@@ -105,9 +106,9 @@ def render_compare_plot(cmp: Comparison, path: Path) -> Path:
                 ymax = max(ymax, v)
                 ax.bar(
                     x, v, width,
-                    color=_COLOURS[e], alpha=0.45 if side == "before" else 1.0,
+                    color=COLOURS[e], alpha=0.45 if side == "before" else 1.0,
                     hatch="//" if side == "before" else None,
-                    edgecolor="black" if e == tallest else _COLOURS[e],
+                    edgecolor="black" if e == tallest else COLOURS[e],
                     linewidth=1.6 if e == tallest else 0.5,
                 )  # fmt: skip
                 if e == tallest:
@@ -123,7 +124,7 @@ def render_compare_plot(cmp: Comparison, path: Path) -> Path:
     ax.set_ylabel("µs per frame")
     ax.set_ylim(0, ymax * 1.3 if ymax > 0 else 1.0)
     ax.set_title(f"{cmp.before.name} (before, hatched) vs {cmp.after.name} (after, solid)", fontsize=10)
-    handles = [Patch(facecolor=_COLOURS[e], label=display_engine(e)) for e in ENGINES]
+    handles = [Patch(facecolor=COLOURS[e], label=display_engine(e)) for e in ENGINES]
     handles += [
         Patch(facecolor="white", edgecolor="grey", hatch="//", label="before"),
         Patch(facecolor="grey", label="after"),

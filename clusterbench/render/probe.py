@@ -11,9 +11,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from clusterbench.model.engines import display_name
 from clusterbench.run.probe import PHASES, ProbeEvent, ProbeOutcome
 
-ENGINE_NAMES = {"kernel": "kernel", "h2d": "H2D", "d2h": "D2H"}
 
 
 def _num(value: Any, fmt: str, unit: str = "") -> str:
@@ -50,7 +50,7 @@ def _cells(r: Mapping[str, object]) -> dict[str, str]:
         "h2d": _num(r.get("h2d_us"), ".2f"),
         "d2h": _num(r.get("d2h_us"), ".2f"),
         "roofline": _num(r.get("roofline_us"), ".2f"),
-        "binds": ENGINE_NAMES.get(str(binds), str(binds)) if binds else "-",
+        "binds": display_name(str(binds)) if binds else "-",
         "roofline_fps": _num(r.get("roofline_fps"), ",.0f"),
         "sustained": sustained,
         "efficiency": _num(None if eff is None else 100 * float(eff), ".0f"),  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from clusterbench.render.plot import check_plot_path as _check_plot_path
 from clusterbench.render.plot import load_matplotlib
 from clusterbench.errors import InputError
+from clusterbench.model.engines import COLOURS
 
 if TYPE_CHECKING:
     from clusterbench.analyzers.analysis import GroupAnalysis, TraceAnalysis
@@ -21,19 +22,6 @@ if TYPE_CHECKING:
 
 MIN_BAR_FRACTION = 1 / 600  # busy stretches are drawn at least this share of the span wide (~1.5 px)
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
-COLOURS = {
-    "kernel": "#4C72B0",
-    "graph": "#8172B3",
-    "h2d": "#DD8452",
-    "d2h": "#55A868",
-    "d2d": "#C44E52",
-    "p2p": "#937860",
-    "um_h2d": "#DA8BC3",
-    "um_d2h": "#8C8C8C",
-    "um_d2d": "#CCB974",
-    "memset": "#64B5CD",
-    "other": "#333333",
-}
 
 
 def check_plot_path(path: str | Path) -> tuple[Path, str]:

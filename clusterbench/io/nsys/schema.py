@@ -54,15 +54,8 @@ CORE_COLUMNS = {
     NVTX_TABLE: ("start", "end"),
 }
 
-# Engines, in display order. The integer code is the index in this tuple.
-# `graph` is the GPU time of whole CUDA graph executions in a graph-level trace: their kernels,
-# and any copy and memset nodes, and the gaps between nodes.
-ENGINES = ("kernel", "graph", "h2d", "d2h", "d2d", "p2p", "um_h2d", "um_d2h", "um_d2d", "memset", "other")
-ENGINE_CODE = {name: i for i, name in enumerate(ENGINES)}
-COPY_ENGINES = frozenset({"h2d", "d2h", "d2d", "p2p", "um_h2d", "um_d2h", "um_d2d", "other"})
-BYTE_ENGINES = COPY_ENGINES | {"memset"}  # engines whose records carry bytes
-# Always reported (zeros when absent): the three engines every cluster-finder pipeline has.
-ALWAYS_REPORTED = ("kernel", "h2d", "d2h")
+# The engines and their codes: the engine table (clusterbench.model.engines).
+from clusterbench.model.engines import ALWAYS_REPORTED, BYTE_ENGINES, COPY_ENGINES, ENGINE_CODE, ENGINES  # noqa: E402,F401
 
 # CUPTI copyKind (CUpti_ActivityMemcpyKind); ENUM_CUDA_MEMCPY_OPER is missing before 2022.4.
 COPY_KIND_LABELS = {
