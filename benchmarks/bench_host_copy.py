@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # CuPy numbers devices fastest-first by default, NVML by PCI bus: make them agree before CuPy loads.
 os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
-from clusterbench.run import multigpu as mg  # noqa: E402
+from clusterbench.run import machine
 
 MIB = 1024 * 1024
 DIRECTIONS = ("h2d", "d2h", "duplex")
@@ -66,7 +66,7 @@ def copy_once(cp, host, dev, direction: str, repeats: int, streams) -> tuple[flo
 class Worker:
     """One GPU: a thread pinned near it, its pinned host buffers, device buffers and two streams."""
 
-    def __init__(self, cp, ordinal: int, gpu: mg.GpuInfo, nbytes: int, pin: bool) -> None:
+    def __init__(self, cp, ordinal: int, gpu: machine.GpuInfo, nbytes: int, pin: bool) -> None:
         self.cp, self.ordinal, self.gpu, self.nbytes, self.pin = cp, ordinal, gpu, nbytes, pin
         self.pinned_to: tuple[int, ...] | None = None
         self.ready = threading.Event()
@@ -131,9 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
 
-    selection = mg.parse_gpu_selection(args.gpus)
-    topology = mg.read_gpu_topology()
-    gpus = mg.resolve_selection(selection, topology)
+    selection = machine.parse_gpu_selection(args.gpus)
+    topology = machine.read_gpu_topology()
+    gpus = machine.resolve_selection(selection, topology)
     import cupy as cp
 
     n_cuda = cp.cuda.runtime.getDeviceCount()
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     workers = []
     for g in gpus:
         bus = cp.cuda.Device(g.index).pci_bus_id.lower()
-        if g.pci_bus_id and mg.sysfs_pci_path(g.pci_bus_id, Path("/")).name != bus:
+        if g.pci_bus_id and machine.sysfs_pci_path(g.pci_bus_id, Path("/")).name != bus:
             print(f"GPU {g.index}: CUDA device {g.index} is {bus}, NVML says {g.pci_bus_id}", file=sys.stderr)
             return 1
         workers.append(Worker(cp, g.index, g, args.mib * MIB, not args.no_pin))
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         if w.error is not None:
             raise w.error
     report: dict = {"gpus": [g.to_json() for g in gpus], "mib": args.mib, "repeats": args.repeats,
-                    "pinned": {w.gpu.index: None if w.pinned_to is None else mg.format_cpulist(w.pinned_to)
+                    "pinned": {w.gpu.index: None if w.pinned_to is None else machine.format_cpulist(w.pinned_to)
                                for w in workers}, "solo": {}, "concurrent": {}}
     for d in DIRECTIONS:
         solo = {}

@@ -27,16 +27,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clusterbench import __version__
 from clusterbench.analyzers import intervals as iv
 from clusterbench.analyzers import rules as R
-from clusterbench.analyzers.records import (JSON_VERSION, EngineStats, GroupAnalysis, Roofline, StreamStats,
+from clusterbench.analyzers.records import (EngineStats, GroupAnalysis, Roofline, StreamStats,
                                               TraceAnalysis)
 from clusterbench.errors import InputError, TraceError
 from clusterbench.io.nsys import schema as S

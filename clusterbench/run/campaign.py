@@ -25,8 +25,6 @@ runs. Nothing here prints, exits, or imports typer, rich or CuPy.
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import enum
 import json
 import os
 import shutil
@@ -34,54 +32,21 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from clusterbench.errors import CampaignInterrupted, EnvironmentFailure, InputError
+from clusterbench.run.merge import MergeReport, merge_task_dirs
+from clusterbench.run.tasks import (PYTHON, TASK_JSON, TASK_LOG, VARIANT_SEPARATOR,
+                                    ExecutorOptions, TaskResult, TaskSpec, TaskState, _utc_now, _write_json,
+                                    save_campaign)
 
 EXECUTORS = ("local", "slurm")
-PYTHON = "{python}"  # in a task's argv: the interpreter the task runs under (the venv on the shared filesystem)
-TASK_JSON = "task.json"
-TASK_LOG = "task.log"
-CAMPAIGN_JSON = "campaign.json"
-# campaign.json and env.json's ``campaign`` block. History: 1: first version.
-CAMPAIGN_VERSION = 1
-VARIANT_SEPARATOR = "@"  # merged label of a config run on several GPU types: 3x3_s4@h100
-DEFAULT_TIMEOUT_MIN = 60
 DEFAULT_POLL_S = 10.0  # submitit's own default poll frequency for as_completed
-MERGE_WHY = ("merged by one process: fcntl/flock locks are not trustworthy across hosts on NFS, so each task "
-             "wrote only its own dir and only the parent wrote this one")
-
-
-def _utc_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 # --------------------------------------------------------------------------- records
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutorOptions:
-    """How tasks are submitted: ``kind`` local|slurm, submitit's folder, the partitions (one per GPU
-    type; several make one task per config x partition), GPUs per task, array parallelism (None:
-    submitit's default on Slurm, 1 locally), the time limit, CPUs per task."""
-
-    kind: str
-    folder: Path
-    partitions: tuple[str, ...] = ()
-    gpus_per_task: int = 1
-    array_parallelism: int | None = None
-    timeout_min: int = DEFAULT_TIMEOUT_MIN
-    cpus_per_task: int | None = None
-    slurm_extra: Mapping[str, str] = field(default_factory=dict)  # sbatch options submitit has no name for
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "folder": str(self.folder), "partitions": list(self.partitions),
-                "gpus_per_task": self.gpus_per_task, "array_parallelism": self.array_parallelism,
-                "timeout_min": self.timeout_min, "cpus_per_task": self.cpus_per_task,
-                "slurm_extra": dict(self.slurm_extra)}
 
 
 def check_executor_options(opts: ExecutorOptions) -> ExecutorOptions:
@@ -128,75 +93,6 @@ def executor_options_for(kind: str | None, folder: Path, partitions: Sequence[st
     return check_executor_options(ExecutorOptions(
         kind=kind, folder=Path(folder), partitions=tuple(partitions),
         gpus_per_task=1 if gpus_per_task is None else gpus_per_task, array_parallelism=array_parallelism))
-
-
-@dataclass(frozen=True, slots=True)
-class TaskSpec:
-    """One array task: a config (and the partition it runs on), its argv, its own dir on the shared
-    filesystem. Small, frozen and picklable: it travels to the node through submitit."""
-
-    index: int
-    label: str
-    task_dir: str
-    argv: tuple[str, ...]
-    partition: str | None = None
-    variant: str | None = None  # set when a campaign spans several partitions: the merged labels carry it
-    env: tuple[tuple[str, str], ...] = ()
-    cwd: str | None = None
-    timeout_s: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "label": self.label, "task_dir": self.task_dir, "argv": list(self.argv),
-                "partition": self.partition, "variant": self.variant, "env": [list(kv) for kv in self.env],
-                "cwd": self.cwd, "timeout_s": self.timeout_s}
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> "TaskSpec":
-        return cls(index=int(doc["index"]), label=str(doc["label"]), task_dir=str(doc["task_dir"]),
-                   argv=tuple(doc["argv"]), partition=doc.get("partition"), variant=doc.get("variant"),
-                   env=tuple((str(k), str(v)) for k, v in doc.get("env") or ()), cwd=doc.get("cwd"),
-                   timeout_s=doc.get("timeout_s"))
-
-
-class TaskState(str, enum.Enum):
-    DONE = "done"  # the probe exited 0
-    FAILED = "failed"  # the probe ran and exited non-zero (its finished rows are still merged)
-    LOST = "lost"  # the job itself did not finish (killed, node failure, time limit): submitit said so
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True, slots=True)
-class TaskResult:
-    """What one task did, where. ``message``: the log's last lines when it failed, the reason when lost."""
-
-    index: int
-    label: str
-    state: TaskState
-    host: str | None = None
-    returncode: int | None = None
-    message: str = ""
-    started_utc: str | None = None
-    wall_s: float | None = None
-    job_id: str | None = None
-    variant: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.state is TaskState.DONE
-
-    def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "label": self.label, "state": self.state.value, "host": self.host,
-                "returncode": self.returncode, "message": self.message, "started_utc": self.started_utc,
-                "wall_s": self.wall_s, "job_id": self.job_id, "variant": self.variant}
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> "TaskResult":
-        return cls(index=int(doc["index"]), label=str(doc["label"]), state=TaskState(doc["state"]),
-                   host=doc.get("host"), returncode=doc.get("returncode"), message=str(doc.get("message") or ""),
-                   started_utc=doc.get("started_utc"), wall_s=doc.get("wall_s"), job_id=doc.get("job_id"),
-                   variant=doc.get("variant"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,12 +174,6 @@ def run_task(spec: TaskSpec) -> TaskResult:
     return result
 
 
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 # --------------------------------------------------------------------------- planning (pure)
 
 
@@ -336,36 +226,6 @@ def plan_campaign(labels: Sequence[str], options: ExecutorOptions, campaign_dir:
             specs.append(TaskSpec(index=index, label=label, task_dir=str(root), argv=tuple(argv_for(label, root)),
                                   partition=part, variant=variant, env=tuple(sorted((env or {}).items())), cwd=cwd))
     return tuple(specs)
-
-
-def save_campaign(campaign_dir: Path, specs: Sequence[TaskSpec], options: ExecutorOptions, target_dir: Path,
-                  argv: Sequence[str] = (), campaign_id: str | None = None) -> dict[str, Any]:
-    """campaign.json: what was submitted, so that :func:`merge_campaign` can merge later (after Ctrl-C,
-    or once Slurm finished the tasks the parent stopped waiting for)."""
-    doc = {"schema": "clusterbench.campaign", "version": CAMPAIGN_VERSION,
-           "campaign_id": campaign_id or uuid.uuid4().hex, "created_utc": _utc_now(), "argv": list(argv),
-           "target_dir": str(Path(target_dir).resolve()), "executor": options.to_json(),
-           "tasks": [s.to_json() for s in specs]}
-    Path(campaign_dir).mkdir(parents=True, exist_ok=True)
-    _write_json(Path(campaign_dir) / CAMPAIGN_JSON, doc)
-    return doc
-
-
-def load_campaign(campaign_dir: Path) -> dict[str, Any]:
-    """campaign.json; InputError (exit 2) when missing, malformed or of an unknown version."""
-    path = Path(campaign_dir) / CAMPAIGN_JSON
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"no {CAMPAIGN_JSON} in {campaign_dir}", hint="point at the dir a campaign was planned in") \
-            from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path} is not readable JSON: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("schema") != "clusterbench.campaign" or doc.get("version") != \
-            CAMPAIGN_VERSION:
-        raise InputError(f"{path} is not a version-{CAMPAIGN_VERSION} clusterbench campaign",
-                         hint="use the clusterbench version that wrote it")
-    return doc
 
 
 # --------------------------------------------------------------------------- submitting and waiting
@@ -492,158 +352,6 @@ def run_tasks(specs: Sequence[TaskSpec], options: ExecutorOptions, on_progress: 
 
 
 @dataclass(frozen=True, slots=True)
-class MergedTask:
-    """What the merge took from one task: its results dirs, the labels it wrote, what went wrong."""
-
-    index: int
-    label: str
-    state: str  # the TaskState, or "unknown" when the parent never heard back
-    host: str | None
-    source_dirs: tuple[str, ...]
-    labels: tuple[str, ...]
-    problems: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class MergeReport:
-    target: Path
-    tasks: tuple[MergedTask, ...]
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        return tuple(lab for t in self.tasks for lab in t.labels)
-
-    @property
-    def problems(self) -> tuple[str, ...]:
-        return tuple(p for t in self.tasks for p in t.problems)
-
-
-def find_results_dirs(task_dir: Path) -> tuple[Path, ...]:
-    """The results dirs a probe wrote under a task's ``--results-dir`` (dirs holding probes.csv)."""
-    root = Path(task_dir)
-    if not root.is_dir():
-        return ()
-    return tuple(sorted(p.parent for p in root.glob("*/probes.csv")))
-
-
-def merged_label(label: str, variant: str | None) -> str:
-    return f"{label}{VARIANT_SEPARATOR}{variant}" if variant else label
-
-
-def _distinct(values: Iterable[Any]) -> Any:
-    """One value when all agree, else the distinct values comma-joined (as env.json does for dtypes)."""
-    seen = list(dict.fromkeys(str(v) for v in values if v is not None and v != ""))
-    if not seen:
-        return None
-    return seen[0] if len(seen) == 1 else ",".join(seen)
-
-
-def merge_task_dirs(target: Path, specs: Sequence[TaskSpec], results: Mapping[int, TaskResult] | None = None, *,
-                    campaign: Mapping[str, Any] | None = None) -> MergeReport:
-    """Merge every task's results dir into ``target`` through the store; write the merged env.json.
-
-    Every row gets ``host``, ``gpu_name``, ``gpu_uuid`` (from the row when it has them, as
-    ``--gpus`` rows do, else from its task's env.json), ``task`` and ``source_dir``; a campaign over
-    several partitions keys rows ``<label>@<partition>``. Rows a failed task finished are kept. Call it
-    from one process only (module docstring). Re-merging replaces each row by its own key.
-    """
-    from clusterbench.io.results import ENV_JSON, load_env, load_results, save_env, upsert_probe_row
-
-    target = Path(target)
-    target.mkdir(parents=True, exist_ok=True)
-    results = results or {}
-    merged: list[MergedTask] = []
-    envs: list[Mapping[str, Any]] = []
-    config_entries: dict[str, Any] = {}
-    owner: dict[str, int] = {}
-    task_docs: list[dict[str, Any]] = []
-    for spec in specs:
-        res = results.get(spec.index)
-        if res is None:
-            try:
-                res = TaskResult.from_json(json.loads((Path(spec.task_dir) / TASK_JSON).read_text()))
-            except (OSError, ValueError, KeyError):
-                res = None
-        problems: list[str] = []
-        labels: list[str] = []
-        sources = find_results_dirs(Path(spec.task_dir))
-        if not sources:
-            problems.append(f"task {spec.index} ({spec.label}): no results dir under {spec.task_dir}")
-        for src in sources:
-            try:
-                loaded = load_results(src)
-            except InputError as exc:
-                problems.append(f"task {spec.index} ({spec.label}): {src} not merged: {exc}")
-                continue
-            env = loaded.env
-            envs.append(env)
-            host = (res.host if res is not None else None) or env.get("host")
-            rel = os.path.relpath(src, target)
-            for row in loaded.rows:
-                values = row.as_dict()
-                key = merged_label(row.label, spec.variant)
-                if key in owner and owner[key] != spec.index:
-                    problems.append(f"task {spec.index}: row {key!r} also came from task {owner[key]}: kept the first")
-                    continue
-                owner[key] = spec.index
-                values["label"] = key
-                if spec.variant:
-                    values["config_label"] = values.get("config_label") or row.label
-                    values["variant"] = spec.variant
-                values["host"] = values.get("host") or host
-                values["gpu_name"] = values.get("gpu_name") or env.get("gpu_name")
-                values["gpu_uuid"] = values.get("gpu_uuid") or env.get("gpu_uuid")
-                values["task"] = spec.index
-                values["source_dir"] = rel
-                upsert_probe_row(target, values)
-                labels.append(key)
-            for label, entry in (env.get("configs") or {}).items():
-                if isinstance(entry, Mapping):
-                    config_entries[merged_label(label, spec.variant)] = {
-                        **entry, "host": host, "gpu_name": env.get("gpu_name"), "gpu_uuid": env.get("gpu_uuid"),
-                        "driver": env.get("driver"), "task": spec.index, "source_dir": rel}
-        state = res.state.value if res is not None else "unknown"
-        if res is not None and not res.ok:
-            first = res.message.splitlines()[0] if res.message else ""
-            problems.insert(0, f"task {spec.index} ({spec.label}) {state}: {first}")
-        merged.append(MergedTask(spec.index, spec.label, state, res.host if res else None,
-                                 tuple(str(s) for s in sources), tuple(labels), tuple(problems)))
-        task_docs.append({**spec.to_json(), "result": None if res is None else res.to_json(),
-                          "source_dirs": [os.path.relpath(s, target) for s in sources], "labels": labels,
-                          "problems": problems})
-    previous: Mapping[str, Any] = {}
-    if (target / ENV_JSON).is_file():
-        try:
-            previous = load_env(target)
-        except InputError:
-            previous = {}
-    configs = {k: v for k, v in (previous.get("configs") or {}).items() if k not in config_entries}
-    configs.update(config_entries)
-    hosts = sorted({t.host for t in merged if t.host})
-    dirty = [e.get("git_dirty") for e in envs]
-    env_doc: dict[str, Any] = {
-        "tool_version": _distinct(e.get("tool_version") for e in envs),
-        "session_id": (campaign or {}).get("campaign_id") or uuid.uuid4().hex,
-        "created_utc": _utc_now(),
-        "argv": list((campaign or {}).get("argv") or ()),
-        "host": _distinct(hosts), "hosts": hosts,
-        "git_rev": _distinct(e.get("git_rev") for e in envs),
-        "git_dirty": True if any(d is True for d in dirty) else (False if dirty and all(d is False for d in dirty)
-                                                                 else None),
-        "configs": configs,
-        "campaign": {"version": CAMPAIGN_VERSION, "merge": MERGE_WHY,
-                     "executor": (campaign or {}).get("executor"), "tasks": task_docs},
-    }
-    for key in ("gpu_name", "gpu_uuid", "driver", "cuda_driver", "cuda_runtime", "cupy", "nsys_version", "python",
-                "pedestal_dtype", "pedestal", "tracer", "workloads", "probes_csv_version"):
-        env_doc[key] = _distinct(e.get(key) for e in envs)
-    if isinstance(env_doc["probes_csv_version"], str) and env_doc["probes_csv_version"].isdigit():
-        env_doc["probes_csv_version"] = int(env_doc["probes_csv_version"])
-    save_env(target, env_doc)
-    return MergeReport(target, tuple(merged))
-
-
-@dataclass(frozen=True, slots=True)
 class CampaignOutcome:
     target: Path
     campaign_dir: Path
@@ -674,13 +382,6 @@ def run_campaign(specs: Sequence[TaskSpec], options: ExecutorOptions, target: Pa
     emit(CampaignProgress("merged", len(results), len(specs), sum(not r.ok for r in results),
                           message=f"{len(merge.labels)} row(s) merged into {target}"))
     return CampaignOutcome(Path(target), Path(campaign_dir), results, merge)
-
-
-def merge_campaign(campaign_dir: Path, target: Path | None = None) -> MergeReport:
-    """Merge a planned campaign's task dirs as they are now (from campaign.json and each task.json)."""
-    doc = load_campaign(campaign_dir)
-    specs = [TaskSpec.from_json(t) for t in doc["tasks"]]
-    return merge_task_dirs(Path(target or doc["target_dir"]), specs, campaign=doc)
 
 
 def require_all_tasks_ok(outcome: CampaignOutcome) -> None:

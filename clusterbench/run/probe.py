@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import math
 import os
 import socket
 import subprocess
@@ -36,19 +35,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from clusterbench import __version__
 from clusterbench.run.config import ConfigFile, ProbeConfig
 from clusterbench.errors import (EXIT_INTERRUPTED, ClusterbenchError, ConfigError, EnvironmentFailure, InputError,
                                  WorkloadProtocolError)
 from clusterbench.model.records import ConfigEntry, EnvRecord, ProbeRecord, SustainedFps, WorkloadResult
 from clusterbench.run.clocks import ClockSample, ClockVerdict, judge_clocks
-from clusterbench.run.commands import nsys_graph_trace_mode
+from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity
 from clusterbench.run.tracers import TRACERS, TracedRun, Tracer, TracerSetup, WorkloadJob
 from clusterbench.workloads.protocol import PASS_RANGE, Workload, pass_range_text, workload_for
 
 if TYPE_CHECKING:
-    from clusterbench.analyzers.analysis import EngineStats, TraceAnalysis
-    from clusterbench.run.multigpu import GpuSelection, MultiGpuPlan, MultiGpuSustained
+    from clusterbench.analyzers.analysis import TraceAnalysis
+    from clusterbench.run.machine import GpuSelection
+    from clusterbench.run.multigpu import MultiGpuPlan
+    from clusterbench.run.rows import MultiGpuSustained
     from clusterbench.run.guards import GuardReport, NvmlReading
 
 PHASES = ("guard", "trace", "export", "analyze", "sustained")
@@ -160,7 +160,7 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
     results_dir = results_dir_for(Path(request.results_root), date, configs[0].dtype_tag, request.tag)
     gpus: GpuSelection | None = None
     if request.gpus is not None:
-        from clusterbench.run.multigpu import parse_gpu_selection
+        from clusterbench.run.machine import parse_gpu_selection
 
         gpus = parse_gpu_selection(request.gpus)  # InputError (exit 2), before any NVML call
     return ProbePlan(config_file, configs, results_dir, request.tracer, request.repeat, tuple(warnings), gpus)
@@ -178,83 +178,6 @@ def params_json_for(cfg: ProbeConfig) -> str:
     return json.dumps(cfg.params.to_json())
 
 
-def _per_frame_us(ns: int | None, frames: int | None) -> float | None:
-    if ns is None or not frames:
-        return None
-    return ns / 1e3 / frames
-
-
-def _ratio(num: float | None, den: float | None) -> float | None:
-    if num is None or den is None or den == 0 or not math.isfinite(num) or not math.isfinite(den):
-        return None
-    return num / den
-
-
-def utc_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def build_row(
-    cfg: ProbeConfig,
-    analysis: TraceAnalysis | None,
-    sustained: SustainedFps | None,
-    result: WorkloadResult | None,
-    tracer: str,
-    trace_name: str | None,
-    session: str,
-    timestamp: str | None = None,
-) -> ProbeRecord:
-    """One probes.csv row from a config, its trace analysis, its pass result and its sustained FPS (pure).
-
-    ``analysis`` is None with ``--tracer none``; ``sustained`` is None until it is measured;
-    ``result`` is the traced pass's result record (None without a trace). Every ``*_us`` is
-    microseconds per frame; absent means not measured.
-    """
-    p = cfg.params
-    trace_figures: dict[str, object] = {}
-    if analysis is not None:
-        engines = analysis.engines
-        roof = analysis.roofline
-        frames = analysis.frames or None
-
-        def stat(name: str) -> EngineStats | None:
-            return engines.get(name)
-
-        kernel, h2d, d2h = stat("kernel"), stat("h2d"), stat("d2h")
-        trace_figures = {
-            "kernel_us": kernel.us_per_frame if kernel else None, "h2d_us": h2d.us_per_frame if h2d else None,
-            "d2h_us": d2h.us_per_frame if d2h else None,
-            "roofline_us": roof.us_per_frame, "binds": roof.engine, "roofline_fps": roof.fps,
-            "kernel_duty": kernel.duty if kernel else None, "h2d_duty": h2d.duty if h2d else None,
-            "d2h_duty": d2h.duty if d2h else None,
-            "h2d_gbps": h2d.gbps if h2d else None, "d2h_gbps": d2h.gbps if d2h else None,
-            "idle_us": _per_frame_us(analysis.idle_ns, frames),
-            "overlap_us": _per_frame_us(analysis.overlap_ns, frames),
-            "host_sync_us": _per_frame_us(analysis.host_sync_ns, frames),
-            "serialization": analysis.serialization, "measured_us": analysis.measured_us_per_frame,
-            "efficiency": analysis.efficiency,
-        }
-    measured = analysis.measured_us_per_frame if analysis is not None else None
-    traced_fps = 1e6 / measured if measured else None
-    roofline_fps = analysis.roofline.fps if analysis is not None else None
-    sustained_fps = sustained.median_fps if sustained is not None else None
-    return ProbeRecord(
-        label=cfg.label, cluster=p.cluster, cap=p.cap, streams=p.streams, batch=p.batch, frames=p.frames,
-        **trace_figures,  # type: ignore[arg-type]
-        sustained_fps=sustained_fps,
-        sustained_fps_spread=sustained.spread_fps if sustained is not None else None,
-        sustained_repeats=sustained.repeats if sustained is not None else None,
-        sustained_gbps=sustained.input_gbps if sustained is not None else None,
-        fps_efficiency=_ratio(sustained_fps, roofline_fps),
-        profiler_overhead=_ratio(sustained_fps, traced_fps),
-        clusters_per_frame=result.clusters_found / result.frames if result is not None else None,
-        dropped_clusters=result.clusters_dropped if result is not None else None,
-        pedestal_dtype=p.pedestal_dtype, pedestal=p.pedestal, transfer=p.transfer,
-        workload=cfg.workload.kind, finder=result.finder if result is not None else None,
-        tracer=tracer, trace=trace_name, session=session, timestamp=timestamp or utc_now(),
-    )
-
-
 def clock_verdict_for(samples: tuple[ClockSample, ...], max_clock_mhz: int | None, result: WorkloadResult,
                       pass_end_s: float) -> ClockVerdict:
     """The clocks over the traced pass: the workload wrote its result right after the pass ended."""
@@ -262,65 +185,7 @@ def clock_verdict_for(samples: tuple[ClockSample, ...], max_clock_mhz: int | Non
     return judge_clocks(samples, start, pass_end_s, max_clock_mhz, result.frames)
 
 
-def build_env(
-    *,
-    session_id: str,
-    argv: tuple[str, ...],
-    configs: tuple[ProbeConfig, ...],
-    tracer: str,
-    gpu: Mapping[str, object],
-    versions: Mapping[str, object],
-    git: Mapping[str, object],
-    guard: Mapping[str, object] | None,
-    per_config: Mapping[str, ConfigEntry],
-    previous: EnvRecord | None = None,
-    kernel_sources: Mapping[str, str] | None = None,
-    created_utc: str | None = None,
-    host: str | None = None,
-) -> EnvRecord:
-    """env.json for a results dir (pure). Entries of ``previous`` for configs not re-run are kept."""
-    kept: dict[str, ConfigEntry] = dict(previous.configs) if previous is not None else {}
-    kept.update(per_config)
-    dtypes = sorted({c.params.pedestal_dtype for c in configs})
-    modes = sorted({c.params.pedestal for c in configs})
-    kinds = sorted({c.workload.kind for c in configs})
-    # the kernel sources each traced workload compiled (file -> sha256), once per distinct set
-    distinct = {json.dumps(dict(v.kernel_sha256), sort_keys=True): dict(v.kernel_sha256)
-                for v in per_config.values() if v.kernel_sha256}
-    hashes = [distinct[k] for k in sorted(distinct)]
-
-    def text(value: object) -> str | None:
-        return None if value is None else str(value)
-
-    nsys = text(versions.get("nsys"))
-    max_clock = gpu.get("max_sm_clock_mhz")
-    return EnvRecord(
-        tool_version=__version__, session_id=session_id, created_utc=created_utc or utc_now(),
-        argv=tuple(argv), host=host or socket.gethostname(),
-        git_rev=text(git.get("git_rev")), git_dirty=git.get("git_dirty"),  # type: ignore[arg-type]
-        gpu_name=text(gpu.get("name")), gpu_uuid=text(gpu.get("uuid")), driver=text(gpu.get("driver")),
-        cuda_driver=text(gpu.get("cuda_driver")),
-        max_sm_clock_mhz=max_clock if isinstance(max_clock, int) else None,
-        cuda_runtime=text(versions.get("cuda_runtime")), cupy=text(versions.get("cupy")), nsys_version=nsys,
-        nsys_cuda_graph_trace=nsys_graph_trace_mode(nsys) if tracer == "nsys" else None,
-        python=text(versions.get("python", sys.version.split()[0])),
-        pedestal_dtype=",".join(dtypes), pedestal=",".join(modes), tracer=tracer, workloads=",".join(kinds),
-        kernel_sha256=hashes[0] if len(hashes) == 1 else (hashes or None),
-        kernel_sources=dict(kernel_sources) if kernel_sources else None,
-        guard=dict(guard) if guard is not None else None,
-        configs=kept,
-    )
-
-
 # ----------------------------------------------------------------------------- I/O helpers
-
-
-def gpu_identity(reading: NvmlReading | None) -> dict[str, object]:
-    """GPU name, UUID, driver, CUDA driver and max SM clock from the guards' NVML reading (pure)."""
-    if reading is None:
-        return {}
-    return {"name": reading.name, "uuid": reading.uuid, "driver": reading.driver_version,
-            "cuda_driver": reading.cuda_driver_version, "max_sm_clock_mhz": reading.max_sm_clock_mhz}
 
 
 _VERSIONS_CODE = (
@@ -613,7 +478,7 @@ def _probe_one(cfg: ProbeConfig, plan: ProbePlan, tracer: Tracer, out_dir: Path,
     if mplan is None:
         traced = tracer.trace(job, on_phase)
     else:
-        from clusterbench.run.multigpu import only_gpu_visible
+        from clusterbench.run.machine import only_gpu_visible
 
         with only_gpu_visible(mplan.run_gpus[0]):  # the trace runs on the solo GPU alone
             traced = tracer.trace(job, on_phase)
@@ -675,7 +540,7 @@ def _sustained_on_gpus(cfg: ProbeConfig, plan: ProbePlan, job: WorkloadJob, trac
     def base(s: SustainedFps) -> dict[str, object]:
         return build_row(cfg, analysis, s, result, plan.tracer, trace_name, session_id).to_json()
 
-    gpu_rows = mg.config_rows(base, run, mplan.gpus, socket.gethostname())
+    gpu_rows = config_rows(base, run, mplan.gpus, socket.gethostname())
     for row in gpu_rows:
         upsert_probe_row(out_dir, row)
     per_config[cfg.label] = dataclasses.replace(entry, sustained_fps=run.solo.fps,

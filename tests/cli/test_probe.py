@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 import clusterbench.run.guards as guards
-import clusterbench.run.probe as probe_mod
+from clusterbench.run import probe as probe_mod
+from clusterbench.run import tasks
 from clusterbench.cli import app
 
 GOOD = """
@@ -225,7 +226,7 @@ def test_executor_local_runs_one_task_per_config_and_merges(monkeypatch, tmp_pat
 
     def task_argv(label, root, **kw):
         forwarded.append({"label": label, **kw})
-        return (ex.PYTHON, str(fake), label, str(root))
+        return (tasks.PYTHON, str(fake), label, str(root))
 
     monkeypatch.setattr(ex, "probe_task_argv", task_argv)
     res = runner().invoke(app, ["probe", "--config", str(cfg), "--results-dir", str(tmp_path / "r"), "--tag", "c",

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from clusterbench.run import campaign as ex
+from clusterbench.run import merge
+from clusterbench.run import tasks
 from clusterbench.errors import EnvironmentFailure, InputError
 from clusterbench.io.results import load_env, load_results, upsert_probe_row
 
@@ -59,11 +61,11 @@ def fake_probe(tmp_path: Path) -> Path:
 
 
 def _argv(fake: Path, modes: dict[str, str]):
-    return lambda label, root: [ex.PYTHON, str(fake), label, str(root), modes.get(label, "ok")]
+    return lambda label, root: [tasks.PYTHON, str(fake), label, str(root), modes.get(label, "ok")]
 
 
-def _local(tmp_path: Path, k: int | None = None) -> ex.ExecutorOptions:
-    return ex.ExecutorOptions(kind="local", folder=tmp_path / "campaign", gpus_per_task=0, array_parallelism=k,
+def _local(tmp_path: Path, k: int | None = None) -> tasks.ExecutorOptions:
+    return tasks.ExecutorOptions(kind="local", folder=tmp_path / "campaign", gpus_per_task=0, array_parallelism=k,
                               timeout_min=2)
 
 
@@ -81,16 +83,16 @@ def _local(tmp_path: Path, k: int | None = None) -> ex.ExecutorOptions:
 ])
 def test_bad_executor_options_are_input_errors(tmp_path: Path, opts: dict, words: str) -> None:
     with pytest.raises(InputError) as err:
-        ex.check_executor_options(ex.ExecutorOptions(folder=tmp_path, **opts))
+        ex.check_executor_options(tasks.ExecutorOptions(folder=tmp_path, **opts))
     assert err.value.exit_code == 2 and words in str(err.value)
 
 
 def test_one_task_per_config_or_per_config_and_partition(tmp_path: Path) -> None:
-    one = ex.plan_campaign(["a", "b"], ex.ExecutorOptions("slurm", tmp_path, ("gpu",)), tmp_path,
+    one = ex.plan_campaign(["a", "b"], tasks.ExecutorOptions("slurm", tmp_path, ("gpu",)), tmp_path,
                            lambda label, root: ["x", label])
     assert [(s.index, s.label, s.partition, s.variant) for s in one] == [(0, "a", "gpu", None), (1, "b", "gpu", None)]
     assert one[1].task_dir == str(tmp_path.resolve() / "tasks" / "001-b")
-    two = ex.plan_campaign(["a", "b"], ex.ExecutorOptions("slurm", tmp_path, ("h100", "a100")), tmp_path,
+    two = ex.plan_campaign(["a", "b"], tasks.ExecutorOptions("slurm", tmp_path, ("h100", "a100")), tmp_path,
                            lambda label, root: ["x", label])
     assert [(s.label, s.variant) for s in two] == [("a", "h100"), ("b", "h100"), ("a", "a100"), ("b", "a100")]
     assert Path(two[2].task_dir).name == "002-a@a100"
@@ -98,9 +100,9 @@ def test_one_task_per_config_or_per_config_and_partition(tmp_path: Path) -> None
 
 
 def test_task_spec_is_small_frozen_and_picklable(tmp_path: Path) -> None:
-    spec = ex.TaskSpec(0, "a", str(tmp_path), ("x",), "gpu", None, (("K", "V"),))
+    spec = tasks.TaskSpec(0, "a", str(tmp_path), ("x",), "gpu", None, (("K", "V"),))
     assert pickle.loads(pickle.dumps(spec)) == spec
-    assert ex.TaskSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
+    assert tasks.TaskSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
     with pytest.raises(AttributeError):
         spec.label = "b"  # type: ignore[misc]
 
@@ -108,7 +110,7 @@ def test_task_spec_is_small_frozen_and_picklable(tmp_path: Path) -> None:
 def test_probe_task_argv_forwards_the_options_with_absolute_paths(tmp_path: Path) -> None:
     argv = ex.probe_task_argv("3x3_s4", Path("rel/task"), config=Path("configs.toml"), frames=2000, tag="t",
                               tracer="cupti", repeat=5, max_util=7.5, force=True, gpus="all")
-    assert argv[:4] == (ex.PYTHON, "-m", "clusterbench", "probe")
+    assert argv[:4] == (tasks.PYTHON, "-m", "clusterbench", "probe")
     pairs = dict(zip(argv[4::1], argv[5::1]))
     assert pairs["--config"] == str(Path("configs.toml").resolve())
     assert pairs["--only"] == "3x3_s4" and pairs["--results-dir"] == str(Path("rel/task").resolve())
@@ -118,16 +120,16 @@ def test_probe_task_argv_forwards_the_options_with_absolute_paths(tmp_path: Path
 
 
 def test_run_task_records_host_and_a_failure(tmp_path: Path, fake_probe: Path) -> None:
-    ok = ex.run_task(ex.TaskSpec(0, "a", str(tmp_path / "t0"), (ex.PYTHON, str(fake_probe), "a", str(tmp_path / "t0"),
+    ok = ex.run_task(tasks.TaskSpec(0, "a", str(tmp_path / "t0"), (tasks.PYTHON, str(fake_probe), "a", str(tmp_path / "t0"),
                                                                "ok")))
-    assert ok.state is ex.TaskState.DONE and ok.returncode == 0 and ok.host == socket.gethostname()
-    assert ex.TaskResult.from_json(json.loads((tmp_path / "t0" / "task.json").read_text())) == ok
-    bad = ex.run_task(ex.TaskSpec(1, "b", str(tmp_path / "t1"), (ex.PYTHON, str(fake_probe), "b",
+    assert ok.state is tasks.TaskState.DONE and ok.returncode == 0 and ok.host == socket.gethostname()
+    assert tasks.TaskResult.from_json(json.loads((tmp_path / "t0" / "task.json").read_text())) == ok
+    bad = ex.run_task(tasks.TaskSpec(1, "b", str(tmp_path / "t1"), (tasks.PYTHON, str(fake_probe), "b",
                                                                  str(tmp_path / "t1"), "fail")))
-    assert bad.state is ex.TaskState.FAILED and bad.returncode == 3
+    assert bad.state is tasks.TaskState.FAILED and bad.returncode == 3
     assert bad.message.splitlines()[0] == "exit status 3: the sustained run failed on purpose"
-    gone = ex.run_task(ex.TaskSpec(2, "c", str(tmp_path / "t2"), (str(tmp_path / "nope"),)))
-    assert gone.state is ex.TaskState.FAILED and "cannot start" in gone.message
+    gone = ex.run_task(tasks.TaskSpec(2, "c", str(tmp_path / "t2"), (str(tmp_path / "nope"),)))
+    assert gone.state is tasks.TaskState.FAILED and "cannot start" in gone.message
 
 
 # ----------------------------------------------------------------------------- end to end, local executor
@@ -143,7 +145,7 @@ def test_local_campaign_end_to_end_merges_every_task_and_keeps_a_failed_tasks_ro
                               on_progress=events.append, poll_s=0.05)
     assert [e.kind for e in events] == ["submitted", "task", "task", "task", "merged"]
     assert [e.done for e in events if e.kind == "task"] == [1, 2, 3]
-    assert [r.state for r in outcome.results] == [ex.TaskState.DONE, ex.TaskState.FAILED, ex.TaskState.DONE]
+    assert [r.state for r in outcome.results] == [tasks.TaskState.DONE, tasks.TaskState.FAILED, tasks.TaskState.DONE]
     assert all(r.job_id for r in outcome.results)
     # each task wrote its own dir
     for s in specs:
@@ -167,15 +169,15 @@ def test_local_campaign_end_to_end_merges_every_task_and_keeps_a_failed_tasks_ro
     assert env["git_rev"] == "abc123" and env["git_dirty"] is False
     assert env["configs"]["c"]["sustained_fps"] == [3000.0] and env["configs"]["c"]["host"] == host
     assert merged.samples["c"]["sustained_fps"] == (3000.0,)  # repeats found through the merged env.json
-    tasks = env["campaign"]["tasks"]
-    assert [t["result"]["state"] for t in tasks] == ["done", "failed", "done"]
+    task_docs = env["campaign"]["tasks"]
+    assert [t["result"]["state"] for t in task_docs] == ["done", "failed", "done"]
     assert "flock" in env["campaign"]["merge"]
     with pytest.raises(EnvironmentFailure) as err:
         ex.require_all_tasks_ok(outcome)
     assert "task 1 (b) failed on " + host + ": exit status 3: the sustained run failed on purpose" in str(err.value)
     assert "finished rows are kept" in str(err.value)
     # a later merge from campaign.json alone gives the same rows
-    again = ex.merge_campaign(tmp_path / "campaign", tmp_path / "again")
+    again = merge.merge_campaign(tmp_path / "campaign", tmp_path / "again")
     assert again.labels == ("a", "b", "c")
     assert load_results(tmp_path / "again").row("b").number("kernel_us") == 1.5
 
@@ -190,8 +192,8 @@ def test_a_lost_task_is_reported_and_its_finished_rows_kept(tmp_path: Path, fake
     specs = ex.plan_campaign(["a", "d"], opts, tmp_path / "campaign", _argv(fake_probe, {"d": "kill-worker"}))
     outcome = ex.run_campaign(specs, opts, tmp_path / "merged", tmp_path / "campaign", poll_s=0.05)
     done, lost = outcome.results
-    assert done.state is ex.TaskState.DONE
-    assert lost.state is ex.TaskState.LOST and "did not finish" in lost.message
+    assert done.state is tasks.TaskState.DONE
+    assert lost.state is tasks.TaskState.LOST and "did not finish" in lost.message
     merged = load_results(tmp_path / "merged")
     assert merged.labels == ("a", "d") and merged.row("d").number("kernel_us") == 1.5
     with pytest.raises(EnvironmentFailure, match="task 1 \\(d\\) lost"):
@@ -199,10 +201,10 @@ def test_a_lost_task_is_reported_and_its_finished_rows_kept(tmp_path: Path, fake
 
 
 def test_several_partitions_key_rows_by_label_and_partition(tmp_path: Path, fake_probe: Path) -> None:
-    opts = ex.ExecutorOptions("slurm", tmp_path / "c", ("h100", "a100"))
+    opts = tasks.ExecutorOptions("slurm", tmp_path / "c", ("h100", "a100"))
     specs = ex.plan_campaign(["a"], opts, tmp_path / "c", _argv(fake_probe, {}))
     results = {s.index: ex.run_task(s) for s in specs}  # as the array tasks would, without a cluster
-    report = ex.merge_task_dirs(tmp_path / "m", specs, results)
+    report = merge.merge_task_dirs(tmp_path / "m", specs, results)
     assert report.labels == ("a@h100", "a@a100")
     merged = load_results(tmp_path / "m")
     assert [(r["config_label"], r["variant"]) for r in merged.rows] == [("a", "h100"), ("a", "a100")]
@@ -210,8 +212,8 @@ def test_several_partitions_key_rows_by_label_and_partition(tmp_path: Path, fake
 
 
 def test_a_task_without_results_is_a_reported_problem(tmp_path: Path) -> None:
-    spec = ex.TaskSpec(0, "a", str(tmp_path / "empty"), ("true",))
-    report = ex.merge_task_dirs(tmp_path / "m", [spec])
+    spec = tasks.TaskSpec(0, "a", str(tmp_path / "empty"), ("true",))
+    report = merge.merge_task_dirs(tmp_path / "m", [spec])
     assert report.labels == () and "no results dir" in report.problems[0]
 
 
@@ -225,7 +227,7 @@ def _upsert_many(directory: str, worker: int, n: int) -> None:
 
 
 def _merge_some(target: str, specs: list) -> None:
-    ex.merge_task_dirs(Path(target), specs)
+    merge.merge_task_dirs(Path(target), specs)
 
 
 def test_concurrent_upserts_on_one_dir_lose_no_row(tmp_path: Path) -> None:
@@ -279,7 +281,7 @@ def fake_slurm_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_slurm_executor_gets_partition_gpus_and_array_parallelism(tmp_path: Path, fake_slurm_bin: Path) -> None:
-    opts = ex.ExecutorOptions("slurm", tmp_path, ("gpu-h100",), gpus_per_task=2, array_parallelism=3,
+    opts = tasks.ExecutorOptions("slurm", tmp_path, ("gpu-h100",), gpus_per_task=2, array_parallelism=3,
                               timeout_min=30, cpus_per_task=16)
     slurm = ex.make_executor(opts, "gpu-h100")._executor
     assert slurm.parameters["array_parallelism"] == 3
@@ -292,13 +294,13 @@ def test_slurm_executor_gets_partition_gpus_and_array_parallelism(tmp_path: Path
 def test_slurm_without_sbatch_is_an_environment_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(EnvironmentFailure) as err:
-        ex.make_executor(ex.ExecutorOptions("slurm", tmp_path, ("gpu",)), "gpu")
+        ex.make_executor(tasks.ExecutorOptions("slurm", tmp_path, ("gpu",)), "gpu")
     assert err.value.exit_code == 1 and "not a Slurm submit host" in str(err.value)
 
 
 def test_a_campaign_without_sbatch_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
-    opts = ex.ExecutorOptions("slurm", tmp_path / "campaign", ("gpu",))
+    opts = tasks.ExecutorOptions("slurm", tmp_path / "campaign", ("gpu",))
     specs = ex.plan_campaign(["a"], opts, tmp_path / "campaign", lambda label, root: ["x"])
     with pytest.raises(EnvironmentFailure):
         ex.run_campaign(specs, opts, tmp_path / "merged", tmp_path / "campaign")

@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from clusterbench.run import multigpu as mg
+from clusterbench.run import machine
+from clusterbench.run import rows as rowmod
+from clusterbench.run import supervisor as sup
 from clusterbench.errors import CheckFailed, EnvironmentFailure, InputError
 from clusterbench.run.guards import GuardCheck, NvmlReading, Status
 from clusterbench.model.records import ProbeRecord, SustainedFps
@@ -26,12 +29,12 @@ MIB = 1024 * 1024
 
 @pytest.mark.parametrize("text, indices", [("0", (0,)), ("0,2", (0, 2)), (" 3 , 1 ", (3, 1))])
 def test_selection_lists_indices_in_the_order_given(text: str, indices: tuple[int, ...]) -> None:
-    sel = mg.parse_gpu_selection(text)
+    sel = machine.parse_gpu_selection(text)
     assert not sel.all and sel.indices == indices
 
 
 def test_selection_all_is_case_blind() -> None:
-    assert mg.parse_gpu_selection("ALL").all
+    assert machine.parse_gpu_selection("ALL").all
 
 
 @pytest.mark.parametrize("text, words", [
@@ -40,29 +43,29 @@ def test_selection_all_is_case_blind() -> None:
 ])
 def test_bad_selection_is_input_error_exit_2(text: str, words: str) -> None:
     with pytest.raises(InputError) as err:
-        mg.parse_gpu_selection(text)
+        machine.parse_gpu_selection(text)
     assert err.value.exit_code == 2
     assert words in str(err.value)
     assert "--gpus all" in (err.value.hint or "")
 
 
 def _gpu(index: int, cpus: tuple[int, ...] | None = (0, 1), nodes: tuple[int, ...] | None = (0,),
-         name: str = "NVIDIA H200") -> mg.GpuInfo:
-    return mg.GpuInfo(index=index, uuid=f"GPU-{index:04d}", name=name, pci_bus_id=f"00000000:{index + 16:02X}:00.0",
+         name: str = "NVIDIA H200") -> machine.GpuInfo:
+    return machine.GpuInfo(index=index, uuid=f"GPU-{index:04d}", name=name, pci_bus_id=f"00000000:{index + 16:02X}:00.0",
                       cpus=cpus, mem_nodes=nodes,
-                      cpu_source=mg.AffinitySource.NVML if cpus else mg.AffinitySource.NONE,
-                      mem_source=mg.AffinitySource.NVML if nodes else mg.AffinitySource.NONE)
+                      cpu_source=machine.AffinitySource.NVML if cpus else machine.AffinitySource.NONE,
+                      mem_source=machine.AffinitySource.NVML if nodes else machine.AffinitySource.NONE)
 
 
 def test_resolve_all_and_listed() -> None:
     gpus = (_gpu(1), _gpu(0), _gpu(2))
-    assert [g.index for g in mg.resolve_selection(mg.parse_gpu_selection("all"), gpus)] == [0, 1, 2]
-    assert [g.index for g in mg.resolve_selection(mg.parse_gpu_selection("2,0"), gpus)] == [2, 0]
+    assert [g.index for g in machine.resolve_selection(machine.parse_gpu_selection("all"), gpus)] == [0, 1, 2]
+    assert [g.index for g in machine.resolve_selection(machine.parse_gpu_selection("2,0"), gpus)] == [2, 0]
 
 
 def test_unknown_index_names_what_exists() -> None:
     with pytest.raises(InputError) as err:
-        mg.resolve_selection(mg.parse_gpu_selection("0,5,7"), (_gpu(0), _gpu(1)))
+        machine.resolve_selection(machine.parse_gpu_selection("0,5,7"), (_gpu(0), _gpu(1)))
     assert err.value.exit_code == 2
     assert "GPU 5, 7 does not exist; NVML lists 0, 1" in str(err.value)
 
@@ -72,24 +75,24 @@ def test_unknown_index_names_what_exists() -> None:
 
 def test_decode_mask_numbers_bits_across_words() -> None:
     # word 0 = 0b1011 -> cpus 0, 1, 3; word 1 bit 0 -> cpu 64; bit 63 of word 1 -> 127
-    assert mg.decode_mask([0b1011, 1 | (1 << 63)]) == (0, 1, 3, 64, 127)
-    assert mg.decode_mask([0, 0]) == ()
+    assert machine.decode_mask([0b1011, 1 | (1 << 63)]) == (0, 1, 3, 64, 127)
+    assert machine.decode_mask([0, 0]) == ()
 
 
 def test_cpulist_round_trip() -> None:
-    assert mg.format_cpulist((11, 0, 1, 2, 3, 8, 10)) == "0-3,8,10-11"
-    assert mg.parse_cpulist("0-3,8,10-11\n") == (0, 1, 2, 3, 8, 10, 11)
+    assert machine.format_cpulist((11, 0, 1, 2, 3, 8, 10)) == "0-3,8,10-11"
+    assert machine.parse_cpulist("0-3,8,10-11\n") == (0, 1, 2, 3, 8, 10, 11)
     with pytest.raises(ValueError):
-        mg.parse_cpulist("5-2")
+        machine.parse_cpulist("5-2")
 
 
 def test_sysfs_path_uses_a_four_digit_domain(tmp_path: Path) -> None:
-    assert mg.sysfs_pci_path("00000000:17:00.0", tmp_path) == tmp_path / "0000:17:00.0"
-    assert mg.sysfs_pci_path("0001:C5:00.0", tmp_path) == tmp_path / "0001:c5:00.0"
+    assert machine.sysfs_pci_path("00000000:17:00.0", tmp_path) == tmp_path / "0000:17:00.0"
+    assert machine.sysfs_pci_path("0001:C5:00.0", tmp_path) == tmp_path / "0001:c5:00.0"
 
 
 def _sysfs(root: Path, bus: str, cpulist: str | None, node: str | None) -> None:
-    dev = mg.sysfs_pci_path(bus, root)
+    dev = machine.sysfs_pci_path(bus, root)
     dev.mkdir(parents=True)
     if cpulist is not None:
         (dev / "local_cpulist").write_text(cpulist + "\n")
@@ -141,14 +144,14 @@ def test_topology_reads_nvml_affinity_and_falls_back_to_sysfs(tmp_path: Path) ->
         {"name": "NVIDIA H200", "uuid": "GPU-b", "bus": "00000000:41:00.0", "cpu": None, "mem": None},
         {"name": "NVIDIA H200", "uuid": "GPU-c", "bus": "00000000:81:00.0", "cpu": None, "mem": None},
     ])
-    gpus = mg.read_gpu_topology(nvml, cpu_count=130, sysfs_root=tmp_path)
+    gpus = machine.read_gpu_topology(nvml, cpu_count=130, sysfs_root=tmp_path)
     assert ("cpu", 3) in nvml.calls  # 130 CPUs need three 64-bit words
     assert nvml.calls[0] == "init" and nvml.calls[-1] == "shutdown"
     a, b, c = gpus
     assert (a.index, a.uuid, a.name, a.cpus, a.mem_nodes) == (0, "GPU-a", "NVIDIA H200", (0, 1, 2, 3), (0,))
-    assert (a.cpu_source, a.mem_source, a.notes) == (mg.AffinitySource.NVML, mg.AffinitySource.NVML, ())
+    assert (a.cpu_source, a.mem_source, a.notes) == (machine.AffinitySource.NVML, machine.AffinitySource.NVML, ())
     assert (b.cpus, b.mem_nodes) == ((8, 9, 10, 11), (1,))
-    assert (b.cpu_source, b.mem_source) == (mg.AffinitySource.SYSFS, mg.AffinitySource.SYSFS)
+    assert (b.cpu_source, b.mem_source) == (machine.AffinitySource.SYSFS, machine.AffinitySource.SYSFS)
     assert any("nvmlDeviceGetCpuAffinity failed (Not Supported)" in n for n in b.notes)
     assert (c.cpus, c.mem_nodes) == (None, None)
     assert "CPU affinity unknown: the child is not pinned to cores" in c.notes
@@ -159,7 +162,7 @@ def test_topology_reads_nvml_affinity_and_falls_back_to_sysfs(tmp_path: Path) ->
 def test_topology_says_when_the_bindings_lack_memory_affinity(tmp_path: Path) -> None:
     nvml = fake_pynvml([{"name": "X", "uuid": "GPU-x", "bus": "00000000:17:00.0", "cpu": [0x3]}],
                        memory_affinity=False)
-    (g,) = mg.read_gpu_topology(nvml, cpu_count=2, sysfs_root=tmp_path)
+    (g,) = machine.read_gpu_topology(nvml, cpu_count=2, sysfs_root=tmp_path)
     assert g.cpus == (0, 1) and g.mem_nodes is None
     assert "these NVML bindings lack nvmlDeviceGetMemoryAffinity" in g.notes
 
@@ -167,47 +170,47 @@ def test_topology_says_when_the_bindings_lack_memory_affinity(tmp_path: Path) ->
 # ----------------------------------------------------------------------------- pinning
 
 
-NUMACTL = mg.PinTools(numactl="/usr/bin/numactl", can_setaffinity=True, allowed_cpus=tuple(range(16)))
-NO_NUMACTL = mg.PinTools(numactl=None, can_setaffinity=True, allowed_cpus=tuple(range(16)))
+NUMACTL = machine.PinTools(numactl="/usr/bin/numactl", can_setaffinity=True, allowed_cpus=tuple(range(16)))
+NO_NUMACTL = machine.PinTools(numactl=None, can_setaffinity=True, allowed_cpus=tuple(range(16)))
 
 
 def test_numactl_binds_cores_and_memory_node() -> None:
-    p = mg.plan_pinning(_gpu(0, cpus=(4, 5, 6, 7), nodes=(1,)), NUMACTL)
-    assert p.method is mg.PinMethod.NUMACTL and p.reason == "numactl"
+    p = machine.plan_pinning(_gpu(0, cpus=(4, 5, 6, 7), nodes=(1,)), NUMACTL)
+    assert p.method is machine.PinMethod.NUMACTL and p.reason == "numactl"
     assert p.argv_prefix == ("/usr/bin/numactl", "--physcpubind=4-7", "--membind=1")
 
 
 def test_numactl_without_a_memory_node_binds_cores_only_and_says_so() -> None:
-    p = mg.plan_pinning(_gpu(0, cpus=(0, 1), nodes=None), NUMACTL)
+    p = machine.plan_pinning(_gpu(0, cpus=(0, 1), nodes=None), NUMACTL)
     assert p.reason == "numactl_cpus_only" and p.argv_prefix == ("/usr/bin/numactl", "--physcpubind=0-1")
     assert "not bound" in p.message
 
 
 def test_without_numactl_sched_setaffinity_pins_cores_and_says_memory_is_not_bound() -> None:
-    p = mg.plan_pinning(_gpu(2, cpus=(8, 9), nodes=(1,)), NO_NUMACTL)
-    assert p.method is mg.PinMethod.SCHED_SETAFFINITY and p.cpus == (8, 9) and p.mem_nodes == ()
+    p = machine.plan_pinning(_gpu(2, cpus=(8, 9), nodes=(1,)), NO_NUMACTL)
+    assert p.method is machine.PinMethod.SCHED_SETAFFINITY and p.cpus == (8, 9) and p.mem_nodes == ()
     assert p.argv_prefix == () and "memory node not bound" in p.message
 
 
 def test_pinning_keeps_only_allowed_cores() -> None:
-    tools = mg.PinTools(numactl=None, can_setaffinity=True, allowed_cpus=(2, 3, 4))
-    assert mg.plan_pinning(_gpu(0, cpus=(0, 1, 2, 3)), tools).cpus == (2, 3)
+    tools = machine.PinTools(numactl=None, can_setaffinity=True, allowed_cpus=(2, 3, 4))
+    assert machine.plan_pinning(_gpu(0, cpus=(0, 1, 2, 3)), tools).cpus == (2, 3)
 
 
 @pytest.mark.parametrize("gpu, tools, reason", [
     (_gpu(0, cpus=None), NUMACTL, "no_cpu_affinity"),
     (_gpu(0, cpus=(20, 21)), NUMACTL, "outside_allowed"),
-    (_gpu(0, cpus=(0, 1)), mg.PinTools(None, False, None), "no_tool"),
+    (_gpu(0, cpus=(0, 1)), machine.PinTools(None, False, None), "no_tool"),
 ])
-def test_no_pinning_is_said_plainly(gpu: mg.GpuInfo, tools: mg.PinTools, reason: str) -> None:
-    p = mg.plan_pinning(gpu, tools)
-    assert p.method is mg.PinMethod.NONE and not p.applied and p.reason == reason
+def test_no_pinning_is_said_plainly(gpu: machine.GpuInfo, tools: machine.PinTools, reason: str) -> None:
+    p = machine.plan_pinning(gpu, tools)
+    assert p.method is machine.PinMethod.NONE and not p.applied and p.reason == reason
     assert "not pinned" in p.message
 
 
 def test_each_child_sees_only_its_gpu_by_uuid(tmp_path: Path) -> None:
     gpus = (_gpu(0, cpus=(0, 1), nodes=(0,)), _gpu(1, cpus=(2, 3), nodes=(1,)))
-    children = mg.plan_gpu_children(gpus, NUMACTL, lambda g, r: ["prog", str(g.index), str(r)], tmp_path, "cfg",
+    children = sup.plan_gpu_children(gpus, NUMACTL, lambda g, r: ["prog", str(g.index), str(r)], tmp_path, "cfg",
                                     {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,1"})
     assert [c.env["CUDA_VISIBLE_DEVICES"] for c in children] == ["GPU-0000", "GPU-0001"]
     assert all(c.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and c.env["PATH"] == "/bin" for c in children)
@@ -286,7 +289,7 @@ def test_host_checks_drop_the_per_gpu_ones() -> None:
 def test_scaling_summary_sums_takes_the_minimum_and_divides_by_n_solo() -> None:
     solo = SustainedFps.from_fps([98.0, 100.0, 102.0])  # median 100, spread 2
     conc = {0: SustainedFps.from_fps([90.0, 92.0, 94.0]), 1: SustainedFps.from_fps([80.0, 81.0, 82.0])}
-    s = mg.scaling_summary(0, solo, conc)
+    s = rowmod.scaling_summary(0, solo, conc)
     assert s.total_fps == pytest.approx(92.0 + 81.0)
     assert (s.min_fps, s.min_gpu, s.n) == (81.0, 1, 2)
     assert s.efficiency == pytest.approx(173.0 / (2 * 100.0))
@@ -295,7 +298,7 @@ def test_scaling_summary_sums_takes_the_minimum_and_divides_by_n_solo() -> None:
 
 
 def test_scaling_with_one_gpu_is_its_own_ratio() -> None:
-    s = mg.scaling_summary(0, SustainedFps.from_fps([100.0]), {0: SustainedFps.from_fps([95.0])})
+    s = rowmod.scaling_summary(0, SustainedFps.from_fps([100.0]), {0: SustainedFps.from_fps([95.0])})
     assert (s.n, s.total_fps, s.min_fps, s.efficiency) == (1, 95.0, 95.0, pytest.approx(0.95))
 
 
@@ -313,11 +316,11 @@ def test_rows_are_keyed_by_label_and_gpu_and_round_trip_through_the_store(tmp_pa
     gpus = (_gpu(0), _gpu(1))
     solo = SustainedFps.from_fps([100.0])
     conc = {0: SustainedFps.from_fps([90.0]), 1: SustainedFps.from_fps([80.0])}
-    summary = mg.scaling_summary(0, solo, conc)
-    rows = [mg.gpu_row(_base(100.0), gpus[0], mg.RowRole.SOLO, "node1"),
-            mg.gpu_row(_base(90.0), gpus[0], mg.RowRole.CONCURRENT, "node1"),
-            mg.gpu_row(_base(80.0), gpus[1], mg.RowRole.CONCURRENT, "node1"),
-            mg.aggregate_row(_base(100.0), summary, "node1", gpus)]
+    summary = rowmod.scaling_summary(0, solo, conc)
+    rows = [rowmod.gpu_row(_base(100.0), gpus[0], rowmod.RowRole.SOLO, "node1"),
+            rowmod.gpu_row(_base(90.0), gpus[0], rowmod.RowRole.CONCURRENT, "node1"),
+            rowmod.gpu_row(_base(80.0), gpus[1], rowmod.RowRole.CONCURRENT, "node1"),
+            rowmod.aggregate_row(_base(100.0), summary, "node1", gpus)]
     agg = rows[-1]
     assert agg["label"] == "3x3_s4@all" and agg["gpu"] == "all" and agg["gpus"] == 2
     assert agg["sustained_fps"] == 170.0 and agg["gpu_min_fps"] == 80.0 and agg["gpu_min_index"] == 1
@@ -334,7 +337,7 @@ def test_rows_are_keyed_by_label_and_gpu_and_round_trip_through_the_store(tmp_pa
     assert (g1["gpu"], g1["gpu_index"], g1["gpu_uuid"], g1["config_label"], g1["role"], g1["host"]) == (
         "1:GPU-0001", 1, "GPU-0001", "3x3_s4", "concurrent", "node1")
     # re-running GPU 1 replaces its own row only
-    upsert_probe_row(tmp_path, mg.gpu_row(_base(85.0), gpus[1], mg.RowRole.CONCURRENT, "node1"))
+    upsert_probe_row(tmp_path, rowmod.gpu_row(_base(85.0), gpus[1], rowmod.RowRole.CONCURRENT, "node1"))
     again = load_results(tmp_path)
     assert again.labels == loaded.labels
     assert again.row("3x3_s4@gpu1").number("sustained_fps") == 85.0
@@ -385,7 +388,7 @@ def child(tmp_path: Path) -> Path:
 
 def _command(child: Path, peers_dir: Path, peers: int, shared_s: dict[int, float], solo_s: float = 0.01,
              fail: dict[int, int] | None = None):
-    def command(g: mg.GpuInfo, result: Path) -> list[str]:
+    def command(g: machine.GpuInfo, result: Path) -> list[str]:
         return [sys.executable, str(child), str(result), str(peers_dir), str(peers), "1000", str(solo_s),
                 str(shared_s[g.index]), str((fail or {}).get(g.index, 0))]
     return command
@@ -398,16 +401,16 @@ def _allowed() -> tuple[int, ...]:
 def test_children_run_at_once_each_on_its_gpu_and_cores(tmp_path: Path, child: Path) -> None:
     allowed = _allowed()
     gpus = (_gpu(0, cpus=(allowed[0],)), _gpu(1, cpus=(allowed[-1],)))
-    tools = mg.PinTools(numactl=None, can_setaffinity=True, allowed_cpus=allowed)
-    events: list[mg.GpuChildEvent] = []
-    children = mg.plan_gpu_children(gpus, tools, _command(child, tmp_path / "peers", 2, {0: 0.02, 1: 0.04}),
+    tools = machine.PinTools(numactl=None, can_setaffinity=True, allowed_cpus=allowed)
+    events: list[sup.GpuChildEvent] = []
+    children = sup.plan_gpu_children(gpus, tools, _command(child, tmp_path / "peers", 2, {0: 0.02, 1: 0.04}),
                                     tmp_path, "cfg", dict(os.environ))
-    outcomes = mg.run_gpu_children(children, timeout_s=60, on_event=events.append)
+    outcomes = sup.run_gpu_children(children, timeout_s=60, on_event=events.append)
     assert all(o.ok for o in outcomes), [o.error for o in outcomes]
     assert [o.result.extra["visible"] for o in outcomes] == ["GPU-0000", "GPU-0001"]
     assert [o.result.extra["affinity"] for o in outcomes] == [[allowed[0]], [allowed[-1]]]
     assert [o.result.fps for o in outcomes] == [(1000 / 0.02,) * 2, (1000 / 0.04,) * 2]
-    assert mg.overlap_s(outcomes) > 0.1  # both slept 0.2 s after meeting at the barrier
+    assert sup.overlap_s(outcomes) > 0.1  # both slept 0.2 s after meeting at the barrier
     assert sorted((e.kind, e.gpu) for e in events) == [("finished", 0), ("finished", 1), ("started", 0),
                                                        ("started", 1)]
     assert "pinning: GPU 0: CPUs" in (tmp_path / "cfg.gpu0.log").read_text()
@@ -415,37 +418,37 @@ def test_children_run_at_once_each_on_its_gpu_and_cores(tmp_path: Path, child: P
 
 def test_a_failed_child_is_reported_with_its_log_and_the_others_kept(tmp_path: Path, child: Path) -> None:
     gpus = (_gpu(0, cpus=None), _gpu(1, cpus=None))
-    tools = mg.PinTools(None, True, _allowed())
-    children = mg.plan_gpu_children(gpus, tools, _command(child, tmp_path / "p", 2, {0: 0.01, 1: 0.01}, fail={1: 4}),
+    tools = machine.PinTools(None, True, _allowed())
+    children = sup.plan_gpu_children(gpus, tools, _command(child, tmp_path / "p", 2, {0: 0.01, 1: 0.01}, fail={1: 4}),
                                     tmp_path, "cfg", dict(os.environ))
-    ok, bad = mg.run_gpu_children(children, timeout_s=60)
+    ok, bad = sup.run_gpu_children(children, timeout_s=60)
     assert ok.ok and not bad.ok and bad.returncode == 4
     assert "exited with status 4" in bad.error and "failing on purpose" in bad.error
     with pytest.raises(EnvironmentFailure) as err:
-        mg.require_all_ok((ok, bad), "the run")
+        sup.require_all_ok((ok, bad), "the run")
     assert "1 of 2 GPU processes failed" in str(err.value) and err.value.exit_code == 1
 
 
 def test_a_child_past_its_timeout_is_stopped(tmp_path: Path) -> None:
     gpus = (_gpu(0, cpus=None),)
-    children = mg.plan_gpu_children(gpus, mg.PinTools(None, False, None),
+    children = sup.plan_gpu_children(gpus, machine.PinTools(None, False, None),
                                     lambda g, r: [sys.executable, "-c", "import time; time.sleep(30)"],
                                     tmp_path, "slow", dict(os.environ))
-    (o,) = mg.run_gpu_children(children, timeout_s=0.5)
+    (o,) = sup.run_gpu_children(children, timeout_s=0.5)
     assert not o.ok and "still running after 0.5 s" in o.error and o.ended_s < 15
 
 
 def test_a_missing_program_is_an_outcome_not_a_crash(tmp_path: Path) -> None:
-    children = mg.plan_gpu_children((_gpu(0, cpus=None),), mg.PinTools(None, False, None),
+    children = sup.plan_gpu_children((_gpu(0, cpus=None),), machine.PinTools(None, False, None),
                                     lambda g, r: [str(tmp_path / "no-such-program")], tmp_path, "x", {})
-    (o,) = mg.run_gpu_children(children)
+    (o,) = sup.run_gpu_children(children)
     assert not o.ok and "cannot start" in o.error
 
 
 def test_a_child_that_writes_no_result_is_reported(tmp_path: Path) -> None:
-    children = mg.plan_gpu_children((_gpu(0, cpus=None),), mg.PinTools(None, False, None),
+    children = sup.plan_gpu_children((_gpu(0, cpus=None),), machine.PinTools(None, False, None),
                                     lambda g, r: [sys.executable, "-c", "pass"], tmp_path, "x", dict(os.environ))
-    (o,) = mg.run_gpu_children(children)
+    (o,) = sup.run_gpu_children(children)
     assert o.returncode == 0 and not o.ok and "no readable result record x.gpu0.json" in o.error
 
 
@@ -453,7 +456,7 @@ def test_a_child_that_writes_no_result_is_reported(tmp_path: Path) -> None:
 def test_solo_then_concurrent_gives_the_aggregate(tmp_path: Path, child: Path, n: int) -> None:
     gpus = tuple(_gpu(i, cpus=None) for i in range(n))
     shared = {0: 0.0125, 1: 0.02}  # 80,000 and 50,000 FPS at 1000 frames per pass
-    run = mg.measure_sustained_gpus(gpus, mg.PinTools(None, True, _allowed()),
+    run = mg.measure_sustained_gpus(gpus, machine.PinTools(None, True, _allowed()),
                                     _command(child, tmp_path / "peers", n, shared, solo_s=0.01),
                                     tmp_path, "3x3_s4", dict(os.environ), input_bytes_per_frame=FRAME_BYTES,
                                     timeout_s=60)
@@ -469,10 +472,10 @@ def test_solo_then_concurrent_gives_the_aggregate(tmp_path: Path, child: Path, n
 
 def test_multi_gpu_env_records_affinity_pinning_and_verdicts() -> None:
     gpus = (_gpu(0, cpus=(0, 1)), _gpu(1, cpus=None))
-    pins = {g.index: mg.plan_pinning(g, NO_NUMACTL) for g in gpus}
+    pins = {g.index: machine.plan_pinning(g, NO_NUMACTL) for g in gpus}
     guard = mg.check_gpus([_reading(0), _reading(1, util=(99.0,))], max_util_pct=5.0, force=True)
-    summary = mg.scaling_summary(0, SustainedFps.from_fps([10.0]), {0: SustainedFps.from_fps([9.0])})
-    env = mg.multi_gpu_env(mg.parse_gpu_selection("all"), gpus, pins, guard, {"a": summary}, {"a": 1.5})
+    summary = rowmod.scaling_summary(0, SustainedFps.from_fps([10.0]), {0: SustainedFps.from_fps([9.0])})
+    env = mg.multi_gpu_env(machine.parse_gpu_selection("all"), gpus, pins, guard, {"a": summary}, {"a": 1.5})
     json.dumps(env, allow_nan=False)  # JSON-ready
     assert env["version"] == 1 and env["selection"] == "all"
     assert env["gpus"][0]["cpus"] == "0-1" and env["gpus"][0]["pinning"]["method"] == "sched_setaffinity"
@@ -497,10 +500,10 @@ def test_new_core_modules_import_no_ui_gpu_or_scheduler_library(module: str) -> 
 
 def test_visible_gpus_follow_cuda_visible_devices() -> None:
     gpus = (_gpu(0), _gpu(1), _gpu(2))
-    assert mg.visible_gpus(gpus, None) == gpus
-    assert [g.index for g in mg.visible_gpus(gpus, "2,0")] == [2, 0]  # Slurm's integers: NVML indices
-    assert [g.index for g in mg.visible_gpus(gpus, "GPU-0001")] == [1]
-    assert [g.index for g in mg.visible_gpus(gpus, "gpu-0002,1")] == [2, 1]
+    assert machine.visible_gpus(gpus, None) == gpus
+    assert [g.index for g in machine.visible_gpus(gpus, "2,0")] == [2, 0]  # Slurm's integers: NVML indices
+    assert [g.index for g in machine.visible_gpus(gpus, "GPU-0001")] == [1]
+    assert [g.index for g in machine.visible_gpus(gpus, "gpu-0002,1")] == [2, 1]
 
 
 @pytest.mark.parametrize("value, words", [
@@ -508,7 +511,7 @@ def test_visible_gpus_follow_cuda_visible_devices() -> None:
 ])
 def test_visible_gpus_refuses_what_it_cannot_map(value: str, words: str) -> None:
     with pytest.raises(EnvironmentFailure) as err:
-        mg.visible_gpus((_gpu(0), _gpu(1), _gpu(2)), value)
+        machine.visible_gpus((_gpu(0), _gpu(1), _gpu(2)), value)
     assert err.value.exit_code == 1 and words in str(err.value)
 
 
@@ -528,7 +531,7 @@ def test_the_other_gpus_stream_for_the_whole_traced_run_and_are_stopped(tmp_path
     prog = tmp_path / "background.py"
     prog.write_text(BACKGROUND)
     gpus = (_gpu(1, cpus=None), _gpu(2, cpus=None))
-    children = mg.plan_gpu_children(gpus, mg.PinTools(None, False, None),
+    children = sup.plan_gpu_children(gpus, machine.PinTools(None, False, None),
                                     lambda g, r: [sys.executable, str(prog), str(tmp_path / f"beat{g.index}")],
                                     tmp_path, "bg", dict(os.environ))
 
@@ -548,7 +551,7 @@ def test_the_other_gpus_stream_for_the_whole_traced_run_and_are_stopped(tmp_path
         assert all(b > a > 0 for a, b in zip(n0, n1))
         return 42
 
-    value, outcomes = mg.stream_in_background(children, trace_gpu0, settle_s=0.3)
+    value, outcomes = sup.stream_in_background(children, trace_gpu0, settle_s=0.3)
     assert value == 42 and [o.covered for o in outcomes] == [True, True]
     assert all(o.returncode is not None for o in outcomes)  # stopped
     assert set((tmp_path / "beat1").read_text().split()) == {"GPU-0001"}
@@ -559,16 +562,16 @@ def test_the_other_gpus_stream_for_the_whole_traced_run_and_are_stopped(tmp_path
 
 
 def test_a_background_gpu_that_ended_early_did_not_cover_the_trace(tmp_path: Path) -> None:
-    children = mg.plan_gpu_children((_gpu(1, cpus=None),), mg.PinTools(None, False, None),
+    children = sup.plan_gpu_children((_gpu(1, cpus=None),), machine.PinTools(None, False, None),
                                     lambda g, r: [sys.executable, "-c", "pass"], tmp_path, "bg", dict(os.environ))
-    _, (o,) = mg.stream_in_background(children, lambda: None, settle_s=0.5)
+    _, (o,) = sup.stream_in_background(children, lambda: None, settle_s=0.5)
     assert not o.covered and o.returncode == 0
 
 
 def test_only_gpu_visible_sets_and_restores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
-    with mg.only_gpu_visible(_gpu(3)):
+    with machine.only_gpu_visible(_gpu(3)):
         assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-0003" and os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1" and "CUDA_DEVICE_ORDER" not in os.environ
 
@@ -581,7 +584,7 @@ def test_plan_multi_gpu_reads_each_gpu_and_judges(tmp_path: Path) -> None:
         asked.append((device_index, window_s))
         return _reading(device_index, util=(70.0,) if device_index == 2 else (0.0,))
 
-    plan = mg.plan_multi_gpu(mg.parse_gpu_selection("all"), max_util_pct=5.0, window_s=0.5, force=True,
+    plan = mg.plan_multi_gpu(machine.parse_gpu_selection("all"), max_util_pct=5.0, window_s=0.5, force=True,
                              environ={"CUDA_VISIBLE_DEVICES": "GPU-0002,GPU-0000"},
                              read_topology=lambda: topology, read_reading=reading, tools=NUMACTL)
     assert [g.index for g in plan.gpus] == [0, 2]  # all = what CUDA_VISIBLE_DEVICES allows, in index order
@@ -591,18 +594,18 @@ def test_plan_multi_gpu_reads_each_gpu_and_judges(tmp_path: Path) -> None:
     env = plan.env_block()
     assert [g["index"] for g in env["gpus"]] == [0, 2] and env["guard"]["reason"] == "forced_dropped"
     with pytest.raises(InputError):
-        mg.plan_multi_gpu(mg.parse_gpu_selection("1"), max_util_pct=5.0, window_s=0.5, force=False,
+        mg.plan_multi_gpu(machine.parse_gpu_selection("1"), max_util_pct=5.0, window_s=0.5, force=False,
                           environ={"CUDA_VISIBLE_DEVICES": "0"}, read_topology=lambda: topology,
                           read_reading=reading, tools=NUMACTL)
 
 
 def test_config_rows_build_solo_per_gpu_and_aggregate(tmp_path: Path, child: Path) -> None:
     gpus = (_gpu(0, cpus=None), _gpu(1, cpus=None))
-    run = mg.measure_sustained_gpus(gpus, mg.PinTools(None, True, _allowed()),
+    run = mg.measure_sustained_gpus(gpus, machine.PinTools(None, True, _allowed()),
                                     _command(child, tmp_path / "peers", 2, {0: 0.02, 1: 0.025}, solo_s=0.0125),
                                     tmp_path, "3x3_s4", dict(os.environ), input_bytes_per_frame=FRAME_BYTES,
                                     timeout_s=60)
-    rows = mg.config_rows(lambda s: _base(s.median_fps), run, gpus, "node7")
+    rows = rowmod.config_rows(lambda s: _base(s.median_fps), run, gpus, "node7")
     assert [r["label"] for r in rows] == ["3x3_s4@gpu0.solo", "3x3_s4@gpu0", "3x3_s4@gpu1", "3x3_s4@all"]
     assert [r["sustained_fps"] for r in rows[:3]] == pytest.approx([80_000.0, 50_000.0, 40_000.0])
     agg = rows[-1]
@@ -612,10 +615,10 @@ def test_config_rows_build_solo_per_gpu_and_aggregate(tmp_path: Path, child: Pat
 
 
 def test_a_pinning_the_kernel_refuses_is_a_start_error(tmp_path: Path) -> None:
-    bad = mg.Pinning(mg.PinMethod.SCHED_SETAFFINITY, "sched_setaffinity", "GPU 0: CPUs 100000", (100_000,))
-    c = mg.GpuChild(_gpu(0), bad, (sys.executable, "-c", "pass"), dict(os.environ), tmp_path / "r.json",
+    bad = machine.Pinning(machine.PinMethod.SCHED_SETAFFINITY, "sched_setaffinity", "GPU 0: CPUs 100000", (100_000,))
+    c = sup.GpuChild(_gpu(0), bad, (sys.executable, "-c", "pass"), dict(os.environ), tmp_path / "r.json",
                     tmp_path / "r.log")
-    (o,) = mg.run_gpu_children([c])
+    (o,) = sup.run_gpu_children([c])
     assert not o.ok and "cannot start" in o.error
 
 

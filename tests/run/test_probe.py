@@ -20,7 +20,8 @@ import clusterbench.run.guards as guards
 import clusterbench.run.probe as probe_mod
 from clusterbench.run.config import ProbeConfig
 from clusterbench.errors import CheckFailed, ConfigError, EnvironmentFailure, InputError
-from clusterbench.run.probe import ProbeInterrupted, ProbeRequest, build_env, build_row, plan_probe, run_probe
+from clusterbench.run.probe import ProbeInterrupted, ProbeRequest, plan_probe, run_probe
+from clusterbench.run.rows import build_env, build_row
 from clusterbench.model.records import ConfigEntry, EnvRecord, SustainedFps, WorkloadResult
 from clusterbench.model.params import WorkloadParams
 from protocol_programs import ONE_COMMAND_CONFIG, write_fake_nsys, write_program

@@ -18,6 +18,7 @@ import pytest
 
 from clusterbench.run import guards
 from clusterbench.run import multigpu as mg
+from clusterbench.run import machine
 from clusterbench.run import probe as probe_mod
 from clusterbench.errors import CheckFailed, EnvironmentFailure, InputError
 from clusterbench.run.probe import ProbeRequest, plan_probe, run_probe
@@ -45,8 +46,8 @@ def _reading(index: int, util: float) -> guards.NvmlReading:
 def edges(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, busy: tuple[int, ...] = (),
           host_checks: tuple[guards.GuardCheck, ...] = (), sampled: list[int] | None = None) -> Path:
     allowed = tuple(sorted(os.sched_getaffinity(0)))
-    topology = tuple(mg.GpuInfo(i, f"GPU-{i:04d}", "NVIDIA H200", cpus=allowed, mem_nodes=(0,),
-                                cpu_source=mg.AffinitySource.NVML, mem_source=mg.AffinitySource.NVML)
+    topology = tuple(machine.GpuInfo(i, f"GPU-{i:04d}", "NVIDIA H200", cpus=allowed, mem_nodes=(0,),
+                                cpu_source=machine.AffinitySource.NVML, mem_source=machine.AffinitySource.NVML)
                      for i in range(2))
     monkeypatch.setattr(mg, "read_gpu_topology", lambda: topology)
     def read_nvml(device_index, window_s):
