@@ -80,7 +80,7 @@ if [ -z "$nvrtc_lib" ]; then
         nvrtc_lib=$(find_first "$name" $lib_dirs /usr/local/cuda/lib64 $wheel_libs) && break
         nvrtc_lib=""
     done
-    [ -z "$nvrtc_lib" ] && nvrtc_lib=$(ldconfig_lib '^libnvrtc\.so(\.[0-9]+)?$') || true
+    [ -z "$nvrtc_lib" ] && nvrtc_lib=$(ldconfig_lib '^libnvrtc[.]so([.][0-9]+)?$') || true
 fi
 # ---- libcuda (no_nvtx: the driver API)
 libcuda=${ZOO_LIBCUDA:-}
@@ -88,7 +88,7 @@ if [ -z "$libcuda" ]; then
     libcuda=$(find_first libcuda.so $lib_dirs /usr/local/cuda/lib64/stubs /usr/lib/x86_64-linux-gnu /usr/lib64 \
                   /usr/local/nvidia/lib64 /usr/lib/wsl/lib) ||
     libcuda=$(find_first libcuda.so.1 /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/nvidia/lib64 /usr/lib/wsl/lib) ||
-    libcuda=$(ldconfig_lib '^libcuda\.so(\.1)?$') || libcuda=""
+    libcuda=$(ldconfig_lib '^libcuda[.]so([.]1)?$') || libcuda=""
 fi
 echo "build.sh: nvrtc.h: ${nvrtc_inc:-not found (no_nvtx declares the API itself)}"
 echo "build.sh: NVRTC library: ${nvrtc_lib:-NOT FOUND}"
@@ -104,7 +104,7 @@ flags_for() {  # flags_for PROGRAM : prints one flag a line
         echo "-L$(dirname "$libcuda")"; echo "-l:$(basename "$libcuda")"
         echo "-ldl" ;;
     nvtx_domain) echo "-ldl" ;;
-    threads) echo "-lpthread" ;;
+    threads) echo "-lpthread"; echo "-ldl" ;;
     device_graph) echo "-rdc=true"; echo "-lcudadevrt" ;;
     esac
 }
@@ -116,6 +116,7 @@ t0=$(date +%s.%N)
 for p in "${progs[@]}"; do
     src="$here/$p.cu"
     log="$out/build_$p.log"
+    rm -f "$out/$p"  # never leave an older binary behind a failed build
     if [ ! -f "$src" ]; then echo "build.sh: no such program: $p ($src)" > "$log"; fi
     if [ "$p" = no_nvtx ] && { [ -z "$nvrtc_lib" ] || [ -z "$libcuda" ]; }; then
         echo "build.sh: no_nvtx needs the NVRTC library and libcuda to link: set ZOO_NVRTC_LIB / ZOO_LIBCUDA" > "$log"

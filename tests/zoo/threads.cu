@@ -1,19 +1,21 @@
 // threads: several host threads feed the GPU, each into its own stream(s), the way a DAQ with one
 // reader thread per detector module does.
 //
-// --threads T --streams S (S >= T): T std::threads named zoo-feed-0 .. zoo-feed-(T-1)
-// (pthread_setname_np). Thread t owns the streams s with s % T == t and the frames f with
-// f % T == t; its k-th frame goes to its (k mod #owned)-th stream. Per frame: H2D of 320,000
-// bytes, zoo_calib, D2H of 1,024 bytes; each thread synchronizes its streams after every
-// --sync-every (100) of its frames and at its end. The main thread sets up (buffers, one warm-up
+// --threads T --streams S (S >= T): T std::threads named zoo-feed-0 .. zoo-feed-(T-1) with
+// pthread_setname_np before each thread's first CUDA call (--nvtx-names also names them through
+// nvtxNameOsThreadA; off by default, so that the trace has no NVTX at all). Thread t owns the
+// streams s with s % T == t and the frames f with f % T == t; its k-th frame goes to its
+// (k mod #owned)-th stream. Per frame: H2D of 320,000 bytes, zoo_calib, D2H of 1,024 bytes; each
+// thread synchronizes its streams after every --sync-every (100) of its frames and at its end. The main thread sets up (buffers, one warm-up
 // zoo_calib on stream 0), starts the threads together and joins them; the rate is timed from the
 // start signal to the last join.
 //   Mode A: --threads 2 --streams 2   (each thread one stream)
 //   Mode B: --threads 1 --streams 4   (one thread feeding 4 streams round-robin)
 //
-// Build: nvcc -O2 -arch=sm_90 -lineinfo threads.cu -lpthread   (tests/zoo/build.sh)
+// Build: nvcc -O2 -arch=sm_90 -lineinfo threads.cu -lpthread -ldl   (tests/zoo/build.sh)
 #include "zoo.cuh"
 
+#include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 
@@ -31,11 +33,12 @@ struct ThreadOut {
 
 int main(int argc, char** argv) {
     zoo::start();
-    zoo::Args args(argc, argv, "[--frames N] [--threads T] [--streams S] [--sync-every K]");
+    zoo::Args args(argc, argv, "[--frames N] [--threads T] [--streams S] [--sync-every K] [--nvtx-names]");
     const long frames = args.get("--frames", 1000, 1);
     const long nthreads = args.get("--threads", 2, 1, 64);
     const long nstreams = args.get("--streams", 2, 1, 64);
     const long sync_every = args.get("--sync-every", 100, 1);
+    const bool nvtx_names = args.flag("--nvtx-names");
     args.finish();
     if (nstreams < nthreads) {
         std::fprintf(stderr, "%s: --streams (%ld) must be >= --threads (%ld): each thread owns its streams\n", argv[0],
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
         o.name = "zoo-feed-" + std::to_string(t);
         pthread_setname_np(pthread_self(), o.name.c_str());  // <= 15 characters
         o.tid = long(syscall(SYS_gettid));
+        if (nvtx_names) nvtxNameOsThreadA(uint32_t(o.tid), o.name.c_str());  // opt-in: the same name via NVTX
         CUDA_CHECK(cudaSetDevice(0));
         for (long s = t; s < nstreams; s += nthreads) o.streams.push_back(s);
         ready.fetch_add(1);
@@ -163,7 +167,13 @@ int main(int argc, char** argv) {
     rep.top.s("main_thread", "sets up, warms up (1 zoo_calib on stream 0), joins; launches nothing in the loop");
     rep.top.i("main_tid", long(syscall(SYS_gettid)));
     rep.top.i("sync_every", sync_every).i("stream_syncs", syncs);
-    rep.top.raw("nvtx", "null");
+    if (nvtx_names) {
+        rep.top.raw("nvtx", zoo::Obj().raw("ranges", "[]").s("thread_names", "nvtxNameOsThreadA").str());
+        rep.top.raw("thread_naming", zoo::jarr({zoo::jstr("pthread_setname_np"), zoo::jstr("nvtxNameOsThreadA")}));
+    } else {
+        rep.top.raw("nvtx", "null");
+        rep.top.raw("thread_naming", zoo::jarr({zoo::jstr("pthread_setname_np")}));
+    }
     rep.top.b("checked", true);
     rep.finish(frames, loop_s, int64_t(frames) * int64_t(zoo::kFrameBytes));
     return 0;
