@@ -648,10 +648,11 @@ def run_guards(config_file: ConfigFile | None = None, *, max_util_pct: float = D
         repo_root = find_checkout(start) or find_checkout(Path.cwd())
     import clusterbench
 
-    from clusterbench.workloads.cupy.build import hash_kernel_sources
+    from clusterbench.workloads.cupy.build import hash_kernel_sources, kernel_dir
 
-    checkout_kernels = (hash_kernel_sources(Path(repo_root) / "clusterbench" / "workload" / "kernels")
-                        if repo_root is not None else None)
+    # the same folder in the checkout as in the imported package (clusterbench/workloads/cupy/kernels)
+    in_package = kernel_dir().relative_to(Path(clusterbench.__file__).resolve().parent.parent)
+    checkout_kernels = hash_kernel_sources(Path(repo_root) / in_package) if repo_root is not None else None
     checks = [
         check_idle_gpu(reading, max_util_pct, own_pid=os.getpid() if own_pid is None else own_pid),
         check_clocks(reading),

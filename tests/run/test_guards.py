@@ -346,6 +346,15 @@ def test_run_guards_records_the_kernel_hashes_it_would_compile() -> None:
     assert report.kernel_sources == expected
 
 
+def test_this_checkout_passes_its_own_kernel_source_check() -> None:
+    # the guard looks for the kernels in the checkout at the same place as in the package; run from
+    # this checkout (imported from it, as the tests are) the two sets are the same files
+    repo = Path(__file__).resolve().parents[2]
+    report = run_guards(None, reading=reading(), repo_root=repo)
+    check = report.check("kernel_sources")
+    assert check.status is Status.PASS, check.message
+
+
 def test_run_guards_checks_the_configs_external_build(tmp_path: Path) -> None:
     art = _touch(tmp_path / "finder", 1_000)
     _touch(tmp_path / "k.cu", 2_000)
