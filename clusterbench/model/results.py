@@ -396,10 +396,6 @@ class ConfigEntry:
             extra={k: v for k, v in doc.items() if k not in names and k not in KEY_COLUMNS})
 
 
-# env.json keys that are a config entry's key, not its value
-_ENTRY_KEY = ("config", "variant")
-
-
 @dataclass(frozen=True, slots=True)
 class EnvRecord:
     """env.json: where, on what and with what the results dir was made. ``configs``: per config (and
