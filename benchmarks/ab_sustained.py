@@ -40,7 +40,7 @@ def main() -> int:
             for vname, kernel, cap in variants:
                 build.CLASSIFY_FRAMES_PER_BLOCK = cap or default_cap
                 r = measure_sustained(params, repeats=3, frames=frames, frozen_kernel=kernel)
-                got[vname].extend(r.fps)
+                got[vname].extend(r.samples)
         build.CLASSIFY_FRAMES_PER_BLOCK = default_cap
         for vname, fps in got.items():
             print(f"ab {name} {vname}: median {statistics.median(fps):,.0f} FPS, min {min(fps):,.0f}, "

@@ -87,7 +87,7 @@ def link_floors(p, link: dict) -> tuple[float, float]:
 
 def fps_of(r) -> dict:
     """The FPS figures of a run.measure_sustained record, as sustained_fps returns them."""
-    return {"median_fps": r.median_fps, "min_fps": r.min_fps, "max_fps": r.max_fps, "input_gbps": r.input_gbps}
+    return {"median_fps": r.median, "min_fps": r.min, "max_fps": r.max, "input_gbps": r.input_gbps}
 
 
 def sustained_row(config: str, mode: str, kernel: str | None, transfer: str, streams: int, batch: int, fps: dict,
@@ -120,18 +120,18 @@ def sweep(args, base, frames, link) -> list[dict]:
                 row = sustained_row(label, "frozen", pipeline.default_frozen_kernel(p.pedestal_dtype, p.cluster),
                                     transfer, streams, batch, fps_of(r), floor, sweep=True)
                 sustained.append(row)
-                print(f"sustained {label} {transfer} s{streams} b{batch}: {r.median_fps:,.0f} FPS "
-                      f"(min {r.min_fps:,.0f}, max {r.max_fps:,.0f}); link floor {floor:.2f} µs "
+                print(f"sustained {label} {transfer} s{streams} b{batch}: {r.median:,.0f} FPS "
+                      f"(min {r.min:,.0f}, max {r.max:,.0f}); link floor {floor:.2f} µs "
                       f"= {1e6 / floor:,.0f} FPS; {100 * row['of_link']:.1f} % of link", flush=True)
-                if best is None or r.median_fps > best["median_fps"]:
+                if best is None or r.median > best["median_fps"]:
                     best = row
             best["best"] = True
         pt = p0.replace(pedestal="tracking", streams=4, batch=500)
         r = measure_sustained(pt, repeats=3, frames=frames)
         row = sustained_row(label, "tracking", "tracking", "copy", 4, 500, fps_of(r), floor_copy)
         sustained.append(row)
-        print(f"sustained {label} tracking s4 b500: {r.median_fps:,.0f} FPS (min {r.min_fps:,.0f}, "
-              f"max {r.max_fps:,.0f}); {100 * row['of_link']:.1f} % of the copy-mode link floor", flush=True)
+        print(f"sustained {label} tracking s4 b500: {r.median:,.0f} FPS (min {r.min:,.0f}, "
+              f"max {r.max:,.0f}); {100 * row['of_link']:.1f} % of the copy-mode link floor", flush=True)
     return sustained
 
 
@@ -438,8 +438,8 @@ def main() -> int:
             r = measure_sustained(p, repeats=3, frames=frames, frozen_kernel=kernel)
             row = sustained_row(label, "frozen", kernel, "copy", streams, batch, fps_of(r), floor_copy)
             sustained.append(row)
-            print(f"sustained {label} copy {kernel} s{streams} b{batch}: {r.median_fps:,.0f} FPS (min {r.min_fps:,.0f}, "
-                  f"max {r.max_fps:,.0f}); link floor {floor_copy:.2f} µs = {1e6 / floor_copy:,.0f} FPS; "
+            print(f"sustained {label} copy {kernel} s{streams} b{batch}: {r.median:,.0f} FPS (min {r.min:,.0f}, "
+                  f"max {r.max:,.0f}); link floor {floor_copy:.2f} µs = {1e6 / floor_copy:,.0f} FPS; "
                   f"{100 * row['of_link']:.1f} % of link", flush=True)
     if args.sweep:
         sustained += sweep(args, base, frames, link)

@@ -149,7 +149,7 @@ def push_pedestal(cf, dark) -> float:
 def run(args) -> dict:
     import numpy as np
 
-    from clusterbench.model.records import WorkloadResult
+    from clusterbench.model.workload import WorkloadResult
     from clusterbench.model.params import WorkloadParams
     from clusterbench.workloads.synth import build_frames
 

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for label in dirs[0].labels:
         for col in CONFIG_COLUMNS:
-            vals = {str(config_value(d, r, col)) for d in dirs if (r := d.row(label)) is not None}
+            vals = {str(config_value(r, col)) for d in dirs if (r := d.row(label)) is not None}
             if len(vals) > 1:
                 print(f"Warning: not one build's A/A: {label} {col} differs ({', '.join(sorted(vals))})",
                       file=sys.stderr)  # fmt: skip

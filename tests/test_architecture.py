@@ -131,7 +131,9 @@ CORE_MODULES = [
     "clusterbench.run.guards",
     "clusterbench.run.probe",
     "clusterbench.compare.compare",
-    "clusterbench.model.records",
+    "clusterbench.model.results",
+    "clusterbench.model.measurement",
+    "clusterbench.model.workload",
 ]
 FORBIDDEN = ("typer", "rich", "cupy", "click")
 

@@ -27,7 +27,7 @@ HELP = (
     "Refuses runs from different GPUs unless --allow-different-gpu: whole dirs, and in a merged "
     "multi-host dir (probe --executor, --gpus) each row pair, by the row's own gpu_name; allowed, "
     "such rows are marked * across gpu, say which GPUs, and --gate leaves them out. Reads legacy aare-perf dirs "
-    "(env.json without schema_version) with a warning.\n\n"
+    "(env.json without a version) with a warning.\n\n"
     "--gate PCT exits 3 when a like-for-like roofline is SLOWER by more than PCT % (and beyond "
     "the noise), and also when no roofline was comparable at all."
 )

@@ -131,10 +131,11 @@ def _campaign(request, plan, opts, as_json: bool, wide: bool) -> None:  # noqa: 
                               on_progress=lambda p: err.print(render_campaign_progress(p), markup=False))
     for problem in outcome.merge.problems:
         err.print(f"Warning: {problem}", markup=False)
-    rows = [r.as_dict() for r in load_results(plan.results_dir).rows] if outcome.merge.labels else []
+    rows = load_results(plan.results_dir).rows if outcome.merge.labels else ()
     if as_json:
         typer.echo(json.dumps({"results_dir": str(plan.results_dir), "campaign_dir": str(opts.folder),
-                               "tasks": [r.to_json() for r in outcome.results], "rows": rows}, indent=2,
+                               "tasks": [r.to_json() for r in outcome.results],
+                               "rows": [r.to_json() for r in rows]}, indent=2,
                               allow_nan=False))
     elif rows:
         _print_summary(rows, f"clusterbench probe: {plan.results_dir}", bool(wide))

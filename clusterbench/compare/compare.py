@@ -1,13 +1,14 @@
 """Compare two results dirs: before and after, with a noise model that survives A/A.
 
-Pure functions over loaded :class:`~clusterbench.io.results.ResultsDir` records; no printing.
+Pure functions over loaded :class:`~clusterbench.model.results.ResultSet` records; no printing.
+Rows pair by their key (config, gpu, role, variant); the label is what the rows are called.
 The rules (also in ``clusterbench compare --help`` and docs/compare.md):
 
 * ``delta_pct = (after - before) / before * 100`` per metric.
 * **Noise** is the larger of the metric's floor (a share of the before value, measured across
   sessions of one build: :mod:`clusterbench.compare.noise`) and either side's within-session
   spread (``<metric>_spread``).
-* **With repeats on both sides** (sustained FPS: the per-repeat readings), a two-sided
+* **With repeats on both sides** (sustained FPS: the samples of the row's measurement), a two-sided
   Mann–Whitney U test must find the two samples different (p <= ALPHA) AND the change of the
   medians must exceed the noise; otherwise SAME. **Without**, the noise alone decides:
   ``|after - before| <= noise`` is SAME. Never FASTER or SLOWER from the sign alone.
@@ -18,8 +19,7 @@ The rules (also in ``clusterbench compare --help`` and docs/compare.md):
 * **Sessions**: rows with several streams from different (or unknown) sessions: h2d and d2h
   are NOT_COMPARABLE (``session_drift``), and so is the roofline when it binds on either.
 * **GPUs**: each row's GPU is its own ``gpu_name`` (rows of a ``--gpus`` probe or a merged
-  multi-host campaign carry ``host``, ``gpu_name``, ``gpu_uuid``), else its config's entry in
-  env.json, else the dir's ``gpu_name``. A row pair from two GPU models is refused (InputError)
+  multi-host campaign carry ``host``, ``gpu_name``, ``gpu_uuid``), else the dir's ``gpu_name``. A row pair from two GPU models is refused (InputError)
   unless ``allow_different_gpu``; then the pair is compared across ``gpu`` (a Mismatch with
   column GPU_COLUMN, verdicts kept and marked, never gated) and the row says which GPUs. The
   same model on another unit or host is stated, not refused.
@@ -32,14 +32,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 from clusterbench.compare.noise import COMPARED_METRICS, TRACE_METRICS, NoiseFloor, floor_for, noise_of
 from clusterbench.model.stats import mann_whitney_u
 from clusterbench.errors import InputError
 from clusterbench.model.engines import TRANSFER_ENGINES
 from clusterbench.model.engines import display_name as display_engine
-from clusterbench.io.results import SPREAD_SUFFIX, ProbeRow, ResultsDir
+from clusterbench.model.results import SPREAD_SUFFIX, ResultRow, ResultSet, RowKey
 
 # Significance level of the Mann–Whitney test. With the probe's default 3 repeats a side the
 # smallest two-sided exact p is 0.1 (every repeat of one side beats every repeat of the other), so
@@ -74,8 +74,6 @@ AUTO_ACROSS_COLUMNS = frozenset({"tracer", "transfer", "pedestal", "pedestal_dty
 GPU_COLUMN = "gpu"
 # How many differing row pairs the refusal names before "and N more".
 _NAMED_ROWS = 3
-# A results dir without a workload column or key ran clusterbench's own CuPy workload.
-DEFAULT_WORKLOAD = "cupy"
 
 
 class Verdict(str, Enum):
@@ -159,8 +157,7 @@ class Mismatch:
 @dataclass(frozen=True, slots=True)
 class GpuIdentity:
     """Which GPU measured one row: its model, unit (UUID) and host, each None when unknown.
-    ``source``: ``row`` (the row's own columns), ``config`` (its env.json config entry),
-    ``dir`` (the dir's env.json) or ``unknown``."""
+    ``source``: ``row`` (the row's own columns), ``dir`` (the dir's env.json) or ``unknown``."""
 
     name: str | None
     uuid: str | None = None
@@ -374,81 +371,35 @@ def compare_metric(
     return md(moved, Reason.BEYOND_NOISE, f"beyond the noise {noise_txt}", delta_pct, noise)
 
 
-# ----------------------------------------------------------------------------- env helpers
+# ----------------------------------------------------------------------------- the stamps
 
 
-def _env_get(env: Mapping, *paths: str) -> object:
-    """First present scalar among dotted key paths (``gpu_name``, ``gpu.name``)."""
-    for p in paths:
-        cur: object = env
-        for key in p.split("."):
-            if not isinstance(cur, Mapping) or key not in cur:
-                cur = None
-                break
-            cur = cur[key]
-        if cur is not None and not isinstance(cur, Mapping):
-            return cur
-    return None
-
-
-def _as_str(v: object) -> str | None:
-    return None if v is None else str(v)
-
-
-def _as_bool(v: object) -> bool | None:
-    if v is None:
-        return None
-    if isinstance(v, str):
-        return v.strip().lower() in ("1", "true", "yes", "dirty")
-    return bool(v)
-
-
-def side_info(res: ResultsDir) -> SideInfo:
-    """The stamp of one side. ``gpu_name``, else a string ``gpu`` (the legacy aare-perf key)."""
+def side_info(res: ResultSet) -> SideInfo:
+    """The stamp of one side, from its env.json."""
     env = res.env
-    return SideInfo(
-        path=str(res.path),
-        name=res.name,
-        format=res.format,
-        gpu_name=_as_str(_env_get(env, "gpu_name", "gpu.name", "gpu")),
-        driver=_as_str(_env_get(env, "driver", "driver_version", "gpu.driver")),
-        session_id=_as_str(_env_get(env, "session_id", "session")),
-        git_rev=_as_str(_env_get(env, "git_rev", "git.rev")),
-        git_dirty=_as_bool(_env_get(env, "git_dirty", "dirty", "git.dirty")),
-        hosts=_hosts(env),
-    )
+    assert env is not None  # a loaded results dir has one
+    return SideInfo(path=str(res.path), name=res.name, format=res.format, gpu_name=env.gpu_name, driver=env.driver,
+                    session_id=env.session_id, git_rev=env.git_rev, git_dirty=env.git_dirty, hosts=_hosts(res))
 
 
-def _hosts(env: Mapping) -> tuple[str, ...]:
-    hosts = env.get("hosts")
-    if isinstance(hosts, list) and all(isinstance(h, str) for h in hosts):
-        return tuple(hosts)
-    host = env.get("host")
-    return (host,) if isinstance(host, str) and host else ()
+def _hosts(res: ResultSet) -> tuple[str, ...]:
+    env = res.env
+    if env is None:
+        return ()
+    return env.hosts or ((env.host,) if env.host else ())
 
 
-def _text(v: object) -> str | None:
-    return None if v is None or (isinstance(v, str) and not v.strip()) else str(v).strip()
-
-
-def row_gpu(res: ResultsDir, row: ProbeRow) -> GpuIdentity:
-    """The GPU that measured ``row``: its own ``gpu_name``/``gpu_uuid``/``host`` columns (a
-    ``--gpus`` or merged row), else its config's entry in env.json (a merged dir records GPU and
-    host per config), else the dir's env.json (pure)."""
-    name = _text(row.get("gpu_name"))
-    if name is not None:
-        return GpuIdentity(name, _text(row.get("gpu_uuid")), _text(row.get("host")), "row")
-    entry = f"configs.{row.label}"
-    name = _as_str(_env_get(res.env, f"{entry}.gpu_name"))
-    if name is not None:
-        return GpuIdentity(name, _as_str(_env_get(res.env, f"{entry}.gpu_uuid")),
-                           _text(row.get("host")) or _as_str(_env_get(res.env, f"{entry}.host")), "config")
-    name = _as_str(_env_get(res.env, "gpu_name", "gpu.name", "gpu"))
-    hosts = _hosts(res.env)
-    host = _text(row.get("host")) or (hosts[0] if len(hosts) == 1 else None)
+def row_gpu(res: ResultSet, row: ResultRow) -> GpuIdentity:
+    """The GPU that measured ``row``: its own ``gpu_name``/``gpu_uuid``/``host`` (a ``--gpus`` or
+    merged row), else the dir's env.json (pure)."""
+    if row.gpu_name is not None:
+        return GpuIdentity(row.gpu_name, row.gpu_uuid, row.host, "row")
+    hosts = _hosts(res)
+    host = row.host or (hosts[0] if len(hosts) == 1 else None)
+    name = res.env.gpu_name if res.env is not None else None
     if name is None:
         return GpuIdentity(None, None, host, "unknown")
-    return GpuIdentity(name, _as_str(_env_get(res.env, "gpu_uuid")), host, "dir")
+    return GpuIdentity(name, res.env.gpu_uuid if res.env is not None else None, host, "dir")
 
 
 def gpus_differ(a: GpuIdentity | None, b: GpuIdentity | None) -> bool:
@@ -459,58 +410,27 @@ def gpus_differ(a: GpuIdentity | None, b: GpuIdentity | None) -> bool:
 # ----------------------------------------------------------------------------- rows
 
 
-def _row_session(row: ProbeRow, side: SideInfo) -> str | None:
-    s = row.get("session")
-    return str(s) if s is not None else side.session_id
+def _row_session(row: ResultRow, side: SideInfo) -> str | None:
+    return row.session if row.session is not None else side.session_id
 
 
-def _binds(row: ProbeRow | None) -> str | None:
-    if row is None:
-        return None
-    b = row.get("binds")
-    return str(b).strip().lower() if b is not None else None
+def config_value(row: ResultRow, column: str) -> object:
+    """A row's config column; None when unknown (legacy dirs record no tracer, transfer, pedestal mode
+    or workload). Older dirs kept some of these in env.json only: the store fills them in."""
+    return row.value(column)
 
 
-def _int(row: ProbeRow | None, column: str) -> int | None:
-    if row is None:
-        return None
-    v = row.get(column)
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+def _tallest_transfer(row: ResultRow) -> tuple[str, float] | None:
+    bars = [(e, v) for e, v in (("h2d", row.h2d_us), ("d2h", row.d2h_us)) if v is not None]
+    return max(bars, key=lambda ev: ev[1]) if bars else None
 
 
-def config_value(res: ResultsDir, row: ProbeRow, column: str) -> object:
-    """A row's config column, falling back to env.json where the dir records it there; a
-    clusterbench dir without a workload ran the CuPy workload. None when unknown (legacy dirs
-    record no tracer, transfer, pedestal mode or workload)."""
-    v = row.get(column)
-    if v is not None:
-        return v
-    env = res.env
-    if column == "transfer":
-        v = _env_get(env, f"configs.{row.label}.params.transfer", "transfer")
-    elif column in ("pedestal", "pedestal_dtype", "tracer"):
-        v = _env_get(env, f"configs.{row.label}.params.{column}", column)
-    elif column == "workload":
-        v = _env_get(env, f"configs.{row.label}.workload", f"configs.{row.label}.workload.name",
-                     "workload", "workload.name")  # fmt: skip
-        if v is None and not res.legacy:
-            v = DEFAULT_WORKLOAD
-    return v
-
-
-def _tallest_transfer(row: ProbeRow) -> tuple[str, float] | None:
-    bars = [(e, row.number(f"{e}_us")) for e in ("h2d", "d2h")]
-    bars = [(e, v) for e, v in bars if v is not None]
-    return max(bars, key=lambda ev: ev[1]) if bars else None  # type: ignore[arg-type,return-value]
-
-
-def _one_stream_sibling(label: str, row: ProbeRow, before: ResultsDir, after: ResultsDir) -> str | None:
+def _one_stream_sibling(key: RowKey, row: ResultRow, before: ResultSet, after: ResultSet) -> str | None:
     """The label of a 1-stream row with the same cluster and cap, present in both dirs."""
-    key = (row.get("cluster"), row.get("cap"))
     for cand in before.rows:
-        if cand.label == label or _int(cand, "streams") != 1:
+        if cand.key == key or cand.streams != 1:
             continue
-        if (cand.get("cluster"), cand.get("cap")) == key and after.row(cand.label) is not None:
+        if (cand.cluster, cand.cap) == (row.cluster, row.cap) and after.row(cand.key) is not None:
             return cand.label
     return None
 
@@ -561,11 +481,10 @@ def _end_to_end(kernel: MetricDelta | None, roof: MetricDelta | None, sust: Metr
     return verdict, reason, invisible
 
 
-def _mismatches(label: str, rb: ProbeRow, ra: ProbeRow, before: ResultsDir, after: ResultsDir,
-                across: frozenset[str]) -> tuple[Mismatch, ...]:  # fmt: skip
+def _mismatches(rb: ResultRow, ra: ResultRow, across: frozenset[str]) -> tuple[Mismatch, ...]:
     out = []
     for col in CONFIG_COLUMNS:
-        vb, va = config_value(before, rb, col), config_value(after, ra, col)
+        vb, va = config_value(rb, col), config_value(ra, col)
         if vb is None or va is None or vb == va:
             continue
         out.append(Mismatch(col, str(vb), str(va), tuple(m for m in COMPARED_METRICS if m in AFFECTS[col]),
@@ -574,11 +493,11 @@ def _mismatches(label: str, rb: ProbeRow, ra: ProbeRow, before: ResultsDir, afte
 
 
 def _compare_row(
-    label: str,
-    rb: ProbeRow | None,
-    ra: ProbeRow | None,
-    before: ResultsDir,
-    after: ResultsDir,
+    key: RowKey,
+    rb: ResultRow | None,
+    ra: ResultRow | None,
+    before: ResultSet,
+    after: ResultSet,
     sides: tuple[SideInfo, SideInfo],
     metric_names: tuple[str, ...],
     across: frozenset[str],
@@ -588,11 +507,11 @@ def _compare_row(
     presence = Presence.BOTH if rb is not None and ra is not None else (
         Presence.BEFORE_ONLY if rb is not None else Presence.AFTER_ONLY
     )
+    label = key.label
     either = rb if rb is not None else ra
     assert either is not None
-    streams = _int(either, "streams")
-    cluster = _int(either, "cluster")
-    binds_before, binds_after = _binds(rb), _binds(ra)
+    streams, cluster = either.streams, either.cluster
+    binds_before, binds_after = (rb.binds if rb else None), (ra.binds if ra else None)
     if presence is not Presence.BOTH:
         where = "before" if presence is Presence.BEFORE_ONLY else "after"
         gone = f"only in {where} ({(sides[0] if rb is not None else sides[1]).name})"
@@ -609,8 +528,8 @@ def _compare_row(
     gpu_b, gpu_a = row_gpu(before, rb), row_gpu(after, ra)
     sb, sa = _row_session(rb, sides[0]), _row_session(ra, sides[1])
     same_session = sb is not None and sb == sa
-    multi = (streams or 1) > 1 or (_int(ra, "streams") or 1) > 1
-    mismatches = _mismatches(label, rb, ra, before, after, across)
+    multi = streams > 1 or ra.streams > 1
+    mismatches = _mismatches(rb, ra, across)
     notes: list[str] = []
     if gpus_differ(gpu_b, gpu_a):
         if not allow_different_gpu:  # compare_results refuses first; a caller of _compare_row alone is told too
@@ -624,7 +543,7 @@ def _compare_row(
         notes.append(f"same GPU model, another unit: {gpu_b.text} before, {gpu_a.text} after")
     kernel_note = None
     if multi:
-        sib = _one_stream_sibling(label, rb, before, after)
+        sib = _one_stream_sibling(key, rb, before, after)
         kernel_note = f"{streams} streams: quote kernel changes from the 1-stream row" + (f" ({sib})" if sib else "")
     metrics: list[MetricDelta] = []
     for n in metric_names:
@@ -641,10 +560,9 @@ def _compare_row(
         m_across = tuple(mm.column for mm in mismatches if n in mm.affects and mm.across)
         metrics.append(
             compare_metric(
-                n, rb.number(n), ra.number(n), streams=max(streams or 1, _int(ra, "streams") or 1),
+                n, rb.number(n), ra.number(n), streams=max(streams, ra.streams),
                 spread_before=rb.number(n + SPREAD_SUFFIX), spread_after=ra.number(n + SPREAD_SUFFIX),
-                samples_before=before.samples.get(label, {}).get(n, ()),
-                samples_after=after.samples.get(label, {}).get(n, ()),
+                samples_before=_samples(rb, n), samples_after=_samples(ra, n),
                 not_comparable=ncr, across=m_across, note=kernel_note if n == "kernel_us" else None, alpha=alpha,
             )
         )  # fmt: skip
@@ -719,13 +637,18 @@ def _gpu_pair_warnings(pairs: Sequence[tuple[str, GpuIdentity, GpuIdentity]], al
     return out
 
 
-def _auto_across(before: ResultsDir, after: ResultsDir, pairs: list[tuple[ProbeRow, ProbeRow]]) -> set[str]:
+def _samples(row: ResultRow, metric: str) -> tuple[float, ...]:
+    m = row.measurement(metric)
+    return () if m is None else m.samples
+
+
+def _auto_across(pairs: list[tuple[ResultRow, ResultRow]]) -> set[str]:
     """AUTO_ACROSS_COLUMNS in which every row pair differs, from one value to one other value."""
     out: set[str] = set()
     if not pairs:
         return out
     for col in AUTO_ACROSS_COLUMNS:
-        vals = {(config_value(before, rb, col), config_value(after, ra, col)) for rb, ra in pairs}
+        vals = {(config_value(rb, col), config_value(ra, col)) for rb, ra in pairs}
         if len(vals) == 1:
             vb, va = next(iter(vals))
             if vb is not None and va is not None and vb != va:
@@ -734,14 +657,14 @@ def _auto_across(before: ResultsDir, after: ResultsDir, pairs: list[tuple[ProbeR
 
 
 def compare_results(
-    before: ResultsDir,
-    after: ResultsDir,
+    before: ResultSet,
+    after: ResultSet,
     *,
     allow_different_gpu: bool = False,
     across: Iterable[str] = (),
     alpha: float = ALPHA,
 ) -> Comparison:
-    """Compare every config label of two results dirs.
+    """Compare every row of two results dirs, pairing rows by key.
 
     ``across`` names config columns the pair is compared across on purpose (see the module
     docstring); columns in which the whole dir differs are added automatically. Raises
@@ -752,9 +675,9 @@ def compare_results(
         raise InputError(f"--across {unknown[0]}: not a config column",
                          hint=f"pick from {', '.join(CONFIG_COLUMNS)}")  # fmt: skip
     a, b = side_info(before), side_info(after)
-    labels = list(before.labels) + [lb for lb in after.labels if before.row(lb) is None]
-    pairs = [(rb, ra) for lb in labels if (rb := before.row(lb)) is not None and (ra := after.row(lb)) is not None]
-    per_row = any(_text(r.get("gpu_name")) is not None for res in (before, after) for r in res.rows)
+    keys = list(before.keys) + [k for k in after.keys if before.row(k) is None]
+    pairs = [(rb, ra) for k in keys if (rb := before.row(k)) is not None and (ra := after.row(k)) is not None]
+    per_row = any(r.gpu_name is not None for res in (before, after) for r in res.rows)
     warnings = _env_warnings(a, b, allow_different_gpu, per_row)
     if per_row:  # before anything else is judged: a refusal comes first
         warnings += _gpu_pair_warnings([(rb.label, row_gpu(before, rb), row_gpu(after, ra)) for rb, ra in pairs],
@@ -762,7 +685,7 @@ def compare_results(
     for res in (before, after):
         if res.legacy:
             warnings.append(CompareWarning(
-                f"{res.name} is a legacy aare-perf results dir (env.json without schema_version): gpu read as "
+                f"{res.name} is a legacy aare-perf results dir (env.json without a version): gpu read as "
                 "the GPU name; it records no sessions, tracer, transfer, pedestal mode, workload or repeats",
                 "those are not checked; its multi-stream transfer figures are not comparable",
             ))  # fmt: skip
@@ -771,12 +694,12 @@ def compare_results(
         n for n in OPTIONAL_METRICS if any(r.number(n) is not None for res in (before, after) for r in res.rows)
     )
     metric_names = TIME_METRICS + optional
-    auto = _auto_across(before, after, pairs)
+    auto = _auto_across(pairs)
     across_all = frozenset(wanted) | frozenset(auto)
     rows = tuple(
-        _compare_row(lb, before.row(lb), after.row(lb), before, after, (a, b), metric_names, across_all, alpha,
+        _compare_row(k, before.row(k), after.row(k), before, after, (a, b), metric_names, across_all, alpha,
                      allow_different_gpu)
-        for lb in labels
+        for k in keys
     )  # fmt: skip
     by_col: dict[tuple[str, str, str, bool], list[str]] = {}
     for r in rows:

@@ -10,7 +10,7 @@ A verdict must clear the **noise** of its metric: the larger of
 The within-session spread alone is not enough: on the H200, 3 sustained repeats of one sweep
 spread by as little as ±0.04 % while two sweeps of the same build differed by up to +4.5 %.
 
-Pure functions and records; :func:`session_spreads` reads only loaded ResultsDir records.
+Pure functions and records; :func:`session_spreads` reads only loaded ResultSet records.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from clusterbench.model.stats import half_range, median
-from clusterbench.io.results import ResultsDir
+from clusterbench.model.results import ResultSet
 
 # The metrics compare judges; all but sustained_fps are trace figures (µs per frame, from a trace).
 COMPARED_METRICS: tuple[str, ...] = ("kernel_us", "h2d_us", "d2h_us", "roofline_us", "sustained_fps")
@@ -124,30 +123,29 @@ def pair_diffs_pct(values: Sequence[float]) -> tuple[float, ...]:
     )
 
 
-def session_spreads(dirs: Sequence[ResultsDir], metrics: Sequence[str] = COMPARED_METRICS) -> tuple[SessionSpread, ...]:
-    """The session-to-session spread of every metric of every label found in all ``dirs``."""
+def session_spreads(dirs: Sequence[ResultSet], metrics: Sequence[str] = COMPARED_METRICS) -> tuple[SessionSpread, ...]:
+    """The session-to-session spread of every metric of every row (by key) found in all ``dirs``."""
     if len(dirs) < 2:
         raise ValueError("the session spread needs at least two results dirs")
     out: list[SessionSpread] = []
-    for label in dirs[0].labels:
-        rows = [d.row(label) for d in dirs]
+    for key in dirs[0].keys:
+        rows = [d.row(key) for d in dirs]
         if any(r is None for r in rows):
             continue
-        streams_v = rows[0].get("streams")  # type: ignore[union-attr]
-        streams = int(streams_v) if isinstance(streams_v, (int, float)) else None
+        streams = rows[0].streams  # type: ignore[union-attr]
         for m in metrics:
             vals = [r.number(m) for r in rows]  # type: ignore[union-attr]
             if any(v is None for v in vals):
                 continue
             values = tuple(float(v) for v in vals)  # type: ignore[arg-type]
             within: float | None = None
-            for d in dirs:
-                reps = d.samples.get(label, {}).get(m)
-                if reps and len(reps) > 1:
-                    w = half_range(reps) / median(reps) * 100.0
+            for r in rows:
+                measured = r.measurement(m)  # type: ignore[union-attr]
+                if measured is not None and measured.repeats > 1:
+                    w = measured.spread / measured.median * 100.0
                     within = w if within is None else max(within, w)
             diffs = pair_diffs_pct(values)
-            out.append(SessionSpread(label, m, streams, tuple(d.name for d in dirs), values,
+            out.append(SessionSpread(key.label, m, streams, tuple(d.name for d in dirs), values,
                                      max(abs(x) for x in diffs), within))  # fmt: skip
     return tuple(out)
 

@@ -1,21 +1,28 @@
-"""Results dirs: ``results/<YYYY-MM-DD>_<f32|f64>[_tag]/`` with env.json, probes.csv and traces.
+"""Results dirs: ``results/<YYYY-MM-DD>_<f32|f64>[_tag]/`` with env.json, probes.csv, samples.json and traces.
 
-``probes.csv`` holds one row per config label. Re-running one config replaces its own row
-and keeps the others. Every write goes to a temporary file in the same dir, is fsynced,
-and is renamed over the old file (``os.replace`` is atomic on POSIX), all under an
-exclusive ``fcntl.flock`` on ``.probes.lock``: two writers never interleave, and a crash
-or Ctrl-C at any point leaves either the old complete file or the new complete file.
-Temporary files are named ``.probes.csv.*.tmp``; nothing reads them, and the next writer
-(holding the lock, so no one else is writing) deletes any a crashed writer left behind.
+The store of :class:`~clusterbench.model.results.ResultSet`: :func:`load_results` reads a dir of any
+format version (the one dispatch, ``_READERS``); :func:`merge_results` is the one write: it merges a
+set into a dir with :meth:`ResultSet.merge` (a row replaces the dir's row of the same key, every other
+row and every env.json block stays) and writes the whole dir in the current version.
 
-Values are written so that they read back exactly: floats as ``repr(float(x))`` (the
-shortest text that round-trips), ints as ints, ``None`` ("not measured") as an empty cell.
+Every write happens under an exclusive ``fcntl.flock`` on ``.probes.lock`` for the whole
+read-merge-write, so two writers never interleave. Each file goes to a temporary file in the same dir,
+is fsynced, and is renamed over the old one (``os.replace`` is atomic on POSIX): a crash or Ctrl-C at
+any point leaves either the old complete file or the new complete one. Temporary files are named
+``.probes.csv.*.tmp`` (``.env.json.*``, ``.samples.json.*``); nothing reads them, and the next writer
+(holding the lock, so no one else is writing) deletes any a crashed writer left behind. samples.json is
+written first and each of its entries names the session and timestamp of its row, so samples are only
+ever attached to the row they were measured for.
+
+Values are written so that they read back exactly: floats as ``repr(float(x))`` (the shortest text
+that round-trips), ints as ints, ``None`` ("not measured") as an empty cell.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import datetime
 import fcntl
 import io
@@ -25,38 +32,53 @@ import numbers
 import os
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
-from clusterbench.model import records
 from clusterbench.errors import InputError
-
-# env.json format version: records.ENV_SCHEMA_VERSION, with its history. 1 (clusterbench 0.1.0):
-# first version; 2: adds probes_csv_version, workloads, and per config workload/command/finder.
-# Version 1 dirs still load (records.ENV_VERSIONS_READ); new keys are only additive.
-ENV_SCHEMA_VERSION = records.ENV_SCHEMA_VERSION
-PROBES_CSV_VERSION = records.PROBES_CSV_VERSION
+from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
+from clusterbench.model.results import (COLUMN_KINDS, COLUMNS, KEY_COLUMNS, LEGACY_VERSION, REQUIRED_COLUMNS,
+                                        SPREAD_SUFFIX, EnvRecord, ResultRow, ResultSet, RowKey, RowRole,
+                                        RowValueError)
+from clusterbench.model.stats import median
 
 PROBES_CSV = "probes.csv"
 ENV_JSON = "env.json"
+SAMPLES_JSON = "samples.json"
 LOCK_NAME = ".probes.lock"
 _TMP_PREFIX = ".probes.csv."
 _ENV_TMP_PREFIX = ".env.json."
+_SAMPLES_TMP_PREFIX = ".samples.json."
 _TMP_SUFFIX = ".tmp"
 
-# The probes.csv columns, in order: the fields of records.ProbeRecord (its docstring gives the
-# units). The first 11 are the contract every row carries. Version 2 added workload and finder.
-PROBE_COLUMNS: tuple[str, ...] = records.PROBE_COLUMNS
-REQUIRED_COLUMNS: tuple[str, ...] = records.REQUIRED_COLUMNS
-INT_COLUMNS = records.INT_COLUMNS
-TEXT_COLUMNS = records.TEXT_COLUMNS
-SPREAD_SUFFIX = "_spread"
+RESULTS_SCHEMA = "clusterbench.results"
+SAMPLES_SCHEMA = "clusterbench.samples"
+# The format version of a results dir: env.json's "version" (beside "schema": RESULTS_SCHEMA); its
+# probes.csv and samples.json are of the same version. load_results reads every version below
+# through _READERS and refuses any other; merge_results writes RESULTS_VERSION. History:
+#   0 legacy aare-perf (the original aare probe scripts, 2026-09 and before): env.json without a
+#     version, holding gpu, driver, pedestal_dtype, git_rev, dirty; probes.csv with the 11 contract
+#     columns; no samples.
+#   1 (clusterbench 0.1.0): env.json "schema_version": 1; probes.csv of 38 columns, label .. timestamp;
+#     the sustained FPS repeats in env.json configs.<label>.sustained_fps (and "fps" of
+#     <label>.sustained.json), found for a row by matching its median.
+#   2: env.json "schema_version": 2 adds probes_csv_version, workloads, and per config workload, command
+#     and finder; probes.csv adds workload and finder after transfer. --gpus probes and campaign merges
+#     pack the row key into the label (3x3@gpu0.solo@h100) and add columns config_label, gpu, gpu_index,
+#     role, variant, gpu_name, gpu_uuid, host, pinning, gpus, gpu_min_fps, gpu_min_index, solo_gpu,
+#     solo_fps, scaling_efficiency, task, source_dir as needed.
+#   3: env.json "schema" + "version"; blocks it does not know are kept. probes.csv: the key columns
+#     config, gpu (an index), role, variant after binds, then the per-GPU and campaign columns, every
+#     row with every column; label is derived from the key. samples.json holds every row's raw samples
+#     keyed by row key; env.json drops configs.<label>.sustained_fps, the derived top-level clocks and
+#     probes_csv_version, and its configs entries name their config and variant.
+RESULTS_VERSION = 3
 
-# env.json keys that clusterbench itself reads (compare). The probe writes these and more
-# (cuda, cupy, nsys_version, gpu_uuid, guard, clocks, host, ...).
-ENV_KEYS_READ = ("gpu_name", "driver", "pedestal_dtype", "pedestal", "git_rev", "git_dirty", "session_id")
+# The config columns a row that lacks them takes from env.json (older and hand-written dirs): its config
+# entry, else the dir's value. A clusterbench dir that names no workload ran the CuPy workload.
+FILLED_COLUMNS = ("tracer", "transfer", "pedestal", "pedestal_dtype", "workload")
+DEFAULT_WORKLOAD = "cupy"
 
 _TAG_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 _DTYPE_TAGS = {"f32": "f32", "f64": "f64", "float32": "f32", "float64": "f64"}
@@ -79,71 +101,6 @@ def results_dir_for(root: Path, date: datetime.date, dtype_tag: str, tag: str | 
             )
         name += f"_{tag}"
     return Path(root) / name
-
-
-# ----------------------------------------------------------------------------- records
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeRow:
-    """One probes.csv row with typed values: int/float for numbers, str for text, None when empty."""
-
-    values: Mapping[str, object]
-
-    @property
-    def label(self) -> str:
-        return str(self.values["label"])
-
-    def get(self, column: str, default: object = None) -> object:
-        return self.values.get(column, default)
-
-    def number(self, column: str) -> float | None:
-        """A numeric column as float, or None when absent or not measured."""
-        v = self.values.get(column)
-        return None if v is None or isinstance(v, str) else float(v)  # type: ignore[arg-type]
-
-    def __getitem__(self, column: str) -> object:
-        return self.values[column]
-
-    def as_dict(self) -> dict[str, object]:
-        return dict(self.values)
-
-
-@dataclass(frozen=True, slots=True)
-class ResultsDir:
-    """A loaded results dir: its env.json and its probes.csv rows, in file order.
-
-    ``format`` is FORMAT_CLUSTERBENCH or FORMAT_LEGACY (the original aare probe scripts' dirs,
-    see :func:`env_format`). ``samples`` holds per-repeat values where the dir records them:
-    ``samples[label]["sustained_fps"]`` is the tuple of untraced FPS readings whose median is
-    the row's ``sustained_fps``. ``notes`` are things noticed while reading (for warnings).
-    """
-
-    path: Path
-    env: dict
-    columns: tuple[str, ...]
-    rows: tuple[ProbeRow, ...]
-    format: str = "clusterbench"
-    samples: Mapping[str, Mapping[str, tuple[float, ...]]] = field(default_factory=lambda: MappingProxyType({}))
-    notes: tuple[str, ...] = ()
-
-    @property
-    def legacy(self) -> bool:
-        return self.format == FORMAT_LEGACY
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        return tuple(r.label for r in self.rows)
-
-    def row(self, label: str) -> ProbeRow | None:
-        for r in self.rows:
-            if r.label == label:
-                return r
-        return None
 
 
 # ----------------------------------------------------------------------------- writing
@@ -181,11 +138,12 @@ def _atomic_write_text(path: Path, text: str, tmp_prefix: str) -> None:
         os.close(dir_fd)
 
 
-def _remove_stale_temps(directory: Path, prefix: str) -> None:
+def _remove_stale_temps(directory: Path) -> None:
     """Delete temp files a crashed writer left. Call only under the lock."""
-    for p in directory.glob(f"{prefix}*{_TMP_SUFFIX}"):
-        with contextlib.suppress(OSError):
-            p.unlink()
+    for prefix in (_TMP_PREFIX, _ENV_TMP_PREFIX, _SAMPLES_TMP_PREFIX):
+        for p in directory.glob(f"{prefix}*{_TMP_SUFFIX}"):
+            with contextlib.suppress(OSError):
+                p.unlink()
 
 
 def format_cell(value: object) -> str:
@@ -202,6 +160,55 @@ def format_cell(value: object) -> str:
             raise ValueError(f"probes.csv values must be finite numbers, got {f!r}; use None for not measured")
         return repr(f)
     return str(value)
+
+
+def _json_text(doc: Mapping[str, object]) -> str:
+    return json.dumps(doc, sort_keys=True, indent=2, allow_nan=False) + "\n"
+
+
+def _probes_csv_text(rows: tuple[ResultRow, ...]) -> str:
+    extras = list(dict.fromkeys(c for r in rows for c in r.extra))
+    columns = list(COLUMNS) + extras
+    buf = io.StringIO(newline="")
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for r in rows:
+        cells = r.cells()
+        writer.writerow([format_cell(cells.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def _samples_doc(rows: tuple[ResultRow, ...]) -> dict[str, object]:
+    return {"schema": SAMPLES_SCHEMA, "version": RESULTS_VERSION,
+            "rows": [{"key": r.key.to_json(), "session": r.session, "timestamp": r.timestamp,
+                      "measurements": [m.to_json() for m in r.measurements]} for r in rows if r.measurements]}
+
+
+def merge_results(directory: Path, update: ResultSet) -> ResultSet:
+    """Merge ``update`` into the results dir (:meth:`ResultSet.merge`) and write it whole, in the current
+    version: samples.json, probes.csv, then env.json (when the merged set has an env). Returns the
+    merged set. The read-merge-write runs under an exclusive lock; each file lands with an atomic rename.
+    InputError when the dir holds results this clusterbench cannot read (they are left as they are)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with _locked(directory):
+        _remove_stale_temps(directory)
+        has_rows, has_env = (directory / PROBES_CSV).is_file(), (directory / ENV_JSON).is_file()
+        current = _load(directory) if has_rows or has_env else ResultSet(path=directory)
+        merged = current.merge(update)
+        # render every file before writing any, so a value that cannot be written changes nothing
+        csv_text = _probes_csv_text(merged.rows)
+        samples_text = _json_text(_samples_doc(merged.rows))
+        env_text = None if merged.env is None else _json_text(
+            {**merged.env.to_json(), "schema": RESULTS_SCHEMA, "version": RESULTS_VERSION})
+        _atomic_write_text(directory / SAMPLES_JSON, samples_text, _SAMPLES_TMP_PREFIX)
+        _atomic_write_text(directory / PROBES_CSV, csv_text, _TMP_PREFIX)
+        if env_text is not None:
+            _atomic_write_text(directory / ENV_JSON, env_text, _ENV_TMP_PREFIX)
+    return dataclasses.replace(merged, path=directory, version_read=RESULTS_VERSION)
+
+
+# ----------------------------------------------------------------------------- reading
 
 
 def _read_raw(path: Path) -> tuple[list[str], list[dict[str, str]]]:
@@ -243,147 +250,166 @@ def _read_raw(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     return header, rows
 
 
-def upsert_probe_row(directory: Path, row: records.ProbeRecord | Mapping[str, object]) -> None:
-    """Replace the row with ``row['label']`` in ``directory/probes.csv``, or append it.
-
-    Other rows keep their text and their order; new labels go last. Keys outside
-    PROBE_COLUMNS become extra columns after them (existing extras keep their order).
-    The read-modify-write runs under an exclusive lock and lands with an atomic rename.
-    """
-    if isinstance(row, records.ProbeRecord):
-        row = row.to_json()
-    label = row.get("label")
-    if not isinstance(label, str) or not label:
-        raise ValueError(f"a probe row needs a non-empty str label, got {label!r}")
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    new_cells = {str(k): format_cell(v) for k, v in row.items()}
-    path = directory / PROBES_CSV
-    with _locked(directory):
-        _remove_stale_temps(directory, _TMP_PREFIX)
-        header, rows = _read_raw(path) if path.exists() else ([], [])
-        extras = [c for c in header if c not in PROBE_COLUMNS]
-        extras += [c for c in new_cells if c not in PROBE_COLUMNS and c not in extras]
-        columns = list(PROBE_COLUMNS) + extras
-        for i, old in enumerate(rows):
-            if old.get("label") == label:
-                rows[i] = new_cells
-                break
-        else:
-            rows.append(new_cells)
-        buf = io.StringIO(newline="")
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(columns)
-        for r in rows:
-            writer.writerow([r.get(c, "") for c in columns])
-        _atomic_write_text(path, buf.getvalue(), _TMP_PREFIX)
-
-
-def save_env(directory: Path, env: records.EnvRecord | Mapping[str, object]) -> None:
-    """Write env.json atomically: sorted keys, indent 2, with ``schema_version``."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    data = env.to_json() if isinstance(env, records.EnvRecord) else dict(env)
-    data["schema_version"] = ENV_SCHEMA_VERSION
-    text = json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n"
-    with _locked(directory):
-        _remove_stale_temps(directory, _ENV_TMP_PREFIX)
-        _atomic_write_text(directory / ENV_JSON, text, _ENV_TMP_PREFIX)
-
-
-# ----------------------------------------------------------------------------- reading
-
-
-# env.json versions this reader accepts: 1, and 2 (version 1 plus keys such as workload, command,
-# nsys_cuda_graph_trace, probes_csv_version), whatever version the writer stamps today.
-ENV_SCHEMA_VERSIONS_READ = frozenset({1, 2, ENV_SCHEMA_VERSION})
-FORMAT_CLUSTERBENCH = "clusterbench"
-# The original aare probe scripts' results dirs (2026-09 and before): probes.csv with the 11
-# contract columns, env.json with exactly these stamp keys and no schema_version (docs/compare.md).
-FORMAT_LEGACY = "legacy aare-perf"
-LEGACY_ENV_KEYS: tuple[str, ...] = ("gpu", "driver", "pedestal_dtype", "git_rev", "dirty")
-
-
-def env_format(data: Mapping[str, object], path: Path) -> str:
-    """FORMAT_CLUSTERBENCH for a known schema_version, FORMAT_LEGACY for an aare-perf stamp
-    (no schema_version, every LEGACY_ENV_KEYS key present). InputError for anything else,
-    naming what is missing or which version it has."""
-    if "schema_version" not in data:
-        missing = [k for k in LEGACY_ENV_KEYS if k not in data]
-        if not missing:
-            return FORMAT_LEGACY
-        raise InputError(
-            f"env.json has no schema_version and is not a legacy aare-perf stamp either "
-            f"(that needs {', '.join(LEGACY_ENV_KEYS)}): it lacks {', '.join(missing)}: {path}",
-            hint="a clusterbench env.json carries schema_version; a legacy aare-perf one carries "
-            + ", ".join(LEGACY_ENV_KEYS),
-        )
-    version = data.get("schema_version")
-    if isinstance(version, bool) or version not in ENV_SCHEMA_VERSIONS_READ:
-        readable = " and ".join(str(v) for v in sorted(ENV_SCHEMA_VERSIONS_READ))
-        raise InputError(
-            f"env.json has schema_version {version!r}; this clusterbench reads {readable} "
-            f"(and legacy aare-perf dirs, which have none): {path}",
-            hint="use the clusterbench version that wrote it, or re-run clusterbench probe",
-        )
-    return FORMAT_CLUSTERBENCH
-
-
-def load_env(directory: Path) -> dict:
-    """env.json as a dict. InputError for a missing, malformed or unknown-version file.
-
-    Accepts schema_version 1 and 2, and a legacy aare-perf stamp (see :func:`env_format`)."""
-    path = Path(directory) / ENV_JSON
-    if not path.is_file():
-        raise InputError(
-            f"no env.json in results dir: {directory}",
-            hint="a results dir is written by clusterbench probe; point at one of results/<date>_<f32|f64>*/",
-        )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"env.json is not valid JSON: {path} line {exc.lineno} column {exc.colno}: {exc.msg}",
-            hint="fix the file by hand or re-run clusterbench probe into a fresh dir",
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"env.json is not UTF-8 text: {path} ({exc.reason})") from None
-    if not isinstance(data, dict):
-        raise InputError(f"env.json must hold a JSON object, got {type(data).__name__}: {path}")
-    env_format(data, path)
-    return data
-
-
-def _parse_cell(text: str, column: str, label: str, path: Path) -> object:
+def _parse_cell(text: str, kind: type | None, column: str, label: str, path: Path) -> object:
+    """A cell as ``kind`` (int, float, str), or for a column this version does not know: a number
+    when it reads as one (a ``*_spread`` column must), else text."""
     s = text.strip()
-    if column in TEXT_COLUMNS:
+    if kind is str:
         return s if s else None
     if s == "":
         return None
-    numeric = column in PROBE_COLUMNS or column.endswith(SPREAD_SUFFIX)
+    numeric = kind is not None or column.endswith(SPREAD_SUFFIX)
     try:
         f = float(s)
         if not math.isfinite(f):
             raise ValueError(s)
-        if column in INT_COLUMNS:
+        if kind is int:
             if not f.is_integer():
                 raise ValueError(s)
             return int(f)
     except ValueError:
         if not numeric:
-            return s  # an unknown extra column holding text: keep it as text
-        kind = "an integer" if column in INT_COLUMNS else "a finite number"
+            return s  # an unknown column holding text: keep it as text
+        what = "an integer" if kind is int else "a finite number"
         raise InputError(
-            f"probes.csv row {label!r} column {column}: expected {kind}, got {s!r}: {path}",
-            hint="fix the value by hand, or re-run clusterbench probe --only " + label,
+            f"probes.csv row {label!r} column {column}: expected {what}, got {s!r}: {path}",
+            hint="fix the value by hand, or re-run clusterbench probe --only " + label.split("@")[0],
         ) from None
-    if column in PROBE_COLUMNS or column.endswith(SPREAD_SUFFIX):
+    if kind is float or column.endswith(SPREAD_SUFFIX):
         return f
     return int(s) if re.fullmatch(r"[+-]?\d+", s) else f
 
 
-def load_results(directory: Path) -> ResultsDir:
-    """Load a results dir: env.json plus typed probes.csv rows. InputError on any bad input."""
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{what} is not valid JSON: {path} line {exc.lineno} column {exc.colno}: {exc.msg}",
+            hint="fix the file by hand or re-run clusterbench probe into a fresh dir",
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} is not UTF-8 text: {path} ({exc.reason})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{what} must hold a JSON object, got {type(data).__name__}: {path}")
+    return data
+
+
+LEGACY_ENV_KEYS: tuple[str, ...] = ("gpu", "driver", "pedestal_dtype", "git_rev", "dirty")
+_READABLE = "3, 2 and 1 (and legacy aare-perf dirs, which have none)"
+
+
+def dir_version(doc: Mapping[str, object], path: Path) -> int:
+    """The format version an env.json says (see RESULTS_VERSION's history): its ``version`` beside
+    ``schema``, its ``schema_version`` (1, 2), or LEGACY_VERSION for an aare-perf stamp. InputError for
+    anything else, naming what is missing or which version it has."""
+    if "schema" in doc:
+        version = doc.get("version")
+        if doc["schema"] != RESULTS_SCHEMA or isinstance(version, bool) or version not in _READERS or version < 3:
+            raise InputError(
+                f"env.json is schema {doc['schema']!r} version {version!r}; this clusterbench reads "
+                f"{RESULTS_SCHEMA!r} versions {_READABLE}: {path}",
+                hint="use the clusterbench version that wrote it, or re-run clusterbench probe")
+        return version  # type: ignore[return-value]
+    if "schema_version" not in doc:
+        missing = [k for k in LEGACY_ENV_KEYS if k not in doc]
+        if not missing:
+            return LEGACY_VERSION
+        raise InputError(
+            f"env.json has no version and is not a legacy aare-perf stamp either "
+            f"(that needs {', '.join(LEGACY_ENV_KEYS)}): it lacks {', '.join(missing)}: {path}",
+            hint="a clusterbench env.json carries schema and version (schema_version before version 3); "
+            "a legacy aare-perf one carries " + ", ".join(LEGACY_ENV_KEYS),
+        )
+    version = doc.get("schema_version")
+    if isinstance(version, bool) or version not in (1, 2):
+        raise InputError(
+            f"env.json has schema_version {version!r}; this clusterbench reads versions {_READABLE}: {path}",
+            hint="use the clusterbench version that wrote it, or re-run clusterbench probe",
+        )
+    return version  # type: ignore[return-value]
+
+
+# --- env.json of each version, as the current record
+
+
+def _env_legacy(doc: Mapping[str, object]) -> EnvRecord:
+    dirty = doc.get("dirty")
+    upgraded = {k: v for k, v in doc.items() if k not in LEGACY_ENV_KEYS}
+    upgraded.update(gpu_name=_text(doc.get("gpu")), driver=_text(doc.get("driver")),
+                    pedestal_dtype=_text(doc.get("pedestal_dtype")), git_rev=_text(doc.get("git_rev")),
+                    git_dirty=dirty if isinstance(dirty, bool) or dirty is None else
+                    str(dirty).strip().lower() in ("1", "true", "yes", "dirty"))
+    return EnvRecord.from_json(upgraded)
+
+
+def _env_v1_v2(doc: Mapping[str, object]) -> EnvRecord:
+    """Versions 1 and 2: configs keyed by (packed) label, each with its sustained FPS repeats (read as
+    samples, not kept here); a derived top-level clocks; probes_csv_version."""
+    upgraded = {k: v for k, v in doc.items() if k not in ("schema_version", "probes_csv_version", "clocks")}
+    # a legacy stamp given a schema_version by hand keeps its GPU and dirty flag
+    for old, new in (("gpu", "gpu_name"), ("dirty", "git_dirty")):
+        if new not in upgraded and old in upgraded and not isinstance(upgraded[old], Mapping):
+            upgraded[new] = upgraded.pop(old)
+    configs = {}
+    for label, entry in (doc.get("configs") or {}).items():  # type: ignore[union-attr]
+        if isinstance(entry, Mapping):
+            key = RowKey.from_label(str(label)).config_key
+            configs[key.label] = {**{k: v for k, v in entry.items() if k != "sustained_fps"},
+                                  "config": key.config, "variant": key.variant}
+    upgraded["configs"] = configs
+    return EnvRecord.from_json(upgraded)
+
+
+def _env_v3(doc: Mapping[str, object]) -> EnvRecord:
+    return EnvRecord.from_json({k: v for k, v in doc.items() if k not in ("schema", "version")})
+
+
+# --- probes.csv rows of each version
+
+
+# Version-2 columns that the key of version 3 replaces (the label packs the key in version 2).
+_V2_KEY_COLUMNS = ("config_label", "gpu", "gpu_index", "role", "variant")
+
+
+def _key_v1_v2(cells: dict[str, object]) -> RowKey:
+    variant = _text(cells.pop("variant", None))
+    for c in _V2_KEY_COLUMNS:
+        cells.pop(c, None)
+    return RowKey.from_label(str(cells.pop("label")), variant)
+
+
+def _key_v3(cells: dict[str, object]) -> RowKey:
+    label = cells.pop("label", None)
+    parts = [cells.pop(c, None) for c in KEY_COLUMNS]
+    if parts[0] is None:  # a hand-written row without the key columns: its label is its key
+        return RowKey.from_label(str(label))
+    return RowKey(*parts)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    """How one format version is read: env.json as the current record, the kinds of probes.csv's
+    columns, a row's key from its cells, and where its samples are."""
+
+    env: Callable[[Mapping[str, object]], EnvRecord]
+    kinds: Mapping[str, type]
+    key: Callable[[dict[str, object]], RowKey]
+    samples: str  # "none", "matched" (versions 1, 2: found by median) or "file" (samples.json)
+
+
+_OLD_KINDS = {c: k for c, k in COLUMN_KINDS.items() if c not in KEY_COLUMNS}
+_READERS: dict[int, _Reader] = {
+    LEGACY_VERSION: _Reader(_env_legacy, _OLD_KINDS, _key_v1_v2, "none"),
+    1: _Reader(_env_v1_v2, _OLD_KINDS, _key_v1_v2, "matched"),
+    2: _Reader(_env_v1_v2, _OLD_KINDS, _key_v1_v2, "matched"),
+    RESULTS_VERSION: _Reader(_env_v3, COLUMN_KINDS, _key_v3, "file"),
+}
+
+
+def load_results(directory: Path) -> ResultSet:
+    """Load a results dir of any readable version: env.json, the typed probes.csv rows and their
+    samples. InputError on any bad input."""
     directory = Path(directory)
     if not directory.exists():
         raise InputError(
@@ -392,81 +418,95 @@ def load_results(directory: Path) -> ResultsDir:
         )
     if not directory.is_dir():
         raise InputError(f"not a directory: {directory}", hint="pass a results dir, not a file inside it")
-    path = directory / PROBES_CSV
-    if not path.is_file():
+    if not (directory / PROBES_CSV).is_file():
         raise InputError(
             f"no probes.csv in results dir: {directory}",
             hint="run clusterbench probe to fill it, or point at another results dir",
         )
-    header, raw = _read_raw(path)
-    rows: list[ProbeRow] = []
-    seen: set[str] = set()
-    for lineno, cells in enumerate(raw, start=2):
-        label = cells["label"].strip()
-        if not label:
-            raise InputError(f"probes.csv data row {lineno} has an empty label: {path}")
-        if label in seen:
-            raise InputError(f"probes.csv has label {label!r} twice: {path}", hint="keep one row per config label")
-        seen.add(label)
-        typed = {c: _parse_cell(cells[c], c, label, path) for c in header}
-        _check_values(typed, label, path)
-        rows.append(ProbeRow(MappingProxyType(typed)))
-    env = load_env(directory)
-    fmt = env_format(env, directory / ENV_JSON)
-    samples: dict[str, Mapping[str, tuple[float, ...]]] = {}
+    if not (directory / ENV_JSON).is_file():
+        raise InputError(
+            f"no env.json in results dir: {directory}",
+            hint="a results dir is written by clusterbench probe; point at one of results/<date>_<f32|f64>*/",
+        )
+    return _load(directory)
+
+
+def _load(directory: Path) -> ResultSet:
+    """What the dir holds (either file may be missing while a writer fills a new dir)."""
+    env_path, csv_path = directory / ENV_JSON, directory / PROBES_CSV
+    doc = _read_json(env_path, "env.json") if env_path.is_file() else None
+    version = RESULTS_VERSION if doc is None else dir_version(doc, env_path)
+    reader = _READERS[version]
+    env: EnvRecord | None = None
+    if doc is not None:
+        try:
+            env = reader.env(doc)
+        except ValueError as exc:
+            msg = str(exc) if str(exc).startswith("env.json") else f"env.json: {exc}"
+            raise InputError(f"{msg}: {env_path}",
+                             hint="fix the file by hand or re-run clusterbench probe into a fresh dir") from None
     notes: list[str] = []
-    for r in rows:
-        fps = _sustained_samples(directory, r, env, notes)
-        if fps is not None:
-            samples[r.label] = MappingProxyType({"sustained_fps": fps})
-    return ResultsDir(path=directory, env=env, columns=tuple(header), rows=tuple(rows), format=fmt,
-                      samples=MappingProxyType(samples), notes=tuple(notes))  # fmt: skip
+    rows: list[ResultRow] = []
+    if csv_path.is_file():
+        header, raw = _read_raw(csv_path)
+        seen: set[RowKey] = set()
+        for lineno, cells in enumerate(raw, start=2):
+            label = cells["label"].strip() or (cells.get("config") or "").strip()
+            if not label:
+                raise InputError(f"probes.csv data row {lineno} has an empty label: {csv_path}")
+            typed = {c: _parse_cell(cells[c], reader.kinds.get(c), c, label, csv_path) for c in header}
+            if isinstance(typed.get("binds"), str):
+                typed["binds"] = typed["binds"].strip().lower()  # type: ignore[union-attr]
+            try:
+                old_label = str(typed["label"])
+                key = reader.key(typed)
+                _fill_config_columns(typed, key, env, version)
+                row = ResultRow.from_json({**typed, **key.to_json()})
+            except RowValueError as exc:
+                raise InputError(f"probes.csv row {label!r} {exc}: {csv_path}", hint=exc.hint) from None
+            except ValueError as exc:
+                raise InputError(f"probes.csv row {label!r}: {exc}: {csv_path}",
+                                 hint="fix the row by hand, or re-run clusterbench probe") from None
+            if row.key in seen:
+                raise InputError(f"probes.csv has label {row.label!r} twice: {csv_path}",
+                                 hint="keep one row per config (and GPU, role, variant)")
+            seen.add(row.key)
+            if reader.samples == "matched":
+                row = _matched_samples(directory, old_label, row, doc or {}, notes)
+            rows.append(row)
+    if reader.samples == "file":
+        rows = _attach_samples(directory, rows, notes)
+    elif reader.samples == "matched":
+        lacking = [r.label for r in rows if r.sustained_fps is not None and not r.measurements
+                   and r.key.role is not RowRole.AGGREGATE]
+        if lacking:
+            notes.append(f"{directory.name}: format version {version} recorded no per-repeat sustained FPS for "
+                         f"{', '.join(lacking)}: the noise floor alone judges their sustained FPS")
+    return ResultSet(env, tuple(rows), directory, version, tuple(notes))
 
 
-# Columns that hold a measured time or rate: a value must be > 0 (an absent engine is an empty
-# cell, "not measured", never 0). Every other numeric column (duty, idle, overlap, spreads,
-# counts) must be >= 0.
-POSITIVE_COLUMNS = frozenset(
-    {"kernel_us", "h2d_us", "d2h_us", "roofline_us", "measured_us", "roofline_fps", "sustained_fps",
-     "cluster", "cap", "streams", "batch", "frames"}
-)  # fmt: skip
-
-
-def _engine_names() -> tuple[str, ...]:
-    from clusterbench.model.engines import ENGINES
-
-    return tuple(ENGINES)
-
-
-def _check_values(typed: dict[str, object], label: str, path: Path) -> None:
-    """Impossible values are bad input: InputError naming the row and the column."""
-    for column, v in typed.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+def _fill_config_columns(cells: dict[str, object], key: RowKey, env: EnvRecord | None, version: int) -> None:
+    """FILLED_COLUMNS a row lacks, from its config entry in env.json, else from the dir's value."""
+    entry = env.entry(key) if env is not None else None
+    for column in FILLED_COLUMNS:
+        if cells.get(column) is not None:
             continue
-        if column in POSITIVE_COLUMNS and v <= 0:
-            unit = " µs/frame" if column.endswith("_us") else (" FPS" if column.endswith("_fps") else "")
-            what = "a time" if column.endswith("_us") else "a value"
-            raise InputError(
-                f"probes.csv row {label!r} column {column}: {what} must be > 0, got {v!r}{unit}: {path}",
-                hint="an engine that was not measured is an empty cell; fix the value or re-run "
-                f"clusterbench probe --only {label}",
-            )
-        if (column in PROBE_COLUMNS or column.endswith(SPREAD_SUFFIX)) and v < 0:
-            raise InputError(
-                f"probes.csv row {label!r} column {column}: must be >= 0, got {v!r}: {path}",
-                hint=f"fix the value, or re-run clusterbench probe --only {label}",
-            )
-    binds = typed.get("binds")
-    if binds is not None:
-        engines = _engine_names()
-        name = str(binds).strip().lower()
-        if name not in engines:
-            raise InputError(
-                f"probes.csv row {label!r} column binds: {binds!r} is not an engine "
-                f"(one of {', '.join(engines)}): {path}",
-                hint=f"binds names the engine with the largest busy time; fix it or re-run clusterbench probe --only {label}",
-            )
-        typed["binds"] = name
+        v: object = None
+        if entry is not None:
+            v = entry.params.get(column) if column in entry.params else (
+                entry.tracer if column == "tracer" else entry.workload if column == "workload" else None)
+        if v is None and env is not None and column != "transfer" and column != "workload":
+            v = getattr(env, column)
+        if v is None and column == "workload" and version != LEGACY_VERSION:
+            v = DEFAULT_WORKLOAD
+        cells[column] = None if v is None else str(v)
+
+
+def _text(v: object) -> str | None:
+    return None if v is None or (isinstance(v, str) and not v.strip()) else str(v).strip()
+
+
+# --- samples
 
 
 _SAFE_LABEL = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -483,16 +523,15 @@ def _positive_floats(v: object) -> tuple[float, ...] | None:
     return tuple(out)
 
 
-def _sustained_samples(directory: Path, row: ProbeRow, env: Mapping, notes: list[str]) -> tuple[float, ...] | None:
-    """The per-repeat sustained FPS of a row: ``<label>.sustained.json`` ("fps"), else env.json
-    ``configs.<label>.sustained_fps``; only a list whose median is the row's sustained_fps
-    (the two were written together), so a stale file is never paired with a newer row."""
-    median = row.number("sustained_fps")
-    if median is None:
-        return None
-    candidates: list[tuple[float, ...]] = []
-    if _SAFE_LABEL.match(row.label):
-        f = directory / f"{row.label}.sustained.json"
+def _matched_samples(directory: Path, label: str, row: ResultRow, doc: Mapping, notes: list[str]) -> ResultRow:
+    """Versions 1 and 2 kept a config's sustained FPS repeats apart from its row: ``<label>.sustained.json``
+    ("fps") and env.json ``configs.<label>.sustained_fps``. A list whose median is the row's sustained_fps
+    (the two were written together) becomes the row's measurement; a stale one is never paired."""
+    if row.sustained_fps is None:
+        return row
+    candidates: list[tuple[str, tuple[float, ...]]] = []
+    if _SAFE_LABEL.match(label):
+        f = directory / f"{label}.sustained.json"
         if f.is_file():
             try:
                 data = json.loads(f.read_text(encoding="utf-8"))
@@ -501,20 +540,61 @@ def _sustained_samples(directory: Path, row: ProbeRow, env: Mapping, notes: list
             if isinstance(data, dict):
                 got = _positive_floats(data.get("fps"))
                 if got is not None:
-                    candidates.append(got)
-    configs = env.get("configs")
-    entry = configs.get(row.label) if isinstance(configs, Mapping) else None
+                    candidates.append((f.name, got))
+    configs = doc.get("configs")
+    entry = configs.get(label) if isinstance(configs, Mapping) else None
     if isinstance(entry, Mapping):
         got = _positive_floats(entry.get("sustained_fps"))
         if got is not None:
-            candidates.append(got)
-    for c in candidates:
-        s = sorted(c)
-        k = len(s)
-        mid = s[k // 2] if k % 2 else (s[k // 2 - 1] + s[k // 2]) / 2.0
-        if math.isclose(mid, median, rel_tol=1e-9):
-            return c
+            candidates.append((f"env.json configs.{label}.sustained_fps", got))
+    for where, values in candidates:
+        if math.isclose(median(values), row.sustained_fps, rel_tol=1e-9):
+            m = Measurement(SUSTAINED_FPS, values, metadata={"read_from": where})
+            return dataclasses.replace(row, measurements=(*row.measurements, m))
     if candidates:
         notes.append(f"{directory.name}: the sustained FPS repeats recorded for {row.label} do not have its "
-                     f"probes.csv median {median!r}: repeats ignored, the noise floor alone decides")  # fmt: skip
-    return None
+                     f"probes.csv median {row.sustained_fps!r}: repeats ignored, the noise floor alone decides")
+    return row
+
+
+def _attach_samples(directory: Path, rows: list[ResultRow], notes: list[str]) -> list[ResultRow]:
+    """samples.json: each entry's measurements go to the row of its key, when the entry names that row's
+    session and timestamp (a crash between the two writes leaves an entry of another run: ignored)."""
+    path = directory / SAMPLES_JSON
+    if not path.is_file():
+        return rows
+    doc = _read_json(path, SAMPLES_JSON)
+    if doc.get("schema") != SAMPLES_SCHEMA or doc.get("version") != RESULTS_VERSION:
+        raise InputError(f"{SAMPLES_JSON} is not {SAMPLES_SCHEMA!r} version {RESULTS_VERSION}: {path}",
+                         hint="use the clusterbench version that wrote it, or re-run clusterbench probe")
+    entries = doc.get("rows")
+    if not isinstance(entries, list):
+        raise InputError(f"{SAMPLES_JSON}: 'rows' must be a list: {path}")
+    by_key = {r.key: i for i, r in enumerate(rows)}
+    out = list(rows)
+    for entry in entries:
+        try:
+            if not isinstance(entry, Mapping):
+                raise ValueError(f"an entry must be an object, got {type(entry).__name__}")
+            key = RowKey.from_json(entry.get("key"))  # type: ignore[arg-type]
+            raw = entry.get("measurements")
+            if not isinstance(raw, list):
+                raise ValueError("an entry's measurements must be a list")
+            measurements = tuple(Measurement.from_json(m) for m in raw)
+        except ValueError as exc:
+            raise InputError(f"{SAMPLES_JSON}: {exc}: {path}", hint="re-run clusterbench probe") from None
+        i = by_key.get(key)
+        if i is None:
+            continue  # its row was never written (an interrupted run): nothing to pair it with
+        row = out[i]
+        if (entry.get("session"), entry.get("timestamp")) != (row.session, row.timestamp):
+            notes.append(f"{directory.name}: the samples recorded for {row.label} belong to another run of it "
+                         f"(session {entry.get('session')}, {entry.get('timestamp')}): ignored")
+            continue
+        try:
+            out[i] = dataclasses.replace(row, measurements=measurements)
+        except RowValueError as exc:
+            raise InputError(f"{SAMPLES_JSON}: row {row.label!r} {exc}: {path}",
+                             hint=f"re-run clusterbench probe --only {row.key.config}") from None
+    return out
+

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from clusterbench.model.engines import display_name
+from clusterbench.model.results import ResultRow, RowRole
 from clusterbench.run.probe import PHASES, ProbeEvent, ProbeOutcome
 
 
@@ -35,26 +36,24 @@ CAPTION = ("µs per frame from the trace; FPS untraced: median of the repeats ±
            "profiler overhead = untraced FPS / traced FPS")
 
 
-def _cells(r: Mapping[str, object]) -> dict[str, str]:
+def _cells(r: ResultRow) -> dict[str, str]:
     """Every figure of a row as text, with the units left to the headers (pure)."""
-    binds = r.get("binds")
-    spread = r.get("sustained_fps_spread")
-    sustained = _num(r.get("sustained_fps"), ",.0f")
-    if r.get("sustained_fps") is not None and spread is not None:
-        sustained += f" ± {spread:,.0f}"
-    eff = r.get("fps_efficiency")
+    sustained = _num(r.sustained_fps, ",.0f")
+    if r.sustained_fps is not None and r.sustained_fps_spread is not None:
+        sustained += f" ± {r.sustained_fps_spread:,.0f}"
+    eff = r.fps_efficiency
     return {
-        "config": str(r.get("label")),
-        "frames": _num(r.get("frames"), ",d"),
-        "kernel": _num(r.get("kernel_us"), ".2f"),
-        "h2d": _num(r.get("h2d_us"), ".2f"),
-        "d2h": _num(r.get("d2h_us"), ".2f"),
-        "roofline": _num(r.get("roofline_us"), ".2f"),
-        "binds": display_name(str(binds)) if binds else "-",
-        "roofline_fps": _num(r.get("roofline_fps"), ",.0f"),
+        "config": r.label,
+        "frames": _num(r.frames, ",d"),
+        "kernel": _num(r.kernel_us, ".2f"),
+        "h2d": _num(r.h2d_us, ".2f"),
+        "d2h": _num(r.d2h_us, ".2f"),
+        "roofline": _num(r.roofline_us, ".2f"),
+        "binds": display_name(r.binds) if r.binds else "-",
+        "roofline_fps": _num(r.roofline_fps, ",.0f"),
         "sustained": sustained,
-        "efficiency": _num(None if eff is None else 100 * float(eff), ".0f"),  # type: ignore[arg-type]
-        "overhead": _num(r.get("profiler_overhead"), ".2f"),
+        "efficiency": _num(None if eff is None else 100 * eff, ".0f"),
+        "overhead": _num(r.profiler_overhead, ".2f"),
     }
 
 
@@ -110,30 +109,29 @@ def table_width(keys: Sequence[str], cells: Sequence[Mapping[str, str]], narrow:
     return sum(widths) + _GAP * (len(widths) - 1)
 
 
-def scaling_notes(rows: Sequence[Mapping[str, object]]) -> list[str]:
+def scaling_notes(rows: Sequence[ResultRow]) -> list[str]:
     """One line per --gpus aggregate row: the node's figures that have no column (pure)."""
     out = []
     for r in rows:
-        if r.get("role") != "aggregate":
+        if r.key.role is not RowRole.AGGREGATE:
             continue
-        eff = r.get("scaling_efficiency")
-        parts = [f"{r.get('label')}: {r.get('gpus')} GPU(s) at once"]
-        if eff is not None:
-            parts.append(f"scaling efficiency {float(eff):.2f} (summed FPS / (GPUs × solo FPS))")  # type: ignore[arg-type]
-        if r.get("solo_fps") is not None:
-            parts.append(f"solo {float(r['solo_fps']):,.0f} FPS on GPU {r.get('solo_gpu')}")  # type: ignore[arg-type]
-        if r.get("gpu_min_fps") is not None:
-            parts.append(f"slowest GPU {r.get('gpu_min_index')}: {float(r['gpu_min_fps']):,.0f} FPS")  # type: ignore[arg-type]
+        parts = [f"{r.label}: {r.gpus} GPU(s) at once"]
+        if r.scaling_efficiency is not None:
+            parts.append(f"scaling efficiency {r.scaling_efficiency:.2f} (summed FPS / (GPUs × solo FPS))")
+        if r.solo_fps is not None:
+            parts.append(f"solo {r.solo_fps:,.0f} FPS on GPU {r.solo_gpu}")
+        if r.gpu_min_fps is not None:
+            parts.append(f"slowest GPU {r.gpu_min_index}: {r.gpu_min_fps:,.0f} FPS")
         out.append("; ".join(parts))
     return out
 
 
-def wide_width(rows: Sequence[Mapping[str, object]]) -> int:
+def wide_width(rows: Sequence[ResultRow]) -> int:
     """The columns the one-row-per-config layout needs for these rows (pure)."""
     return table_width(WIDE_KEYS, [_cells(r) for r in rows])
 
 
-def render_summary(rows: Sequence[Mapping[str, object]], title: str | None = None, width: int | None = None,
+def render_summary(rows: Sequence[ResultRow], title: str | None = None, width: int | None = None,
                    wide: bool | None = None) -> RenderableType:
     """Per config: per-engine µs per frame, the roofline and the engine that binds, roofline and
     sustained FPS (with its spread), sustained/roofline and the profiler overhead.
@@ -157,7 +155,7 @@ def render_summary(rows: Sequence[Mapping[str, object]], title: str | None = Non
 
 
 def render_footer(outcome: ProbeOutcome) -> str:
-    finders = sorted({str(r.get("finder")) for r in outcome.rows if r.get("finder")})
+    finders = sorted({r.finder for r in outcome.rows if r.finder})
     ran = f"; finder: {', '.join(finders)}" if finders else ""
     return (f"Results: {outcome.results_dir} ({len(outcome.rows)} row(s) written{ran}; "
             f"session {outcome.session_id})")
@@ -175,11 +173,11 @@ def render_campaign_progress(p: Any) -> str:
 
 
 def outcome_json(outcome: ProbeOutcome) -> dict[str, object]:
-    """``--json``: the rows as written to probes.csv, plus where they went."""
+    """``--json``: the rows as written to probes.csv (with their measurements), plus where they went."""
     return {
         "results_dir": str(outcome.results_dir),
         "session": outcome.session_id,
-        "rows": [dict(r) for r in outcome.rows],
+        "rows": [r.to_json() for r in outcome.rows],
         "warnings": list(outcome.warnings),
     }
 

@@ -3,15 +3,13 @@
 One array task per config (or per config x GPU type: one partition per type), each running
 ``clusterbench probe --only LABEL --results-dir <its own task dir>`` on whatever node the scheduler
 gives it. The parent waits (progress through a callback), then merges every task's results dir into
-one through the store (:func:`clusterbench.io.results.upsert_probe_row`, :func:`~clusterbench.io.results.save_env`),
-each row carrying its host and GPU.
+one through the store (:func:`clusterbench.io.results.merge_results`), each row carrying its host and GPU.
 
 Why the merge happens in one process: the store's lock is ``fcntl.flock``, which holds between
 processes of one host but is not trustworthy across hosts on NFS (older clients and servers do not
 carry flock to the server at all; others emulate it with POSIX locks that a lost lease drops).
 So no two hosts ever write the same file: each task writes only inside its own task dir, and
-only the parent writes the merged dir. env.json is a read-modify-write that the lock does not
-span, so it must have one writer anyway.
+only the parent writes the merged dir.
 
 Nothing here schedules: submitit's ``AutoExecutor`` submits (``map_array``: one Slurm job array
 per partition, ``--array=0-N%K`` for ``--array-parallelism K``) and ``submitit.helpers.as_completed``
@@ -37,8 +35,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from clusterbench.errors import CampaignInterrupted, EnvironmentFailure, InputError
+from clusterbench.model.results import KEY_SEPARATOR
 from clusterbench.run.merge import MergeReport, merge_task_dirs
-from clusterbench.run.tasks import (PYTHON, TASK_JSON, TASK_LOG, VARIANT_SEPARATOR,
+from clusterbench.run.tasks import (PYTHON, TASK_JSON, TASK_LOG,
                                     ExecutorOptions, TaskResult, TaskSpec, TaskState, _utc_now, _write_json,
                                     save_campaign)
 
@@ -62,7 +61,7 @@ def check_executor_options(opts: ExecutorOptions) -> ExecutorOptions:
                          hint="drop --partition, or use --executor slurm")
     if len(set(opts.partitions)) != len(opts.partitions):
         raise InputError(f"--partition names a partition twice: {', '.join(opts.partitions)}")
-    bad = [p for p in opts.partitions if not p or VARIANT_SEPARATOR in p or "," in p]
+    bad = [p for p in opts.partitions if not p or KEY_SEPARATOR in p or "," in p]
     if bad:
         raise InputError(f"--partition {bad[0]!r} is not a partition name", hint="list partitions with sinfo -s")
     low = 1 if opts.kind == "slurm" else 0
@@ -178,7 +177,7 @@ def run_task(spec: TaskSpec) -> TaskResult:
 
 
 def task_dir_name(index: int, label: str, variant: str | None) -> str:
-    return f"{index:03d}-{label}" + (f"{VARIANT_SEPARATOR}{variant}" if variant else "")
+    return f"{index:03d}-{label}" + (f"{KEY_SEPARATOR}{variant}" if variant else "")
 
 
 def probe_task_argv(label: str, task_root: Path, *, config: Path, frames: int | None = None,

@@ -7,6 +7,7 @@ only the parent writes the merged dir.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import uuid
@@ -15,8 +16,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from clusterbench.errors import InputError
-from clusterbench.run.tasks import (CAMPAIGN_VERSION, MERGE_WHY, TASK_JSON, VARIANT_SEPARATOR, TaskResult, TaskSpec,
-                                    _utc_now, load_campaign)
+from clusterbench.model.results import ConfigEntry, EnvRecord, ResultRow, ResultSet, RowKey
+from clusterbench.run.tasks import MERGE_WHY, TASK_JSON, TaskResult, TaskSpec, _utc_now, load_campaign
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +55,6 @@ def find_results_dirs(task_dir: Path) -> tuple[Path, ...]:
     return tuple(sorted(p.parent for p in root.glob("*/probes.csv")))
 
 
-def merged_label(label: str, variant: str | None) -> str:
-    return f"{label}{VARIANT_SEPARATOR}{variant}" if variant else label
-
-
 def _distinct(values: Iterable[Any]) -> Any:
     """One value when all agree, else the distinct values comma-joined (as env.json does for dtypes)."""
     seen = list(dict.fromkeys(str(v) for v in values if v is not None and v != ""))
@@ -66,24 +63,35 @@ def _distinct(values: Iterable[Any]) -> Any:
     return seen[0] if len(seen) == 1 else ",".join(seen)
 
 
+# env.json's campaign block, what a campaign merge records. History:
+#   1: merge (why one process merges), executor, tasks (each its spec, result, source dirs, labels, problems).
+#   2: schema and version (was version alone); each task also keeps its results dir's multi_gpu block.
+CAMPAIGN_BLOCK_SCHEMA = "clusterbench.campaign-merge"
+CAMPAIGN_BLOCK_VERSION = 2
+# The stamps of the merged env.json: one value where every task agrees, else the values comma-joined.
+_JOINED_STAMPS = ("tool_version", "gpu_name", "gpu_uuid", "driver", "cuda_driver", "cuda_runtime", "cupy",
+                  "nsys_version", "python", "pedestal_dtype", "pedestal", "tracer", "workloads")
+
+
 def merge_task_dirs(target: Path, specs: Sequence[TaskSpec], results: Mapping[int, TaskResult] | None = None, *,
                     campaign: Mapping[str, Any] | None = None) -> MergeReport:
-    """Merge every task's results dir into ``target`` through the store; write the merged env.json.
+    """Merge every task's results dir into ``target`` through the store (:func:`merge_results`).
 
-    Every row gets ``host``, ``gpu_name``, ``gpu_uuid`` (from the row when it has them, as
-    ``--gpus`` rows do, else from its task's env.json), ``task`` and ``source_dir``; a campaign over
-    several partitions keys rows ``<label>@<partition>``. Rows a failed task finished are kept. Call it
-    from one process only (module docstring). Re-merging replaces each row by its own key.
+    Every row gets ``host``, ``gpu_name``, ``gpu_uuid`` (from the row when it has them, as ``--gpus``
+    rows do, else from its task's env.json), ``task`` and ``source_dir``; a campaign over several
+    partitions sets each row key's ``variant`` to its partition. Rows a failed task finished are kept.
+    Rows and env.json entries of configs no task ran stay; re-merging replaces each row by its own key.
     """
-    from clusterbench.io.results import ENV_JSON, load_env, load_results, save_env, upsert_probe_row
+    from clusterbench.io.results import load_results, merge_results
 
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
     results = results or {}
     merged: list[MergedTask] = []
-    envs: list[Mapping[str, Any]] = []
-    config_entries: dict[str, Any] = {}
-    owner: dict[str, int] = {}
+    envs: list[EnvRecord] = []
+    configs: dict[RowKey, ConfigEntry] = {}
+    rows: dict[RowKey, ResultRow] = {}
+    owner: dict[RowKey, int] = {}
     task_docs: list[dict[str, Any]] = []
     for spec in specs:
         res = results.get(spec.index)
@@ -94,6 +102,7 @@ def merge_task_dirs(target: Path, specs: Sequence[TaskSpec], results: Mapping[in
                 res = None
         problems: list[str] = []
         labels: list[str] = []
+        multi_gpu: list[Any] = []
         sources = find_results_dirs(Path(spec.task_dir))
         if not sources:
             problems.append(f"task {spec.index} ({spec.label}): no results dir under {spec.task_dir}")
@@ -104,32 +113,25 @@ def merge_task_dirs(target: Path, specs: Sequence[TaskSpec], results: Mapping[in
                 problems.append(f"task {spec.index} ({spec.label}): {src} not merged: {exc}")
                 continue
             env = loaded.env
+            assert env is not None  # load_results refuses a dir without env.json
             envs.append(env)
-            host = (res.host if res is not None else None) or env.get("host")
+            multi_gpu.append(env.multi_gpu)
+            host = (res.host if res is not None else None) or env.host
             rel = os.path.relpath(src, target)
             for row in loaded.rows:
-                values = row.as_dict()
-                key = merged_label(row.label, spec.variant)
+                key = dataclasses.replace(row.key, variant=spec.variant) if spec.variant else row.key
                 if key in owner and owner[key] != spec.index:
-                    problems.append(f"task {spec.index}: row {key!r} also came from task {owner[key]}: kept the first")
+                    problems.append(f"task {spec.index}: row {key.label!r} also came from task {owner[key]}: "
+                                    "kept the first")
                     continue
                 owner[key] = spec.index
-                values["label"] = key
-                if spec.variant:
-                    values["config_label"] = values.get("config_label") or row.label
-                    values["variant"] = spec.variant
-                values["host"] = values.get("host") or host
-                values["gpu_name"] = values.get("gpu_name") or env.get("gpu_name")
-                values["gpu_uuid"] = values.get("gpu_uuid") or env.get("gpu_uuid")
-                values["task"] = spec.index
-                values["source_dir"] = rel
-                upsert_probe_row(target, values)
-                labels.append(key)
-            for label, entry in (env.get("configs") or {}).items():
-                if isinstance(entry, Mapping):
-                    config_entries[merged_label(label, spec.variant)] = {
-                        **entry, "host": host, "gpu_name": env.get("gpu_name"), "gpu_uuid": env.get("gpu_uuid"),
-                        "driver": env.get("driver"), "task": spec.index, "source_dir": rel}
+                rows[key] = dataclasses.replace(row, key=key, host=row.host or host,
+                                                gpu_name=row.gpu_name or env.gpu_name,
+                                                gpu_uuid=row.gpu_uuid or env.gpu_uuid, task=spec.index,
+                                                source_dir=rel)
+                labels.append(key.label)
+            for ckey, entry in env.configs.items():
+                configs[dataclasses.replace(ckey, variant=spec.variant) if spec.variant else ckey] = entry
         state = res.state.value if res is not None else "unknown"
         if res is not None and not res.ok:
             first = res.message.splitlines()[0] if res.message else ""
@@ -138,36 +140,20 @@ def merge_task_dirs(target: Path, specs: Sequence[TaskSpec], results: Mapping[in
                                  tuple(str(s) for s in sources), tuple(labels), tuple(problems)))
         task_docs.append({**spec.to_json(), "result": None if res is None else res.to_json(),
                           "source_dirs": [os.path.relpath(s, target) for s in sources], "labels": labels,
-                          "problems": problems})
-    previous: Mapping[str, Any] = {}
-    if (target / ENV_JSON).is_file():
-        try:
-            previous = load_env(target)
-        except InputError:
-            previous = {}
-    configs = {k: v for k, v in (previous.get("configs") or {}).items() if k not in config_entries}
-    configs.update(config_entries)
+                          "problems": problems, "multi_gpu": [b for b in multi_gpu if b is not None] or None})
     hosts = sorted({t.host for t in merged if t.host})
-    dirty = [e.get("git_dirty") for e in envs]
-    env_doc: dict[str, Any] = {
-        "tool_version": _distinct(e.get("tool_version") for e in envs),
-        "session_id": (campaign or {}).get("campaign_id") or uuid.uuid4().hex,
-        "created_utc": _utc_now(),
-        "argv": list((campaign or {}).get("argv") or ()),
-        "host": _distinct(hosts), "hosts": hosts,
-        "git_rev": _distinct(e.get("git_rev") for e in envs),
-        "git_dirty": True if any(d is True for d in dirty) else (False if dirty and all(d is False for d in dirty)
-                                                                 else None),
-        "configs": configs,
-        "campaign": {"version": CAMPAIGN_VERSION, "merge": MERGE_WHY,
-                     "executor": (campaign or {}).get("executor"), "tasks": task_docs},
-    }
-    for key in ("gpu_name", "gpu_uuid", "driver", "cuda_driver", "cuda_runtime", "cupy", "nsys_version", "python",
-                "pedestal_dtype", "pedestal", "tracer", "workloads", "probes_csv_version"):
-        env_doc[key] = _distinct(e.get(key) for e in envs)
-    if isinstance(env_doc["probes_csv_version"], str) and env_doc["probes_csv_version"].isdigit():
-        env_doc["probes_csv_version"] = int(env_doc["probes_csv_version"])
-    save_env(target, env_doc)
+    dirty = [e.git_dirty for e in envs]
+    env = EnvRecord(
+        session_id=(campaign or {}).get("campaign_id") or uuid.uuid4().hex, created_utc=_utc_now(),
+        argv=tuple((campaign or {}).get("argv") or ()), host=_distinct(hosts), hosts=tuple(hosts),
+        git_rev=_distinct(e.git_rev for e in envs),
+        git_dirty=True if any(d is True for d in dirty) else (False if dirty and all(d is False for d in dirty)
+                                                              else None),
+        configs=configs,
+        campaign={"schema": CAMPAIGN_BLOCK_SCHEMA, "version": CAMPAIGN_BLOCK_VERSION, "merge": MERGE_WHY,
+                  "executor": (campaign or {}).get("executor"), "tasks": task_docs},
+        **{name: _distinct(getattr(e, name) for e in envs) for name in _JOINED_STAMPS})
+    merge_results(target, ResultSet(env, tuple(rows.values())))
     return MergeReport(target, tuple(merged))
 
 

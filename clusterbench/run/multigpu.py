@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from clusterbench.errors import CheckFailed
 from clusterbench.run.guards import GuardCheck, NvmlReading, Status, check_clocks, check_idle_gpu
-from clusterbench.model.records import SustainedFps
+from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
 from clusterbench.run.machine import (GpuInfo, GpuSelection, Pinning, PinTools, find_pin_tools, plan_pinning,
                                       read_gpu_topology, resolve_selection, visible_gpus)
 from clusterbench.run.rows import SOLO_DEFINITION, MultiGpuSustained, ScalingSummary, scaling_summary
@@ -29,7 +29,7 @@ from clusterbench.run.supervisor import (GpuChildEvent, GpuOutcome, overlap_s, p
 
 
 def sustained_by_gpu(rounds: Sequence[Sequence[GpuOutcome]],
-                     input_bytes_per_frame: int | None = None) -> dict[int, SustainedFps]:
+                     input_bytes_per_frame: int | None = None) -> dict[int, Measurement]:
     """Per GPU, the FPS of every timed pass over one or more rounds (a ``sustained`` child reports R
     passes in one round; a pass-only workload runs R rounds), summarised (pure)."""
     fps: dict[int, list[float]] = {}
@@ -37,7 +37,7 @@ def sustained_by_gpu(rounds: Sequence[Sequence[GpuOutcome]],
         for o in outcomes:
             if o.result is not None:
                 fps.setdefault(o.gpu.index, []).extend(o.result.fps)
-    return {i: SustainedFps.from_fps(v, input_bytes_per_frame) for i, v in sorted(fps.items())}
+    return {i: Measurement(SUSTAINED_FPS, tuple(v), input_bytes_per_frame) for i, v in sorted(fps.items())}
 
 
 def workload_command(workload: Any, label: str, params: Any, repeat: int

@@ -38,7 +38,9 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from clusterbench.run.config import ConfigFile, ProbeConfig
 from clusterbench.errors import (EXIT_INTERRUPTED, ClusterbenchError, ConfigError, EnvironmentFailure, InputError,
                                  WorkloadProtocolError)
-from clusterbench.model.records import ConfigEntry, EnvRecord, ProbeRecord, SustainedFps, WorkloadResult
+from clusterbench.model.measurement import Measurement
+from clusterbench.model.results import ConfigEntry, ResultRow, ResultSet
+from clusterbench.model.workload import WorkloadResult
 from clusterbench.run.clocks import ClockSample, ClockVerdict, judge_clocks
 from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity
 from clusterbench.run.tracers import TRACERS, TracedRun, Tracer, TracerSetup, WorkloadJob
@@ -105,7 +107,7 @@ class ProbeEvent:
     total: int = 0
     message: str | None = None
     hint: str | None = None
-    row: Mapping[str, object] | None = None
+    row: ResultRow | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +117,7 @@ class ProbeOutcome:
 
     results_dir: Path
     session_id: str
-    rows: tuple[dict[str, object], ...]
+    rows: tuple[ResultRow, ...]
     warnings: tuple[str, ...]
     guard: GuardReport
 
@@ -239,18 +241,6 @@ def _without_prefix(value: object, prefix: str, name: str) -> object:
     return value
 
 
-def _previous_env(out_dir: Path) -> EnvRecord | None:
-    from clusterbench.io.results import ENV_JSON
-
-    path = out_dir / ENV_JSON
-    if not path.is_file():
-        return None
-    try:
-        return EnvRecord.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, InputError):
-        return None  # unreadable: start afresh (the new env.json replaces it)
-
-
 # ----------------------------------------------------------------------------- steps 2-6
 
 
@@ -286,7 +276,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     CheckFailed (exit 3), ProbeInterrupted (exit 130).
     """
     from clusterbench.run.guards import require_pass, run_guards
-    from clusterbench.io.results import save_env, upsert_probe_row
+    from clusterbench.io.results import merge_results
     from clusterbench.run.tracers import discard_partials
 
     emit = on_event or (lambda event: None)
@@ -324,14 +314,13 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
 
     session_id = uuid.uuid4().hex
     out_dir = plan.results_dir
-    rows: list[dict[str, object]] = []
+    rows: list[ResultRow] = []
     total = len(plan.configs)
     label: str | None = None
     phase = "setup"
     write_env: Callable[[], None] | None = None
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        previous = _previous_env(out_dir)
         gpu = gpu_identity(report.reading)
         versions = read_child_versions(nsys)
         git = {"git_rev": report.git_rev, "git_dirty": report.git_dirty}
@@ -341,20 +330,16 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         tracer = TRACERS[plan.tracer](TracerSetup(nsys=nsys, nsys_version=None if nsys_version is None
                                                   else str(nsys_version)))
         gpu_runs: dict[str, MultiGpuSustained] = {}
-        kept_multi = _previous_multi_gpu_configs(out_dir, {c.label for c in plan.configs})
 
         def write_env() -> None:
+            # merged into the dir: the entries, rows and blocks of configs this probe does not run stay
             env = build_env(session_id=session_id, argv=request.argv, configs=plan.configs,
                             tracer=plan.tracer, gpu=gpu, versions=versions, git=git,
-                            guard=guard_json, per_config=per_config, previous=previous,
-                            kernel_sources=report.kernel_sources)
-            if mplan is None:
-                save_env(out_dir, env)
-                return
-            block = mplan.env_block({k: r.summary for k, r in gpu_runs.items()},
-                                    {k: r.overlap_s for k, r in gpu_runs.items()})
-            block["configs"] = {**kept_multi, **block["configs"]}  # configs not re-run keep their summary
-            save_env(out_dir, {**env.to_json(), "multi_gpu": block})
+                            guard=guard_json, per_config=per_config, kernel_sources=report.kernel_sources)
+            if mplan is not None:
+                env = dataclasses.replace(env, multi_gpu=mplan.env_block(
+                    {k: r.summary for k, r in gpu_runs.items()}, {k: r.overlap_s for k, r in gpu_runs.items()}))
+            merge_results(out_dir, ResultSet(env))
 
         write_env()
         for index, cfg in enumerate(plan.configs):
@@ -368,13 +353,12 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
             emit(ProbeEvent("start", label=label, index=index, total=total))
             record, gpu_rows, gpu_run = _probe_one(cfg, plan, tracer, out_dir, session_id, on_phase, warn,
                                                    per_config, mplan)
-            upsert_probe_row(out_dir, record)
+            merge_results(out_dir, ResultSet(rows=(record,)))
             if gpu_run is not None:
                 gpu_runs[cfg.label] = gpu_run
             write_env()
-            row = record.to_json()
-            emit(ProbeEvent("row", label=label, index=index, total=total, row=row))
-            rows.append(row)
+            emit(ProbeEvent("row", label=label, index=index, total=total, row=record))
+            rows.append(record)
             rows.extend(gpu_rows)
     except KeyboardInterrupt:
         removed = discard_partials(out_dir, label) if label else ()
@@ -426,21 +410,6 @@ def _guard_gpus(plan: ProbePlan, request: ProbeRequest) -> tuple[MultiGpuPlan, G
     return dataclasses.replace(mplan, guard=guard), report
 
 
-def _previous_multi_gpu_configs(out_dir: Path, rerun: set[str]) -> dict[str, object]:
-    """env.json's ``multi_gpu.configs`` entries of configs this probe does not re-run (kept, as their rows are)."""
-    from clusterbench.io.results import ENV_JSON
-
-    try:
-        doc = json.loads((out_dir / ENV_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    block = doc.get("multi_gpu") if isinstance(doc, dict) else None
-    configs = block.get("configs") if isinstance(block, dict) else None
-    if not isinstance(configs, dict):
-        return {}
-    return {k: v for k, v in configs.items() if k not in rerun}
-
-
 def analyze_pass(traced: TracedRun, cfg: ProbeConfig) -> TraceAnalysis:
     """The trace analyzed over the workload's pass range. A trace without that range is the
     workload breaking the protocol: WorkloadProtocolError, with the program's output tail."""
@@ -464,10 +433,10 @@ def analyze_pass(traced: TracedRun, cfg: ProbeConfig) -> TraceAnalysis:
 def _probe_one(cfg: ProbeConfig, plan: ProbePlan, tracer: Tracer, out_dir: Path, session_id: str,
                on_phase: Callable[[str], None], warn: Callable[..., None],
                per_config: dict[str, ConfigEntry], mplan: MultiGpuPlan | None = None
-               ) -> tuple[ProbeRecord, tuple[dict[str, object], ...], MultiGpuSustained | None]:
+               ) -> tuple[ResultRow, tuple[ResultRow, ...], MultiGpuSustained | None]:
     """One config: trace, analyze, sustained FPS. Returns the plain row and, with ``--gpus``, the
     solo, per-GPU and aggregate rows (already written) and the run they came from."""
-    from clusterbench.io.results import upsert_probe_row
+    from clusterbench.io.results import merge_results
     from clusterbench.run.tracers import measure_sustained
 
     job = WorkloadJob(cfg.label, cfg.params, workload_of(cfg), out_dir)
@@ -498,14 +467,13 @@ def _probe_one(cfg: ProbeConfig, plan: ProbePlan, tracer: Tracer, out_dir: Path,
                  f"the config asked for {cfg.params.frames}; per-frame figures use {cfg.params.frames}",
                  label=cfg.label)
         row = build_row(cfg, analysis, None, traced.result, plan.tracer, traced.sqlite.name, session_id)
-        upsert_probe_row(out_dir, row)  # step 5: the traced figures are safe before the long untraced run
+        merge_results(out_dir, ResultSet(rows=(row,)))  # step 5: the traced figures are safe before the untraced run
 
     on_phase("sustained")
     if mplan is not None:
         return _sustained_on_gpus(cfg, plan, job, traced, analysis, mplan, out_dir, session_id, per_config, entry)
     sustained = measure_sustained(job, plan.repeat)
-    entry = dataclasses.replace(entry, sustained_fps=sustained.fps.fps,
-                                finder=entry.finder or sustained.results[-1].finder)
+    entry = dataclasses.replace(entry, finder=entry.finder or sustained.results[-1].finder)
     if traced is None and sustained.clocks:
         # no trace: judge the clocks over the whole untraced run instead
         samples = sustained.clocks
@@ -521,12 +489,12 @@ def _probe_one(cfg: ProbeConfig, plan: ProbePlan, tracer: Tracer, out_dir: Path,
 def _sustained_on_gpus(cfg: ProbeConfig, plan: ProbePlan, job: WorkloadJob, traced: TracedRun | None,
                        analysis: TraceAnalysis | None, mplan: MultiGpuPlan, out_dir: Path, session_id: str,
                        per_config: dict[str, ConfigEntry], entry: ConfigEntry
-                       ) -> tuple[ProbeRecord, tuple[dict[str, object], ...], MultiGpuSustained]:
+                       ) -> tuple[ResultRow, tuple[ResultRow, ...], MultiGpuSustained]:
     """``--gpus``: sustained FPS on the solo GPU alone, then on every GPU at once (docs/scaling.md).
     Writes the solo, per-GPU and aggregate rows; returns the plain row (the solo GPU's trace and its
     solo sustained FPS: what a plain probe writes), those rows and the run. Works for N = 1."""
     from clusterbench.run import multigpu as mg
-    from clusterbench.io.results import upsert_probe_row
+    from clusterbench.io.results import merge_results
     from clusterbench.run.commands import child_env
 
     command, rounds = mg.workload_command(job.workload, cfg.label, cfg.params, plan.repeat)
@@ -537,12 +505,10 @@ def _sustained_on_gpus(cfg: ProbeConfig, plan: ProbePlan, job: WorkloadJob, trac
     result = traced.result if traced is not None else run.solo_outcomes[-1][0].result
     trace_name = traced.sqlite.name if traced is not None else None
 
-    def base(s: SustainedFps) -> dict[str, object]:
-        return build_row(cfg, analysis, s, result, plan.tracer, trace_name, session_id).to_json()
+    def base(s: Measurement) -> ResultRow:
+        return build_row(cfg, analysis, s, result, plan.tracer, trace_name, session_id)
 
     gpu_rows = config_rows(base, run, mplan.gpus, socket.gethostname())
-    for row in gpu_rows:
-        upsert_probe_row(out_dir, row)
-    per_config[cfg.label] = dataclasses.replace(entry, sustained_fps=run.solo.fps,
-                                                finder=entry.finder or (result.finder if result else None))
+    merge_results(out_dir, ResultSet(rows=gpu_rows))
+    per_config[cfg.label] = dataclasses.replace(entry, finder=entry.finder or (result.finder if result else None))
     return build_row(cfg, analysis, run.solo, result, plan.tracer, trace_name, session_id), gpu_rows, run

@@ -4,8 +4,8 @@ and sustained FPS, the per-GPU and aggregate rows of a ``--gpus`` run, and env.j
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
-import enum
 import json
 import math
 import socket
@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from clusterbench import __version__
-from clusterbench.model.records import ConfigEntry, EnvRecord, ProbeRecord, SustainedFps, WorkloadResult
+from clusterbench.model.measurement import Measurement
+from clusterbench.model.results import ConfigEntry, EnvRecord, ResultRow, RowKey, RowRole
+from clusterbench.model.workload import WorkloadResult
 from clusterbench.run.commands import nsys_graph_trace_mode
 from clusterbench.run.machine import GpuInfo, Pinning
 from clusterbench.run.supervisor import GpuOutcome
@@ -23,12 +25,6 @@ if TYPE_CHECKING:
     from clusterbench.analyzers.records import EngineStats, TraceAnalysis
     from clusterbench.run.config import ProbeConfig
     from clusterbench.run.guards import NvmlReading
-
-
-ROW_KEY_SEPARATOR = "@"  # not allowed in a config label (config.py), so a row key never collides
-
-
-AGGREGATE_GPU = "all"  # the gpu column of the aggregate row
 
 
 SOLO_DEFINITION = (
@@ -67,86 +63,58 @@ class ScalingSummary:
                 "scaling_efficiency": self.efficiency}
 
 
-def scaling_summary(solo_gpu: int, solo: SustainedFps, concurrent: Mapping[int, SustainedFps]) -> ScalingSummary:
+def scaling_summary(solo_gpu: int, solo: Measurement, concurrent: Mapping[int, Measurement]) -> ScalingSummary:
     """Summed and minimum sustained FPS over the GPUs, and the scaling efficiency against N x solo (pure)."""
     if not concurrent:
         raise ValueError("scaling_summary needs at least one GPU's concurrent figure")
-    if solo.median_fps <= 0:
-        raise ValueError(f"solo sustained FPS must be > 0, got {solo.median_fps!r}")
     gpus = tuple(sorted(concurrent))
-    fps = tuple(concurrent[i].median_fps for i in gpus)
-    spread = tuple(concurrent[i].spread_fps for i in gpus)
+    fps = tuple(concurrent[i].median for i in gpus)
+    spread = tuple(concurrent[i].spread for i in gpus)
     total = sum(fps)
     low = min(range(len(gpus)), key=lambda k: fps[k])
     return ScalingSummary(gpus=gpus, per_gpu_fps=fps, per_gpu_spread=spread, solo_gpu=solo_gpu,
-                          solo_fps=solo.median_fps, solo_fps_spread=solo.spread_fps, total_fps=total,
+                          solo_fps=solo.median, solo_fps_spread=solo.spread, total_fps=total,
                           total_fps_spread=sum(spread), min_fps=fps[low], min_gpu=gpus[low],
-                          efficiency=total / (len(gpus) * solo.median_fps))
+                          efficiency=total / (len(gpus) * solo.median))
 
 
-class RowRole(str, enum.Enum):
-    SOLO = "solo"  # one GPU alone, before the concurrent run
-    CONCURRENT = "concurrent"  # one GPU while all the selected GPUs run
-    AGGREGATE = "aggregate"  # the node: all selected GPUs summed
-
-    def __str__(self) -> str:
-        return self.value
-
-
-def row_label(config_label: str, gpu: str) -> str:
-    """The probes.csv key for (label, gpu): ``3x3_s4@gpu1``, ``3x3_s4@gpu0.solo``, ``3x3_s4@all``.
-
-    The store keys rows by one ``label`` cell; ``@`` cannot occur in a config label, so the
-    composite never collides with another config's row."""
-    return f"{config_label}{ROW_KEY_SEPARATOR}{gpu}"
-
-
-def gpu_row(base: Mapping[str, object], gpu: GpuInfo, role: RowRole, host: str,
-            pinning: Pinning | None = None) -> dict[str, object]:
-    """A per-GPU probes.csv row: ``base`` (a single-GPU row, e.g. ``probe.build_row(...).to_json()``
-    built from this GPU's figures) keyed by (label, gpu), with gpu, host and pinning columns (pure)."""
+def gpu_row(base: ResultRow, gpu: GpuInfo, role: RowRole, host: str, pinning: Pinning | None = None) -> ResultRow:
+    """A per-GPU probes.csv row: ``base`` (a single-GPU row, e.g. ``build_row(...)`` built from this GPU's
+    figures) keyed by (config, gpu, role), with the GPU's name and UUID, the host and the pinning (pure)."""
     if role is RowRole.AGGREGATE:
         raise ValueError("use aggregate_row for the aggregate row")
-    label = str(base["label"])
-    key = f"gpu{gpu.index}" + (".solo" if role is RowRole.SOLO else "")
-    row = dict(base)
-    row.update(label=row_label(label, key), config_label=label, gpu=gpu.key, gpu_index=gpu.index,
-               gpu_uuid=gpu.uuid, gpu_name=gpu.name, role=role.value, host=host,
-               pinning=None if pinning is None else pinning.method.value)
-    return row
+    return dataclasses.replace(base, key=RowKey(base.key.config, gpu.index, role, base.key.variant),
+                               gpu_name=gpu.name, gpu_uuid=gpu.uuid, host=host,
+                               pinning=None if pinning is None else pinning.method.value)
 
 
-# Columns an aggregate row keeps from its base: what the config is and how it ran. Every other
-# column of the base (trace figures: per-GPU quantities, not sums) is left empty (not measured).
-_AGGREGATE_KEEP = frozenset({"label", "cluster", "cap", "streams", "batch", "frames", "pedestal_dtype", "pedestal",
-                             "transfer", "workload", "finder", "tracer", "session", "timestamp", "sustained_repeats"})
-
-
-def aggregate_row(base: Mapping[str, object], summary: ScalingSummary, host: str,
-                  gpus: Sequence[GpuInfo] = ()) -> dict[str, object]:
-    """The config's aggregate row, keyed (label, all): summed sustained FPS, the per-GPU minimum, the solo
-    figure and the scaling efficiency (pure). ``sustained_gbps`` scales with the sum when ``base`` has it."""
-    label = str(base["label"])
-    row: dict[str, object] = {k: (v if k in _AGGREGATE_KEEP else None) for k, v in base.items()}
-    fps, gbps = base.get("sustained_fps"), base.get("sustained_gbps")
-    per_fps_gbps = (float(gbps) / float(fps)) if isinstance(fps, (int, float)) and fps and \
-        isinstance(gbps, (int, float)) else None  # type: ignore[arg-type]
+def aggregate_row(base: ResultRow, summary: ScalingSummary, host: str, gpus: Sequence[GpuInfo] = ()) -> ResultRow:
+    """The config's aggregate row, keyed (config, aggregate): what the config is and how it ran, the
+    summed sustained FPS, the per-GPU minimum, the solo figure and the scaling efficiency (pure). The
+    trace figures (per-GPU quantities, not sums) stay empty; ``sustained_gbps`` scales with the sum when
+    ``base`` has it."""
+    per_fps_gbps = (base.sustained_gbps / base.sustained_fps
+                    if base.sustained_fps and base.sustained_gbps is not None else None)
     names = sorted({g.name for g in gpus if g.index in summary.gpus})
-    row.update(label=row_label(label, AGGREGATE_GPU), config_label=label, gpu=AGGREGATE_GPU, gpu_index=None,
-               gpu_uuid=None, gpu_name=", ".join(names) or None, role=RowRole.AGGREGATE.value, host=host,
-               trace=None, sustained_fps=summary.total_fps, sustained_fps_spread=summary.total_fps_spread,
-               sustained_gbps=None if per_fps_gbps is None else summary.total_fps * per_fps_gbps,
-               gpus=summary.n, gpu_min_fps=summary.min_fps, gpu_min_index=summary.min_gpu,
-               solo_gpu=summary.solo_gpu, solo_fps=summary.solo_fps, scaling_efficiency=summary.efficiency)
-    return row
+    return ResultRow(
+        key=RowKey(base.key.config, role=RowRole.AGGREGATE, variant=base.key.variant), cluster=base.cluster,
+        cap=base.cap, streams=base.streams, batch=base.batch, frames=base.frames,
+        sustained_fps=summary.total_fps, sustained_fps_spread=summary.total_fps_spread,
+        sustained_repeats=base.sustained_repeats,
+        sustained_gbps=None if per_fps_gbps is None else summary.total_fps * per_fps_gbps,
+        pedestal_dtype=base.pedestal_dtype, pedestal=base.pedestal, transfer=base.transfer, workload=base.workload,
+        finder=base.finder, tracer=base.tracer, session=base.session, timestamp=base.timestamp,
+        gpu_name=", ".join(names) or None, host=host, gpus=summary.n, gpu_min_fps=summary.min_fps,
+        gpu_min_index=summary.min_gpu, solo_gpu=summary.solo_gpu, solo_fps=summary.solo_fps,
+        scaling_efficiency=summary.efficiency)
 
 
-def config_rows(base_for: Callable[[SustainedFps], Mapping[str, object]], run: MultiGpuSustained,
-                gpus: Sequence[GpuInfo], host: str) -> tuple[dict[str, object], ...]:
+def config_rows(base_for: Callable[[Measurement], ResultRow], run: MultiGpuSustained,
+                gpus: Sequence[GpuInfo], host: str) -> tuple[ResultRow, ...]:
     """The probes.csv rows of one config over N GPUs: solo, one per GPU, aggregate (pure).
 
-    ``base_for(sustained)`` builds the single-GPU row for a sustained figure, e.g.
-    ``lambda s: probe.build_row(cfg, analysis, s, result, tracer, trace, session).to_json()``."""
+    ``base_for(sustained)`` builds the single-GPU row for a sustained measurement, e.g.
+    ``lambda s: probe.build_row(cfg, analysis, s, result, tracer, trace, session)``."""
     by_index = {g.index: g for g in gpus}
     pins = {o.gpu.index: o.pinning for rounds in (run.solo_outcomes, run.concurrent_outcomes)
             for outcomes in rounds for o in outcomes}
@@ -177,16 +145,17 @@ def utc_now() -> str:
 def build_row(
     cfg: ProbeConfig,
     analysis: TraceAnalysis | None,
-    sustained: SustainedFps | None,
+    sustained: Measurement | None,
     result: WorkloadResult | None,
     tracer: str,
     trace_name: str | None,
     session: str,
     timestamp: str | None = None,
-) -> ProbeRecord:
+) -> ResultRow:
     """One probes.csv row from a config, its trace analysis, its pass result and its sustained FPS (pure).
 
-    ``analysis`` is None with ``--tracer none``; ``sustained`` is None until it is measured;
+    ``analysis`` is None with ``--tracer none``; ``sustained`` (the row keeps its samples) is None until
+    it is measured;
     ``result`` is the traced pass's result record (None without a trace). Every ``*_us`` is
     microseconds per frame; absent means not measured.
     """
@@ -217,12 +186,12 @@ def build_row(
     measured = analysis.measured_us_per_frame if analysis is not None else None
     traced_fps = 1e6 / measured if measured else None
     roofline_fps = analysis.roofline.fps if analysis is not None else None
-    sustained_fps = sustained.median_fps if sustained is not None else None
-    return ProbeRecord(
-        label=cfg.label, cluster=p.cluster, cap=p.cap, streams=p.streams, batch=p.batch, frames=p.frames,
+    sustained_fps = sustained.median if sustained is not None else None
+    return ResultRow(
+        key=RowKey(cfg.label), cluster=p.cluster, cap=p.cap, streams=p.streams, batch=p.batch, frames=p.frames,
         **trace_figures,  # type: ignore[arg-type]
         sustained_fps=sustained_fps,
-        sustained_fps_spread=sustained.spread_fps if sustained is not None else None,
+        sustained_fps_spread=sustained.spread if sustained is not None else None,
         sustained_repeats=sustained.repeats if sustained is not None else None,
         sustained_gbps=sustained.input_gbps if sustained is not None else None,
         fps_efficiency=_ratio(sustained_fps, roofline_fps),
@@ -232,6 +201,7 @@ def build_row(
         pedestal_dtype=p.pedestal_dtype, pedestal=p.pedestal, transfer=p.transfer,
         workload=cfg.workload.kind, finder=result.finder if result is not None else None,
         tracer=tracer, trace=trace_name, session=session, timestamp=timestamp or utc_now(),
+        measurements=() if sustained is None else (sustained,),
     )
 
 
@@ -246,14 +216,12 @@ def build_env(
     git: Mapping[str, object],
     guard: Mapping[str, object] | None,
     per_config: Mapping[str, ConfigEntry],
-    previous: EnvRecord | None = None,
     kernel_sources: Mapping[str, str] | None = None,
     created_utc: str | None = None,
     host: str | None = None,
 ) -> EnvRecord:
-    """env.json for a results dir (pure). Entries of ``previous`` for configs not re-run are kept."""
-    kept: dict[str, ConfigEntry] = dict(previous.configs) if previous is not None else {}
-    kept.update(per_config)
+    """env.json of a probe (pure): ``per_config`` holds the entries of the configs it ran, by label. Merged
+    into a results dir (:meth:`clusterbench.model.results.ResultSet.merge`), it keeps every other entry."""
     dtypes = sorted({c.params.pedestal_dtype for c in configs})
     modes = sorted({c.params.pedestal for c in configs})
     kinds = sorted({c.workload.kind for c in configs})
@@ -281,7 +249,7 @@ def build_env(
         kernel_sha256=hashes[0] if len(hashes) == 1 else (hashes or None),
         kernel_sources=dict(kernel_sources) if kernel_sources else None,
         guard=dict(guard) if guard is not None else None,
-        configs=kept,
+        configs={RowKey(label): entry for label, entry in per_config.items()},
     )
 
 
@@ -298,8 +266,8 @@ class MultiGpuSustained:
     """One config's sustained FPS on the solo GPU alone, then on every selected GPU at once."""
 
     solo_gpu: int
-    solo: SustainedFps
-    concurrent: Mapping[int, SustainedFps]
+    solo: Measurement
+    concurrent: Mapping[int, Measurement]
     summary: ScalingSummary
     overlap_s: float  # the shortest time all children of a concurrent round ran together
     solo_outcomes: tuple[tuple[GpuOutcome, ...], ...] = ()

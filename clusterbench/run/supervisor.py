@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from clusterbench.errors import EnvironmentFailure, WorkloadProtocolError
-from clusterbench.model.records import WorkloadResult
+from clusterbench.model.workload import WorkloadResult
 from clusterbench.run.machine import GpuInfo, Pinning, PinMethod, PinTools, gpu_env, plan_pinning
 
 

@@ -33,9 +33,6 @@ CAMPAIGN_JSON = "campaign.json"
 CAMPAIGN_VERSION = 1
 
 
-VARIANT_SEPARATOR = "@"  # merged label of a config run on several GPU types: 3x3_s4@h100
-
-
 DEFAULT_TIMEOUT_MIN = 60
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Callable, ClassVar, Protocol
 
 from clusterbench.errors import EnvironmentFailure, WorkloadProtocolError
-from clusterbench.model.records import SustainedFps, WorkloadResult
+from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
+from clusterbench.model.workload import WorkloadResult
 from clusterbench.run.clocks import ClockSample, ClockSampler
 from clusterbench.run.commands import (
     child_env,
@@ -57,7 +58,7 @@ class TracedRun:
 
 @dataclass(frozen=True, slots=True)
 class SustainedRun:
-    fps: SustainedFps
+    fps: Measurement
     results: tuple[WorkloadResult, ...]
     clocks: tuple[ClockSample, ...]
     max_clock_mhz: int | None
@@ -275,5 +276,5 @@ def measure_sustained(job: WorkloadJob, repeats: int) -> SustainedRun:
                            append=i > 0, cwd=_cwd(job.workload))
                 results.append(read_result(result, label, log, "pass")[0])
     fps = tuple(f for r in results for f in r.fps)
-    return SustainedRun(SustainedFps.from_fps(fps, job.params.frame_bytes), tuple(results), clocks.snapshot(),
-                        clocks.max_clock_mhz, log)
+    fps_run = Measurement(SUSTAINED_FPS, fps, job.params.frame_bytes, {"frames_per_pass": job.params.frames})
+    return SustainedRun(fps_run, tuple(results), clocks.snapshot(), clocks.max_clock_mhz, log)

@@ -2,7 +2,7 @@
 
 A workload is a program that, given a config's parameters, builds the pedestal inside the NVTX
 range ``clusterbench:pedestal``, runs one batched pass inside ``clusterbench:pass frames=N``,
-and writes a :class:`~clusterbench.model.records.WorkloadResult` to ``{result}``. In ``sustained``
+and writes a :class:`~clusterbench.model.workload.WorkloadResult` to ``{result}``. In ``sustained``
 mode it runs ``{repeat}`` timed passes untraced instead. Two kinds:
 
 - ``cupy``: clusterbench's own CuPy finder (``python -m clusterbench.workloads.cupy.run``), the first

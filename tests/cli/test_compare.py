@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from clusterbench.cli import app
-from clusterbench.io.results import save_env, upsert_probe_row
+
+from results_data import write
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "compare"
@@ -19,9 +20,9 @@ BEFORE = DATA / "2026-09-10_f32_before"
 AFTER = DATA / "2026-09-10_f32_after"
 LEGACY_BEFORE = DATA / "legacy_2026-09-10_before"
 LEGACY_AFTER = DATA / "legacy_2026-09-10_after"
-F32 = ROOT / "results" / "2026-11-29_f32"
-F64 = ROOT / "results" / "2026-11-29_f64"
-CUPTI = ROOT / "results" / "2026-11-29_f32_cupti"
+F32 = ROOT / "tests" / "data" / "results" / "2026-11-29_f32"
+F64 = ROOT / "tests" / "data" / "results" / "2026-11-29_f64"
+CUPTI = ROOT / "tests" / "data" / "results" / "2026-11-29_f32_cupti"
 
 runner = CliRunner()
 
@@ -221,11 +222,7 @@ def _pair(tmp_path: Path, roof_after: float, label_b: str = "3x3_s1") -> tuple[P
 
     env = {"gpu_name": "NVIDIA H200", "driver": "580.65", "session_id": "S", "git_dirty": False}
     a, b = tmp_path / "a", tmp_path / "b"
-    upsert_probe_row(a, row("3x3_s1", 10.0))
-    upsert_probe_row(b, row(label_b, roof_after))
-    save_env(a, env)
-    save_env(b, env)
-    return a, b
+    return write(a, [row("3x3_s1", 10.0)], env), write(b, [row(label_b, roof_after)], env)
 
 
 def test_gate_trips_with_exit_3(tmp_path: Path) -> None:
@@ -272,7 +269,7 @@ def test_different_gpu_refused_then_allowed(tmp_path: Path) -> None:
     shutil.copytree(AFTER, other)
     env = json.loads((other / "env.json").read_text())
     env["gpu_name"] = "NVIDIA H200"
-    save_env(other, env)
+    (other / "env.json").write_text(json.dumps(env))
     r = _run(BEFORE, other)
     assert r.exit_code == 2 and "different GPUs" in _error_lines(r)[0]
     assert "--allow-different-gpu" in r.stderr
@@ -335,8 +332,8 @@ def _broken(tmp_path: Path, what: str) -> Path:
         ("binds banana", "Error: probes.csv row '9x9_s1_uncontended' column binds: 'banana' is not an engine"),
         ("no env.json", "Error: no env.json in results dir: "),
         ("malformed env.json", "Error: env.json is not valid JSON: "),
-        ("unknown version", "Error: env.json has schema_version 7; this clusterbench reads 1 and 2"),
-        ("no version, not legacy", "Error: env.json has no schema_version and is not a legacy aare-perf stamp either"),
+        ("unknown version", "Error: env.json has schema_version 7; this clusterbench reads versions 3, 2 and 1"),
+        ("no version, not legacy", "Error: env.json has no version and is not a legacy aare-perf stamp either"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_clear_line_and_exit_2(tmp_path: Path, what: str, message: str) -> None:
@@ -376,16 +373,14 @@ def test_help_documents_verdicts_and_exit_codes() -> None:
 
 def _merged_dir(path: Path, rows: list[tuple[str, str, str, str, float]]) -> Path:
     """(label, host, gpu_name, gpu_uuid, kernel µs): rows as a merged campaign writes them."""
-    for label, host, gpu, uuid, kernel in rows:
-        upsert_probe_row(path, {"label": label, "cluster": 3, "cap": 3000, "streams": 1, "batch": 2000,
-                                "frames": 20000, "kernel_us": kernel, "h2d_us": 5.8, "d2h_us": 2.2,
-                                "roofline_us": 5.8, "binds": "h2d", "host": host, "gpu_name": gpu,
-                                "gpu_uuid": uuid, "task": 0, "source_dir": "tasks/000"})
     names = ",".join(dict.fromkeys(r[2] for r in rows))
     hosts = sorted({r[1] for r in rows})
-    save_env(path, {"gpu_name": names, "hosts": hosts, "host": ",".join(hosts), "driver": "580.65",
-                    "session_id": "S", "git_dirty": False})
-    return path
+    return write(path, [{"label": label, "cluster": 3, "cap": 3000, "streams": 1, "batch": 2000, "frames": 20000,
+                         "kernel_us": kernel, "h2d_us": 5.8, "d2h_us": 2.2, "roofline_us": 5.8, "binds": "h2d",
+                         "host": host, "gpu_name": gpu, "gpu_uuid": uuid, "task": 0, "source_dir": "tasks/000"}
+                        for label, host, gpu, uuid, kernel in rows],
+                 {"gpu_name": names, "hosts": hosts, "host": ",".join(hosts), "driver": "580.65",
+                  "session_id": "S", "git_dirty": False})
 
 
 def test_merged_dirs_refuse_a_row_pair_of_two_gpus_then_state_it_per_row(tmp_path: Path) -> None:

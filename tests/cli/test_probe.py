@@ -14,6 +14,8 @@ from clusterbench.run import probe as probe_mod
 from clusterbench.run import tasks
 from clusterbench.cli import app
 
+from results_data import row as result_row
+
 GOOD = """
 [[config]]
 label = "3x3_s1"
@@ -70,10 +72,10 @@ def test_valid_config_without_gpu_is_exit_1_with_one_clear_line(monkeypatch, goo
     assert not (tmp_path / "r").exists()
 
 
-ROW = {"label": "3x3_s1", "cluster": 3, "cap": 3000, "streams": 1, "batch": 2000, "frames": 20000,
-       "kernel_us": 4.65, "h2d_us": 13.13, "d2h_us": 2.5, "roofline_us": 13.13, "binds": "h2d",
-       "roofline_fps": 76161.5, "sustained_fps": 61400.0, "sustained_fps_spread": 300.0,
-       "fps_efficiency": 0.806, "profiler_overhead": 1.5}
+ROW = result_row({"label": "3x3_s1", "cluster": 3, "cap": 3000, "streams": 1, "batch": 2000, "frames": 20000,
+                  "kernel_us": 4.65, "h2d_us": 13.13, "d2h_us": 2.5, "roofline_us": 13.13, "binds": "h2d",
+                  "roofline_fps": 76161.5, "sustained_fps": 61400.0, "sustained_fps_spread": 300.0,
+                  "fps_efficiency": 0.806, "profiler_overhead": 1.5})
 
 
 def fake_run(monkeypatch, seen: dict) -> None:
@@ -95,7 +97,8 @@ def test_options_reach_the_core_and_json_is_only_json(monkeypatch, good: Path, t
                                 "--require-clean", "--json"])
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert doc["rows"] == [ROW] and doc["session"] == "sess"
+    assert doc["rows"] == [ROW.to_json()] and doc["session"] == "sess"
+    assert doc["rows"][0]["label"] == "3x3_s1" and doc["rows"][0]["kernel_us"] == 4.65
     assert Path(doc["results_dir"]).name.endswith("_f32_t")
     req = seen["request"]
     assert (req.frames, req.only, req.tag, req.repeat, req.max_util_pct, req.force, req.require_clean) == (
@@ -203,13 +206,15 @@ def test_executor_needs_submitit_and_slurm_needs_sbatch_exit_1(monkeypatch, good
 FAKE_TASK_PROBE = """
 import sys
 from pathlib import Path
-from clusterbench.io.results import save_env, upsert_probe_row
+from clusterbench.io.results import merge_results
+from clusterbench.model.results import EnvRecord, ResultRow, ResultSet, RowKey
 label, root = sys.argv[1:3]
 out = Path(root) / "2026-12-01_f32"
-save_env(out, {"tool_version": "0.1.0", "session_id": "s", "gpu_name": "NVIDIA H200", "gpu_uuid": "GPU-" + label,
-               "driver": "580.1", "git_rev": "abc", "git_dirty": False, "pedestal_dtype": "float32"})
-upsert_probe_row(out, {"label": label, "cluster": 3, "cap": 3000, "streams": 1, "batch": 2000, "frames": 20000,
-                       "kernel_us": 1.25, "sustained_fps": 1000.0, "tracer": "none"})
+merge_results(out, ResultSet(
+    EnvRecord(tool_version="0.1.0", session_id="s", gpu_name="NVIDIA H200", gpu_uuid="GPU-" + label, driver="580.1",
+              git_rev="abc", git_dirty=False, pedestal_dtype="float32"),
+    (ResultRow(key=RowKey(label), cluster=3, cap=3000, streams=1, batch=2000, frames=20000, kernel_us=1.25,
+               sustained_fps=1000.0, tracer="none"),)))
 """
 
 
@@ -255,18 +260,19 @@ H200 = [  # the reference campaign's rows (README), with --gpus rows of the same
 ]
 
 
-def _h200_rows() -> list[dict]:
+def _h200_rows() -> list:
     keys = ("label", "kernel_us", "h2d_us", "d2h_us", "roofline_us", "binds", "roofline_fps", "sustained_fps",
             "sustained_fps_spread", "fps_efficiency", "profiler_overhead")
-    rows = [{**dict(zip(keys, r)), "frames": 20000} for r in H200]
+    shape = {"cluster": 3, "cap": 3000, "streams": 1, "batch": 2000, "frames": 20000}
+    rows = [{**dict(zip(keys, r)), **shape} for r in H200]
     # 8 GPUs at once: 8 x 160,000 FPS summed, spreads summed (8 x 2,300); trace columns empty
-    rows.append({"label": "9x9_s1_uncontended@all", "frames": 20000, "role": "aggregate", "gpus": 8,
+    rows.append({"label": "9x9_s1_uncontended@all", **shape, "gpus": 8,
                  "sustained_fps": 1280000.0, "sustained_fps_spread": 18400.0, "scaling_efficiency": 0.98,
                  "solo_fps": 163265.0, "solo_gpu": 0, "gpu_min_fps": 150000.0, "gpu_min_index": 3})
-    return rows
+    return [result_row(r) for r in rows]
 
 
-def fake_rows(monkeypatch, rows: list[dict]) -> None:
+def fake_rows(monkeypatch, rows: list) -> None:
     def run_probe(plan, request, on_event=None, nsys=None):
         return probe_mod.ProbeOutcome(plan.results_dir, "sess", tuple(rows), (), None)
 

@@ -30,14 +30,16 @@ from clusterbench.compare.compare import (
 )
 from clusterbench.compare.noise import NoiseFloor
 from clusterbench.errors import EnvironmentFailure, InputError
-from clusterbench.io.results import load_results, save_env, upsert_probe_row
+from clusterbench.io.results import load_results
+
+from results_data import write
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "compare"
 BEFORE = DATA / "2026-09-10_f32_before"
 AFTER = DATA / "2026-09-10_f32_after"
 LEGACY_BEFORE = DATA / "legacy_2026-09-10_before"
 LEGACY_AFTER = DATA / "legacy_2026-09-10_after"
-RESULTS = Path(__file__).resolve().parents[2] / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "data" / "results"
 
 RTX_KERNEL = {  # label: (before, after, delta % worked out by hand)
     "3x3_s1_uncontended": (4.32, 4.65, 0.33 / 4.32 * 100),  # +7.64 %
@@ -242,10 +244,7 @@ def _make(path: Path, rows: list[dict], **env: object) -> Path:
     base = {"gpu_name": "NVIDIA H200", "driver": "580.65", "session_id": "S", "git_dirty": False,
             "git_rev": "abc1234", "pedestal_dtype": "float32", "pedestal": "frozen"}  # fmt: skip
     base.update(env)
-    for r in rows:
-        upsert_probe_row(path, r)
-    save_env(path, base)
-    return path
+    return write(path, rows, base)
 
 
 def _cmp(tmp_path: Path, rows_a: list[dict], rows_b: list[dict], env_a: dict | None = None,
@@ -421,11 +420,11 @@ def test_versioned_env_with_a_gpu_key_is_checked_too(tmp_path: Path) -> None:
     # the issue: schema_version added by hand to a legacy env.json; its gpu key must still be read
     rows = [_row("a", 4.0, 10.0, 3.0)]
     a = _make(tmp_path / "a", rows)
-    b = _make(tmp_path / "b", rows, gpu_name=None)
-    env = json.loads((b / "env.json").read_text())
-    del env["gpu_name"]
-    env["gpu"] = "NVIDIA GeForce RTX 4090"
-    (b / "env.json").write_text(json.dumps(env))
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "probes.csv").write_text((a / "probes.csv").read_text())
+    (b / "env.json").write_text(json.dumps({"schema_version": 1, "gpu": "NVIDIA GeForce RTX 4090",
+                                            "driver": "580.65", "git_rev": "abc1234", "dirty": False}))
     with pytest.raises(InputError, match="different GPUs"):
         compare_results(load_results(a), load_results(b))
 
@@ -472,10 +471,10 @@ def test_gate_with_no_label_in_common_judged_nothing(tmp_path: Path) -> None:
 
 
 def test_sustained_fps_with_repeats_from_the_dirs(tmp_path: Path) -> None:
-    a = _make(tmp_path / "a", [_row("a", 4.0, 10.0, 3.0, sustained_fps=100.0)],
-              configs={"a": {"sustained_fps": [99.0, 100.0, 101.0]}})  # fmt: skip
-    b = _make(tmp_path / "b", [_row("a", 4.0, 10.0, 3.0, sustained_fps=120.0)],
-              configs={"a": {"sustained_fps": [121.0, 119.0, 120.0]}})  # fmt: skip
+    a = _make(tmp_path / "a", [_row("a", 4.0, 10.0, 3.0, sustained_fps=100.0,
+                                    samples={"sustained_fps": [99.0, 100.0, 101.0]})])
+    b = _make(tmp_path / "b", [_row("a", 4.0, 10.0, 3.0, sustained_fps=120.0,
+                                    samples={"sustained_fps": [121.0, 119.0, 120.0]})])
     m = compare_results(load_results(a), load_results(b)).row("a").metric("sustained_fps")
     assert (m.verdict, m.code, m.n_before, m.n_after) == (Verdict.FASTER, Reason.SIGNIFICANT, 3, 3)
     assert m.p_value == pytest.approx(0.1)
@@ -622,7 +621,7 @@ def test_allow_different_gpu_compares_such_rows_across_gpu_and_says_so_per_row(t
     h100 = _on(_row("9x9_s1", 2.4, 5.9, 10.3, cluster=9), "n7", H100, "GPU-dddd3333")
     same = _on(_row("3x3_s1", 1.0, 5.8, 2.2), "n1", H200, "GPU-aaaa0000")
     a = _merged(tmp_path / "a", [same, h200])
-    b = _merged(tmp_path / "b", [same, _on(_row("3x3_s1", 1.0, 6.5, 2.2), "n1", H200, "GPU-aaaa0000"), h100])
+    b = _merged(tmp_path / "b", [_on(_row("3x3_s1", 1.0, 6.5, 2.2), "n1", H200, "GPU-aaaa0000"), h100])
     c = compare_results(load_results(a), load_results(b), allow_different_gpu=True)
     row = c.row("9x9_s1")
     assert row.gpu_differs and (row.gpu_before.name, row.gpu_after.name) == (H200, H100)
@@ -659,7 +658,7 @@ def test_a_merged_dir_against_a_plain_dir_judges_gpus_per_row(tmp_path: Path) ->
     plain = _make(tmp_path / "b", [_row("3x3_s1", 1.0, 5.8, 2.2)], gpu_name=H200, gpu_uuid="GPU-aaaa0000",
                   host="n1")
     c = compare_results(load_results(merged), load_results(plain))
-    assert load_results(merged).env["gpu_name"] == f"{H200},{H100}"
+    assert load_results(merged).env.gpu_name == f"{H200},{H100}"
     row = c.row("3x3_s1")
     assert row.gpu_after.source == "dir" and row.gpu_after.name == H200 and not row.gpu_differs
     assert row.notes == () or not any("GPU" in n for n in row.notes)  # same unit: GPU-aaaa0000 both sides

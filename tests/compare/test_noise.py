@@ -17,7 +17,9 @@ from clusterbench.compare.noise import (
     suggest_floor_pct,
     suggest_floors,
 )
-from clusterbench.io.results import load_results, save_env, upsert_probe_row
+from clusterbench.io.results import load_results
+
+from results_data import write
 
 
 def test_every_compared_metric_has_a_floor_for_both_stream_classes() -> None:
@@ -66,11 +68,10 @@ def test_pair_diffs() -> None:
 
 
 def _dir(path: Path, kernel: float, fps: float, reps: list[float], streams: int = 1) -> Path:
-    upsert_probe_row(path, {"label": "a", "cluster": 3, "cap": 3000, "streams": streams, "batch": 2000,
-                            "frames": 20000, "kernel_us": kernel, "h2d_us": 5.0, "d2h_us": 2.0,
-                            "roofline_us": 5.0, "binds": "h2d", "sustained_fps": fps})  # fmt: skip
-    save_env(path, {"gpu_name": "G", "configs": {"a": {"sustained_fps": reps}}})
-    return path
+    return write(path, [{"label": "a", "cluster": 3, "cap": 3000, "streams": streams, "batch": 2000,
+                         "frames": 20000, "kernel_us": kernel, "h2d_us": 5.0, "d2h_us": 2.0, "roofline_us": 5.0,
+                         "binds": "h2d", "sustained_fps": fps, "samples": {"sustained_fps": reps}}],
+                 {"gpu_name": "G"})
 
 
 def test_session_spreads_of_three_sessions(tmp_path: Path) -> None:

@@ -20,25 +20,30 @@ from clusterbench.run import campaign as ex
 from clusterbench.run import merge
 from clusterbench.run import tasks
 from clusterbench.errors import EnvironmentFailure, InputError
-from clusterbench.io.results import load_env, load_results, upsert_probe_row
+from clusterbench.io.results import load_results
+from clusterbench.model.results import RowKey
+
+from results_data import write
 
 pytest.importorskip("submitit")
 
 FAKE_PROBE = textwrap.dedent("""
-    import json, os, sys, time
+    import dataclasses, json, os, sys, time
     from pathlib import Path
-    from clusterbench.io.results import save_env, upsert_probe_row
+    from clusterbench.io.results import merge_results
+    from clusterbench.model.measurement import Measurement
+    from clusterbench.model.results import ConfigEntry, EnvRecord, ResultRow, ResultSet, RowKey
     label, root, mode = sys.argv[1:4]
     t0 = time.time()
     out = Path(root) / "2026-12-01_f32"
     fps = {"a": 1000.0, "b": 2000.0, "c": 3000.0}.get(label, 500.0)
-    row = {"label": label, "cluster": 3, "cap": 3000, "streams": 1, "batch": 100, "frames": 1000,
-           "kernel_us": 1.5, "tracer": "none", "session": "s-" + label, "timestamp": "2026-12-01T00:00:00Z"}
-    save_env(out, {"tool_version": "0.1.0", "session_id": "s-" + label, "host": "ignored-env-host",
-                   "gpu_name": "Fake GPU " + label, "gpu_uuid": "GPU-" + label, "driver": "580.1",
-                   "git_rev": "abc123", "git_dirty": False, "pedestal_dtype": "float32",
-                   "configs": {label: {"session": "s-" + label, "sustained_fps": [fps]}}})
-    upsert_probe_row(out, row)  # the traced row first, as the probe does
+    row = ResultRow(key=RowKey(label), cluster=3, cap=3000, streams=1, batch=100, frames=1000, kernel_us=1.5,
+                    tracer="none", session="s-" + label, timestamp="2026-12-01T00:00:00Z")
+    merge_results(out, ResultSet(EnvRecord(
+        tool_version="0.1.0", session_id="s-" + label, host="ignored-env-host", gpu_name="Fake GPU " + label,
+        gpu_uuid="GPU-" + label, driver="580.1", git_rev="abc123", git_dirty=False, pedestal_dtype="float32",
+        configs={RowKey(label): ConfigEntry(session="s-" + label)})))
+    merge_results(out, ResultSet(rows=(row,)))  # the traced row first, as the probe does
     if mode == "fail":
         print("the sustained run failed on purpose", flush=True)
         sys.exit(3)
@@ -48,7 +53,8 @@ FAKE_PROBE = textwrap.dedent("""
         sys.exit(0)
     if mode != "quick":
         time.sleep(0.3)  # long enough that a task started alongside would overlap it
-    upsert_probe_row(out, {**row, "sustained_fps": fps, "sustained_repeats": 1})
+    merge_results(out, ResultSet(rows=(dataclasses.replace(row, sustained_fps=fps, sustained_repeats=1,
+                                                           measurements=(Measurement("sustained_fps", (fps,)),)),)))
     (Path(root) / "times.json").write_text(json.dumps([t0, time.time()]))
 """)
 
@@ -161,17 +167,18 @@ def test_local_campaign_end_to_end_merges_every_task_and_keeps_a_failed_tasks_ro
     b = merged.row("b")  # the failed task's traced row is kept, without sustained FPS
     assert b.number("kernel_us") == 1.5 and b.number("sustained_fps") is None
     host = socket.gethostname()
-    assert {r["host"] for r in merged.rows} == {host}  # the task's host, not the env's "ignored-env-host"
-    assert [r["gpu_name"] for r in merged.rows] == ["Fake GPU a", "Fake GPU b", "Fake GPU c"]
-    assert [r["task"] for r in merged.rows] == [0, 1, 2]
-    env = load_env(target)
-    assert env["hosts"] == [host] and env["gpu_name"] == "Fake GPU a,Fake GPU b,Fake GPU c"
-    assert env["git_rev"] == "abc123" and env["git_dirty"] is False
-    assert env["configs"]["c"]["sustained_fps"] == [3000.0] and env["configs"]["c"]["host"] == host
-    assert merged.samples["c"]["sustained_fps"] == (3000.0,)  # repeats found through the merged env.json
-    task_docs = env["campaign"]["tasks"]
+    assert {r.host for r in merged.rows} == {host}  # the task's host, not the env's "ignored-env-host"
+    assert [r.gpu_name for r in merged.rows] == ["Fake GPU a", "Fake GPU b", "Fake GPU c"]
+    assert [r.task for r in merged.rows] == [0, 1, 2]
+    assert merged.row("c").source_dir == os.path.relpath(Path(specs[2].task_dir) / "2026-12-01_f32", target)
+    env = merged.env
+    assert env.hosts == (host,) and env.gpu_name == "Fake GPU a,Fake GPU b,Fake GPU c"
+    assert env.git_rev == "abc123" and env.git_dirty is False
+    assert env.configs[RowKey("c")].session == "s-c"
+    assert merged.row("c").measurement("sustained_fps").samples == (3000.0,)  # the repeats travel with the row
+    task_docs = env.campaign["tasks"]
     assert [t["result"]["state"] for t in task_docs] == ["done", "failed", "done"]
-    assert "flock" in env["campaign"]["merge"]
+    assert "flock" in env.campaign["merge"] and env.campaign["schema"] == "clusterbench.campaign-merge"
     with pytest.raises(EnvironmentFailure) as err:
         ex.require_all_tasks_ok(outcome)
     assert "task 1 (b) failed on " + host + ": exit status 3: the sustained run failed on purpose" in str(err.value)
@@ -207,8 +214,8 @@ def test_several_partitions_key_rows_by_label_and_partition(tmp_path: Path, fake
     report = merge.merge_task_dirs(tmp_path / "m", specs, results)
     assert report.labels == ("a@h100", "a@a100")
     merged = load_results(tmp_path / "m")
-    assert [(r["config_label"], r["variant"]) for r in merged.rows] == [("a", "h100"), ("a", "a100")]
-    assert set(load_env(tmp_path / "m")["configs"]) == {"a@h100", "a@a100"}
+    assert [(r.key.config, r.key.variant) for r in merged.rows] == [("a", "h100"), ("a", "a100")]
+    assert set(merged.env.configs) == {RowKey("a", variant="h100"), RowKey("a", variant="a100")}
 
 
 def test_a_task_without_results_is_a_reported_problem(tmp_path: Path) -> None:
@@ -222,8 +229,8 @@ def test_a_task_without_results_is_a_reported_problem(tmp_path: Path) -> None:
 
 def _upsert_many(directory: str, worker: int, n: int) -> None:
     for i in range(n):
-        upsert_probe_row(Path(directory), {"label": f"w{worker}_{i}", "cluster": 3, "cap": 1, "streams": 1,
-                                           "batch": 1, "frames": 1, "sustained_fps": float(worker * 100 + i + 1)})
+        write(Path(directory), [{"label": f"w{worker}_{i}", "cluster": 3, "cap": 1, "streams": 1,
+                                 "batch": 1, "frames": 1, "sustained_fps": float(worker * 100 + i + 1)}])
 
 
 def _merge_some(target: str, specs: list) -> None:
@@ -238,8 +245,7 @@ def test_concurrent_upserts_on_one_dir_lose_no_row(tmp_path: Path) -> None:
     for p in procs:
         p.join(60)
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
-    from clusterbench.io.results import save_env
-    save_env(tmp_path, {"tool_version": "t"})
+    write(tmp_path, env_values={"tool_version": "t"})
     rows = load_results(tmp_path).rows
     assert len(rows) == 48
     assert sorted(r.number("sustained_fps") for r in rows) == sorted(float(w * 100 + i + 1) for w in range(4)
@@ -262,7 +268,8 @@ def test_concurrent_merges_into_one_dir_keep_every_row(tmp_path: Path, fake_prob
     assert [p.exitcode for p in procs] == [0, 0, 0]
     merged = load_results(target)
     assert sorted(merged.labels) == labels  # probes.csv: locked read-modify-write, nothing lost
-    json.loads((target / "env.json").read_text())  # env.json: atomic, whole (but one writer's view: merge once)
+    # env.json: merged under the same lock: every task's config entry is there
+    assert sorted(k.config for k in load_results(target).env.configs) == labels
 
 
 # ----------------------------------------------------------------------------- slurm parameters

@@ -18,8 +18,13 @@ from clusterbench.run import rows as rowmod
 from clusterbench.run import supervisor as sup
 from clusterbench.errors import CheckFailed, EnvironmentFailure, InputError
 from clusterbench.run.guards import GuardCheck, NvmlReading, Status
-from clusterbench.model.records import ProbeRecord, SustainedFps
-from clusterbench.io.results import load_results, save_env, upsert_probe_row
+from clusterbench.io.results import load_results, merge_results
+from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
+from clusterbench.model.results import EnvRecord, ResultRow, ResultSet, RowKey, RowRole
+
+
+def _fps(values: list[float]) -> Measurement:
+    return Measurement(SUSTAINED_FPS, tuple(values))
 
 MIB = 1024 * 1024
 
@@ -287,8 +292,8 @@ def test_host_checks_drop_the_per_gpu_ones() -> None:
 
 
 def test_scaling_summary_sums_takes_the_minimum_and_divides_by_n_solo() -> None:
-    solo = SustainedFps.from_fps([98.0, 100.0, 102.0])  # median 100, spread 2
-    conc = {0: SustainedFps.from_fps([90.0, 92.0, 94.0]), 1: SustainedFps.from_fps([80.0, 81.0, 82.0])}
+    solo = _fps([98.0, 100.0, 102.0])  # median 100, spread 2
+    conc = {0: _fps([90.0, 92.0, 94.0]), 1: _fps([80.0, 81.0, 82.0])}
     s = rowmod.scaling_summary(0, solo, conc)
     assert s.total_fps == pytest.approx(92.0 + 81.0)
     assert (s.min_fps, s.min_gpu, s.n) == (81.0, 1, 2)
@@ -298,50 +303,48 @@ def test_scaling_summary_sums_takes_the_minimum_and_divides_by_n_solo() -> None:
 
 
 def test_scaling_with_one_gpu_is_its_own_ratio() -> None:
-    s = rowmod.scaling_summary(0, SustainedFps.from_fps([100.0]), {0: SustainedFps.from_fps([95.0])})
+    s = rowmod.scaling_summary(0, _fps([100.0]), {0: _fps([95.0])})
     assert (s.n, s.total_fps, s.min_fps, s.efficiency) == (1, 95.0, 95.0, pytest.approx(0.95))
 
 
 FRAME_BYTES = 2 * 400 * 400  # uint16 400x400
 
 
-def _base(fps: float, kernel_us: float | None = 1.0) -> dict[str, object]:
-    return ProbeRecord(label="3x3_s4", cluster=3, cap=3000, streams=4, batch=2000, frames=20000, kernel_us=kernel_us,
-                       roofline_us=6.0, binds="h2d", sustained_fps=fps, sustained_fps_spread=1.0,
-                       sustained_repeats=3, sustained_gbps=fps * FRAME_BYTES / 1e9, tracer="none",
-                       session="s1", timestamp="2026-12-01T00:00:00Z").to_json()
+def _base(fps: float, kernel_us: float | None = 1.0) -> ResultRow:
+    return ResultRow(key=RowKey("3x3_s4"), cluster=3, cap=3000, streams=4, batch=2000, frames=20000,
+                     kernel_us=kernel_us, roofline_us=6.0, binds="h2d", sustained_fps=fps, sustained_fps_spread=1.0,
+                     sustained_repeats=3, sustained_gbps=fps * FRAME_BYTES / 1e9, tracer="none",
+                     session="s1", timestamp="2026-12-01T00:00:00Z")
 
 
 def test_rows_are_keyed_by_label_and_gpu_and_round_trip_through_the_store(tmp_path: Path) -> None:
     gpus = (_gpu(0), _gpu(1))
-    solo = SustainedFps.from_fps([100.0])
-    conc = {0: SustainedFps.from_fps([90.0]), 1: SustainedFps.from_fps([80.0])}
+    solo = _fps([100.0])
+    conc = {0: _fps([90.0]), 1: _fps([80.0])}
     summary = rowmod.scaling_summary(0, solo, conc)
-    rows = [rowmod.gpu_row(_base(100.0), gpus[0], rowmod.RowRole.SOLO, "node1"),
-            rowmod.gpu_row(_base(90.0), gpus[0], rowmod.RowRole.CONCURRENT, "node1"),
-            rowmod.gpu_row(_base(80.0), gpus[1], rowmod.RowRole.CONCURRENT, "node1"),
+    rows = [rowmod.gpu_row(_base(100.0), gpus[0], RowRole.SOLO, "node1"),
+            rowmod.gpu_row(_base(90.0), gpus[0], RowRole.CONCURRENT, "node1"),
+            rowmod.gpu_row(_base(80.0), gpus[1], RowRole.CONCURRENT, "node1"),
             rowmod.aggregate_row(_base(100.0), summary, "node1", gpus)]
     agg = rows[-1]
-    assert agg["label"] == "3x3_s4@all" and agg["gpu"] == "all" and agg["gpus"] == 2
-    assert agg["sustained_fps"] == 170.0 and agg["gpu_min_fps"] == 80.0 and agg["gpu_min_index"] == 1
-    assert agg["scaling_efficiency"] == pytest.approx(170.0 / 200.0)
-    assert agg["sustained_gbps"] == pytest.approx(170.0 * FRAME_BYTES / 1e9)
-    assert agg["kernel_us"] is None and agg["roofline_us"] is None and agg["binds"] is None  # per-GPU figures
-    assert agg["cluster"] == 3 and agg["frames"] == 20000
-    for r in rows:
-        upsert_probe_row(tmp_path, r)
-    save_env(tmp_path, {"tool_version": "test", "session_id": "s1"})
+    assert agg.key == RowKey("3x3_s4", role=RowRole.AGGREGATE) and agg.label == "3x3_s4@all" and agg.gpus == 2
+    assert agg.sustained_fps == 170.0 and agg.gpu_min_fps == 80.0 and agg.gpu_min_index == 1
+    assert agg.scaling_efficiency == pytest.approx(170.0 / 200.0)
+    assert agg.sustained_gbps == pytest.approx(170.0 * FRAME_BYTES / 1e9)
+    assert agg.kernel_us is None and agg.roofline_us is None and agg.binds is None  # per-GPU figures
+    assert agg.cluster == 3 and agg.frames == 20000
+    merge_results(tmp_path, ResultSet(EnvRecord(tool_version="test", session_id="s1"), tuple(rows)))
     loaded = load_results(tmp_path)
     assert loaded.labels == ("3x3_s4@gpu0.solo", "3x3_s4@gpu0", "3x3_s4@gpu1", "3x3_s4@all")
-    g1 = loaded.row("3x3_s4@gpu1")
-    assert (g1["gpu"], g1["gpu_index"], g1["gpu_uuid"], g1["config_label"], g1["role"], g1["host"]) == (
-        "1:GPU-0001", 1, "GPU-0001", "3x3_s4", "concurrent", "node1")
+    g1 = loaded.row(RowKey("3x3_s4", 1, RowRole.CONCURRENT))
+    assert (g1.key.gpu, g1.gpu_uuid, g1.key.config, g1.key.role, g1.host) == (
+        1, "GPU-0001", "3x3_s4", RowRole.CONCURRENT, "node1")
     # re-running GPU 1 replaces its own row only
-    upsert_probe_row(tmp_path, rowmod.gpu_row(_base(85.0), gpus[1], rowmod.RowRole.CONCURRENT, "node1"))
+    merge_results(tmp_path, ResultSet(rows=(rowmod.gpu_row(_base(85.0), gpus[1], RowRole.CONCURRENT, "node1"),)))
     again = load_results(tmp_path)
     assert again.labels == loaded.labels
-    assert again.row("3x3_s4@gpu1").number("sustained_fps") == 85.0
-    assert again.row("3x3_s4@gpu0").number("sustained_fps") == 90.0
+    assert again.row("3x3_s4@gpu1").sustained_fps == 85.0
+    assert again.row("3x3_s4@gpu0").sustained_fps == 90.0
 
 
 # ----------------------------------------------------------------------------- the concurrent run
@@ -460,9 +463,9 @@ def test_solo_then_concurrent_gives_the_aggregate(tmp_path: Path, child: Path, n
                                     _command(child, tmp_path / "peers", n, shared, solo_s=0.01),
                                     tmp_path, "3x3_s4", dict(os.environ), input_bytes_per_frame=FRAME_BYTES,
                                     timeout_s=60)
-    assert run.solo_gpu == 0 and run.solo.median_fps == pytest.approx(100_000.0)  # 1000 frames / 0.01 s
+    assert run.solo_gpu == 0 and run.solo.median == pytest.approx(100_000.0)  # 1000 frames / 0.01 s
     expect = [1000 / shared[i] for i in range(n)]
-    assert [run.concurrent[i].median_fps for i in range(n)] == pytest.approx(expect)
+    assert [run.concurrent[i].median for i in range(n)] == pytest.approx(expect)
     assert run.summary.total_fps == pytest.approx(sum(expect))
     assert run.summary.min_fps == pytest.approx(min(expect))
     assert run.summary.efficiency == pytest.approx(sum(expect) / (n * 100_000.0))
@@ -474,7 +477,7 @@ def test_multi_gpu_env_records_affinity_pinning_and_verdicts() -> None:
     gpus = (_gpu(0, cpus=(0, 1)), _gpu(1, cpus=None))
     pins = {g.index: machine.plan_pinning(g, NO_NUMACTL) for g in gpus}
     guard = mg.check_gpus([_reading(0), _reading(1, util=(99.0,))], max_util_pct=5.0, force=True)
-    summary = rowmod.scaling_summary(0, SustainedFps.from_fps([10.0]), {0: SustainedFps.from_fps([9.0])})
+    summary = rowmod.scaling_summary(0, _fps([10.0]), {0: _fps([9.0])})
     env = mg.multi_gpu_env(machine.parse_gpu_selection("all"), gpus, pins, guard, {"a": summary}, {"a": 1.5})
     json.dumps(env, allow_nan=False)  # JSON-ready
     assert env["version"] == 1 and env["selection"] == "all"
@@ -605,13 +608,13 @@ def test_config_rows_build_solo_per_gpu_and_aggregate(tmp_path: Path, child: Pat
                                     _command(child, tmp_path / "peers", 2, {0: 0.02, 1: 0.025}, solo_s=0.0125),
                                     tmp_path, "3x3_s4", dict(os.environ), input_bytes_per_frame=FRAME_BYTES,
                                     timeout_s=60)
-    rows = rowmod.config_rows(lambda s: _base(s.median_fps), run, gpus, "node7")
-    assert [r["label"] for r in rows] == ["3x3_s4@gpu0.solo", "3x3_s4@gpu0", "3x3_s4@gpu1", "3x3_s4@all"]
-    assert [r["sustained_fps"] for r in rows[:3]] == pytest.approx([80_000.0, 50_000.0, 40_000.0])
+    rows = rowmod.config_rows(lambda s: _base(s.median), run, gpus, "node7")
+    assert [r.label for r in rows] == ["3x3_s4@gpu0.solo", "3x3_s4@gpu0", "3x3_s4@gpu1", "3x3_s4@all"]
+    assert [r.sustained_fps for r in rows[:3]] == pytest.approx([80_000.0, 50_000.0, 40_000.0])
     agg = rows[-1]
-    assert agg["sustained_fps"] == pytest.approx(90_000.0) and agg["gpu_min_fps"] == pytest.approx(40_000.0)
-    assert agg["scaling_efficiency"] == pytest.approx(90_000.0 / (2 * 80_000.0))
-    assert {r["host"] for r in rows} == {"node7"} and rows[1]["pinning"] == "none"
+    assert agg.sustained_fps == pytest.approx(90_000.0) and agg.gpu_min_fps == pytest.approx(40_000.0)
+    assert agg.scaling_efficiency == pytest.approx(90_000.0 / (2 * 80_000.0))
+    assert {r.host for r in rows} == {"node7"} and rows[1].pinning == "none"
 
 
 def test_a_pinning_the_kernel_refuses_is_a_start_error(tmp_path: Path) -> None:

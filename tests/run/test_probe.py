@@ -22,7 +22,10 @@ from clusterbench.run.config import ProbeConfig
 from clusterbench.errors import CheckFailed, ConfigError, EnvironmentFailure, InputError
 from clusterbench.run.probe import ProbeInterrupted, ProbeRequest, plan_probe, run_probe
 from clusterbench.run.rows import build_env, build_row
-from clusterbench.model.records import ConfigEntry, EnvRecord, SustainedFps, WorkloadResult
+from clusterbench.io.results import load_results
+from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
+from clusterbench.model.results import COLUMNS, ConfigEntry, EnvRecord, RowKey
+from clusterbench.model.workload import WorkloadResult
 from clusterbench.model.params import WorkloadParams
 from protocol_programs import ONE_COMMAND_CONFIG, write_fake_nsys, write_program
 
@@ -102,11 +105,12 @@ def test_build_row_by_hand() -> None:
         idle_ns=40_000_000, overlap_ns=100_000_000, host_sync_ns=2_000_000,
         serialization=1.3, measured_us_per_frame=25.0, efficiency=0.6,
     )
-    sustained = SustainedFps.from_fps((50_000.0, 60_000.0, 55_000.0), 17_600 * 20)
+    sustained = Measurement(SUSTAINED_FPS, (50_000.0, 60_000.0, 55_000.0), 17_600 * 20)
     passed = WorkloadResult(mode="pass", frames=20000, pass_s=(0.5,), clusters_found=2_600_000, clusters_dropped=12,
                             finder="toy")
-    row = build_row(cfg(), analysis, sustained, passed, "nsys", "9x9_s1.sqlite", "s1", "2026-09-10T00:00:00Z")
-    row = row.to_json()
+    record = build_row(cfg(), analysis, sustained, passed, "nsys", "9x9_s1.sqlite", "s1", "2026-09-10T00:00:00Z")
+    assert record.key == RowKey("9x9_s1") and record.measurements == (sustained,)  # the samples go with the row
+    row = record.cells()
     assert (row["label"], row["cluster"], row["cap"], row["streams"], row["batch"], row["frames"]) == (
         "9x9_s1", 9, 1700, 1, 2000, 20000)
     assert (row["kernel_us"], row["h2d_us"], row["d2h_us"], row["roofline_us"], row["binds"]) == (
@@ -124,13 +128,11 @@ def test_build_row_by_hand() -> None:
     assert (row["workload"], row["finder"]) == ("cupy", "toy")
     assert (row["tracer"], row["trace"], row["session"], row["timestamp"]) == (
         "nsys", "9x9_s1.sqlite", "s1", "2026-09-10T00:00:00Z")
-    from clusterbench.io.results import PROBE_COLUMNS
-
-    assert tuple(row) == PROBE_COLUMNS
+    assert tuple(row) == COLUMNS
 
 
 def test_build_row_without_trace_or_sustained_is_not_measured() -> None:
-    row = build_row(cfg(), None, None, None, "none", None, "s").to_json()
+    row = build_row(cfg(), None, None, None, "none", None, "s").cells()
     for key in ("kernel_us", "roofline_us", "binds", "idle_us", "sustained_fps", "fps_efficiency",
                 "profiler_overhead", "clusters_per_frame", "finder"):
         assert row[key] is None, key
@@ -140,27 +142,28 @@ def test_build_row_without_trace_or_sustained_is_not_measured() -> None:
 # ----------------------------------------------------------------------------- build_env
 
 
-def test_env_keeps_other_configs_and_names_the_provenance() -> None:
+def test_env_of_a_probe_names_the_provenance_and_merges_keeping_other_configs() -> None:
     configs = (cfg(label="a"),)
-    previous = EnvRecord.from_json({"schema_version": 1, "configs": {
-        "b": {"session": "old", "clocks": {"median_mhz": 1980.0}}, "a": {"session": "old"}}})
     env = build_env(session_id="new", argv=("clusterbench", "probe"), configs=configs, tracer="nsys",
                     gpu={"name": "NVIDIA H200", "uuid": "GPU-1", "driver": "580", "cuda_driver": "13.0"},
                     versions={"cupy": "13.6.0", "cuda_runtime": "13.0", "nsys": "2025.3.2"},
                     git={"git_rev": "deadbeef", "git_dirty": False}, guard={"ok": True, "forced": False},
                     per_config={"a": ConfigEntry(session="new", clocks={"median_mhz": 1900.0},
                                                  kernel_sha256={"k.cu": "k1"})},
-                    previous=previous, created_utc="2026-09-10T00:00:00Z", host="h").to_json()
-    assert env["configs"]["a"]["session"] == "new" and env["configs"]["b"]["session"] == "old"
-    assert env["clocks"] == {"a": {"median_mhz": 1900.0}, "b": {"median_mhz": 1980.0}}
-    assert (env["gpu_name"], env["gpu_uuid"], env["driver"], env["cupy"], env["nsys_version"]) == (
+                    created_utc="2026-09-10T00:00:00Z", host="h")
+    assert set(env.configs) == {RowKey("a")}
+    previous = EnvRecord(session_id="old", configs={RowKey("b"): ConfigEntry(session="old"),
+                                                    RowKey("a"): ConfigEntry(session="old")})
+    doc = previous.merge(env).to_json()
+    assert doc["configs"]["a"]["session"] == "new" and doc["configs"]["b"]["session"] == "old"
+    assert doc["configs"]["a"]["clocks"] == {"median_mhz": 1900.0}
+    assert (doc["gpu_name"], doc["gpu_uuid"], doc["driver"], doc["cupy"], doc["nsys_version"]) == (
         "NVIDIA H200", "GPU-1", "580", "13.6.0", "2025.3.2")
-    assert (env["git_rev"], env["git_dirty"], env["session_id"], env["pedestal_dtype"]) == (
+    assert (doc["git_rev"], doc["git_dirty"], doc["session_id"], doc["pedestal_dtype"]) == (
         "deadbeef", False, "new", "float32")
-    assert env["kernel_sha256"] == {"k.cu": "k1"} and env["guard"]["forced"] is False
-    assert (env["schema_version"], env["probes_csv_version"], env["workloads"]) == (2, 2, "cupy")
-    assert env["nsys_cuda_graph_trace"] == "node"
-    json.dumps(env, allow_nan=False)
+    assert doc["kernel_sha256"] == {"k.cu": "k1"} and doc["guard"]["forced"] is False
+    assert doc["workloads"] == "cupy" and doc["nsys_cuda_graph_trace"] == "node"
+    json.dumps(doc, allow_nan=False)
 
 
 # ----------------------------------------------------------------------------- run_probe with fakes
@@ -227,11 +230,14 @@ def test_run_probe_writes_rows_env_and_events(monkeypatch, config_path: Path, tm
     assert env["session_id"] == outcome.session_id and env["tracer"] == "nsys"
     assert set(env["configs"]) == {"a", "b"} and env["guard"]["ok"] is True
     assert env["cupy"] == "13.6.0" and env["argv"] == ["clusterbench", "probe"]
-    assert env["workloads"] == "command" and env["schema_version"] == 2
+    assert env["workloads"] == "command" and (env["schema"], env["version"]) == ("clusterbench.results", 3)
     assert env["configs"]["a"]["workload"] == "command"
     assert env["configs"]["a"]["command"][:2] == ["{python}", "toy_ok.py"]  # as configs.toml gives it
-    assert env["configs"]["a"]["finder"] == "toy finder" and env["configs"]["a"]["sustained_fps"] == [
-        1000.0, 2000.0, 3000.0]
+    assert env["configs"]["a"]["finder"] == "toy finder"
+    # the repeats behind the row's median, with the row, in samples.json
+    measured = load_results(plan.results_dir).row(RowKey("a")).measurement(SUSTAINED_FPS)
+    assert measured.samples == (1000.0, 2000.0, 3000.0) and measured.input_bytes_per_frame == 320_000
+    assert [r.label for r in outcome.rows] == ["a", "b"] and outcome.rows[0].measurements == (measured,)
     kinds = phases_of(events)
     assert kinds[0] == ("phase", None, "guard")
     # b's 20 frames cannot fill 4 streams of batch 10: the config's own warning comes through

@@ -22,6 +22,10 @@ from clusterbench.run import machine
 from clusterbench.run import probe as probe_mod
 from clusterbench.errors import CheckFailed, EnvironmentFailure, InputError
 from clusterbench.run.probe import ProbeRequest, plan_probe, run_probe
+from clusterbench.io.results import load_results
+from clusterbench.model.measurement import SUSTAINED_FPS
+from clusterbench.model.results import RowKey, RowRole
+from clusterbench.run import merge, tasks
 
 from protocol_programs import ONE_COMMAND_CONFIG, write_fake_nsys, write_program
 
@@ -85,7 +89,8 @@ def test_gpus_all_writes_solo_per_gpu_and_aggregate_rows(monkeypatch, config_pat
     assert set(rows) == {"a", "a@gpu0.solo", "a@gpu0", "a@gpu1", "a@all"}
     assert float(rows["a"]["kernel_us"]) == pytest.approx(0.3)  # the solo GPU's trace, as a plain probe
     assert float(rows["a"]["sustained_fps"]) == 2000.0  # the solo figure
-    assert rows["a@gpu1"]["gpu"] == "1:GPU-0001" and rows["a@gpu1"]["role"] == "concurrent"
+    assert (rows["a@gpu1"]["config"], rows["a@gpu1"]["gpu"], rows["a@gpu1"]["role"]) == ("a", "1", "concurrent")
+    assert rows["a@gpu1"]["gpu_uuid"] == "GPU-0001" and rows["a@all"]["role"] == "aggregate"
     agg = rows["a@all"]
     assert float(agg["sustained_fps"]) == 4000.0 and float(agg["gpu_min_fps"]) == 2000.0
     assert float(agg["scaling_efficiency"]) == pytest.approx(1.0) and agg["gpus"] == "2"
@@ -126,11 +131,14 @@ def test_gpus_0_runs_the_same_path_with_n_1(monkeypatch, config_path: Path, tmp_
     assert rows["a@gpu0"]["role"] == "concurrent" and rows["a@gpu0.solo"]["role"] == "solo"
     assert float(rows["a@gpu0"]["kernel_us"]) == pytest.approx(0.3)  # 3000 ns of kernel / 10 frames
     # the outcome (the CLI's table and --json) carries every row written, the plain row first
-    assert [r["label"] for r in outcome.rows] == ["a", "a@gpu0.solo", "a@gpu0", "a@all"]
+    assert [r.label for r in outcome.rows] == ["a", "a@gpu0.solo", "a@gpu0", "a@all"]
     env = json.loads((plan.results_dir / "env.json").read_text())
     assert env["multi_gpu"]["selection"] == "0" and env["multi_gpu"]["guard"]["reason"] == "pass"
     assert env["gpu_uuid"] == "GPU-0000"
-    assert env["configs"]["a"]["sustained_fps"] == [1000.0, 2000.0, 3000.0]  # the solo GPU's readings
+    # each row keeps its own repeats: the plain and solo rows the solo GPU's, the concurrent row its own
+    samples = {r.label: r.measurement(SUSTAINED_FPS) for r in load_results(plan.results_dir).rows}
+    assert samples["a"].samples == samples["a@gpu0.solo"].samples == (1000.0, 2000.0, 3000.0)
+    assert samples["a@gpu0"].samples == (1000.0, 2000.0, 3000.0) and samples["a@all"] is None  # a sum: no samples
 
 
 ENV_PROGRAM = """
@@ -198,7 +206,7 @@ def test_a_failing_gpu_child_is_exit_1_naming_it_and_keeps_the_traced_row(monkey
 
 
 def test_tracer_none_with_gpus(monkeypatch, config_path: Path, tmp_path: Path) -> None:
-    nsys = edges(monkeypatch, tmp_path)
+    edges(monkeypatch, tmp_path)
     req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", gpus="1,0", tracer="none")
     plan = plan_probe(req)
     run_probe(plan, req, nsys=None)
@@ -272,14 +280,25 @@ frames = 10
 """
 
 
-def test_rerunning_one_config_keeps_the_others_rows_and_summary(monkeypatch, tmp_path: Path) -> None:
-    nsys = edges(monkeypatch, tmp_path)
+def _two_configs(tmp_path: Path) -> Path:
     write_program(tmp_path, "ok")
     cfg = tmp_path / "two.toml"
     cfg.write_text(TWO)
+    return cfg
+
+
+def _gpus_dir(monkeypatch, tmp_path: Path):
+    """Configs a and b probed with --gpus all into a results dir: (nsys, configs, request, plan)."""
+    nsys = edges(monkeypatch, tmp_path)
+    cfg = _two_configs(tmp_path)
     req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", gpus="all")
     plan = plan_probe(req)
     run_probe(plan, req, nsys=nsys)
+    return nsys, cfg, req, plan
+
+
+def test_rerunning_one_config_keeps_the_others_rows_and_summary(monkeypatch, tmp_path: Path) -> None:
+    nsys, _, req, plan = _gpus_dir(monkeypatch, tmp_path)
     again = dataclasses.replace(req, only=("b",))
     run_probe(plan_probe(again), again, nsys=nsys)
     rows = _rows(plan.results_dir / "probes.csv")
@@ -287,3 +306,68 @@ def test_rerunning_one_config_keeps_the_others_rows_and_summary(monkeypatch, tmp
     env = json.loads((plan.results_dir / "env.json").read_text())
     assert set(env["multi_gpu"]["configs"]) == {"a", "b"}
     assert set(env["configs"]) == {"a", "b"}
+
+
+# ----------------------------------------------------------------------------- a re-probe keeps what it does not own
+
+
+def _snapshot(d: Path) -> tuple[dict, object]:
+    return json.loads((d / "env.json").read_text()), load_results(d)
+
+
+def _keeps_every_block_and_row(before_env: dict, before, after_env: dict, after, rerun: RowKey) -> None:
+    """Every env.json key and config entry of ``before`` is in ``after``, every row of ``before`` but the
+    re-run one is there unchanged (figures and samples), in its place."""
+    assert set(before_env) <= set(after_env), set(before_env) - set(after_env)
+    assert set(before_env["configs"]) <= set(after_env["configs"])
+    for label, entry in before_env["configs"].items():
+        if label != rerun.label:
+            assert after_env["configs"][label] == entry, label
+    assert after.labels[:len(before.labels)] == before.labels
+    for r in before.rows:
+        if r.key != rerun:
+            assert after.row(r.key) == r, r.label
+
+
+def test_a_plain_reprobe_into_a_gpus_dir_keeps_every_block_and_row(monkeypatch, tmp_path: Path) -> None:
+    nsys, cfg, _, plan = _gpus_dir(monkeypatch, tmp_path)
+    before_env, before = _snapshot(plan.results_dir)
+    assert {"multi_gpu", "configs", "guard"} <= set(before_env)
+    plain = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", only=("a",))
+    outcome = run_probe(plan_probe(plain), plain, nsys=nsys)
+    after_env, after = _snapshot(plan.results_dir)
+    _keeps_every_block_and_row(before_env, before, after_env, after, RowKey("a"))
+    assert after_env["multi_gpu"] == before_env["multi_gpu"]  # the --gpus run's block, whole
+    assert after.labels == before.labels  # a's plain row replaced in place, its per-GPU rows kept
+    assert after.row("a").session == outcome.session_id != before.row("a").session
+    assert after.row("a@gpu1") == before.row("a@gpu1") and after.row("a@all").gpus == 2
+    assert after_env["configs"]["a"]["session"] == outcome.session_id
+
+
+def test_a_reprobe_into_a_campaign_merged_dir_keeps_every_block_and_row(monkeypatch, tmp_path: Path) -> None:
+    nsys = edges(monkeypatch, tmp_path)
+    cfg = _two_configs(tmp_path)
+    # a campaign over two partitions, one task per config and partition, each a --gpus probe into its own dir
+    specs, results = [], {}
+    for i, (label, part) in enumerate([("a", "h100"), ("b", "h100"), ("a", "a100"), ("b", "a100")]):
+        spec = tasks.TaskSpec(i, label, str(tmp_path / "campaign" / f"{i:03d}-{label}@{part}"), (), part, part)
+        req = ProbeRequest(config_path=cfg, results_root=Path(spec.task_dir), only=(label,), gpus="all")
+        run_probe(plan_probe(req), req, nsys=nsys)
+        specs.append(spec)
+        results[i] = tasks.TaskResult(i, label, tasks.TaskState.DONE, host=f"node-{part}", variant=part)
+    plain = ProbeRequest(config_path=cfg, results_root=tmp_path / "merged", only=("a",))
+    target = plan_probe(plain).results_dir
+    merge.merge_task_dirs(target, specs, results, campaign={"campaign_id": "c1", "argv": ["clusterbench", "probe"],
+                                                             "executor": {"kind": "slurm"}})
+    before_env, before = _snapshot(target)
+    assert {"campaign", "hosts", "configs"} <= set(before_env)
+    assert before.row(RowKey("a", variant="h100")).host == "node-h100"  # the task's host where the row names none
+    assert before.row(RowKey("a", 0, RowRole.SOLO, "h100")).gpu_uuid == "GPU-0000"
+    assert before.row("b@gpu1@a100").task == 3 and len(before.rows) == 4 * 5
+    outcome = run_probe(plan_probe(plain), plain, nsys=nsys)
+    after_env, after = _snapshot(target)
+    _keeps_every_block_and_row(before_env, before, after_env, after, RowKey("a"))
+    assert after_env["campaign"] == before_env["campaign"]
+    assert set(before_env["hosts"]) <= set(after_env["hosts"])
+    assert after.labels == before.labels + ("a",)  # the plain row is a key of its own: nothing else replaced
+    assert after.row("a").session == outcome.session_id and after.row("a").task is None

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clusterbench.errors import EnvironmentFailure, WorkloadProtocolError
-from clusterbench.model.records import SustainedFps, WorkloadResult
+from clusterbench.model.workload import WorkloadResult
 from clusterbench.run.process import run_logged
 from clusterbench.run.tracers import (
     TRACERS,
@@ -24,20 +24,6 @@ from clusterbench.run.tracers import (
 from clusterbench.model.params import WorkloadParams
 from clusterbench.workloads.protocol import CommandWorkload, CupyWorkload
 from protocol_programs import write_fake_nsys, write_program
-
-
-def test_sustained_median_spread_and_input_rate() -> None:
-    s = SustainedFps.from_fps([90_000.0, 100_000.0, 96_000.0], input_bytes_per_frame=320_000)
-    assert s.median_fps == 96_000.0
-    assert s.spread_fps == 5_000.0  # (100000 - 90000) / 2
-    assert s.repeats == 3 and (s.min_fps, s.max_fps) == (90_000.0, 100_000.0)
-    assert s.input_gbps == pytest.approx(96_000 * 320_000 / 1e9)  # 30.72 GB/s
-    assert SustainedFps.from_fps([1.0]).input_gbps is None
-
-
-def test_sustained_without_values_is_a_protocol_error() -> None:
-    with pytest.raises(WorkloadProtocolError, match="no timed pass"):
-        SustainedFps.from_fps([])
 
 
 def test_the_registry_holds_nsys_cupti_and_none() -> None:

@@ -164,8 +164,8 @@ def test_run_config_ranges_and_result(realistic):
     assert res.frames == N_FRAMES and res.mode == "pass" and res.fps[0] > 0
     assert "cluster_finder.cu" in res.kernel_sha256
     sus = measure_sustained(p, repeats=2, frames=realistic)
-    assert len(sus.fps) == 2 and sus.min_fps <= sus.median_fps <= sus.max_fps
-    assert sus.input_gbps == pytest.approx(sus.median_fps * 400 * 400 * 2 / 1e9)
+    assert len(sus.samples) == 2 and sus.min <= sus.median <= sus.max
+    assert sus.input_gbps == pytest.approx(sus.median * 400 * 400 * 2 / 1e9)
 
 
 def test_run_entry_point_writes_result_json(tmp_path):
@@ -174,7 +174,7 @@ def test_run_entry_point_writes_result_json(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "clusterbench.workloads.cupy.run", "--params-json", json.dumps(params),
                            "--result-json", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    from clusterbench.model.records import WorkloadResult
+    from clusterbench.model.workload import WorkloadResult
 
     doc = json.loads(out.read_text())
     res = WorkloadResult.from_json(doc)  # the workload protocol's result record, version 2

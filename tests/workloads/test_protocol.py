@@ -177,9 +177,9 @@ def test_a_program_that_keeps_the_protocol_gives_a_row(monkeypatch, tmp_path: Pa
     plan, outcome = _probe(tmp_path, "ok")
     (row,) = outcome.rows
     # sustained mode, 2 timed passes of 10 frames in 0.01 s and 0.005 s: 1000 and 2000 FPS
-    assert row["sustained_fps"] == 1500.0 and row["sustained_fps_spread"] == 500.0
-    assert row["workload"] == "command" and row["finder"] == "toy finder" and row["kernel_us"] is None
-    assert row["clusters_per_frame"] == 7.0  # from the sustained result, since nothing was traced
+    assert row.sustained_fps == 1500.0 and row.sustained_fps_spread == 500.0
+    assert row.workload == "command" and row.finder == "toy finder" and row.kernel_us is None
+    assert row.clusters_per_frame == 7.0  # from the sustained result, since nothing was traced
 
 
 @pytest.mark.parametrize("behaviour, text", [
@@ -225,8 +225,8 @@ def test_the_pass_range_and_result_give_a_traced_row(monkeypatch, tmp_path: Path
     nsys = write_fake_nsys(tmp_path)
     plan, outcome = _probe(tmp_path, "ok", tracer="nsys", nsys=nsys, repeat=1)
     (row,) = outcome.rows
-    assert row["kernel_us"] == pytest.approx(0.3)  # the stand-in trace's 3000 ns kernel over 10 frames
-    assert row["trace"] == "toy.sqlite" and row["tracer"] == "nsys"
+    assert row.kernel_us == pytest.approx(0.3)  # the stand-in trace's 3000 ns kernel over 10 frames
+    assert row.trace == "toy.sqlite" and row.tracer == "nsys"
     with open(plan.results_dir / "probes.csv", newline="") as fh:
         assert next(csv.DictReader(fh))["workload"] == "command"
 
@@ -238,9 +238,9 @@ def test_a_command_without_mode_runs_once_per_repeat(monkeypatch, tmp_path: Path
     plan, outcome = _probe(tmp_path, "ok", repeat=3, config=config)
     (row,) = outcome.rows
     # three processes in pass mode, one pass each of 10 frames in 0.01 s: 1000 FPS each
-    assert row["sustained_fps"] == 1000.0 and row["sustained_repeats"] == 3
+    assert row.sustained_fps == 1000.0 and row.sustained_repeats == 3
+    assert row.measurement("sustained_fps").samples == (1000.0, 1000.0, 1000.0)  # one per process
     env = json.loads((plan.results_dir / "env.json").read_text())
-    assert env["configs"]["toy"]["sustained_fps"] == [1000.0, 1000.0, 1000.0]
     assert "--mode" not in env["configs"]["toy"]["command"]
 
 

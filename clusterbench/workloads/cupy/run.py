@@ -7,7 +7,7 @@
 warm-up launch first; then the pedestal inside the NVTX range ``clusterbench:pedestal`` and one
 batched pass inside ``clusterbench:pass frames=N``, each range closed after a device synchronize
 so that it covers the GPU work. ``--mode sustained``: untraced, R timed passes after a warm-up.
-Either way it writes one :class:`~clusterbench.model.records.WorkloadResult` (docs/workloads.md).
+Either way it writes one :class:`~clusterbench.model.workload.WorkloadResult` (docs/workloads.md).
 
 Exit codes: 0 success; 1 no GPU / CUDA failure; 2 bad input (params, data file).
 """
@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from clusterbench.errors import ClusterbenchError, EnvironmentFailure, InputError
-from clusterbench.model.records import SustainedFps, WorkloadResult
+from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
+from clusterbench.model.workload import WorkloadResult
 from clusterbench.workloads.cupy.build import kernel_sources
 from clusterbench.model.params import WorkloadParams
 from clusterbench.workloads.synth import FrameSet
@@ -136,10 +137,10 @@ def sustained_passes(params: WorkloadParams, repeats: int = 3, frames: FrameSet 
 
 
 def measure_sustained(params: WorkloadParams, repeats: int = 3, frames: FrameSet | None = None,
-                      frozen_kernel: str | None = None) -> SustainedFps:
+                      frozen_kernel: str | None = None) -> Measurement:
     """:func:`sustained_passes`, summarised: median FPS, spread, input GB/s (the benchmarks' view)."""
     result = sustained_passes(params, repeats, frames, frozen_kernel)
-    return SustainedFps.from_fps(result.fps, params.frame_bytes)
+    return Measurement(SUSTAINED_FPS, result.fps, params.frame_bytes)
 
 
 # -- the command line ----------------------------------------------------------------------------------
