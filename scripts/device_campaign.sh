@@ -6,9 +6,9 @@
 # run are in docs/measurements/<date>_<part>/, and docs/results.md says what they show.
 # Parts, with the date and git rev of the committed run:
 #   first-checks                 GPU tests, the workload benchmark, the guards (real NVML, a busy GPU,
-#                                a stale build, bad configs), make run (2026-11-29)
+#                                a stale build, bad configs), make run (2026-11-29, f603bd9)
 #   first-sweep                  make sweep (20,000 frames), rows against analyze, cupti against nsys,
-#                                A/B of sustained FPS, compare smoke against sweep (2026-11-29)
+#                                A/B of sustained FPS, compare smoke against sweep (2026-11-29, 3cc7501)
 #   reference-sweep              the reference sweep: test suite, make sweep, rows against analyze,
 #                                cupti against nsys, zerocopy, float64, compare f32 against f64
 #                                (2026-11-29, cb597a5)
