@@ -15,10 +15,12 @@ WITH_PY = set -eo pipefail; py=$$(sh scripts/bootstrap.sh); export PYTHONPATH="$
 
 help:
 	@echo "make run    - probe the four configs of $(SMOKE_CONFIG) on the GPU, or without a GPU analyze a bundled H200 trace"
-	@echo "make test   - set up (.venv, pip install -e .[test]) and run pytest; GPU tests skip without a GPU"
+	@echo "make test   - set up (scripts/bootstrap.sh: .venv with .[test], or python3 offline) and run pytest; GPU tests skip without a GPU"
 	@echo "make smoke  - probe the four configs of $(SMOKE_CONFIG) (8,000 frames, batch 200) into results/<date>_f32_smoke"
 	@echo "make sweep  - probe every config at its full frames into results/<date>_<f32|f64> (the reference campaign)"
-	@echo "make bench  - the analyze speed benchmark (1M activity records)"
+	@echo "make bench  - the analyze speed benchmark (1M activity records; no GPU needed)"
+	@echo "make aare-cuda - build aare's ClusterFinderCUDA from the kit in AARE_KIT into AARE_OUT (docs/aare-cuda.md)"
+	@echo "make clean  - remove .venv, *.egg-info and .pytest_cache"
 
 test:
 	@$(WITH_PY) $$py -m pytest -q

@@ -1,4 +1,4 @@
-"""Where the time of the new kernels goes, and which variant is fastest (run on the GPU machine).
+"""Where the time of the new kernels goes, and which variant is fastest.
 
     python3 benchmarks/bench_ablate.py [--json out.json] [--only tracking|frozen|slide] [--quick]
 
@@ -16,7 +16,7 @@ Kernel µs per frame, 1 stream, CUDA events, 500 frames already on the GPU, medi
   and 28 frames per block, with 12-row tiles and (7x7, 9x9) the tighter register bound of 5 blocks per
   SM; in float64 at 3x3 and 5x5 against twophase.
 
-Figures and the calls that produced them: docs/workload.md, "Step 5".
+Figures and the runs that produced them: docs/workload.md, "Step 5" and "Step 6".
 
 The leave-one-out variants compute wrong clusters by design: their figures are only time. Every
 other variant's clusters on those 500 frames are compared byte for byte with the default build's,
@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpu_start import start_gpu  # also puts the checkout on sys.path
+from gpu_start import gpu_only, start_gpu  # also puts the checkout on sys.path
 
 from clusterbench.model.params import WorkloadParams  # noqa: E402
 
@@ -148,7 +148,7 @@ def slide(rows: list, frames, base) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=gpu_only(__doc__.splitlines()[0]))
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--only", choices=("tracking", "frozen", "slide"),
                     help="one mode only; slide: frozen_slide's frames per block, tile heights, f64 against twophase")

@@ -1,4 +1,4 @@
-"""Host memory against N GPUs: pinned host <-> device copies, one thread per GPU (run on the GPU machine).
+"""Host memory against N GPUs: pinned host <-> device copies, one thread per GPU.
 
     python3 benchmarks/bench_host_copy.py [--gpus all|0,2] [--mib 256] [--repeats 10] [--no-pin] [--json out.json]
 
@@ -28,13 +28,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from typing import TYPE_CHECKING
 
 # CuPy numbers devices fastest-first by default, NVML by PCI bus: make them agree before CuPy loads.
 os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
-from clusterbench.run import machine
+from gpu_start import gpu_only, start_gpu  # noqa: E402  (also puts the checkout on sys.path)
+
+if TYPE_CHECKING:
+    from clusterbench.run import machine
 
 MIB = 1024 * 1024
 DIRECTIONS = ("h2d", "d2h", "duplex")
@@ -122,14 +124,17 @@ def run_phase(workers: list[Worker], direction: str, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gpus", default="all")
+    ap = argparse.ArgumentParser(description=gpu_only(" ".join(__doc__.split("\n\n")[0].split())))
+    ap.add_argument("--gpus", default="all", help="all (default) or a list such as 0,2")
     ap.add_argument("--mib", type=int, default=256, help="MiB per copy")
     ap.add_argument("--repeats", type=int, default=10, help="copies per direction and phase")
     ap.add_argument("--trials", type=int, default=3, help="each phase is run this often; the median is shown")
     ap.add_argument("--no-pin", action="store_true", help="do not pin threads near their GPU")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    if start_gpu() is None:  # no CuPy or no GPU: one line and a hint, before NVML or any copy
+        return 1
+    from clusterbench.run import machine
 
     selection = machine.parse_gpu_selection(args.gpus)
     topology = machine.read_gpu_topology()

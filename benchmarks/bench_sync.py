@@ -1,4 +1,4 @@
-"""The launch and synchronisation costs that bound the tracking pedestal (GPU; CuPy).
+"""The launch and synchronisation costs that bound the tracking pedestal.
 
 Tracking makes frame t+1 depend on frame t (each pixel's running mean, and its neighbours'
 corrected values), so a tracking pass pays one dependency step per frame. This measures what one
@@ -20,7 +20,7 @@ import json
 import statistics
 import sys
 
-from gpu_start import start_gpu
+from gpu_start import gpu_only, start_gpu
 
 
 def _events_us(fn, repeats: int = 7) -> float:
@@ -56,7 +56,7 @@ extern "C" __global__ void sync_loop(int n, int *sink) {
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=gpu_only(__doc__.splitlines()[0]))
     ap.add_argument("--json", help="write the figures here as JSON")
     args = ap.parse_args(argv)
     started = start_gpu()

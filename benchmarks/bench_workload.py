@@ -1,4 +1,4 @@
-"""Benchmark of the CuPy cluster-finder workload (run on the GPU machine).
+"""Benchmark of the CuPy cluster-finder workload.
 
     python3 benchmarks/bench_workload.py [--frames 20000] [--json out.json] [--sweep [--quick]]
 
@@ -21,7 +21,7 @@ Synthetic MOENCH-like frames (130 photons/frame), a pool of 1000 distinct frames
 ``--grid`` times only the default kernels: kernel µs per frame (1 stream, CUDA events) at batch 500 and
 2000, and sustained FPS over 8 streams x batch settings per mode and config, with the best of each.
 
-``--modes`` (issue 11) instead measures both pedestal modes, kernel and end to end:
+``--modes`` instead measures both pedestal modes, kernel and end to end:
 1. the link, as above;
 2. kernel µs per frame (1 stream, CUDA events, batch 500 already on the GPU) for every tracking
    kernel ("graph", "coop", "flags"; the persistent ones with the default 20-row tiles, "coop" in f32
@@ -41,7 +41,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpu_start import start_gpu  # also puts the checkout on sys.path
+from gpu_start import gpu_only, start_gpu  # also puts the checkout on sys.path
 
 from clusterbench.model.params import WorkloadParams  # noqa: E402
 
@@ -159,7 +159,7 @@ def _same(a, b) -> bool:
 
 
 def modes(args, base, frames, link, report) -> int:
-    """Issue 11: both pedestal modes, every kernel, streams x batch; a table last."""
+    """Both pedestal modes, every kernel, streams x batch; a table last."""
     from clusterbench.workloads.cupy import pipeline
     from clusterbench.workloads.cupy.pipeline import Pipeline
 
@@ -337,14 +337,14 @@ def grid(args, base, frames, link, report) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=gpu_only(__doc__.splitlines()[0]))
     ap.add_argument("--frames", type=int, default=20000)
     ap.add_argument("--json", help="write all figures here")
     ap.add_argument("--sweep", action="store_true", help="also the wide streams x batch sweep, zerocopy and tracking")
     ap.add_argument("--quick", action="store_true", help="with --sweep or --modes: fewer stream/batch combinations")
     what = ap.add_mutually_exclusive_group()
     what.add_argument("--modes", action="store_true",
-                      help="issue 11: both pedestal modes, every tracking and frozen kernel, streams x batch per mode")
+                      help="both pedestal modes, every tracking and frozen kernel, streams x batch per mode")
     what.add_argument("--grid", action="store_true",
                       help="the default kernels only: kernel µs at batch 500 and 2000, sustained FPS over 8 streams x batch")
     args = ap.parse_args()

@@ -24,7 +24,7 @@ import time
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] + " GPU only: needs CuPy and an NVIDIA GPU.")
     ap.add_argument("--rows", type=int, required=True)
     ap.add_argument("--cols", type=int, required=True)
     ap.add_argument("--frames", type=int, required=True)
@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
 
         cp.cuda.runtime.getDeviceCount()
     except Exception as exc:
-        print(f"Error: this example needs CuPy and a GPU: {exc}", file=sys.stderr)
+        print(f"Error: examples/minimal_workload.py needs CuPy and an NVIDIA GPU: {exc}", file=sys.stderr)
+        print("Hint: run it on a machine with an NVIDIA GPU and CuPy (pip install -e '.[gpu]'), through "
+              "clusterbench probe --config examples/minimal_workload.toml", file=sys.stderr)
         return 1
 
     # 1. data and buffers, outside every range: 64 distinct frames, reused cyclically

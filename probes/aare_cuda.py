@@ -44,6 +44,7 @@ DEFAULT_AARE = ROOT / "build" / "aare-cuda" / "python"
 AARE_PEDESTAL_SAMPLES = 1000
 AARE_CLUSTER_SIZES = (3, 5, 7, 9)
 FINDER = "aare ClusterFinderCUDA (feature/cuda_clusterfinder 5922c73)"
+NEEDS = "needs aare's CUDA build (make aare-cuda) and an NVIDIA GPU"
 
 
 class Refused(Exception):
@@ -215,7 +216,8 @@ def run(args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="probes/aare_cuda.py", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="probes/aare_cuda.py", description=" ".join(__doc__.split("\n\n")[0].split())
+                                 + f" GPU only: {NEEDS}.")
     ap.add_argument("--params-json", required=True, help="the config's parameters ({params_json})")
     ap.add_argument("--result", required=True, help="where the result record goes ({result})")
     ap.add_argument("--mode", choices=("pass", "sustained"), default="pass")
@@ -227,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
     except ImportError as exc:
-        print(f"Error: aare is not importable: {exc}", file=sys.stderr)
+        print(f"Error: probes/aare_cuda.py {NEEDS}: aare is not importable: {exc}", file=sys.stderr)
         print(f"Hint: make aare-cuda (builds into {DEFAULT_AARE.parent}), or set {AARE_ENV}", file=sys.stderr)
         return 1
     except Exception as exc:  # clusterbench's own errors (bad params, data file) carry a message

@@ -7,8 +7,9 @@ Per config label and metric (kernel, H2D, D2H, roofline in µs/frame from the tr
 FPS untraced, the median of each dir's repeats): the value of each dir, the largest difference
 between two dirs (later against earlier, %), and the largest within-dir spread of the repeats
 (half the min-max range over the median, %). Then, per metric and stream class, the largest
-A/A difference and the floor the rule in clusterbench/analysis/noise.py makes of it; those are
-the figures docs/compare.md quotes and analysis.noise.FLOORS holds. ``--json`` prints JSON.
+A/A difference and the floor the rule in clusterbench/compare/noise.py makes of it; those are
+the figures docs/compare.md quotes and compare.noise.FLOORS holds. ``--json`` prints JSON.
+Runs on any machine (no GPU): it reads probes.csv and env.json only.
 """
 
 from __future__ import annotations
@@ -20,16 +21,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clusterbench.compare.noise import FLOORS, pair_diffs_pct, session_spreads, suggest_floors  # noqa: E402
-from clusterbench.errors import ClusterbenchError  # noqa: E402
-from clusterbench.io.results import load_results  # noqa: E402
-
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="+", type=Path, help="results dirs of one build, in the order they were run")
     ap.add_argument("--json", action="store_true", help="print JSON only")
     args = ap.parse_args(argv)
+    from clusterbench.compare.noise import FLOORS, pair_diffs_pct, session_spreads, suggest_floors
+    from clusterbench.errors import ClusterbenchError
+    from clusterbench.io.results import load_results
+
     if len(args.dirs) < 2:
         print("Error: give at least two results dirs", file=sys.stderr)
         return 2

@@ -6,6 +6,22 @@
 #  3. offline, but python3 already has the deps   -> python3 itself (the checkout goes on PYTHONPATH)
 #     (the GPU machine: no index, and its python3 is itself a venv that holds CuPy)
 set -u
+case "${1:-}" in
+    -h|--help)
+        cat <<'USAGE'
+usage: sh scripts/bootstrap.sh [--help]
+
+Prints the Python interpreter that `make run` and `make test` use, setting it up first
+(messages on stderr, the interpreter's path alone on stdout):
+  1. .venv already set up                       -> .venv/bin/python
+  2. a package index is reachable               -> create .venv, pip install -e '.[test]'
+  3. offline, but python3 already has the deps  -> python3 itself
+Environment: PYTHON (default python3), VENV (default .venv). No GPU needed.
+USAGE
+        exit 0 ;;
+    "") ;;
+    *) echo "bootstrap: Error: unknown argument: $1" >&2; echo "bootstrap: Hint: sh scripts/bootstrap.sh --help" >&2; exit 2 ;;
+esac
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 STAMP="$VENV/.installed"

@@ -1,45 +1,77 @@
 #!/usr/bin/env bash
-# The H200 campaign, in two parts that each fit one device call (10 minutes at most).
-# Run from the repo root on the GPU machine after `source .device/env.sh`:
-#   bash scripts/device_campaign.sh A   # GPU tests, workload benchmark, guards (real NVML, busy GPU,
-#                                       # stale build, bad config), make run (the 2000-frame smoke)
-#   bash scripts/device_campaign.sh B   # make sweep (20,000 frames), rows vs analyze, cupti vs nsys,
-#                                       # compare smoke vs sweep
-#   bash scripts/device_campaign.sh C   # the reference campaign on the final code: test suite, make sweep,
-#                                       # rows vs analyze, cupti vs nsys, zerocopy, float64, compare f32 vs f64
-#   bash scripts/device_campaign.sh D   # graph-trace modes on tracking (fixtures), the tracking campaign,
-#                                       # cupti on tracking, launch/grid-sync costs
-#   bash scripts/device_campaign.sh E   # A/A: three full sweeps of one build (tags aa1..aa3)
-#   bash scripts/device_campaign.sh G   # closing call: every GPU test, the workload benchmark, tracking on the
-#                                       # fastest persistent kernel, --gpus all on one config
-#   bash scripts/device_campaign.sh H1  # issue 11, second session: every GPU test, make run on the GPU
-#   bash scripts/device_campaign.sh H2  # issue 11: bench_workload --modes --quick, the tracking probe,
-#                                       # bench_ablate --quick (H_BUDGET_S bounds each part)
-#   bash scripts/device_campaign.sh I1  # issue 11, third session (frozen_slide, two columns per lane): the
-#                                       # workload GPU tests, bench_ablate --only frozen --quick, the previous
-#                                       # frozen_slide timed in the same call (OLD_TREE: a checkout of it),
-#                                       # bench_workload --grid, make run (H_BUDGET_S bounds the parts)
-#   bash scripts/device_campaign.sh I2  # issue 11: bench_ablate --only slide (frames per block, tile
-#                                       # heights, float64 against twophase)
-#   bash scripts/device_campaign.sh I3  # issue 11, final code: every GPU test, bench_ablate --only slide,
-#                                       # bench_workload --grid, the shared-memory refusal on the GPU
-#   bash scripts/device_campaign.sh I4  # issue 11, final code: bench_workload --modes --quick and the
-#                                       # default bench_workload run (2,000 frames)
-#   bash scripts/device_campaign.sh I6  # issue 11, the last kernel change (16 warps per SM from 7x7 up):
-#                                       # the workload GPU tests, bench_ablate --only slide
-#   bash scripts/device_campaign.sh I5  # issue 11: the reference configs on the new default frozen kernel
-#                                       # (tags slide and slide_aa: an A/A pair), compared with each other
-#                                       # and with the twophase reference results/2026-12-01_f32
-#   bash scripts/device_campaign.sh F1  # issue 12: build aare (make aare-cuda), GPU tests and the aare
-#                                       #   cluster check, probe configs/aare_cuda.toml and configs.toml,
-#                                       #   rows vs analyze, compare ours against aare's, side-by-side table
-#   bash scripts/device_campaign.sh F2  # issue 12: probe configs/tracking.toml, compare it against aare's
-#   (F runs F1 then F2: about 12 minutes, more than one call allows)
+# The H200 measurements, in parts that each fit one 10-minute run on the GPU machine.
+# usage: bash scripts/device_campaign.sh PART   (from the repo root, after `source .device/env.sh`)
+# GPU only: needs an NVIDIA GPU, CuPy and Nsight Systems. Each part writes its logs to logs/ and a
+# tarball of results (no traces but one) to $OUT (default /tmp/cb-out). The committed logs of each
+# run are in docs/measurements/<date>_<part>/, and docs/results.md says what they show.
+# Parts, with the date and git rev of the committed run:
+#   first-checks                 GPU tests, the workload benchmark, the guards (real NVML, a busy GPU,
+#                                a stale build, bad configs), make run (2026-11-29, f603bd9)
+#   first-sweep                  make sweep (20,000 frames), rows against analyze, cupti against nsys,
+#                                A/B of sustained FPS, compare smoke against sweep (2026-11-29, 3cc7501)
+#   reference-sweep              the reference sweep: test suite, make sweep, rows against analyze,
+#                                cupti against nsys, zerocopy, float64, compare f32 against f64
+#                                (2026-11-29, cb597a5)
+#   tracking-graph-path          graph-trace modes on tracking (test fixtures), the tracking probe,
+#                                cupti on tracking, launch and grid-sync costs (2026-12-01, 2db9fec)
+#   aa-three-sweeps              A/A: three full sweeps of one build, tags aa1..aa3 (2026-12-01, fb200a5)
+#   aare-cuda-side-by-side       build aare (make aare-cuda), the tracer GPU tests and the aare cluster
+#                                check, probe configs/aare_cuda.toml and configs.toml, rows against
+#                                analyze, compare ours against aare's, a side-by-side table (2026-12-01,
+#                                30b726a)
+#   aare-cuda-tracking           probe configs/tracking.toml and compare it against aare's (needs the
+#                                results of aare-cuda-side-by-side)
+#   aare-cuda                    both of the above (about 12 minutes, more than one run allows)
+#   tracking-persistent-kernel   every GPU test, bench_workload.py --modes --quick, tracking on the
+#                                fastest persistent kernel, --gpus all on one config (2026-12-01, d5b1ab9)
+#   gpu-tests-and-make-run       every GPU test, make run on the GPU (2026-12-01, e568532)
+#   tracking-separable-window    bench_workload.py --modes --quick, the tracking probe (tag
+#                                tracking_coop2), bench_ablate.py --quick (2026-12-01, e568532)
+#   frozen-two-columns-per-lane  the workload GPU tests, bench_ablate.py --only frozen --quick, the
+#                                previous frozen_slide timed alike (OLD_TREE: a checkout of it),
+#                                bench_workload.py --grid, make run (2026-12-01, 4dfa5e3)
+#   frozen-slide-variants        bench_ablate.py --only slide (2026-12-01, a629963)
+#   final-kernels                every GPU test, the shared-memory refusal on the GPU, bench_ablate.py
+#                                --only slide, bench_workload.py --grid (2026-12-01, 104765b; again at
+#                                f3cead9, in docs/measurements/2026-12-01_frozen-kernel-final/)
+#   modes-and-default-bench      bench_workload.py --modes --quick and its default run of 2,000 frames
+#                                (2026-12-01, 104765b)
+#   reference-configs-slide      the reference configs on the default frozen kernel, tags slide and
+#                                slide_aa (an A/A pair), compared with each other and with
+#                                results/2026-12-01_f32 (2026-12-01, efa5d09)
+#   register-bound-16-warps      the workload GPU tests, bench_ablate.py --only slide (2026-12-01, 119237f)
+# Environment: OUT; PART_BUDGET_S bounds the parts that take it (default 500 s; 540 s for
+# tracking-persistent-kernel); OLD_TREE (frozen-two-columns-per-lane).
 # A copy of the checkout without .git states its revision through CLUSTERBENCH_GIT_REV; the caller
 # writes it to .device/REVISION first (git rev-parse HEAD, plus -dirty for a dirty tree).
-# Logs and a tarball of results (no traces but one) go to $OUT.
 set -u
-part=${1:?usage: device_campaign.sh A|B|C|D|E|F|F1|F2|G|H1|H2|I1|I2|I3|I4|I5|I6}
+PARTS="first-checks first-sweep reference-sweep tracking-graph-path aa-three-sweeps aare-cuda-side-by-side
+aare-cuda-tracking aare-cuda tracking-persistent-kernel gpu-tests-and-make-run tracking-separable-window
+frozen-two-columns-per-lane frozen-slide-variants final-kernels modes-and-default-bench reference-configs-slide
+register-bound-16-warps"
+usage() {  # the header above, from its second line
+    awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "${BASH_SOURCE[0]}"
+}
+case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
+esac
+# GPU only: say so before any work (no logs, no $OUT)
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1 \
+        || ! python3 -c "import cupy" >/dev/null 2>&1 || ! command -v nsys >/dev/null 2>&1; then
+    why=$( { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; } || { echo "no NVIDIA GPU or driver"; exit; }
+           python3 -c "import cupy" >/dev/null 2>&1 || { echo "python3 cannot import CuPy"; exit; }
+           echo "nsys is not on PATH" )
+    echo "Error: scripts/device_campaign.sh needs an NVIDIA GPU, CuPy and Nsight Systems: $why" >&2
+    echo "Hint: run it on the GPU machine after 'source .device/env.sh' (bash scripts/device_campaign.sh --help)" >&2
+    exit 1
+fi
+part=${1:-}
+case " $(echo $PARTS) " in
+    *" $part "*) ;;
+    *) echo "Error: unknown part '$part'" >&2
+       echo "Hint: one of: $(echo $PARTS) (bash scripts/device_campaign.sh --help)" >&2
+       exit 2 ;;
+esac
 OUT=${OUT:-/tmp/cb-out}
 [ -f .device/REVISION ] && export CLUSTERBENCH_GIT_REV=$(cat .device/REVISION)
 mkdir -p "$OUT" logs
@@ -54,7 +86,7 @@ expect() {  # expect CODE CMD...: run CMD, report whether its exit code is CODE
     if [ "$rc" = "$want" ]; then echo "expect: exit $rc as expected: $*"; else echo "expect: UNEXPECTED exit $rc (wanted $want): $*"; fi
 }
 
-if [ "$part" = A ]; then
+if [ "$part" = first-checks ]; then
     step "machine"
     nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.max.sm --format=csv
     python3 -c "import cupy, sys; print('python', sys.version.split()[0], 'cupy', cupy.__version__, 'cuda runtime', cupy.cuda.runtime.runtimeGetVersion())"
@@ -105,9 +137,9 @@ while time.time() - t < 20:
     python3 scripts/verify_probes.py "results/${day}_f32_cuptismoke" 2>&1 | tee logs/verify_cupti_smoke.log
 fi
 
-if [ "$part" = B ]; then
+if [ "$part" = first-sweep ]; then
     step "the tracers' GPU tests"
-    python3 -m pytest -m gpu -q -p no:cacheprovider tests/tracing 2>&1 | tee logs/pytest_tracing.log | tail -5
+    python3 -m pytest -m gpu -q -p no:cacheprovider tests/run/test_tracers_gpu.py 2>&1 | tee logs/pytest_tracing.log | tail -5
     step "make sweep (every config at 20,000 frames)"
     make sweep 2>&1 | tee logs/make_sweep.log
     step "probes.csv rows against analyze by hand"
@@ -130,10 +162,10 @@ if [ "$part" = B ]; then
     cp "results/${day}_f32/9x9_s1_uncontended.sqlite" "$OUT/" 2>/dev/null
 fi
 
-if [ "$part" = C ]; then
+if [ "$part" = reference-sweep ]; then
     step "test suite (CPU and GPU tests) on the final code"
     python3 -m pytest -q -p no:cacheprovider 2>&1 | tee logs/pytest.log | tail -8
-    step "make sweep (the reference campaign: every config at 20,000 frames, float32)"
+    step "make sweep (the reference sweep: every config at 20,000 frames, float32)"
     make sweep 2>&1 | tee logs/make_sweep.log
     python3 scripts/verify_probes.py "results/${day}_f32" 2>&1 | tee logs/verify_sweep.log
     cb analyze "results/${day}_f32/3x3_s4.sqlite" > logs/analyze_3x3_s4.txt 2>&1
@@ -155,9 +187,9 @@ if [ "$part" = C ]; then
     cb compare "results/${day}_f32" "results/${day}_f64" --plot "$OUT/compare_f32_f64.png" > /dev/null 2>&1
 fi
 
-if [ "$part" = D ]; then
-    # issue 9: nsys graph-trace modes on the tracking pedestal (which launches through CUDA graphs),
-    # the tracking campaign (node-level), cupti on it; issue 11: launch and grid-sync costs
+if [ "$part" = tracking-graph-path ]; then
+    # nsys graph-trace modes on the tracking pedestal (which launches through CUDA graphs), the
+    # tracking probe (node-level), cupti on it; launch and grid-sync costs
     step "machine"
     nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.max.sm --format=csv
     nsys --version
@@ -179,7 +211,7 @@ print(json.dumps(with_frames(c, 2000).params.replace(batch=500).to_json(), sort_
         nsys export --type sqlite --force-overwrite=true -o "$OUT/tracking_3x3_s1_b500_f2000_$mode.sqlite" /tmp/trk_$mode.nsys-rep >> logs/trk_$mode.log 2>&1
         cb analyze "$OUT/tracking_3x3_s1_b500_f2000_$mode.sqlite" 2>&1 | tee logs/analyze_trk_$mode.txt
     done
-    step "tracking campaign: probe --config configs/tracking.toml --tag tracking (nsys, node-level)"
+    step "tracking probe: probe --config configs/tracking.toml --tag tracking (nsys, node-level)"
     cb probe --config configs/tracking.toml --tag tracking 2>&1 | tee logs/probe_tracking.log
     python3 scripts/verify_probes.py "results/${day}_f32_tracking" 2>&1 | tee logs/verify_tracking.log
     step "the same 3x3 s1 config traced at graph level (nsys default) for the graph-vs-node check"
@@ -204,17 +236,17 @@ PY
     cb compare "results/${day}_f32_tracking" "results/${day}_f32_tracking_cupti" > logs/compare_tracking_nsys_cupti.txt 2>&1
 fi
 
-if [ "$part" = E ]; then
-    # issue 10: A/A, three full sweeps of one build, one after the other
+if [ "$part" = aa-three-sweeps ]; then
+    # A/A: three full sweeps of one build, one after the other
     for i in 1 2 3; do
         step "A/A sweep $i: clusterbench probe --tag aa$i"
         cb probe --tag aa$i 2>&1 | tee logs/probe_aa$i.log
     done
 fi
 
-if [ "$part" = F ] || [ "$part" = F1 ]; then
-    # issue 12, first call (about 8 minutes). The kit lies in .device/peers/aare-cuda; the build goes to
-    # build/aare-cuda (git-ignored, not carried), rebuilt incrementally in this same call so that the
+if [ "$part" = aare-cuda ] || [ "$part" = aare-cuda-side-by-side ]; then
+    # About 8 minutes. The kit lies in .device/peers/aare-cuda; the build goes to
+    # build/aare-cuda (git-ignored, not carried), rebuilt incrementally in this same run so that the
     # [build] guard of configs/aare_cuda.toml sees it newer than the kit it came from.
     step "machine"
     nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.max.sm --format=csv
@@ -224,8 +256,8 @@ if [ "$part" = F ] || [ "$part" = F1 ]; then
     du -sh build/aare-cuda/python 2>/dev/null
     PYTHONPATH=build/aare-cuda/python python3 -c "import numpy, cupy, aare; print('aare', aare.__file__, 'cuda', aare._cuda_available())"
     step "GPU tests: the tracers through the workload protocol; the aare cluster check (own process: aare exits on a CUDA error)"
-    python3 -m pytest -q -p no:cacheprovider tests/tracing/test_tracers_gpu.py 2>&1 | tee logs/pytest_tracers_gpu.log | tail -4
-    CLUSTERBENCH_CHECK_OUT=logs python3 -m pytest -q -s -p no:cacheprovider tests/test_aare_cuda_gpu.py 2>&1 | tee logs/aare_cluster_check.log | tail -70
+    python3 -m pytest -q -p no:cacheprovider tests/run/test_tracers_gpu.py 2>&1 | tee logs/pytest_tracers_gpu.log | tail -4
+    CLUSTERBENCH_CHECK_OUT=logs python3 -m pytest -q -s -p no:cacheprovider tests/workloads/test_aare_cuda_gpu.py 2>&1 | tee logs/aare_cluster_check.log | tail -70
     step "probe configs/aare_cuda.toml (nsys) into results/${day}_f32_aare-cuda"
     cb probe --config configs/aare_cuda.toml --tag aare-cuda 2>&1 | tee logs/probe_aare_cuda.log
     python3 scripts/verify_probes.py "results/${day}_f32_aare-cuda" 2>&1 | tee logs/verify_aare_cuda.log
@@ -244,12 +276,12 @@ if [ "$part" = F ] || [ "$part" = F1 ]; then
     python3 scripts/side_by_side.py "results/${day}_f32" "results/${day}_f32_aare-cuda" 2>&1 | tee logs/side_by_side.md
 fi
 
-if [ "$part" = F ] || [ "$part" = F2 ]; then
-    # issue 12, second call (about 4 minutes): our tracking pedestal, aare's only mode, on the same frames.
-    # It compares against F1's results/<day>_f32_aare-cuda: if the device machine did not keep it, extract
-    # F1's $OUT/results_F1.tgz into the checkout first, so that results/ travels with the tree.
+if [ "$part" = aare-cuda ] || [ "$part" = aare-cuda-tracking ]; then
+    # About 4 minutes: our tracking pedestal, aare's only mode, on the same frames. It compares against
+    # the results/<day>_f32_aare-cuda of aare-cuda-side-by-side: if the machine did not keep it, extract
+    # that part's $OUT/results_aare-cuda-side-by-side.tgz into the checkout first.
     if [ ! -f "results/${day}_f32_aare-cuda/probes.csv" ]; then
-        echo "part F2: results/${day}_f32_aare-cuda is missing: run F1 first, or extract its results_F1.tgz here"
+        echo "part aare-cuda-tracking: results/${day}_f32_aare-cuda is missing: run aare-cuda-side-by-side first, or extract its results_aare-cuda-side-by-side.tgz here"
     fi
     step "probe configs/tracking.toml (ours, tracking pedestal) into results/${day}_f32_tracking"
     cb probe --config configs/tracking.toml --tag tracking 2>&1 | tee logs/probe_tracking.log
@@ -262,26 +294,26 @@ if [ "$part" = F ] || [ "$part" = F2 ]; then
         2>&1 | tee logs/side_by_side.md
 fi
 
-if [ "$part" = G ]; then
-    # The closing call: every GPU test on the final code, the workload benchmark (both modes, every
-    # kernel, streams x batch), the tracking campaign on the fastest exact persistent kernel, and a
-    # one-config --gpus all probe. Each step gets what is left of a fixed budget, so the call ends in time.
-    DEADLINE=$((SECONDS + ${G_BUDGET_S:-540}))
+if [ "$part" = tracking-persistent-kernel ]; then
+    # Every GPU test, the workload benchmark (both modes, every kernel, streams x batch), the tracking
+    # probe on the fastest exact persistent kernel, and a one-config --gpus all probe. Each step gets
+    # what is left of a fixed budget, so the run ends in time.
+    DEADLINE=$((SECONDS + ${PART_BUDGET_S:-540}))
     budget() { local cap=$1 left=$((DEADLINE - SECONDS)); [ "$left" -lt "$cap" ] && cap=$left; [ "$cap" -lt 5 ] && cap=5; echo "$cap"; }
     step "machine"
     nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.max.sm --format=csv
-    if [ -f .device/aare_python.tgz ]; then  # an aare build carried from an earlier call of this session
+    if [ -f .device/aare_python.tgz ]; then  # an aare build carried from an earlier run
         mkdir -p build/aare-cuda && tar xzf .device/aare_python.tgz -C build/aare-cuda
     fi
     step "GPU tests of the workload (every kernel against the NumPy reference)"
-    timeout "$(budget 230)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=10 tests/workload \
+    timeout "$(budget 230)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=10 tests/workloads \
         > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log
     tail -25 logs/pytest_gpu_workload.log
     step "workload benchmark: python3 benchmarks/bench_workload.py --modes --quick"
     timeout "$(budget 170)" python3 benchmarks/bench_workload.py --modes --quick --json logs/bench_modes.json \
         > logs/bench_modes.log 2>&1; echo "bench exit $?" >> logs/bench_modes.log
     tail -45 logs/bench_modes.log
-    step "tracking campaign on the fastest persistent kernel that matched the graph path byte for byte"
+    step "tracking probe on the fastest persistent kernel that matched the graph path byte for byte"
     best=$(python3 -c "
 import json, sys
 try:
@@ -301,28 +333,29 @@ print(min(ok, key=ok.get) if ok else 'coop')")
     python3 scripts/verify_probes.py "results/${day}_f32_tracking_$best" 2>&1 | tail -2
     step "the other GPU tests (tracers, aare cluster check, multi-GPU)"
     CLUSTERBENCH_CHECK_OUT=logs timeout "$(budget 80)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider tests \
-        --ignore=tests/workload > logs/pytest_gpu_other.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_other.log
+        --ignore=tests/workloads > logs/pytest_gpu_other.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_other.log
     tail -15 logs/pytest_gpu_other.log
     step "probe --gpus all on one GPU against a plain probe of the same config"
     timeout "$(budget 60)" python3 -m clusterbench probe --gpus all --only 3x3_s1_uncontended --tag gpus_all 2>&1 \
         | tee logs/probe_gpus_all.log | tail -12
 fi
 
-if [ "$part" = H1 ] || [ "$part" = H2 ] || [ "${part#I}" != "$part" ]; then
-    # Issue 11, second and third sessions (H1, H2; I1-I6). H_BUDGET_S bounds the whole part.
-    DEADLINE=$((SECONDS + ${H_BUDGET_S:-500}))
+case "$part" in gpu-tests-and-make-run|tracking-separable-window|frozen-two-columns-per-lane|frozen-slide-variants|\
+        final-kernels|modes-and-default-bench|reference-configs-slide|register-bound-16-warps)
+    # PART_BUDGET_S bounds the whole part, so that it ends within one 10-minute run.
+    DEADLINE=$((SECONDS + ${PART_BUDGET_S:-500}))
     budget() { local cap=$1 left=$((DEADLINE - SECONDS)); [ "$left" -lt "$cap" ] && cap=$left; [ "$cap" -lt 5 ] && cap=5; echo "$cap"; }
     # The steps the parts share; each takes its time cap in seconds.
     gpu_tests_workload() {
         step "GPU tests of the workload (every kernel against the NumPy reference)"
         timeout "$(budget "$1")" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=5 \
-            tests/workload > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log
+            tests/workloads > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log
         tail -12 logs/pytest_gpu_workload.log
     }
     gpu_tests_other() {
         step "the other GPU tests (tracers, aare cluster check without an aare build, multi-GPU)"
         timeout "$(budget "$1")" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider tests \
-            --ignore=tests/workload > logs/pytest_gpu_other.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_other.log
+            --ignore=tests/workloads > logs/pytest_gpu_other.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_other.log
         tail -6 logs/pytest_gpu_other.log
     }
     make_run_gpu() {
@@ -339,15 +372,16 @@ if [ "$part" = H1 ] || [ "$part" = H2 ] || [ "${part#I}" != "$part" ]; then
     }
     step "machine"
     nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.max.sm --format=csv
-fi
+    ;;
+esac
 
-if [ "$part" = H1 ]; then
+if [ "$part" = gpu-tests-and-make-run ]; then
     gpu_tests_workload 250
     gpu_tests_other 90
     make_run_gpu 120
 fi
 
-if [ "$part" = H2 ]; then
+if [ "$part" = tracking-separable-window ]; then
     bench bench_modes 200 benchmarks/bench_workload.py --modes --quick
     step "tracking probe on the default persistent kernel: configs/tracking_coop.toml"
     timeout "$(budget 130)" python3 -m clusterbench probe --config configs/tracking_coop.toml --tag tracking_coop2 2>&1 \
@@ -356,7 +390,7 @@ if [ "$part" = H2 ]; then
     bench bench_ablate 120 benchmarks/bench_ablate.py --quick
 fi
 
-if [ "$part" = I1 ]; then
+if [ "$part" = frozen-two-columns-per-lane ]; then
     gpu_tests_workload 200
     bench bench_ablate_frozen 150 benchmarks/bench_ablate.py --only frozen --quick
     if [ -n "${OLD_TREE:-}" ] && [ -d "$OLD_TREE" ]; then
@@ -379,11 +413,11 @@ for k, cap in ((3, 3000), (9, 1700)):
     make_run_gpu 120
 fi
 
-if [ "$part" = I2 ]; then
+if [ "$part" = frozen-slide-variants ]; then
     bench bench_ablate_slide 200 benchmarks/bench_ablate.py --only slide
 fi
 
-if [ "$part" = I3 ]; then
+if [ "$part" = final-kernels ]; then
     gpu_tests_workload 200
     gpu_tests_other 90
     step "a persistent tile too large for shared memory: an InputError before compiling, not a traceback"
@@ -404,12 +438,12 @@ except InputError as exc:
     bench bench_grid 100 benchmarks/bench_workload.py --grid
 fi
 
-if [ "$part" = I4 ]; then
+if [ "$part" = modes-and-default-bench ]; then
     bench bench_modes 330 benchmarks/bench_workload.py --modes --quick
     bench bench_default 200 benchmarks/bench_workload.py --frames 2000
 fi
 
-if [ "$part" = I5 ]; then
+if [ "$part" = reference-configs-slide ]; then
     for tag in slide slide_aa; do
         step "the reference configs on the default kernels: clusterbench probe --config configs.toml --tag $tag"
         timeout "$(budget 200)" python3 -m clusterbench probe --config configs.toml --tag "$tag" 2>&1 \
@@ -424,7 +458,7 @@ if [ "$part" = I5 ]; then
     python3 -m clusterbench compare results/2026-12-01_f32 "results/${day}_f32_slide" --json > logs/compare_twophase.json
 fi
 
-if [ "$part" = I6 ]; then
+if [ "$part" = register-bound-16-warps ]; then
     gpu_tests_workload 200
     bench bench_ablate_slide 150 benchmarks/bench_ablate.py --only slide
 fi

@@ -1,5 +1,6 @@
-"""Print the README's side-by-side table: several results dirs of the same configs, one row per
-(config, dir), from their probes.csv and env.json.
+"""A side-by-side Markdown table of several results dirs of the same configs, one row per
+(config, dir), from their probes.csv and env.json (docs/results.md shows one). Runs on any
+machine (no GPU).
 
     python scripts/side_by_side.py results/2026-12-01_f32 results/2026-12-01_f32_aare-cuda ...
 
@@ -10,6 +11,7 @@ clusters per frame (from the traced pass's result record), and which finder and 
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import sys
@@ -21,17 +23,19 @@ def _f(value: str, fmt: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__, file=sys.stderr)
-        return 2
-    dirs = [Path(a) for a in argv]
+    ap = argparse.ArgumentParser(prog="scripts/side_by_side.py", description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__.split("\n\n", 2)[2])
+    ap.add_argument("dirs", nargs="+", type=Path, help="results dirs (each with probes.csv and env.json)")
+    dirs = ap.parse_args(argv).dirs
     tables = {}
     for d in dirs:
         try:
             rows = list(csv.DictReader((d / "probes.csv").open(newline="")))
             env = json.loads((d / "env.json").read_text())
         except (OSError, ValueError) as exc:
-            print(f"side_by_side: cannot read {d}: {exc}", file=sys.stderr)
+            print(f"Error: cannot read the results dir {d}: {exc}", file=sys.stderr)
+            print("Hint: give results dirs that hold probes.csv and env.json, such as results/2026-12-01_f32",
+                  file=sys.stderr)
             return 2
         tables[d] = ({r["label"]: r for r in rows}, env)
     labels = list(dict.fromkeys(label for rows, _ in tables.values() for label in rows))

@@ -1,14 +1,18 @@
 """Check a results dir's probes.csv against `clusterbench analyze` run by hand on its traces.
 
-    python scripts/verify_probes.py results/2026-11-29_f32
+    python scripts/verify_probes.py results/<date>_f32
 
 For every row with a trace, runs `python -m clusterbench analyze TRACE FRAMES --range
 clusterbench:pass --json` in a fresh process and compares kernel_us, h2d_us, d2h_us,
-roofline_us and binds with the row. Exits 1 on any mismatch beyond float round-off.
+roofline_us and binds with the row. Needs the traces that probe wrote beside probes.csv
+(*.sqlite): run it on a dir a probe has just filled, since committed results dirs keep no
+traces. No GPU needed. Exits 1 on any mismatch beyond float round-off, 2 when the dir has no
+probes.csv or lacks a trace.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import math
@@ -20,11 +24,22 @@ FIELDS = {"kernel_us": ("engines", "kernel"), "h2d_us": ("engines", "h2d"), "d2h
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
+    ap = argparse.ArgumentParser(prog="scripts/verify_probes.py", description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__.split("\n\n", 2)[2])
+    ap.add_argument("results_dir", type=Path, help="a results dir with probes.csv and its traces")
+    rdir = ap.parse_args(argv).results_dir
+    try:
+        rows = list(csv.DictReader((rdir / "probes.csv").open(newline="")))
+    except OSError as exc:
+        print(f"Error: cannot read {rdir / 'probes.csv'}: {exc.strerror}", file=sys.stderr)
+        print("Hint: give a results dir that probe wrote, such as results/<date>_f32", file=sys.stderr)
         return 2
-    rdir = Path(argv[0])
-    rows = list(csv.DictReader((rdir / "probes.csv").open(newline="")))
+    missing = [row["trace"] for row in rows if row.get("trace") and not (rdir / row["trace"]).is_file()]
+    if missing:
+        print(f"Error: {rdir} lacks the traces its rows name: {', '.join(missing)}", file=sys.stderr)
+        print("Hint: run this in a results dir that a probe just wrote; committed results dirs keep only probes.csv "
+              "and env.json", file=sys.stderr)
+        return 2
     bad = 0
     for row in rows:
         trace = row.get("trace")

@@ -2,7 +2,7 @@
 # Traces the zoo (tests/zoo/README.md) with Nsight Systems on a GPU machine and exports each
 # report to SQLite: the fixtures for the analyzers' tests.
 #   bash scripts/zoo_trace.sh OUTDIR
-# Run from anywhere on the GPU machine; nsys must be on PATH (this sources .device/env.sh when it
+# Run from anywhere on a GPU machine; nsys must be on PATH (this sources .device/env.sh when it
 # is not). Steps, each timed:
 #   1. build every program (tests/zoo/build.sh OUTDIR/bin)
 #   2. run each distinct program invocation once untraced: zoo_<name>.untraced.stdout.txt
@@ -20,21 +20,36 @@
 # --capture-range-end of the two capture-range variants ("stop" lets the program finish and print
 # its ZOO line; nsys's default, stop-shutdown, ends the program at the end of the range).
 set -u
-out=${1:?usage: scripts/zoo_trace.sh OUTDIR}
+usage() {  # the header above, from its second line
+    echo "usage: bash scripts/zoo_trace.sh OUTDIR  (GPU only: needs an NVIDIA GPU and Nsight Systems)"
+    awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "${BASH_SOURCE[0]}"
+}
+case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
+esac
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if ! command -v nsys >/dev/null 2>&1 && [ -f "$root/.device/env.sh" ]; then
+    set +u
+    # shellcheck disable=SC1091
+    source "$root/.device/env.sh"
+    set -u
+fi
+# GPU only: say so before any work
+if ! command -v nsys >/dev/null 2>&1 || ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "Error: scripts/zoo_trace.sh needs an NVIDIA GPU and Nsight Systems: $(command -v nsys >/dev/null 2>&1 \
+        && echo 'no NVIDIA GPU or driver (nvidia-smi -L failed)' || echo 'nsys is not on PATH')" >&2
+    echo "Hint: run it on a GPU machine with nsys on PATH (or with .device/env.sh in the checkout)" >&2
+    exit 1
+fi
+if [ -z "${1:-}" ]; then
+    echo "Error: no OUTDIR given" >&2
+    echo "Hint: bash scripts/zoo_trace.sh OUTDIR (bash scripts/zoo_trace.sh --help)" >&2
+    exit 2
+fi
+out=$1
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
 cd "$root" || exit 2
-if ! command -v nsys >/dev/null 2>&1 && [ -f .device/env.sh ]; then
-    set +u
-    # shellcheck disable=SC1091
-    source .device/env.sh
-    set -u
-fi
-if ! command -v nsys >/dev/null 2>&1; then
-    echo "zoo_trace: nsys is not on PATH (source .device/env.sh first)" >&2
-    exit 2
-fi
 budget=${ZOO_BUDGET_S:-210}
 parallel_export=${ZOO_EXPORT_PARALLEL:-1}
 capture_end=${ZOO_CAPTURE_END:-stop}
