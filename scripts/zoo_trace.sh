@@ -2,8 +2,7 @@
 # Traces the zoo (tests/zoo/README.md) with Nsight Systems on a GPU machine and exports each
 # report to SQLite: the fixtures for the analyzers' tests.
 #   bash scripts/zoo_trace.sh OUTDIR
-# Run from anywhere on a GPU machine; nsys must be on PATH (this sources .device/env.sh when it
-# is not). Steps, each timed:
+# Run from anywhere on a GPU machine with nsys on PATH. Steps, each timed:
 #   1. build every program (tests/zoo/build.sh OUTDIR/bin)
 #   2. run each distinct program invocation once untraced: zoo_<name>.untraced.stdout.txt
 #   3. run each variant under nsys profile (the tool's options) and export it:
@@ -28,17 +27,11 @@ case "${1:-}" in
     -h|--help) usage; exit 0 ;;
 esac
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-if ! command -v nsys >/dev/null 2>&1 && [ -f "$root/.device/env.sh" ]; then
-    set +u
-    # shellcheck disable=SC1091
-    source "$root/.device/env.sh"
-    set -u
-fi
 # GPU only: say so before any work
 if ! command -v nsys >/dev/null 2>&1 || ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "Error: scripts/zoo_trace.sh needs an NVIDIA GPU and Nsight Systems: $(command -v nsys >/dev/null 2>&1 \
         && echo 'no NVIDIA GPU or driver (nvidia-smi -L failed)' || echo 'nsys is not on PATH')" >&2
-    echo "Hint: run it on a GPU machine with nsys on PATH (or with .device/env.sh in the checkout)" >&2
+    echo "Hint: run it on a GPU machine with nsys on PATH" >&2
     exit 1
 fi
 if [ -z "${1:-}" ]; then
