@@ -13,6 +13,8 @@ Every frame still crosses PCIe on its own; only host memory and generation time 
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +29,9 @@ PHOTON_ADU = 250.0  # charge of one photon (docs/facts.md: about 250 ADU)
 SPREAD_PX = 0.6  # sigma of the charge cloud (docs/facts.md: about 0.6 px)
 FOOTPRINT = 2  # the charge is integrated over +-2 pixels around the hit (over 99.9 % at 0.6 px)
 _KIND_DARK, _KIND_DATA, _KIND_MAPS = 1, 2, 0
+# Frames are drawn on this many threads at most: NumPy's generators and ufuncs release the GIL on
+# whole arrays, and every frame has its own generator, so the frames are the same on any count.
+MAX_THREADS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,11 +108,24 @@ def synthetic_frames(rows: int, cols: int, n_dark: int, n_data: int, occupancy: 
     """Build n_dark dark frames and n_data data frames; ``out_pool`` (e.g. pinned) receives the data."""
     model = detector_model(rows, cols, seed)
     dark = np.empty((n_dark, rows, cols), np.uint16)
-    for i in range(n_dark):
-        dark[i] = dark_frame(model, seed, i)
     pool = out_pool if out_pool is not None else np.empty((n_data, rows, cols), np.uint16)
-    for i in range(n_data):
-        pool[i] = data_frame(model, seed, i, occupancy)
+
+    def fill(job: tuple[bool, int]) -> None:
+        is_dark, i = job
+        if is_dark:
+            dark[i] = dark_frame(model, seed, i)
+        else:
+            pool[i] = data_frame(model, seed, i, occupancy)
+
+    jobs = [(True, i) for i in range(n_dark)] + [(False, i) for i in range(n_data)]
+    threads = max(1, min(MAX_THREADS, os.cpu_count() or 1, len(jobs)))
+    if threads == 1:
+        for job in jobs:
+            fill(job)
+    else:
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="clusterbench-synth") as ex:
+            for _ in ex.map(fill, jobs, chunksize=8):
+                pass
     return FrameSet(dark=dark, pool=pool, source=f"synthetic(seed={seed}, occupancy={occupancy:g} photons/frame)")
 
 

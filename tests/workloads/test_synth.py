@@ -72,3 +72,20 @@ def test_bad_npy_data_is_an_input_error(tmp_path, arr, rows, fragment):
         load_npy_frames(str(path), rows, 5, n_dark=2, n_pool=10)
     with pytest.raises(InputError, match="not found"):
         load_npy_frames(str(tmp_path / "missing.npy"), 4, 5, 2, 10)
+
+
+def test_threaded_generation_gives_each_frame_from_its_own_generator(monkeypatch):
+    # frames are drawn on several threads; each must equal the frame drawn alone from its own
+    # (seed, kind, index) generator, in its own slot, whatever the thread count
+    from clusterbench.workloads import synth
+
+    monkeypatch.setattr(synth.os, "cpu_count", lambda: 4)
+    fs = synthetic_frames(24, 32, 19, 13, 6.0, seed=5)
+    m = detector_model(24, 32, seed=5)
+    for i in range(19):
+        assert np.array_equal(fs.dark[i], synth.dark_frame(m, 5, i)), i
+    for i in range(13):
+        assert np.array_equal(fs.pool[i], synth.data_frame(m, 5, i, 6.0)), i
+    monkeypatch.setattr(synth.os, "cpu_count", lambda: 1)
+    one = synthetic_frames(24, 32, 19, 13, 6.0, seed=5)
+    assert np.array_equal(one.dark, fs.dark) and np.array_equal(one.pool, fs.pool)
