@@ -19,13 +19,8 @@ from typing import Callable, ClassVar, Protocol
 from clusterbench.errors import EnvironmentFailure, WorkloadProtocolError
 from clusterbench.model.records import SustainedFps, WorkloadResult
 from clusterbench.run.clocks import ClockSample, ClockSampler
-from clusterbench.run.commands import (
-    child_env,
-    cupti_command,
-    nsys_export_command,
-    nsys_graph_trace_mode,
-    nsys_profile_command,
-)
+from clusterbench.io.nsys.export import nsys_export_command
+from clusterbench.run.commands import child_env, cupti_command, nsys_graph_trace_mode, nsys_profile_command
 from clusterbench.run.process import log_tail, run_logged
 from clusterbench.model.params import WorkloadParams
 from clusterbench.workloads.protocol import Workload
