@@ -648,9 +648,10 @@ def run_guards(config_file: ConfigFile | None = None, *, max_util_pct: float = D
         repo_root = find_checkout(start) or find_checkout(Path.cwd())
     import clusterbench
 
-    from clusterbench.workloads.cupy.build import hash_kernel_sources
+    from clusterbench.workloads.cupy.build import hash_kernel_sources, kernel_dir
 
-    checkout_kernels = (hash_kernel_sources(Path(repo_root) / "clusterbench" / "workload" / "kernels")
+    package_parent = Path(clusterbench.__file__).resolve().parent.parent
+    checkout_kernels = (hash_kernel_sources(Path(repo_root) / kernel_dir().relative_to(package_parent))
                         if repo_root is not None else None)
     checks = [
         check_idle_gpu(reading, max_util_pct, own_pid=os.getpid() if own_pid is None else own_pid),

@@ -338,6 +338,14 @@ def test_run_guards_with_an_injected_busy_reading(tmp_path: Path) -> None:
     assert forced.forced and forced.to_json()["settings"]["force"] is True
 
 
+def test_run_guards_from_this_checkout_finds_its_kernels_fresh() -> None:
+    # run from the checkout: the kernels the imported package compiles are the checkout's own
+    report = run_guards(None, reading=reading(), repo_root=Path(clusterbench.__file__).resolve().parents[1])
+    check = report.check("kernel_sources")
+    assert check.status is Status.PASS and "match the checkout" in check.message
+    assert check.details["expected_sha256"] == check.details["sha256"]
+
+
 def test_run_guards_records_the_kernel_hashes_it_would_compile() -> None:
     report = run_guards(None, reading=reading(), repo_root=None)
     pkg_kernels = Path(clusterbench.__file__).resolve().parent / "workloads" / "cupy" / "kernels"
