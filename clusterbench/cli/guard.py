@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from clusterbench.cli import options
 from clusterbench.cli.common import boundary, stdout_console, warn
 
 HELP = (
@@ -22,14 +23,12 @@ HELP = (
 
 @boundary
 def guard(
-    max_util: float = typer.Option(5.0, "--max-util", metavar="PCT",
-                                   help="Highest GPU utilization (%) any sample may show."),
-    window: float = typer.Option(1.0, "--window", metavar="S", help="Seconds to sample utilization over."),
-    config: Optional[Path] = typer.Option(None, "--config", metavar="FILE",
-                                          help="configs.toml to validate and take the build table from."),
-    require_clean: bool = typer.Option(False, "--require-clean", help="Refuse a dirty git tree."),
-    force: bool = typer.Option(False, "--force", help="Proceed despite failed checks; the override is recorded."),
-    as_json: bool = typer.Option(False, "--json", help="Print only JSON to stdout."),
+    max_util: float = options.MAX_UTIL,
+    window: float = options.WINDOW,
+    config: Optional[Path] = options.CONFIG,
+    require_clean: bool = options.REQUIRE_CLEAN,
+    force: bool = options.FORCE,
+    as_json: bool = options.JSON,
 ) -> None:
     from clusterbench.run.config import DEFAULT_CONFIG_FILE, load_configs
     from clusterbench.run.guards import require_pass, run_guards

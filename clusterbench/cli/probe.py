@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from clusterbench.cli.common import boundary, stderr_console, stdout_console
+from clusterbench.cli import options
+from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
+
+if TYPE_CHECKING:
+    from clusterbench.run.probe import ProbeEvent
 
 HELP = (
     "Trace every config of configs.toml on the GPU and write results/<date>_<f32|f64>[_tag]/.\n\n"
@@ -33,19 +37,17 @@ def probe(
         None, "--frames", help="Data frames per config, overriding configs.toml (2000 for a smoke run)."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Probe only this config label; repeat for more."),
     tag: Optional[str] = typer.Option(None, "--tag", help="Suffix for the results dir: results/<date>_<f32|f64>_TAG."),
-    config: Path = typer.Option(Path("configs.toml"), "--config", help="The configs file."),
-    tracer: str = typer.Option(
-        "nsys", "--tracer",
-        help="nsys (Nsight Systems), cupti (in-process, no nsys needed) or none (sustained FPS only)."),
-    repeat: int = typer.Option(3, "--repeat", help="Untraced sustained-FPS runs per config (median and spread)."),
-    results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where results/<date>_... dirs go."),
-    max_util: float = typer.Option(5.0, "--max-util", help="Guard: refuse when GPU utilization exceeds this (%)."),
-    require_clean: bool = typer.Option(False, "--require-clean", help="Guard: refuse on a dirty git checkout."),
-    force: bool = typer.Option(False, "--force", help="Probe even when a guard refuses (recorded in env.json)."),
+    config: Optional[Path] = options.CONFIG,
+    tracer: str = options.TRACER,
+    repeat: int = options.REPEAT,
+    results_dir: Path = options.RESULTS_DIR,
+    max_util: float = options.MAX_UTIL,
+    require_clean: bool = options.REQUIRE_CLEAN,
+    force: bool = options.FORCE,
     data: Optional[Path] = typer.Option(
         None, "--data", help="Frames from this .npy (uint16 frames x rows x cols, dark frames first) for every "
                              "config, instead of the synthetic generator."),
-    as_json: bool = typer.Option(False, "--json", help="Print only the written rows as JSON on stdout."),
+    as_json: bool = options.JSON,
     wide: bool = typer.Option(
         False, "--wide",
         help="One summary row per config (about 115-130 columns). Without it the table is one row per config "
@@ -80,14 +82,15 @@ def probe(
         help="With --executor: at most this many tasks at once (Slurm: --array=0-N%K; default: as many as Slurm "
              "allows). Local tasks share this machine's GPUs, so they run 1 at a time unless this says more."),
 ) -> None:
-    from clusterbench.run.campaign import executor_options_for
-    from clusterbench.run.probe import ProbeRequest, plan_probe, preflight, run_probe
     from clusterbench.render.probe import ProbeProgress, outcome_json, render_footer
+    from clusterbench.run.campaign import executor_options_for
+    from clusterbench.run.config import DEFAULT_CONFIG_FILE
+    from clusterbench.run.probe import ProbeRequest, plan_probe, preflight, run_probe
 
     request = ProbeRequest(
-        config_path=config, only=tuple(only or ()), frames=frames, tag=tag, tracer=tracer, repeat=repeat,
-        results_root=results_dir, max_util_pct=max_util, require_clean=require_clean, force=force, data=data,
-        argv=tuple(["clusterbench", *sys.argv[1:]]), gpus=gpus,
+        config_path=Path(DEFAULT_CONFIG_FILE) if config is None else config, only=tuple(only or ()), frames=frames,
+        tag=tag, tracer=tracer, repeat=repeat, results_root=results_dir, max_util_pct=max_util,
+        require_clean=require_clean, force=force, data=data, argv=tuple(["clusterbench", *sys.argv[1:]]), gpus=gpus,
     )
     plan = plan_probe(request)  # step 1: config and option errors exit 2 before any GPU call
     campaign_dir = plan.results_dir.with_name(plan.results_dir.name + ".campaign")
@@ -98,12 +101,18 @@ def probe(
     nsys = preflight(plan)  # no GPU or no nsys: exit 1, before any progress is drawn
     err = stderr_console()
     with ProbeProgress(err, [c.label for c in plan.configs]) as progress:
-        outcome = run_probe(plan, request, on_event=progress, nsys=nsys)
+        def on_event(event: ProbeEvent) -> None:
+            if event.kind == "warning":  # above the bars, through the one message formatter
+                warn(str(event.message), event.hint, console=progress.console)
+            else:
+                progress(event)
+
+        outcome = run_probe(plan, request, on_event=on_event, nsys=nsys)
     if as_json:
         typer.echo(json.dumps(outcome_json(outcome), indent=2, allow_nan=False))
         return
     _print_summary(outcome.rows, f"clusterbench probe: {plan.results_dir}", wide)
-    err.print(render_footer(outcome))
+    err.print(render_footer(outcome), markup=False, highlight=False)
 
 
 def _print_summary(rows, title: str, wide: bool) -> None:  # noqa: ANN001
@@ -130,7 +139,7 @@ def _campaign(request, plan, opts, as_json: bool, wide: bool) -> None:  # noqa: 
     outcome = ex.run_campaign(specs, opts, plan.results_dir, opts.folder, argv=request.argv,
                               on_progress=lambda p: err.print(render_campaign_progress(p), markup=False))
     for problem in outcome.merge.problems:
-        err.print(f"Warning: {problem}", markup=False)
+        warn(problem)
     rows = [r.as_dict() for r in load_results(plan.results_dir).rows] if outcome.merge.labels else []
     if as_json:
         typer.echo(json.dumps({"results_dir": str(plan.results_dir), "campaign_dir": str(opts.folder),

@@ -38,6 +38,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from clusterbench.errors import CampaignInterrupted, EnvironmentFailure, InputError
 from clusterbench.run.merge import MergeReport, merge_task_dirs
+from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT
+from clusterbench.run.probe import DEFAULT_REPEAT, DEFAULT_TRACER
 from clusterbench.run.tasks import (PYTHON, TASK_JSON, TASK_LOG, VARIANT_SEPARATOR,
                                     ExecutorOptions, TaskResult, TaskSpec, TaskState, _utc_now, _write_json,
                                     save_campaign)
@@ -182,7 +184,8 @@ def task_dir_name(index: int, label: str, variant: str | None) -> str:
 
 
 def probe_task_argv(label: str, task_root: Path, *, config: Path, frames: int | None = None,
-                    tag: str | None = None, tracer: str = "nsys", repeat: int = 3, max_util: float = 5.0,
+                    tag: str | None = None, tracer: str = DEFAULT_TRACER, repeat: int = DEFAULT_REPEAT,
+                    max_util: float = DEFAULT_MAX_UTIL_PCT,
                     require_clean: bool = False, force: bool = False, data: Path | None = None,
                     gpus: str | None = None) -> tuple[str, ...]:
     """``clusterbench probe`` for one config into the task's own results root (pure). Paths are made

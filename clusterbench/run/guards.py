@@ -266,7 +266,7 @@ def read_nvml(device_index: int = 0, window_s: float = DEFAULT_WINDOW_S,
     """
     if not 0 < window_s <= MAX_WINDOW_S:
         raise InputError(f"--window must be in (0, {MAX_WINDOW_S:g}] s, got {window_s:g} s",
-                         hint="Use e.g. --window 1 (the default).")
+                         hint=f"Use e.g. --window {DEFAULT_WINDOW_S:g} (the default).")
     pynvml = _import_pynvml()
     _nvml_init(pynvml)
     try:
@@ -640,7 +640,7 @@ def run_guards(config_file: ConfigFile | None = None, *, max_util_pct: float = D
     """
     if not 0.0 <= max_util_pct <= 100.0:
         raise InputError(f"--max-util must be between 0 and 100 %, got {max_util_pct:g} %",
-                         hint="Use e.g. --max-util 5 (the default).")
+                         hint=f"Use e.g. --max-util {DEFAULT_MAX_UTIL_PCT:g} (the default).")
     if reading is None:
         reading = read_nvml(device_index=device_index, window_s=window_s)
     if repo_root is None:

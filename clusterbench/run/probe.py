@@ -35,11 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from clusterbench.run.config import ConfigFile, ProbeConfig
+from clusterbench.run.config import DEFAULT_CONFIG_FILE, ConfigFile, ProbeConfig
 from clusterbench.errors import (EXIT_INTERRUPTED, ClusterbenchError, ConfigError, EnvironmentFailure, InputError,
                                  WorkloadProtocolError)
 from clusterbench.model.records import ConfigEntry, EnvRecord, ProbeRecord, SustainedFps, WorkloadResult
 from clusterbench.run.clocks import ClockSample, ClockVerdict, judge_clocks
+from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT
 from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity
 from clusterbench.run.tracers import TRACERS, TracedRun, Tracer, TracerSetup, WorkloadJob
 from clusterbench.workloads.protocol import PASS_RANGE, Workload, pass_range_text, workload_for
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
 PHASES = ("guard", "trace", "export", "analyze", "sustained")
 DEFAULT_REPEAT = 3
 MAX_REPEAT = 100
+DEFAULT_TRACER = "nsys"
+DEFAULT_RESULTS_ROOT = "results"
 
 
 class ProbeInterrupted(ClusterbenchError):
@@ -66,14 +69,14 @@ class ProbeInterrupted(ClusterbenchError):
 class ProbeRequest:
     """What the user asked for (the CLI's options, as values)."""
 
-    config_path: Path = Path("configs.toml")
+    config_path: Path = Path(DEFAULT_CONFIG_FILE)
     only: tuple[str, ...] = ()
     frames: int | None = None
     tag: str | None = None
-    tracer: str = "nsys"
+    tracer: str = DEFAULT_TRACER
     repeat: int = DEFAULT_REPEAT
-    results_root: Path = Path("results")
-    max_util_pct: float = 5.0
+    results_root: Path = Path(DEFAULT_RESULTS_ROOT)
+    max_util_pct: float = DEFAULT_MAX_UTIL_PCT
     require_clean: bool = False
     force: bool = False
     data: Path | None = None
@@ -138,7 +141,7 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
         )
     if not isinstance(request.repeat, int) or not 1 <= request.repeat <= MAX_REPEAT:
         raise InputError(f"--repeat must be an integer from 1 to {MAX_REPEAT}, got {request.repeat!r}",
-                         hint="use --repeat 3 (the default) or more for a tighter spread")
+                         hint=f"use --repeat {DEFAULT_REPEAT} (the default) or more for a tighter spread")
     config_file = load_configs(request.config_path)
     configs = select(config_file, list(request.only))
     if not configs:

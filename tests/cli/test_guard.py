@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clusterbench.cli import app
+from cli_output import messages
 
 MIB = 1024 * 1024
 
@@ -74,9 +75,10 @@ def test_no_gpu_is_one_error_line_and_exit_1(runner: CliRunner, outside: Path,
     res = runner.invoke(app, ["guard", "--window", "0.01"])
     assert res.exit_code == 1
     assert res.stdout == ""
-    lines = res.stderr.splitlines()
+    lines = messages(res.stderr)
     assert lines[0] == "Error: no NVIDIA GPU/driver found: NVML did not initialise (NVML Shared Library Not Found); is the NVIDIA driver loaded?"
-    assert lines[1].startswith("Hint: ")
+    assert lines[1].startswith("Hint: ") and len(lines) == 2
+    assert max(len(ln) for ln in res.stderr.splitlines()) <= 80  # piped, COLUMNS unset: 80 columns
     assert "Traceback" not in res.output
 
 
@@ -116,8 +118,8 @@ def test_busy_gpu_is_refused_with_exit_3(runner: CliRunner, outside: Path, monke
     assert "FAIL" in out and "idle_gpu" in out and "utilization max 37 %" in out
     assert "SM clock 345 MHz of 1980 MHz max" in out
     assert "REFUSED" in out
-    assert res.stderr.startswith("Error: guard refused")
-    assert "--force" in res.stderr
+    error, hint = messages(res.stderr)
+    assert error.startswith("Error: guard refused") and "--force" in hint
 
 
 def test_force_proceeds_and_says_so(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,7 +127,9 @@ def test_force_proceeds_and_says_so(runner: CliRunner, outside: Path, monkeypatc
     res = runner.invoke(app, ["guard", "--window", "0.01", "--force"])
     assert res.exit_code == 0
     assert "FORCED" in res.stdout
-    assert "Warning: proceeding despite failed checks (idle_gpu" in res.stderr
+    warning, hint = messages(res.stderr)
+    assert warning.startswith("Warning: proceeding despite failed checks (idle_gpu) because of --force")
+    assert hint == "Hint: Fix them before a run you want to cite."
 
 
 def test_max_util_option_moves_the_limit(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,4 +159,4 @@ def test_bad_max_util_is_exit_2(runner: CliRunner, outside: Path, monkeypatch: p
     _install(monkeypatch, fake_pynvml())
     res = runner.invoke(app, ["guard", "--max-util", "-1"])
     assert res.exit_code == 2
-    assert "--max-util must be between 0 and 100 %, got -1 %" in res.stderr
+    assert "--max-util must be between 0 and 100 %, got -1 %" in messages(res.stderr)[0]

@@ -13,6 +13,7 @@ import clusterbench.run.guards as guards
 from clusterbench.run import probe as probe_mod
 from clusterbench.run import tasks
 from clusterbench.cli import app
+from cli_output import messages
 
 GOOD = """
 [[config]]
@@ -54,16 +55,16 @@ def test_bad_config_is_exit_2_before_any_gpu_call(monkeypatch, tmp_path: Path) -
 
 def test_unknown_label_and_bad_tracer_are_exit_2(good: Path) -> None:
     res = runner().invoke(app, ["probe", "--config", str(good), "--only", "3x3_s4"])
-    assert res.exit_code == 2 and "no config has that label" in res.stderr
+    assert res.exit_code == 2 and "no config has that label" in messages(res.stderr)[0]
     res = runner().invoke(app, ["probe", "--config", str(good), "--tracer", "perf"])
-    assert res.exit_code == 2 and "--tracer must be nsys, cupti or none" in res.stderr
+    assert res.exit_code == 2 and "--tracer must be nsys, cupti or none" in messages(res.stderr)[0]
 
 
 def test_valid_config_without_gpu_is_exit_1_with_one_clear_line(monkeypatch, good: Path, tmp_path: Path) -> None:
     monkeypatch.setattr(guards, "gpu_present", lambda: False)
     res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path / "r")])
     assert res.exit_code == 1
-    lines = res.stderr.strip().splitlines()
+    lines = messages(res.stderr)
     assert lines[0] == "Error: no NVIDIA GPU found (NVML reports no usable device): probe needs one"
     assert lines[1].startswith("Hint:") and len(lines) == 2
     assert res.stdout == ""
@@ -121,7 +122,7 @@ def test_summary_table_goes_to_stdout_with_units(monkeypatch, good: Path, tmp_pa
 
 def test_data_must_exist_and_reaches_every_config(monkeypatch, good: Path, tmp_path: Path) -> None:
     res = runner().invoke(app, ["probe", "--config", str(good), "--data", str(tmp_path / "none.npy")])
-    assert res.exit_code == 2 and f"Error: --data {tmp_path / 'none.npy'}: no such file" in res.stderr
+    assert res.exit_code == 2 and messages(res.stderr)[0].startswith(f"Error: --data {tmp_path / 'none.npy'}: no such file")
     npy = tmp_path / "frames.npy"
     npy.write_bytes(b"")  # validated by the workload when it loads it; the plan only needs the path
     seen: dict = {}
@@ -173,7 +174,7 @@ def test_bad_gpus_and_executor_options_are_exit_2_before_any_gpu_call(monkeypatc
     _no_gpu_calls(monkeypatch)
     res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path / "r"), *args])
     assert res.exit_code == 2, (res.stdout, res.stderr)
-    lines = res.stderr.strip().splitlines()
+    lines = messages(res.stderr)
     assert lines[0].startswith("Error: ") and words in lines[0], lines
     assert lines[1].startswith("Hint: ") if len(lines) > 1 else True
     assert res.stdout == "" and "Traceback" not in res.stderr
@@ -196,7 +197,7 @@ def test_executor_needs_submitit_and_slurm_needs_sbatch_exit_1(monkeypatch, good
     res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path / "r"),
                                 "--executor", "slurm", "--partition", "gpu"])
     assert res.exit_code == 1, res.stderr
-    assert "sbatch/srun not found on PATH" in res.stderr
+    assert "sbatch/srun not found on PATH" in messages(res.stderr)[0]
     assert not (tmp_path / "r").exists()
 
 

@@ -23,6 +23,7 @@ from clusterbench.errors import ConfigError, EnvironmentFailure, WorkloadProtoco
 from clusterbench.run.probe import ProbeRequest, plan_probe, run_probe
 from clusterbench.model.params import WorkloadParams
 from clusterbench.workloads.protocol import PLACEHOLDERS, CommandWorkload, CupyWorkload, expand, placeholder_values
+from cli_output import messages
 from protocol_programs import command_config, write_fake_nsys, write_program
 
 BASE = """\
@@ -111,7 +112,7 @@ def test_bad_command_is_exit_2_through_the_cli_before_any_gpu_call(monkeypatch, 
     path.write_text(BASE + 'workload = "command"\ncommand = ["{python}", "{cluster}", "{reslt}"]\n')
     res = runner().invoke(app, ["probe", "--config", str(path), "--tracer", "none"])
     assert res.exit_code == 2
-    lines = res.stderr.strip().splitlines()
+    lines = messages(res.stderr)
     assert lines[0].startswith("Error: ") and "config 'toy': key 'command': unknown placeholder {reslt}" in lines[0]
     assert lines[-1].startswith("Hint: ") and "Traceback" not in res.stderr
 
