@@ -129,7 +129,11 @@ CORE_MODULES = [
     "clusterbench.io.results",
     "clusterbench.run.config",
     "clusterbench.run.guards",
+    "clusterbench.run.gpus",
     "clusterbench.run.probe",
+    "clusterbench.run.supervisor",
+    "clusterbench.run.sustained",
+    "clusterbench.run.campaign",
     "clusterbench.compare.compare",
     "clusterbench.model.records",
 ]

@@ -37,6 +37,12 @@ FORCE = typer.Option(
     help="Go on when a guard check fails; the override is recorded (env.json, --json). With several GPUs a "
          "failing GPU is left out while another passes.")
 
+GPUS = typer.Option(
+    None, "--gpus", metavar="all|0,2,...",
+    help="The GPUs: 'all' (inside a Slurm allocation: the GPUs it grants) or NVML indices as nvidia-smi -L "
+         "lists them, e.g. 0,2; each is read and judged by the guards once. Default: the first GPU this "
+         "process may use (GPU 0, or the first CUDA_VISIBLE_DEVICES names).")
+
 RESULTS_DIR = typer.Option(
     Path(DEFAULT_RESULTS_ROOT), "--results-dir", metavar="DIR", help="Where the results/<date>_... dirs go.")
 

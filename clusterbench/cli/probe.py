@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence
 
 import typer
 
@@ -13,7 +13,8 @@ from clusterbench.cli import options
 from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
 
 if TYPE_CHECKING:
-    from clusterbench.run.probe import ProbeEvent
+    from clusterbench.run.probe import ProbeEvent, ProbePlan, ProbeRequest
+    from clusterbench.run.tasks import ExecutorOptions
 
 HELP = (
     "Trace every config of configs.toml on the GPU and write results/<date>_<f32|f64>[_tag]/.\n\n"
@@ -25,9 +26,12 @@ HELP = (
     "config: re-running one config replaces its row only. The config is validated before any GPU "
     "call; the idle-GPU and fresh-build guards run before tracing (exit 3 when they refuse, unless "
     "--force). Ctrl-C keeps finished rows (exit 130).\n\n"
-    "--gpus all|0,2 runs each config on several GPUs of this node at once (per-GPU and aggregate rows); "
-    "--executor slurm|local submits one task per config through submitit and merges their dirs "
-    "(docs/scaling.md)."
+    "--gpus all|0,2 runs each config on several GPUs of this node at once: every GPU gets its own guard "
+    "(a busy one refuses the run, or with --force is left out) and its own process, named by UUID and "
+    "pinned to the GPU's nearest CPU cores and memory node; per config the trace runs on the first GPU, "
+    "sustained FPS on it alone (solo), then on every GPU at once, adding the rows <label>@gpuN.solo, "
+    "<label>@gpuN and <label>@all (summed FPS, slowest GPU, scaling efficiency). --executor slurm|local "
+    "submits one task per config through submitit and merges their dirs (docs/scaling.md)."
 )
 
 
@@ -53,15 +57,7 @@ def probe(
         help="One summary row per config (about 115-130 columns). Without it the table is one row per config "
              "when the output is at least 120 columns wide and the table fits, else two tables that fit 80 "
              "columns: the trace figures, then the FPS figures. Every figure is in both layouts."),
-    gpus: Optional[str] = typer.Option(
-        None, "--gpus", metavar="all|0,2,...",
-        help="Run each config on several GPUs of this node at once: 'all' (inside a Slurm allocation: the GPUs "
-             "it grants), or NVML indices as nvidia-smi -L lists them, e.g. 0,2. Every GPU gets its own guard "
-             "(a busy one refuses the run, or with --force is left out) and its own process, named by UUID and "
-             "pinned to the GPU's nearest CPU cores and memory node. Per config: the trace on the first GPU, "
-             "sustained FPS on it alone (solo), then on every GPU at once. Adds rows <label>@gpuN.solo, "
-             "<label>@gpuN and <label>@all (summed FPS, slowest GPU, scaling efficiency); 'all' on a one-GPU "
-             "machine runs the same path with N = 1. See docs/scaling.md."),
+    gpus: Optional[str] = options.GPUS,
     executor: Optional[str] = typer.Option(
         None, "--executor", metavar="slurm|local",
         help="Do not probe here: submit one task per config through submitit (pip install 'clusterbench\\[slurm]'). "
@@ -115,7 +111,7 @@ def probe(
     err.print(render_footer(outcome), markup=False, highlight=False)
 
 
-def _print_summary(rows, title: str, wide: bool) -> None:  # noqa: ANN001
+def _print_summary(rows: Sequence[Mapping[str, object]], title: str, wide: bool) -> None:
     from rich.console import Console
 
     from clusterbench.render.probe import render_summary, wide_width
@@ -126,10 +122,10 @@ def _print_summary(rows, title: str, wide: bool) -> None:  # noqa: ANN001
     out.print(render_summary(rows, title=title, width=out.width, wide=wide or None))
 
 
-def _campaign(request, plan, opts, as_json: bool, wide: bool) -> None:  # noqa: ANN001
-    from clusterbench.run import campaign as ex
-    from clusterbench.render.probe import render_campaign_progress
+def _campaign(request: ProbeRequest, plan: ProbePlan, opts: ExecutorOptions, as_json: bool, wide: bool) -> None:
     from clusterbench.io.results import load_results
+    from clusterbench.render.probe import render_campaign_progress
+    from clusterbench.run import campaign as ex
 
     specs = ex.plan_campaign([c.label for c in plan.configs], opts, opts.folder, lambda label, root: ex.probe_task_argv(
         label, root, config=request.config_path, frames=request.frames, tag=request.tag, tracer=request.tracer,

@@ -184,7 +184,8 @@ def outcome_json(outcome: ProbeOutcome) -> dict[str, object]:
 
 
 class ProbeProgress:
-    """A rich progress display on stderr: one bar per config, advancing through its phases.
+    """A rich progress display on stderr: one bar per config, advancing through its phases (the
+    sustained phase names its round when several GPUs run: solo, concurrent).
 
     Call it with each :class:`ProbeEvent` but warnings, which the CLI prints above the bars through
     its message formatter on :attr:`console` (the console the bars are drawn on).
@@ -225,6 +226,6 @@ class ProbeProgress:
         if task is None:
             return
         if event.kind == "phase" and event.phase in self.phases:
-            self.progress.update(task, completed=self.phases.index(event.phase), phase=event.phase)
+            self.progress.update(task, completed=self.phases.index(event.phase), phase=event.message or event.phase)
         elif event.kind == "row":
             self.progress.update(task, completed=len(self.phases), phase="done")

@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -40,12 +39,14 @@ from clusterbench.errors import CampaignInterrupted, EnvironmentFailure, InputEr
 from clusterbench.run.merge import MergeReport, merge_task_dirs
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT
 from clusterbench.run.probe import DEFAULT_REPEAT, DEFAULT_TRACER
+from clusterbench.run.supervisor import ChildSpec, run_child
 from clusterbench.run.tasks import (PYTHON, TASK_JSON, TASK_LOG, VARIANT_SEPARATOR,
                                     ExecutorOptions, TaskResult, TaskSpec, TaskState, _utc_now, _write_json,
                                     save_campaign)
 
 EXECUTORS = ("local", "slurm")
 DEFAULT_POLL_S = 10.0  # submitit's own default poll frequency for as_completed
+TASK_STOP_GRACE_S = 30.0  # a task's probe gets this long to write env.json and stop its children
 
 
 # --------------------------------------------------------------------------- records
@@ -115,24 +116,28 @@ ProgressCallback = Callable[[CampaignProgress], None]
 # --------------------------------------------------------------------------- the task (runs on the node)
 
 
-def _tail(path: Path, lines: int = 12) -> str:
-    from clusterbench.run.process import log_tail
-
-    return log_tail(path, lines)
-
-
 def _last_error(log: Path) -> str:
-    """The last ``Error:`` line of a log (the CLI's one-line error), else its last non-empty line."""
+    """The last ``Error:`` message of a log (the CLI's error, its wrapped lines joined), else its last
+    non-empty line."""
     try:
-        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+        lines = [ln.rstrip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
         return "(no log)"
-    errors = [ln for ln in lines if ln.startswith("Error:")]
-    return (errors or lines or ["(empty log)"])[-1]
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("Error:")]
+    if not starts:
+        return lines[-1].strip() if lines else "(empty log)"
+    i = starts[-1]
+    parts = [lines[i]]
+    for ln in lines[i + 1:]:
+        if not ln[:1].isspace():  # the error's wrapped lines are indented; the next message is not
+            break
+        parts.append(ln.strip())
+    return " ".join(parts)
 
 
 def run_task(spec: TaskSpec) -> TaskResult:
-    """The array task: run ``spec.argv`` with output in ``<task_dir>/task.log``, write ``task.json``.
+    """The array task: run ``spec.argv`` through the supervisor (output in ``<task_dir>/task.log``, its
+    process group ended at ``spec.timeout_s``), write ``task.json``.
 
     Top-level and picklable, as submitit needs. A probe that fails is a FAILED result, not an
     exception, so the parent still learns the host and merges the rows the probe finished.
@@ -140,38 +145,19 @@ def run_task(spec: TaskSpec) -> TaskResult:
     task_dir = Path(spec.task_dir)
     task_dir.mkdir(parents=True, exist_ok=True)
     log = task_dir / TASK_LOG
-    argv = [sys.executable if a == PYTHON else a for a in spec.argv]
-    env = dict(os.environ)
-    env.update(dict(spec.env))
+    argv = tuple(sys.executable if a == PYTHON else a for a in spec.argv)
     host = socket.gethostname()
     started = _utc_now()
     t0 = time.monotonic()
-    rc: int | None = None
+    outcome = run_child(ChildSpec(argv, log, header=f"task {spec.index} ({spec.label}) on {host}, {started}",
+                                  env={**os.environ, **dict(spec.env)}, cwd=spec.cwd, timeout_s=spec.timeout_s,
+                                  grace_s=TASK_STOP_GRACE_S))
     message = ""
-    with open(log, "w") as fh:
-        fh.write(f"# task {spec.index} ({spec.label}) on {host}, {started}\n$ " + " ".join(argv) + "\n")
-        fh.flush()
-        try:
-            proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=spec.cwd)
-            try:
-                rc = proc.wait(timeout=spec.timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                rc = proc.returncode
-                message = f"stopped after {spec.timeout_s:g} s"
-        except OSError as exc:
-            message = f"cannot start {argv[0]}: {exc}"
-    state = TaskState.DONE if rc == 0 else TaskState.FAILED
-    if state is TaskState.FAILED:
-        # first line: what went wrong, in the probe's own words (its Error: line), then the log's tail
-        message = f"{message or f'exit status {rc}'}: {_last_error(log)}\nlast lines of {log}:\n{_tail(log)}"
-    result = TaskResult(spec.index, spec.label, state, host, rc, message, started, time.monotonic() - t0,
-                        variant=spec.variant)
+    if not outcome.ok:
+        # first line: how it ended and what went wrong, in the probe's own words (its Error: line); then the tail
+        message = f"{outcome.status_text}: {_last_error(log)}\nlast lines of {log}:\n{outcome.tail}"
+    result = TaskResult(spec.index, spec.label, TaskState.DONE if outcome.ok else TaskState.FAILED, host,
+                        outcome.returncode, message, started, time.monotonic() - t0, variant=spec.variant)
     _write_json(task_dir / TASK_JSON, result.to_json())
     return result
 

@@ -5,16 +5,18 @@ or GPU library. Every config's workload (clusterbench's CuPy finder, or any prog
 the protocol of docs/workloads.md) goes through the same steps:
 
 1. :func:`plan_probe` validates the config and the options (no GPU or NVML call).
-2. :func:`run_probe` checks for a GPU (and nsys), runs the guards, then for each config:
-3. traces one process (pedestal, one batched pass, exit) and exports SQLite;
+2. :func:`run_probe` checks for a GPU (and nsys), picks the GPUs and guards them with one verdict
+   (:func:`clusterbench.run.gpus.plan_gpus`), then for each config:
+3. traces one process (pedestal, one batched pass, exit) on the solo GPU and exports SQLite;
 4. analyzes the trace over the probe's pass range;
 5. upserts the config's row into probes.csv (atomic, locked: :mod:`clusterbench.io.results`);
-6. measures sustained FPS without a profiler and upserts the completed row.
+6. measures sustained FPS without a profiler (:mod:`clusterbench.run.sustained`) and upserts the
+   completed row.
 
-With ``ProbeRequest.gpus`` (``--gpus all|0,2``) every selected GPU is guarded on its own, the trace
-runs on the solo GPU, and step 6 runs solo then on every GPU at once
-(:mod:`clusterbench.run.multigpu`), adding the (label, gpu) and aggregate rows and env.json's
-``multi_gpu`` block (docs/scaling.md); N = 1 runs the same path.
+One flow for 1..N GPUs: without ``--gpus`` the run is on one GPU (the first this process may use);
+``ProbeRequest.gpus`` (``--gpus all|0,2``) selects several, and step 6 then runs solo, then on every
+GPU at once. With ``--gpus`` the solo, per-GPU and aggregate rows and env.json's ``multi_gpu``
+block are written too (docs/scaling.md), for N = 1 as well.
 
 Progress and warnings go to an ``on_event`` callback (the CLI draws them on stderr).
 Ctrl-C keeps every finished row, deletes the interrupted config's partial trace files,
@@ -26,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -35,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from clusterbench.run.config import DEFAULT_CONFIG_FILE, ConfigFile, ProbeConfig
 from clusterbench.errors import (EXIT_INTERRUPTED, ClusterbenchError, ConfigError, EnvironmentFailure, InputError,
                                  WorkloadProtocolError)
 from clusterbench.model.records import ConfigEntry, EnvRecord, ProbeRecord, SustainedFps, WorkloadResult
 from clusterbench.run.clocks import ClockSample, ClockVerdict, judge_clocks
+from clusterbench.run.config import DEFAULT_CONFIG_FILE, ConfigFile, ProbeConfig
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT
 from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity
 from clusterbench.run.tracers import TRACERS, TracedRun, Tracer, TracerSetup, WorkloadJob
@@ -47,10 +48,10 @@ from clusterbench.workloads.protocol import PASS_RANGE, Workload, pass_range_tex
 
 if TYPE_CHECKING:
     from clusterbench.analyzers.analysis import TraceAnalysis
+    from clusterbench.run.guards import GuardVerdict
+    from clusterbench.run.gpus import GpuPlan
     from clusterbench.run.machine import GpuSelection
-    from clusterbench.run.multigpu import MultiGpuPlan
     from clusterbench.run.rows import MultiGpuSustained
-    from clusterbench.run.guards import GuardReport, NvmlReading
 
 PHASES = ("guard", "trace", "export", "analyze", "sustained")
 DEFAULT_REPEAT = 3
@@ -94,7 +95,7 @@ class ProbePlan:
     tracer: str  # a key of tracing.tracers.TRACERS
     repeat: int
     warnings: tuple[str, ...]
-    gpus: GpuSelection | None = None  # None: one GPU (device 0), as always
+    gpus: GpuSelection | None = None  # None: no --gpus (one GPU: the first this process may use)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +121,7 @@ class ProbeOutcome:
     session_id: str
     rows: tuple[dict[str, object], ...]
     warnings: tuple[str, ...]
-    guard: GuardReport
+    guard: GuardVerdict
 
 
 EventCallback = Callable[[ProbeEvent], None]
@@ -131,8 +132,9 @@ EventCallback = Callable[[ProbeEvent], None]
 
 def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> ProbePlan:
     """Validate everything that can be checked without a GPU. Raises ConfigError/InputError (exit 2)."""
-    from clusterbench.run.config import config_warnings, load_configs, select, with_data, with_frames
     from clusterbench.io.results import results_dir_for
+    from clusterbench.run.config import config_warnings, load_configs, select, with_data, with_frames
+    from clusterbench.run.guards import check_settings
 
     if request.tracer not in TRACERS:
         raise InputError(
@@ -142,6 +144,7 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
     if not isinstance(request.repeat, int) or not 1 <= request.repeat <= MAX_REPEAT:
         raise InputError(f"--repeat must be an integer from 1 to {MAX_REPEAT}, got {request.repeat!r}",
                          hint=f"use --repeat {DEFAULT_REPEAT} (the default) or more for a tighter spread")
+    check_settings(request.max_util_pct)
     config_file = load_configs(request.config_path)
     configs = select(config_file, list(request.only))
     if not configs:
@@ -174,11 +177,6 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
 
 def workload_of(cfg: ProbeConfig) -> Workload:
     return workload_for(cfg.workload.kind, cfg.workload.command, cfg.workload.base_dir)
-
-
-def params_json_for(cfg: ProbeConfig) -> str:
-    """The config's parameters as the JSON the CuPy workload takes (``--params-json``)."""
-    return json.dumps(cfg.params.to_json())
 
 
 def clock_verdict_for(samples: tuple[ClockSample, ...], max_clock_mhz: int | None, result: WorkloadResult,
@@ -220,10 +218,10 @@ def read_child_versions(nsys: Path | None) -> dict[str, object]:
     return out
 
 
-def _guard_json(report: GuardReport) -> dict[str, object]:
+def _guard_json(verdict: GuardVerdict) -> dict[str, object]:
     from clusterbench.run.guards import find_checkout
 
-    data = report.to_json()
+    data = verdict.to_json()
     root = find_checkout(Path(__file__).parent)
     return _without_prefix(data, str(root), "<checkout>") if root is not None else data
 
@@ -285,11 +283,13 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
               nsys: Path | None = _UNSET) -> ProbeOutcome:
     """Run the planned probe (steps 2-6). ``nsys`` is :func:`preflight`'s answer; it is asked when not given.
 
-    Raises EnvironmentFailure (exit 1; WorkloadProtocolError when a workload breaks the protocol),
-    CheckFailed (exit 3), ProbeInterrupted (exit 130).
+    Raises InputError (exit 2: a ``--gpus`` index NVML does not list), EnvironmentFailure (exit 1;
+    WorkloadProtocolError when a workload breaks the protocol), CheckFailed (exit 3),
+    ProbeInterrupted (exit 130).
     """
-    from clusterbench.run.guards import require_pass, run_guards
     from clusterbench.io.results import save_env, upsert_probe_row
+    from clusterbench.run.gpus import plan_gpus
+    from clusterbench.run.guards import DEFAULT_WINDOW_S, require_guard_pass
     from clusterbench.run.tracers import discard_partials
 
     emit = on_event or (lambda event: None)
@@ -305,25 +305,15 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     nsys = preflight(plan) if nsys is _UNSET else nsys
 
     emit(ProbeEvent("phase", phase="guard", total=len(plan.configs)))
-    mplan: MultiGpuPlan | None = None
     try:
-        if plan.gpus is None:
-            report = run_guards(plan.config_file, max_util_pct=request.max_util_pct,
-                                require_clean=request.require_clean, force=request.force)
-        else:
-            mplan, report = _guard_gpus(plan, request)
+        gpu_plan = plan_gpus(plan.gpus, plan.config_file, max_util_pct=request.max_util_pct,
+                             window_s=DEFAULT_WINDOW_S, require_clean=request.require_clean, force=request.force)
     except KeyboardInterrupt:
         raise ProbeInterrupted("interrupted during the guards, before any config ran: nothing was written") from None
-    if mplan is not None:
-        from clusterbench.run.multigpu import require_gpus_pass
-
-        require_gpus_pass(mplan.guard)  # CheckFailed (exit 3): a busy GPU or a stale build, without --force
-        if mplan.guard.reason not in ("pass", "host_forced"):
-            warn(mplan.guard.message, "env.json records which GPUs were refused or forced (multi_gpu.guard)")
-    require_pass(report)  # CheckFailed (exit 3) unless --force overrode it
-    if report.forced:
-        warn("guards failed but --force overrode them: " + "; ".join(c.message for c in report.failed),
-             "env.json records the override; do not quote these figures")
+    verdict = gpu_plan.verdict
+    require_guard_pass(verdict)  # CheckFailed (exit 3): a busy GPU or a stale build, without --force
+    if verdict.forced:
+        warn(verdict.message, verdict.hint)
 
     session_id = uuid.uuid4().hex
     out_dir = plan.results_dir
@@ -335,10 +325,10 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         previous = _previous_env(out_dir)
-        gpu = gpu_identity(report.reading)
+        gpu = gpu_identity(verdict.reading)
         versions = read_child_versions(nsys)
-        git = {"git_rev": report.git_rev, "git_dirty": report.git_dirty}
-        guard_json = _guard_json(report)
+        git = {"git_rev": verdict.git_rev, "git_dirty": verdict.git_dirty}
+        guard_json = _guard_json(verdict)
         per_config: dict[str, ConfigEntry] = {}
         nsys_version = versions.get("nsys")
         tracer = TRACERS[plan.tracer](TracerSetup(nsys=nsys, nsys_version=None if nsys_version is None
@@ -350,12 +340,12 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
             env = build_env(session_id=session_id, argv=request.argv, configs=plan.configs,
                             tracer=plan.tracer, gpu=gpu, versions=versions, git=git,
                             guard=guard_json, per_config=per_config, previous=previous,
-                            kernel_sources=report.kernel_sources)
-            if mplan is None:
+                            kernel_sources=verdict.kernel_sources)
+            if plan.gpus is None:
                 save_env(out_dir, env)
                 return
-            block = mplan.env_block({k: r.summary for k, r in gpu_runs.items()},
-                                    {k: r.overlap_s for k, r in gpu_runs.items()})
+            block = gpu_plan.env_block({k: r.summary for k, r in gpu_runs.items()},
+                                       {k: r.overlap_s for k, r in gpu_runs.items()})
             block["configs"] = {**kept_multi, **block["configs"]}  # configs not re-run keep their summary
             save_env(out_dir, {**env.to_json(), "multi_gpu": block})
 
@@ -363,17 +353,16 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         for index, cfg in enumerate(plan.configs):
             label = cfg.label
 
-            def on_phase(p: str, _label: str = cfg.label, _index: int = index) -> None:
+            def on_phase(p: str, detail: str | None = None, _label: str = cfg.label, _index: int = index) -> None:
                 nonlocal phase
                 phase = p
-                emit(ProbeEvent("phase", label=_label, phase=p, index=_index, total=total))
+                emit(ProbeEvent("phase", label=_label, phase=p, index=_index, total=total, message=detail))
 
             emit(ProbeEvent("start", label=label, index=index, total=total))
-            record, gpu_rows, gpu_run = _probe_one(cfg, plan, tracer, out_dir, session_id, on_phase, warn,
-                                                   per_config, mplan)
+            record, gpu_rows, figures = _run_config(cfg, plan, gpu_plan, tracer, out_dir, session_id, on_phase, warn,
+                                                    per_config)
             upsert_probe_row(out_dir, record)
-            if gpu_run is not None:
-                gpu_runs[cfg.label] = gpu_run
+            gpu_runs[cfg.label] = figures
             write_env()
             row = record.to_json()
             emit(ProbeEvent("row", label=label, index=index, total=total, row=row))
@@ -398,35 +387,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         if label:
             discard_partials(out_dir, label)
         raise
-    return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), report)
-
-
-def _guard_gpus(plan: ProbePlan, request: ProbeRequest) -> tuple[MultiGpuPlan, GuardReport]:
-    """``--gpus``: sample every selected GPU once (NVML), run the host-wide guards once, and judge
-    each GPU on its own reading (:func:`clusterbench.run.multigpu.check_gpus`). The report's GPU is the
-    solo GPU (the first one the guards let run): its identity goes to env.json, as with one GPU.
-    InputError (exit 2) for an index NVML does not list."""
-    from clusterbench.run import guards
-    from clusterbench.run import multigpu as mg
-
-    assert plan.gpus is not None
-    readings: dict[int, NvmlReading] = {}
-
-    def read(device_index: int, window_s: float) -> NvmlReading:
-        readings[device_index] = guards.read_nvml(device_index=device_index, window_s=window_s)
-        return readings[device_index]
-
-    mplan = mg.plan_multi_gpu(plan.gpus, max_util_pct=request.max_util_pct, window_s=guards.DEFAULT_WINDOW_S,
-                              force=request.force, read_reading=read)
-    # a refused run (no --force) still needs a report; any GPU stands in, require_gpus_pass raises first
-    solo = mplan.run_gpus[0].index if mplan.run_gpus else mplan.gpus[0].index
-    report = guards.run_guards(plan.config_file, max_util_pct=request.max_util_pct,
-                               require_clean=request.require_clean, force=request.force, device_index=solo,
-                               reading=readings[solo])
-    # judge again with the host checks (build, git) so multi_gpu.guard records them too
-    guard = mg.check_gpus([readings[g.index] for g in mplan.gpus], mg.host_checks_of(report.checks),
-                          max_util_pct=request.max_util_pct, force=request.force, own_pid=os.getpid())
-    return dataclasses.replace(mplan, guard=guard), report
+    return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), verdict)
 
 
 def _previous_multi_gpu_configs(out_dir: Path, rerun: set[str]) -> dict[str, object]:
@@ -449,7 +410,7 @@ def analyze_pass(traced: TracedRun, cfg: ProbeConfig) -> TraceAnalysis:
     workload breaking the protocol: WorkloadProtocolError, with the program's output tail."""
     from clusterbench.analyzers import analyze_trace
     from clusterbench.errors import TraceError
-    from clusterbench.run.process import log_tail
+    from clusterbench.run.supervisor import log_tail
 
     try:
         return analyze_trace(traced.sqlite, frames=cfg.params.frames, range_name=PASS_RANGE)
@@ -464,27 +425,24 @@ def analyze_pass(traced: TracedRun, cfg: ProbeConfig) -> TraceAnalysis:
         ) from None
 
 
-def _probe_one(cfg: ProbeConfig, plan: ProbePlan, tracer: Tracer, out_dir: Path, session_id: str,
-               on_phase: Callable[[str], None], warn: Callable[..., None],
-               per_config: dict[str, ConfigEntry], mplan: MultiGpuPlan | None = None
-               ) -> tuple[ProbeRecord, tuple[dict[str, object], ...], MultiGpuSustained | None]:
-    """One config: trace, analyze, sustained FPS. Returns the plain row and, with ``--gpus``, the
-    solo, per-GPU and aggregate rows (already written) and the run they came from."""
+def _run_config(cfg: ProbeConfig, plan: ProbePlan, gpu_plan: GpuPlan, tracer: Tracer, out_dir: Path,
+                session_id: str, on_phase: Callable[..., None], warn: Callable[..., None],
+                per_config: dict[str, ConfigEntry]
+                ) -> tuple[ProbeRecord, tuple[dict[str, object], ...], MultiGpuSustained]:
+    """One config: trace on the solo GPU, analyze, sustained FPS on the GPUs the guards let run. Returns
+    the plain row (the solo GPU's trace and its solo sustained FPS), with ``--gpus`` the solo, per-GPU
+    and aggregate rows (already written), and the sustained figures."""
     from clusterbench.io.results import upsert_probe_row
-    from clusterbench.run.tracers import measure_sustained
+    from clusterbench.run.sustained import measure_sustained, workload_command
+    from clusterbench.run.tracers import workload_cwd
 
-    job = WorkloadJob(cfg.label, cfg.params, workload_of(cfg), out_dir)
+    run_gpus = gpu_plan.run_gpus
+    job = WorkloadJob(cfg.label, cfg.params, workload_of(cfg), out_dir, run_gpus[0])
     entry = ConfigEntry(session=session_id, tracer=plan.tracer, frames=cfg.params.frames, params=cfg.params.to_json(),
                         workload=cfg.workload.kind, command=cfg.workload.command)
     per_config[cfg.label] = entry
     analysis: TraceAnalysis | None = None
-    if mplan is None:
-        traced = tracer.trace(job, on_phase)
-    else:
-        from clusterbench.run.machine import only_gpu_visible
-
-        with only_gpu_visible(mplan.run_gpus[0]):  # the trace runs on the solo GPU alone
-            traced = tracer.trace(job, on_phase)
+    traced = tracer.trace(job, on_phase)
     if traced is not None:
         verdict = clock_verdict_for(traced.clocks, traced.max_clock_mhz, traced.result, traced.pass_end_s)
         entry = dataclasses.replace(entry, clocks=verdict.to_json(), kernel_sha256=traced.result.kernel_sha256,
@@ -504,48 +462,28 @@ def _probe_one(cfg: ProbeConfig, plan: ProbePlan, tracer: Tracer, out_dir: Path,
         upsert_probe_row(out_dir, row)  # step 5: the traced figures are safe before the long untraced run
 
     on_phase("sustained")
-    if mplan is not None:
-        return _sustained_on_gpus(cfg, plan, job, traced, analysis, mplan, out_dir, session_id, per_config, entry)
-    sustained = measure_sustained(job, plan.repeat)
-    entry = dataclasses.replace(entry, sustained_fps=sustained.fps.fps,
-                                finder=entry.finder or sustained.results[-1].finder)
+    sustained = measure_sustained(run_gpus, gpu_plan.tools, workload_command(job.workload, cfg.label, cfg.params,
+                                                                              plan.repeat),
+                                  out_dir, cfg.label, input_bytes_per_frame=cfg.params.frame_bytes,
+                                  cwd=workload_cwd(job.workload),
+                                  on_round=lambda p, k: on_phase("sustained", None if p == "sustained" else p))
+    figures = sustained.figures
+    result = traced.result if traced is not None else sustained.last_result
+    entry = dataclasses.replace(entry, sustained_fps=figures.solo.fps, finder=entry.finder or result.finder)
     if traced is None and sustained.clocks:
         # no trace: judge the clocks over the whole untraced run instead
         samples = sustained.clocks
         verdict = judge_clocks(samples, samples[0].t_s, samples[-1].t_s, sustained.max_clock_mhz, cfg.params.frames)
         entry = dataclasses.replace(entry, clocks=verdict.to_json())
     per_config[cfg.label] = entry
-    result = traced.result if traced is not None else sustained.results[-1]
-    record = build_row(cfg, analysis, sustained.fps, result, plan.tracer, traced.sqlite.name if traced else None,
-                       session_id)
-    return record, (), None
-
-
-def _sustained_on_gpus(cfg: ProbeConfig, plan: ProbePlan, job: WorkloadJob, traced: TracedRun | None,
-                       analysis: TraceAnalysis | None, mplan: MultiGpuPlan, out_dir: Path, session_id: str,
-                       per_config: dict[str, ConfigEntry], entry: ConfigEntry
-                       ) -> tuple[ProbeRecord, tuple[dict[str, object], ...], MultiGpuSustained]:
-    """``--gpus``: sustained FPS on the solo GPU alone, then on every GPU at once (docs/scaling.md).
-    Writes the solo, per-GPU and aggregate rows; returns the plain row (the solo GPU's trace and its
-    solo sustained FPS: what a plain probe writes), those rows and the run. Works for N = 1."""
-    from clusterbench.run import multigpu as mg
-    from clusterbench.io.results import upsert_probe_row
-    from clusterbench.run.commands import child_env
-
-    command, rounds = mg.workload_command(job.workload, cfg.label, cfg.params, plan.repeat)
-    cwd = job.workload.cwd
-    run = mg.measure_sustained_gpus(mplan.run_gpus, mplan.tools, command, out_dir, cfg.label, child_env(),
-                                    rounds=rounds, input_bytes_per_frame=cfg.params.frame_bytes,
-                                    cwd=None if cwd is None else str(cwd))
-    result = traced.result if traced is not None else run.solo_outcomes[-1][0].result
     trace_name = traced.sqlite.name if traced is not None else None
 
-    def base(s: SustainedFps) -> dict[str, object]:
-        return build_row(cfg, analysis, s, result, plan.tracer, trace_name, session_id).to_json()
+    def row_for(s: SustainedFps) -> ProbeRecord:
+        return build_row(cfg, analysis, s, result, plan.tracer, trace_name, session_id)
 
-    gpu_rows = config_rows(base, run, mplan.gpus, socket.gethostname())
-    for row in gpu_rows:
-        upsert_probe_row(out_dir, row)
-    per_config[cfg.label] = dataclasses.replace(entry, sustained_fps=run.solo.fps,
-                                                finder=entry.finder or (result.finder if result else None))
-    return build_row(cfg, analysis, run.solo, result, plan.tracer, trace_name, session_id), gpu_rows, run
+    gpu_rows: tuple[dict[str, object], ...] = ()
+    if plan.gpus is not None:
+        gpu_rows = config_rows(lambda s: row_for(s).to_json(), figures, gpu_plan.gpus, socket.gethostname())
+        for r in gpu_rows:
+            upsert_probe_row(out_dir, r)
+    return row_for(figures.solo), gpu_rows, figures

@@ -24,6 +24,7 @@ def _params(option: str) -> dict[str, object]:
     ("--max-util", {"guard", "probe"}, DEFAULT_MAX_UTIL_PCT),
     ("--force", {"guard", "probe"}, False),
     ("--require-clean", {"guard", "probe"}, False),
+    ("--gpus", {"guard", "probe"}, None),
     ("--window", {"guard"}, DEFAULT_WINDOW_S),
     ("--results-dir", {"probe"}, Path(DEFAULT_RESULTS_ROOT)),
     ("--repeat", {"probe"}, DEFAULT_REPEAT),

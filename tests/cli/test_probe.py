@@ -58,6 +58,8 @@ def test_unknown_label_and_bad_tracer_are_exit_2(good: Path) -> None:
     assert res.exit_code == 2 and "no config has that label" in messages(res.stderr)[0]
     res = runner().invoke(app, ["probe", "--config", str(good), "--tracer", "perf"])
     assert res.exit_code == 2 and "--tracer must be nsys, cupti or none" in messages(res.stderr)[0]
+    res = runner().invoke(app, ["probe", "--config", str(good), "--max-util", "101"])
+    assert res.exit_code == 2 and "--max-util must be between 0 and 100 %, got 101 %" in messages(res.stderr)[0]
 
 
 def test_valid_config_without_gpu_is_exit_1_with_one_clear_line(monkeypatch, good: Path, tmp_path: Path) -> None:
@@ -138,14 +140,14 @@ def test_data_must_exist_and_reaches_every_config(monkeypatch, good: Path, tmp_p
 
 
 def _no_gpu_calls(monkeypatch) -> None:
-    import clusterbench.run.multigpu as mg
+    import clusterbench.run.machine as machine
 
     def refuse(*a, **k):
         raise AssertionError("bad options must be refused before any GPU or NVML call")
 
     for name in ("gpu_present", "read_nvml", "run_guards"):
         monkeypatch.setattr(guards, name, refuse)
-    monkeypatch.setattr(mg, "read_gpu_topology", refuse)
+    monkeypatch.setattr(machine, "read_gpu_topology", refuse)
     monkeypatch.setattr(probe_mod, "preflight", refuse)
     monkeypatch.setattr(probe_mod, "run_probe", refuse)
 

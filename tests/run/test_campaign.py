@@ -12,6 +12,7 @@ import os
 import pickle
 import socket
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,22 @@ def test_run_task_records_host_and_a_failure(tmp_path: Path, fake_probe: Path) -
     assert bad.message.splitlines()[0] == "exit status 3: the sustained run failed on purpose"
     gone = ex.run_task(tasks.TaskSpec(2, "c", str(tmp_path / "t2"), (str(tmp_path / "nope"),)))
     assert gone.state is tasks.TaskState.FAILED and "cannot start" in gone.message
+
+
+def test_a_task_past_its_time_limit_is_ended_with_its_children(tmp_path: Path) -> None:
+    prog = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(60)'])"
+    spec = tasks.TaskSpec(0, "a", str(tmp_path / "t"), (tasks.PYTHON, "-c", prog), timeout_s=1.0)
+    started = time.monotonic()
+    res = ex.run_task(spec)
+    assert time.monotonic() - started < 30  # not the grandchild's 60 s
+    assert res.state is tasks.TaskState.FAILED and res.message.startswith("stopped at its time limit of 1 s")
+
+
+def test_the_last_error_joins_the_wrapped_lines_of_the_probes_message(tmp_path: Path) -> None:
+    log = tmp_path / "task.log"
+    log.write_text("progress\nError: guard refused: GPU 0 (NVIDIA H200) is busy:\n       utilization max 80 %\n"
+                   "Hint: wait\n")
+    assert ex._last_error(log) == "Error: guard refused: GPU 0 (NVIDIA H200) is busy: utilization max 80 %"
 
 
 # ----------------------------------------------------------------------------- end to end, local executor
