@@ -34,9 +34,15 @@ HELP = (
     "submits one task per config through submitit and merges their dirs (docs/scaling.md)."
 )
 
+# The options --request replaces: a request file says all of them.
+_REQUEST_REPLACES = ("frames", "only", "tag", "config", "tracer", "repeat", "results_dir", "max_util",
+                     "require_clean", "force", "data", "gpus", "executor", "partition", "gpus_per_task",
+                     "array_parallelism")
+
 
 @boundary
 def probe(
+    ctx: typer.Context,
     frames: Optional[int] = typer.Option(
         None, "--frames", help="Data frames per config, overriding configs.toml (2000 for a smoke run)."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Probe only this config label; repeat for more."),
@@ -62,9 +68,10 @@ def probe(
         None, "--executor", metavar="slurm|local",
         help="Do not probe here: submit one task per config through submitit (pip install 'clusterbench\\[slurm]'). "
              "slurm: a job array per --partition, from a Slurm login node; local: the same tasks on this machine, "
-             "--array-parallelism at a time. Each task runs clusterbench probe --only LABEL into its own dir under "
-             "<results dir>.campaign/tasks/, and this process merges them into the results dir, each row with its "
-             "host and GPU. A failed or lost task is exit 1 after the merge; its finished rows are kept."),
+             "--array-parallelism at a time. Each task runs clusterbench probe --request FILE (this probe's "
+             "request for its one config) into its own dir under <results dir>.campaign/tasks/, and this process "
+             "merges them into the results dir, each row with its host and GPU. A failed or lost task is exit 1 "
+             "after the merge; its finished rows are kept."),
     partition: Optional[List[str]] = typer.Option(
         None, "--partition",
         help="With --executor slurm (required there): the Slurm partition to submit to. Repeat it, one partition "
@@ -77,17 +84,25 @@ def probe(
         None, "--array-parallelism",
         help="With --executor: at most this many tasks at once (Slurm: --array=0-N%K; default: as many as Slurm "
              "allows). Local tasks share this machine's GPUs, so they run 1 at a time unless this says more."),
+    request_file: Optional[Path] = typer.Option(
+        None, "--request", metavar="FILE",
+        help="Run the probe a request file describes (JSON, as a campaign writes for each of its tasks: "
+             "<task dir>/request.json) instead of one given by options; only --json and --wide go with it."),
 ) -> None:
     from clusterbench.render.probe import ProbeProgress, outcome_json, render_footer
     from clusterbench.run.campaign import executor_options_for
     from clusterbench.run.config import DEFAULT_CONFIG_FILE
     from clusterbench.run.probe import ProbeRequest, plan_probe, preflight, run_probe
 
-    request = ProbeRequest(
-        config_path=Path(DEFAULT_CONFIG_FILE) if config is None else config, only=tuple(only or ()), frames=frames,
-        tag=tag, tracer=tracer, repeat=repeat, results_root=results_dir, max_util_pct=max_util,
-        require_clean=require_clean, force=force, data=data, argv=tuple(["clusterbench", *sys.argv[1:]]), gpus=gpus,
-    )
+    argv = tuple(["clusterbench", *sys.argv[1:]])
+    if request_file is not None:
+        request = _read_request(ctx, request_file, argv)
+    else:
+        request = ProbeRequest(
+            config_path=Path(DEFAULT_CONFIG_FILE) if config is None else config, only=tuple(only or ()),
+            frames=frames, tag=tag, tracer=tracer, repeat=repeat, results_root=results_dir, max_util_pct=max_util,
+            require_clean=require_clean, force=force, data=data, argv=argv, gpus=gpus,
+        )
     plan = plan_probe(request)  # step 1: config and option errors exit 2 before any GPU call
     campaign_dir = plan.results_dir.with_name(plan.results_dir.name + ".campaign")
     opts = executor_options_for(executor, campaign_dir, tuple(partition or ()), gpus_per_task, array_parallelism)
@@ -111,6 +126,33 @@ def probe(
     err.print(render_footer(outcome), markup=False, highlight=False)
 
 
+def _read_request(ctx: typer.Context, path: Path, argv: tuple[str, ...]) -> ProbeRequest:
+    """The request a file holds (a campaign task's), with this command line as its argv. InputError (exit 2)
+    for an unreadable file, or for options the file already says."""
+    import dataclasses
+
+    from clusterbench.errors import InputError
+    from clusterbench.run.probe import ProbeRequest
+
+    def given_here(name: str) -> bool:  # on the command line (or in the environment), not a default
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
+
+    given = [name for name in _REQUEST_REPLACES if given_here(name)]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise InputError(f"--request {path} says every probe option; {flags} cannot go with it",
+                         hint="drop those options, or drop --request and give the options alone")
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"--request {path}: no such file", hint="give the request.json of a campaign task") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"--request {path} is not readable JSON: {exc}",
+                         hint="give the request.json of a campaign task") from None
+    return dataclasses.replace(ProbeRequest.from_json(doc, str(path)), argv=argv)
+
+
 def _print_summary(rows: Sequence[Mapping[str, object]], title: str, wide: bool) -> None:
     from rich.console import Console
 
@@ -127,10 +169,7 @@ def _campaign(request: ProbeRequest, plan: ProbePlan, opts: ExecutorOptions, as_
     from clusterbench.render.probe import render_campaign_progress
     from clusterbench.run import campaign as ex
 
-    specs = ex.plan_campaign([c.label for c in plan.configs], opts, opts.folder, lambda label, root: ex.probe_task_argv(
-        label, root, config=request.config_path, frames=request.frames, tag=request.tag, tracer=request.tracer,
-        repeat=request.repeat, max_util=request.max_util_pct, require_clean=request.require_clean,
-        force=request.force, data=request.data, gpus=request.gpus))
+    specs = ex.plan_campaign(request, [c.label for c in plan.configs], opts, opts.folder)
     err = stderr_console()
     outcome = ex.run_campaign(specs, opts, plan.results_dir, opts.folder, argv=request.argv,
                               on_progress=lambda p: err.print(render_campaign_progress(p), markup=False))

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from clusterbench.errors import InputError
+from clusterbench.run.rows import utc_now
 from clusterbench.run.tasks import (CAMPAIGN_VERSION, MERGE_WHY, TASK_JSON, VARIANT_SEPARATOR, TaskResult, TaskSpec,
-                                    _utc_now, load_campaign)
+                                    load_campaign)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +153,7 @@ def merge_task_dirs(target: Path, specs: Sequence[TaskSpec], results: Mapping[in
     env_doc: dict[str, Any] = {
         "tool_version": _distinct(e.get("tool_version") for e in envs),
         "session_id": (campaign or {}).get("campaign_id") or uuid.uuid4().hex,
-        "created_utc": _utc_now(),
+        "created_utc": utc_now(),
         "argv": list((campaign or {}).get("argv") or ()),
         "host": _distinct(hosts), "hosts": hosts,
         "git_rev": _distinct(e.get("git_rev") for e in envs),

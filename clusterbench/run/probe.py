@@ -34,7 +34,7 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from clusterbench.errors import (EXIT_INTERRUPTED, ClusterbenchError, ConfigError, EnvironmentFailure, InputError,
                                  WorkloadProtocolError)
@@ -66,9 +66,15 @@ class ProbeInterrupted(ClusterbenchError):
     exit_code = EXIT_INTERRUPTED
 
 
+REQUEST_SCHEMA = "clusterbench.probe-request"
+# ProbeRequest.to_json (a campaign task's request file). History: 1: first version.
+REQUEST_VERSION = 1
+
+
 @dataclass(frozen=True, slots=True)
 class ProbeRequest:
-    """What the user asked for (the CLI's options, as values)."""
+    """What the user asked for (the CLI's options, as values). Crosses to a campaign's tasks as JSON
+    (:meth:`to_json`; ``clusterbench probe --request FILE``)."""
 
     config_path: Path = Path(DEFAULT_CONFIG_FILE)
     only: tuple[str, ...] = ()
@@ -83,6 +89,52 @@ class ProbeRequest:
     data: Path | None = None
     argv: tuple[str, ...] = ()
     gpus: str | None = None  # --gpus all|0,2: each config on these GPUs at once (docs/scaling.md)
+
+    def to_json(self) -> dict[str, object]:
+        return {"schema": REQUEST_SCHEMA, "version": REQUEST_VERSION, "config_path": str(self.config_path),
+                "only": list(self.only), "frames": self.frames, "tag": self.tag, "tracer": self.tracer,
+                "repeat": self.repeat, "results_root": str(self.results_root), "max_util_pct": self.max_util_pct,
+                "require_clean": self.require_clean, "force": self.force,
+                "data": None if self.data is None else str(self.data), "argv": list(self.argv), "gpus": self.gpus}
+
+    @classmethod
+    def from_json(cls, doc: object, source: str = "probe request") -> "ProbeRequest":
+        """The request back from :meth:`to_json`. InputError (exit 2) naming the first bad field."""
+        hint = "write the request with clusterbench probe --executor (or ProbeRequest.to_json)"
+        if not isinstance(doc, Mapping):
+            raise InputError(f"{source}: a probe request is a JSON object, got {type(doc).__name__}", hint=hint)
+        if doc.get("schema") != REQUEST_SCHEMA or doc.get("version") != REQUEST_VERSION:
+            raise InputError(f"{source}: not a version-{REQUEST_VERSION} {REQUEST_SCHEMA} (schema "
+                             f"{doc.get('schema')!r}, version {doc.get('version')!r})", hint=hint)
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(doc) - names - {"schema", "version"})
+        missing = sorted(names - set(doc))
+        if unknown or missing:
+            what = f"unknown field {unknown[0]!r}" if unknown else f"missing field {missing[0]!r}"
+            raise InputError(f"{source}: {what}", hint=hint)
+
+        def value(name: str, kinds: tuple[type, ...], optional: bool = False) -> Any:
+            v = doc[name]
+            if (v is None and optional) or type(v) in kinds:
+                return v
+            want = " or ".join(k.__name__ for k in kinds) + (" or null" if optional else "")
+            raise InputError(f"{source}: field {name!r} must be {want}, got {v!r}", hint=hint)
+
+        def strings(name: str) -> tuple[str, ...]:
+            v = doc[name]
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise InputError(f"{source}: field {name!r} must be a list of strings, got {v!r}", hint=hint)
+            return tuple(v)
+
+        data = value("data", (str,), optional=True)
+        return cls(config_path=Path(value("config_path", (str,))), only=strings("only"),
+                   frames=value("frames", (int,), optional=True), tag=value("tag", (str,), optional=True),
+                   tracer=value("tracer", (str,)), repeat=value("repeat", (int,)),
+                   results_root=Path(value("results_root", (str,))),
+                   max_util_pct=float(value("max_util_pct", (int, float))),
+                   require_clean=value("require_clean", (bool,)), force=value("force", (bool,)),
+                   data=None if data is None else Path(data), argv=strings("argv"),
+                   gpus=value("gpus", (str,), optional=True))
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
+from cli_output import messages
 from typer.testing import CliRunner
 
 import clusterbench.run.guards as guards
+from clusterbench.cli import app
 from clusterbench.run import probe as probe_mod
 from clusterbench.run import tasks
-from clusterbench.cli import app
-from cli_output import messages
 
 GOOD = """
 [[config]]
@@ -204,10 +206,13 @@ def test_executor_needs_submitit_and_slurm_needs_sbatch_exit_1(monkeypatch, good
 
 
 FAKE_TASK_PROBE = """
-import sys
+import json, sys
 from pathlib import Path
 from clusterbench.io.results import save_env, upsert_probe_row
-label, root = sys.argv[1:3]
+from clusterbench.run.probe import ProbeRequest
+request = ProbeRequest.from_json(json.loads(Path(sys.argv[1]).read_text()))
+(label,), root = request.only, request.results_root
+(root / "request.seen.json").write_text(json.dumps(request.to_json()))  # what the task was asked for
 out = Path(root) / "2026-12-01_f32"
 save_env(out, {"tool_version": "0.1.0", "session_id": "s", "gpu_name": "NVIDIA H200", "gpu_uuid": "GPU-" + label,
                "driver": "580.1", "git_rev": "abc", "git_dirty": False, "pedestal_dtype": "float32"})
@@ -225,13 +230,7 @@ def test_executor_local_runs_one_task_per_config_and_merges(monkeypatch, tmp_pat
     cfg.write_text(GOOD + GOOD.replace("3x3_s1", "9x9_s1").replace("cluster = 3", "cluster = 9"))
     fake = tmp_path / "fake_probe.py"
     fake.write_text(FAKE_TASK_PROBE)
-    forwarded: list[dict] = []
-
-    def task_argv(label, root, **kw):
-        forwarded.append({"label": label, **kw})
-        return (tasks.PYTHON, str(fake), label, str(root))
-
-    monkeypatch.setattr(ex, "probe_task_argv", task_argv)
+    monkeypatch.setattr(ex, "TASK_COMMAND", (tasks.PYTHON, str(fake), ex.REQUEST))
     res = runner().invoke(app, ["probe", "--config", str(cfg), "--results-dir", str(tmp_path / "r"), "--tag", "c",
                                 "--executor", "local", "--gpus-per-task", "0", "--array-parallelism", "2",
                                 "--gpus", "all", "--repeat", "2", "--json"])
@@ -242,8 +241,9 @@ def test_executor_local_runs_one_task_per_config_and_merges(monkeypatch, tmp_pat
     assert [r["gpu_uuid"] for r in doc["rows"]] == ["GPU-3x3_s1", "GPU-9x9_s1"]
     assert [t["state"] for t in doc["tasks"]] == ["done", "done"]
     assert Path(doc["campaign_dir"]).name.endswith("_f32_c.campaign")
-    assert [(f["label"], f["gpus"], f["repeat"], f["tag"]) for f in forwarded] == [
-        ("3x3_s1", "all", 2, "c"), ("9x9_s1", "all", 2, "c")]
+    seen = [json.loads(p.read_text()) for p in sorted(Path(doc["campaign_dir"]).glob("tasks/*/request.seen.json"))]
+    assert [(r["only"], r["gpus"], r["repeat"], r["tag"], r["config_path"]) for r in seen] == [
+        (["3x3_s1"], "all", 2, "c", str(cfg.resolve())), (["9x9_s1"], "all", 2, "c", str(cfg.resolve()))]
     assert "2 task(s) submitted" not in res.stdout and "[2/2]" in res.stderr
 
 
@@ -322,3 +322,37 @@ def test_summary_is_one_row_per_config_when_wide_enough_or_asked(monkeypatch, go
     row = [ln for ln in res.stdout.splitlines() if ln.startswith("9x9_s4 ")]
     assert len(row) == 1 and row[0].split()[-5:] == ["87,599", "±", "172", "94", "1.01"]
     assert "…" not in res.stdout and max(len(ln) for ln in res.stdout.splitlines()) > 80
+
+
+def test_request_runs_the_probe_a_file_describes(monkeypatch, good: Path, tmp_path: Path) -> None:
+    seen: dict = {}
+    fake_run(monkeypatch, seen)
+    asked = probe_mod.ProbeRequest(config_path=good, only=("3x3_s1",), frames=2000, repeat=4, results_root=tmp_path,
+                                   max_util_pct=7.5, gpus="0", argv=("clusterbench", "probe", "--executor", "local"))
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(asked.to_json()))
+    res = runner().invoke(app, ["probe", "--request", str(path), "--json"])
+    assert res.exit_code == 0, res.stderr
+    got = seen["request"]
+    assert dataclasses.replace(got, argv=asked.argv) == asked
+    assert got.argv == ("clusterbench", *sys.argv[1:])  # env.json records the command that ran, not the parent's
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--frames", "10"], "--frames cannot go with it"),
+    (["--only", "a", "--gpus", "all"], "--only, --gpus cannot go with it"),
+])
+def test_request_refuses_the_options_it_already_says(good: Path, tmp_path: Path, args: list[str], words: str) -> None:
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(probe_mod.ProbeRequest(config_path=good).to_json()))
+    res = runner().invoke(app, ["probe", "--request", str(path), *args])
+    assert res.exit_code == 2 and words in messages(res.stderr)[0]
+
+
+def test_a_bad_request_file_is_exit_2(tmp_path: Path) -> None:
+    res = runner().invoke(app, ["probe", "--request", str(tmp_path / "missing.json")])
+    assert res.exit_code == 2 and messages(res.stderr)[0] == f"Error: --request {tmp_path / 'missing.json'}: no such file"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": "clusterbench.probe-request", "version": 1}))
+    res = runner().invoke(app, ["probe", "--request", str(bad)])
+    assert res.exit_code == 2 and messages(res.stderr)[0].startswith(f"Error: {bad}: missing field ")
