@@ -200,7 +200,6 @@ if [ "$part" = tracking-graph-path ]; then
     pj=$(python3 -c "
 import dataclasses
 from clusterbench.run.config import load_configs, select, with_frames
-from clusterbench.run.probe import params_json_for
 c = select(load_configs('configs/tracking.toml'), ['3x3_s1_uncontended'])[0]
 import json
 print(json.dumps(with_frames(c, 2000).params.replace(batch=500).to_json(), sort_keys=True))")
@@ -216,9 +215,9 @@ print(json.dumps(with_frames(c, 2000).params.replace(batch=500).to_json(), sort_
     python3 scripts/verify_probes.py "results/${day}_f32_tracking" 2>&1 | tee logs/verify_tracking.log
     step "the same 3x3 s1 config traced at graph level (nsys default) for the graph-vs-node check"
     pj=$(python3 -c "
+import json
 from clusterbench.run.config import load_configs, select
-from clusterbench.run.probe import params_json_for
-print(params_json_for(select(load_configs('configs/tracking.toml'), ['3x3_s1_uncontended'])[0]))")
+print(json.dumps(select(load_configs('configs/tracking.toml'), ['3x3_s1_uncontended'])[0].params.to_json()))")
     nsys profile -t cuda,nvtx -s none --cpuctxsw=none --force-overwrite=true -o /tmp/trk_full_graph \
         python3 -m clusterbench.workloads.cupy.run --params-json "$pj" --result-json /tmp/trk_full_graph.json > logs/trk_full_graph.log 2>&1
     nsys export --type sqlite --force-overwrite=true -o /tmp/trk_full_graph.sqlite /tmp/trk_full_graph.nsys-rep >> logs/trk_full_graph.log 2>&1

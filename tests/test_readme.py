@@ -247,7 +247,7 @@ def test_docs_name_modules_that_exist() -> None:
         for path in set(re.findall(r"\bclusterbench/[\w/]+\.(?:py|cu|cuh)\b", text)):
             if not (ROOT / path).exists():
                 missing.append(f"{page.name}: {path}")
-        for mod in set(re.findall(r"\bclusterbench(?:\.[a-z_]+)+(?![-\w])", text)):
+        for mod in set(re.findall(r"\bclusterbench(?:\.[a-z_]+)+(?![-\w/])", text)):
             parts = mod.split(".")
             # a module, or an attribute of one (clusterbench.run.config.load_configs)
             if not any((ROOT.joinpath(*parts[:k]).with_suffix(".py")).exists() or (ROOT.joinpath(*parts[:k])).is_dir()

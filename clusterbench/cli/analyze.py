@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from clusterbench.cli import options
 from clusterbench.cli.common import boundary, stdout_console, warn
 
 HELP = (
@@ -44,7 +45,7 @@ def analyze(
         None, "--plot-span", metavar="MS", help="Timeline length in ms (default: about 3 batches)."
     ),
     plot_start: float = typer.Option(0.0, "--plot-start", metavar="MS", help="Timeline start, in ms from the window start."),
-    as_json: bool = typer.Option(False, "--json", help="Print only JSON to stdout."),
+    as_json: bool = options.JSON,
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV to stdout (one row per group and engine)."),
 ) -> None:
     from clusterbench.analyzers import analysis as core

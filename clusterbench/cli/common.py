@@ -1,18 +1,22 @@
-"""What every subcommand shares: the error boundary, the stderr console, shared options.
+"""What every subcommand shares: the error boundary, the consoles, and the one message formatter.
 
 Core modules never print or exit; a command body parses, calls the core, renders, and
-picks the exit code. User mistakes (ClusterbenchError) become one ``Error:`` line plus a
-``Hint:`` line on stderr and an exit code; bugs keep their traceback.
+picks the exit code. User mistakes (ClusterbenchError) become an ``Error:`` message plus a
+``Hint:`` on stderr and an exit code; bugs keep their traceback. Every ``Error:``, ``Warning:``
+and ``Hint:`` of every command goes through :func:`print_message`: on stderr, wrapped at the
+output width, never between a number and its unit and never inside a word.
 """
 
 from __future__ import annotations
 
 import functools
+import re
+import textwrap
 from typing import Any, Callable, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from clusterbench.errors import ClusterbenchError
 
@@ -80,19 +84,53 @@ def stdout_console() -> Console:
     return con
 
 
+# The labels of the message lines, and their colours on a terminal (the word is always there).
+ERROR, WARNING, HINT = "Error:", "Warning:", "Hint:"
+_LABEL_STYLE = {ERROR: "bold red", WARNING: "yellow", HINT: "dim"}
+# Units that stay on the line of their number ("20 %", "5.8 µs", "1,980 MHz"), longest first.
+UNITS = ("GB/s", "MB/s", "GiB", "MiB", "KiB", "GHz", "MHz", "FPS", "µs", "ms", "ns", "GB", "MB", "kB", "%", "×",
+         "s", "B")
+_NUMBER_UNIT = re.compile(r"(?<![\w.,])([-+]?\d[\d,]*(?:\.\d+)?) +(" + "|".join(map(re.escape, UNITS)) + r")(?![\w/])")
+_NBSP = "\u00a0"  # textwrap breaks only at ASCII white space: a no-break space holds a pair together
+
+
+def format_message(label: str, message: str, width: int) -> list[str]:
+    """``label`` (``Error:``, ``Warning:``, ``Hint:``) and ``message`` as lines of at most ``width``
+    columns (pure). Each line of the message wraps on its own at spaces, never between a number and
+    its unit nor inside a word (a word longer than the width overflows); wrapped and following lines
+    are indented under the message."""
+    indent = " " * (len(label) + 1)
+    width = max(width, len(indent) + 20)
+    out: list[str] = []
+    for k, line in enumerate(message.splitlines() or [""]):
+        wrapper = textwrap.TextWrapper(width=width, initial_indent=f"{label} " if k == 0 else indent,
+                                       subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+        joined = _NUMBER_UNIT.sub(lambda m: m.group(1) + _NBSP + m.group(2), line)
+        out.extend(w.replace(_NBSP, " ") for w in (wrapper.wrap(joined) or [wrapper.initial_indent.rstrip()]))
+    return out
+
+
+def print_message(label: str, message: str, console: Console | None = None) -> None:
+    """One message on stderr (or ``console``, e.g. a progress display's), laid out by :func:`format_message`
+    at the output width (a terminal's own; piped: COLUMNS, else PIPE_WIDTH)."""
+    con = console or stderr_console()
+    for i, line in enumerate(format_message(label, message, output_width(con.is_terminal, con.width))):
+        text = Text(line)
+        if i == 0:
+            text.stylize(_LABEL_STYLE.get(label, ""), 0, len(label))
+        con.print(text, soft_wrap=True, highlight=False)
+
+
 def report_error(err: ClusterbenchError) -> None:
-    # messages quote user input ("[defaults]", "[[config]]"): escape it so rich shows it verbatim
-    con = stderr_console()
-    con.print(f"[bold red]Error:[/] {escape(str(err))}", markup=True)
+    print_message(ERROR, str(err))
     if err.hint:
-        con.print(f"[yellow]Hint:[/] {escape(err.hint)}", markup=True)
+        print_message(HINT, err.hint)
 
 
-def warn(message: str, hint: str | None = None) -> None:
-    con = stderr_console()
-    con.print(f"[yellow]Warning:[/] {escape(message)}", markup=True)
+def warn(message: str, hint: str | None = None, console: Console | None = None) -> None:
+    print_message(WARNING, message, console)
     if hint:
-        con.print(f"  [dim]Hint:[/] {escape(hint)}", markup=True)
+        print_message(HINT, hint, console)
 
 
 def boundary(func: F) -> F:

@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from clusterbench.cli.common import boundary, stderr_console, stdout_console
+from clusterbench.cli import options
+from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
 from clusterbench.errors import CheckFailed, InputError
 
 HELP = (
@@ -33,23 +34,11 @@ HELP = (
 )
 
 
-def _warn_all(warnings: list[tuple[str, str | None]]) -> None:
-    """(message, hint) pairs on stderr, wrapped at word boundaries to its width (80 when piped)."""
-    from rich.console import Console
-    from rich.markup import escape
-
-    con = Console(stderr=True, highlight=False)
-    for message, hint in warnings:
-        con.print(f"[yellow]Warning:[/] {escape(message)}", markup=True)
-        if hint:
-            con.print(f"  [dim]Hint:[/] {escape(hint)}", markup=True)
-
-
 @boundary
 def compare(
     dir_a: Path = typer.Argument(..., metavar="DIR_A", help="The 'before' results dir."),
     dir_b: Path = typer.Argument(..., metavar="DIR_B", help="The 'after' results dir."),
-    json_out: bool = typer.Option(False, "--json", help="Print only JSON to stdout."),
+    json_out: bool = options.JSON,
     markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table for a docs page."),
     wide: bool = typer.Option(False, "--wide", help="One table row per config (about 120 columns)."),
     plot: Optional[Path] = typer.Option(
@@ -88,7 +77,8 @@ def compare(
 
         check_plot_path(plot)  # before anything is printed
     outcome = judge_gate(cmp, gate) if gate is not None else None
-    _warn_all([(w.message, w.hint) for w in cmp.warnings])
+    for w in cmp.warnings:
+        warn(w.message, w.hint)
 
     if json_out:
         typer.echo(json.dumps(render_compare_json(cmp, outcome), indent=2))
@@ -111,8 +101,7 @@ def compare(
     if outcome is not None:
         if outcome.not_checked and not outcome.nothing_comparable:
             skipped = ", ".join(f"{lb} ({why})" for lb, why in outcome.not_checked)
-            _warn_all([(f"--gate did not judge the roofline of: {skipped}",
-                        "compare multi-stream rows within one session")])  # fmt: skip
+            warn(f"--gate did not judge the roofline of: {skipped}", "compare multi-stream rows within one session")
         if outcome.nothing_comparable:
             skipped = ", ".join(f"{lb} ({why})" for lb, why in outcome.not_checked) or "no rows"
             raise CheckFailed(

@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence
 
 import typer
 
-from clusterbench.cli.common import boundary, stderr_console, stdout_console
+from clusterbench.cli import options
+from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
+
+if TYPE_CHECKING:
+    from clusterbench.run.probe import ProbeEvent, ProbePlan, ProbeRequest
+    from clusterbench.run.tasks import ExecutorOptions
 
 HELP = (
     "Trace every config of configs.toml on the GPU and write results/<date>_<f32|f64>[_tag]/.\n\n"
@@ -21,52 +26,52 @@ HELP = (
     "config: re-running one config replaces its row only. The config is validated before any GPU "
     "call; the idle-GPU and fresh-build guards run before tracing (exit 3 when they refuse, unless "
     "--force). Ctrl-C keeps finished rows (exit 130).\n\n"
-    "--gpus all|0,2 runs each config on several GPUs of this node at once (per-GPU and aggregate rows); "
-    "--executor slurm|local submits one task per config through submitit and merges their dirs "
-    "(docs/scaling.md)."
+    "--gpus all|0,2 runs each config on several GPUs of this node at once: every GPU gets its own guard "
+    "(a busy one refuses the run, or with --force is left out) and its own process, named by UUID and "
+    "pinned to the GPU's nearest CPU cores and memory node; per config the trace runs on the first GPU, "
+    "sustained FPS on it alone (solo), then on every GPU at once, adding the rows <label>@gpuN.solo, "
+    "<label>@gpuN and <label>@all (summed FPS, slowest GPU, scaling efficiency). --executor slurm|local "
+    "submits one task per config through submitit and merges their dirs (docs/scaling.md)."
 )
+
+# The options --request replaces: a request file says all of them.
+_REQUEST_REPLACES = ("frames", "only", "tag", "config", "tracer", "repeat", "results_dir", "max_util",
+                     "require_clean", "force", "data", "gpus", "executor", "partition", "gpus_per_task",
+                     "array_parallelism")
 
 
 @boundary
 def probe(
+    ctx: typer.Context,
     frames: Optional[int] = typer.Option(
         None, "--frames", help="Data frames per config, overriding configs.toml (2000 for a smoke run)."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Probe only this config label; repeat for more."),
     tag: Optional[str] = typer.Option(None, "--tag", help="Suffix for the results dir: results/<date>_<f32|f64>_TAG."),
-    config: Path = typer.Option(Path("configs.toml"), "--config", help="The configs file."),
-    tracer: str = typer.Option(
-        "nsys", "--tracer",
-        help="nsys (Nsight Systems), cupti (in-process, no nsys needed) or none (sustained FPS only)."),
-    repeat: int = typer.Option(3, "--repeat", help="Untraced sustained-FPS runs per config (median and spread)."),
-    results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where results/<date>_... dirs go."),
-    max_util: float = typer.Option(5.0, "--max-util", help="Guard: refuse when GPU utilization exceeds this (%)."),
-    require_clean: bool = typer.Option(False, "--require-clean", help="Guard: refuse on a dirty git checkout."),
-    force: bool = typer.Option(False, "--force", help="Probe even when a guard refuses (recorded in env.json)."),
+    config: Optional[Path] = options.CONFIG,
+    tracer: str = options.TRACER,
+    repeat: int = options.REPEAT,
+    results_dir: Path = options.RESULTS_DIR,
+    max_util: float = options.MAX_UTIL,
+    require_clean: bool = options.REQUIRE_CLEAN,
+    force: bool = options.FORCE,
     data: Optional[Path] = typer.Option(
         None, "--data", help="Frames from this .npy (uint16 frames x rows x cols, dark frames first) for every "
                              "config, instead of the synthetic generator."),
-    as_json: bool = typer.Option(False, "--json", help="Print only the written rows as JSON on stdout."),
+    as_json: bool = options.JSON,
     wide: bool = typer.Option(
         False, "--wide",
         help="One summary row per config (about 115-130 columns). Without it the table is one row per config "
              "when the output is at least 120 columns wide and the table fits, else two tables that fit 80 "
              "columns: the trace figures, then the FPS figures. Every figure is in both layouts."),
-    gpus: Optional[str] = typer.Option(
-        None, "--gpus", metavar="all|0,2,...",
-        help="Run each config on several GPUs of this node at once: 'all' (inside a Slurm allocation: the GPUs "
-             "it grants), or NVML indices as nvidia-smi -L lists them, e.g. 0,2. Every GPU gets its own guard "
-             "(a busy one refuses the run, or with --force is left out) and its own process, named by UUID and "
-             "pinned to the GPU's nearest CPU cores and memory node. Per config: the trace on the first GPU, "
-             "sustained FPS on it alone (solo), then on every GPU at once. Adds rows <label>@gpuN.solo, "
-             "<label>@gpuN and <label>@all (summed FPS, slowest GPU, scaling efficiency); 'all' on a one-GPU "
-             "machine runs the same path with N = 1. See docs/scaling.md."),
+    gpus: Optional[str] = options.GPUS,
     executor: Optional[str] = typer.Option(
         None, "--executor", metavar="slurm|local",
         help="Do not probe here: submit one task per config through submitit (pip install 'clusterbench\\[slurm]'). "
              "slurm: a job array per --partition, from a Slurm login node; local: the same tasks on this machine, "
-             "--array-parallelism at a time. Each task runs clusterbench probe --only LABEL into its own dir under "
-             "<results dir>.campaign/tasks/, and this process merges them into the results dir, each row with its "
-             "host and GPU. A failed or lost task is exit 1 after the merge; its finished rows are kept."),
+             "--array-parallelism at a time. Each task runs clusterbench probe --request FILE (this probe's "
+             "request for its one config) into its own dir under <results dir>.campaign/tasks/, and this process "
+             "merges them into the results dir, each row with its host and GPU. A failed or lost task is exit 1 "
+             "after the merge; its finished rows are kept."),
     partition: Optional[List[str]] = typer.Option(
         None, "--partition",
         help="With --executor slurm (required there): the Slurm partition to submit to. Repeat it, one partition "
@@ -79,16 +84,25 @@ def probe(
         None, "--array-parallelism",
         help="With --executor: at most this many tasks at once (Slurm: --array=0-N%K; default: as many as Slurm "
              "allows). Local tasks share this machine's GPUs, so they run 1 at a time unless this says more."),
+    request_file: Optional[Path] = typer.Option(
+        None, "--request", metavar="FILE",
+        help="Run the probe a request file describes (JSON, as a campaign writes for each of its tasks: "
+             "<task dir>/request.json) instead of one given by options; only --json and --wide go with it."),
 ) -> None:
-    from clusterbench.run.campaign import executor_options_for
-    from clusterbench.run.probe import ProbeRequest, plan_probe, preflight, run_probe
     from clusterbench.render.probe import ProbeProgress, outcome_json, render_footer
+    from clusterbench.run.campaign import executor_options_for
+    from clusterbench.run.config import DEFAULT_CONFIG_FILE
+    from clusterbench.run.probe import ProbeRequest, plan_probe, preflight, run_probe
 
-    request = ProbeRequest(
-        config_path=config, only=tuple(only or ()), frames=frames, tag=tag, tracer=tracer, repeat=repeat,
-        results_root=results_dir, max_util_pct=max_util, require_clean=require_clean, force=force, data=data,
-        argv=tuple(["clusterbench", *sys.argv[1:]]), gpus=gpus,
-    )
+    argv = tuple(["clusterbench", *sys.argv[1:]])
+    if request_file is not None:
+        request = _read_request(ctx, request_file, argv)
+    else:
+        request = ProbeRequest(
+            config_path=Path(DEFAULT_CONFIG_FILE) if config is None else config, only=tuple(only or ()),
+            frames=frames, tag=tag, tracer=tracer, repeat=repeat, results_root=results_dir, max_util_pct=max_util,
+            require_clean=require_clean, force=force, data=data, argv=argv, gpus=gpus,
+        )
     plan = plan_probe(request)  # step 1: config and option errors exit 2 before any GPU call
     campaign_dir = plan.results_dir.with_name(plan.results_dir.name + ".campaign")
     opts = executor_options_for(executor, campaign_dir, tuple(partition or ()), gpus_per_task, array_parallelism)
@@ -98,15 +112,48 @@ def probe(
     nsys = preflight(plan)  # no GPU or no nsys: exit 1, before any progress is drawn
     err = stderr_console()
     with ProbeProgress(err, [c.label for c in plan.configs]) as progress:
-        outcome = run_probe(plan, request, on_event=progress, nsys=nsys)
+        def on_event(event: ProbeEvent) -> None:
+            if event.kind == "warning":  # above the bars, through the one message formatter
+                warn(str(event.message), event.hint, console=progress.console)
+            else:
+                progress(event)
+
+        outcome = run_probe(plan, request, on_event=on_event, nsys=nsys)
     if as_json:
         typer.echo(json.dumps(outcome_json(outcome), indent=2, allow_nan=False))
         return
     _print_summary(outcome.rows, f"clusterbench probe: {plan.results_dir}", wide)
-    err.print(render_footer(outcome))
+    err.print(render_footer(outcome), markup=False, highlight=False)
 
 
-def _print_summary(rows, title: str, wide: bool) -> None:  # noqa: ANN001
+def _read_request(ctx: typer.Context, path: Path, argv: tuple[str, ...]) -> ProbeRequest:
+    """The request a file holds (a campaign task's), with this command line as its argv. InputError (exit 2)
+    for an unreadable file, or for options the file already says."""
+    import dataclasses
+
+    from clusterbench.errors import InputError
+    from clusterbench.run.probe import ProbeRequest
+
+    def given_here(name: str) -> bool:  # on the command line (or in the environment), not a default
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
+
+    given = [name for name in _REQUEST_REPLACES if given_here(name)]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise InputError(f"--request {path} says every probe option; {flags} cannot go with it",
+                         hint="drop those options, or drop --request and give the options alone")
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"--request {path}: no such file", hint="give the request.json of a campaign task") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"--request {path} is not readable JSON: {exc}",
+                         hint="give the request.json of a campaign task") from None
+    return dataclasses.replace(ProbeRequest.from_json(doc, str(path)), argv=argv)
+
+
+def _print_summary(rows: Sequence[Mapping[str, object]], title: str, wide: bool) -> None:
     from rich.console import Console
 
     from clusterbench.render.probe import render_summary, wide_width
@@ -117,20 +164,17 @@ def _print_summary(rows, title: str, wide: bool) -> None:  # noqa: ANN001
     out.print(render_summary(rows, title=title, width=out.width, wide=wide or None))
 
 
-def _campaign(request, plan, opts, as_json: bool, wide: bool) -> None:  # noqa: ANN001
-    from clusterbench.run import campaign as ex
-    from clusterbench.render.probe import render_campaign_progress
+def _campaign(request: ProbeRequest, plan: ProbePlan, opts: ExecutorOptions, as_json: bool, wide: bool) -> None:
     from clusterbench.io.results import load_results
+    from clusterbench.render.probe import render_campaign_progress
+    from clusterbench.run import campaign as ex
 
-    specs = ex.plan_campaign([c.label for c in plan.configs], opts, opts.folder, lambda label, root: ex.probe_task_argv(
-        label, root, config=request.config_path, frames=request.frames, tag=request.tag, tracer=request.tracer,
-        repeat=request.repeat, max_util=request.max_util_pct, require_clean=request.require_clean,
-        force=request.force, data=request.data, gpus=request.gpus))
+    specs = ex.plan_campaign(request, [c.label for c in plan.configs], opts, opts.folder)
     err = stderr_console()
     outcome = ex.run_campaign(specs, opts, plan.results_dir, opts.folder, argv=request.argv,
                               on_progress=lambda p: err.print(render_campaign_progress(p), markup=False))
     for problem in outcome.merge.problems:
-        err.print(f"Warning: {problem}", markup=False)
+        warn(problem)
     rows = load_results(plan.results_dir).rows if outcome.merge.labels else ()
     if as_json:
         typer.echo(json.dumps({"results_dir": str(plan.results_dir), "campaign_dir": str(opts.folder),

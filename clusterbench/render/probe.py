@@ -7,7 +7,6 @@ from typing import Any, Mapping, Sequence
 from rich.box import SIMPLE_HEAD
 from rich.console import Console, Group, RenderableType
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -183,9 +182,11 @@ def outcome_json(outcome: ProbeOutcome) -> dict[str, object]:
 
 
 class ProbeProgress:
-    """A rich progress display on stderr: one bar per config, advancing through its phases.
+    """A rich progress display on stderr: one bar per config, advancing through its phases (the
+    sustained phase names its round when several GPUs run: solo, concurrent).
 
-    Call it with each :class:`ProbeEvent`; warnings print above the bars.
+    Call it with each :class:`ProbeEvent` but warnings, which the CLI prints above the bars through
+    its message formatter on :attr:`console` (the console the bars are drawn on).
     """
 
     def __init__(self, console: Console, labels: Sequence[str], phases: Sequence[str] = PHASES[1:]) -> None:
@@ -212,10 +213,6 @@ class ProbeProgress:
 
     def __call__(self, event: ProbeEvent) -> None:
         if event.kind == "warning":
-            self.progress.console.print(f"[yellow]Warning:[/] {escape(str(event.message))}", markup=True,
-                                        highlight=False)
-            if event.hint:
-                self.progress.console.print(f"  [dim]Hint:[/] {escape(event.hint)}", markup=True, highlight=False)
             return
         if event.kind == "phase" and event.label is None:
             self.guard_task = self.progress.add_task("", total=1, label="guards", phase=event.phase or "")
@@ -227,6 +224,6 @@ class ProbeProgress:
         if task is None:
             return
         if event.kind == "phase" and event.phase in self.phases:
-            self.progress.update(task, completed=self.phases.index(event.phase), phase=event.phase)
+            self.progress.update(task, completed=self.phases.index(event.phase), phase=event.message or event.phase)
         elif event.kind == "row":
             self.progress.update(task, completed=len(self.phases), phase="done")

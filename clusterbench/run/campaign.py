@@ -1,9 +1,11 @@
 """Campaigns through submitit: ``clusterbench probe --executor slurm|local`` (docs/scaling.md).
 
 One array task per config (or per config x GPU type: one partition per type), each running
-``clusterbench probe --only LABEL --results-dir <its own task dir>`` on whatever node the scheduler
-gives it. The parent waits (progress through a callback), then merges every task's results dir into
-one through the store (:func:`clusterbench.io.results.merge_results`), each row carrying its host and GPU.
+``clusterbench probe --request <its own task dir>/request.json`` on whatever node the scheduler gives
+it: the parent's :class:`~clusterbench.run.probe.ProbeRequest` for that one config, into the task's
+own dir (:func:`task_request`). The parent waits (progress through a callback), then merges every
+task's results dir into one through the store (:func:`clusterbench.io.results.merge_results`), each
+row carrying its host and GPU.
 
 Why the merge happens in one process: the store's lock is ``fcntl.flock``, which holds between
 processes of one host but is not trustworthy across hosts on NFS (older clients and servers do not
@@ -27,7 +29,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -37,12 +38,18 @@ from typing import Any, Callable, Mapping, Sequence
 from clusterbench.errors import CampaignInterrupted, EnvironmentFailure, InputError
 from clusterbench.model.results import KEY_SEPARATOR
 from clusterbench.run.merge import MergeReport, merge_task_dirs
-from clusterbench.run.tasks import (PYTHON, TASK_JSON, TASK_LOG,
-                                    ExecutorOptions, TaskResult, TaskSpec, TaskState, _utc_now, _write_json,
-                                    save_campaign)
+from clusterbench.run.probe import ProbeRequest
+from clusterbench.run.rows import utc_now
+from clusterbench.run.supervisor import ChildSpec, run_child
+from clusterbench.run.tasks import (PYTHON, TASK_JSON, TASK_LOG, ExecutorOptions, TaskResult,
+                                    TaskSpec, TaskState, _write_json, save_campaign)
 
 EXECUTORS = ("local", "slurm")
 DEFAULT_POLL_S = 10.0  # submitit's own default poll frequency for as_completed
+TASK_STOP_GRACE_S = 30.0  # a task's probe gets this long to write env.json and stop its children
+REQUEST = "{request}"  # in a task's command: its request file
+# What a task runs: the probe, given its request as a file (PYTHON: the interpreter on the node).
+TASK_COMMAND: tuple[str, ...] = (PYTHON, "-m", "clusterbench", "probe", "--request", REQUEST)
 
 
 # --------------------------------------------------------------------------- records
@@ -112,63 +119,50 @@ ProgressCallback = Callable[[CampaignProgress], None]
 # --------------------------------------------------------------------------- the task (runs on the node)
 
 
-def _tail(path: Path, lines: int = 12) -> str:
-    from clusterbench.run.process import log_tail
-
-    return log_tail(path, lines)
-
-
 def _last_error(log: Path) -> str:
-    """The last ``Error:`` line of a log (the CLI's one-line error), else its last non-empty line."""
+    """The last ``Error:`` message of a log (the CLI's error, its wrapped lines joined), else its last
+    non-empty line."""
     try:
-        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+        lines = [ln.rstrip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
         return "(no log)"
-    errors = [ln for ln in lines if ln.startswith("Error:")]
-    return (errors or lines or ["(empty log)"])[-1]
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("Error:")]
+    if not starts:
+        return lines[-1].strip() if lines else "(empty log)"
+    i = starts[-1]
+    parts = [lines[i]]
+    for ln in lines[i + 1:]:
+        if not ln[:1].isspace():  # the error's wrapped lines are indented; the next message is not
+            break
+        parts.append(ln.strip())
+    return " ".join(parts)
 
 
 def run_task(spec: TaskSpec) -> TaskResult:
-    """The array task: run ``spec.argv`` with output in ``<task_dir>/task.log``, write ``task.json``.
+    """The array task: write its probe request, run ``spec.argv`` through the supervisor (output in
+    ``<task_dir>/task.log``, its process group ended at ``spec.timeout_s``), write ``task.json``.
 
     Top-level and picklable, as submitit needs. A probe that fails is a FAILED result, not an
     exception, so the parent still learns the host and merges the rows the probe finished.
     """
     task_dir = Path(spec.task_dir)
     task_dir.mkdir(parents=True, exist_ok=True)
+    if spec.request is not None:
+        _write_json(spec.request_path, spec.request.to_json())
     log = task_dir / TASK_LOG
-    argv = [sys.executable if a == PYTHON else a for a in spec.argv]
-    env = dict(os.environ)
-    env.update(dict(spec.env))
+    argv = tuple(sys.executable if a == PYTHON else a for a in spec.argv)
     host = socket.gethostname()
-    started = _utc_now()
+    started = utc_now()
     t0 = time.monotonic()
-    rc: int | None = None
+    outcome = run_child(ChildSpec(argv, log, header=f"task {spec.index} ({spec.label}) on {host}, {started}",
+                                  env={**os.environ, **dict(spec.env)}, cwd=spec.cwd, timeout_s=spec.timeout_s,
+                                  grace_s=TASK_STOP_GRACE_S))
     message = ""
-    with open(log, "w") as fh:
-        fh.write(f"# task {spec.index} ({spec.label}) on {host}, {started}\n$ " + " ".join(argv) + "\n")
-        fh.flush()
-        try:
-            proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=spec.cwd)
-            try:
-                rc = proc.wait(timeout=spec.timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                rc = proc.returncode
-                message = f"stopped after {spec.timeout_s:g} s"
-        except OSError as exc:
-            message = f"cannot start {argv[0]}: {exc}"
-    state = TaskState.DONE if rc == 0 else TaskState.FAILED
-    if state is TaskState.FAILED:
-        # first line: what went wrong, in the probe's own words (its Error: line), then the log's tail
-        message = f"{message or f'exit status {rc}'}: {_last_error(log)}\nlast lines of {log}:\n{_tail(log)}"
-    result = TaskResult(spec.index, spec.label, state, host, rc, message, started, time.monotonic() - t0,
-                        variant=spec.variant)
+    if not outcome.ok:
+        # first line: how it ended and what went wrong, in the probe's own words (its Error: line); then the tail
+        message = f"{outcome.status_text}: {_last_error(log)}\nlast lines of {log}:\n{outcome.tail}"
+    result = TaskResult(spec.index, spec.label, TaskState.DONE if outcome.ok else TaskState.FAILED, host,
+                        outcome.returncode, message, started, time.monotonic() - t0, variant=spec.variant)
     _write_json(task_dir / TASK_JSON, result.to_json())
     return result
 
@@ -180,40 +174,25 @@ def task_dir_name(index: int, label: str, variant: str | None) -> str:
     return f"{index:03d}-{label}" + (f"{KEY_SEPARATOR}{variant}" if variant else "")
 
 
-def probe_task_argv(label: str, task_root: Path, *, config: Path, frames: int | None = None,
-                    tag: str | None = None, tracer: str = "nsys", repeat: int = 3, max_util: float = 5.0,
-                    require_clean: bool = False, force: bool = False, data: Path | None = None,
-                    gpus: str | None = None) -> tuple[str, ...]:
-    """``clusterbench probe`` for one config into the task's own results root (pure). Paths are made
-    absolute: the task runs on another node, in another working directory."""
-    argv = [PYTHON, "-m", "clusterbench", "probe", "--config", str(Path(config).resolve()), "--only", label,
-            "--results-dir", str(Path(task_root).resolve()), "--tracer", tracer, "--repeat", str(repeat),
-            "--max-util", repr(float(max_util))]
-    if frames is not None:
-        argv += ["--frames", str(frames)]
-    if tag is not None:
-        argv += ["--tag", tag]
-    if require_clean:
-        argv.append("--require-clean")
-    if force:
-        argv.append("--force")
-    if data is not None:
-        argv += ["--data", str(Path(data).resolve())]
-    if gpus is not None:
-        argv += ["--gpus", gpus]
-    return tuple(argv)
+def task_request(request: ProbeRequest, label: str, task_root: Path) -> ProbeRequest:
+    """The probe one task runs: ``request`` for config ``label`` alone, into the task's own results
+    root. Paths are made absolute: the task runs on another node, in another working directory."""
+    return dataclasses.replace(request, only=(label,), results_root=Path(task_root).resolve(),
+                               config_path=Path(request.config_path).resolve(),
+                               data=None if request.data is None else Path(request.data).resolve())
 
 
-def plan_campaign(labels: Sequence[str], options: ExecutorOptions, campaign_dir: Path,
-                  argv_for: Callable[[str, Path], Sequence[str]], *, env: Mapping[str, str] | None = None,
-                  cwd: str | None = None) -> tuple[TaskSpec, ...]:
+def plan_campaign(request: ProbeRequest, labels: Sequence[str], options: ExecutorOptions, campaign_dir: Path, *,
+                  env: Mapping[str, str] | None = None, cwd: str | None = None,
+                  command: Sequence[str] | None = None) -> tuple[TaskSpec, ...]:
     """One task per config, or per config x partition when several partitions are given (pure).
 
-    ``argv_for(label, task_root)`` gives the task's command, e.g.
-    ``lambda label, root: probe_task_argv(label, root, config=...)``. Task dirs are
+    Each task holds its :func:`task_request` and runs ``command`` (default :data:`TASK_COMMAND`, looked
+    up when called), ``{request}`` being its request file. Task dirs are
     ``<campaign_dir>/tasks/<index>-<label>[@partition]``."""
     if not labels:
         raise InputError("no config to submit", hint="check --only against configs.toml")
+    template = tuple(TASK_COMMAND if command is None else command)
     partitions: Sequence[str | None] = options.partitions or (None,)
     several = len(partitions) > 1
     specs = []
@@ -222,8 +201,11 @@ def plan_campaign(labels: Sequence[str], options: ExecutorOptions, campaign_dir:
             index = len(specs)
             variant = part if several else None
             root = Path(campaign_dir).resolve() / "tasks" / task_dir_name(index, label, variant)
-            specs.append(TaskSpec(index=index, label=label, task_dir=str(root), argv=tuple(argv_for(label, root)),
-                                  partition=part, variant=variant, env=tuple(sorted((env or {}).items())), cwd=cwd))
+            spec = TaskSpec(index=index, label=label, task_dir=str(root), argv=(), partition=part, variant=variant,
+                            env=tuple(sorted((env or {}).items())), cwd=cwd,
+                            request=task_request(request, label, root))
+            argv = tuple(str(spec.request_path) if a == REQUEST else a for a in template)
+            specs.append(dataclasses.replace(spec, argv=argv))
     return tuple(specs)
 
 

@@ -3,8 +3,9 @@
 Every traced or timed run is its own process: the workload (its argv comes from
 :mod:`clusterbench.workloads`), under nsys, under the CUPTI tracer, or bare for sustained FPS.
 The child gets a PYTHONPATH that puts this checkout first, so a Python workload imports the same
-clusterbench as the parent. nsys itself is found by :func:`clusterbench.io.nsys.find_nsys`, the
-one finder that analyze and probe share.
+clusterbench as the parent. nsys itself is found by :func:`clusterbench.io.nsys.find_nsys`, and its
+export command built by :func:`clusterbench.io.nsys.export.nsys_export_command`, the ones analyze and
+probe share.
 """
 
 from __future__ import annotations
@@ -74,11 +75,6 @@ def nsys_profile_command(nsys: Path | str, out_base: Path, child: Sequence[str],
     graph = ["--cuda-graph-trace=node"] if graph_trace == "node" else []
     return [str(nsys), "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none", *graph,
             "--force-overwrite=true", "-o", str(out_base), *child]
-
-
-def nsys_export_command(nsys: Path | str, report: Path, sqlite_out: Path) -> list[str]:
-    return [str(nsys), "export", "--type", "sqlite", "--force-overwrite=true", "-o", str(sqlite_out),
-            str(report)]
 
 
 def cupti_command(params_json: str, sqlite_out: Path, result_json: Path, *, python: str | None = None) -> list[str]:

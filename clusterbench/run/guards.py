@@ -1,10 +1,11 @@
-"""The guards: an idle GPU and a fresh build, checked before every probe.
+"""The guards: idle GPUs and a fresh build, checked before every probe (and by ``clusterbench guard``).
 
-Collect, then judge. ``read_nvml`` is the only NVML I/O and returns a frozen
-``NvmlReading``; the ``check_*`` functions turn readings and build facts into
-``GuardCheck`` records; ``run_guards`` composes them into a ``GuardReport`` that the probe
-stores in env.json. A failed check is a refusal (exit 3) unless the caller forces it;
-no GPU or no driver is an ``EnvironmentFailure`` (exit 1).
+Collect, then judge. ``read_nvml`` is the only NVML I/O and returns a frozen ``NvmlReading`` of
+one GPU; the ``check_*`` functions turn readings and build facts into ``GuardCheck`` records;
+:func:`judge`, the one judge, turns the readings of 1..N GPUs and the host checks into one
+:class:`GuardVerdict` (status, reason code, message, every GPU's part), which the probe stores in
+env.json. :func:`run_guards` reads each GPU once and judges; :func:`require_guard_pass` turns a
+refusal into exit 3. No GPU or no driver is an ``EnvironmentFailure`` (exit 1).
 
 Nothing here imports typer, rich or CuPy; ``pynvml`` is imported only inside ``read_nvml``
 and ``gpu_present``.
@@ -21,7 +22,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from clusterbench.errors import CheckFailed, EnvironmentFailure, InputError
 
@@ -122,6 +123,19 @@ class NvmlReading:
             ],
         }
 
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> NvmlReading:
+        """The reading back from :meth:`to_json` (its derived max and mean are recomputed)."""
+        return cls(index=int(doc["index"]), name=str(doc["name"]), uuid=str(doc["uuid"]),
+                   driver_version=str(doc["driver_version"]), cuda_driver_version=doc.get("cuda_driver_version"),
+                   util_pct=tuple(float(u) for u in doc["util_pct"]),
+                   memory_used_bytes=int(doc["memory_used_bytes"]), memory_total_bytes=int(doc["memory_total_bytes"]),
+                   sm_clock_mhz=doc.get("sm_clock_mhz"), max_sm_clock_mhz=doc.get("max_sm_clock_mhz"),
+                   throttle_reasons=tuple(doc.get("throttle_reasons") or ()),
+                   compute_processes=tuple((int(p["pid"]), str(p["name"]), p.get("used_bytes"))
+                                           for p in doc.get("compute_processes") or ()),
+                   window_s=float(doc.get("window_s", DEFAULT_WINDOW_S)))
+
 
 @dataclass(frozen=True, slots=True)
 class GuardCheck:
@@ -137,19 +151,123 @@ class GuardCheck:
         return {"name": self.name, "status": self.status.value, "message": self.message,
                 "hint": self.hint, "details": self.details}
 
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> GuardCheck:
+        return cls(str(doc["name"]), Status(doc["status"]), str(doc["message"]), doc.get("hint"),
+                   dict(doc.get("details") or {}))
+
+
+class GpuStatus(str, enum.Enum):
+    """One GPU's part in the run the verdict allows."""
+
+    PASS = "pass"  # its checks passed: it runs (unless the run is refused)
+    REFUSED = "refused"  # a check failed: without --force it refuses the run; with --force it alone is left out
+    FORCED = "forced"  # a check failed and --force ran it anyway: every GPU failed (plain --force on one GPU)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class VerdictStatus(str, enum.Enum):
+    PASS = "pass"  # no check failed
+    FORCED = "forced"  # a check failed and --force overrode it
+    REFUSED = "refused"  # a check failed and nothing overrode it: exit 3
+
+    def __str__(self) -> str:
+        return self.value
+
 
 @dataclass(frozen=True, slots=True)
-class GuardReport:
-    """All checks of one guard run. ``forced``: some check failed and ``--force`` overrode it."""
+class GpuVerdict:
+    """One GPU's reading, its own checks (idle, clocks) and its part in the run."""
 
+    reading: NvmlReading
+    status: GpuStatus
     checks: tuple[GuardCheck, ...]
-    forced: bool = False
-    reading: NvmlReading | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def index(self) -> int:
+        return self.reading.index
+
+    @property
+    def failed(self) -> tuple[GuardCheck, ...]:
+        return tuple(c for c in self.checks if c.status is Status.FAIL)
+
+    @property
+    def reason(self) -> str:
+        """``idle``, or the names of its failed checks."""
+        return ",".join(c.name for c in self.failed) or "idle"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "uuid": self.reading.uuid, "status": self.status.value, "reason": self.reason,
+                "reading": self.reading.to_json(), "checks": [c.to_json() for c in self.checks]}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> GpuVerdict:
+        return cls(NvmlReading.from_json(doc["reading"]), GpuStatus(doc["status"]),
+                   tuple(GuardCheck.from_json(c) for c in doc["checks"]))
+
+
+# GuardVerdict.to_json: env.json's ``guard`` block and ``clusterbench guard --json``. History: 1: first
+# version (one verdict for one or many GPUs; replaces the single-GPU report of schema clusterbench.guard/1).
+GUARD_VERDICT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class GuardVerdict:
+    """The one verdict of the guards over 1..N GPUs and the host: ``status``, a ``reason`` code and a
+    ``message`` (with the values), every GPU's own verdict, the host-wide checks (build, git, import
+    location) and the settings they ran with.
+
+    ``reason`` codes: ``pass``; ``gpu_failed`` / ``host_failed`` (refused: no --force);
+    ``forced_dropped`` (--force: the failing GPUs left out, the others run); ``forced_all`` (--force,
+    no GPU passed: all run, recorded); ``host_forced`` (--force over a host check only)."""
+
+    status: VerdictStatus
+    reason: str
+    message: str
+    hint: str | None
+    gpus: tuple[GpuVerdict, ...]
+    host_checks: tuple[GuardCheck, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
+        """No check failed (warnings allowed)."""
         return not self.failed
+
+    @property
+    def refused(self) -> bool:
+        return self.status is VerdictStatus.REFUSED
+
+    @property
+    def forced(self) -> bool:
+        return self.status is VerdictStatus.FORCED
+
+    @property
+    def run_indices(self) -> tuple[int, ...]:
+        """The GPUs that run, in the order judged; none when the run is refused."""
+        if self.refused:
+            return ()
+        return tuple(g.index for g in self.gpus if g.status is not GpuStatus.REFUSED)
+
+    @property
+    def refused_indices(self) -> tuple[int, ...]:
+        return tuple(g.index for g in self.gpus if g.status is GpuStatus.REFUSED)
+
+    @property
+    def forced_indices(self) -> tuple[int, ...]:
+        return tuple(g.index for g in self.gpus if g.status is GpuStatus.FORCED)
+
+    @property
+    def host_forced(self) -> bool:
+        """--force overrode a failed host check."""
+        return not self.refused and any(c.status is Status.FAIL for c in self.host_checks)
+
+    @property
+    def checks(self) -> tuple[GuardCheck, ...]:
+        """Every check: each GPU's, then the host's."""
+        return tuple(c for g in self.gpus for c in g.checks) + self.host_checks
 
     @property
     def failed(self) -> tuple[GuardCheck, ...]:
@@ -158,6 +276,13 @@ class GuardReport:
     @property
     def warnings(self) -> tuple[GuardCheck, ...]:
         return tuple(c for c in self.checks if c.status is Status.WARN)
+
+    @property
+    def reading(self) -> NvmlReading | None:
+        """The reading of the first GPU that runs (the solo GPU), else of the first GPU judged."""
+        run = self.run_indices
+        first = next((g for g in self.gpus if g.index in run), self.gpus[0] if self.gpus else None)
+        return None if first is None else first.reading
 
     def check(self, name: str) -> GuardCheck | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -180,15 +305,23 @@ class GuardReport:
         return self._detail("kernel_sources", "sha256")
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (the ``guard`` block of env.json and ``clusterbench guard --json``)."""
-        return {
-            "ok": self.ok,
-            "forced": self.forced,
-            "failed": [c.name for c in self.failed],
-            "settings": dict(self.settings),
-            "gpu": None if self.reading is None else self.reading.to_json(),
-            "checks": [c.to_json() for c in self.checks],
-        }
+        """env.json's ``guard`` block and ``clusterbench guard --json``."""
+        return {"version": GUARD_VERDICT_VERSION, "status": self.status.value, "reason": self.reason,
+                "message": self.message, "hint": self.hint, "run": list(self.run_indices),
+                "refused": list(self.refused_indices), "forced": list(self.forced_indices),
+                "host_forced": self.host_forced, "gpus": [g.to_json() for g in self.gpus],
+                "host_checks": [c.to_json() for c in self.host_checks], "settings": dict(self.settings)}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> GuardVerdict:
+        if not isinstance(doc, Mapping) or doc.get("version") != GUARD_VERDICT_VERSION:
+            got = doc.get("version") if isinstance(doc, Mapping) else type(doc).__name__
+            raise InputError(f"guard verdict: version {got!r}, this clusterbench reads version "
+                             f"{GUARD_VERDICT_VERSION}", hint="read it with the clusterbench version that wrote it")
+        return cls(VerdictStatus(doc["status"]), str(doc["reason"]), str(doc["message"]), doc.get("hint"),
+                   tuple(GpuVerdict.from_json(g) for g in doc["gpus"]),
+                   tuple(GuardCheck.from_json(c) for c in doc.get("host_checks") or ()),
+                   dict(doc.get("settings") or {}))
 
 
 # --------------------------------------------------------------------------- NVML I/O
@@ -264,9 +397,7 @@ def read_nvml(device_index: int = 0, window_s: float = DEFAULT_WINDOW_S,
     of the window). Raises EnvironmentFailure when pynvml or the driver is missing or there
     is no GPU at ``device_index``.
     """
-    if not 0 < window_s <= MAX_WINDOW_S:
-        raise InputError(f"--window must be in (0, {MAX_WINDOW_S:g}] s, got {window_s:g} s",
-                         hint="Use e.g. --window 1 (the default).")
+    _check_window(window_s)
     pynvml = _import_pynvml()
     _nvml_init(pynvml)
     try:
@@ -616,46 +747,37 @@ def compiled_kernel_sources() -> dict[str, str]:
     return kernel_sources()
 
 
-def make_report(checks: Iterable[GuardCheck], *, force: bool = False, reading: NvmlReading | None = None,
-                settings: Mapping[str, Any] | None = None) -> GuardReport:
-    """Judge: ``forced`` is set only when ``force`` overrode at least one failed check."""
-    checks = tuple(checks)
-    failed = any(c.status is Status.FAIL for c in checks)
-    return GuardReport(checks=checks, forced=bool(force and failed), reading=reading,
-                       settings={**(settings or {}), "force": force})
+def _check_window(window_s: float) -> None:
+    if not 0 < window_s <= MAX_WINDOW_S:
+        raise InputError(f"--window must be in (0, {MAX_WINDOW_S:g}] s, got {window_s:g} s",
+                         hint=f"Use e.g. --window {DEFAULT_WINDOW_S:g} (the default).")
 
 
-def run_guards(config_file: ConfigFile | None = None, *, max_util_pct: float = DEFAULT_MAX_UTIL_PCT,
-               window_s: float = DEFAULT_WINDOW_S, require_clean: bool = False, force: bool = False,
-               reading: NvmlReading | None = None, device_index: int = 0,
-               repo_root: Path | None = None, own_pid: int | None = None) -> GuardReport:
-    """Run every guard and return the report; the caller refuses when ``not report.ok and not report.forced``.
-
-    ``config_file`` is a loaded ``clusterbench.run.config.ConfigFile`` (validated before any GPU
-    call) or None. ``reading`` is for tests; normally NVML is sampled for ``window_s``.
-    ``repo_root`` defaults to the checkout holding the config file, else the one holding the
-    working directory. Call this before the process creates a CUDA context, or pass
-    ``own_pid`` (the default) so the process's own context is not counted as competition.
-    Raises EnvironmentFailure (exit 1) when there is no GPU or driver.
-    """
+def check_settings(max_util_pct: float, window_s: float = DEFAULT_WINDOW_S) -> None:
+    """The guards' limits, before any NVML call: InputError (exit 2) outside their ranges."""
     if not 0.0 <= max_util_pct <= 100.0:
         raise InputError(f"--max-util must be between 0 and 100 %, got {max_util_pct:g} %",
-                         hint="Use e.g. --max-util 5 (the default).")
-    if reading is None:
-        reading = read_nvml(device_index=device_index, window_s=window_s)
-    if repo_root is None:
-        start = Path(config_file.path).resolve().parent if config_file is not None else Path.cwd()
-        repo_root = find_checkout(start) or find_checkout(Path.cwd())
-    import clusterbench
+                         hint=f"Use e.g. --max-util {DEFAULT_MAX_UTIL_PCT:g} (the default).")
+    _check_window(window_s)
 
+
+def checkout_for(config_file: ConfigFile | None) -> Path | None:
+    """The checkout holding the config file, else the one holding the working directory, else None."""
+    start = Path(config_file.path).resolve().parent if config_file is not None else Path.cwd()
+    return find_checkout(start) or find_checkout(Path.cwd())
+
+
+def host_checks(config_file: ConfigFile | None, repo_root: Path | None, *,
+                require_clean: bool = False) -> tuple[GuardCheck, ...]:
+    """The host-wide checks (I/O: files and git): import location, kernel sources, git, and the config's
+    external build, against the checkout ``repo_root`` (None: not run from a checkout)."""
+    import clusterbench
     from clusterbench.workloads.cupy.build import hash_kernel_sources, kernel_dir
 
-    # the same folder in the checkout as in the imported package (clusterbench/workloads/cupy/kernels)
-    in_package = kernel_dir().relative_to(Path(clusterbench.__file__).resolve().parent.parent)
-    checkout_kernels = hash_kernel_sources(Path(repo_root) / in_package) if repo_root is not None else None
+    package_parent = Path(clusterbench.__file__).resolve().parent.parent
+    checkout_kernels = (hash_kernel_sources(Path(repo_root) / kernel_dir().relative_to(package_parent))
+                        if repo_root is not None else None)
     checks = [
-        check_idle_gpu(reading, max_util_pct, own_pid=os.getpid() if own_pid is None else own_pid),
-        check_clocks(reading),
         check_import_location(clusterbench.__file__, repo_root),
         check_kernel_sources(checkout_kernels, compiled_kernel_sources()),
         check_git(repo_root, require_clean),
@@ -663,22 +785,104 @@ def run_guards(config_file: ConfigFile | None = None, *, max_util_pct: float = D
     build = getattr(config_file, "build", None)
     if build is not None:
         checks.append(check_external_build(build.artifact, build.sources))
-    settings = {"max_util_pct": max_util_pct, "window_s": window_s, "require_clean": require_clean,
-                "device_index": device_index,
+    return tuple(checks)
+
+
+def _gpu_list(indices: Sequence[int]) -> str:
+    return ", ".join(map(str, indices))
+
+
+def _failures(gpu_verdicts: Sequence[tuple[NvmlReading, tuple[GuardCheck, ...]]],
+              host: Sequence[GuardCheck]) -> list[tuple[str, GuardCheck]]:
+    """(name, check) of every failed check: a GPU's named with its index."""
+    out = [(f"{c.name} on GPU {r.index}", c) for r, checks in gpu_verdicts for c in checks
+           if c.status is Status.FAIL]
+    return out + [(c.name, c) for c in host if c.status is Status.FAIL]
+
+
+def judge(readings: Sequence[NvmlReading], host: Sequence[GuardCheck] = (), *,
+          max_util_pct: float = DEFAULT_MAX_UTIL_PCT, force: bool = False, own_pid: int | None = None,
+          settings: Mapping[str, Any] | None = None) -> GuardVerdict:
+    """The one guard judge (pure): every GPU on its own reading (idle, clocks), the host checks once,
+    and the run they allow.
+
+    Without ``force`` any failed check, of any GPU or of the host, refuses the whole run. With
+    ``force`` a failing GPU is left out while another passes; when none passes they all run, recorded
+    ``forced`` (so one GPU with --force runs as before); a failed host check is overridden, recorded.
+    ``own_pid``: this process, whose own compute context is no competition.
+    """
+    if not readings:
+        raise ValueError("judge needs at least one GPU reading")
+    per_gpu = [(r, (check_idle_gpu(r, max_util_pct, own_pid=own_pid), check_clocks(r))) for r in readings]
+    host = tuple(host)
+    failing = [r.index for r, checks in per_gpu if any(c.status is Status.FAIL for c in checks)]
+    passing = [r.index for r, checks in per_gpu if r.index not in failing]
+    failures = _failures(per_gpu, host)
+    settings = {**(settings or {}), "max_util_pct": max_util_pct, "force": force}
+
+    def verdicts(status_of_failing: GpuStatus) -> tuple[GpuVerdict, ...]:
+        return tuple(GpuVerdict(r, status_of_failing if r.index in failing else GpuStatus.PASS, checks)
+                     for r, checks in per_gpu)
+
+    if not failures:
+        return GuardVerdict(VerdictStatus.PASS, "pass", f"every check passed on GPU {_gpu_list(passing)}", None,
+                            verdicts(GpuStatus.PASS), host, settings)
+    first = failures[0][1]
+    names = [n for n, _ in failures]
+    details = "; ".join(c.message for _, c in failures)
+    if not force:
+        more = f" (and {len(names) - 1} more failed check(s): {', '.join(names[1:])})" if len(names) > 1 else ""
+        hint = ((first.hint + " ") if first.hint else "") + (
+            "Or pass --force to run anyway, recorded in env.json (with several GPUs, --force leaves a failing "
+            "GPU out while another passes).")
+        return GuardVerdict(VerdictStatus.REFUSED, "gpu_failed" if failing else "host_failed",
+                            f"{first.message}{more}", hint, verdicts(GpuStatus.REFUSED), host,
+                            settings)
+    host_names = [c.name for c in host if c.status is Status.FAIL]
+    also = f"; --force also overrides {', '.join(host_names)}" if host_names and failing else ""
+    if failing and not passing:
+        reason, gpu_status = "forced_all", GpuStatus.FORCED
+        message = (f"--force overrides the failed guard of every GPU ({_gpu_list(failing)}): {details}{also}; "
+                   "the run is recorded as forced: do not quote its figures")
+    elif failing:
+        reason, gpu_status = "forced_dropped", GpuStatus.REFUSED
+        message = (f"--force leaves out GPU {_gpu_list(failing)} ({details}){also}; the run goes on on GPU "
+                   f"{_gpu_list(passing)}")
+    else:
+        reason, gpu_status = "host_forced", GpuStatus.PASS
+        message = (f"--force overrides {', '.join(host_names)} ({details}): the run is recorded as forced: "
+                   "do not quote its figures")
+    return GuardVerdict(VerdictStatus.FORCED, reason, message,
+                        "a probe records the override in env.json (its guard block); fix the failed checks before "
+                        "a run you want to cite", verdicts(gpu_status), host, settings)
+
+
+def run_guards(config_file: ConfigFile | None = None, device_indices: Sequence[int] = (0,), *,
+               max_util_pct: float = DEFAULT_MAX_UTIL_PCT, window_s: float = DEFAULT_WINDOW_S,
+               require_clean: bool = False, force: bool = False, readings: Sequence[NvmlReading] | None = None,
+               repo_root: Path | None = None, own_pid: int | None = None) -> GuardVerdict:
+    """Read every GPU of ``device_indices`` once (NVML, ``window_s`` each), run the host checks once, and
+    :func:`judge` them; raise with :func:`require_guard_pass`.
+
+    ``config_file`` is a loaded ``clusterbench.run.config.ConfigFile`` (validated before any GPU call)
+    or None. ``readings`` replaces the NVML reading (tests). ``repo_root``: the checkout to check
+    against (default: :func:`checkout_for`). Call this before the process creates a
+    CUDA context, or pass ``own_pid`` (default: this process) so that its own context is no
+    competition. Raises InputError (exit 2) for bad limits, EnvironmentFailure (exit 1) without a GPU.
+    """
+    check_settings(max_util_pct, window_s)
+    if readings is None:
+        readings = [read_nvml(device_index=i, window_s=window_s) for i in device_indices]
+    root = checkout_for(config_file) if repo_root is None else repo_root
+    host = host_checks(config_file, root, require_clean=require_clean)
+    settings = {"window_s": window_s, "require_clean": require_clean, "gpus": [r.index for r in readings],
                 "config": None if config_file is None else str(config_file.path),
-                "repo_root": None if repo_root is None else str(repo_root)}
-    return make_report(checks, force=force, reading=reading, settings=settings)
+                "repo_root": None if root is None else str(root)}
+    return judge(readings, host, max_util_pct=max_util_pct, force=force,
+                 own_pid=os.getpid() if own_pid is None else own_pid, settings=settings)
 
 
-def require_pass(report: GuardReport) -> None:
-    """Raise CheckFailed (exit 3) when a check failed and ``--force`` did not override it."""
-    if report.ok or report.forced:
-        return
-    failed = report.failed
-    first = failed[0]
-    names = ", ".join(c.name for c in failed)
-    msg = (f"guard refused: {first.message}" if len(failed) == 1
-           else f"guard refused {len(failed)} checks ({names}): {first.message}")
-    hint = (first.hint + " " if first.hint else "") + \
-        "Or pass --force to proceed anyway (the override is recorded in env.json)."
-    raise CheckFailed(msg, hint=hint)
+def require_guard_pass(verdict: GuardVerdict) -> None:
+    """CheckFailed (exit 3), ``guard refused: <why>``, when the verdict refuses the run."""
+    if verdict.refused:
+        raise CheckFailed(f"guard refused: {verdict.message}", hint=verdict.hint)

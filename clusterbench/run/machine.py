@@ -15,13 +15,12 @@ Nothing here prints, exits, or imports typer, rich or CuPy; ``pynvml`` is import
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from clusterbench.errors import EnvironmentFailure, InputError
 
@@ -180,10 +179,6 @@ def read_sysfs_affinity(pci_bus_id: str, root: Path = DEFAULT_SYSFS_PCI) -> tupl
     return cpus, nodes
 
 
-def _text(x: Any) -> str:
-    return x.decode(errors="replace") if isinstance(x, bytes) else str(x)
-
-
 def read_gpu_topology(pynvml: Any = None, cpu_count: int | None = None,
                       sysfs_root: Path = DEFAULT_SYSFS_PCI) -> tuple[GpuInfo, ...]:
     """Every GPU NVML sees, in NVML (PCI bus) order, with its CPU and memory-node affinity.
@@ -208,10 +203,10 @@ def read_gpu_topology(pynvml: Any = None, cpu_count: int | None = None,
             raise guards._no_gpu("NVML sees 0 devices")
         for i in range(count):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = _text(pynvml.nvmlDeviceGetName(h))
-            uuid = _text(pynvml.nvmlDeviceGetUUID(h))
+            name = guards._text(pynvml.nvmlDeviceGetName(h))
+            uuid = guards._text(pynvml.nvmlDeviceGetUUID(h))
             pci = guards._optional(pynvml.nvmlDeviceGetPciInfo, h)
-            bus = _text(getattr(pci, "busId", "")) if pci is not None else ""
+            bus = guards._text(getattr(pci, "busId", "")) if pci is not None else ""
             bus_id = bus or None
             notes: list[str] = []
             cpus: tuple[int, ...] | None = None
@@ -222,7 +217,7 @@ def read_gpu_topology(pynvml: Any = None, cpu_count: int | None = None,
                 if cpus is None:
                     notes.append("NVML returned an empty CPU affinity mask")
             except Exception as exc:  # NVMLError_NotSupported, a missing symbol
-                notes.append(f"nvmlDeviceGetCpuAffinity failed ({_text(exc) or type(exc).__name__})")
+                notes.append(f"nvmlDeviceGetCpuAffinity failed ({guards._text(exc) or type(exc).__name__})")
             nodes: tuple[int, ...] | None = None
             mem_src = AffinitySource.NONE
             fn = getattr(pynvml, "nvmlDeviceGetMemoryAffinity", None)
@@ -236,7 +231,7 @@ def read_gpu_topology(pynvml: Any = None, cpu_count: int | None = None,
                     if nodes is None:
                         notes.append("NVML returned an empty memory affinity mask")
                 except Exception as exc:
-                    notes.append(f"nvmlDeviceGetMemoryAffinity failed ({_text(exc) or type(exc).__name__})")
+                    notes.append(f"nvmlDeviceGetMemoryAffinity failed ({guards._text(exc) or type(exc).__name__})")
             if (cpus is None or nodes is None) and bus_id:
                 s_cpus, s_nodes = read_sysfs_affinity(bus_id, sysfs_root)
                 if cpus is None and s_cpus:
@@ -250,7 +245,7 @@ def read_gpu_topology(pynvml: Any = None, cpu_count: int | None = None,
             gpus.append(GpuInfo(index=i, uuid=uuid, name=name, pci_bus_id=bus_id, cpus=cpus, mem_nodes=nodes,
                                 cpu_source=cpu_src, mem_source=mem_src, notes=tuple(notes)))
     except pynvml.NVMLError as exc:
-        raise EnvironmentFailure(f"NVML query failed while listing GPUs: {_text(exc)}",
+        raise EnvironmentFailure(f"NVML query failed while listing GPUs: {guards._text(exc)}",
                                  hint="Check the driver with nvidia-smi.") from None
     finally:
         guards._optional(pynvml.nvmlShutdown)
@@ -287,8 +282,8 @@ def visible_gpus(gpus: Sequence[GpuInfo], cuda_visible_devices: str | None) -> t
     out: list[GpuInfo] = []
     for e in entries:
         if e.upper().startswith("MIG-"):
-            raise EnvironmentFailure(f"CUDA_VISIBLE_DEVICES names a MIG instance ({e}): --gpus needs whole GPUs",
-                                     hint=hint)
+            raise EnvironmentFailure(f"CUDA_VISIBLE_DEVICES names a MIG instance ({e}): probe and guard need "
+                                     "whole GPUs", hint=hint)
         if e.isdigit():
             hits = [g for g in gpus if g.index == int(e)]
         else:
@@ -399,21 +394,3 @@ def gpu_env(gpu: GpuInfo, base: Mapping[str, str]) -> dict[str, str]:
     env["CUDA_VISIBLE_DEVICES"] = gpu.uuid
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     return env
-
-
-@contextlib.contextmanager
-def only_gpu_visible(gpu: GpuInfo) -> Iterator[dict[str, str]]:
-    """Within the block, child processes started from this one see only ``gpu`` (by UUID), as a
-    tracer's child needs when it takes its environment from ``os.environ``. Safe only in a process
-    that has no CUDA context of its own (the probe never imports CuPy). Restores the old values."""
-    keys = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
-    old = {k: os.environ.get(k) for k in keys}
-    os.environ.update(gpu_env(gpu, {}))
-    try:
-        yield {k: os.environ[k] for k in keys}
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v

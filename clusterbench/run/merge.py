@@ -17,7 +17,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from clusterbench.errors import InputError
 from clusterbench.model.results import ConfigEntry, EnvRecord, ResultRow, ResultSet, RowKey
-from clusterbench.run.tasks import MERGE_WHY, TASK_JSON, TaskResult, TaskSpec, _utc_now, load_campaign
+from clusterbench.run.rows import utc_now
+from clusterbench.run.tasks import MERGE_WHY, TASK_JSON, TaskResult, TaskSpec, load_campaign
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +145,7 @@ def merge_task_dirs(target: Path, specs: Sequence[TaskSpec], results: Mapping[in
     hosts = sorted({t.host for t in merged if t.host})
     dirty = [e.git_dirty for e in envs]
     env = EnvRecord(
-        session_id=(campaign or {}).get("campaign_id") or uuid.uuid4().hex, created_utc=_utc_now(),
+        session_id=(campaign or {}).get("campaign_id") or uuid.uuid4().hex, created_utc=utc_now(),
         argv=tuple((campaign or {}).get("argv") or ()), host=_distinct(hosts), hosts=tuple(hosts),
         git_rev=_distinct(e.git_rev for e in envs),
         git_dirty=True if any(d is True for d in dirty) else (False if dirty and all(d is False for d in dirty)

@@ -5,16 +5,18 @@ or GPU library. Every config's workload (clusterbench's CuPy finder, or any prog
 the protocol of docs/workloads.md) goes through the same steps:
 
 1. :func:`plan_probe` validates the config and the options (no GPU or NVML call).
-2. :func:`run_probe` checks for a GPU (and nsys), runs the guards, then for each config:
-3. traces one process (pedestal, one batched pass, exit) and exports SQLite;
+2. :func:`run_probe` checks for a GPU (and nsys), picks the GPUs and guards them with one verdict
+   (:func:`clusterbench.run.gpus.plan_gpus`), then for each config:
+3. traces one process (pedestal, one batched pass, exit) on the solo GPU and exports SQLite;
 4. analyzes the trace over the probe's pass range;
 5. upserts the config's row into probes.csv (atomic, locked: :mod:`clusterbench.io.results`);
-6. measures sustained FPS without a profiler and upserts the completed row.
+6. measures sustained FPS without a profiler (:mod:`clusterbench.run.sustained`) and upserts the
+   completed row.
 
-With ``ProbeRequest.gpus`` (``--gpus all|0,2``) every selected GPU is guarded on its own, the trace
-runs on the solo GPU, and step 6 runs solo then on every GPU at once
-(:mod:`clusterbench.run.multigpu`), adding the (label, gpu) and aggregate rows and env.json's
-``multi_gpu`` block (docs/scaling.md); N = 1 runs the same path.
+One flow for 1..N GPUs: without ``--gpus`` the run is on one GPU (the first this process may use);
+``ProbeRequest.gpus`` (``--gpus all|0,2``) selects several, and step 6 then runs solo, then on every
+GPU at once. With ``--gpus`` the solo, per-GPU and aggregate rows and env.json's ``multi_gpu``
+block are written too (docs/scaling.md), for N = 1 as well.
 
 Progress and warnings go to an ``on_event`` callback (the CLI draws them on stderr).
 Ctrl-C keeps every finished row, deletes the interrupted config's partial trace files,
@@ -26,36 +28,38 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
 import socket
 import subprocess
 import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from clusterbench.run.config import ConfigFile, ProbeConfig
 from clusterbench.errors import (EXIT_INTERRUPTED, ClusterbenchError, ConfigError, EnvironmentFailure, InputError,
                                  WorkloadProtocolError)
 from clusterbench.model.measurement import Measurement
 from clusterbench.model.results import ConfigEntry, ResultRow, ResultSet
 from clusterbench.model.workload import WorkloadResult
 from clusterbench.run.clocks import ClockSample, ClockVerdict, judge_clocks
+from clusterbench.run.config import DEFAULT_CONFIG_FILE, ConfigFile, ProbeConfig
+from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT
 from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity
 from clusterbench.run.tracers import TRACERS, TracedRun, Tracer, TracerSetup, WorkloadJob
 from clusterbench.workloads.protocol import PASS_RANGE, Workload, pass_range_text, workload_for
 
 if TYPE_CHECKING:
     from clusterbench.analyzers.analysis import TraceAnalysis
+    from clusterbench.run.guards import GuardVerdict
+    from clusterbench.run.gpus import GpuPlan
     from clusterbench.run.machine import GpuSelection
-    from clusterbench.run.multigpu import MultiGpuPlan
     from clusterbench.run.rows import MultiGpuSustained
-    from clusterbench.run.guards import GuardReport, NvmlReading
 
 PHASES = ("guard", "trace", "export", "analyze", "sustained")
 DEFAULT_REPEAT = 3
 MAX_REPEAT = 100
+DEFAULT_TRACER = "nsys"
+DEFAULT_RESULTS_ROOT = "results"
 
 
 class ProbeInterrupted(ClusterbenchError):
@@ -64,23 +68,75 @@ class ProbeInterrupted(ClusterbenchError):
     exit_code = EXIT_INTERRUPTED
 
 
+REQUEST_SCHEMA = "clusterbench.probe-request"
+# ProbeRequest.to_json (a campaign task's request file). History: 1: first version.
+REQUEST_VERSION = 1
+
+
 @dataclass(frozen=True, slots=True)
 class ProbeRequest:
-    """What the user asked for (the CLI's options, as values)."""
+    """What the user asked for (the CLI's options, as values). Crosses to a campaign's tasks as JSON
+    (:meth:`to_json`; ``clusterbench probe --request FILE``)."""
 
-    config_path: Path = Path("configs.toml")
+    config_path: Path = Path(DEFAULT_CONFIG_FILE)
     only: tuple[str, ...] = ()
     frames: int | None = None
     tag: str | None = None
-    tracer: str = "nsys"
+    tracer: str = DEFAULT_TRACER
     repeat: int = DEFAULT_REPEAT
-    results_root: Path = Path("results")
-    max_util_pct: float = 5.0
+    results_root: Path = Path(DEFAULT_RESULTS_ROOT)
+    max_util_pct: float = DEFAULT_MAX_UTIL_PCT
     require_clean: bool = False
     force: bool = False
     data: Path | None = None
     argv: tuple[str, ...] = ()
     gpus: str | None = None  # --gpus all|0,2: each config on these GPUs at once (docs/scaling.md)
+
+    def to_json(self) -> dict[str, object]:
+        return {"schema": REQUEST_SCHEMA, "version": REQUEST_VERSION, "config_path": str(self.config_path),
+                "only": list(self.only), "frames": self.frames, "tag": self.tag, "tracer": self.tracer,
+                "repeat": self.repeat, "results_root": str(self.results_root), "max_util_pct": self.max_util_pct,
+                "require_clean": self.require_clean, "force": self.force,
+                "data": None if self.data is None else str(self.data), "argv": list(self.argv), "gpus": self.gpus}
+
+    @classmethod
+    def from_json(cls, doc: object, source: str = "probe request") -> "ProbeRequest":
+        """The request back from :meth:`to_json`. InputError (exit 2) naming the first bad field."""
+        hint = "write the request with clusterbench probe --executor (or ProbeRequest.to_json)"
+        if not isinstance(doc, Mapping):
+            raise InputError(f"{source}: a probe request is a JSON object, got {type(doc).__name__}", hint=hint)
+        if doc.get("schema") != REQUEST_SCHEMA or doc.get("version") != REQUEST_VERSION:
+            raise InputError(f"{source}: not a version-{REQUEST_VERSION} {REQUEST_SCHEMA} (schema "
+                             f"{doc.get('schema')!r}, version {doc.get('version')!r})", hint=hint)
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(doc) - names - {"schema", "version"})
+        missing = sorted(names - set(doc))
+        if unknown or missing:
+            what = f"unknown field {unknown[0]!r}" if unknown else f"missing field {missing[0]!r}"
+            raise InputError(f"{source}: {what}", hint=hint)
+
+        def value(name: str, kinds: tuple[type, ...], optional: bool = False) -> Any:
+            v = doc[name]
+            if (v is None and optional) or type(v) in kinds:
+                return v
+            want = " or ".join(k.__name__ for k in kinds) + (" or null" if optional else "")
+            raise InputError(f"{source}: field {name!r} must be {want}, got {v!r}", hint=hint)
+
+        def strings(name: str) -> tuple[str, ...]:
+            v = doc[name]
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise InputError(f"{source}: field {name!r} must be a list of strings, got {v!r}", hint=hint)
+            return tuple(v)
+
+        data = value("data", (str,), optional=True)
+        return cls(config_path=Path(value("config_path", (str,))), only=strings("only"),
+                   frames=value("frames", (int,), optional=True), tag=value("tag", (str,), optional=True),
+                   tracer=value("tracer", (str,)), repeat=value("repeat", (int,)),
+                   results_root=Path(value("results_root", (str,))),
+                   max_util_pct=float(value("max_util_pct", (int, float))),
+                   require_clean=value("require_clean", (bool,)), force=value("force", (bool,)),
+                   data=None if data is None else Path(data), argv=strings("argv"),
+                   gpus=value("gpus", (str,), optional=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +149,7 @@ class ProbePlan:
     tracer: str  # a key of tracing.tracers.TRACERS
     repeat: int
     warnings: tuple[str, ...]
-    gpus: GpuSelection | None = None  # None: one GPU (device 0), as always
+    gpus: GpuSelection | None = None  # None: no --gpus (one GPU: the first this process may use)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +175,7 @@ class ProbeOutcome:
     session_id: str
     rows: tuple[ResultRow, ...]
     warnings: tuple[str, ...]
-    guard: GuardReport
+    guard: GuardVerdict
 
 
 EventCallback = Callable[[ProbeEvent], None]
@@ -130,8 +186,9 @@ EventCallback = Callable[[ProbeEvent], None]
 
 def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> ProbePlan:
     """Validate everything that can be checked without a GPU. Raises ConfigError/InputError (exit 2)."""
-    from clusterbench.run.config import config_warnings, load_configs, select, with_data, with_frames
     from clusterbench.io.results import results_dir_for
+    from clusterbench.run.config import config_warnings, load_configs, select, with_data, with_frames
+    from clusterbench.run.guards import check_settings
 
     if request.tracer not in TRACERS:
         raise InputError(
@@ -140,7 +197,8 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
         )
     if not isinstance(request.repeat, int) or not 1 <= request.repeat <= MAX_REPEAT:
         raise InputError(f"--repeat must be an integer from 1 to {MAX_REPEAT}, got {request.repeat!r}",
-                         hint="use --repeat 3 (the default) or more for a tighter spread")
+                         hint=f"use --repeat {DEFAULT_REPEAT} (the default) or more for a tighter spread")
+    check_settings(request.max_util_pct)
     config_file = load_configs(request.config_path)
     configs = select(config_file, list(request.only))
     if not configs:
@@ -173,11 +231,6 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
 
 def workload_of(cfg: ProbeConfig) -> Workload:
     return workload_for(cfg.workload.kind, cfg.workload.command, cfg.workload.base_dir)
-
-
-def params_json_for(cfg: ProbeConfig) -> str:
-    """The config's parameters as the JSON the CuPy workload takes (``--params-json``)."""
-    return json.dumps(cfg.params.to_json())
 
 
 def clock_verdict_for(samples: tuple[ClockSample, ...], max_clock_mhz: int | None, result: WorkloadResult,
@@ -219,10 +272,10 @@ def read_child_versions(nsys: Path | None) -> dict[str, object]:
     return out
 
 
-def _guard_json(report: GuardReport) -> dict[str, object]:
+def _guard_json(verdict: GuardVerdict) -> dict[str, object]:
     from clusterbench.run.guards import find_checkout
 
-    data = report.to_json()
+    data = verdict.to_json()
     root = find_checkout(Path(__file__).parent)
     return _without_prefix(data, str(root), "<checkout>") if root is not None else data
 
@@ -272,11 +325,13 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
               nsys: Path | None = _UNSET) -> ProbeOutcome:
     """Run the planned probe (steps 2-6). ``nsys`` is :func:`preflight`'s answer; it is asked when not given.
 
-    Raises EnvironmentFailure (exit 1; WorkloadProtocolError when a workload breaks the protocol),
-    CheckFailed (exit 3), ProbeInterrupted (exit 130).
+    Raises InputError (exit 2: a ``--gpus`` index NVML does not list), EnvironmentFailure (exit 1;
+    WorkloadProtocolError when a workload breaks the protocol), CheckFailed (exit 3),
+    ProbeInterrupted (exit 130).
     """
-    from clusterbench.run.guards import require_pass, run_guards
     from clusterbench.io.results import merge_results
+    from clusterbench.run.gpus import plan_gpus
+    from clusterbench.run.guards import DEFAULT_WINDOW_S, require_guard_pass
     from clusterbench.run.tracers import discard_partials
 
     emit = on_event or (lambda event: None)
@@ -292,25 +347,15 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     nsys = preflight(plan) if nsys is _UNSET else nsys
 
     emit(ProbeEvent("phase", phase="guard", total=len(plan.configs)))
-    mplan: MultiGpuPlan | None = None
     try:
-        if plan.gpus is None:
-            report = run_guards(plan.config_file, max_util_pct=request.max_util_pct,
-                                require_clean=request.require_clean, force=request.force)
-        else:
-            mplan, report = _guard_gpus(plan, request)
+        gpu_plan = plan_gpus(plan.gpus, plan.config_file, max_util_pct=request.max_util_pct,
+                             window_s=DEFAULT_WINDOW_S, require_clean=request.require_clean, force=request.force)
     except KeyboardInterrupt:
         raise ProbeInterrupted("interrupted during the guards, before any config ran: nothing was written") from None
-    if mplan is not None:
-        from clusterbench.run.multigpu import require_gpus_pass
-
-        require_gpus_pass(mplan.guard)  # CheckFailed (exit 3): a busy GPU or a stale build, without --force
-        if mplan.guard.reason not in ("pass", "host_forced"):
-            warn(mplan.guard.message, "env.json records which GPUs were refused or forced (multi_gpu.guard)")
-    require_pass(report)  # CheckFailed (exit 3) unless --force overrode it
-    if report.forced:
-        warn("guards failed but --force overrode them: " + "; ".join(c.message for c in report.failed),
-             "env.json records the override; do not quote these figures")
+    verdict = gpu_plan.verdict
+    require_guard_pass(verdict)  # CheckFailed (exit 3): a busy GPU or a stale build, without --force
+    if verdict.forced:
+        warn(verdict.message, verdict.hint)
 
     session_id = uuid.uuid4().hex
     out_dir = plan.results_dir
@@ -321,10 +366,10 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     write_env: Callable[[], None] | None = None
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        gpu = gpu_identity(report.reading)
+        gpu = gpu_identity(verdict.reading)
         versions = read_child_versions(nsys)
-        git = {"git_rev": report.git_rev, "git_dirty": report.git_dirty}
-        guard_json = _guard_json(report)
+        git = {"git_rev": verdict.git_rev, "git_dirty": verdict.git_dirty}
+        guard_json = _guard_json(verdict)
         per_config: dict[str, ConfigEntry] = {}
         nsys_version = versions.get("nsys")
         tracer = TRACERS[plan.tracer](TracerSetup(nsys=nsys, nsys_version=None if nsys_version is None
@@ -335,9 +380,9 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
             # merged into the dir: the entries, rows and blocks of configs this probe does not run stay
             env = build_env(session_id=session_id, argv=request.argv, configs=plan.configs,
                             tracer=plan.tracer, gpu=gpu, versions=versions, git=git,
-                            guard=guard_json, per_config=per_config, kernel_sources=report.kernel_sources)
-            if mplan is not None:
-                env = dataclasses.replace(env, multi_gpu=mplan.env_block(
+                            guard=guard_json, per_config=per_config, kernel_sources=verdict.kernel_sources)
+            if plan.gpus is not None:
+                env = dataclasses.replace(env, multi_gpu=gpu_plan.env_block(
                     {k: r.summary for k, r in gpu_runs.items()}, {k: r.overlap_s for k, r in gpu_runs.items()}))
             merge_results(out_dir, ResultSet(env))
 
@@ -345,17 +390,16 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         for index, cfg in enumerate(plan.configs):
             label = cfg.label
 
-            def on_phase(p: str, _label: str = cfg.label, _index: int = index) -> None:
+            def on_phase(p: str, detail: str | None = None, _label: str = cfg.label, _index: int = index) -> None:
                 nonlocal phase
                 phase = p
-                emit(ProbeEvent("phase", label=_label, phase=p, index=_index, total=total))
+                emit(ProbeEvent("phase", label=_label, phase=p, index=_index, total=total, message=detail))
 
             emit(ProbeEvent("start", label=label, index=index, total=total))
-            record, gpu_rows, gpu_run = _probe_one(cfg, plan, tracer, out_dir, session_id, on_phase, warn,
-                                                   per_config, mplan)
+            record, gpu_rows, figures = _run_config(cfg, plan, gpu_plan, tracer, out_dir, session_id, on_phase, warn,
+                                                    per_config)
             merge_results(out_dir, ResultSet(rows=(record,)))
-            if gpu_run is not None:
-                gpu_runs[cfg.label] = gpu_run
+            gpu_runs[cfg.label] = figures
             write_env()
             emit(ProbeEvent("row", label=label, index=index, total=total, row=record))
             rows.append(record)
@@ -379,35 +423,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         if label:
             discard_partials(out_dir, label)
         raise
-    return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), report)
-
-
-def _guard_gpus(plan: ProbePlan, request: ProbeRequest) -> tuple[MultiGpuPlan, GuardReport]:
-    """``--gpus``: sample every selected GPU once (NVML), run the host-wide guards once, and judge
-    each GPU on its own reading (:func:`clusterbench.run.multigpu.check_gpus`). The report's GPU is the
-    solo GPU (the first one the guards let run): its identity goes to env.json, as with one GPU.
-    InputError (exit 2) for an index NVML does not list."""
-    from clusterbench.run import guards
-    from clusterbench.run import multigpu as mg
-
-    assert plan.gpus is not None
-    readings: dict[int, NvmlReading] = {}
-
-    def read(device_index: int, window_s: float) -> NvmlReading:
-        readings[device_index] = guards.read_nvml(device_index=device_index, window_s=window_s)
-        return readings[device_index]
-
-    mplan = mg.plan_multi_gpu(plan.gpus, max_util_pct=request.max_util_pct, window_s=guards.DEFAULT_WINDOW_S,
-                              force=request.force, read_reading=read)
-    # a refused run (no --force) still needs a report; any GPU stands in, require_gpus_pass raises first
-    solo = mplan.run_gpus[0].index if mplan.run_gpus else mplan.gpus[0].index
-    report = guards.run_guards(plan.config_file, max_util_pct=request.max_util_pct,
-                               require_clean=request.require_clean, force=request.force, device_index=solo,
-                               reading=readings[solo])
-    # judge again with the host checks (build, git) so multi_gpu.guard records them too
-    guard = mg.check_gpus([readings[g.index] for g in mplan.gpus], mg.host_checks_of(report.checks),
-                          max_util_pct=request.max_util_pct, force=request.force, own_pid=os.getpid())
-    return dataclasses.replace(mplan, guard=guard), report
+    return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), verdict)
 
 
 def analyze_pass(traced: TracedRun, cfg: ProbeConfig) -> TraceAnalysis:
@@ -415,7 +431,7 @@ def analyze_pass(traced: TracedRun, cfg: ProbeConfig) -> TraceAnalysis:
     workload breaking the protocol: WorkloadProtocolError, with the program's output tail."""
     from clusterbench.analyzers import analyze_trace
     from clusterbench.errors import TraceError
-    from clusterbench.run.process import log_tail
+    from clusterbench.run.supervisor import log_tail
 
     try:
         return analyze_trace(traced.sqlite, frames=cfg.params.frames, range_name=PASS_RANGE)
@@ -430,27 +446,24 @@ def analyze_pass(traced: TracedRun, cfg: ProbeConfig) -> TraceAnalysis:
         ) from None
 
 
-def _probe_one(cfg: ProbeConfig, plan: ProbePlan, tracer: Tracer, out_dir: Path, session_id: str,
-               on_phase: Callable[[str], None], warn: Callable[..., None],
-               per_config: dict[str, ConfigEntry], mplan: MultiGpuPlan | None = None
-               ) -> tuple[ResultRow, tuple[ResultRow, ...], MultiGpuSustained | None]:
-    """One config: trace, analyze, sustained FPS. Returns the plain row and, with ``--gpus``, the
-    solo, per-GPU and aggregate rows (already written) and the run they came from."""
+def _run_config(cfg: ProbeConfig, plan: ProbePlan, gpu_plan: GpuPlan, tracer: Tracer, out_dir: Path,
+                session_id: str, on_phase: Callable[..., None], warn: Callable[..., None],
+                per_config: dict[str, ConfigEntry]
+                ) -> tuple[ResultRow, tuple[ResultRow, ...], MultiGpuSustained]:
+    """One config: trace on the solo GPU, analyze, sustained FPS on the GPUs the guards let run. Returns
+    the plain row (the solo GPU's trace and its solo sustained FPS), with ``--gpus`` the solo, per-GPU
+    and aggregate rows (already written), and the sustained figures."""
     from clusterbench.io.results import merge_results
-    from clusterbench.run.tracers import measure_sustained
+    from clusterbench.run.sustained import measure_sustained, workload_command
+    from clusterbench.run.tracers import workload_cwd
 
-    job = WorkloadJob(cfg.label, cfg.params, workload_of(cfg), out_dir)
+    run_gpus = gpu_plan.run_gpus
+    job = WorkloadJob(cfg.label, cfg.params, workload_of(cfg), out_dir, run_gpus[0])
     entry = ConfigEntry(session=session_id, tracer=plan.tracer, frames=cfg.params.frames, params=cfg.params.to_json(),
                         workload=cfg.workload.kind, command=cfg.workload.command)
     per_config[cfg.label] = entry
     analysis: TraceAnalysis | None = None
-    if mplan is None:
-        traced = tracer.trace(job, on_phase)
-    else:
-        from clusterbench.run.machine import only_gpu_visible
-
-        with only_gpu_visible(mplan.run_gpus[0]):  # the trace runs on the solo GPU alone
-            traced = tracer.trace(job, on_phase)
+    traced = tracer.trace(job, on_phase)
     if traced is not None:
         verdict = clock_verdict_for(traced.clocks, traced.max_clock_mhz, traced.result, traced.pass_end_s)
         entry = dataclasses.replace(entry, clocks=verdict.to_json(), kernel_sha256=traced.result.kernel_sha256,
@@ -470,45 +483,27 @@ def _probe_one(cfg: ProbeConfig, plan: ProbePlan, tracer: Tracer, out_dir: Path,
         merge_results(out_dir, ResultSet(rows=(row,)))  # step 5: the traced figures are safe before the untraced run
 
     on_phase("sustained")
-    if mplan is not None:
-        return _sustained_on_gpus(cfg, plan, job, traced, analysis, mplan, out_dir, session_id, per_config, entry)
-    sustained = measure_sustained(job, plan.repeat)
-    entry = dataclasses.replace(entry, finder=entry.finder or sustained.results[-1].finder)
+    sustained = measure_sustained(run_gpus, gpu_plan.tools, workload_command(job.workload, cfg.label, cfg.params,
+                                                                              plan.repeat),
+                                  out_dir, cfg.label, input_bytes_per_frame=cfg.params.frame_bytes,
+                                  cwd=workload_cwd(job.workload),
+                                  on_round=lambda p, k: on_phase("sustained", None if p == "sustained" else p))
+    figures = sustained.figures
+    result = traced.result if traced is not None else sustained.last_result
+    entry = dataclasses.replace(entry, finder=entry.finder or result.finder)
     if traced is None and sustained.clocks:
         # no trace: judge the clocks over the whole untraced run instead
         samples = sustained.clocks
         verdict = judge_clocks(samples, samples[0].t_s, samples[-1].t_s, sustained.max_clock_mhz, cfg.params.frames)
         entry = dataclasses.replace(entry, clocks=verdict.to_json())
     per_config[cfg.label] = entry
-    result = traced.result if traced is not None else sustained.results[-1]
-    record = build_row(cfg, analysis, sustained.fps, result, plan.tracer, traced.sqlite.name if traced else None,
-                       session_id)
-    return record, (), None
-
-
-def _sustained_on_gpus(cfg: ProbeConfig, plan: ProbePlan, job: WorkloadJob, traced: TracedRun | None,
-                       analysis: TraceAnalysis | None, mplan: MultiGpuPlan, out_dir: Path, session_id: str,
-                       per_config: dict[str, ConfigEntry], entry: ConfigEntry
-                       ) -> tuple[ResultRow, tuple[ResultRow, ...], MultiGpuSustained]:
-    """``--gpus``: sustained FPS on the solo GPU alone, then on every GPU at once (docs/scaling.md).
-    Writes the solo, per-GPU and aggregate rows; returns the plain row (the solo GPU's trace and its
-    solo sustained FPS: what a plain probe writes), those rows and the run. Works for N = 1."""
-    from clusterbench.run import multigpu as mg
-    from clusterbench.io.results import merge_results
-    from clusterbench.run.commands import child_env
-
-    command, rounds = mg.workload_command(job.workload, cfg.label, cfg.params, plan.repeat)
-    cwd = job.workload.cwd
-    run = mg.measure_sustained_gpus(mplan.run_gpus, mplan.tools, command, out_dir, cfg.label, child_env(),
-                                    rounds=rounds, input_bytes_per_frame=cfg.params.frame_bytes,
-                                    cwd=None if cwd is None else str(cwd))
-    result = traced.result if traced is not None else run.solo_outcomes[-1][0].result
     trace_name = traced.sqlite.name if traced is not None else None
 
-    def base(s: Measurement) -> ResultRow:
+    def row_for(s: Measurement) -> ResultRow:
         return build_row(cfg, analysis, s, result, plan.tracer, trace_name, session_id)
 
-    gpu_rows = config_rows(base, run, mplan.gpus, socket.gethostname())
-    merge_results(out_dir, ResultSet(rows=gpu_rows))
-    per_config[cfg.label] = dataclasses.replace(entry, finder=entry.finder or (result.finder if result else None))
-    return build_row(cfg, analysis, run.solo, result, plan.tracer, trace_name, session_id), gpu_rows, run
+    gpu_rows: tuple[ResultRow, ...] = ()
+    if plan.gpus is not None:
+        gpu_rows = config_rows(row_for, figures, gpu_plan.gpus, socket.gethostname())
+        merge_results(out_dir, ResultSet(rows=gpu_rows))
+    return row_for(figures.solo), gpu_rows, figures

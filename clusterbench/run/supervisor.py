@@ -1,41 +1,306 @@
-"""Child processes: start one per GPU at once (pinned, logged), wait with a time limit, stop them
-(terminate, then kill), read each one's result record, and quote a log's last lines.
+"""Child processes: the one supervisor for every process clusterbench starts.
 
+A tracer's child (nsys, the CUPTI tracer), each GPU's sustained-FPS child and a campaign's task all
+run through :func:`run_children`:
+
+- the child's output (stdout and stderr) goes to a log that starts with a header line (what runs)
+  and the command line;
+- it runs in a session and process group of its own (``start_new_session``), so that the whole
+  group (nsys and the workload it starts, a probe and its children) can be ended at once;
+- each child may have a time limit; on a timeout, or on Ctrl-C (or any error) in this process, the
+  group of every child still running gets SIGTERM, then SIGKILL after a grace period, so no orphan
+  keeps a GPU busy;
+- the outcome (:class:`ChildOutcome`) says whether it started, its exit status, whether it ran
+  past its time limit, and its log's last lines.
+
+A GPU's child (:func:`plan_gpu_children`) is a child with only that GPU visible, pinned near it.
 Nothing here prints, exits, or imports typer, rich or CuPy.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
+import shlex
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import IO, Any, Callable, Mapping, Sequence
 
-from clusterbench.errors import EnvironmentFailure, WorkloadProtocolError
+from clusterbench.errors import EnvironmentFailure, InputError
 from clusterbench.model.workload import WorkloadResult
-from clusterbench.run.machine import GpuInfo, Pinning, PinMethod, PinTools, gpu_env, plan_pinning
+from clusterbench.run.machine import (
+    GpuInfo,
+    PinMethod,
+    Pinning,
+    PinTools,
+    gpu_env,
+    plan_pinning,
+)
+
+LOG_TAIL_LINES = 15  # the lines of a log an error quotes
+STOP_GRACE_S = 10.0  # between SIGTERM and SIGKILL when a child's group is ended
+POLL_S = 0.01
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` non-empty lines of a log ("(no log)" when it cannot be read)."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    tail = [ln for ln in text.splitlines() if ln.strip()][-lines:]
+    return "\n".join(tail) if tail else "(empty log)"
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSpec:
+    """One child to run: its argv, its log, and how it runs.
+
+    ``env`` None: this process's environment. ``cpus``: cores to pin it to with sched_setaffinity
+    before exec (empty: not pinned that way). ``timeout_s`` None: no time limit. ``append``: add to
+    the log rather than start it afresh."""
+
+    argv: tuple[str, ...]
+    log_path: Path
+    header: str | None = None
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    cpus: tuple[int, ...] = ()
+    timeout_s: float | None = None
+    grace_s: float = STOP_GRACE_S
+    append: bool = False
+
+    @property
+    def command_line(self) -> str:
+        """The argv as a shell would take it back (the log's ``$`` line)."""
+        return shlex.join(self.argv)
+
+
+# ChildOutcome.to_json. History: 1: first version.
+CHILD_OUTCOME_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ChildOutcome:
+    """What one child did. ``returncode`` None: it never started (``start_error`` says why); negative:
+    ended by that signal. ``started_s``/``ended_s``: seconds since :func:`run_children` began.
+    ``tail``: the log's last lines."""
+
+    argv: tuple[str, ...]
+    log_path: Path
+    returncode: int | None
+    started_s: float
+    ended_s: float
+    timeout_s: float | None = None
+    timed_out: bool = False
+    start_error: str | None = None
+    tail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.start_error is None and not self.timed_out and self.returncode == 0
+
+    @property
+    def status_text(self) -> str:
+        """How it ended, in a few words: ``exit status 3``, ``ended by signal SIGKILL``, ..."""
+        if self.start_error is not None:
+            return self.start_error
+        if self.timed_out:
+            return f"stopped at its time limit of {self.timeout_s:g} s"
+        rc = self.returncode
+        if rc is not None and rc < 0:
+            return f"ended by signal {_signal_name(-rc)}"
+        return f"exit status {rc}"
+
+    def describe(self, what: str) -> str:
+        """``what`` (e.g. "nsys profile of config 'a'") and how it failed, with the log's last lines."""
+        if self.start_error is not None:
+            return f"{what} did not start: {self.start_error}"
+        if self.timed_out:
+            head = (f"{what} was still running at its time limit of {self.timeout_s:g} s: its process group "
+                    "was ended")
+        elif self.returncode is not None and self.returncode < 0:
+            head = f"{what} was ended by signal {_signal_name(-self.returncode)}"
+        else:
+            head = f"{what} failed with exit status {self.returncode}"
+        return f"{head}; last lines of {self.log_path.name}:\n{self.tail}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": CHILD_OUTCOME_VERSION, "argv": list(self.argv), "log_path": str(self.log_path),
+                "returncode": self.returncode, "started_s": self.started_s, "ended_s": self.ended_s,
+                "timeout_s": self.timeout_s, "timed_out": self.timed_out, "start_error": self.start_error,
+                "tail": self.tail}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ChildOutcome:
+        if doc.get("version") != CHILD_OUTCOME_VERSION:
+            raise InputError(f"child outcome: version {doc.get('version')!r}, this clusterbench reads version "
+                             f"{CHILD_OUTCOME_VERSION}", hint="read it with the clusterbench version that wrote it")
+        return cls(argv=tuple(str(a) for a in doc["argv"]), log_path=Path(doc["log_path"]),
+                   returncode=doc["returncode"], started_s=float(doc["started_s"]), ended_s=float(doc["ended_s"]),
+                   timeout_s=doc.get("timeout_s"), timed_out=bool(doc.get("timed_out")),
+                   start_error=doc.get("start_error"), tail=str(doc.get("tail") or ""))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildEvent:
+    """Progress: kind ``started`` or ``finished`` (with the exit status); ``index`` in the specs given."""
+
+    kind: str
+    index: int
+    returncode: int | None = None
+
+
+class _Running:
+    """One started child (internal, mutable while it runs)."""
+
+    def __init__(self, spec: ChildSpec, t0: float) -> None:
+        self.spec = spec
+        self.started_s = time.monotonic() - t0
+        self.ended_s: float | None = None
+        self.timed_out = False
+        self.error: str | None = None
+        self.proc: subprocess.Popen | None = None
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log: IO[str] = open(spec.log_path, "a" if spec.append else "w")
+        if spec.header:
+            self.log.write(f"# {spec.header}\n")
+        self.log.write(f"$ {spec.command_line}\n")
+        self.log.flush()
+        preexec = functools.partial(os.sched_setaffinity, 0, set(spec.cpus)) if spec.cpus else None
+        try:
+            self.proc = subprocess.Popen(list(spec.argv), stdout=self.log, stderr=subprocess.STDOUT,
+                                         env=None if spec.env is None else dict(spec.env), cwd=spec.cwd,
+                                         start_new_session=True, preexec_fn=preexec)
+        except (OSError, subprocess.SubprocessError) as exc:  # the latter: sched_setaffinity failed in the child
+            self.error = f"cannot start {spec.argv[0]}: {exc}"
+            self.log.write(self.error + "\n")
+            self.ended_s = self.started_s
+
+    def outcome(self) -> ChildOutcome:
+        rc = None if self.proc is None else self.proc.returncode
+        return ChildOutcome(self.spec.argv, self.spec.log_path, rc, self.started_s,
+                            self.started_s if self.ended_s is None else self.ended_s, self.spec.timeout_s,
+                            self.timed_out, self.error, log_tail(self.spec.log_path))
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)  # the child leads its own group (start_new_session)
+    except ProcessLookupError:
+        pass
+
+
+def end_groups(procs: Sequence[subprocess.Popen], grace_s: float = STOP_GRACE_S) -> None:
+    """End the process group of every child still running: SIGTERM, then SIGKILL for any group whose
+    leader has not exited ``grace_s`` later (at once on a second Ctrl-C)."""
+    live = [p for p in procs if p.poll() is None]
+    for p in live:
+        _signal_group(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    try:
+        for p in live:
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    finally:  # also on a second Ctrl-C while waiting: nothing is left behind
+        for p in live:
+            if p.poll() is None:
+                _signal_group(p, signal.SIGKILL)
+                p.wait()
+
+
+def run_children(specs: Sequence[ChildSpec], *,
+                 on_event: Callable[[ChildEvent], None] | None = None) -> tuple[ChildOutcome, ...]:
+    """Start every child at once, wait for all, and return what each did, in the order given.
+
+    A child that cannot start, fails or runs past its time limit gives an outcome that says so (the
+    others still count). On Ctrl-C, or any other exception here, every child's group still running
+    is ended before the exception goes on."""
+    emit = on_event or (lambda e: None)
+    t0 = time.monotonic()
+    running: list[_Running] = []
+    try:
+        for i, spec in enumerate(specs):
+            r = _Running(spec, t0)
+            running.append(r)
+            if r.proc is not None:
+                emit(ChildEvent("started", i))
+        while True:
+            pending = [(i, r) for i, r in enumerate(running) if r.ended_s is None]
+            if not pending:
+                break
+            expired: list[tuple[int, _Running]] = []
+            for i, r in pending:
+                assert r.proc is not None
+                rc = r.proc.poll()
+                now = time.monotonic() - t0
+                if rc is not None:
+                    r.ended_s = now
+                    emit(ChildEvent("finished", i, rc))
+                elif r.spec.timeout_s is not None and now - r.started_s >= r.spec.timeout_s:
+                    expired.append((i, r))
+            if expired:
+                end_groups([r.proc for _, r in expired if r.proc is not None],
+                           max(r.spec.grace_s for _, r in expired))
+                for i, r in expired:
+                    r.timed_out = True
+                    r.ended_s = time.monotonic() - t0
+                    emit(ChildEvent("finished", i, None if r.proc is None else r.proc.returncode))
+            elif len(pending) > 0:
+                time.sleep(POLL_S)
+    except BaseException:
+        live = [r for r in running if r.proc is not None and r.ended_s is None]
+        end_groups([r.proc for r in live if r.proc is not None],
+                   max((r.spec.grace_s for r in live), default=STOP_GRACE_S))
+        raise
+    finally:
+        for r in running:
+            r.log.close()
+    return tuple(r.outcome() for r in running)
+
+
+def run_child(spec: ChildSpec) -> ChildOutcome:
+    """One child, run to its end (or its time limit): :func:`run_children` of one."""
+    return run_children([spec])[0]
+
+
+def require_ok(outcome: ChildOutcome, what: str, hint: str | None = None) -> None:
+    """EnvironmentFailure (exit 1) when the child did not start, failed or ran past its time limit:
+    ``what`` and how, with its log's last lines."""
+    if not outcome.ok:
+        raise EnvironmentFailure(outcome.describe(what), hint=hint or f"read the whole log: {outcome.log_path}")
+
+
+# --------------------------------------------------------------------------- one child per GPU
 
 
 @dataclass(frozen=True, slots=True)
 class GpuChild:
-    """One GPU's process: its full argv (pinning prefix included), environment, result and log files."""
+    """One GPU's process: the child to run (pinning prefix in its argv, only its GPU visible) and the
+    result record it writes."""
 
     gpu: GpuInfo
     pinning: Pinning
-    argv: tuple[str, ...]
-    env: Mapping[str, str]
+    spec: ChildSpec
     result_path: Path
-    log_path: Path
-    cwd: str | None = None
 
 
 def plan_gpu_children(gpus: Sequence[GpuInfo], tools: PinTools,
                       command: Callable[[GpuInfo, Path], Sequence[str]], out_dir: Path, stem: str,
-                      base_env: Mapping[str, str], cwd: str | None = None) -> tuple[GpuChild, ...]:
+                      base_env: Mapping[str, str], cwd: str | None = None,
+                      timeout_s: float | None = None) -> tuple[GpuChild, ...]:
     """One child per GPU (pure). ``command(gpu, result_path)`` gives the workload's argv, e.g.
     ``lambda g, r: workload.argv(label, params, r, "sustained", repeat)``; files are
     ``<out_dir>/<stem>.gpu<index>.json`` and ``.log``."""
@@ -44,34 +309,26 @@ def plan_gpu_children(gpus: Sequence[GpuInfo], tools: PinTools,
         pin = plan_pinning(g, tools)
         result = Path(out_dir) / f"{stem}.gpu{g.index}.json"
         argv = (*pin.argv_prefix, *map(str, command(g, result.resolve())))
-        children.append(GpuChild(g, pin, argv, gpu_env(g, base_env), result, Path(out_dir) / f"{stem}.gpu{g.index}.log",
-                                 cwd))
+        cpus = pin.cpus if pin.method is PinMethod.SCHED_SETAFFINITY else ()
+        spec = ChildSpec(argv, Path(out_dir) / f"{stem}.gpu{g.index}.log",
+                         header=f"GPU {g.key}; pinning: {pin.message}", env=gpu_env(g, base_env), cwd=cwd,
+                         cpus=cpus, timeout_s=timeout_s)
+        children.append(GpuChild(g, pin, spec, result))
     return tuple(children)
 
 
 @dataclass(frozen=True, slots=True)
-class GpuChildEvent:
-    """Progress of a round: kind ``started`` or ``finished`` (with the exit status)."""
-
-    kind: str
-    gpu: int
-    returncode: int | None = None
-    phase: str = ""  # "solo" or "concurrent" in measure_sustained_gpus
-    round: int = 0
-
-
-@dataclass(frozen=True, slots=True)
 class GpuOutcome:
-    """What one GPU's child did. ``started_s``/``ended_s``: seconds since the round began."""
+    """What one GPU's child did and the result record it wrote. ``error``: why it gives no figure (the
+    child's failure with its log's last lines, or the result record breaking the workload protocol,
+    then ``protocol_error``)."""
 
     gpu: GpuInfo
     pinning: Pinning
-    returncode: int | None
+    child: ChildOutcome
     result: WorkloadResult | None
-    error: str | None
-    log_path: Path
-    started_s: float
-    ended_s: float
+    error: str | None = None
+    protocol_error: bool = False
 
     @property
     def ok(self) -> bool:
@@ -82,168 +339,4 @@ def overlap_s(outcomes: Sequence[GpuOutcome]) -> float:
     """How long every child ran at the same time: earliest end minus latest start (<= 0: they did not overlap)."""
     if not outcomes:
         return 0.0
-    return min(o.ended_s for o in outcomes) - max(o.started_s for o in outcomes)
-
-
-def _log_tail(path: Path, lines: int = 10) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    tail = [ln for ln in text.splitlines() if ln.strip()][-lines:]
-    return "\n".join(tail) if tail else "(empty log)"
-
-
-def _stop(procs: Iterable[subprocess.Popen]) -> None:
-    live = [p for p in procs if p.poll() is None]
-    for p in live:
-        p.terminate()
-    deadline = time.monotonic() + 10
-    for p in live:
-        try:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def run_gpu_children(children: Sequence[GpuChild], *, timeout_s: float | None = None,
-                     on_event: Callable[[GpuChildEvent], None] | None = None) -> tuple[GpuOutcome, ...]:
-    """Start every child at once (one process per GPU), wait for all, read each result record.
-
-    A child that fails, times out or writes no valid result gives an outcome with ``error`` (its
-    log's last lines); the others still count. Ctrl-C stops every child before it goes on, so no
-    orphan keeps a GPU busy. Pinning with sched_setaffinity happens in the child before exec.
-    """
-    emit = on_event or (lambda e: None)
-    t0 = time.monotonic()
-    procs: list[subprocess.Popen | None] = []
-    starts: list[float] = []
-    start_errors: list[str | None] = []
-    handles = []
-    try:
-        for c in children:
-            c.result_path.unlink(missing_ok=True)
-            fh, p, err = _start_child(c, "GPU")
-            handles.append(fh)
-            procs.append(p)
-            start_errors.append(err)
-            starts.append(time.monotonic() - t0)
-            emit(GpuChildEvent("started", c.gpu.index))
-        ends: list[float] = [0.0] * len(children)
-        rcs: list[int | None] = [None] * len(children)
-        timed_out = [False] * len(children)
-        deadline = None if timeout_s is None else t0 + timeout_s
-        pending = {i for i, p in enumerate(procs) if p is not None}
-        for i, p in enumerate(procs):
-            if p is None:
-                ends[i] = starts[i]
-        while pending:
-            for i in sorted(pending):
-                rc = procs[i].poll()  # type: ignore[union-attr]
-                if rc is not None:
-                    rcs[i] = rc
-                    ends[i] = time.monotonic() - t0
-                    pending.discard(i)
-                    emit(GpuChildEvent("finished", children[i].gpu.index, rc))
-            if pending and deadline is not None and time.monotonic() > deadline:
-                _stop(procs[i] for i in pending)  # type: ignore[misc]
-                for i in pending:
-                    timed_out[i] = True
-                    rcs[i] = procs[i].returncode  # type: ignore[union-attr]
-                    ends[i] = time.monotonic() - t0
-                    emit(GpuChildEvent("finished", children[i].gpu.index, rcs[i]))
-                pending.clear()
-            if pending:
-                time.sleep(0.01)
-    except KeyboardInterrupt:
-        _stop(p for p in procs if p is not None)
-        raise
-    finally:
-        for fh in handles:
-            fh.close()
-    outcomes = []
-    for i, c in enumerate(children):
-        error = start_errors[i]
-        result: WorkloadResult | None = None
-        if error is None and timed_out[i]:
-            error = f"GPU {c.gpu.index}: still running after {timeout_s:g} s: stopped"
-        elif error is None and rcs[i] != 0:
-            error = f"GPU {c.gpu.index}: the child exited with status {rcs[i]}; last lines of {c.log_path.name}:\n" \
-                    f"{_log_tail(c.log_path)}"
-        elif error is None:
-            try:
-                result = WorkloadResult.from_json(json.loads(c.result_path.read_text(encoding="utf-8")))
-            except (OSError, ValueError) as exc:
-                error = f"GPU {c.gpu.index}: no readable result record {c.result_path.name} ({exc})"
-            except WorkloadProtocolError as exc:
-                error = f"GPU {c.gpu.index}: {exc}"
-        outcomes.append(GpuOutcome(c.gpu, c.pinning, rcs[i], result, error, c.log_path, starts[i], ends[i]))
-    return tuple(outcomes)
-
-
-def require_all_ok(outcomes: Sequence[GpuOutcome], what: str) -> None:
-    """EnvironmentFailure (exit 1) naming every GPU whose child failed."""
-    bad = [o for o in outcomes if not o.ok]
-    if bad:
-        raise EnvironmentFailure(f"{what}: {len(bad)} of {len(outcomes)} GPU processes failed:\n" +
-                                 "\n".join(o.error or "" for o in bad),
-                                 hint="read the logs: " + ", ".join(str(o.log_path) for o in bad))
-
-
-@dataclass(frozen=True, slots=True)
-class BackgroundOutcome:
-    """A GPU that streamed while another was traced. ``covered``: it was still running when the
-    traced run ended, so it loaded the node for the whole trace."""
-
-    gpu: GpuInfo
-    pinning: Pinning
-    returncode: int | None
-    covered: bool
-    log_path: Path
-
-
-def _start_child(c: GpuChild, what: str) -> tuple[Any, subprocess.Popen | None, str | None]:
-    """Open the child's log (a header naming ``what`` runs, its GPU, pinning and command line) and start
-    it, pinned with sched_setaffinity before exec where that is the method. Returns (the open log,
-    the process or None, why it did not start or None); the caller closes the log."""
-    c.log_path.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(c.log_path, "w")
-    fh.write(f"# {what} {c.gpu.key}; pinning: {c.pinning.message}\n$ " + " ".join(c.argv) + "\n")
-    fh.flush()
-    preexec = None
-    if c.pinning.method is PinMethod.SCHED_SETAFFINITY:
-        preexec = functools.partial(os.sched_setaffinity, 0, set(c.pinning.cpus))
-    try:
-        return fh, subprocess.Popen(list(c.argv), stdout=fh, stderr=subprocess.STDOUT, env=dict(c.env), cwd=c.cwd,
-                                    preexec_fn=preexec), None
-    except (OSError, subprocess.SubprocessError) as exc:  # the latter: sched_setaffinity failed in the child
-        return fh, None, f"cannot start {c.argv[0]}: {exc}"
-
-
-def stream_in_background(children: Sequence[GpuChild], foreground: Callable[[], Any], *,
-                         settle_s: float = 1.0) -> tuple[Any, tuple[BackgroundOutcome, ...]]:
-    """The tracing variant: start ``children`` (the other GPUs, in sustained mode with enough repeats
-    to outlast the trace), let them settle ``settle_s``, call ``foreground()`` (trace the one GPU),
-    then stop them. Returns what ``foreground`` returned and whether each child covered it.
-
-    A child that ended before the trace did is ``covered=False``: give it more repeats. The
-    children are always stopped (Ctrl-C and errors included), so none keeps a GPU busy."""
-    procs: list[subprocess.Popen | None] = []
-    handles = []
-    try:
-        for c in children:
-            fh, p, err = _start_child(c, "background GPU")
-            handles.append(fh)
-            procs.append(p)
-            if err is not None:
-                fh.write(err + "\n")
-        time.sleep(settle_s)
-        value = foreground()
-        alive = [p is not None and p.poll() is None for p in procs]
-    finally:
-        _stop(p for p in procs if p is not None)
-        for fh in handles:
-            fh.close()
-    return value, tuple(BackgroundOutcome(c.gpu, c.pinning, None if p is None else p.returncode, a, c.log_path)
-                        for c, p, a in zip(children, procs, alive))
+    return min(o.child.ended_s for o in outcomes) - max(o.child.started_s for o in outcomes)

@@ -5,7 +5,6 @@ Nothing here prints, exits, or imports typer, rich or CuPy.
 
 from __future__ import annotations
 
-import datetime
 import enum
 import json
 import os
@@ -15,33 +14,23 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from clusterbench.errors import InputError
-
+from clusterbench.run.probe import ProbeRequest
+from clusterbench.run.rows import utc_now
 
 PYTHON = "{python}"  # in a task's argv: the interpreter the task runs under (the venv on the shared filesystem)
-
-
 TASK_JSON = "task.json"
-
-
 TASK_LOG = "task.log"
-
-
+REQUEST_JSON = "request.json"  # the task's probe request, written into its dir before it runs
 CAMPAIGN_JSON = "campaign.json"
-
-
-# campaign.json and env.json's ``campaign`` block. History: 1: first version.
-CAMPAIGN_VERSION = 1
-
-
+# campaign.json and env.json's ``campaign`` block. History: 1: first version; 2: each task holds its
+# probe request (the task runs clusterbench probe --request <task dir>/request.json).
+CAMPAIGN_VERSION = 2
+READABLE_CAMPAIGN_VERSIONS = (1, 2)  # a version-1 task has no request: its argv says everything
 DEFAULT_TIMEOUT_MIN = 60
 
 
 MERGE_WHY = ("merged by one process: fcntl/flock locks are not trustworthy across hosts on NFS, so each task "
              "wrote only its own dir and only the parent wrote this one")
-
-
-def _utc_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +57,9 @@ class ExecutorOptions:
 
 @dataclass(frozen=True, slots=True)
 class TaskSpec:
-    """One array task: a config (and the partition it runs on), its argv, its own dir on the shared
-    filesystem. Small, frozen and picklable: it travels to the node through submitit."""
+    """One array task: a config (and the partition it runs on), its own dir on the shared filesystem,
+    the probe request it runs (written to ``<task_dir>/request.json``) and the argv that runs it.
+    Small, frozen and picklable: it travels to the node through submitit."""
 
     index: int
     label: str
@@ -80,18 +70,26 @@ class TaskSpec:
     env: tuple[tuple[str, str], ...] = ()
     cwd: str | None = None
     timeout_s: float | None = None
+    request: ProbeRequest | None = None
+
+    @property
+    def request_path(self) -> Path:
+        return Path(self.task_dir) / REQUEST_JSON
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "label": self.label, "task_dir": self.task_dir, "argv": list(self.argv),
                 "partition": self.partition, "variant": self.variant, "env": [list(kv) for kv in self.env],
-                "cwd": self.cwd, "timeout_s": self.timeout_s}
+                "cwd": self.cwd, "timeout_s": self.timeout_s,
+                "request": None if self.request is None else self.request.to_json()}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "TaskSpec":
+        request = doc.get("request")
         return cls(index=int(doc["index"]), label=str(doc["label"]), task_dir=str(doc["task_dir"]),
                    argv=tuple(doc["argv"]), partition=doc.get("partition"), variant=doc.get("variant"),
                    env=tuple((str(k), str(v)) for k, v in doc.get("env") or ()), cwd=doc.get("cwd"),
-                   timeout_s=doc.get("timeout_s"))
+                   timeout_s=doc.get("timeout_s"),
+                   request=None if request is None else ProbeRequest.from_json(request, f"task {doc['index']}"))
 
 
 class TaskState(str, enum.Enum):
@@ -146,7 +144,7 @@ def save_campaign(campaign_dir: Path, specs: Sequence[TaskSpec], options: Execut
     """campaign.json: what was submitted, so that :func:`merge_campaign` can merge later (after Ctrl-C,
     or once Slurm finished the tasks the parent stopped waiting for)."""
     doc = {"schema": "clusterbench.campaign", "version": CAMPAIGN_VERSION,
-           "campaign_id": campaign_id or uuid.uuid4().hex, "created_utc": _utc_now(), "argv": list(argv),
+           "campaign_id": campaign_id or uuid.uuid4().hex, "created_utc": utc_now(), "argv": list(argv),
            "target_dir": str(Path(target_dir).resolve()), "executor": options.to_json(),
            "tasks": [s.to_json() for s in specs]}
     Path(campaign_dir).mkdir(parents=True, exist_ok=True)
@@ -164,8 +162,10 @@ def load_campaign(campaign_dir: Path) -> dict[str, Any]:
             from None
     except (OSError, ValueError) as exc:
         raise InputError(f"{path} is not readable JSON: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("schema") != "clusterbench.campaign" or doc.get("version") != \
-            CAMPAIGN_VERSION:
-        raise InputError(f"{path} is not a version-{CAMPAIGN_VERSION} clusterbench campaign",
+    if not isinstance(doc, dict) or doc.get("schema") != "clusterbench.campaign" or doc.get("version") not in \
+            READABLE_CAMPAIGN_VERSIONS:
+        got = doc.get("version") if isinstance(doc, dict) else None
+        raise InputError(f"{path} is not a clusterbench campaign of version "
+                         f"{' or '.join(map(str, READABLE_CAMPAIGN_VERSIONS))} (version {got!r})",
                          hint="use the clusterbench version that wrote it")
     return doc

@@ -1,9 +1,10 @@
 """The tracers behind one protocol: nsys (subprocess), cupti (in-process, in its own child), none.
 
-Each traced run is one workload process (pedestal, one batched pass, exit). Files are written
-under ``<label>.partial.*`` names and renamed to ``<label>.nsys-rep`` / ``<label>.sqlite`` only
-when complete, so an interrupted or failed run never leaves a file that looks finished.
-Sustained FPS is measured in separate workload runs without any profiler (:func:`measure_sustained`).
+Each traced run is one workload process (pedestal, one batched pass, exit) on the job's GPU alone,
+run through :mod:`clusterbench.run.supervisor`. Files are written under ``<label>.partial.*`` names
+and renamed to ``<label>.nsys-rep`` / ``<label>.sqlite`` only when complete, so an interrupted or
+failed run never leaves a file that looks finished. Sustained FPS is measured in separate workload
+runs without any profiler (:mod:`clusterbench.run.sustained`).
 
 Adding a tracer is adding a class with ``name``, ``check_workload`` and ``trace`` to ``TRACERS``.
 """
@@ -17,18 +18,13 @@ from pathlib import Path
 from typing import Callable, ClassVar, Protocol
 
 from clusterbench.errors import EnvironmentFailure, WorkloadProtocolError
-from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
+from clusterbench.io.nsys.export import nsys_export_command
+from clusterbench.model.params import WorkloadParams
 from clusterbench.model.workload import WorkloadResult
 from clusterbench.run.clocks import ClockSample, ClockSampler
-from clusterbench.run.commands import (
-    child_env,
-    cupti_command,
-    nsys_export_command,
-    nsys_graph_trace_mode,
-    nsys_profile_command,
-)
-from clusterbench.run.process import log_tail, run_logged
-from clusterbench.model.params import WorkloadParams
+from clusterbench.run.commands import child_env, cupti_command, nsys_graph_trace_mode, nsys_profile_command
+from clusterbench.run.machine import GpuInfo, gpu_env
+from clusterbench.run.supervisor import ChildSpec, log_tail, require_ok, run_child
 from clusterbench.workloads.protocol import Workload
 
 PARTIAL = ".partial"
@@ -37,12 +33,23 @@ PhaseCallback = Callable[[str], None]
 
 @dataclass(frozen=True, slots=True)
 class WorkloadJob:
-    """One config's workload run: which program, with which parameters, writing where."""
+    """One config's workload run: which program, with which parameters, writing where, on which GPU
+    (None: the GPUs this process sees, e.g. in a test)."""
 
     label: str
     params: WorkloadParams
     workload: Workload
     out_dir: Path
+    gpu: GpuInfo | None = None
+
+    def env(self) -> dict[str, str]:
+        """The child's environment: this checkout first on PYTHONPATH, only the job's GPU visible."""
+        env = child_env()
+        return env if self.gpu is None else gpu_env(self.gpu, env)
+
+    def clock_sampler(self) -> ClockSampler:
+        """A sampler of the job's GPU's SM clock (NVML index; the first GPU without one)."""
+        return ClockSampler(0 if self.gpu is None else self.gpu.index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +58,6 @@ class TracedRun:
     report: Path | None  # the .nsys-rep; None for the cupti tracer
     result: WorkloadResult
     pass_end_s: float  # time.time() when the workload wrote its result (the pass had just ended)
-    clocks: tuple[ClockSample, ...]
-    max_clock_mhz: int | None
-    log: Path
-
-
-@dataclass(frozen=True, slots=True)
-class SustainedRun:
-    fps: Measurement
-    results: tuple[WorkloadResult, ...]
     clocks: tuple[ClockSample, ...]
     max_clock_mhz: int | None
     log: Path
@@ -105,11 +103,16 @@ def discard_partials(out_dir: Path, label: str) -> tuple[Path, ...]:
     return tuple(removed)
 
 
+def result_hint(log: Path) -> str:
+    """What a program that broke the protocol must do, and where its whole output is."""
+    return f"the program must write its result record to {{result}} (docs/workloads.md); whole log: {log}"
+
+
 def read_result(path: Path, label: str, log: Path, mode: str) -> tuple[WorkloadResult, float]:
     """The workload's result record and its mtime. WorkloadProtocolError names what is missing,
     with the last lines of the program's output."""
     tail = f"; last lines of {log.name}:\n{log_tail(log)}"
-    hint = f"the program must write its result record to {{result}} (docs/workloads.md); whole log: {log}"
+    hint = result_hint(log)
     try:
         st = path.stat()
         text = path.read_text(encoding="utf-8")
@@ -144,8 +147,15 @@ def _fresh_run(out_dir: Path, label: str, kind: str) -> tuple[Path, Path]:
     return out_dir / f"{label}.{kind}.log", result
 
 
-def _cwd(workload: Workload) -> str | None:
+def workload_cwd(workload: Workload) -> str | None:
+    """The folder a workload's process runs in (a command workload: its config file's folder)."""
     return None if workload.cwd is None else str(workload.cwd)
+
+
+def _run(argv: list[str], log: Path, env: dict[str, str], what: str, hint: str, cwd: str | None = None,
+         append: bool = False) -> None:
+    """One tracer child through the supervisor; EnvironmentFailure with its log's tail when it fails."""
+    require_ok(run_child(ChildSpec(tuple(argv), log, env=env, cwd=cwd, append=append)), what, hint)
 
 
 # --------------------------------------------------------------------------- the tracers
@@ -172,19 +182,19 @@ class NsysTracer:
         log, result = _fresh_run(out_dir, label, "nsys")
         base = out_dir / f"{label}{PARTIAL}"
         rep_partial, sqlite_partial = partial_paths(out_dir, label)[:2]
-        env = child_env()
+        env = job.env()
         hint = "check that nsys runs here (source .device/env.sh on the GPU machine), or use --tracer cupti"
         on_phase("trace")
         child = job.workload.argv(label, job.params, result.resolve(), "pass")
-        with ClockSampler() as clocks:
-            run_logged(nsys_profile_command(self.nsys, base.resolve(), child, self.graph_trace), log, env=env,
-                       what=f"nsys profile of config {label!r}", hint=hint, cwd=_cwd(job.workload))
+        with job.clock_sampler() as clocks:
+            _run(nsys_profile_command(self.nsys, base.resolve(), child, self.graph_trace), log, env,
+                 f"nsys profile of config {label!r}", hint, cwd=workload_cwd(job.workload))
         if not rep_partial.exists():
             raise EnvironmentFailure(f"nsys profile wrote no report {rep_partial.name}; see {log}", hint=hint)
         passed, ended = read_result(result, label, log, "pass")
         on_phase("export")
-        run_logged(nsys_export_command(self.nsys, rep_partial, sqlite_partial), log, env=env, what="nsys export",
-                   hint=hint, append=True)
+        _run(nsys_export_command(self.nsys, rep_partial, sqlite_partial), log, env, "nsys export", hint,
+             append=True)
         if not sqlite_partial.exists():
             raise EnvironmentFailure(f"nsys export wrote no {sqlite_partial.name}; see {log}", hint=hint)
         report, sqlite = out_dir / f"{label}.nsys-rep", out_dir / f"{label}.sqlite"
@@ -214,11 +224,10 @@ class CuptiTracer:
         sqlite_partial = partial_paths(out_dir, label)[1]
         on_phase("trace")
         params_json = json.dumps(job.params.to_json())
-        with ClockSampler() as clocks:
-            run_logged(cupti_command(params_json, sqlite_partial, result), log, env=child_env(),
-                       what="the CUPTI tracer",
-                       hint="install cupti-python (pip install cupti-python) where CUDA's libcupti is present, "
-                            "or use --tracer nsys")
+        with job.clock_sampler() as clocks:
+            _run(cupti_command(params_json, sqlite_partial, result), log, job.env(), "the CUPTI tracer",
+                 "install cupti-python (pip install cupti-python) where CUDA's libcupti is present, "
+                 "or use --tracer nsys")
         passed, ended = read_result(result, label, log, "pass")
         if not sqlite_partial.exists():
             raise EnvironmentFailure(f"the CUPTI tracer wrote no {sqlite_partial.name}; see {log}")
@@ -247,34 +256,3 @@ class NoTracer:
 TRACERS: dict[str, type[NsysTracer] | type[CuptiTracer] | type[NoTracer]] = {
     NsysTracer.name: NsysTracer, CuptiTracer.name: CuptiTracer, NoTracer.name: NoTracer,
 }
-
-
-# --------------------------------------------------------------------------- sustained FPS
-
-
-def measure_sustained(job: WorkloadJob, repeats: int) -> SustainedRun:
-    """Sustained FPS without a profiler. A workload whose command has ``{mode}`` runs all ``repeats``
-    timed passes in one process (``sustained`` mode); any other runs ``repeats`` times in ``pass`` mode."""
-    out_dir, label = job.out_dir, job.label
-    out_dir.mkdir(parents=True, exist_ok=True)
-    log = out_dir / f"{label}.sustained.log"
-    result = out_dir / f"{label}.sustained.json"
-    hint = f"read the log: {log}"
-    results: list[WorkloadResult] = []
-    with ClockSampler() as clocks:
-        if job.workload.runs_sustained:
-            result.unlink(missing_ok=True)
-            run_logged(job.workload.argv(label, job.params, result.resolve(), "sustained", repeats), log,
-                       env=child_env(), what=f"the sustained-FPS run of config {label!r}", hint=hint,
-                       cwd=_cwd(job.workload))
-            results.append(read_result(result, label, log, "sustained")[0])
-        else:
-            for i in range(repeats):
-                result.unlink(missing_ok=True)
-                run_logged(job.workload.argv(label, job.params, result.resolve(), "pass"), log, env=child_env(),
-                           what=f"the sustained-FPS run {i + 1} of {repeats} of config {label!r}", hint=hint,
-                           append=i > 0, cwd=_cwd(job.workload))
-                results.append(read_result(result, label, log, "pass")[0])
-    fps = tuple(f for r in results for f in r.fps)
-    fps_run = Measurement(SUSTAINED_FPS, fps, job.params.frame_bytes, {"frames_per_pass": job.params.frames})
-    return SustainedRun(fps_run, tuple(results), clocks.snapshot(), clocks.max_clock_mhz, log)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from cli_output import messages
 from clusterbench.cli import app
 
 from fake_nsys import Copy, Kernel, Range, Trace, build  # noqa: E402
@@ -90,9 +91,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, make, message: str) ->
     res = run(str(make(tmp_path)), "--json")
     assert res.exit_code == 2
     assert res.stdout == ""
-    lines = res.stderr.strip().splitlines()
+    lines = messages(res.stderr)
     assert lines[0].startswith("Error: ") and message in lines[0]
-    assert lines[1].startswith("Hint: ")
+    assert lines[1].startswith("Hint: ") and len(lines) == 2
     assert "Traceback" not in res.stderr
 
 

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_output import messages
 from typer.testing import CliRunner
 
 from clusterbench.cli import app
@@ -32,7 +33,7 @@ def _run(*args: object, columns: str | None = "80"):
 
 
 def _error_lines(result) -> list[str]:
-    return [ln for ln in result.stderr.splitlines() if ln.startswith("Error:")]
+    return [m for m in messages(result.stderr) if m.startswith("Error:")]
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -134,7 +135,7 @@ def test_legacy_markdown_reproduces_the_reference_table() -> None:
                  "| 9x9, 1 stream | 23.80 | 15.29 | -35.76 % | 23.80 | 22.00 | kernel -> D2H |",
                  "| 9x9, 4 streams | 24.72 | 15.59 | -36.93 % | 25.39 | 25.39 | D2H |"):  # fmt: skip
         assert line in r.stdout
-    assert r.stderr.count("is a legacy aare-perf results dir") == 2
+    assert " ".join(r.stderr.split()).count("is a legacy aare-perf results dir") == 2
 
 
 def test_output_formats_are_exclusive() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_output import messages
 from typer.testing import CliRunner
 
 from clusterbench.cli import app
@@ -39,6 +40,8 @@ def fake_pynvml(util: int = 0, init_error: Exception | None = None) -> types.Mod
     m.nvmlDeviceGetHandleByIndex = lambda i: i
     m.nvmlDeviceGetName = lambda h: "NVIDIA H200"
     m.nvmlDeviceGetUUID = lambda h: "GPU-abcd"
+    m.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=b"00000000:17:00.0")
+    m.nvmlDeviceGetCpuAffinity = lambda h, words: [0b1] + [0] * (words - 1)  # core 0
     m.nvmlSystemGetDriverVersion = lambda: "580.65.06"
     m.nvmlSystemGetCudaDriverVersion = lambda: 13000
     m.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=util, memory=0)
@@ -74,9 +77,10 @@ def test_no_gpu_is_one_error_line_and_exit_1(runner: CliRunner, outside: Path,
     res = runner.invoke(app, ["guard", "--window", "0.01"])
     assert res.exit_code == 1
     assert res.stdout == ""
-    lines = res.stderr.splitlines()
+    lines = messages(res.stderr)
     assert lines[0] == "Error: no NVIDIA GPU/driver found: NVML did not initialise (NVML Shared Library Not Found); is the NVIDIA driver loaded?"
-    assert lines[1].startswith("Hint: ")
+    assert lines[1].startswith("Hint: ") and len(lines) == 2
+    assert max(len(ln) for ln in res.stderr.splitlines()) <= 80  # piped, COLUMNS unset: 80 columns
     assert "Traceback" not in res.output
 
 
@@ -109,31 +113,36 @@ def test_explicit_missing_config_is_exit_2(runner: CliRunner, outside: Path, mon
 
 def test_busy_gpu_is_refused_with_exit_3(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _install(monkeypatch, fake_pynvml(util=37))
-    res = runner.invoke(app, ["guard", "--window", "0.01"])
+    res = runner.invoke(app, ["guard", "--window", "0.01"], env={"COLUMNS": "250"})
     assert res.exit_code == 3
     out = res.stdout
-    assert "NVIDIA H200" in out and "GPU-abcd" in out
+    assert "GPU 0 NVIDIA H200 (GPU-abcd)" in out
     assert "FAIL" in out and "idle_gpu" in out and "utilization max 37 %" in out
     assert "SM clock 345 MHz of 1980 MHz max" in out
-    assert "REFUSED" in out
-    assert res.stderr.startswith("Error: guard refused")
-    assert "--force" in res.stderr
+    assert "REFUSED (gpu_failed, 1 warning): GPU 0 (NVIDIA H200) is busy" in out
+    error, hint = messages(res.stderr)
+    assert error.startswith("Error: guard refused: GPU 0 (NVIDIA H200) is busy: utilization max 37 %")
+    assert hint.startswith("Hint: Wait for the other work") and "--force" in hint
 
 
 def test_force_proceeds_and_says_so(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _install(monkeypatch, fake_pynvml(util=37))
-    res = runner.invoke(app, ["guard", "--window", "0.01", "--force"])
+    res = runner.invoke(app, ["guard", "--window", "0.01", "--force"], env={"COLUMNS": "250"})
     assert res.exit_code == 0
-    assert "FORCED" in res.stdout
-    assert "Warning: proceeding despite failed checks (idle_gpu" in res.stderr
+    assert "FORCED (forced_all, 1 warning): --force overrides the failed guard of every GPU (0)" in res.stdout
+    warning, hint = messages(res.stderr)
+    assert warning.startswith("Warning: --force overrides the failed guard of every GPU (0): GPU 0 (NVIDIA H200) "
+                              "is busy: utilization max 37 %")
+    assert hint.startswith("Hint: a probe records the override in env.json")
 
 
 def test_max_util_option_moves_the_limit(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _install(monkeypatch, fake_pynvml(util=37))
     res = runner.invoke(app, ["guard", "--window", "0.01", "--max-util", "40", "--json"])
     data = json.loads(res.stdout)
-    idle = next(c for c in data["checks"] if c["name"] == "idle_gpu")
+    idle = next(c for c in data["gpus"][0]["checks"] if c["name"] == "idle_gpu")
     assert idle["status"] == "pass" and idle["details"]["max_util_pct"] == 40.0
+    assert data["status"] == "pass" and data["settings"]["max_util_pct"] == 40.0
 
 
 def test_json_is_only_json_on_stdout(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,11 +150,13 @@ def test_json_is_only_json_on_stdout(runner: CliRunner, outside: Path, monkeypat
     res = runner.invoke(app, ["guard", "--window", "0.01", "--json"])
     assert res.exit_code == 3
     data = json.loads(res.stdout)
-    assert data["schema"] == "clusterbench.guard/1"
-    assert data["ok"] is False and data["forced"] is False and "idle_gpu" in data["failed"]
-    assert data["gpu"]["uuid"] == "GPU-abcd" and data["gpu"]["util_max_pct"] == 6.0
-    assert data["gpu"]["memory_used_bytes"] == 1024 * MIB
-    statuses = {c["name"]: c["status"] for c in data["checks"]}
+    assert data["schema"] == "clusterbench.guard/2" and data["version"] == 1
+    assert (data["status"], data["reason"], data["run"], data["refused"], data["forced"]) == (
+        "refused", "gpu_failed", [], [0], [])
+    (gpu,) = data["gpus"]
+    assert gpu["uuid"] == "GPU-abcd" and gpu["reading"]["util_max_pct"] == 6.0 and gpu["reason"] == "idle_gpu"
+    assert gpu["reading"]["memory_used_bytes"] == 1024 * MIB
+    statuses = {c["name"]: c["status"] for c in gpu["checks"] + data["host_checks"]}
     assert statuses["idle_gpu"] == "fail"
     assert statuses["import_location"] == "skip"  # not run from a checkout
     assert statuses["git"] == "warn"
@@ -155,4 +166,26 @@ def test_bad_max_util_is_exit_2(runner: CliRunner, outside: Path, monkeypatch: p
     _install(monkeypatch, fake_pynvml())
     res = runner.invoke(app, ["guard", "--max-util", "-1"])
     assert res.exit_code == 2
-    assert "--max-util must be between 0 and 100 %, got -1 %" in res.stderr
+    assert "--max-util must be between 0 and 100 %, got -1 %" in messages(res.stderr)[0]
+
+
+def test_gpus_judges_every_gpu_named_once_in_one_verdict(runner: CliRunner, outside: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _install(monkeypatch, fake_pynvml(util=0))
+    fake.nvmlDeviceGetCount = lambda: 2
+    fake.nvmlDeviceGetUUID = lambda h: f"GPU-{h}"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    res = runner.invoke(app, ["guard", "--window", "0.01", "--gpus", "1,0", "--json"])
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert [g["index"] for g in data["gpus"]] == [1, 0] and data["run"] == [1, 0]
+    assert [g["uuid"] for g in data["gpus"]] == ["GPU-1", "GPU-0"]
+    assert data["status"] == "pass" and data["message"] == "every check passed on GPU 1, 0"
+
+
+def test_bad_gpus_is_exit_2_before_any_nvml_call(runner: CliRunner, outside: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _install(monkeypatch, fake_pynvml())
+    res = runner.invoke(app, ["guard", "--gpus", "0,0"])
+    assert res.exit_code == 2 and "--gpus '0,0' names GPU 0 twice" in messages(res.stderr)[0]
+    assert fake.calls == []

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
+from cli_output import messages
 from typer.testing import CliRunner
 
 import clusterbench.run.guards as guards
+from clusterbench.cli import app
 from clusterbench.run import probe as probe_mod
 from clusterbench.run import tasks
-from clusterbench.cli import app
 
 from results_data import row as result_row
 
@@ -56,16 +59,18 @@ def test_bad_config_is_exit_2_before_any_gpu_call(monkeypatch, tmp_path: Path) -
 
 def test_unknown_label_and_bad_tracer_are_exit_2(good: Path) -> None:
     res = runner().invoke(app, ["probe", "--config", str(good), "--only", "3x3_s4"])
-    assert res.exit_code == 2 and "no config has that label" in res.stderr
+    assert res.exit_code == 2 and "no config has that label" in messages(res.stderr)[0]
     res = runner().invoke(app, ["probe", "--config", str(good), "--tracer", "perf"])
-    assert res.exit_code == 2 and "--tracer must be nsys, cupti or none" in res.stderr
+    assert res.exit_code == 2 and "--tracer must be nsys, cupti or none" in messages(res.stderr)[0]
+    res = runner().invoke(app, ["probe", "--config", str(good), "--max-util", "101"])
+    assert res.exit_code == 2 and "--max-util must be between 0 and 100 %, got 101 %" in messages(res.stderr)[0]
 
 
 def test_valid_config_without_gpu_is_exit_1_with_one_clear_line(monkeypatch, good: Path, tmp_path: Path) -> None:
     monkeypatch.setattr(guards, "gpu_present", lambda: False)
     res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path / "r")])
     assert res.exit_code == 1
-    lines = res.stderr.strip().splitlines()
+    lines = messages(res.stderr)
     assert lines[0] == "Error: no NVIDIA GPU found (NVML reports no usable device): probe needs one"
     assert lines[1].startswith("Hint:") and len(lines) == 2
     assert res.stdout == ""
@@ -124,7 +129,7 @@ def test_summary_table_goes_to_stdout_with_units(monkeypatch, good: Path, tmp_pa
 
 def test_data_must_exist_and_reaches_every_config(monkeypatch, good: Path, tmp_path: Path) -> None:
     res = runner().invoke(app, ["probe", "--config", str(good), "--data", str(tmp_path / "none.npy")])
-    assert res.exit_code == 2 and f"Error: --data {tmp_path / 'none.npy'}: no such file" in res.stderr
+    assert res.exit_code == 2 and messages(res.stderr)[0].startswith(f"Error: --data {tmp_path / 'none.npy'}: no such file")
     npy = tmp_path / "frames.npy"
     npy.write_bytes(b"")  # validated by the workload when it loads it; the plan only needs the path
     seen: dict = {}
@@ -140,14 +145,14 @@ def test_data_must_exist_and_reaches_every_config(monkeypatch, good: Path, tmp_p
 
 
 def _no_gpu_calls(monkeypatch) -> None:
-    import clusterbench.run.multigpu as mg
+    import clusterbench.run.machine as machine
 
     def refuse(*a, **k):
         raise AssertionError("bad options must be refused before any GPU or NVML call")
 
     for name in ("gpu_present", "read_nvml", "run_guards"):
         monkeypatch.setattr(guards, name, refuse)
-    monkeypatch.setattr(mg, "read_gpu_topology", refuse)
+    monkeypatch.setattr(machine, "read_gpu_topology", refuse)
     monkeypatch.setattr(probe_mod, "preflight", refuse)
     monkeypatch.setattr(probe_mod, "run_probe", refuse)
 
@@ -176,7 +181,7 @@ def test_bad_gpus_and_executor_options_are_exit_2_before_any_gpu_call(monkeypatc
     _no_gpu_calls(monkeypatch)
     res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path / "r"), *args])
     assert res.exit_code == 2, (res.stdout, res.stderr)
-    lines = res.stderr.strip().splitlines()
+    lines = messages(res.stderr)
     assert lines[0].startswith("Error: ") and words in lines[0], lines
     assert lines[1].startswith("Hint: ") if len(lines) > 1 else True
     assert res.stdout == "" and "Traceback" not in res.stderr
@@ -199,16 +204,19 @@ def test_executor_needs_submitit_and_slurm_needs_sbatch_exit_1(monkeypatch, good
     res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path / "r"),
                                 "--executor", "slurm", "--partition", "gpu"])
     assert res.exit_code == 1, res.stderr
-    assert "sbatch/srun not found on PATH" in res.stderr
+    assert "sbatch/srun not found on PATH" in messages(res.stderr)[0]
     assert not (tmp_path / "r").exists()
 
 
 FAKE_TASK_PROBE = """
-import sys
+import json, sys
 from pathlib import Path
 from clusterbench.io.results import merge_results
 from clusterbench.model.results import EnvRecord, ResultRow, ResultSet, RowKey
-label, root = sys.argv[1:3]
+from clusterbench.run.probe import ProbeRequest
+request = ProbeRequest.from_json(json.loads(Path(sys.argv[1]).read_text()))
+(label,), root = request.only, request.results_root
+(root / "request.seen.json").write_text(json.dumps(request.to_json()))  # what the task was asked for
 out = Path(root) / "2026-12-01_f32"
 merge_results(out, ResultSet(
     EnvRecord(tool_version="0.1.0", session_id="s", gpu_name="NVIDIA H200", gpu_uuid="GPU-" + label, driver="580.1",
@@ -227,13 +235,7 @@ def test_executor_local_runs_one_task_per_config_and_merges(monkeypatch, tmp_pat
     cfg.write_text(GOOD + GOOD.replace("3x3_s1", "9x9_s1").replace("cluster = 3", "cluster = 9"))
     fake = tmp_path / "fake_probe.py"
     fake.write_text(FAKE_TASK_PROBE)
-    forwarded: list[dict] = []
-
-    def task_argv(label, root, **kw):
-        forwarded.append({"label": label, **kw})
-        return (tasks.PYTHON, str(fake), label, str(root))
-
-    monkeypatch.setattr(ex, "probe_task_argv", task_argv)
+    monkeypatch.setattr(ex, "TASK_COMMAND", (tasks.PYTHON, str(fake), ex.REQUEST))
     res = runner().invoke(app, ["probe", "--config", str(cfg), "--results-dir", str(tmp_path / "r"), "--tag", "c",
                                 "--executor", "local", "--gpus-per-task", "0", "--array-parallelism", "2",
                                 "--gpus", "all", "--repeat", "2", "--json"])
@@ -244,8 +246,9 @@ def test_executor_local_runs_one_task_per_config_and_merges(monkeypatch, tmp_pat
     assert [r["gpu_uuid"] for r in doc["rows"]] == ["GPU-3x3_s1", "GPU-9x9_s1"]
     assert [t["state"] for t in doc["tasks"]] == ["done", "done"]
     assert Path(doc["campaign_dir"]).name.endswith("_f32_c.campaign")
-    assert [(f["label"], f["gpus"], f["repeat"], f["tag"]) for f in forwarded] == [
-        ("3x3_s1", "all", 2, "c"), ("9x9_s1", "all", 2, "c")]
+    seen = [json.loads(p.read_text()) for p in sorted(Path(doc["campaign_dir"]).glob("tasks/*/request.seen.json"))]
+    assert [(r["only"], r["gpus"], r["repeat"], r["tag"], r["config_path"]) for r in seen] == [
+        (["3x3_s1"], "all", 2, "c", str(cfg.resolve())), (["9x9_s1"], "all", 2, "c", str(cfg.resolve()))]
     assert "2 task(s) submitted" not in res.stdout and "[2/2]" in res.stderr
 
 
@@ -325,3 +328,37 @@ def test_summary_is_one_row_per_config_when_wide_enough_or_asked(monkeypatch, go
     row = [ln for ln in res.stdout.splitlines() if ln.startswith("9x9_s4 ")]
     assert len(row) == 1 and row[0].split()[-5:] == ["87,599", "±", "172", "94", "1.01"]
     assert "…" not in res.stdout and max(len(ln) for ln in res.stdout.splitlines()) > 80
+
+
+def test_request_runs_the_probe_a_file_describes(monkeypatch, good: Path, tmp_path: Path) -> None:
+    seen: dict = {}
+    fake_run(monkeypatch, seen)
+    asked = probe_mod.ProbeRequest(config_path=good, only=("3x3_s1",), frames=2000, repeat=4, results_root=tmp_path,
+                                   max_util_pct=7.5, gpus="0", argv=("clusterbench", "probe", "--executor", "local"))
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(asked.to_json()))
+    res = runner().invoke(app, ["probe", "--request", str(path), "--json"])
+    assert res.exit_code == 0, res.stderr
+    got = seen["request"]
+    assert dataclasses.replace(got, argv=asked.argv) == asked
+    assert got.argv == ("clusterbench", *sys.argv[1:])  # env.json records the command that ran, not the parent's
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--frames", "10"], "--frames cannot go with it"),
+    (["--only", "a", "--gpus", "all"], "--only, --gpus cannot go with it"),
+])
+def test_request_refuses_the_options_it_already_says(good: Path, tmp_path: Path, args: list[str], words: str) -> None:
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(probe_mod.ProbeRequest(config_path=good).to_json()))
+    res = runner().invoke(app, ["probe", "--request", str(path), *args])
+    assert res.exit_code == 2 and words in messages(res.stderr)[0]
+
+
+def test_a_bad_request_file_is_exit_2(tmp_path: Path) -> None:
+    res = runner().invoke(app, ["probe", "--request", str(tmp_path / "missing.json")])
+    assert res.exit_code == 2 and messages(res.stderr)[0] == f"Error: --request {tmp_path / 'missing.json'}: no such file"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": "clusterbench.probe-request", "version": 1}))
+    res = runner().invoke(app, ["probe", "--request", str(bad)])
+    assert res.exit_code == 2 and messages(res.stderr)[0].startswith(f"Error: {bad}: missing field ")

@@ -73,7 +73,7 @@ def test_export_goes_to_cache_and_is_reused(no_nsys: None, monkeypatch: pytest.M
     analyze_trace(rep)
     calls = (tmp_path / "nsys-calls.log").read_text().splitlines()
     assert len(calls) == 1  # the second analyze used the cache
-    assert calls[0].startswith("export --type sqlite --force-overwrite true -o ")
+    assert calls[0].startswith("export --type sqlite --force-overwrite=true -o ")  # the probe's command too
     # a newer report invalidates the cache
     os.utime(rep, (cached.stat().st_mtime + 10, cached.stat().st_mtime + 10))
     analyze_trace(rep)

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from clusterbench.cli import app
+from cli_output import messages
 
 from fake_nsys import Copy, Graph, Kernel, Range, Trace, build  # noqa: E402
 
@@ -46,7 +47,7 @@ def test_other_extensions_are_refused_before_any_output(tmp_path: Path, name: st
     # the trace does not even exist: the plot name is checked first
     res = run(str(tmp_path / "missing.sqlite"), "--plot", str(tmp_path / name))
     assert res.exit_code == 2 and res.stdout == ""
-    lines = res.stderr.strip().splitlines()
+    lines = messages(res.stderr)
     # one check for analyze and compare (render.plot.check_plot_path): the extension is named
     assert len(lines) == 2 and lines[0].startswith("Error: --plot writes .png, .svg or .pdf, not ")
     assert lines[1].startswith("Hint:") and ".png, FILE.svg or FILE.pdf" in lines[1]
@@ -55,8 +56,8 @@ def test_other_extensions_are_refused_before_any_output(tmp_path: Path, name: st
 def test_missing_directory_is_one_error_line(trace: Path, tmp_path: Path) -> None:
     res = run(str(trace), "--plot", str(tmp_path / "no" / "such" / "pic.png"))
     assert res.exit_code == 2 and res.stdout == ""
-    assert res.stderr.startswith("Error: cannot write the plot ")
-    assert "directory" in res.stderr.splitlines()[0] and "does not exist" in res.stderr.splitlines()[0]
+    assert messages(res.stderr)[0].startswith("Error: cannot write the plot ")
+    assert "directory" in messages(res.stderr)[0] and "does not exist" in messages(res.stderr)[0]
 
 
 def test_write_failure_is_one_error_line(trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,7 +70,7 @@ def test_write_failure_is_one_error_line(trace: Path, tmp_path: Path, monkeypatc
     monkeypatch.setattr(Figure, "savefig", full_disk)
     res = run(str(trace), "--plot", str(tmp_path / "pic.png"), "--json")
     assert res.exit_code == 2
-    err = [ln for ln in res.stderr.splitlines() if ln.startswith("Error:")]
+    err = [m for m in messages(res.stderr) if m.startswith("Error:")]
     assert err == [f"Error: cannot write the plot {tmp_path / 'pic.png'}: No space left on device"]
     assert "Traceback" not in res.stderr
 

@@ -1,8 +1,9 @@
 """Campaigns through submitit, end to end on the local executor: several tasks, each its own dir,
 merged through the store; concurrent writers; a failed and a lost task with their rows kept.
 
-The outermost edge is a stand-in for ``clusterbench probe`` written here: it writes its rows and
-env.json with the real store, as the probe does, and can fail on purpose."""
+The outermost edge is a stand-in for ``clusterbench probe --request FILE`` written here: it reads the
+task's request record (its one config and its results root), writes its rows and env.json with the real
+store, as the probe does, and can fail on purpose."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import pickle
 import socket
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from clusterbench.run import tasks
 from clusterbench.errors import EnvironmentFailure, InputError
 from clusterbench.io.results import load_results
 from clusterbench.model.results import RowKey
+from clusterbench.run.probe import ProbeRequest
 
 from results_data import write
 
@@ -33,7 +36,10 @@ FAKE_PROBE = textwrap.dedent("""
     from clusterbench.io.results import merge_results
     from clusterbench.model.measurement import Measurement
     from clusterbench.model.results import ConfigEntry, EnvRecord, ResultRow, ResultSet, RowKey
-    label, root, mode = sys.argv[1:4]
+    from clusterbench.run.probe import ProbeRequest
+    request = ProbeRequest.from_json(json.loads(Path(sys.argv[1]).read_text()))
+    (label,), root = request.only, request.results_root
+    mode = json.loads(sys.argv[2]).get(label, "ok")
     t0 = time.time()
     out = Path(root) / "2026-12-01_f32"
     fps = {"a": 1000.0, "b": 2000.0, "c": 3000.0}.get(label, 500.0)
@@ -66,8 +72,16 @@ def fake_probe(tmp_path: Path) -> Path:
     return p
 
 
-def _argv(fake: Path, modes: dict[str, str]):
-    return lambda label, root: [tasks.PYTHON, str(fake), label, str(root), modes.get(label, "ok")]
+REQUEST = ProbeRequest(config_path=Path("configs.toml"), tracer="none", repeat=2, argv=("clusterbench", "probe"))
+
+
+def _command(fake: Path, modes: dict[str, str]) -> tuple[str, ...]:
+    """The stand-in probe, given its request file and how each config's task behaves (default ok)."""
+    return (tasks.PYTHON, str(fake), ex.REQUEST, json.dumps(modes))
+
+
+def _plan(labels: list[str], opts: tasks.ExecutorOptions, campaign_dir: Path, command: tuple[str, ...]):
+    return ex.plan_campaign(REQUEST, labels, opts, campaign_dir, command=command)
 
 
 def _local(tmp_path: Path, k: int | None = None) -> tasks.ExecutorOptions:
@@ -94,48 +108,87 @@ def test_bad_executor_options_are_input_errors(tmp_path: Path, opts: dict, words
 
 
 def test_one_task_per_config_or_per_config_and_partition(tmp_path: Path) -> None:
-    one = ex.plan_campaign(["a", "b"], tasks.ExecutorOptions("slurm", tmp_path, ("gpu",)), tmp_path,
-                           lambda label, root: ["x", label])
+    one = _plan(["a", "b"], tasks.ExecutorOptions("slurm", tmp_path, ("gpu",)), tmp_path, ("x", ex.REQUEST))
     assert [(s.index, s.label, s.partition, s.variant) for s in one] == [(0, "a", "gpu", None), (1, "b", "gpu", None)]
     assert one[1].task_dir == str(tmp_path.resolve() / "tasks" / "001-b")
-    two = ex.plan_campaign(["a", "b"], tasks.ExecutorOptions("slurm", tmp_path, ("h100", "a100")), tmp_path,
-                           lambda label, root: ["x", label])
+    two = _plan(["a", "b"], tasks.ExecutorOptions("slurm", tmp_path, ("h100", "a100")), tmp_path, ("x", ex.REQUEST))
     assert [(s.label, s.variant) for s in two] == [("a", "h100"), ("b", "h100"), ("a", "a100"), ("b", "a100")]
     assert Path(two[2].task_dir).name == "002-a@a100"
     assert len({s.task_dir for s in two}) == 4  # every task its own dir
+    assert two[2].argv == ("x", str(Path(two[2].task_dir) / "request.json"))  # its own request file
 
 
 def test_task_spec_is_small_frozen_and_picklable(tmp_path: Path) -> None:
-    spec = tasks.TaskSpec(0, "a", str(tmp_path), ("x",), "gpu", None, (("K", "V"),))
+    spec = tasks.TaskSpec(0, "a", str(tmp_path), ("x",), "gpu", None, (("K", "V"),), request=REQUEST)
     assert pickle.loads(pickle.dumps(spec)) == spec
     assert tasks.TaskSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
     with pytest.raises(AttributeError):
         spec.label = "b"  # type: ignore[misc]
 
 
-def test_probe_task_argv_forwards_the_options_with_absolute_paths(tmp_path: Path) -> None:
-    argv = ex.probe_task_argv("3x3_s4", Path("rel/task"), config=Path("configs.toml"), frames=2000, tag="t",
-                              tracer="cupti", repeat=5, max_util=7.5, force=True, gpus="all")
-    assert argv[:4] == (tasks.PYTHON, "-m", "clusterbench", "probe")
-    pairs = dict(zip(argv[4::1], argv[5::1]))
-    assert pairs["--config"] == str(Path("configs.toml").resolve())
-    assert pairs["--only"] == "3x3_s4" and pairs["--results-dir"] == str(Path("rel/task").resolve())
-    assert (pairs["--tracer"], pairs["--repeat"], pairs["--max-util"], pairs["--frames"], pairs["--tag"],
-            pairs["--gpus"]) == ("cupti", "5", "7.5", "2000", "t", "all")
-    assert "--force" in argv and "--require-clean" not in argv and "--executor" not in argv
+def test_each_task_runs_the_parents_request_for_its_config_alone(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    request = ProbeRequest(config_path=Path("configs.toml"), only=("a", "b"), frames=2000, tag="t", tracer="cupti",
+                           repeat=5, results_root=Path("results"), max_util_pct=7.5, force=True,
+                           data=Path("frames.npy"), argv=("clusterbench", "probe", "--executor", "local"), gpus="all")
+    (spec,) = ex.plan_campaign(request, ["b"], tasks.ExecutorOptions("local", tmp_path), tmp_path / "c")
+    task_dir = tmp_path.resolve() / "c" / "tasks" / "000-b"
+    assert spec.argv == (tasks.PYTHON, "-m", "clusterbench", "probe", "--request", str(task_dir / "request.json"))
+    # the parent's options, for this config alone, into the task's own dir, with absolute paths
+    assert spec.request == ProbeRequest(config_path=tmp_path.resolve() / "configs.toml", only=("b",), frames=2000,
+                                        tag="t", tracer="cupti", repeat=5, results_root=task_dir, max_util_pct=7.5,
+                                        force=True, data=tmp_path.resolve() / "frames.npy",
+                                        argv=("clusterbench", "probe", "--executor", "local"), gpus="all")
 
 
-def test_run_task_records_host_and_a_failure(tmp_path: Path, fake_probe: Path) -> None:
-    ok = ex.run_task(tasks.TaskSpec(0, "a", str(tmp_path / "t0"), (tasks.PYTHON, str(fake_probe), "a", str(tmp_path / "t0"),
-                                                               "ok")))
+def test_a_probe_request_round_trips_and_names_a_bad_field(tmp_path: Path) -> None:
+    request = ProbeRequest(config_path=tmp_path / "c.toml", only=("a",), frames=10, repeat=4, gpus="0,2",
+                           data=tmp_path / "f.npy", argv=("clusterbench", "probe"))
+    doc = json.loads(json.dumps(request.to_json()))
+    assert doc["schema"] == "clusterbench.probe-request" and doc["version"] == 1
+    assert ProbeRequest.from_json(doc) == request
+    for changes, words in (({"repeat": "4"}, "field 'repeat' must be int, got '4'"),
+                           ({"version": 2}, "not a version-1 clusterbench.probe-request"),
+                           ({"speed": 1}, "unknown field 'speed'"),
+                           ({"only": "a"}, "field 'only' must be a list of strings, got 'a'")):
+        with pytest.raises(InputError, match=words.replace("(", r"\(")) as err:
+            ProbeRequest.from_json({**doc, **changes}, "request.json")
+        assert err.value.exit_code == 2 and str(err.value).startswith("request.json: ")
+    with pytest.raises(InputError, match="missing field 'gpus'"):
+        ProbeRequest.from_json({k: v for k, v in doc.items() if k != "gpus"})
+
+
+def test_run_task_writes_its_request_and_records_host_and_a_failure(tmp_path: Path, fake_probe: Path) -> None:
+    opts = _local(tmp_path)
+    ok_spec, bad_spec = _plan(["a", "b"], opts, tmp_path / "c", _command(fake_probe, {"b": "fail"}))
+    ok = ex.run_task(ok_spec)
     assert ok.state is tasks.TaskState.DONE and ok.returncode == 0 and ok.host == socket.gethostname()
-    assert tasks.TaskResult.from_json(json.loads((tmp_path / "t0" / "task.json").read_text())) == ok
-    bad = ex.run_task(tasks.TaskSpec(1, "b", str(tmp_path / "t1"), (tasks.PYTHON, str(fake_probe), "b",
-                                                                 str(tmp_path / "t1"), "fail")))
+    assert tasks.TaskResult.from_json(json.loads((Path(ok_spec.task_dir) / "task.json").read_text())) == ok
+    written = ProbeRequest.from_json(json.loads(ok_spec.request_path.read_text()))
+    assert written == ok_spec.request and written.only == ("a",)
+    log = (Path(ok_spec.task_dir) / "task.log").read_text().splitlines()
+    assert log[0].startswith(f"# task 0 (a) on {socket.gethostname()}, ") and log[1].startswith("$ ")
+    bad = ex.run_task(bad_spec)
     assert bad.state is tasks.TaskState.FAILED and bad.returncode == 3
     assert bad.message.splitlines()[0] == "exit status 3: the sustained run failed on purpose"
     gone = ex.run_task(tasks.TaskSpec(2, "c", str(tmp_path / "t2"), (str(tmp_path / "nope"),)))
-    assert gone.state is tasks.TaskState.FAILED and "cannot start" in gone.message
+    assert gone.state is tasks.TaskState.FAILED and gone.message.startswith(f"cannot start {tmp_path / 'nope'}")
+
+
+def test_a_task_past_its_time_limit_is_ended_with_its_children(tmp_path: Path) -> None:
+    prog = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(60)'])"
+    spec = tasks.TaskSpec(0, "a", str(tmp_path / "t"), (tasks.PYTHON, "-c", prog), timeout_s=1.0)
+    started = time.monotonic()
+    res = ex.run_task(spec)
+    assert time.monotonic() - started < 30  # not the grandchild's 60 s
+    assert res.state is tasks.TaskState.FAILED and res.message.startswith("stopped at its time limit of 1 s")
+
+
+def test_the_last_error_joins_the_wrapped_lines_of_the_probes_message(tmp_path: Path) -> None:
+    log = tmp_path / "task.log"
+    log.write_text("progress\nError: guard refused: GPU 0 (NVIDIA H200) is busy:\n       utilization max 80 %\n"
+                   "Hint: wait\n")
+    assert ex._last_error(log) == "Error: guard refused: GPU 0 (NVIDIA H200) is busy: utilization max 80 %"
 
 
 # ----------------------------------------------------------------------------- end to end, local executor
@@ -144,7 +197,7 @@ def test_run_task_records_host_and_a_failure(tmp_path: Path, fake_probe: Path) -
 def test_local_campaign_end_to_end_merges_every_task_and_keeps_a_failed_tasks_rows(tmp_path: Path,
                                                                                    fake_probe: Path) -> None:
     opts = _local(tmp_path, k=2)
-    specs = ex.plan_campaign(["a", "b", "c"], opts, tmp_path / "campaign", _argv(fake_probe, {"b": "fail"}))
+    specs = _plan(["a", "b", "c"], opts, tmp_path / "campaign", _command(fake_probe, {"b": "fail"}))
     target = tmp_path / "merged" / "2026-12-01_f32"
     events: list[ex.CampaignProgress] = []
     outcome = ex.run_campaign(specs, opts, target, tmp_path / "campaign", argv=("clusterbench", "probe"),
@@ -196,7 +249,7 @@ def test_a_lost_task_is_reported_and_its_finished_rows_kept(tmp_path: Path, fake
     # submitit waits 15 s for a dead job's result pickle to appear (NFS latency); there is none to wait for here
     monkeypatch.setattr(core.Job, "_results_timeout_s", 1)
     opts = _local(tmp_path, k=2)
-    specs = ex.plan_campaign(["a", "d"], opts, tmp_path / "campaign", _argv(fake_probe, {"d": "kill-worker"}))
+    specs = _plan(["a", "d"], opts, tmp_path / "campaign", _command(fake_probe, {"d": "kill-worker"}))
     outcome = ex.run_campaign(specs, opts, tmp_path / "merged", tmp_path / "campaign", poll_s=0.05)
     done, lost = outcome.results
     assert done.state is tasks.TaskState.DONE
@@ -209,7 +262,7 @@ def test_a_lost_task_is_reported_and_its_finished_rows_kept(tmp_path: Path, fake
 
 def test_several_partitions_key_rows_by_label_and_partition(tmp_path: Path, fake_probe: Path) -> None:
     opts = tasks.ExecutorOptions("slurm", tmp_path / "c", ("h100", "a100"))
-    specs = ex.plan_campaign(["a"], opts, tmp_path / "c", _argv(fake_probe, {}))
+    specs = _plan(["a"], opts, tmp_path / "c", _command(fake_probe, {}))
     results = {s.index: ex.run_task(s) for s in specs}  # as the array tasks would, without a cluster
     report = merge.merge_task_dirs(tmp_path / "m", specs, results)
     assert report.labels == ("a@h100", "a@a100")
@@ -254,8 +307,8 @@ def test_concurrent_upserts_on_one_dir_lose_no_row(tmp_path: Path) -> None:
 
 def test_concurrent_merges_into_one_dir_keep_every_row(tmp_path: Path, fake_probe: Path) -> None:
     labels = [f"x{i}" for i in range(6)]
-    quick = _argv(fake_probe, dict.fromkeys(labels, "quick"))
-    specs = ex.plan_campaign(labels, _local(tmp_path), tmp_path / "c", quick)
+    quick = _command(fake_probe, dict.fromkeys(labels, "quick"))
+    specs = _plan(labels, _local(tmp_path), tmp_path / "c", quick)
     for s in specs:
         ex.run_task(s)
     ctx = multiprocessing.get_context("fork")
@@ -308,7 +361,7 @@ def test_slurm_without_sbatch_is_an_environment_failure(tmp_path: Path, monkeypa
 def test_a_campaign_without_sbatch_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     opts = tasks.ExecutorOptions("slurm", tmp_path / "campaign", ("gpu",))
-    specs = ex.plan_campaign(["a"], opts, tmp_path / "campaign", lambda label, root: ["x"])
+    specs = _plan(["a"], opts, tmp_path / "campaign", ("x",))
     with pytest.raises(EnvironmentFailure):
         ex.run_campaign(specs, opts, tmp_path / "merged", tmp_path / "campaign")
     assert not (tmp_path / "campaign").exists() and not (tmp_path / "merged").exists()

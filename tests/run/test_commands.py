@@ -12,7 +12,6 @@ import pytest
 from clusterbench.run.commands import (
     child_env,
     cupti_command,
-    nsys_export_command,
     nsys_graph_trace_mode,
     nsys_profile_command,
     parse_nsys_version,
@@ -48,6 +47,8 @@ def test_graph_trace_mode_follows_the_nsys_version(text, version, mode) -> None:
 
 
 def test_nsys_export_writes_sqlite(tmp_path: Path) -> None:
+    from clusterbench.io.nsys.export import nsys_export_command
+
     rep, out = tmp_path / "a.nsys-rep", tmp_path / "a.sqlite"
     assert nsys_export_command("nsys", rep, out) == [
         "nsys", "export", "--type", "sqlite", "--force-overwrite=true", "-o", str(out), str(rep)]

@@ -1,8 +1,10 @@
-"""Guard decisions on hand-made NVML readings and files, and NVML reading through a fake pynvml."""
+"""Guard decisions on hand-made NVML readings and files (the one judge over 1..N GPUs and the host), and
+NVML reading through a fake pynvml."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -14,12 +16,21 @@ from typing import Any
 import pytest
 
 import clusterbench
+from clusterbench.errors import (
+    EXIT_CHECK,
+    EXIT_ENVIRONMENT,
+    CheckFailed,
+    EnvironmentFailure,
+    InputError,
+)
 from clusterbench.run.config import parse_configs
-from clusterbench.errors import EXIT_CHECK, EXIT_ENVIRONMENT, CheckFailed, EnvironmentFailure, InputError
 from clusterbench.run.guards import (
+    GpuStatus,
     GuardCheck,
+    GuardVerdict,
     NvmlReading,
     Status,
+    VerdictStatus,
     check_clocks,
     check_external_build,
     check_git,
@@ -28,9 +39,9 @@ from clusterbench.run.guards import (
     check_kernel_sources,
     find_checkout,
     gpu_present,
-    make_report,
+    judge,
     read_nvml,
-    require_pass,
+    require_guard_pass,
     run_guards,
 )
 
@@ -40,9 +51,9 @@ SHA_ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
 
 def reading(util: tuple[float, ...] = (0.0, 1.0, 0.0), procs: tuple = (), reasons: tuple[str, ...] = ("gpu_idle",),
-            sm: int | None = 345, sm_max: int | None = 1980, used: int = 512 * MIB) -> NvmlReading:
+            sm: int | None = 345, sm_max: int | None = 1980, used: int = 512 * MIB, index: int = 0) -> NvmlReading:
     return NvmlReading(
-        index=0, name="NVIDIA H200", uuid="GPU-1234", driver_version="580.65.06", cuda_driver_version="13.0",
+        index=index, name="NVIDIA H200", uuid=f"GPU-{1234 + index}", driver_version="580.65.06", cuda_driver_version="13.0",
         util_pct=util, memory_used_bytes=used, memory_total_bytes=143_771 * MIB, sm_clock_mhz=sm,
         max_sm_clock_mhz=sm_max, throttle_reasons=reasons, compute_processes=procs, window_s=1.0,
     )
@@ -296,63 +307,141 @@ def _c(status: Status, name: str = "x") -> GuardCheck:
     return GuardCheck(name, status, f"{name} {status.value}", hint="do this")
 
 
-def test_report_ok_forced_and_refusal() -> None:
-    good = make_report([_c(Status.PASS), _c(Status.WARN), _c(Status.SKIP)])
-    assert good.ok and not good.forced
-    require_pass(good)  # no exception
+IDLE, BUSY = (0.0, 1.0), (80.0, 90.0)  # utilization samples, %: under and over the 5 % limit
 
-    bad = make_report([_c(Status.PASS), _c(Status.FAIL, "idle_gpu")])
-    assert not bad.ok and not bad.forced
+
+def test_one_idle_gpu_and_passing_host_checks_pass() -> None:
+    v = judge([reading(util=IDLE)], [_c(Status.PASS, "git"), _c(Status.WARN, "kernel_sources")], max_util_pct=5.0)
+    assert (v.status, v.reason, v.run_indices, v.refused_indices, v.forced_indices) == (
+        VerdictStatus.PASS, "pass", (0,), (), ())
+    assert v.message == "every check passed on GPU 0" and v.hint is None
+    assert v.ok and not v.forced and [c.name for c in v.warnings] == ["kernel_sources"]
+    assert [c.name for c in v.checks] == ["idle_gpu", "clocks", "git", "kernel_sources"]
+    require_guard_pass(v)  # no exception
+
+
+def test_a_busy_gpu_refuses_the_run_with_its_values_and_what_to_do() -> None:
+    v = judge([reading(util=BUSY)], max_util_pct=5.0)
+    assert (v.status, v.reason, v.run_indices, v.refused_indices) == (VerdictStatus.REFUSED, "gpu_failed", (), (0,))
+    assert v.message.startswith("GPU 0 (NVIDIA H200) is busy: utilization max 90 % (mean 85.0 %")
     with pytest.raises(CheckFailed) as info:
-        require_pass(bad)
+        require_guard_pass(v)
     assert info.value.exit_code == EXIT_CHECK == 3
-    assert str(info.value) == "guard refused: idle_gpu fail"
-    assert info.value.hint.startswith("do this") and "--force" in info.value.hint
-
-    forced = make_report([_c(Status.FAIL, "idle_gpu"), _c(Status.FAIL, "git")], force=True)
-    assert forced.forced and not forced.ok
-    assert [c.name for c in forced.failed] == ["idle_gpu", "git"]
-    require_pass(forced)  # --force proceeds
-    assert forced.to_json()["forced"] is True and forced.to_json()["failed"] == ["idle_gpu", "git"]
-
-    # --force with nothing to override records no override
-    assert make_report([_c(Status.PASS)], force=True).forced is False
+    assert str(info.value) == "guard refused: " + v.message
+    assert info.value.hint.startswith("Wait for the other work to finish") and "--force" in info.value.hint
 
 
-def test_two_failures_are_named() -> None:
-    with pytest.raises(CheckFailed, match=r"guard refused 2 checks \(a, b\): a fail"):
-        require_pass(make_report([_c(Status.FAIL, "a"), _c(Status.FAIL, "b")]))
+def test_two_failures_are_named_with_their_gpu() -> None:
+    v = judge([reading(util=BUSY, index=0), reading(util=BUSY, index=1)], [_c(Status.FAIL, "git")], max_util_pct=5.0)
+    assert v.message.endswith("(and 2 more failed check(s): idle_gpu on GPU 1, git)")
+    assert v.reason == "gpu_failed" and v.refused_indices == (0, 1)
+
+
+def test_one_busy_gpu_of_two_refuses_the_whole_run_without_force() -> None:
+    v = judge([reading(index=0, util=IDLE), reading(index=1, util=BUSY)], max_util_pct=5.0)
+    assert v.refused and v.reason == "gpu_failed" and v.refused_indices == (1,) and v.run_indices == ()
+    assert v.gpus[1].reason == "idle_gpu" and v.gpus[0].status is GpuStatus.PASS and v.gpus[0].reason == "idle"
+    assert v.message.startswith("GPU 1 (NVIDIA H200) is busy")
+
+
+def test_another_process_on_a_gpu_fails_it_but_our_own_pid_does_not() -> None:
+    busy = reading(index=1, procs=((4242, "python3", 900 * MIB),))
+    assert judge([reading(), busy], max_util_pct=5.0, own_pid=1).refused_indices == (1,)
+    assert judge([reading(), busy], max_util_pct=5.0, own_pid=4242).refused_indices == ()
+
+
+def test_force_leaves_out_only_the_busy_gpu_and_records_it() -> None:
+    v = judge([reading(index=0), reading(index=1, util=(50.0,)), reading(index=2)], max_util_pct=5.0, force=True)
+    assert (v.status, v.reason) == (VerdictStatus.FORCED, "forced_dropped")
+    assert v.run_indices == (0, 2) and v.refused_indices == (1,) and v.forced_indices == ()
+    assert v.message.startswith("--force leaves out GPU 1 (GPU 1 (NVIDIA H200) is busy: utilization max 50 %")
+    assert v.message.endswith("; the run goes on on GPU 0, 2")
+    assert v.reading.index == 0  # the solo GPU's reading names the run's GPU in env.json
+    data = v.to_json()
+    assert data["refused"] == [1] and data["run"] == [0, 2] and data["gpus"][1]["status"] == "refused"
+
+
+def test_force_with_every_gpu_busy_runs_them_all_as_forced() -> None:
+    v = judge([reading(util=(60.0,))], max_util_pct=5.0, force=True)  # one GPU: plain --force
+    assert (v.reason, v.run_indices, v.forced_indices, v.forced) == ("forced_all", (0,), (0,), True)
+    assert v.message.startswith("--force overrides the failed guard of every GPU (0): GPU 0 (NVIDIA H200) is busy")
+    assert "do not quote" in v.message and "env.json" in v.hint
+    require_guard_pass(v)  # --force proceeds
+
+
+def test_a_failed_host_check_refuses_every_gpu_or_is_forced() -> None:
+    stale = GuardCheck("kernel_sources", Status.FAIL, "the kernels differ", hint="pip install -e .")
+    fine = GuardCheck("git", Status.PASS, "clean")
+    v = judge([reading(index=0), reading(index=1)], [stale, fine], max_util_pct=5.0)
+    assert v.refused and v.reason == "host_failed" and v.message == "the kernels differ"
+    with pytest.raises(CheckFailed) as err:
+        require_guard_pass(v)
+    assert err.value.hint.startswith("pip install -e .")
+    forced = judge([reading()], [stale], max_util_pct=5.0, force=True)
+    assert forced.host_forced and forced.reason == "host_forced" and forced.run_indices == (0,)
+    assert forced.message.startswith("--force overrides kernel_sources (the kernels differ)")
+    assert [g.status for g in forced.gpus] == [GpuStatus.PASS]
+
+
+def test_force_with_nothing_to_override_records_no_override() -> None:
+    v = judge([reading()], [_c(Status.PASS)], force=True)
+    assert v.status is VerdictStatus.PASS and not v.forced and v.settings["force"] is True
+
+
+def test_the_verdict_round_trips_through_json() -> None:
+    v = judge([reading(index=0), reading(index=1, util=(50.0,), procs=((7, "x", None),))],
+              [_c(Status.FAIL, "git"), GuardCheck("kernel_sources", Status.PASS, "ok", details={"sha256": {"a": "1"}})],
+              max_util_pct=5.0, force=True, settings={"window_s": 1.0})
+    doc = json.loads(json.dumps(v.to_json(), allow_nan=False))
+    assert doc["version"] == 1 and doc["status"] == "forced" and doc["reason"] == "forced_dropped"
+    assert GuardVerdict.from_json(doc) == v
+    with pytest.raises(InputError, match="guard verdict: version 9"):
+        GuardVerdict.from_json({**doc, "version": 9})
 
 
 def test_run_guards_with_an_injected_busy_reading(tmp_path: Path) -> None:
-    report = run_guards(None, max_util_pct=5.0, reading=reading(util=(6.0,)), repo_root=None)
-    assert report.check("idle_gpu").status is Status.FAIL
-    assert not report.ok and not report.forced
-    assert report.reading.uuid == "GPU-1234"
-    names = [c.name for c in report.checks]
+    v = run_guards(None, max_util_pct=5.0, readings=[reading(util=(6.0,))])
+    assert v.check("idle_gpu").status is Status.FAIL
+    assert v.refused and not v.forced
+    assert v.reading.uuid == "GPU-1234"
+    names = [c.name for c in v.checks]
     assert names == ["idle_gpu", "clocks", "import_location", "kernel_sources", "git"]
-    js = report.to_json()
-    assert js["gpu"]["util_pct"] == [6.0] and js["settings"]["max_util_pct"] == 5.0
+    js = v.to_json()
+    assert js["gpus"][0]["reading"]["util_pct"] == [6.0] and js["settings"]["max_util_pct"] == 5.0
+    assert js["settings"]["gpus"] == [0]
 
-    forced = run_guards(None, reading=reading(util=(6.0,)), repo_root=None, force=True)
+    forced = run_guards(None, readings=[reading(util=(6.0,))], force=True)
     assert forced.forced and forced.to_json()["settings"]["force"] is True
 
 
+def test_run_guards_reads_each_gpu_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from clusterbench.run import guards
+
+    asked: list[tuple[int, float]] = []
+
+    def read(device_index: int, window_s: float) -> NvmlReading:  # the NVML edge
+        asked.append((device_index, window_s))
+        return reading(index=device_index)
+
+    monkeypatch.setattr(guards, "read_nvml", read)
+    v = run_guards(None, [2, 0], window_s=0.25)
+    assert asked == [(2, 0.25), (0, 0.25)] and [g.index for g in v.gpus] == [2, 0]
+
+
+def test_run_guards_from_this_checkout_finds_its_kernels_fresh() -> None:
+    # run from the checkout: the kernels the imported package compiles are the checkout's own
+    v = run_guards(None, readings=[reading()], repo_root=Path(clusterbench.__file__).resolve().parents[1])
+    check = v.check("kernel_sources")
+    assert check.status is Status.PASS and "match the checkout" in check.message
+    assert check.details["expected_sha256"] == check.details["sha256"]
+
+
 def test_run_guards_records_the_kernel_hashes_it_would_compile() -> None:
-    report = run_guards(None, reading=reading(), repo_root=None)
+    report = run_guards(None, readings=[reading()])
     pkg_kernels = Path(clusterbench.__file__).resolve().parent / "workloads" / "cupy" / "kernels"
     expected = {p.relative_to(pkg_kernels).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
                 for p in pkg_kernels.rglob("*") if p.suffix in (".cu", ".cuh")}
     assert report.kernel_sources == expected
-
-
-def test_this_checkout_passes_its_own_kernel_source_check() -> None:
-    # the guard looks for the kernels in the checkout at the same place as in the package; run from
-    # this checkout (imported from it, as the tests are) the two sets are the same files
-    repo = Path(__file__).resolve().parents[2]
-    report = run_guards(None, reading=reading(), repo_root=repo)
-    check = report.check("kernel_sources")
-    assert check.status is Status.PASS, check.message
 
 
 def test_run_guards_checks_the_configs_external_build(tmp_path: Path) -> None:
@@ -360,14 +449,15 @@ def test_run_guards_checks_the_configs_external_build(tmp_path: Path) -> None:
     _touch(tmp_path / "k.cu", 2_000)
     cf = parse_configs('[[config]]\nlabel = "a"\ncluster = 3\ncap = 1\nstreams = 1\nbatch = 1\nframes = 1\n'
                        '[build]\nartifact = "finder"\nsources = ["k.cu"]\n', tmp_path / "c.toml")
-    report = run_guards(cf, reading=reading(), repo_root=None)
+    report = run_guards(cf, readings=[reading()])
     assert report.check("external_build").status is Status.FAIL
     assert report.check("external_build").details["artifact"] == str(art.resolve())
+    assert report.reason == "host_failed"
 
 
 def test_run_guards_rejects_bad_limits() -> None:
     with pytest.raises(InputError, match="--max-util must be between 0 and 100 %, got 150 %"):
-        run_guards(None, max_util_pct=150, reading=reading())
+        run_guards(None, max_util_pct=150, readings=[reading()])
 
 
 # ----------------------------------------------------------------------------- NVML through a fake pynvml

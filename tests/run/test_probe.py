@@ -1,7 +1,7 @@
 """The probe orchestration on the CPU: planning, row and env assembly, and whole runs.
 
-Only the outermost edges are stand-ins: NVML (the guards' reading and the GPU check), the
-CuPy/nsys version probe, and nsys itself (tests/protocol_programs.py: it runs the real workload
+Only the outermost edges are stand-ins: NVML (the GPU list, the guards' reading and the GPU check),
+the child that asks CuPy and nsys their versions, and nsys itself (tests/protocol_programs.py: it runs the real workload
 process and writes a fixed SQLite trace that the real analyze code reads). The workload is a
 real command-workload program, so the rows' figures are checked against values worked out by hand.
 """
@@ -18,6 +18,7 @@ import pytest
 
 import clusterbench.run.guards as guards
 import clusterbench.run.probe as probe_mod
+from gpu_edges import FakeMachine
 from clusterbench.run.config import ProbeConfig
 from clusterbench.errors import CheckFailed, ConfigError, EnvironmentFailure, InputError
 from clusterbench.run.probe import ProbeInterrupted, ProbeRequest, plan_probe, run_probe
@@ -168,22 +169,12 @@ def test_env_of_a_probe_names_the_provenance_and_merges_keeping_other_configs() 
 
 # ----------------------------------------------------------------------------- run_probe with fakes
 
-class Edges:
-    """The machine's edges: NVML (GPU check and guard reading), the version probe, and nsys."""
+class Edges(FakeMachine):
+    """The machine's edges (tests/gpu_edges.py: one H200, busy when asked) and nsys."""
 
     def __init__(self, monkeypatch, tmp_path: Path, *, guard_fail: bool = False):
-        self.calls: list[tuple[str, str]] = []
-        monkeypatch.setattr(guards, "gpu_present", lambda: True)
-        checks = [guards.GuardCheck("idle_gpu", guards.Status.FAIL if guard_fail else guards.Status.PASS,
-                                    "GPU busy: 40 % utilization" if guard_fail else "idle", "free the GPU")]
-
-        def run_guards(config_file, *, max_util_pct, require_clean, force, **kw):
-            self.calls.append(("guard", config_file.path.name))
-            return guards.make_report(checks, force=force)
-
-        monkeypatch.setattr(guards, "run_guards", run_guards)
-        monkeypatch.setattr(probe_mod, "read_child_versions",
-                            lambda nsys: {"cupy": "13.6.0", "nsys": "NVIDIA Nsight Systems version 2025.3.2.474"})
+        super().__init__(monkeypatch, 1, busy=(0,) if guard_fail else (),
+                         versions={"cupy": "13.6.0", "nsys": "NVIDIA Nsight Systems version 2025.3.2.474"})
         self.nsys = write_fake_nsys(tmp_path)
 
 
@@ -202,7 +193,7 @@ def test_run_probe_writes_rows_env_and_events(monkeypatch, config_path: Path, tm
     plan = plan_probe(req)
     events: list = []
     outcome = run_probe(plan, req, on_event=events.append, nsys=edges.nsys)
-    assert edges.calls == [("guard", "configs.toml")]
+    assert edges.sampled == [0]  # the one GPU is read once
     rows = read_csv(plan.results_dir / "probes.csv")
     assert [r["label"] for r in rows] == ["a", "b"]
     a = rows[0]
@@ -228,7 +219,12 @@ def test_run_probe_writes_rows_env_and_events(monkeypatch, config_path: Path, tm
     assert a["session"] == b["session"] == outcome.session_id
     env = json.loads((plan.results_dir / "env.json").read_text())
     assert env["session_id"] == outcome.session_id and env["tracer"] == "nsys"
-    assert set(env["configs"]) == {"a", "b"} and env["guard"]["ok"] is True
+    assert set(env["configs"]) == {"a", "b"} and env["guard"]["status"] == "pass"
+    assert env["guard"]["run"] == [0] and env["gpu_uuid"] == "GPU-0000"
+    assert env.get("multi_gpu") is None  # without --gpus: the plain row only
+    # the sustained run: one round on the one GPU, which alone was visible to it
+    assert (plan.results_dir / "a.sustained.gpu0.json").is_file()
+    assert "CUDA_VISIBLE_DEVICES" not in __import__("os").environ
     assert env["cupy"] == "13.6.0" and env["argv"] == ["clusterbench", "probe"]
     assert env["workloads"] == "command" and (env["schema"], env["version"]) == ("clusterbench.results", 3)
     assert env["configs"]["a"]["workload"] == "command"
@@ -259,21 +255,24 @@ def test_rerunning_one_config_replaces_only_its_row(monkeypatch, config_path: Pa
     env = json.loads((first.results_dir / "env.json").read_text())
     assert env["configs"]["a"]["session"] == first.session_id
     assert env["configs"]["b"]["session"] == second.session_id
-    assert edges.calls == [("guard", "configs.toml")] * 2
+    assert edges.sampled == [0, 0]  # one reading per probe
 
 
 def test_guard_refusal_is_exit_3_unless_forced(monkeypatch, config_path: Path, tmp_path: Path) -> None:
     Edges(monkeypatch, tmp_path, guard_fail=True)
     req = request(config_path, tmp_path, tracer="none", repeat=1)
-    with pytest.raises(CheckFailed, match="GPU busy: 40 % utilization") as err:
+    with pytest.raises(CheckFailed, match=r"guard refused: GPU 0 \(NVIDIA H200\) is busy: utilization max 80 %") \
+            as err:
         run_probe(plan_probe(req), req, nsys=None)
-    assert err.value.exit_code == 3
+    assert err.value.exit_code == 3 and "--force" in err.value.hint
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("probes.csv"))
     forced = request(config_path, tmp_path, force=True, tracer="none", repeat=1)
     outcome = run_probe(plan_probe(forced), forced, nsys=None)
     assert len(outcome.rows) == 2
-    assert any("--force" in w for w in outcome.warnings)
-    assert json.loads((outcome.results_dir / "env.json").read_text())["guard"]["forced"] is True
+    assert any(w.startswith("--force overrides the failed guard of every GPU (0)") and "80 %" in w
+               for w in outcome.warnings)
+    guard = json.loads((outcome.results_dir / "env.json").read_text())["guard"]
+    assert (guard["status"], guard["reason"], guard["forced"], guard["run"]) == ("forced", "forced_all", [0], [0])
 
 
 def _interrupt_at(label: str, phase: str, partial: Path | None = None):

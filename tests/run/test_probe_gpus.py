@@ -1,9 +1,9 @@
 """probe --gpus end to end on CPU (docs/scaling.md).
 
-The edges are faked as in tests/test_probe.py: NVML (the GPU list and each GPU's reading), the
-version probe, and nsys (a stand-in that runs the program and writes a trace). The workload is the
-toy protocol program: in sustained mode its passes run at 1000, 2000 and 3000 FPS, so every GPU's
-median is 2000 FPS, alone or not. Skipped until ProbeRequest has a ``gpus`` field.
+The edges are faked as in tests/run/test_probe.py (tests/gpu_edges.py): NVML (the GPU list and each
+GPU's reading), the child that asks CuPy and nsys their versions, and nsys (a stand-in that runs the
+program and writes a trace). The workload is the toy protocol program: in sustained mode its passes
+run at 1000, 2000 and 3000 FPS, so every GPU's median is 2000 FPS, alone or not.
 """
 
 from __future__ import annotations
@@ -16,10 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.run import guards
-from clusterbench.run import multigpu as mg
-from clusterbench.run import machine
-from clusterbench.run import probe as probe_mod
 from clusterbench.errors import CheckFailed, EnvironmentFailure, InputError
 from clusterbench.run.probe import ProbeRequest, plan_probe, run_probe
 from clusterbench.io.results import load_results
@@ -27,6 +23,7 @@ from clusterbench.model.measurement import SUSTAINED_FPS
 from clusterbench.model.results import RowKey, RowRole
 from clusterbench.run import merge, tasks
 
+from gpu_edges import FakeMachine
 from protocol_programs import ONE_COMMAND_CONFIG, write_fake_nsys, write_program
 
 CONFIGS = ONE_COMMAND_CONFIG
@@ -40,37 +37,12 @@ def config_path(tmp_path: Path) -> Path:
     return p
 
 
-def _reading(index: int, util: float) -> guards.NvmlReading:
-    return guards.NvmlReading(index=index, name="NVIDIA H200", uuid=f"GPU-{index:04d}", driver_version="580.1",
-                              cuda_driver_version="13.0", util_pct=(util,), memory_used_bytes=0,
-                              memory_total_bytes=1, sm_clock_mhz=345, max_sm_clock_mhz=1980, throttle_reasons=(),
-                              compute_processes=())
-
-
 def edges(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, busy: tuple[int, ...] = (),
-          host_checks: tuple[guards.GuardCheck, ...] = (), sampled: list[int] | None = None) -> Path:
-    allowed = tuple(sorted(os.sched_getaffinity(0)))
-    topology = tuple(machine.GpuInfo(i, f"GPU-{i:04d}", "NVIDIA H200", cpus=allowed, mem_nodes=(0,),
-                                cpu_source=machine.AffinitySource.NVML, mem_source=machine.AffinitySource.NVML)
-                     for i in range(2))
-    monkeypatch.setattr(mg, "read_gpu_topology", lambda: topology)
-    def read_nvml(device_index, window_s):
-        if sampled is not None:
-            sampled.append(device_index)
-        return _reading(device_index, 80.0 if device_index in busy else 0.0)
-
-    monkeypatch.setattr(guards, "read_nvml", read_nvml)
-    monkeypatch.setattr(guards, "gpu_present", lambda: True)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-
-    def run_guards(config_file, *, max_util_pct, require_clean, force, device_index=0, reading=None, **kw):
-        checks = [guards.GuardCheck("git", guards.Status.PASS, "clean"), *host_checks]
-        if reading is not None:  # the probe hands over the solo GPU's reading: its idle check counts here too
-            checks.append(guards.check_idle_gpu(reading, max_util_pct, own_pid=os.getpid()))
-        return guards.make_report(checks, force=force, reading=reading or _reading(device_index, 0.0))
-
-    monkeypatch.setattr(guards, "run_guards", run_guards)
-    monkeypatch.setattr(probe_mod, "read_child_versions", lambda nsys: {"cupy": "13.6.0", "nsys": "2025.3.2"})
+          sampled: list[int] | None = None) -> Path:
+    """Two idle H200s (those in ``busy`` at 80 %), and nsys. ``sampled`` gets every GPU index read."""
+    machine_edges = FakeMachine(monkeypatch, 2, busy=busy)
+    if sampled is not None:
+        machine_edges.sampled = sampled
     return write_fake_nsys(tmp_path)
 
 
@@ -95,7 +67,8 @@ def test_gpus_all_writes_solo_per_gpu_and_aggregate_rows(monkeypatch, config_pat
     assert float(agg["sustained_fps"]) == 4000.0 and float(agg["gpu_min_fps"]) == 2000.0
     assert float(agg["scaling_efficiency"]) == pytest.approx(1.0) and agg["gpus"] == "2"
     env = json.loads((plan.results_dir / "env.json").read_text())
-    assert env["multi_gpu"]["guard"]["run"] == [0, 1]
+    assert env["guard"]["run"] == [0, 1] and env["guard"]["status"] == "pass"
+    assert "guard" not in env["multi_gpu"]  # one verdict, in env.json's guard block
     assert env["multi_gpu"]["configs"]["a"]["total_fps"] == 4000.0
     assert env["multi_gpu"]["gpus"][0]["pinning"]["method"] in ("numactl", "sched_setaffinity")
 
@@ -103,7 +76,7 @@ def test_gpus_all_writes_solo_per_gpu_and_aggregate_rows(monkeypatch, config_pat
 def test_a_busy_gpu_refuses_unless_forced_then_only_itself(monkeypatch, config_path: Path, tmp_path: Path) -> None:
     nsys = edges(monkeypatch, tmp_path, busy=(1,))
     req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", gpus="all")
-    with pytest.raises(CheckFailed, match="GPU 1"):
+    with pytest.raises(CheckFailed, match=r"guard refused: GPU 1 \(NVIDIA H200\) is busy: utilization max 80 %"):
         run_probe(plan_probe(req), req, nsys=nsys)
     forced = dataclasses.replace(req, force=True)
     plan = plan_probe(forced)
@@ -111,7 +84,7 @@ def test_a_busy_gpu_refuses_unless_forced_then_only_itself(monkeypatch, config_p
     rows = _rows(plan.results_dir / "probes.csv")
     assert "a@gpu1" not in rows and rows["a@all"]["gpus"] == "1"
     env = json.loads((plan.results_dir / "env.json").read_text())
-    assert env["multi_gpu"]["guard"]["refused"] == [1]
+    assert (env["guard"]["refused"], env["guard"]["run"], env["guard"]["reason"]) == ([1], [0], "forced_dropped")
 
 
 def test_gpus_0_runs_the_same_path_with_n_1(monkeypatch, config_path: Path, tmp_path: Path) -> None:
@@ -123,8 +96,11 @@ def test_gpus_0_runs_the_same_path_with_n_1(monkeypatch, config_path: Path, tmp_
     assert sampled == [0]  # each selected GPU is sampled once, for its own guard and the report
     rows = _rows(plan.results_dir / "probes.csv")
     assert list(rows) == ["a", "a@gpu0.solo", "a@gpu0", "a@all"]
-    # the toy's passes run at 1000, 2000, 3000 FPS: median 2000 alone and "together"
+    # the toy's passes run at 1000, 2000, 3000 FPS: median 2000 in the one round, which is both the GPU
+    # alone and every GPU at once
     assert [float(rows[k]["sustained_fps"]) for k in rows] == [2000.0, 2000.0, 2000.0, 2000.0]
+    assert (plan.results_dir / "a.sustained.gpu0.json").is_file()
+    assert not (plan.results_dir / "a.solo.gpu0.json").exists()  # one round, not two
     agg = rows["a@all"]
     assert agg["gpus"] == "1" and float(agg["scaling_efficiency"]) == 1.0  # 2000 / (1 x 2000)
     assert agg["kernel_us"] == "" and agg["roofline_us"] == ""  # per-GPU quantities: not summed
@@ -133,7 +109,7 @@ def test_gpus_0_runs_the_same_path_with_n_1(monkeypatch, config_path: Path, tmp_
     # the outcome (the CLI's table and --json) carries every row written, the plain row first
     assert [r.label for r in outcome.rows] == ["a", "a@gpu0.solo", "a@gpu0", "a@all"]
     env = json.loads((plan.results_dir / "env.json").read_text())
-    assert env["multi_gpu"]["selection"] == "0" and env["multi_gpu"]["guard"]["reason"] == "pass"
+    assert env["multi_gpu"]["selection"] == "0" and env["guard"]["reason"] == "pass"
     assert env["gpu_uuid"] == "GPU-0000"
     # each row keeps its own repeats: the plain and solo rows the solo GPU's, the concurrent row its own
     samples = {r.label: r.measurement(SUSTAINED_FPS) for r in load_results(plan.results_dir).rows}
@@ -198,9 +174,12 @@ def test_a_failing_gpu_child_is_exit_1_naming_it_and_keeps_the_traced_row(monkey
     monkeypatch.setenv("TOY_FAIL_ON", "GPU-0001")
     req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results", gpus="all")
     plan = plan_probe(req)
-    with pytest.raises(EnvironmentFailure, match=r"GPU 1: the child exited with status 1") as err:
+    with pytest.raises(EnvironmentFailure) as err:
         run_probe(plan, req, nsys=nsys)
+    assert str(err.value).startswith("the concurrent sustained-FPS run of config 'a': 1 of 2 GPU processes failed:\n"
+                                     "GPU 1 failed with exit status 1; last lines of a.concurrent.gpu1.log:\n")
     assert "toy: CUDA error on GPU-0001" in str(err.value)
+    assert str(plan.results_dir / "a.concurrent.gpu1.log") in err.value.hint
     rows = _rows(plan.results_dir / "probes.csv")
     assert list(rows) == ["a"] and rows["a"]["sustained_fps"] == ""  # traced figures kept, nothing summed
 
@@ -253,20 +232,28 @@ def test_bad_gpus_text_is_refused_by_the_plan() -> None:
             plan_probe(ProbeRequest(config_path=Path("configs.toml"), gpus=text))
 
 
-def test_a_stale_build_refuses_every_gpu_unless_forced(monkeypatch, config_path: Path, tmp_path: Path) -> None:
-    stale = guards.GuardCheck("kernel_sources", guards.Status.FAIL, "the compiled kernels are stale",
-                              hint="rebuild")
-    nsys = edges(monkeypatch, tmp_path, host_checks=(stale,))
-    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", gpus="all")
-    with pytest.raises(CheckFailed, match="the compiled kernels are stale"):
+def test_a_stale_build_refuses_every_gpu_unless_forced(monkeypatch, tmp_path: Path) -> None:
+    # an external build older than its source: the host check fails, for every GPU at once
+    write_program(tmp_path, "ok")
+    (tmp_path / "finder").write_text("built")
+    (tmp_path / "finder.cu").write_text("changed since")
+    os.utime(tmp_path / "finder", (1_000, 1_000))
+    os.utime(tmp_path / "finder.cu", (2_000, 2_000))
+    cfg = tmp_path / "stale.toml"
+    cfg.write_text(CONFIGS + '\n[build]\nartifact = "finder"\nsources = ["finder.cu"]\n')
+    nsys = edges(monkeypatch, tmp_path)
+    req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", gpus="all")
+    with pytest.raises(CheckFailed, match="build artifact finder is older than 1 of its 1 sources") as err:
         run_probe(plan_probe(req), req, nsys=nsys)
+    assert err.value.hint.startswith("Rebuild the artifact, then re-run.")
     forced = dataclasses.replace(req, force=True)
     plan = plan_probe(forced)
     run_probe(plan, forced, nsys=nsys)
-    env = json.loads((plan.results_dir / "env.json").read_text())
-    guard = env["multi_gpu"]["guard"]
+    guard = json.loads((plan.results_dir / "env.json").read_text())["guard"]
     assert guard["reason"] == "host_forced" and guard["run"] == [0, 1] and guard["host_forced"] is True
-    assert [c["name"] for c in guard["host_checks"]] == ["git", "kernel_sources"]
+    assert guard["status"] == "forced" and [g["status"] for g in guard["gpus"]] == ["pass", "pass"]
+    assert [c["name"] for c in guard["host_checks"]] == ["import_location", "kernel_sources", "git",
+                                                         "external_build"]
 
 
 TWO = CONFIGS + """
@@ -306,6 +293,24 @@ def test_rerunning_one_config_keeps_the_others_rows_and_summary(monkeypatch, tmp
     env = json.loads((plan.results_dir / "env.json").read_text())
     assert set(env["multi_gpu"]["configs"]) == {"a", "b"}
     assert set(env["configs"]) == {"a", "b"}
+
+
+def test_without_gpus_the_probe_runs_on_the_first_gpu_cuda_visible_devices_allows(monkeypatch, env_config: Path,
+                                                                                  tmp_path: Path) -> None:
+    sampled: list[int] = []
+    nsys = edges(monkeypatch, tmp_path, sampled=sampled)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # e.g. a Slurm allocation of GPU 1
+    req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results")
+    plan = plan_probe(req)
+    outcome = run_probe(plan, req, nsys=nsys)
+    assert sampled == [1]  # the guards read the GPU that runs, not NVML's GPU 0
+    out = plan.results_dir
+    for name in ("a.pass.json", "a.sustained.gpu1.json"):  # the trace and the one sustained round
+        extra = json.loads((out / name).read_text())["extra"]
+        assert extra["cuda_visible_devices"] == "GPU-0001", name
+    assert [r.label for r in outcome.rows] == ["a"]  # the plain row only
+    env = json.loads((out / "env.json").read_text())
+    assert env["gpu_uuid"] == "GPU-0001" and env["guard"]["run"] == [1] and env.get("multi_gpu") is None
 
 
 # ----------------------------------------------------------------------------- a re-probe keeps what it does not own

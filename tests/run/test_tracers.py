@@ -11,7 +11,7 @@ import pytest
 
 from clusterbench.errors import EnvironmentFailure, WorkloadProtocolError
 from clusterbench.model.workload import WorkloadResult
-from clusterbench.run.process import run_logged
+from clusterbench.run.supervisor import ChildSpec, require_ok, run_child
 from clusterbench.run.tracers import (
     TRACERS,
     NsysTracer,
@@ -36,15 +36,20 @@ def test_the_registry_holds_nsys_cupti_and_none() -> None:
         NsysTracer(TracerSetup(nsys=None))
 
 
-def test_run_logged_failure_shows_the_log_tail(tmp_path: Path) -> None:
+def test_a_failed_child_shows_the_log_tail(tmp_path: Path) -> None:
     log = tmp_path / "x.log"
-    code = "import sys\nfor i in range(30): print('line', i)\nsys.exit(4)"
+    code = 'import sys\nfor i in range(30): print("line", i)\nsys.exit(4)'
+    outcome = run_child(ChildSpec((sys.executable, "-c", code), log, header="the child of this test"))
+    assert (outcome.returncode, outcome.ok, outcome.timed_out, outcome.status_text) == (4, False, False,
+                                                                                        "exit status 4")
     with pytest.raises(EnvironmentFailure) as err:
-        run_logged([sys.executable, "-c", code], log, what="the child")
+        require_ok(outcome, "the child")
     msg = str(err.value)
-    assert "the child failed with exit status 4" in msg
-    assert "line 29" in msg and "line 10" not in msg  # the last 15 lines only
-    assert log.read_text().startswith("$ ")
+    assert msg.startswith("the child failed with exit status 4; last lines of x.log:\nline 15\n")
+    assert "line 29" in msg and "line 14" not in msg  # the last 15 lines only
+    assert err.value.hint == f"read the whole log: {log}"
+    # the log: the header, the command line as a shell takes it back (the code single-quoted), the output
+    assert log.read_text().startswith(f"# the child of this test\n$ {sys.executable} -c '{code}'\nline 0\n")
 
 
 def test_discard_partials_removes_only_partial_files(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """The workload interface: command validation (exit 2, before any GPU call) and the protocol
 (tiny programs written in the test that break it one way each, run through probe).
 
-The only stand-ins are the machine's edges: the GPU check and the guards' NVML reading, the
-version probe, and (for the pass-range case) nsys (tests/protocol_programs.py).
+The only stand-ins are the machine's edges (tests/gpu_edges.py): NVML's GPU list, the GPU check and
+the guards' NVML reading, the child that asks CuPy and nsys their versions; and (for the pass-range
+case) nsys (tests/protocol_programs.py).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import pytest
 from typer.testing import CliRunner
 
 import clusterbench.run.guards as guards
-import clusterbench.run.probe as probe_mod
 from clusterbench.cli import app
 from clusterbench.run.config import load_configs, parse_configs
 from clusterbench.errors import ConfigError, EnvironmentFailure, WorkloadProtocolError
 from clusterbench.run.probe import ProbeRequest, plan_probe, run_probe
 from clusterbench.model.params import WorkloadParams
 from clusterbench.workloads.protocol import PLACEHOLDERS, CommandWorkload, CupyWorkload, expand, placeholder_values
+from cli_output import messages
+from gpu_edges import FakeMachine
 from protocol_programs import command_config, write_fake_nsys, write_program
 
 BASE = """\
@@ -111,7 +113,7 @@ def test_bad_command_is_exit_2_through_the_cli_before_any_gpu_call(monkeypatch, 
     path.write_text(BASE + 'workload = "command"\ncommand = ["{python}", "{cluster}", "{reslt}"]\n')
     res = runner().invoke(app, ["probe", "--config", str(path), "--tracer", "none"])
     assert res.exit_code == 2
-    lines = res.stderr.strip().splitlines()
+    lines = messages(res.stderr)
     assert lines[0].startswith("Error: ") and "config 'toy': key 'command': unknown placeholder {reslt}" in lines[0]
     assert lines[-1].startswith("Hint: ") and "Traceback" not in res.stderr
 
@@ -154,12 +156,9 @@ def test_the_cupy_workload_is_the_protocols_first_implementation() -> None:
 # ----------------------------------------------------------------------------- the protocol, through probe
 
 
-class Edges:
+class Edges(FakeMachine):
     def __init__(self, monkeypatch) -> None:
-        monkeypatch.setattr(guards, "gpu_present", lambda: True)
-        check = guards.GuardCheck("idle_gpu", guards.Status.PASS, "idle")
-        monkeypatch.setattr(guards, "run_guards", lambda cf, **kw: guards.make_report([check], force=False))
-        monkeypatch.setattr(probe_mod, "read_child_versions", lambda nsys: {})
+        super().__init__(monkeypatch, 1, versions={})
 
 
 def _probe(tmp_path: Path, behaviour: str, tracer: str = "none", repeat: int = 2, nsys: Path | None = None,
@@ -183,9 +182,9 @@ def test_a_program_that_keeps_the_protocol_gives_a_row(monkeypatch, tmp_path: Pa
 
 
 @pytest.mark.parametrize("behaviour, text", [
-    ("no_result", "config 'toy': the workload wrote no result record toy.sustained.json"),
-    ("not_json", "config 'toy': the result record toy.sustained.json is not JSON"),
-    ("missing_frames", "config 'toy': malformed toy.sustained.json: result record: missing field 'frames'"),
+    ("no_result", "config 'toy': the workload wrote no result record toy.sustained.gpu0.json"),
+    ("not_json", "config 'toy': the result record toy.sustained.gpu0.json is not JSON"),
+    ("missing_frames", "config 'toy': malformed toy.sustained.gpu0.json: result record: missing field 'frames'"),
     ("bad_version", "result record: field 'version' is 1; this clusterbench reads version 2"),
 ])
 def test_each_broken_result_names_what_is_missing_with_the_stderr_tail(monkeypatch, tmp_path: Path,
@@ -204,7 +203,8 @@ def test_a_crashing_program_shows_its_exit_status_and_stderr(monkeypatch, tmp_pa
     with pytest.raises(EnvironmentFailure) as err:
         _probe(tmp_path, "crash")
     msg = str(err.value)
-    assert "the sustained-FPS run of config 'toy' failed with exit status 3" in msg
+    assert msg.startswith("the sustained-FPS run of config 'toy' on GPU 0 failed with exit status 3; last lines of "
+                          "toy.sustained.gpu0.log:\n")
     assert "toy finder: CUDA error: out of memory" in msg
 
 

@@ -61,6 +61,12 @@ def find_nsys() -> Path | None:
     return Path(max(found, key=_version_key))
 
 
+def nsys_export_command(nsys: Path | str, report: Path, sqlite_out: Path) -> list[str]:
+    """``nsys export`` of ``report`` to the SQLite file ``sqlite_out`` (overwritten): the one command line
+    for both the probe's traces and analyze's cache."""
+    return [str(nsys), "export", "--type", "sqlite", "--force-overwrite=true", "-o", str(sqlite_out), str(report)]
+
+
 def cached_export_path(rep: Path) -> Path:
     """Where the SQLite export of ``rep`` lives (or will): sibling if fresh, else the cache folder."""
     suffix = next(s for s in REP_SUFFIXES if rep.name.endswith(s))
@@ -94,7 +100,7 @@ def export_sqlite(rep: str | os.PathLike[str], nsys: Path | None = None) -> Path
             hint=f"export it yourself: {nsys} export --type sqlite -o OUT.sqlite {rep}",
         ) from None
     tmp = out.with_name(f".{out.stem}.partial.sqlite")  # ends in .sqlite so nsys adds no extension
-    cmd = [str(nsys), "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(tmp), str(rep)]
+    cmd = nsys_export_command(nsys, rep, tmp)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -7,11 +7,9 @@ no multiply-add is fused and float64 results match the NumPy reference bit for b
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 from pathlib import Path
-from typing import Any
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 KERNEL_FILE = "cluster_finder.cu"
@@ -118,11 +116,3 @@ def strip_rows(rows: int, cols: int, cluster: int, itemsize: int, budget: int = 
 def shared_bytes(strip: int, cols: int, cluster: int, itemsize: int) -> int:
     halo = cluster // 2
     return (strip + 2 * halo) * ((cols + 2 * halo) + cols) * itemsize
-
-
-@functools.lru_cache(maxsize=None)
-def load_module(pedestal_dtype: str, cluster: int, tile_rows: int | None = None) -> Any:
-    """The compiled cupy.RawModule for one (pedestal type, cluster size[, classify tile rows])."""
-    import cupy
-
-    return cupy.RawModule(code=kernel_source(KERNEL_FILE), options=compile_options(pedestal_dtype, cluster, tile_rows))

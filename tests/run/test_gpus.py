@@ -1,5 +1,6 @@
-"""--gpus planning on injected NVML readings: selection, affinity, pinning, per-GPU guards, the
-concurrent run (a tiny child program written here is the outermost edge), and the rows."""
+"""The GPUs of a run on injected NVML answers: selection, affinity, pinning, the plan (one guard verdict),
+the sustained-FPS runner for 1..N GPUs (a tiny child program written here is the outermost edge), and
+the rows."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.run import multigpu as mg
+from clusterbench.errors import EnvironmentFailure, InputError, WorkloadProtocolError
+from clusterbench.run import gpus as gpumod
 from clusterbench.run import machine
 from clusterbench.run import rows as rowmod
 from clusterbench.run import supervisor as sup
-from clusterbench.errors import CheckFailed, EnvironmentFailure, InputError
-from clusterbench.run.guards import GuardCheck, NvmlReading, Status
+from clusterbench.run import sustained as sus
+from clusterbench.run.guards import NvmlReading
 from clusterbench.io.results import load_results, merge_results
 from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
 from clusterbench.model.results import EnvRecord, ResultRow, ResultSet, RowKey, RowRole
@@ -217,14 +219,16 @@ def test_each_child_sees_only_its_gpu_by_uuid(tmp_path: Path) -> None:
     gpus = (_gpu(0, cpus=(0, 1), nodes=(0,)), _gpu(1, cpus=(2, 3), nodes=(1,)))
     children = sup.plan_gpu_children(gpus, NUMACTL, lambda g, r: ["prog", str(g.index), str(r)], tmp_path, "cfg",
                                     {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,1"})
-    assert [c.env["CUDA_VISIBLE_DEVICES"] for c in children] == ["GPU-0000", "GPU-0001"]
-    assert all(c.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and c.env["PATH"] == "/bin" for c in children)
-    assert children[1].argv == ("/usr/bin/numactl", "--physcpubind=2-3", "--membind=1", "prog", "1",
-                                str((tmp_path / "cfg.gpu1.json").resolve()))
-    assert children[1].log_path == tmp_path / "cfg.gpu1.log"
+    assert [c.spec.env["CUDA_VISIBLE_DEVICES"] for c in children] == ["GPU-0000", "GPU-0001"]
+    assert all(c.spec.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and c.spec.env["PATH"] == "/bin" for c in children)
+    assert children[1].spec.argv == ("/usr/bin/numactl", "--physcpubind=2-3", "--membind=1", "prog", "1",
+                                     str((tmp_path / "cfg.gpu1.json").resolve()))
+    assert children[1].spec.log_path == tmp_path / "cfg.gpu1.log"
+    assert children[1].spec.cpus == ()  # numactl pins it: no sched_setaffinity as well
+    assert children[1].spec.header == "GPU 1:GPU-0001; pinning: GPU 1: numactl, CPUs 2-3, memory node 1"
 
 
-# ----------------------------------------------------------------------------- guards
+# ----------------------------------------------------------------------------- readings
 
 
 def _reading(index: int, util: tuple[float, ...] = (0.0, 1.0), procs: tuple = ()) -> NvmlReading:
@@ -232,60 +236,6 @@ def _reading(index: int, util: tuple[float, ...] = (0.0, 1.0), procs: tuple = ()
                        cuda_driver_version="13.0", util_pct=util, memory_used_bytes=600 * MIB,
                        memory_total_bytes=143_771 * MIB, sm_clock_mhz=345, max_sm_clock_mhz=1980,
                        throttle_reasons=("gpu_idle",), compute_processes=procs)
-
-
-def test_idle_gpus_pass() -> None:
-    g = mg.check_gpus([_reading(0), _reading(1)], max_util_pct=5.0, force=False)
-    assert (g.run_refused, g.reason, g.run_indices, g.refused, g.forced) == (False, "pass", (0, 1), (), ())
-    mg.require_gpus_pass(g)  # does not raise
-
-
-def test_one_busy_gpu_refuses_the_run_without_force() -> None:
-    g = mg.check_gpus([_reading(0), _reading(1, util=(80.0, 90.0))], max_util_pct=5.0, force=False)
-    assert g.run_refused and g.reason == "gpu_failed" and g.refused == (1,) and g.run_indices == ()
-    assert g.gpus[1].reason == "idle_gpu" and g.gpus[0].status is mg.GpuGuardStatus.PASS
-    with pytest.raises(CheckFailed) as err:
-        mg.require_gpus_pass(g)
-    assert err.value.exit_code == 3
-    assert "GPU 1 failed" in str(err.value) and "--force" in (err.value.hint or "")
-
-
-def test_another_process_on_a_gpu_fails_it_but_our_own_pid_does_not() -> None:
-    busy = _reading(1, procs=((4242, "python3", 900 * MIB),))
-    assert mg.check_gpus([_reading(0), busy], max_util_pct=5.0, force=False, own_pid=1).refused == (1,)
-    assert mg.check_gpus([_reading(0), busy], max_util_pct=5.0, force=False, own_pid=4242).refused == ()
-
-
-def test_force_leaves_out_only_the_busy_gpu_and_records_it() -> None:
-    g = mg.check_gpus([_reading(0), _reading(1, util=(50.0,)), _reading(2)], max_util_pct=5.0, force=True)
-    assert not g.run_refused and g.reason == "forced_dropped"
-    assert g.run_indices == (0, 2) and g.refused == (1,) and g.forced == ()
-    data = g.to_json()
-    assert data["refused"] == [1] and data["run"] == [0, 2]
-    assert data["gpus"][1]["status"] == "refused"
-
-
-def test_force_with_every_gpu_busy_runs_them_all_as_forced() -> None:
-    g = mg.check_gpus([_reading(0, util=(60.0,))], max_util_pct=5.0, force=True)  # N = 1: plain --force
-    assert g.reason == "forced_all" and g.run_indices == (0,) and g.forced == (0,)
-
-
-def test_a_failed_host_check_refuses_all_or_is_forced() -> None:
-    stale = GuardCheck("kernel_sources", Status.FAIL, "the kernels differ", hint="pip install -e .")
-    fine = GuardCheck("git", Status.PASS, "clean")
-    g = mg.check_gpus([_reading(0)], [stale, fine], max_util_pct=5.0, force=False)
-    assert g.run_refused and g.reason == "host_failed"
-    with pytest.raises(CheckFailed) as err:
-        mg.require_gpus_pass(g)
-    assert (err.value.hint or "").startswith("pip install -e .")
-    forced = mg.check_gpus([_reading(0)], [stale], max_util_pct=5.0, force=True)
-    assert forced.host_forced and forced.reason == "host_forced" and forced.run_indices == (0,)
-
-
-def test_host_checks_drop_the_per_gpu_ones() -> None:
-    checks = [GuardCheck("idle_gpu", Status.PASS, "idle"), GuardCheck("clocks", Status.PASS, "ok"),
-              GuardCheck("git", Status.WARN, "dirty")]
-    assert [c.name for c in mg.host_checks_of(checks)] == ["git"]
 
 
 # ----------------------------------------------------------------------------- figures and rows
@@ -390,107 +340,171 @@ def child(tmp_path: Path) -> Path:
 
 
 def _command(child: Path, peers_dir: Path, peers: int, shared_s: dict[int, float], solo_s: float = 0.01,
-             fail: dict[int, int] | None = None):
+             fail: dict[int, int] | None = None) -> sus.SustainedCommand:
     def command(g: machine.GpuInfo, result: Path) -> list[str]:
         return [sys.executable, str(child), str(result), str(peers_dir), str(peers), "1000", str(solo_s),
                 str(shared_s[g.index]), str((fail or {}).get(g.index, 0))]
-    return command
+    return sus.SustainedCommand(command, 1, "sustained")
 
 
 def _allowed() -> tuple[int, ...]:
     return tuple(sorted(os.sched_getaffinity(0)))
 
 
+def _children(gpus, tools, command: sus.SustainedCommand, out_dir: Path, stem: str, timeout_s=None):
+    return sup.plan_gpu_children(gpus, tools, command.argv, out_dir, stem, dict(os.environ), timeout_s=timeout_s)
+
+
 def test_children_run_at_once_each_on_its_gpu_and_cores(tmp_path: Path, child: Path) -> None:
     allowed = _allowed()
     gpus = (_gpu(0, cpus=(allowed[0],)), _gpu(1, cpus=(allowed[-1],)))
     tools = machine.PinTools(numactl=None, can_setaffinity=True, allowed_cpus=allowed)
-    events: list[sup.GpuChildEvent] = []
-    children = sup.plan_gpu_children(gpus, tools, _command(child, tmp_path / "peers", 2, {0: 0.02, 1: 0.04}),
-                                    tmp_path, "cfg", dict(os.environ))
-    outcomes = sup.run_gpu_children(children, timeout_s=60, on_event=events.append)
+    children = _children(gpus, tools, _command(child, tmp_path / "peers", 2, {0: 0.02, 1: 0.04}), tmp_path, "cfg")
+    outcomes = sus.run_round(children, "cfg", "sustained")
     assert all(o.ok for o in outcomes), [o.error for o in outcomes]
     assert [o.result.extra["visible"] for o in outcomes] == ["GPU-0000", "GPU-0001"]
     assert [o.result.extra["affinity"] for o in outcomes] == [[allowed[0]], [allowed[-1]]]
     assert [o.result.fps for o in outcomes] == [(1000 / 0.02,) * 2, (1000 / 0.04,) * 2]
     assert sup.overlap_s(outcomes) > 0.1  # both slept 0.2 s after meeting at the barrier
-    assert sorted((e.kind, e.gpu) for e in events) == [("finished", 0), ("finished", 1), ("started", 0),
-                                                       ("started", 1)]
     assert "pinning: GPU 0: CPUs" in (tmp_path / "cfg.gpu0.log").read_text()
+
+
+def test_the_supervisor_reports_each_child_starting_and_finishing(tmp_path: Path) -> None:
+    specs = [sup.ChildSpec((sys.executable, "-c", f"raise SystemExit({rc})"), tmp_path / f"c{rc}.log") for rc in (0, 3)]
+    events: list[sup.ChildEvent] = []
+    outcomes = sup.run_children(specs, on_event=events.append)
+    assert [o.returncode for o in outcomes] == [0, 3]
+    assert sorted((e.kind, e.index, e.returncode) for e in events) == [
+        ("finished", 0, 0), ("finished", 1, 3), ("started", 0, None), ("started", 1, None)]
 
 
 def test_a_failed_child_is_reported_with_its_log_and_the_others_kept(tmp_path: Path, child: Path) -> None:
     gpus = (_gpu(0, cpus=None), _gpu(1, cpus=None))
     tools = machine.PinTools(None, True, _allowed())
-    children = sup.plan_gpu_children(gpus, tools, _command(child, tmp_path / "p", 2, {0: 0.01, 1: 0.01}, fail={1: 4}),
-                                    tmp_path, "cfg", dict(os.environ))
-    ok, bad = sup.run_gpu_children(children, timeout_s=60)
-    assert ok.ok and not bad.ok and bad.returncode == 4
-    assert "exited with status 4" in bad.error and "failing on purpose" in bad.error
+    children = _children(gpus, tools, _command(child, tmp_path / "p", 2, {0: 0.01, 1: 0.01}, fail={1: 4}), tmp_path,
+                         "cfg")
+    ok, bad = sus.run_round(children, "cfg", "sustained")
+    assert ok.ok and not bad.ok and bad.child.returncode == 4 and not bad.protocol_error
+    assert bad.error.startswith("GPU 1 failed with exit status 4; last lines of cfg.gpu1.log:\n")
+    assert "failing on purpose" in bad.error
     with pytest.raises(EnvironmentFailure) as err:
-        sup.require_all_ok((ok, bad), "the run")
-    assert "1 of 2 GPU processes failed" in str(err.value) and err.value.exit_code == 1
+        sus.require_all_ok((ok, bad), "the run")
+    assert str(err.value).startswith("the run: 1 of 2 GPU processes failed:\nGPU 1 failed with exit status 4")
+    assert err.value.exit_code == 1 and str(tmp_path / "cfg.gpu1.log") in err.value.hint
 
 
-def test_a_child_past_its_timeout_is_stopped(tmp_path: Path) -> None:
-    gpus = (_gpu(0, cpus=None),)
-    children = sup.plan_gpu_children(gpus, machine.PinTools(None, False, None),
-                                    lambda g, r: [sys.executable, "-c", "import time; time.sleep(30)"],
-                                    tmp_path, "slow", dict(os.environ))
-    (o,) = sup.run_gpu_children(children, timeout_s=0.5)
-    assert not o.ok and "still running after 0.5 s" in o.error and o.ended_s < 15
+def test_a_child_past_its_timeout_has_its_process_group_ended(tmp_path: Path) -> None:
+    # the child starts a grandchild in its own process group and both sleep: ending the group ends both
+    prog = ("import subprocess, sys, time\n"
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+            f"open({str(tmp_path / 'grandchild.pid')!r}, 'w').write(str(p.pid))\n"
+            "time.sleep(30)\n")
+    children = sup.plan_gpu_children((_gpu(0, cpus=None),), machine.PinTools(None, False, None),
+                                     lambda g, r: [sys.executable, "-c", prog], tmp_path, "slow", dict(os.environ),
+                                     timeout_s=1.0)
+    (o,) = sus.run_round(children, "slow", "sustained")
+    assert not o.ok and o.child.timed_out and o.child.timeout_s == 1.0 and o.child.ended_s < 15
+    assert o.error.startswith("GPU 0 was still running at its time limit of 1 s: its process group was ended")
+    grandchild = int((tmp_path / "grandchild.pid").read_text())
+    assert not _alive(grandchild)  # no orphan keeps the GPU busy
+
+
+def _alive(pid: int) -> bool:
+    import time
+
+    deadline = time.monotonic() + 5  # the orphan is reaped by init shortly after SIGTERM
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+        except OSError:
+            return False
+        if state == "Z":
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_a_missing_program_is_an_outcome_not_a_crash(tmp_path: Path) -> None:
     children = sup.plan_gpu_children((_gpu(0, cpus=None),), machine.PinTools(None, False, None),
-                                    lambda g, r: [str(tmp_path / "no-such-program")], tmp_path, "x", {})
-    (o,) = sup.run_gpu_children(children)
-    assert not o.ok and "cannot start" in o.error
+                                     lambda g, r: [str(tmp_path / "no-such-program")], tmp_path, "x", {})
+    (o,) = sus.run_round(children, "x", "sustained")
+    assert not o.ok and o.child.returncode is None
+    assert o.error.startswith(f"GPU 0 did not start: cannot start {tmp_path / 'no-such-program'}")
 
 
-def test_a_child_that_writes_no_result_is_reported(tmp_path: Path) -> None:
+def test_a_child_that_writes_no_result_breaks_the_protocol(tmp_path: Path) -> None:
     children = sup.plan_gpu_children((_gpu(0, cpus=None),), machine.PinTools(None, False, None),
-                                    lambda g, r: [sys.executable, "-c", "pass"], tmp_path, "x", dict(os.environ))
-    (o,) = sup.run_gpu_children(children)
-    assert o.returncode == 0 and not o.ok and "no readable result record x.gpu0.json" in o.error
+                                     lambda g, r: [sys.executable, "-c", "print('nothing written')"], tmp_path, "x",
+                                     dict(os.environ))
+    (o,) = sus.run_round(children, "x", "sustained")
+    assert o.child.returncode == 0 and not o.ok and o.protocol_error
+    assert o.error.startswith("config 'x': the workload wrote no result record x.gpu0.json; last lines of x.gpu0.log")
+    with pytest.raises(WorkloadProtocolError) as err:
+        sus.require_all_ok((o,), "the run")
+    assert str(err.value) == o.error and "docs/workloads.md" in err.value.hint
 
 
-@pytest.mark.parametrize("n", [1, 2])
-def test_solo_then_concurrent_gives_the_aggregate(tmp_path: Path, child: Path, n: int) -> None:
-    gpus = tuple(_gpu(i, cpus=None) for i in range(n))
+def test_solo_then_concurrent_gives_the_aggregate(tmp_path: Path, child: Path) -> None:
+    gpus = (_gpu(0, cpus=None), _gpu(1, cpus=None))
     shared = {0: 0.0125, 1: 0.02}  # 80,000 and 50,000 FPS at 1000 frames per pass
-    run = mg.measure_sustained_gpus(gpus, machine.PinTools(None, True, _allowed()),
-                                    _command(child, tmp_path / "peers", n, shared, solo_s=0.01),
-                                    tmp_path, "3x3_s4", dict(os.environ), input_bytes_per_frame=FRAME_BYTES,
-                                    timeout_s=60)
+    rounds: list[tuple[str, int]] = []
+    run = sus.measure_sustained(gpus, machine.PinTools(None, True, _allowed()),
+                                _command(child, tmp_path / "peers", 2, shared, solo_s=0.01), tmp_path, "3x3_s4",
+                                input_bytes_per_frame=FRAME_BYTES, base_env=dict(os.environ), timeout_s=60,
+                                on_round=lambda phase, k: rounds.append((phase, k))).figures
+    assert rounds == [("solo", 0), ("concurrent", 0)]
     assert run.solo_gpu == 0 and run.solo.median == pytest.approx(100_000.0)  # 1000 frames / 0.01 s
-    expect = [1000 / shared[i] for i in range(n)]
-    assert [run.concurrent[i].median for i in range(n)] == pytest.approx(expect)
+    expect = [1000 / shared[i] for i in range(2)]
+    assert [run.concurrent[i].median for i in range(2)] == pytest.approx(expect)
     assert run.summary.total_fps == pytest.approx(sum(expect))
     assert run.summary.min_fps == pytest.approx(min(expect))
-    assert run.summary.efficiency == pytest.approx(sum(expect) / (n * 100_000.0))
+    assert run.summary.efficiency == pytest.approx(sum(expect) / (2 * 100_000.0))
     assert run.concurrent[0].input_gbps == pytest.approx(80_000.0 * FRAME_BYTES / 1e9)
-    assert (tmp_path / "3x3_s4.solo.gpu0.json").is_file() and (tmp_path / "3x3_s4.concurrent.gpu0.json").is_file()
+    assert (tmp_path / "3x3_s4.solo.gpu0.json").is_file() and (tmp_path / "3x3_s4.concurrent.gpu1.json").is_file()
 
 
-def test_multi_gpu_env_records_affinity_pinning_and_verdicts() -> None:
+def test_one_gpu_runs_one_round_that_is_both_solo_and_concurrent(tmp_path: Path, child: Path) -> None:
+    rounds: list[tuple[str, int]] = []
+    run = sus.measure_sustained((_gpu(0, cpus=None),), machine.PinTools(None, True, _allowed()),
+                                _command(child, tmp_path / "peers", 1, {0: 0.0125}), tmp_path, "3x3_s4",
+                                base_env=dict(os.environ), timeout_s=60,
+                                on_round=lambda phase, k: rounds.append((phase, k))).figures
+    assert rounds == [("sustained", 0)]
+    assert run.solo.median == pytest.approx(80_000.0)  # 1000 frames / 0.0125 s, the one round
+    assert run.concurrent == {0: run.solo} and run.summary.efficiency == pytest.approx(1.0)
+    assert run.solo_outcomes == run.concurrent_outcomes and len(run.solo_outcomes) == 1
+    assert sorted(p.name for p in tmp_path.glob("3x3_s4.*")) == ["3x3_s4.sustained.gpu0.json",
+                                                               "3x3_s4.sustained.gpu0.log"]
+
+
+def test_a_pass_only_program_runs_one_round_per_repeat(tmp_path: Path, child: Path) -> None:
+    command = _command(child, tmp_path / "peers", 1, {0: 0.02})
+    run = sus.measure_sustained((_gpu(0, cpus=None),), machine.PinTools(None, True, _allowed()),
+                                sus.SustainedCommand(command.argv, 3, "sustained"), tmp_path, "a",
+                                base_env=dict(os.environ), timeout_s=60).figures
+    # the fake reports two passes per run: three runs give six passes at 50,000 FPS
+    assert run.solo.repeats == 6 and run.solo.median == pytest.approx(50_000.0)
+    assert [p.name for p in sorted(tmp_path.glob("a.sustained.r*.gpu0.json"))] == [
+        "a.sustained.r0.gpu0.json", "a.sustained.r1.gpu0.json", "a.sustained.r2.gpu0.json"]
+
+
+def test_multi_gpu_env_records_affinity_and_pinning() -> None:
     gpus = (_gpu(0, cpus=(0, 1)), _gpu(1, cpus=None))
     pins = {g.index: machine.plan_pinning(g, NO_NUMACTL) for g in gpus}
-    guard = mg.check_gpus([_reading(0), _reading(1, util=(99.0,))], max_util_pct=5.0, force=True)
     summary = rowmod.scaling_summary(0, _fps([10.0]), {0: _fps([9.0])})
-    env = mg.multi_gpu_env(machine.parse_gpu_selection("all"), gpus, pins, guard, {"a": summary}, {"a": 1.5})
+    env = gpumod.multi_gpu_env(machine.parse_gpu_selection("all"), gpus, pins, {"a": summary}, {"a": 1.5})
     json.dumps(env, allow_nan=False)  # JSON-ready
-    assert env["version"] == 1 and env["selection"] == "all"
+    assert env["version"] == 2 and env["selection"] == "all" and "guard" not in env
     assert env["gpus"][0]["cpus"] == "0-1" and env["gpus"][0]["pinning"]["method"] == "sched_setaffinity"
     assert env["gpus"][1]["pinning"]["reason"] == "no_cpu_affinity"
     assert env["pinning_applied"] == {"0": True, "1": False}
-    assert env["guard"]["refused"] == [1] and env["guard"]["reason"] == "forced_dropped"
     assert env["configs"]["a"]["scaling_efficiency"] == pytest.approx(0.9)
     assert env["configs"]["a"]["concurrent_overlap_s"] == 1.5
     assert "solo" in env["solo_definition"]
 
 
-@pytest.mark.parametrize("module", ["clusterbench.run.multigpu", "clusterbench.run.campaign"])
+@pytest.mark.parametrize("module", ["clusterbench.run.gpus", "clusterbench.run.sustained",
+                                    "clusterbench.run.supervisor", "clusterbench.run.campaign"])
 def test_new_core_modules_import_no_ui_gpu_or_scheduler_library(module: str) -> None:
     import subprocess
 
@@ -518,96 +532,50 @@ def test_visible_gpus_refuses_what_it_cannot_map(value: str, words: str) -> None
     assert err.value.exit_code == 1 and words in str(err.value)
 
 
-# ----------------------------------------------------------------------------- tracing variant, composition
-
-BACKGROUND = textwrap.dedent("""
-    import os, sys, time
-    beat = sys.argv[1]
-    while True:  # streams until stopped
-        with open(beat, "a") as fh:
-            fh.write(os.environ["CUDA_VISIBLE_DEVICES"] + "\\n")
-        time.sleep(0.02)
-""")
+# ----------------------------------------------------------------------------- the plan
 
 
-def test_the_other_gpus_stream_for_the_whole_traced_run_and_are_stopped(tmp_path: Path) -> None:
-    prog = tmp_path / "background.py"
-    prog.write_text(BACKGROUND)
-    gpus = (_gpu(1, cpus=None), _gpu(2, cpus=None))
-    children = sup.plan_gpu_children(gpus, machine.PinTools(None, False, None),
-                                    lambda g, r: [sys.executable, str(prog), str(tmp_path / f"beat{g.index}")],
-                                    tmp_path, "bg", dict(os.environ))
-
-    def beats() -> list[int]:
-        return [len(p.read_text().splitlines()) if p.exists() else 0 for p in
-                (tmp_path / "beat1", tmp_path / "beat2")]
-
-    def trace_gpu0() -> int:
-        # the traced run: both background GPUs stream while it runs (the wait only absorbs a slow start)
-        import time
-        deadline = time.monotonic() + 20
-        while min(beats()) == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        n0 = beats()
-        time.sleep(0.3)
-        n1 = beats()
-        assert all(b > a > 0 for a, b in zip(n0, n1))
-        return 42
-
-    value, outcomes = sup.stream_in_background(children, trace_gpu0, settle_s=0.3)
-    assert value == 42 and [o.covered for o in outcomes] == [True, True]
-    assert all(o.returncode is not None for o in outcomes)  # stopped
-    assert set((tmp_path / "beat1").read_text().split()) == {"GPU-0001"}
-    n = len((tmp_path / "beat2").read_text().splitlines())
-    import time
-    time.sleep(0.1)
-    assert len((tmp_path / "beat2").read_text().splitlines()) == n  # nothing streams after the trace
-
-
-def test_a_background_gpu_that_ended_early_did_not_cover_the_trace(tmp_path: Path) -> None:
-    children = sup.plan_gpu_children((_gpu(1, cpus=None),), machine.PinTools(None, False, None),
-                                    lambda g, r: [sys.executable, "-c", "pass"], tmp_path, "bg", dict(os.environ))
-    _, (o,) = sup.stream_in_background(children, lambda: None, settle_s=0.5)
-    assert not o.covered and o.returncode == 0
-
-
-def test_only_gpu_visible_sets_and_restores(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
-    with machine.only_gpu_visible(_gpu(3)):
-        assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-0003" and os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1" and "CUDA_DEVICE_ORDER" not in os.environ
-
-
-def test_plan_multi_gpu_reads_each_gpu_and_judges(tmp_path: Path) -> None:
+def test_plan_gpus_reads_each_gpu_once_and_judges_them_together(tmp_path: Path) -> None:
     topology = (_gpu(0, cpus=(0, 1), nodes=(0,)), _gpu(1, cpus=(2, 3), nodes=(1,)), _gpu(2, cpus=(4, 5), nodes=(1,)))
-    asked: list[tuple[int, float]] = []
-
-    def reading(device_index: int, window_s: float) -> NvmlReading:  # the injected NVML reading
-        asked.append((device_index, window_s))
-        return _reading(device_index, util=(70.0,) if device_index == 2 else (0.0,))
-
-    plan = mg.plan_multi_gpu(machine.parse_gpu_selection("all"), max_util_pct=5.0, window_s=0.5, force=True,
-                             environ={"CUDA_VISIBLE_DEVICES": "GPU-0002,GPU-0000"},
-                             read_topology=lambda: topology, read_reading=reading, tools=NUMACTL)
+    readings = [_reading(0), _reading(2, util=(70.0,))]  # the injected NVML readings of the GPUs selected
+    plan = gpumod.plan_gpus(machine.parse_gpu_selection("all"), max_util_pct=5.0, window_s=0.5, force=True,
+                            environ={"CUDA_VISIBLE_DEVICES": "GPU-0002,GPU-0000"},
+                            read_topology=lambda: topology, readings=readings, tools=NUMACTL)
     assert [g.index for g in plan.gpus] == [0, 2]  # all = what CUDA_VISIBLE_DEVICES allows, in index order
-    assert asked == [(0, 0.5), (2, 0.5)]
-    assert [g.index for g in plan.run_gpus] == [0] and plan.guard.refused == (2,)
+    assert [g.index for g in plan.run_gpus] == [0] and plan.verdict.refused_indices == (2,)
+    assert plan.verdict.reason == "forced_dropped" and plan.verdict.settings["gpus"] == [0, 2]
     assert plan.pinnings[2].argv_prefix == ("/usr/bin/numactl", "--physcpubind=4-5", "--membind=1")
-    env = plan.env_block()
-    assert [g["index"] for g in env["gpus"]] == [0, 2] and env["guard"]["reason"] == "forced_dropped"
+    assert [g["index"] for g in plan.env_block()["gpus"]] == [0, 2]
     with pytest.raises(InputError):
-        mg.plan_multi_gpu(machine.parse_gpu_selection("1"), max_util_pct=5.0, window_s=0.5, force=False,
-                          environ={"CUDA_VISIBLE_DEVICES": "0"}, read_topology=lambda: topology,
-                          read_reading=reading, tools=NUMACTL)
+        gpumod.plan_gpus(machine.parse_gpu_selection("1"), environ={"CUDA_VISIBLE_DEVICES": "0"},
+                         read_topology=lambda: topology, readings=readings, tools=NUMACTL)
+
+
+def test_without_a_selection_the_plan_takes_the_first_gpu_this_process_may_use(tmp_path: Path) -> None:
+    topology = (_gpu(0), _gpu(1), _gpu(2))
+    assert [g.index for g in gpumod.select_gpus(None, {}, lambda: topology)] == [0]
+    assert [g.index for g in gpumod.select_gpus(None, {"CUDA_VISIBLE_DEVICES": "2,1"}, lambda: topology)] == [2]
+    plan = gpumod.plan_gpus(None, environ={"CUDA_VISIBLE_DEVICES": "GPU-0001"}, read_topology=lambda: topology,
+                            readings=[_reading(1)], tools=NUMACTL)
+    assert [g.index for g in plan.run_gpus] == [1] and plan.verdict.status.value == "pass"
+
+
+def test_bad_limits_are_refused_before_any_nvml_call() -> None:
+    def no_nvml():
+        raise AssertionError("the limits must be checked before NVML is asked")
+
+    with pytest.raises(InputError, match="--max-util must be between 0 and 100 %, got 150 %"):
+        gpumod.plan_gpus(None, max_util_pct=150, read_topology=no_nvml)
+    with pytest.raises(InputError, match=r"--window must be in \(0, 60\] s, got 0 s"):
+        gpumod.plan_gpus(None, window_s=0, read_topology=no_nvml)
 
 
 def test_config_rows_build_solo_per_gpu_and_aggregate(tmp_path: Path, child: Path) -> None:
     gpus = (_gpu(0, cpus=None), _gpu(1, cpus=None))
-    run = mg.measure_sustained_gpus(gpus, machine.PinTools(None, True, _allowed()),
-                                    _command(child, tmp_path / "peers", 2, {0: 0.02, 1: 0.025}, solo_s=0.0125),
-                                    tmp_path, "3x3_s4", dict(os.environ), input_bytes_per_frame=FRAME_BYTES,
-                                    timeout_s=60)
+    run = sus.measure_sustained(gpus, machine.PinTools(None, True, _allowed()),
+                                _command(child, tmp_path / "peers", 2, {0: 0.02, 1: 0.025}, solo_s=0.0125),
+                                tmp_path, "3x3_s4", input_bytes_per_frame=FRAME_BYTES, base_env=dict(os.environ),
+                                timeout_s=60).figures
     rows = rowmod.config_rows(lambda s: _base(s.median), run, gpus, "node7")
     assert [r.label for r in rows] == ["3x3_s4@gpu0.solo", "3x3_s4@gpu0", "3x3_s4@gpu1", "3x3_s4@all"]
     assert [r.sustained_fps for r in rows[:3]] == pytest.approx([80_000.0, 50_000.0, 40_000.0])
@@ -619,10 +587,9 @@ def test_config_rows_build_solo_per_gpu_and_aggregate(tmp_path: Path, child: Pat
 
 def test_a_pinning_the_kernel_refuses_is_a_start_error(tmp_path: Path) -> None:
     bad = machine.Pinning(machine.PinMethod.SCHED_SETAFFINITY, "sched_setaffinity", "GPU 0: CPUs 100000", (100_000,))
-    c = sup.GpuChild(_gpu(0), bad, (sys.executable, "-c", "pass"), dict(os.environ), tmp_path / "r.json",
-                    tmp_path / "r.log")
-    (o,) = sup.run_gpu_children([c])
-    assert not o.ok and "cannot start" in o.error
+    spec = sup.ChildSpec((sys.executable, "-c", "pass"), tmp_path / "r.log", env=dict(os.environ), cpus=(100_000,))
+    (o,) = sus.run_round([sup.GpuChild(_gpu(0), bad, spec, tmp_path / "r.json")], "r", "sustained")
+    assert not o.ok and o.error.startswith("GPU 0 did not start: cannot start")
 
 
 class _Workload:
@@ -636,11 +603,12 @@ class _Workload:
 
 
 def test_workload_command_runs_sustained_once_or_passes_in_rounds(tmp_path: Path) -> None:
-    cmd, rounds = mg.workload_command(_Workload(True), "a", None, 5)
+    cmd = sus.workload_command(_Workload(True), "a", None, 5)
     result = tmp_path / "r.json"
-    assert rounds == 1 and cmd(_gpu(0), result) == ("prog", "a", str(result), "sustained", "5")
-    cmd, rounds = mg.workload_command(_Workload(False), "a", None, 5)
-    assert rounds == 5 and cmd(_gpu(0), tmp_path / "r.json")[3:] == ("pass", "1")
+    assert (cmd.rounds, cmd.mode) == (1, "sustained")
+    assert cmd.argv(_gpu(0), result) == ("prog", "a", str(result), "sustained", "5")
+    cmd = sus.workload_command(_Workload(False), "a", None, 5)
+    assert (cmd.rounds, cmd.mode) == (5, "pass") and cmd.argv(_gpu(0), tmp_path / "r.json")[3:] == ("pass", "1")
 
 
 def test_workload_command_speaks_the_real_workload_protocol(tmp_path: Path) -> None:
@@ -648,6 +616,6 @@ def test_workload_command_speaks_the_real_workload_protocol(tmp_path: Path) -> N
     from clusterbench.workloads.protocol import workload_for
 
     params = WorkloadParams(cluster=3, cap=10, streams=1, batch=10, frames=10)
-    cmd, rounds = mg.workload_command(workload_for("cupy", None, tmp_path), "a", params, 3)
-    argv = cmd(_gpu(0), tmp_path / "r.json")
-    assert rounds == 1 and "clusterbench.workloads.cupy.run" in argv and str(tmp_path / "r.json") in argv
+    cmd = sus.workload_command(workload_for("cupy", None, tmp_path), "a", params, 3)
+    argv = cmd.argv(_gpu(0), tmp_path / "r.json")
+    assert cmd.rounds == 1 and "clusterbench.workloads.cupy.run" in argv and str(tmp_path / "r.json") in argv

@@ -1,0 +1,55 @@
+"""The options several commands share, each defined once, with its default taken from the core."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from clusterbench.run.config import DEFAULT_CONFIG_FILE
+from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT, DEFAULT_WINDOW_S, MAX_WINDOW_S
+from clusterbench.run.probe import (
+    DEFAULT_REPEAT,
+    DEFAULT_RESULTS_ROOT,
+    DEFAULT_TRACER,
+    MAX_REPEAT,
+)
+
+JSON = typer.Option(False, "--json", help="Print only JSON to stdout (warnings and errors still go to stderr).")
+
+CONFIG = typer.Option(
+    None, "--config", metavar="FILE",
+    help=f"The configs file (default: ./{DEFAULT_CONFIG_FILE}; guard reads it only when present). It is "
+         "validated before any GPU call, and its \\[build] table is checked by the guards.")
+
+MAX_UTIL = typer.Option(
+    DEFAULT_MAX_UTIL_PCT, "--max-util", metavar="PCT",
+    help="Guard: refuse a GPU when any utilization sample exceeds PCT %.")
+
+WINDOW = typer.Option(
+    DEFAULT_WINDOW_S, "--window", metavar="S",
+    help=f"Guard: seconds to sample each GPU's utilization over (at most {MAX_WINDOW_S:g}).")
+
+REQUIRE_CLEAN = typer.Option(False, "--require-clean", help="Guard: refuse a dirty git checkout.")
+
+FORCE = typer.Option(
+    False, "--force",
+    help="Go on when a guard check fails; the override is recorded (env.json, --json). With several GPUs a "
+         "failing GPU is left out while another passes.")
+
+GPUS = typer.Option(
+    None, "--gpus", metavar="all|0,2,...",
+    help="The GPUs: 'all' (inside a Slurm allocation: the GPUs it grants) or NVML indices as nvidia-smi -L "
+         "lists them, e.g. 0,2; each is read and judged by the guards once. Default: the first GPU this "
+         "process may use (GPU 0, or the first CUDA_VISIBLE_DEVICES names).")
+
+RESULTS_DIR = typer.Option(
+    Path(DEFAULT_RESULTS_ROOT), "--results-dir", metavar="DIR", help="Where the results/<date>_... dirs go.")
+
+REPEAT = typer.Option(
+    DEFAULT_REPEAT, "--repeat", metavar="R",
+    help=f"Untraced sustained-FPS runs per config, 1 to {MAX_REPEAT} (median and spread).")
+
+TRACER = typer.Option(
+    DEFAULT_TRACER, "--tracer",
+    help="nsys (Nsight Systems), cupti (in-process, no nsys needed) or none (sustained FPS only).")

@@ -1,0 +1,39 @@
+"""The options several commands share are one definition each, with the core's defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.main import get_command
+
+from clusterbench.cli import app
+from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT, DEFAULT_WINDOW_S
+from clusterbench.run.probe import DEFAULT_REPEAT, DEFAULT_RESULTS_ROOT, DEFAULT_TRACER
+
+COMMANDS = {name: cmd for name, cmd in get_command(app).commands.items()}
+
+
+def _params(option: str) -> dict[str, object]:
+    return {name: p for name, cmd in COMMANDS.items() for p in cmd.params if option in getattr(p, "opts", ())}
+
+
+@pytest.mark.parametrize("option, commands, default", [
+    ("--json", {"analyze", "compare", "guard", "probe"}, False),
+    ("--config", {"guard", "probe"}, None),
+    ("--max-util", {"guard", "probe"}, DEFAULT_MAX_UTIL_PCT),
+    ("--force", {"guard", "probe"}, False),
+    ("--require-clean", {"guard", "probe"}, False),
+    ("--gpus", {"guard", "probe"}, None),
+    ("--window", {"guard"}, DEFAULT_WINDOW_S),
+    ("--results-dir", {"probe"}, Path(DEFAULT_RESULTS_ROOT)),
+    ("--repeat", {"probe"}, DEFAULT_REPEAT),
+    ("--tracer", {"probe"}, DEFAULT_TRACER),
+])
+def test_a_shared_option_is_one_definition_with_the_cores_default(option: str, commands: set[str],
+                                                                  default: object) -> None:
+    params = _params(option)
+    assert set(params) == commands
+    assert {p.help for p in params.values()} == {next(iter(params.values())).help}  # one help text
+    assert all(p.default == default for p in params.values()), {n: p.default for n, p in params.items()}
+
