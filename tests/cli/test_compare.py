@@ -48,7 +48,8 @@ def test_table_to_stdout_warnings_to_stderr() -> None:
     assert "kernel change +7.64 % SLOWER invisible end to end (binds: H2D)" in " ".join(block.split())
     assert "-35.76 %" in out and "binding engine changed: kernel -> D2H" in out
     assert "Warning:" not in out
-    assert "not comparable across" in " ".join(r.stderr.split())
+    assert "within the drift bound are NOT COMPARABLE" in " ".join(r.stderr.split())
+    assert "no floors file for NVIDIA GeForce RTX 4090" in " ".join(r.stderr.split())
 
 
 @pytest.mark.parametrize("pair", [(BEFORE, AFTER), (F32, F64), (F32, CUPTI), (LEGACY_BEFORE, LEGACY_AFTER)])
@@ -110,7 +111,7 @@ def test_json_is_only_json_with_reason_codes() -> None:
     assert (k["before"], k["after"], k["reason_code"]) == (4.32, 4.65, "beyond_noise")
     assert k["delta_pct"] == pytest.approx((4.65 - 4.32) / 4.32 * 100)
     assert rows["3x3_s4"]["metrics"]["h2d_us"]["reason_code"] == "session_drift"
-    assert any("not comparable" in w["message"] for w in doc["warnings"])
+    assert any("NOT COMPARABLE" in w["message"] for w in doc["warnings"])
 
 
 def test_sustained_test_in_json() -> None:
