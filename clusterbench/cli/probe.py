@@ -23,7 +23,10 @@ HELP = (
     "--force). Ctrl-C keeps finished rows (exit 130).\n\n"
     "--gpus all|0,2 runs each config on several GPUs of this node at once (per-GPU and aggregate rows); "
     "--executor slurm|local submits one task per config through submitit and merges their dirs "
-    "(docs/scaling.md)."
+    "(docs/scaling.md).\n\n"
+    "Every row written also lands in the history database (RESULTS_DIR/history.db, or --db PATH; "
+    "clusterbench history). --session NAME joins this probe to a named session, so that probes of one "
+    "sitting (before and after in one allocation) compare as one session; a campaign is one session."
 )
 
 
@@ -75,11 +78,18 @@ def probe(
         None, "--gpus-per-task",
         help="With --executor: GPUs each task asks for (default 1; Slurm: --gpus-per-task). Give more, with "
              "--gpus all, to probe every GPU of each task's node at once."),
+    db: Optional[Path] = typer.Option(
+        None, "--db", metavar="PATH", help="Record every row in this history database (default: RESULTS_DIR/history.db)."),
+    session: Optional[str] = typer.Option(
+        None, "--session", metavar="NAME",
+        help="The session id of this probe's rows (default: a fresh one). Probes given one NAME compare as one "
+             "session: their multi-stream transfers are judged by the floor, not the cross-session drift bound."),
     array_parallelism: Optional[int] = typer.Option(
         None, "--array-parallelism",
         help="With --executor: at most this many tasks at once (Slurm: --array=0-N%K; default: as many as Slurm "
              "allows). Local tasks share this machine's GPUs, so they run 1 at a time unless this says more."),
 ) -> None:
+    from clusterbench.io.history import DEFAULT_DB_NAME, check_session_name
     from clusterbench.run.campaign import executor_options_for
     from clusterbench.run.probe import ProbeRequest, plan_probe, preflight, run_probe
     from clusterbench.render.probe import ProbeProgress, outcome_json, render_footer
@@ -88,6 +98,8 @@ def probe(
         config_path=config, only=tuple(only or ()), frames=frames, tag=tag, tracer=tracer, repeat=repeat,
         results_root=results_dir, max_util_pct=max_util, require_clean=require_clean, force=force, data=data,
         argv=tuple(["clusterbench", *sys.argv[1:]]), gpus=gpus,
+        session=None if session is None else check_session_name(session),
+        history_db=db if db is not None else results_dir / DEFAULT_DB_NAME,
     )
     plan = plan_probe(request)  # step 1: config and option errors exit 2 before any GPU call
     campaign_dir = plan.results_dir.with_name(plan.results_dir.name + ".campaign")
@@ -122,16 +134,25 @@ def _campaign(request, plan, opts, as_json: bool, wide: bool) -> None:  # noqa: 
     from clusterbench.render.probe import render_campaign_progress
     from clusterbench.io.results import load_results
 
-    specs = ex.plan_campaign([c.label for c in plan.configs], opts, opts.folder, lambda label, root: ex.probe_task_argv(
+    import uuid
+
+    session = request.session or uuid.uuid4().hex  # a campaign is one session: every task probes with it
+    specs = ex.plan_campaign([c.label for c in plan.configs], opts, opts.folder, lambda label, root: (*ex.probe_task_argv(
         label, root, config=request.config_path, frames=request.frames, tag=request.tag, tracer=request.tracer,
         repeat=request.repeat, max_util=request.max_util_pct, require_clean=request.require_clean,
-        force=request.force, data=request.data, gpus=request.gpus))
+        force=request.force, data=request.data, gpus=request.gpus), "--session", session))
     err = stderr_console()
     outcome = ex.run_campaign(specs, opts, plan.results_dir, opts.folder, argv=request.argv,
                               on_progress=lambda p: err.print(render_campaign_progress(p), markup=False))
     for problem in outcome.merge.problems:
         err.print(f"Warning: {problem}", markup=False)
     rows = load_results(plan.results_dir).rows if outcome.merge.labels else ()
+    if rows:
+        from clusterbench.io.history import record_probe
+
+        problem = record_probe(request.history_db, plan.results_dir)  # the merged dir, from this process
+        if problem is not None:
+            err.print(f"Warning: {problem}", markup=False)
     if as_json:
         typer.echo(json.dumps({"results_dir": str(plan.results_dir), "campaign_dir": str(opts.folder),
                                "tasks": [r.to_json() for r in outcome.results],

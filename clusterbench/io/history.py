@@ -385,3 +385,14 @@ def baseline_results(db_path: Path, name: str) -> ResultSet:
                          + (f" (known: {', '.join(known)})" if known else " (none set)"),
                          hint="clusterbench baseline set NAME DIR names one")
     return _result_set([_point(r, "") for r in found], found[0]["path"])
+
+
+_SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+
+
+def check_session_name(name: str) -> str:
+    """A ``--session NAME``: 1 to 64 letters, digits, '.', '_', ':' or '-' (it goes into probes.csv)."""
+    if not _SESSION_RE.match(name or ""):
+        raise InputError(f"--session takes 1 to 64 letters, digits, '.', '_', ':' or '-', got {name!r}",
+                         hint="e.g. --session alloc-2026-12-01")
+    return name

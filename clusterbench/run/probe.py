@@ -41,6 +41,7 @@ from clusterbench.errors import (EXIT_INTERRUPTED, ClusterbenchError, ConfigErro
 from clusterbench.model.measurement import Measurement
 from clusterbench.model.results import ConfigEntry, ResultRow, ResultSet
 from clusterbench.model.workload import WorkloadResult
+from clusterbench.io.history import record_probe
 from clusterbench.run.clocks import ClockSample, ClockVerdict, judge_clocks
 from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity
 from clusterbench.run.tracers import TRACERS, TracedRun, Tracer, TracerSetup, WorkloadJob
@@ -81,6 +82,8 @@ class ProbeRequest:
     data: Path | None = None
     argv: tuple[str, ...] = ()
     gpus: str | None = None  # --gpus all|0,2: each config on these GPUs at once (docs/scaling.md)
+    session: str | None = None  # --session NAME: join this probe to a named session (else a fresh id)
+    history_db: Path | None = None  # --db PATH: record every row written in this history database
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +315,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         warn("guards failed but --force overrode them: " + "; ".join(c.message for c in report.failed),
              "env.json records the override; do not quote these figures")
 
-    session_id = uuid.uuid4().hex
+    session_id = request.session or uuid.uuid4().hex
     out_dir = plan.results_dir
     rows: list[ResultRow] = []
     total = len(plan.configs)
@@ -358,6 +361,8 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
                 gpu_runs[cfg.label] = gpu_run
             write_env()
             emit(ProbeEvent("row", label=label, index=index, total=total, row=record))
+            if (problem := record_probe(request.history_db, out_dir)) is not None:
+                warn(problem, "clusterbench history import DIR records it later", label)
             rows.append(record)
             rows.extend(gpu_rows)
     except KeyboardInterrupt:
