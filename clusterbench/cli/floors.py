@@ -48,7 +48,14 @@ def floors(
                          hint="clusterbench floors results/DATE_f32_aa1 results/DATE_f32_aa2 [...]")
     outcome = aa_floors([load_results(d) for d in dirs])
     target = out if out is not None else floors_file(results_dir, str(outcome.floors.gpu_name))
-    previous = read_floors(target) if target.is_file() else None
+    previous = None
+    if target.is_file():
+        try:
+            previous = read_floors(target)
+        except InputError as exc:
+            if dry_run:
+                raise
+            warn(f"{exc}: it is replaced")
     if previous is not None and previous.gpu_name != outcome.floors.gpu_name:
         raise InputError(f"{target} holds the floors of {previous.gpu_name}, not {outcome.floors.gpu_name}",
                          hint="pass --out FILE for another file")

@@ -32,7 +32,7 @@ from clusterbench.errors import InputError
 from clusterbench.io.results import _atomic_write_text
 from clusterbench.model.results import ResultSet
 
-FLOORS_SCHEMA = "clusterbench.floors"
+FLOORS_SCHEMA = "clusterbench.compare.floors"
 FLOORS_VERSION = 1
 FLOORS_DIR = "floors"  # under a results root: results/floors/<GPU model>.json
 

@@ -69,7 +69,7 @@ class NoiseFloor:
                 "aa_max_diff_pct": self.aa_max_diff_pct}
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, object]) -> "NoiseFloor":
+    def from_json(cls, doc: Mapping[str, object]) -> NoiseFloor:
         pct = doc.get("pct")
         if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not math.isfinite(pct) or pct <= 0:
             raise ValueError(f"a floor's pct must be a number > 0, got {pct!r}")
@@ -93,7 +93,7 @@ class AaSet:
         return {"git_rev": self.git_rev, "dirs": list(self.dirs), "sessions": list(self.sessions)}
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, object]) -> "AaSet":
+    def from_json(cls, doc: Mapping[str, object]) -> AaSet:
         return cls(str(doc.get("git_rev")), tuple(doc.get("dirs") or ()), tuple(doc.get("sessions") or ()))  # type: ignore[arg-type]
 
 

@@ -40,7 +40,7 @@ from clusterbench.errors import EnvironmentFailure, InputError
 from clusterbench.io.results import load_results
 from clusterbench.model.results import VALUE_KINDS, EnvRecord, ResultRow, ResultSet
 
-HISTORY_SCHEMA = "clusterbench.history"
+HISTORY_SCHEMA = "clusterbench.io.history"
 HISTORY_VERSION = 1
 DEFAULT_DB_NAME = "history.db"  # under the results root: results/history.db
 BUSY_TIMEOUT_S = 120.0

@@ -17,7 +17,7 @@ from clusterbench.compare.history import HistorySeries, HistoryStep
 from clusterbench.io.history import HistoryPoint
 from clusterbench.render.compare import floors_json, render_compare_text, wrap
 
-HISTORY_JSON_SCHEMA = "clusterbench.history/1"  # history LABEL --json; version 1: the first
+HISTORY_JSON_SCHEMA = "clusterbench.compare.history/1"  # history LABEL --json; version 1: the first
 PAGE_METRICS = ("kernel_us", "h2d_us", "d2h_us", "roofline_us", "sustained_fps")
 
 
@@ -126,10 +126,11 @@ def render_history_site(series: Sequence[HistorySeries], db_name: str, generated
     """index.html: one section per series (label and metric), its trend (``svg_of`` draws it, the steps
     linking to their compare pages) and the table of its changes of build."""
     labels = list(dict.fromkeys(s.label for s in series))
-    parts = [f"<h1>clusterbench history</h1>\n<p class=\"note\">{len(labels)} label(s) from {html.escape(db_name)}, "
+    intro = (f"<h1>clusterbench history</h1>\n<p class=\"note\">{len(labels)} label(s) from {html.escape(db_name)}, "
              f"generated {html.escape(generated_utc)}. A <b>step</b> is a change of build between consecutive "
              "results dirs that moved the metric beyond the noise (the GPU model's floor, or the drift bound "
-             "for multi-stream transfers of two sessions); each links to the compare of its two dirs.</p>",
+             "for multi-stream transfers of two sessions); each links to the compare of its two dirs.</p>")
+    parts = [intro,
              "<nav>" + "".join(f"<a href=\"#{_slug(lb)}\">{html.escape(lb)}</a>" for lb in labels) + "</nav>"]
     for lb in labels:
         parts.append(f"<h2 id=\"{_slug(lb)}\">{html.escape(lb)}</h2>")

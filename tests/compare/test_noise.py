@@ -142,7 +142,7 @@ def test_the_file_round_trips_and_is_found_by_gpu(tmp_path: Path) -> None:
     assert path == tmp_path / "r" / "floors" / "G.json"
     write_floors(fs, path)
     doc = json.loads(path.read_text())
-    assert (doc["schema"], doc["version"], doc["gpu_name"]) == ("clusterbench.floors", 1, "G")
+    assert (doc["schema"], doc["version"], doc["gpu_name"]) == ("clusterbench.compare.floors", 1, "G")
     back = read_floors(path)
     assert back.floors == fs.floors and back.sets == fs.sets and back.path == str(path)
     # compare finds it beside the results dirs; another GPU model gets the seed's rules
@@ -156,10 +156,11 @@ def test_the_file_round_trips_and_is_found_by_gpu(tmp_path: Path) -> None:
     assert floors_file(tmp_path, "NVIDIA GeForce RTX 4090").name == "NVIDIA_GeForce_RTX_4090.json"
 
 
-@pytest.mark.parametrize("text", ["{", "[]", '{"schema": "clusterbench.floors", "version": 9}',
-                                  '{"schema": "clusterbench.floors", "version": 1, "gpu_name": "G", '
-                                  '"drift_bound_pct": 20, "floors": [{"metric": "kernel_us", "multi_stream": false, '
-                                  '"pct": -1}]}'])
+BAD_FLOOR = ('{"schema": "clusterbench.compare.floors", "version": 1, "gpu_name": "G", "drift_bound_pct": 20, '
+             '"floors": [{"metric": "kernel_us", "multi_stream": false, "pct": -1}]}')
+
+
+@pytest.mark.parametrize("text", ["{", "[]", '{"schema": "clusterbench.compare.floors", "version": 9}', BAD_FLOOR])
 def test_a_bad_floors_file_is_an_input_error(tmp_path: Path, text: str) -> None:
     p = tmp_path / "f.json"
     p.write_text(text)

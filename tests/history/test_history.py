@@ -72,7 +72,7 @@ def test_import_twice_adds_nothing_the_second_time(tmp_path: Path) -> None:
     row = next(con.query("SELECT * FROM rows WHERE label = '3x3_s4' ORDER BY id LIMIT 1"))
     assert (row["git_rev"], row["git_dirty"], row["gpu_name"], row["host"], row["streams"]) == \
         ("r1", 0, "NVIDIA H200", "node1", 4)
-    assert {r["key"]: r["value"] for r in con.query("SELECT * FROM meta")} == {"schema": "clusterbench.history",
+    assert {r["key"]: r["value"] for r in con.query("SELECT * FROM meta")} == {"schema": "clusterbench.io.history",
                                                                               "version": "1"}
     # a re-probe of one row of d5 adds that row's new version, and the series shows it
     write(dirs[4], [{**_rows(1.01, 10.1, "2026-12-04T12:00:00Z", "again")[0]}])
