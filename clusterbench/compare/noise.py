@@ -121,10 +121,10 @@ class FloorSet:
     def text(self) -> str:
         """Where these floors come from, in words."""
         if self.seed:
-            return (f"no floors file{f' for {self.gpu_name}' if self.gpu_name else ''}: {SEED_SOURCE} "
-                    f"(trace figures {TRACE_FLOOR_MIN_PCT:g} %, multi-stream transfers across sessions a "
+            return (f"no floors file{f' for {self.gpu_name}' if self.gpu_name else ''}: {SEED_SOURCE}: "
+                    f"trace figures {TRACE_FLOOR_MIN_PCT:g} %, multi-stream transfers across sessions a "
                     f"{self.drift_bound_pct:g} % drift bound; sustained FPS has no floor, so it is judged within "
-                    "one session only)")
+                    "one session only")
         where = f" from {self.path}" if self.path else ""
         return f"floors of {self.gpu_name}{where}"
 

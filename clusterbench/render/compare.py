@@ -227,7 +227,8 @@ def _side_line(tag: str, side) -> str:
         bits.append(f"git {side.git_rev[:12]}{' dirty' if side.git_dirty else ''}")
     if side.session_id:
         sid = side.session_id
-        bits.append(f"session {sid if len(sid) <= 16 else sid[:8]}")
+        generated = len(sid) == 32 and all(c in "0123456789abcdef" for c in sid)  # a probe's own id: its head
+        bits.append(f"session {sid[:8] if generated else sid}")
     if side.format != "clusterbench":
         bits.append(side.format)
     return f"{tag} {side.name} ({', '.join(bits)})"

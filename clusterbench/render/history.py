@@ -87,10 +87,11 @@ def render_history_text(s: HistorySeries, width: int = 80) -> list[str]:
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 62em; color: #222; }
-h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+h3 { font-size: 1em; margin-bottom: 0.2em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 td, th { padding: 0.2em 0.6em; border-bottom: 1px solid #eee; text-align: left; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .SLOWER { color: #c0392b; font-weight: bold; } .FASTER { color: #1e8449; font-weight: bold; }
 .note { color: #666; font-size: 0.85em; } nav a { margin-right: 0.8em; }
 pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 0.8em; }

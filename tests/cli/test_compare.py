@@ -479,7 +479,7 @@ def test_rtx4090_legacy_pair_says_which_floors() -> None:
     assert r.exit_code == 0
     text = " ".join(r.stdout.split())
     assert ("floors: no floors file for NVIDIA GeForce RTX 4090: the seed's reading rules (RTX 4090 reference "
-            "campaign) (trace figures 1 %, multi-stream transfers across sessions a 20 % drift bound") in text
+            "campaign): trace figures 1 %, multi-stream transfers across sessions a 20 % drift bound") in text
     assert "Warning: no floors file for NVIDIA GeForce RTX 4090" in " ".join(r.stderr.split())
     doc = json.loads(_run(LEGACY_BEFORE, LEGACY_AFTER, "--json").stdout)
     assert doc["floors"][0]["seed"] is True and doc["floors"][0]["gpu_name"] == "NVIDIA GeForce RTX 4090"
