@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import typer
 
@@ -53,6 +53,13 @@ def _warn_all(warnings: list[tuple[str, str | None]]) -> None:
         con.print(f"[yellow]Warning:[/] {escape(message)}", markup=True)
         if hint:
             con.print(f"  [dim]Hint:[/] {escape(hint)}", markup=True)
+
+
+def print_lines(render: Callable[[int], list[str]]) -> None:
+    """Print the lines ``render`` lays out for the output width (a terminal's, else COLUMNS, else 80)."""
+    con = stdout_console()
+    for line in render(con.width):
+        con.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _load_side(arg: str, db: Path):  # noqa: ANN202
@@ -140,13 +147,9 @@ def compare(
     elif markdown:
         typer.echo(render_compare_markdown(cmp), nl=False)
     elif wide:
-        con = stdout_console()
-        for line in render_compare_wide(cmp, con.width):
-            con.print(line, markup=False, highlight=False, soft_wrap=True)
+        print_lines(lambda width: render_compare_wide(cmp, width))
     else:
-        con = stdout_console()
-        for line in render_compare_text(cmp, con.width):
-            con.print(line, markup=False, highlight=False, soft_wrap=True)
+        print_lines(lambda width: render_compare_text(cmp, width))
     if plot is not None:
         from clusterbench.render.plot import render_compare_plot
 
@@ -196,6 +199,4 @@ def _compare_traces(a: Path, b: Path, json_out: bool, other_format: bool, allow_
     if json_out:
         typer.echo(json.dumps(render_trace_compare_json(tc), indent=2))
         return
-    con = stdout_console()
-    for line in render_trace_compare_text(tc, con.width):
-        con.print(line, markup=False, highlight=False, soft_wrap=True)
+    print_lines(lambda width: render_trace_compare_text(tc, width))

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from clusterbench.cli.common import boundary, stdout_console, warn
+from clusterbench.cli.common import boundary, warn
 
 HELP = (
     "Measure the noise floors compare judges with, on this GPU model, from two or more A/A results dirs: "
@@ -38,6 +38,7 @@ def floors(
 ) -> None:
     import json
 
+    from clusterbench.cli.compare import print_lines
     from clusterbench.compare.floors import aa_floors, floors_file, read_floors, write_floors
     from clusterbench.errors import InputError
     from clusterbench.io.results import load_results
@@ -65,6 +66,4 @@ def floors(
     if as_json:
         typer.echo(json.dumps(render_floors_json(outcome, written, previous), indent=2))
         return
-    con = stdout_console()
-    for line in render_floors_text(outcome, written, previous, con.width):
-        con.print(line, markup=False, highlight=False)
+    print_lines(lambda width: render_floors_text(outcome, written, previous, width))

@@ -80,6 +80,7 @@ def history(
         from clusterbench.render.plot import check_plot_path
 
         check_plot_path(plot)
+    from clusterbench.cli.compare import print_lines
     from clusterbench.compare.history import floors_by_gpu, history_series
     from clusterbench.io.history import labels, series
     from clusterbench.render.history import render_history_json, render_history_text
@@ -98,9 +99,7 @@ def history(
     if as_json:
         typer.echo(json.dumps(render_history_json(s), indent=2))
     else:
-        con = stdout_console()
-        for line in render_history_text(s, con.width):
-            con.print(line, markup=False, highlight=False, soft_wrap=True)
+        print_lines(lambda width: render_history_text(s, width))
     if plot is not None:
         from clusterbench.render.plot import render_trend_plot
 

@@ -15,16 +15,7 @@ from clusterbench.errors import InputError
 from clusterbench.io.history import check_session_name, series
 from clusterbench.run.probe import plan_probe, run_probe
 
-from run.test_probe import CONFIGS, Edges, request  # noqa: F401  (the probe's own CPU harness)
-from protocol_programs import write_program
-
-
-@pytest.fixture
-def config_path(tmp_path: Path) -> Path:
-    p = tmp_path / "configs.toml"
-    p.write_text(CONFIGS)
-    write_program(tmp_path, "ok")
-    return p
+from run.test_probe import Edges, config_path, request  # noqa: F401  (the probe's own CPU harness and fixture)
 
 
 def test_every_probe_row_lands_in_the_history(monkeypatch, config_path: Path, tmp_path: Path) -> None:
