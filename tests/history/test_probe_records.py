@@ -18,7 +18,7 @@ from clusterbench.run.probe import plan_probe, run_probe
 from run.test_probe import Edges, config_path, request  # noqa: F401  (the probe's own CPU harness and fixture)
 
 
-def test_every_probe_row_lands_in_the_history(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+def test_every_probe_row_lands_in_the_history(monkeypatch, config_path: Path, tmp_path: Path) -> None:  # noqa: F811
     edges = Edges(monkeypatch, tmp_path)
     db = tmp_path / "results" / "history.db"
     req = request(config_path, tmp_path, history_db=db, session="alloc-1")
@@ -39,7 +39,7 @@ def test_every_probe_row_lands_in_the_history(monkeypatch, config_path: Path, tm
     assert len(pts) == 1 and pts[0].session == "alloc-1" and pts[0].value == pytest.approx(0.3)
 
 
-def test_a_history_that_cannot_be_written_is_a_warning_not_a_lost_probe(monkeypatch, config_path: Path,
+def test_a_history_that_cannot_be_written_is_a_warning_not_a_lost_probe(monkeypatch, config_path: Path,  # noqa: F811
                                                                          tmp_path: Path) -> None:
     edges = Edges(monkeypatch, tmp_path)
     bad = tmp_path / "not-a-db"
