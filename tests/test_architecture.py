@@ -135,6 +135,10 @@ CORE_MODULES = [
     "clusterbench.run.sustained",
     "clusterbench.run.campaign",
     "clusterbench.compare.compare",
+    "clusterbench.compare.floors",
+    "clusterbench.compare.history",
+    "clusterbench.compare.traces",
+    "clusterbench.io.history",
     "clusterbench.model.results",
     "clusterbench.model.measurement",
     "clusterbench.model.workload",
@@ -167,7 +171,7 @@ def test_cli_help_does_not_import_cupy() -> None:
     assert out.stdout.strip() == "False"
 
 
-COMMANDS = ("analyze", "probe", "compare", "guard")
+COMMANDS = ("analyze", "probe", "compare", "guard", "floors", "history", "baseline")
 
 
 def test_every_command_is_documented() -> None:

@@ -15,7 +15,8 @@ app = typer.Typer(
         "What does your GPU photon cluster-finder pipeline really cost?\n\n"
         "probe traces the CuPy cluster finder under Nsight Systems; analyze turns an nsys "
         "SQLite export into per-engine GPU time per frame and the roofline; compare puts two "
-        "result dirs side by side; guard runs the idle-GPU and fresh-build checks alone.\n\n"
+        "result dirs (or two traces) side by side; guard runs the idle-GPU and fresh-build checks alone; "
+        "floors measures compare's noise floors from A/A dirs; history and baseline keep every probe row.\n\n"
         + EXIT_CODES_HELP
     ),
     no_args_is_help=True,
@@ -41,6 +42,9 @@ def _root(
 
 from clusterbench.cli import analyze as _analyze  # noqa: E402
 from clusterbench.cli import compare as _compare  # noqa: E402
+from clusterbench.cli import baseline as _baseline  # noqa: E402
+from clusterbench.cli import floors as _floors  # noqa: E402
+from clusterbench.cli import history as _history  # noqa: E402
 from clusterbench.cli import guard as _guard  # noqa: E402
 from clusterbench.cli import probe as _probe  # noqa: E402
 
@@ -48,6 +52,9 @@ app.command("analyze", help=_analyze.HELP, epilog=EXIT_CODES_HELP)(_analyze.anal
 app.command("probe", help=_probe.HELP, epilog=EXIT_CODES_HELP)(_probe.probe)
 app.command("compare", help=_compare.HELP, epilog=EXIT_CODES_HELP)(_compare.compare)
 app.command("guard", help=_guard.HELP, epilog=EXIT_CODES_HELP)(_guard.guard)
+app.command("floors", help=_floors.HELP, epilog=EXIT_CODES_HELP)(_floors.floors)
+app.command("history", help=_history.HELP, epilog=EXIT_CODES_HELP)(_history.history)
+app.add_typer(_baseline.app, name="baseline")
 
 
 def main() -> None:

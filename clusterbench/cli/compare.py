@@ -3,44 +3,75 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import typer
 
 from clusterbench.cli import options
 from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
 from clusterbench.errors import CheckFailed, InputError
+from clusterbench.io.history import default_db
+from clusterbench.run.probe import DEFAULT_RESULTS_ROOT
 
 HELP = (
-    "Did my change make things better? Put two results dirs side by side: DIR_A (before) and "
-    "DIR_B (after). Per config label and metric (kernel, H2D, D2H and roofline in µs per frame "
-    "from the traces; sustained FPS untraced): before, after, delta %, a verdict and its reason "
-    "code; the binding engine; end to end (the roofline and sustained FPS verdicts).\n\n"
-    "Verdicts: SAME, FASTER, SLOWER, NOT COMPARABLE. A change must clear the noise: the larger "
-    "of the metric's session-to-session floor (measured A/A on the H200; docs/compare.md) and the "
-    "spread of either side's repeats. With repeats on both sides, a Mann-Whitney U test must also "
-    "find the samples different (p <= 0.1). Never FASTER or SLOWER from the sign alone.\n\n"
-    "NOT COMPARABLE: a config column differs (tracer, transfer, pedestal, pedestal_dtype, "
-    "workload, cluster, cap, streams, batch, frames), or a multi-stream transfer figure comes "
-    "from another session. Columns in which the whole dir differs (f32 against f64, nsys against "
-    "cupti) are compared across on purpose, and so is any column named with --across; those "
-    "verdicts are marked *.\n\n"
+    "Did my change make things better? Put two results dirs side by side: DIR_A (before) and DIR_B "
+    "(after); either may be baseline:NAME, a baseline set with clusterbench baseline set. Per config label "
+    "and metric (kernel, H2D, D2H and roofline in µs per frame from the traces; sustained FPS untraced): "
+    "before, after, delta %, a verdict and its reason code; the binding engine; end to end (the roofline "
+    "and sustained FPS verdicts).\n\n"
+    "Verdicts: SAME, FASTER, SLOWER, NOT COMPARABLE. A change must clear the noise: the larger of the "
+    "metric's session-to-session floor and the spread of either side's repeats. The floors are those of "
+    "the GPU model compared, from floors/<GPU model>.json beside the results dirs or in results/floors/ "
+    "(written by clusterbench floors; --floors FILE picks one); without one, the seed's reading rules "
+    "(trace figures 1 %, no floor for sustained FPS across sessions), and compare says which. With repeats "
+    "on both sides, a Mann-Whitney U test must also find the samples different (p <= 0.1). Never FASTER "
+    "or SLOWER from the sign alone.\n\n"
+    "Sessions: a session is one probe run, or the probes given one --session NAME, or one campaign. "
+    "Multi-stream transfer figures (and a roofline binding on one) of two sessions are held to the drift "
+    "bound (20 %): within it NOT COMPARABLE, beyond it SLOWER or FASTER, marked ~ (cross-session).\n\n"
+    "NOT COMPARABLE also: a config column differs (tracer, transfer, pedestal, pedestal_dtype, "
+    "workload, cluster, cap, streams, batch, frames). Columns in which the whole dir differs (f32 against "
+    "f64, nsys against cupti) are compared across on purpose, and so is any column named with --across; "
+    "those verdicts are marked *.\n\n"
+    "Two traces (TRACE_A TRACE_B: nsys SQLite exports or .nsys-rep reports, with --frames, --range and "
+    "--window as analyze takes them): per engine and per kernel name µs per frame, the binding engine "
+    "before and after, judged by the 1-stream reproducibility rule (1 %) and, for transfers of "
+    "multi-stream traces, the drift bound.\n\n"
     "Refuses runs from different GPUs unless --allow-different-gpu: whole dirs, and in a merged "
     "multi-host dir (probe --executor, --gpus) each row pair, by the row's own gpu_name; allowed, "
     "such rows are marked * across gpu, say which GPUs, and --gate leaves them out. Reads legacy aare-perf dirs "
     "(env.json without a version) with a warning.\n\n"
-    "--gate PCT exits 3 when a like-for-like roofline is SLOWER by more than PCT % (and beyond "
-    "the noise), and also when no roofline was comparable at all."
+    "--gate PCT exits 3 when a roofline is SLOWER by more than PCT % (and beyond "
+    "the noise, or beyond the drift bound across sessions), and also when no roofline was comparable at all."
 )
+
+
+def print_lines(render: Callable[[int], list[str]]) -> None:
+    """Print the lines ``render`` lays out for the output width (a terminal's, else COLUMNS, else 80)."""
+    con = stdout_console()
+    for line in render(con.width):
+        con.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _load_side(arg: str, db: Path):  # noqa: ANN202
+    from clusterbench.io.history import BASELINE_PREFIX, baseline_results
+    from clusterbench.io.results import load_results
+
+    if arg.startswith(BASELINE_PREFIX):
+        return baseline_results(db, arg[len(BASELINE_PREFIX):])
+    return load_results(Path(arg))
 
 
 @boundary
 def compare(
-    dir_a: Path = typer.Argument(..., metavar="DIR_A", help="The 'before' results dir."),
-    dir_b: Path = typer.Argument(..., metavar="DIR_B", help="The 'after' results dir."),
+    dir_a: str = typer.Argument(..., metavar="DIR_A", help="'Before': a results dir, baseline:NAME, or a trace.",
+                                show_default=False),
+    dir_b: str = typer.Argument(..., metavar="DIR_B", help="'After': a results dir, baseline:NAME, or a trace.",
+                                show_default=False),
     json_out: bool = options.JSON,
     markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table for a docs page."),
-    wide: bool = typer.Option(False, "--wide", help="One table row per config (about 120 columns)."),
+    wide: bool = typer.Option(False, "--wide", help="One table row per config (at 80 columns: several tables, "
+                                                    "each keeping the config column)."),
     plot: Optional[Path] = typer.Option(
         None, "--plot", metavar="FILE", help="Also write a bar chart: .png, .svg or .pdf (needs matplotlib)."
     ),
@@ -55,23 +86,46 @@ def compare(
         help="Compare runs from different GPU models: whole dirs, or row pairs of merged multi-host dirs (each "
              "row's gpu_name). Such rows keep their verdicts, marked * across gpu, name both GPUs and hosts, and "
              "are left out of --gate."),
+    floors_file: Optional[Path] = typer.Option(
+        None, "--floors", metavar="FILE", help="Judge with this floors file (clusterbench floors writes them)."),
+    db: Optional[Path] = options.DB,
+    frames: Optional[str] = typer.Option(None, "--frames", metavar="N", help="Traces: frames inside the window."),
+    range_name: Optional[str] = typer.Option(None, "--range", metavar="NAME",
+                                             help="Traces: every NVTX range starting with NAME is the window."),
+    window: Optional[str] = typer.Option(None, "--window", metavar="SPEC", help="Traces: the window, as analyze "
+                                                                                "takes it."),
 ) -> None:
+    db = default_db(Path(DEFAULT_RESULTS_ROOT)) if db is None else db
     if sum((json_out, markdown, wide)) > 1:
         raise InputError("--json, --markdown and --wide cannot be combined", hint="pick one output format")
     import json
 
+    from clusterbench.compare.traces import is_trace
+
+    traces = (is_trace(dir_a), is_trace(dir_b))
+    if any(traces):
+        if not all(traces):
+            raise InputError("compare takes two traces or two results dirs, not one of each",
+                             hint="analyze the trace alone with clusterbench analyze, or pass two traces")
+        _compare_traces(Path(dir_a), Path(dir_b), json_out, markdown or wide or plot is not None or gate is not None,
+                        allow_different_gpu, frames, range_name, window)
+        return
+    if frames is not None or range_name is not None or window is not None:
+        raise InputError("--frames, --range and --window apply to two traces, not results dirs",
+                         hint="a results dir's rows already hold per-frame figures")
     from clusterbench.compare.compare import compare_results, judge_gate
+    from clusterbench.compare.floors import floors_for
     from clusterbench.render.compare import (
         render_compare_json,
         render_compare_markdown,
-        render_compare_notes,
-        render_compare_table,
         render_compare_text,
+        render_compare_wide,
     )
-    from clusterbench.io.results import load_results
 
-    before, after = load_results(dir_a), load_results(dir_b)
-    cmp = compare_results(before, after, allow_different_gpu=allow_different_gpu, across=tuple(across or ()))
+    before, after = _load_side(dir_a, db), _load_side(dir_b, db)
+    floors = floors_for((before, after), floors_file, roots=(Path("results"),))
+    cmp = compare_results(before, after, allow_different_gpu=allow_different_gpu, across=tuple(across or ()),
+                          floors=floors)
     if plot is not None:
         from clusterbench.render.plot import check_plot_path
 
@@ -85,14 +139,9 @@ def compare(
     elif markdown:
         typer.echo(render_compare_markdown(cmp), nl=False)
     elif wide:
-        con = stdout_console()
-        con.print(render_compare_table(cmp))
-        for line in render_compare_notes(cmp):
-            con.print(line, markup=False)
+        print_lines(lambda width: render_compare_wide(cmp, width))
     else:
-        con = stdout_console()
-        for line in render_compare_text(cmp, con.width):
-            con.print(line, markup=False, highlight=False, soft_wrap=True)
+        print_lines(lambda width: render_compare_text(cmp, width))
     if plot is not None:
         from clusterbench.render.plot import render_compare_plot
 
@@ -116,3 +165,30 @@ def compare(
                 f"roofline got worse by more than {gate:g} %: {worst}",
                 hint="look at the binding engine of those rows; re-run with repeats to measure the noise",
             )
+
+
+def _compare_traces(a: Path, b: Path, json_out: bool, other_format: bool, allow_different_gpu: bool,
+                    frames: Optional[str], range_name: Optional[str], window: Optional[str]) -> None:
+    import json
+
+    from clusterbench.compare.traces import analyze_for_compare, compare_traces, kernel_times
+    from clusterbench.render.compare import render_trace_compare_json, render_trace_compare_text
+
+    if other_format:
+        raise InputError("two traces take --json or the text layout only (no --markdown, --wide, --plot, --gate)",
+                         hint="compare results dirs for those; clusterbench analyze --plot draws one trace")
+    for p in (a, b):
+        if not p.is_file():
+            raise InputError(f"trace does not exist: {p}", hint="pass two nsys SQLite exports or .nsys-rep reports")
+    err = stderr_console()
+    err.print(f"analyzing {a.name} and {b.name} ...", markup=False)
+    ta = analyze_for_compare(a, frames, range_name, window)
+    tb = analyze_for_compare(b, frames, range_name, window)
+    tc = compare_traces(ta, tb, kernel_times(a, ta.primary), kernel_times(b, tb.primary),
+                        allow_different_gpu=allow_different_gpu)
+    for w in (*ta.warnings, *tb.warnings, *tc.warnings):
+        warn(w)
+    if json_out:
+        typer.echo(json.dumps(render_trace_compare_json(tc), indent=2))
+        return
+    print_lines(lambda width: render_trace_compare_text(tc, width))

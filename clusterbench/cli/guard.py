@@ -13,7 +13,7 @@ from clusterbench.cli.common import boundary, stdout_console, warn
 HELP = (
     "Check that the GPUs are idle and the build is fresh, as every probe does first.\n\n"
     "Idle GPU (NVML), for each GPU (--gpus; default the first this process may use): utilization "
-    "sampled over --window seconds must stay at or under --max-util %, and no other process may hold a "
+    "sampled over --sample-window seconds must stay at or under --max-util %, and no other process may hold a "
     "compute context; memory used, SM clocks and throttle reasons are reported. Fresh build: the imported "
     "clusterbench is this checkout, its kernel sources are hashed, the artifact of the config's build "
     "table is newer than its sources, and the git rev and dirty flag are recorded. One verdict covers "
@@ -25,7 +25,7 @@ HELP = (
 @boundary
 def guard(
     max_util: float = options.MAX_UTIL,
-    window: float = options.WINDOW,
+    window: float = options.SAMPLE_WINDOW,
     config: Optional[Path] = options.CONFIG,
     gpus: Optional[str] = options.GPUS,
     require_clean: bool = options.REQUIRE_CLEAN,

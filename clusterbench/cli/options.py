@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from clusterbench.io.history import DEFAULT_DB_NAME
 from clusterbench.run.config import DEFAULT_CONFIG_FILE
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT, DEFAULT_WINDOW_S, MAX_WINDOW_S
 from clusterbench.run.probe import (
@@ -26,8 +27,9 @@ MAX_UTIL = typer.Option(
     DEFAULT_MAX_UTIL_PCT, "--max-util", metavar="PCT",
     help="Guard: refuse a GPU when any utilization sample exceeds PCT %.")
 
-WINDOW = typer.Option(
-    DEFAULT_WINDOW_S, "--window", metavar="S",
+# --window names the trace window (analyze, compare, probe); the guard's sampling time is its own option
+SAMPLE_WINDOW = typer.Option(
+    DEFAULT_WINDOW_S, "--sample-window", metavar="S",
     help=f"Guard: seconds to sample each GPU's utilization over (at most {MAX_WINDOW_S:g}).")
 
 REQUIRE_CLEAN = typer.Option(False, "--require-clean", help="Guard: refuse a dirty git checkout.")
@@ -44,7 +46,13 @@ GPUS = typer.Option(
          "process may use (GPU 0, or the first CUDA_VISIBLE_DEVICES names).")
 
 RESULTS_DIR = typer.Option(
-    Path(DEFAULT_RESULTS_ROOT), "--results-dir", metavar="DIR", help="Where the results/<date>_... dirs go.")
+    Path(DEFAULT_RESULTS_ROOT), "--results-dir", metavar="DIR",
+    help="The results root: where the results/<date>_... dirs, floors/ and history.db go.")
+
+DB = typer.Option(
+    None, "--db", metavar="PATH",
+    help=f"The history database (SQLite) of every probe row (default: {DEFAULT_DB_NAME} in the results root, "
+         f"{DEFAULT_RESULTS_ROOT}/ unless --results-dir names another): clusterbench history.")
 
 REPEAT = typer.Option(
     DEFAULT_REPEAT, "--repeat", metavar="R",

@@ -31,7 +31,10 @@ HELP = (
     "pinned to the GPU's nearest CPU cores and memory node; per config the trace runs on the first GPU, "
     "sustained FPS on it alone (solo), then on every GPU at once, adding the rows <label>@gpuN.solo, "
     "<label>@gpuN and <label>@all (summed FPS, slowest GPU, scaling efficiency). --executor slurm|local "
-    "submits one task per config through submitit and merges their dirs (docs/scaling.md)."
+    "submits one task per config through submitit and merges their dirs (docs/scaling.md).\n\n"
+    "Every row written also lands in the history database (results/history.db, or --db PATH; "
+    "clusterbench history). --session NAME joins this probe to a named session, so that probes of one "
+    "sitting (before and after in one allocation) compare as one session; a campaign is one session."
 )
 
 # The options --request replaces: a request file says all of them.
@@ -80,6 +83,11 @@ def probe(
         None, "--gpus-per-task",
         help="With --executor: GPUs each task asks for (default 1; Slurm: --gpus-per-task). Give more, with "
              "--gpus all, to probe every GPU of each task's node at once."),
+    db: Optional[Path] = options.DB,
+    session: Optional[str] = typer.Option(
+        None, "--session", metavar="NAME",
+        help="The session id of this probe's rows (default: a fresh one). Probes given one NAME compare as one "
+             "session: their multi-stream transfers are judged by the floor, not the cross-session drift bound."),
     array_parallelism: Optional[int] = typer.Option(
         None, "--array-parallelism",
         help="With --executor: at most this many tasks at once (Slurm: --array=0-N%K; default: as many as Slurm "
@@ -89,6 +97,7 @@ def probe(
         help="Run the probe a request file describes (JSON, as a campaign writes for each of its tasks: "
              "<task dir>/request.json) instead of one given by options; only --json and --wide go with it."),
 ) -> None:
+    from clusterbench.io.history import check_session_name, default_db
     from clusterbench.render.probe import ProbeProgress, outcome_json, render_footer
     from clusterbench.run.campaign import executor_options_for
     from clusterbench.run.config import DEFAULT_CONFIG_FILE
@@ -102,6 +111,8 @@ def probe(
             config_path=Path(DEFAULT_CONFIG_FILE) if config is None else config, only=tuple(only or ()),
             frames=frames, tag=tag, tracer=tracer, repeat=repeat, results_root=results_dir, max_util_pct=max_util,
             require_clean=require_clean, force=force, data=data, argv=argv, gpus=gpus,
+            session=None if session is None else check_session_name(session),
+            history_db=default_db(results_dir) if db is None else db,
         )
     plan = plan_probe(request)  # step 1: config and option errors exit 2 before any GPU call
     campaign_dir = plan.results_dir.with_name(plan.results_dir.name + ".campaign")
@@ -167,8 +178,13 @@ def _print_summary(rows: Sequence[Mapping[str, object]], title: str, wide: bool)
 def _campaign(request: ProbeRequest, plan: ProbePlan, opts: ExecutorOptions, as_json: bool, wide: bool) -> None:
     from clusterbench.io.results import load_results
     from clusterbench.render.probe import render_campaign_progress
+    import dataclasses
+    import uuid
+
     from clusterbench.run import campaign as ex
 
+    # a campaign is one session: every task probes with its id
+    request = dataclasses.replace(request, session=request.session or uuid.uuid4().hex)
     specs = ex.plan_campaign(request, [c.label for c in plan.configs], opts, opts.folder)
     err = stderr_console()
     outcome = ex.run_campaign(specs, opts, plan.results_dir, opts.folder, argv=request.argv,
@@ -176,6 +192,12 @@ def _campaign(request: ProbeRequest, plan: ProbePlan, opts: ExecutorOptions, as_
     for problem in outcome.merge.problems:
         warn(problem)
     rows = load_results(plan.results_dir).rows if outcome.merge.labels else ()
+    if rows:
+        from clusterbench.io.history import record_probe
+
+        problem = record_probe(request.history_db, plan.results_dir)  # the merged dir, from this process
+        if problem is not None:
+            warn(problem)
     if as_json:
         typer.echo(json.dumps({"results_dir": str(plan.results_dir), "campaign_dir": str(opts.folder),
                                "tasks": [r.to_json() for r in outcome.results],

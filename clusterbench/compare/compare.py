@@ -6,18 +6,21 @@ The rules (also in ``clusterbench compare --help`` and docs/compare.md):
 
 * ``delta_pct = (after - before) / before * 100`` per metric.
 * **Noise** is the larger of the metric's floor (a share of the before value, measured across
-  sessions of one build: :mod:`clusterbench.compare.noise`) and either side's within-session
-  spread (``<metric>_spread``).
+  sessions of one build: the :class:`~clusterbench.compare.noise.FloorSet` of the row's GPU model, from its
+  floors file, else the seed's reading rules) and either side's within-session spread (``<metric>_spread``).
 * **With repeats on both sides** (sustained FPS: the samples of the row's measurement), a two-sided
   Mann–Whitney U test must find the two samples different (p <= ALPHA) AND the change of the
   medians must exceed the noise; otherwise SAME. **Without**, the noise alone decides:
-  ``|after - before| <= noise`` is SAME. Never FASTER or SLOWER from the sign alone.
+  ``|after - before| <= noise`` is SAME. Never FASTER or SLOWER from the sign alone. A metric without a
+  floor (sustained FPS under the seed's rules) is judged within one session only (``no_floor``).
 * **Mismatches**: the config columns of each row pair (CONFIG_COLUMNS). A difference makes
   the metrics it affects NOT_COMPARABLE (reason code ``config_differs``), unless the pair is
   compared across that column on purpose: ``across=`` names it, or every row pair differs in
   it the same way (AUTO_ACROSS_COLUMNS). Such deltas keep their verdict and say ``across``.
-* **Sessions**: rows with several streams from different (or unknown) sessions: h2d and d2h
-  are NOT_COMPARABLE (``session_drift``), and so is the roofline when it binds on either.
+* **Sessions** (SESSION_DEFINITION): rows with several streams from different (or unknown) sessions are held
+  to the drift bound on h2d and d2h, and on the roofline when it binds on either: a change within the
+  bound is NOT_COMPARABLE (``session_drift``); beyond it, FASTER or SLOWER (``beyond_drift``), marked
+  ``cross_session``.
 * **GPUs**: each row's GPU is its own ``gpu_name`` (rows of a ``--gpus`` probe or a merged
   multi-host campaign carry ``host``, ``gpu_name``, ``gpu_uuid``), else the dir's ``gpu_name``. A row pair from two GPU models is refused (InputError)
   unless ``allow_different_gpu``; then the pair is compared across ``gpu`` (a Mismatch with
@@ -32,10 +35,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
-from clusterbench.compare.noise import COMPARED_METRICS, TRACE_METRICS, NoiseFloor, floor_for, noise_of
-from clusterbench.model.stats import mann_whitney_u
+from clusterbench.compare.noise import (COMPARED_METRICS, SEED_FLOORS, TRACE_METRICS, TRANSFER_METRICS, FloorSet,
+                                        NoiseFloor, noise_of, seed_floors)
+from clusterbench.model.stats import half_range, mann_whitney_u
 from clusterbench.errors import InputError
 from clusterbench.model.engines import TRANSFER_ENGINES
 from clusterbench.model.engines import display_name as display_engine
@@ -46,12 +50,14 @@ from clusterbench.model.results import SPREAD_SUFFIX, ResultRow, ResultSet, RowK
 # 0.1 is the level at which 3 vs 3 can count at all; the effect must then also clear the A/A floor.
 ALPHA = 0.10
 
-# The RTX 4090 reference campaign (docs/compare.md): 4-stream transfer columns drifted up to 20 % between
-# sessions on one build.
-MULTI_STREAM_DRIFT_REASON = "multi-stream transfer columns drift up to 20 % between sessions"
+# What a session is, as the output and docs/compare.md say it.
+SESSION_DEFINITION = (
+    "a session is one sitting of the GPU: one clusterbench probe run (its session id), or every probe given "
+    "one --session NAME, or one campaign (probe --executor); a row's session is its session column, else "
+    "its dir's env.json session_id"
+)
 
 TIME_METRICS: tuple[str, ...] = ("kernel_us", "h2d_us", "d2h_us", "roofline_us")
-TRANSFER_METRICS = frozenset({"h2d_us", "d2h_us"})
 # sustained_fps joins the comparison when either dir measured it (higher is better).
 OPTIONAL_METRICS: tuple[str, ...] = ("sustained_fps",)
 HIGHER_IS_BETTER = frozenset({"sustained_fps"})
@@ -94,7 +100,9 @@ class Reason(str, Enum):
     SMALL_EFFECT = "small_effect"  # p <= ALPHA, but the change of the medians is within the noise
     SIGNIFICANT = "significant"  # p <= ALPHA and beyond the noise
     CONFIG_DIFFERS = "config_differs"  # a config column differs and the pair is not compared across it
-    SESSION_DRIFT = "session_drift"  # several streams, different or unknown sessions, a transfer figure
+    SESSION_DRIFT = "session_drift"  # several streams, other sessions, a transfer figure: within the drift bound
+    BEYOND_DRIFT = "beyond_drift"  # several streams, other sessions, a transfer figure: beyond the drift bound
+    NO_FLOOR = "no_floor"  # no session-to-session floor for the metric (seed rules) and not one session
     NOT_MEASURED = "not_measured"  # empty on one side
     ONE_SIDED = "one_sided"  # the label is in one dir only
 
@@ -129,10 +137,20 @@ class MetricDelta:
     code: Reason
     note: str | None = None
     across: tuple[str, ...] = ()  # config columns this delta is across (compared on purpose)
-    floor_pct: float | None = None
+    floor_pct: float | None = None  # the session-to-session floor the noise was judged with, when it was
     p_value: float | None = None  # Mann–Whitney, two-sided, when both sides have repeats
     n_before: int | None = None  # repeats behind the before value, when known
     n_after: int | None = None
+    bound_pct: float | None = None  # the cross-session drift bound, when it judged this delta
+    noise_from: str | None = None  # "floor", "spread" or "drift_bound": the term that set ``noise``
+    cross_session: bool = False  # judged beyond the drift bound, across two sessions
+
+    @property
+    def noise_pct(self) -> float | None:
+        """The noise as a share of the before value, %."""
+        if self.noise is None or not self.before:
+            return None
+        return self.noise / abs(self.before) * 100.0
 
     @property
     def judged(self) -> bool:
@@ -243,6 +261,7 @@ class Comparison:
     warnings: tuple[CompareWarning, ...]
     across: tuple[str, ...] = ()  # columns compared across, on request or because the whole dir differs
     alpha: float = ALPHA
+    floors: tuple[FloorSet, ...] = ()  # the floors used, one per GPU model compared
 
     @property
     def same_session(self) -> bool:
@@ -310,7 +329,10 @@ def compare_metric(
     after: float | None,
     *,
     streams: int | None = 1,
+    floors: FloorSet = SEED_FLOORS,
     floor: NoiseFloor | None | object = _USE_TABLE,
+    drift_bound_pct: float | None = None,
+    same_session: bool = False,
     spread_before: float | None = None,
     spread_after: float | None = None,
     samples_before: Sequence[float] = (),
@@ -322,17 +344,18 @@ def compare_metric(
 ) -> MetricDelta:
     """One metric's delta and verdict (see the module docstring for the rules).
 
-    ``floor`` defaults to the noise table's floor of ``name`` for ``streams`` streams."""
+    ``floor`` defaults to the floor of ``name`` for ``streams`` streams in ``floors``. ``drift_bound_pct``:
+    the pair is a multi-stream transfer figure of two sessions, held to that bound instead of the floor."""
     unit = metric_unit(name)
-    fl: NoiseFloor | None = floor_for(name, streams) if floor is _USE_TABLE else floor  # type: ignore[assignment]
-    floor_pct = fl.pct if fl is not None else None
+    fl: NoiseFloor | None = floors.floor(name, streams) if floor is _USE_TABLE else floor  # type: ignore[assignment]
     nb = len(samples_before) or None
     na = len(samples_after) or None
 
     def md(verdict: Verdict, code: Reason, reason: str, delta_pct: float | None, noise: float | None,
-           p: float | None = None) -> MetricDelta:  # fmt: skip
+           p: float | None = None, *, floor_pct: float | None = None, bound: float | None = None,
+           noise_from: str | None = None, cross: bool = False) -> MetricDelta:  # fmt: skip
         return MetricDelta(name, unit, before, after, delta_pct, noise, verdict, reason, code, note, across,
-                           floor_pct, p, nb, na)  # fmt: skip
+                           floor_pct, p, nb, na, bound, noise_from, cross)  # fmt: skip
 
     if before is None or after is None:
         side = "either dir" if before is None and after is None else ("before" if before is None else "after")
@@ -340,35 +363,61 @@ def compare_metric(
     delta_pct = (after - before) / before * 100.0 if before != 0 else None
     if not_comparable is not None:
         return md(Verdict.NOT_COMPARABLE, not_comparable[0], not_comparable[1], delta_pct, None)
-    noise, which = noise_of(before, fl, (spread_before, spread_after))
-    if noise is None:
-        raise ValueError(f"no noise floor for {name}: every compared metric needs one (analysis.noise.FLOORS)")
     diff = after - before
     better = diff > 0 if name in HIGHER_IS_BETTER else diff < 0
     moved = Verdict.FASTER if better else Verdict.SLOWER
-    noise_txt = f"±{_fmt(noise, unit)} (" + (
-        f"{floor_pct:g} % session-to-session floor" if which == "floor" else "the spread of the repeats"
-    ) + ")"
-    # a relative 1e-9 absorbs float rounding of decimal inputs (10.3 - 10.0 > 0.3 in binary)
-    within = abs(diff) <= noise + 1e-9 * max(abs(before), abs(after))
+
+    def clears(noise: float) -> bool:
+        # a relative 1e-9 absorbs float rounding of decimal inputs (10.3 - 10.0 > 0.3 in binary)
+        return abs(diff) > noise + 1e-9 * max(abs(before), abs(after))
+
+    if drift_bound_pct is not None:
+        noise = abs(before) * drift_bound_pct / 100.0
+        bound_txt = (f"the {drift_bound_pct:g} % cross-session drift bound of multi-stream transfers "
+                     f"(±{_fmt(noise, unit)})")
+        if not clears(noise):
+            return md(Verdict.NOT_COMPARABLE, Reason.SESSION_DRIFT,
+                      f"within {bound_txt}: two sessions, and drift that large is not a change", delta_pct, noise,
+                      bound=drift_bound_pct, noise_from="drift_bound")  # fmt: skip
+        return md(moved, Reason.BEYOND_DRIFT, f"beyond {bound_txt}, across two sessions", delta_pct, noise,
+                  bound=drift_bound_pct, noise_from="drift_bound", cross=True)  # fmt: skip
+    floor_pct = fl.pct if fl is not None else None
+    spreads = (spread_before, spread_after)
+    if floor_pct is None and same_session and all(s is None for s in spreads):
+        spreads = tuple(half_range(s) if len(s) >= 2 else None for s in (samples_before, samples_after))
+    noise, which = noise_of(before, floor_pct, spreads)
+    if noise is None or (floor_pct is None and not same_session):
+        where = f" on {floors.gpu_name}" if floors.gpu_name else ""
+        return md(Verdict.NOT_COMPARABLE, Reason.NO_FLOOR,
+                  f"no session-to-session floor for {name}{where} ({'no floors file' if floors.seed else 'not in its floors file'})"
+                  + (" and no spread of repeats" if same_session else ", and the two rows are of different sessions"),
+                  delta_pct, None)  # fmt: skip
+    if which == "floor":
+        noise_txt = f"±{_fmt(noise, unit)} ({floor_pct:g} % session-to-session floor)"
+    elif floor_pct is not None:
+        noise_txt = f"±{_fmt(noise, unit)} (the spread of the repeats, above the {floor_pct:g} % floor)"
+    else:
+        noise_txt = f"±{_fmt(noise, unit)} (the spread of the repeats; one session, no floor)"
+    kw = {"floor_pct": floor_pct, "noise_from": which}
+    within = not clears(noise)
     if len(samples_before) >= 2 and len(samples_after) >= 2:
         mw = mann_whitney_u(samples_after, samples_before)
         test = (f"Mann–Whitney p = {mw.p_value:.2g} ({len(samples_before)} vs {len(samples_after)} repeats, "
                 f"{mw.method}, two-sided)")  # fmt: skip
         if mw.p_value > alpha:
             return md(Verdict.SAME, Reason.NOT_SIGNIFICANT, f"not significant: {test} > {alpha:g}", delta_pct,
-                      noise, mw.p_value)  # fmt: skip
+                      noise, mw.p_value, **kw)  # fmt: skip
         if within:
             return md(Verdict.SAME, Reason.SMALL_EFFECT,
                       f"{test} <= {alpha:g}, but the change is within the noise {noise_txt}", delta_pct, noise,
-                      mw.p_value)  # fmt: skip
+                      mw.p_value, **kw)  # fmt: skip
         return md(moved, Reason.SIGNIFICANT, f"{test} <= {alpha:g} and beyond the noise {noise_txt}", delta_pct,
-                  noise, mw.p_value)  # fmt: skip
+                  noise, mw.p_value, **kw)  # fmt: skip
     if diff == 0:
-        return md(Verdict.SAME, Reason.IDENTICAL, "identical values", delta_pct, noise)
+        return md(Verdict.SAME, Reason.IDENTICAL, "identical values", delta_pct, noise, **kw)
     if within:
-        return md(Verdict.SAME, Reason.WITHIN_NOISE, f"within the noise {noise_txt}", delta_pct, noise)
-    return md(moved, Reason.BEYOND_NOISE, f"beyond the noise {noise_txt}", delta_pct, noise)
+        return md(Verdict.SAME, Reason.WITHIN_NOISE, f"within the noise {noise_txt}", delta_pct, noise, **kw)
+    return md(moved, Reason.BEYOND_NOISE, f"beyond the noise {noise_txt}", delta_pct, noise, **kw)
 
 
 # ----------------------------------------------------------------------------- the stamps
@@ -410,7 +459,8 @@ def gpus_differ(a: GpuIdentity | None, b: GpuIdentity | None) -> bool:
 # ----------------------------------------------------------------------------- rows
 
 
-def _row_session(row: ResultRow, side: SideInfo) -> str | None:
+def row_session(row: ResultRow, side: SideInfo) -> str | None:
+    """The session of ``row`` (SESSION_DEFINITION): its session column, else its dir's session id."""
     return row.session if row.session is not None else side.session_id
 
 
@@ -503,6 +553,7 @@ def _compare_row(
     across: frozenset[str],
     alpha: float,
     allow_different_gpu: bool = False,
+    floors: FloorSet = SEED_FLOORS,
 ) -> RowComparison:
     presence = Presence.BOTH if rb is not None and ra is not None else (
         Presence.BEFORE_ONLY if rb is not None else Presence.AFTER_ONLY
@@ -526,7 +577,7 @@ def _compare_row(
                              gpu_after=row_gpu(after, ra) if ra is not None else None)  # fmt: skip
     assert rb is not None and ra is not None
     gpu_b, gpu_a = row_gpu(before, rb), row_gpu(after, ra)
-    sb, sa = _row_session(rb, sides[0]), _row_session(ra, sides[1])
+    sb, sa = row_session(rb, sides[0]), row_session(ra, sides[1])
     same_session = sb is not None and sb == sa
     multi = streams > 1 or ra.streams > 1
     mismatches = _mismatches(rb, ra, across)
@@ -548,19 +599,19 @@ def _compare_row(
     metrics: list[MetricDelta] = []
     for n in metric_names:
         ncr: tuple[Reason, str] | None = None
+        bound: float | None = None
         blocking = [mm for mm in mismatches if n in mm.affects and not mm.across]
         if blocking:
             ncr = (Reason.CONFIG_DIFFERS, "; ".join(mm.text for mm in blocking))
-        elif multi and not same_session:
-            session_txt = "different sessions" if sb is not None and sa is not None else "session unknown"
-            if n in TRANSFER_METRICS:
-                ncr = (Reason.SESSION_DRIFT, f"{MULTI_STREAM_DRIFT_REASON} ({session_txt})")
-            elif n == "roofline_us" and (binds_before in TRANSFER_ENGINES or binds_after in TRANSFER_ENGINES):
-                ncr = (Reason.SESSION_DRIFT, f"binds on a transfer engine; {MULTI_STREAM_DRIFT_REASON} ({session_txt})")
+        elif multi and not same_session and (
+                n in TRANSFER_METRICS
+                or n == "roofline_us" and (binds_before in TRANSFER_ENGINES or binds_after in TRANSFER_ENGINES)):
+            bound = floors.drift_bound_pct
         m_across = tuple(mm.column for mm in mismatches if n in mm.affects and mm.across)
         metrics.append(
             compare_metric(
-                n, rb.number(n), ra.number(n), streams=max(streams, ra.streams),
+                n, rb.number(n), ra.number(n), streams=max(streams, ra.streams), floors=floors,
+                drift_bound_pct=bound, same_session=same_session,
                 spread_before=rb.number(n + SPREAD_SUFFIX), spread_after=ra.number(n + SPREAD_SUFFIX),
                 samples_before=_samples(rb, n), samples_after=_samples(ra, n),
                 not_comparable=ncr, across=m_across, note=kernel_note if n == "kernel_us" else None, alpha=alpha,
@@ -663,12 +714,15 @@ def compare_results(
     allow_different_gpu: bool = False,
     across: Iterable[str] = (),
     alpha: float = ALPHA,
+    floors: Mapping[str, FloorSet] | None = None,
 ) -> Comparison:
     """Compare every row of two results dirs, pairing rows by key.
 
     ``across`` names config columns the pair is compared across on purpose (see the module
-    docstring); columns in which the whole dir differs are added automatically. Raises
-    InputError for different GPUs unless ``allow_different_gpu``, and for an unknown column."""
+    docstring); columns in which the whole dir differs are added automatically. ``floors``: the floor
+    sets by GPU model; a row pair is judged with those of its before GPU, and a model without one with
+    the seed's reading rules. Raises InputError for different GPUs unless ``allow_different_gpu``, and
+    for an unknown column."""
     wanted = tuple(across)
     unknown = [c for c in wanted if c not in CONFIG_COLUMNS]
     if unknown:
@@ -696,11 +750,24 @@ def compare_results(
     metric_names = TIME_METRICS + optional
     auto = _auto_across(pairs)
     across_all = frozenset(wanted) | frozenset(auto)
+    used: dict[str | None, FloorSet] = {}
+
+    def floors_of(k: RowKey) -> FloorSet:
+        rb = before.row(k)
+        name = row_gpu(before, rb).name if rb is not None else None
+        if name not in used:
+            used[name] = (floors or {}).get(name or "") or seed_floors(name)
+        return used[name]
+
     rows = tuple(
         _compare_row(k, before.row(k), after.row(k), before, after, (a, b), metric_names, across_all, alpha,
-                     allow_different_gpu)
+                     allow_different_gpu, floors_of(k))
         for k in keys
     )  # fmt: skip
+    for fs in used.values():
+        if fs.seed:
+            warnings.append(CompareWarning(
+                f"{fs.text}", "clusterbench floors DIR DIR [...] makes a GPU's floors from A/A dirs of one build"))
     by_col: dict[tuple[str, str, str, bool], list[str]] = {}
     for r in rows:
         for mm in r.mismatches:
@@ -722,19 +789,27 @@ def compare_results(
                 hint += "; short runs (about 2000 frames) do not let the clocks ramp: the kernel reads about 7 % slow"
             warnings.append(CompareWarning(f"{col} differs: {vb} → {va} ({where}): {affected} NOT COMPARABLE", hint))
     drifting = [r.label for r in rows if any(m.code is Reason.SESSION_DRIFT for m in r.metrics)]
-    if drifting:
+    beyond = [r.label for r in rows if any(m.cross_session for m in r.metrics)]
+    if drifting or beyond:
+        bounds = sorted({m.bound_pct for r in rows for m in r.metrics if m.bound_pct is not None})
         ids = f"{a.session_id or 'unknown'} vs {b.session_id or 'unknown'}"
+        said = []
+        if drifting:
+            said.append(f"{', '.join(drifting)}: multi-stream transfer deltas within the drift bound are NOT "
+                        "COMPARABLE")
+        if beyond:
+            said.append(f"{', '.join(beyond)}: beyond it, judged and marked cross-session")
         warnings.append(CompareWarning(
-            f"{', '.join(drifting)}: multi-stream transfer deltas are not comparable across sessions "
-            f"(session {ids}); {MULTI_STREAM_DRIFT_REASON}",
-            "compare s>1 rows only within one session; read them for the bottleneck, not for a percentage",
+            f"{'; '.join(said)} (sessions {ids}; drift bound {', '.join(f'{x:g} %' for x in bounds)}); "
+            f"{SESSION_DEFINITION}",
+            "probe both sides in one session (--session NAME) to judge multi-stream transfers by their floor",
         ))  # fmt: skip
     one_sided = [r.label for r in rows if r.presence is not Presence.BOTH]
     if one_sided:
         warnings.append(CompareWarning(f"labels found in one dir only: {', '.join(one_sided)}"))
     differing = {mm.column for r in rows for mm in r.mismatches if mm.across}
-    used = tuple(c for c in (*CONFIG_COLUMNS, GPU_COLUMN) if c in differing)
-    return Comparison(a, b, metric_names, rows, tuple(warnings), used, alpha)
+    across_used = tuple(c for c in (*CONFIG_COLUMNS, GPU_COLUMN) if c in differing)
+    return Comparison(a, b, metric_names, rows, tuple(warnings), across_used, alpha, tuple(used.values()))
 
 
 def judge_gate(comparison: Comparison, pct: float) -> GateOutcome:

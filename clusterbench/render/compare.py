@@ -7,13 +7,16 @@ most ``width`` characters and verdicts are never cut. Every number carries its u
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import asdict
-from typing import TYPE_CHECKING
 
 from clusterbench.model.engines import display_name as display_engine
+from clusterbench.compare.noise import TRACE_FLOOR_MIN_PCT, FloorSet
+from clusterbench.compare.traces import TraceComparison, TraceSide
 from clusterbench.compare.compare import (
     GPU_COLUMN,
+    SESSION_DEFINITION,
     Comparison,
     GpuIdentity,
     GateOutcome,
@@ -24,16 +27,17 @@ from clusterbench.compare.compare import (
     Verdict,
 )
 
-if TYPE_CHECKING:
-    from rich.table import Table
-
 # The compare JSON's schema. History:
 #   clusterbench.compare/1: metrics with verdict and reason text.
 #   clusterbench.compare/2: reason codes, across, the Mann–Whitney test, mismatches per row,
 #     end to end from the roofline and sustained FPS, gate.nothing_comparable. Additive since:
 #     rows[].gpu (each side's GPU model, UUID and host, and whether the models differ), before/after
 #     .hosts, and the mismatch column "gpu" for row pairs compared across GPUs.
-COMPARE_JSON_SCHEMA = "clusterbench.compare/2"
+#   clusterbench.compare/3: the drift bound judges multi-stream transfers across sessions (reason codes
+#     beyond_drift, no_floor); per metric bound_pct, noise_pct, noise_from and cross_session, floor_pct only
+#     where the floor judged; "floors" (which floors file, or the seed's rules, per GPU model); "session"
+#     (what a session is); "kind" ("dirs", or "traces" for two traces compared directly).
+COMPARE_JSON_SCHEMA = "clusterbench.compare/3"
 
 _SHORT = {"kernel_us": "kernel", "h2d_us": "h2d", "d2h_us": "d2h", "roofline_us": "roofline", "sustained_fps": "sustained"}
 _NAME = {"kernel_us": "kernel µs", "h2d_us": "H2D µs", "d2h_us": "D2H µs", "roofline_us": "roofline µs",
@@ -47,6 +51,7 @@ _VERDICT_TEXT = {
 }
 _VERDICT_STYLE = {Verdict.FASTER: "green", Verdict.SLOWER: "red", Verdict.NOT_COMPARABLE: "yellow"}
 ACROSS_MARK = "*"
+CROSS_SESSION_MARK = "~"  # judged beyond the drift bound, across two sessions
 
 
 # ----------------------------------------------------------------------------- JSON
@@ -63,7 +68,11 @@ def _metric_json(m: MetricDelta, alpha: float) -> dict:
         "delta_pct": m.delta_pct,
         "unit": m.unit,
         "noise": m.noise,
+        "noise_pct": m.noise_pct,
+        "noise_from": m.noise_from,
         "floor_pct": m.floor_pct,
+        "bound_pct": m.bound_pct,
+        "cross_session": m.cross_session,
         "verdict": m.verdict.value,
         "reason_code": m.code.value,
         "reason": m.reason,
@@ -71,6 +80,13 @@ def _metric_json(m: MetricDelta, alpha: float) -> dict:
         "test": test,
         "note": m.note,
     }
+
+
+def floors_json(fs: FloorSet) -> dict:
+    """Which floors judged: the GPU model, the file (or the seed's rules), the drift bound."""
+    return {"gpu_name": fs.gpu_name, "seed": fs.seed, "path": fs.path, "text": fs.text,
+            "drift_bound_pct": fs.drift_bound_pct, "drift_bound_source": fs.drift_bound_source,
+            "floors": [f.to_json() for f in fs.floors]}
 
 
 def _gpu_json(g: GpuIdentity | None) -> dict | None:
@@ -92,9 +108,12 @@ def render_compare_json(cmp: Comparison, gate: GateOutcome | None = None) -> dic
     """A JSON-ready dict (schema COMPARE_JSON_SCHEMA); with a gate, its outcome under "gate"."""
     out: dict = {
         "schema": COMPARE_JSON_SCHEMA,
+        "kind": "dirs",
         "before": asdict(cmp.before),
         "after": asdict(cmp.after),
         "same_session": cmp.same_session,
+        "session": SESSION_DEFINITION,
+        "floors": [floors_json(fs) for fs in cmp.floors],
         "across": list(cmp.across),
         "alpha": cmp.alpha,
         "rows": [
@@ -162,7 +181,7 @@ def _binds_text(r: RowComparison) -> str:
 
 def _verdict_cell(m: MetricDelta) -> str:
     text = _VERDICT_TEXT[m.verdict]
-    return text + (ACROSS_MARK if m.across and m.judged else "")
+    return text + (ACROSS_MARK if m.across and m.judged else "") + (CROSS_SESSION_MARK if m.cross_session else "")
 
 
 _QUIET = (Reason.IDENTICAL, Reason.WITHIN_NOISE)
@@ -208,17 +227,27 @@ def _side_line(tag: str, side) -> str:
         bits.append(f"git {side.git_rev[:12]}{' dirty' if side.git_dirty else ''}")
     if side.session_id:
         sid = side.session_id
-        bits.append(f"session {sid if len(sid) <= 16 else sid[:8]}")
+        generated = len(sid) == 32 and all(c in "0123456789abcdef" for c in sid)  # a probe's own id: its head
+        bits.append(f"session {sid[:8] if generated else sid}")
     if side.format != "clusterbench":
         bits.append(side.format)
     return f"{tag} {side.name} ({', '.join(bits)})"
 
 
-def _wrap(text: str, width: int, indent: str = "", cont: str | None = None) -> list[str]:
+# A space between a number and its unit: wrap() never breaks a line there ("20 %", "1.02 µs/frame").
+_UNIT_GAP = re.compile(r"(?<=\d) (?=(?:%|µs|FPS|GB/s|MB|kB|ms|ns|s\b|x\b|frames\b|repeats\b|streams?\b))")
+_KEEP = "\u00a0"  # textwrap does not break at a no-break space
+
+
+def wrap(text: str, width: int, indent: str = "", cont: str | None = None) -> list[str]:
+    """``text`` wrapped at word boundaries to ``width`` columns, never between a number and its unit;
+    ``indent`` starts the first line, ``cont`` (default: indent + two spaces) the others."""
     follow = cont if cont is not None else indent + "  "
-    lines = textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=follow,
+    lines = textwrap.wrap(_UNIT_GAP.sub(_KEEP, text), width=width, initial_indent=indent, subsequent_indent=follow,
                           break_long_words=True, break_on_hyphens=False)  # fmt: skip
-    return lines or [indent.rstrip()]
+    return [ln.replace(_KEEP, " ") for ln in lines] or [indent.rstrip()]
+
+
 
 
 # Column widths of the text layout: 2 + 13 + 1 + 9 + 3 + 9 + 1 + 9 + 1 + 15 + 1 + 15 = 79 columns.
@@ -241,11 +270,13 @@ def render_compare_text(cmp: Comparison, width: int = 80) -> list[str]:
     width = max(width, TEXT_MIN_WIDTH)
     with_code = width >= 80
     out: list[str] = []
-    out += _wrap(f"clusterbench compare: {cmp.before.name} → {cmp.after.name}", width)
-    out += _wrap(_side_line("before:", cmp.before), width, "", "        ")
-    out += _wrap(_side_line("after: ", cmp.after), width, "", "        ")
+    out += wrap(f"clusterbench compare: {cmp.before.name} → {cmp.after.name}", width)
+    out += wrap(_side_line("before:", cmp.before), width, "", "        ")
+    out += wrap(_side_line("after: ", cmp.after), width, "", "        ")
     if cmp.across:
-        out += _wrap(f"across: {', '.join(cmp.across)} (compared on purpose: verdicts marked {ACROSS_MARK})", width)
+        out += wrap(f"across: {', '.join(cmp.across)} (compared on purpose: verdicts marked {ACROSS_MARK})", width)
+    for fs in cmp.floors:
+        out += wrap(f"floors: {fs.text}", width, "", "        ")
     for r in cmp.rows:
         out.append("")
         name = config_name(r, cmp.rows)
@@ -254,9 +285,9 @@ def render_compare_text(cmp: Comparison, width: int = 80) -> list[str]:
             side = "before" if r.presence is Presence.BEFORE_ONLY else "after"
             vals = [f"{_SHORT.get(m.name, m.name)} {_num(m.before if side == 'before' else m.after, m.unit)}"
                     for m in r.metrics]  # fmt: skip
-            out += _wrap(f"{head}: only in {side}: {', '.join(vals)} (µs/frame; sustained FPS)", width)
+            out += wrap(f"{head}: only in {side}: {', '.join(vals)} (µs/frame; sustained FPS)", width)
             continue
-        out += _wrap(head, width)
+        out += wrap(head, width)
         out.append(_grid("metric", "before", "after", "delta", "verdict", "reason", with_code).replace("→", " "))
         for m in r.metrics:
             if m.before is None and m.after is None:
@@ -264,16 +295,17 @@ def render_compare_text(cmp: Comparison, width: int = 80) -> list[str]:
             verdict = _verdict_cell(m)
             out.append(_grid(_NAME.get(m.name, m.name), _num(m.before, m.unit), _num(m.after, m.unit),
                              _pct(m.delta_pct), verdict, m.code.value, with_code))  # fmt: skip
-        out += _wrap(f"end to end: {r.end_to_end.value.replace('_', ' ').upper()}: {r.end_to_end_reason}", width,
+        out += wrap(f"end to end: {r.end_to_end.value.replace('_', ' ').upper()}: {r.end_to_end_reason}", width,
                      "  ", "    ")  # fmt: skip
         for n in row_notes(r):
-            out += _wrap(n, width, "  - ", "    ")
+            out += wrap(n, width, "  - ", "    ")
     out.append("")
-    out += _wrap(
+    out += wrap(
         f"µs/frame from the traces; FPS untraced. A verdict must clear the noise: the larger of the "
         f"metric's session-to-session floor and the spread of the repeats. With repeats on both sides "
-        f"Mann–Whitney p <= {cmp.alpha:g} is needed as well; without, the noise alone decides. "
-        "Reason codes: docs/compare.md.",
+        f"Mann–Whitney p <= {cmp.alpha:g} is needed as well; without, the noise alone decides. Multi-stream "
+        f"transfers of two sessions are held to the drift bound instead ({CROSS_SESSION_MARK}: beyond it). "
+        f"Sessions: {SESSION_DEFINITION}. Reason codes: docs/compare.md.",
         width,
         "",
         "",
@@ -328,28 +360,127 @@ def _cell(m: MetricDelta) -> str:
     return f"{head}\n{_pct(m.delta_pct)}\n{verdict}\n{m.code.value}"
 
 
-def render_compare_table(cmp: Comparison) -> Table:
-    """``--wide``: one row per config label, one column per metric (about 120 columns)."""
+def _plain_width(text: str) -> int:
+    return max((len(re.sub(r"\[/?[a-z ]*\]", "", ln)) for ln in text.split("\n")), default=0)
+
+
+def render_compare_wide(cmp: Comparison, width: int = 120) -> list[str]:
+    """``--wide``: one table row per config label, one column per metric, then binds and end to end. When
+    the columns do not fit ``width``, several tables follow one another, each starting with the config
+    column: no row is left unlabelled and no cell is cut. Then the notes, wrapped."""
+    import io
+
     from rich import box
+    from rich.console import Console
     from rich.table import Table
 
-    table = Table(
-        title=f"clusterbench compare: {cmp.before.name} → {cmp.after.name}",
-        box=box.SIMPLE_HEAD, show_lines=True, pad_edge=False, collapse_padding=True,
-    )  # fmt: skip
-    table.add_column("config", overflow="fold", min_width=12)
-    for n in cmp.metric_names:
-        unit = "FPS" if n.endswith("_fps") else "µs/frame"
-        table.add_column(f"{_SHORT.get(n, n)}\n{unit}", justify="right", no_wrap=True)
-    table.add_column("binds", no_wrap=True)
-    table.add_column("end to end", no_wrap=True)
+    labels = []
     for r in cmp.rows:
-        label = r.label
-        if r.presence is not Presence.BOTH:
-            label += f"\n({r.presence.value.replace('_', ' ')})"
-        e2e = r.end_to_end.value.replace("_", "\n") if r.presence is Presence.BOTH else "-"
-        if r.kernel_invisible:
-            e2e += "\nkernel\ninvisible"
-        binds = _binds_text(r).replace(" -> ", "\n→ ")
-        table.add_row(label, *(_cell(m) for m in r.metrics), binds, e2e)
-    return table
+        labels.append(r.label + ("" if r.presence is Presence.BOTH else f"\n({r.presence.value.replace('_', ' ')})"))
+    columns: list[tuple[str, list[str], str]] = []
+    for i, n in enumerate(cmp.metric_names):
+        unit = "FPS" if n.endswith("_fps") else "µs/frame"
+        columns.append((f"{_SHORT.get(n, n)}\n{unit}", [_cell(r.metrics[i]) for r in cmp.rows], "right"))
+    columns.append(("binds", [_binds_text(r).replace(" -> ", "\n→ ") for r in cmp.rows], "left"))
+    e2e = []
+    for r in cmp.rows:
+        cell = r.end_to_end.value.replace("_", "\n") if r.presence is Presence.BOTH else "-"
+        e2e.append(cell + ("\nkernel\ninvisible" if r.kernel_invisible else ""))
+    columns.append(("end to end", e2e, "left"))
+    label_w = max([_plain_width(x) for x in labels] + [len("config")])
+    widths = [max([_plain_width(h)] + [_plain_width(c) for c in cells]) for h, cells, _ in columns]
+    chunks: list[list[int]] = [[]]
+    used = label_w
+    for i, w in enumerate(widths):
+        if chunks[-1] and used + w + 2 > width:
+            chunks.append([])
+            used = label_w
+        chunks[-1].append(i)
+        used += w + 2
+    out: list[str] = []
+    for part, idx in enumerate(chunks):
+        table = Table(title=None if part else f"clusterbench compare: {cmp.before.name} → {cmp.after.name}",
+                      box=box.SIMPLE_HEAD, show_lines=True, pad_edge=False, collapse_padding=True)  # fmt: skip
+        table.add_column("config", no_wrap=True, min_width=label_w)
+        for i in idx:
+            table.add_column(columns[i][0], justify=columns[i][2], no_wrap=True, min_width=widths[i])  # type: ignore[arg-type]
+        for ri, lab in enumerate(labels):
+            table.add_row(lab, *(columns[i][1][ri] for i in idx))
+        buf = io.StringIO()
+        Console(file=buf, width=max(width, label_w + sum(widths[i] + 2 for i in idx) + 2), color_system=None,
+                highlight=False).print(table)
+        out += [ln.rstrip() for ln in buf.getvalue().split("\n")]
+        while out and not out[-1]:
+            out.pop()
+    out.append("")
+    for n in render_compare_notes(cmp):
+        out += wrap(n, width, "", "  ")
+    return out
+
+
+# ----------------------------------------------------------------------------- two traces
+
+
+def render_trace_compare_json(tc: TraceComparison) -> dict:
+    """The JSON of ``compare TRACE_A TRACE_B`` (schema COMPARE_JSON_SCHEMA, kind "traces")."""
+    return {
+        "schema": COMPARE_JSON_SCHEMA,
+        "kind": "traces",
+        "before": tc.before.to_json(),
+        "after": tc.after.to_json(),
+        "binds": {"before": tc.before.binds, "after": tc.after.binds, "changed": tc.binds_changed},
+        "floors": floors_json(tc.floors),
+        "engines": {m.name: _metric_json(m, 0.0) for m in tc.engines},
+        "kernels": [{"name": m.name, **_metric_json(m, 0.0)} for m in tc.kernels],
+        "warnings": [{"message": w, "hint": None} for w in tc.warnings],
+    }
+
+
+def _trace_side_line(tag: str, s: TraceSide) -> str:
+    bits = [s.gpu_name or "GPU unknown", f"{s.frames:,} frames" + (f" ({s.frames_source})" if s.frames_source else ""),
+            f"window: {s.window_source}", f"{s.streams} stream{'' if s.streams == 1 else 's'}"]
+    return f"{tag} {s.path} ({', '.join(bits)})"
+
+
+def render_trace_compare_text(tc: TraceComparison, width: int = 80) -> list[str]:
+    """Per engine, then per kernel name: before → after µs/frame, delta, verdict (and reason code from 80
+    columns); the binding engine before and after; the reasons. No line is longer than ``width``."""
+    width = max(width, TEXT_MIN_WIDTH)
+    with_code = width >= 80
+    out = wrap(f"clusterbench compare: {tc.before.name} → {tc.after.name} (two traces)", width)
+    out += wrap(_trace_side_line("before:", tc.before), width, "", "        ")
+    out += wrap(_trace_side_line("after: ", tc.after), width, "", "        ")
+    binds = (f"{display_engine(tc.before.binds)} -> {display_engine(tc.after.binds)}" if tc.binds_changed
+             else display_engine(tc.after.binds or tc.before.binds))
+    out += ["", f"engines (µs/frame), binds {binds}"]
+    out.append(_grid("engine", "before", "after", "delta", "verdict", "reason", with_code).replace("→", " "))
+    for m in tc.engines:
+        name = "roofline" if m.name == "roofline_us" else display_engine(m.name[:-3])
+        out.append(_grid(name[:_W_NAME], _num(m.before), _num(m.after), _pct(m.delta_pct), _verdict_cell(m),
+                         m.code.value, with_code))  # fmt: skip
+    if tc.kernels:
+        out += ["", "kernels by name (µs/frame of each name's busy time)"]
+        out.append(_grid("kernel", "before", "after", "delta", "verdict", "reason", with_code).replace("→", " "))
+        for m in tc.kernels:
+            name = m.name if len(m.name) <= _W_NAME else m.name[: _W_NAME - 1] + "…"
+            out.append(_grid(name, _num(m.before), _num(m.after), _pct(m.delta_pct), _verdict_cell(m),
+                             m.code.value, with_code))  # fmt: skip
+        long = [m.name for m in tc.kernels if len(m.name) > _W_NAME]
+        if long:
+            out += wrap("full names: " + "; ".join(long), width, "  - ", "    ")
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for m in (*tc.engines, *tc.kernels):
+        if m.verdict is Verdict.MISSING or (m.verdict is Verdict.SAME and m.code in _QUIET):
+            continue
+        label = m.name[:-3] if m in tc.engines else m.name
+        grouped.setdefault((_VERDICT_TEXT[m.verdict], m.reason), []).append(label)
+    if grouped:
+        out.append("")
+    for (verdict, reason), names in grouped.items():
+        out += wrap(f"{', '.join(names)} {verdict}: {reason}", width, "  - ", "    ")
+    out.append("")
+    out += wrap(f"µs per frame inside each trace's window. Noise: {TRACE_FLOOR_MIN_PCT:g} % "
+                "of the before value (trace figures reproduce to about 1 %); with several streams the transfer "
+                f"engines of two traces are held to the {tc.floors.drift_bound_pct:g} % drift bound "
+                f"({CROSS_SESSION_MARK}: beyond it, across two sessions).", width, "", "")
+    return out

@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import Sequence
 
 from clusterbench.compare.compare import Comparison, Presence
+from clusterbench.compare.history import HistorySeries
 from clusterbench.model.engines import COLOURS
 from clusterbench.model.engines import display_name as display_engine
 from clusterbench.errors import EnvironmentFailure, InputError
@@ -138,3 +140,61 @@ def render_compare_plot(cmp: Comparison, path: Path) -> Path:
     except OSError as exc:
         raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint=_PLOT_HINT) from None
     return path
+
+
+# ----------------------------------------------------------------------------- history trend
+
+
+def trend_figure(series: HistorySeries, step_urls: Sequence[str | None] = (), width_in: float = 7.5):  # noqa: ANN201
+    """A label's metric over its results dirs, in the order measured: one line per GPU model, every point
+    a dot, each step (a change of build beyond the noise) a triangle at its later point: red SLOWER, green
+    FASTER; ``step_urls`` (one per step) make the triangles links in an SVG. Returns the Figure."""
+    Figure, FigureCanvasAgg, _ = load_matplotlib()
+    fig = Figure(figsize=(width_in, 3.2), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    index = {id(p): i for i, p in enumerate(series.points)}
+    for gpu in series.gpus:
+        pts = [p for p in series.points if (p.gpu_name or "GPU unknown") == gpu and p.value is not None]
+        ax.plot([index[id(p)] for p in pts], [p.value for p in pts], marker="o", markersize=4, linewidth=1.2,
+                label=gpu)
+    steps = series.steps
+    urls = list(step_urls) + [None] * (len(steps) - len(step_urls))
+    for colour, verdict, marker in (("#c0392b", "SLOWER", "^"), ("#1e8449", "FASTER", "v")):
+        chosen = [(s, u) for s, u in zip(steps, urls) if s.delta.verdict.value == verdict]
+        if not chosen:
+            continue
+        sc = ax.scatter([index[id(s.after)] for s, _ in chosen], [s.after.value for s, _ in chosen], s=90,
+                        marker=marker, color=colour, zorder=3, label=f"step: {verdict}")
+        sc.set_urls([u for _, u in chosen])
+    unit = "µs per frame" if series.metric.endswith("_us") else ("FPS" if series.metric.endswith("_fps") else "")
+    ax.set_ylabel(f"{series.metric} ({unit})" if unit else series.metric, fontsize=8)
+    ax.set_xticks(range(len(series.points)))
+    ax.set_xticklabels([p.dir_name for p in series.points], rotation=20, ha="right", fontsize=7)
+    ax.set_title(f"{series.label}: {series.metric}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def render_trend_plot(series: HistorySeries, path: Path) -> Path:
+    """``history --plot FILE``: the trend figure as .png, .svg or .pdf (by the extension)."""
+    path = Path(path)
+    fmt = check_plot_path(path)
+    fig = trend_figure(series)
+    try:
+        fig.savefig(path, format=fmt)
+    except OSError as exc:
+        raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint=_PLOT_HINT) from None
+    return path
+
+
+def trend_svg(series: HistorySeries, step_urls: Sequence[str | None]) -> str:
+    """The trend figure as SVG text for a page (no XML header), steps linking to ``step_urls``."""
+    import io
+
+    buf = io.StringIO()
+    trend_figure(series, step_urls).savefig(buf, format="svg")
+    text = buf.getvalue()
+    return text[text.index("<svg"):]

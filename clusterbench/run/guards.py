@@ -749,8 +749,8 @@ def compiled_kernel_sources() -> dict[str, str]:
 
 def _check_window(window_s: float) -> None:
     if not 0 < window_s <= MAX_WINDOW_S:
-        raise InputError(f"--window must be in (0, {MAX_WINDOW_S:g}] s, got {window_s:g} s",
-                         hint=f"Use e.g. --window {DEFAULT_WINDOW_S:g} (the default).")
+        raise InputError(f"--sample-window must be in (0, {MAX_WINDOW_S:g}] s, got {window_s:g} s",
+                         hint=f"Use e.g. --sample-window {DEFAULT_WINDOW_S:g} (the default).")
 
 
 def check_settings(max_util_pct: float, window_s: float = DEFAULT_WINDOW_S) -> None:

@@ -41,6 +41,7 @@ from clusterbench.errors import (EXIT_INTERRUPTED, ClusterbenchError, ConfigErro
 from clusterbench.model.measurement import Measurement
 from clusterbench.model.results import ConfigEntry, ResultRow, ResultSet
 from clusterbench.model.workload import WorkloadResult
+from clusterbench.io.history import record_probe
 from clusterbench.run.clocks import ClockSample, ClockVerdict, judge_clocks
 from clusterbench.run.config import DEFAULT_CONFIG_FILE, ConfigFile, ProbeConfig
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT
@@ -91,13 +92,16 @@ class ProbeRequest:
     data: Path | None = None
     argv: tuple[str, ...] = ()
     gpus: str | None = None  # --gpus all|0,2: each config on these GPUs at once (docs/scaling.md)
+    session: str | None = None  # --session NAME: join this probe to a named session (else a fresh id)
+    history_db: Path | None = None  # --db PATH: record every row written in this history database
 
     def to_json(self) -> dict[str, object]:
         return {"schema": REQUEST_SCHEMA, "version": REQUEST_VERSION, "config_path": str(self.config_path),
                 "only": list(self.only), "frames": self.frames, "tag": self.tag, "tracer": self.tracer,
                 "repeat": self.repeat, "results_root": str(self.results_root), "max_util_pct": self.max_util_pct,
                 "require_clean": self.require_clean, "force": self.force,
-                "data": None if self.data is None else str(self.data), "argv": list(self.argv), "gpus": self.gpus}
+                "data": None if self.data is None else str(self.data), "argv": list(self.argv), "gpus": self.gpus,
+                "session": self.session, "history_db": None if self.history_db is None else str(self.history_db)}
 
     @classmethod
     def from_json(cls, doc: object, source: str = "probe request") -> "ProbeRequest":
@@ -136,7 +140,8 @@ class ProbeRequest:
                    max_util_pct=float(value("max_util_pct", (int, float))),
                    require_clean=value("require_clean", (bool,)), force=value("force", (bool,)),
                    data=None if data is None else Path(data), argv=strings("argv"),
-                   gpus=value("gpus", (str,), optional=True))
+                   gpus=value("gpus", (str,), optional=True), session=value("session", (str,), optional=True),
+                   history_db=None if (db := value("history_db", (str,), optional=True)) is None else Path(db))
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +362,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     if verdict.forced:
         warn(verdict.message, verdict.hint)
 
-    session_id = uuid.uuid4().hex
+    session_id = request.session or uuid.uuid4().hex
     out_dir = plan.results_dir
     rows: list[ResultRow] = []
     total = len(plan.configs)
@@ -402,6 +407,8 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
             gpu_runs[cfg.label] = figures
             write_env()
             emit(ProbeEvent("row", label=label, index=index, total=total, row=record))
+            if (problem := record_probe(request.history_db, out_dir)) is not None:
+                warn(problem, "clusterbench history import DIR records it later", label)
             rows.append(record)
             rows.extend(gpu_rows)
     except KeyboardInterrupt:

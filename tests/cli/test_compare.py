@@ -49,7 +49,8 @@ def test_table_to_stdout_warnings_to_stderr() -> None:
     assert "kernel change +7.64 % SLOWER invisible end to end (binds: H2D)" in " ".join(block.split())
     assert "-35.76 %" in out and "binding engine changed: kernel -> D2H" in out
     assert "Warning:" not in out
-    assert "not comparable across" in " ".join(r.stderr.split())
+    assert "within the drift bound are NOT COMPARABLE" in " ".join(r.stderr.split())
+    assert "no floors file for NVIDIA GeForce RTX 4090" in " ".join(r.stderr.split())
 
 
 @pytest.mark.parametrize("pair", [(BEFORE, AFTER), (F32, F64), (F32, CUPTI), (LEGACY_BEFORE, LEGACY_AFTER)])
@@ -111,7 +112,7 @@ def test_json_is_only_json_with_reason_codes() -> None:
     assert (k["before"], k["after"], k["reason_code"]) == (4.32, 4.65, "beyond_noise")
     assert k["delta_pct"] == pytest.approx((4.65 - 4.32) / 4.32 * 100)
     assert rows["3x3_s4"]["metrics"]["h2d_us"]["reason_code"] == "session_drift"
-    assert any("not comparable" in w["message"] for w in doc["warnings"])
+    assert any("NOT COMPARABLE" in w["message"] for w in doc["warnings"])
 
 
 def test_sustained_test_in_json() -> None:
@@ -418,3 +419,113 @@ def test_merged_dirs_refuse_a_row_pair_of_two_gpus_then_state_it_per_row(tmp_pat
     # the gate judges the like-for-like row only
     r = _run(a, b, "--allow-different-gpu", "--gate", "5")
     assert r.exit_code == 0 and "3x3_s1@gpu1 (across gpu)" in " ".join(r.stderr.split())
+
+
+# ----------------------------------------------------------------------------- the drift bound, floors, --wide
+
+TRACKING_AARE = DATA / "tracking_aare"
+
+
+def _metric_line(out: str, label: str, metric: str) -> list[str]:
+    block = out[out.index(f"\n{label} "):]
+    return next(ln for ln in block.splitlines() if ln.startswith(f"  {metric}")).split()
+
+
+def test_a_doubling_across_sessions_reads_slower_not_drift() -> None:
+    # f32 -> f64, 9x9_s4 D2H 10.73 -> 20.98 µs/frame: +95.5 %, far beyond the 20 % drift bound
+    r = _run(F32, F64)
+    assert r.exit_code == 0, r.output
+    rows = {}
+    with open(F32 / "probes.csv") as fb, open(F64 / "probes.csv") as fa:
+        import csv
+
+        b = {x["label"]: x for x in csv.DictReader(fb)}
+        a = {x["label"]: x for x in csv.DictReader(fa)}
+    for label in ("9x9_s4", "3x3_s4"):
+        vb, va = float(b[label]["d2h_us"]), float(a[label]["d2h_us"])
+        rows[label] = (va - vb) / vb * 100
+        assert rows[label] > 20
+        line = _metric_line(r.stdout, label, "D2H µs")
+        assert line[-2:] == ["SLOWER*~", "beyond_drift"] and line[-4] == f"{rows[label]:+.2f}"
+    assert "floors: floors of NVIDIA H200 from" in r.stdout and "NVIDIA_H200.json" in r.stdout
+    doc = json.loads(_run(F32, F64, "--json").stdout)
+    d2h = {x["label"]: x for x in doc["rows"]}["9x9_s4"]["metrics"]["d2h_us"]
+    assert (d2h["verdict"], d2h["reason_code"], d2h["cross_session"]) == ("SLOWER", "beyond_drift", True)
+    assert (d2h["bound_pct"], d2h["floor_pct"], d2h["noise_from"]) == (20.0, None, "drift_bound")
+    assert d2h["noise"] == pytest.approx(0.2 * float(b["9x9_s4"]["d2h_us"]))
+    assert "20 %" in d2h["reason"] and f"±{d2h['noise']:.3g} µs/frame" in d2h["reason"]  # the JSON's figures
+    assert doc["floors"][0]["path"].endswith("floors/NVIDIA_H200.json") and doc["floors"][0]["seed"] is False
+
+
+def test_our_finder_against_aare_reads_slower_beyond_the_bound() -> None:
+    before, after = TRACKING_AARE / "2026-12-01_f32_tracking", TRACKING_AARE / "2026-12-01_f32_aare-cuda"
+    r = _run(before, after, "--floors", ROOT / "tests" / "data" / "results" / "floors" / "NVIDIA_H200.json")
+    assert r.exit_code == 0, r.output
+    import csv
+
+    with open(before / "probes.csv") as fb, open(after / "probes.csv") as fa:
+        b = {x["label"]: x for x in csv.DictReader(fb)}
+        a = {x["label"]: x for x in csv.DictReader(fa)}
+    for metric, name in (("h2d_us", "H2D µs"), ("d2h_us", "D2H µs")):
+        vb, va = float(b["9x9_s4"][metric]), float(a["9x9_s4"][metric])
+        pct = (va - vb) / vb * 100
+        assert pct > 20  # H2D 7.41 -> 10.23 (+38 %), D2H 10.83 -> 14.71 (+36 %)
+        line = _metric_line(r.stdout, "9x9_s4", name)
+        assert line[-2:] == ["SLOWER*~", "beyond_drift"] and line[-4] == f"{pct:+.2f}"
+    assert "comparing across workload: cupy → command" in " ".join(r.stderr.split())
+
+
+def test_rtx4090_legacy_pair_says_which_floors() -> None:
+    r = _run(LEGACY_BEFORE, LEGACY_AFTER)
+    assert r.exit_code == 0
+    text = " ".join(r.stdout.split())
+    assert ("floors: no floors file for NVIDIA GeForce RTX 4090: the seed's reading rules (RTX 4090 reference "
+            "campaign): trace figures 1 %, multi-stream transfers across sessions a 20 % drift bound") in text
+    assert "Warning: no floors file for NVIDIA GeForce RTX 4090" in " ".join(r.stderr.split())
+    doc = json.loads(_run(LEGACY_BEFORE, LEGACY_AFTER, "--json").stdout)
+    assert doc["floors"][0]["seed"] is True and doc["floors"][0]["gpu_name"] == "NVIDIA GeForce RTX 4090"
+
+
+def test_an_explicit_floors_file_of_another_gpu_is_refused() -> None:
+    r = _run(LEGACY_BEFORE, LEGACY_AFTER, "--floors", ROOT / "tests" / "data" / "results" / "floors" / "NVIDIA_H200.json")
+    assert r.exit_code == 2 and "holds the floors of NVIDIA H200" in _error_lines(r)[0]
+
+
+@pytest.mark.parametrize("columns", ["80", "60", "200"])
+def test_wide_keeps_the_config_column_at_any_width(columns: str) -> None:
+    r = _run(F32, F64, "--wide", columns=columns)
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert "…" not in r.stdout
+    tables = [i for i, ln in enumerate(lines) if ln.lstrip().startswith("config ")]
+    assert tables  # every table starts with the config column
+    labels = ("3x3_s4", "3x3_s1_uncontended", "9x9_s4", "9x9_s1_uncontended")
+    for label in labels:
+        assert sum(ln.startswith((f" {label} ", f"{label} ")) for ln in lines) == len(tables)
+    for code in ("beyond_drift", "session_drift", "significant"):
+        assert code in r.stdout  # whole cells, never "session_dr…"
+    if columns != "200":
+        table_lines = [ln for ln in lines if ln.startswith((" ", "config"))]
+        assert max(len(ln) for ln in table_lines) <= int(columns) or columns == "60"
+
+
+def test_floors_command(tmp_path: Path) -> None:
+    aa = sorted((DATA / "aa").iterdir()) + sorted((DATA / "aa_slide").iterdir())
+    r = runner.invoke(app, ["floors", *map(str, aa), "--results-dir", str(tmp_path)], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert all(len(ln) <= 80 for ln in r.stdout.splitlines())
+    written = tmp_path / "floors" / "NVIDIA_H200.json"
+    assert f"Wrote {written}" in " ".join(r.stdout.split())
+    doc = json.loads(written.read_text())
+    committed = json.loads((ROOT / "tests" / "data" / "results" / "floors" / "NVIDIA_H200.json").read_text())
+    assert doc["floors"] == committed["floors"] and doc["sets"] == committed["sets"]
+    line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("H2D µs/frame") and "s>1" in ln)
+    assert line.split()[3:7] == ["2.97", "%", "4.5", "%"]
+    # a dir alone has no A/A partner; one dir is not enough; --dry-run writes nothing
+    r = runner.invoke(app, ["floors", str(aa[0]), str(aa[3])])
+    assert r.exit_code == 2 and "no A/A partner" in r.stderr
+    r = runner.invoke(app, ["floors", str(aa[0])])
+    assert r.exit_code == 2 and "two or more" in r.stderr
+    r = runner.invoke(app, ["floors", *map(str, aa[:3]), "--out", str(tmp_path / "x.json"), "--dry-run", "--json"])
+    assert r.exit_code == 0 and not (tmp_path / "x.json").exists()
+    assert json.loads(r.stdout)["floors_file"]["gpu_name"] == "NVIDIA H200"

@@ -74,7 +74,7 @@ def _install(monkeypatch: pytest.MonkeyPatch, module: Any) -> Any:
 def test_no_gpu_is_one_error_line_and_exit_1(runner: CliRunner, outside: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     _install(monkeypatch, fake_pynvml(init_error=FakeNVMLError("NVML Shared Library Not Found")))
-    res = runner.invoke(app, ["guard", "--window", "0.01"])
+    res = runner.invoke(app, ["guard", "--sample-window", "0.01"])
     assert res.exit_code == 1
     assert res.stdout == ""
     lines = messages(res.stderr)
@@ -113,7 +113,7 @@ def test_explicit_missing_config_is_exit_2(runner: CliRunner, outside: Path, mon
 
 def test_busy_gpu_is_refused_with_exit_3(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _install(monkeypatch, fake_pynvml(util=37))
-    res = runner.invoke(app, ["guard", "--window", "0.01"], env={"COLUMNS": "250"})
+    res = runner.invoke(app, ["guard", "--sample-window", "0.01"], env={"COLUMNS": "250"})
     assert res.exit_code == 3
     out = res.stdout
     assert "GPU 0 NVIDIA H200 (GPU-abcd)" in out
@@ -127,7 +127,7 @@ def test_busy_gpu_is_refused_with_exit_3(runner: CliRunner, outside: Path, monke
 
 def test_force_proceeds_and_says_so(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _install(monkeypatch, fake_pynvml(util=37))
-    res = runner.invoke(app, ["guard", "--window", "0.01", "--force"], env={"COLUMNS": "250"})
+    res = runner.invoke(app, ["guard", "--sample-window", "0.01", "--force"], env={"COLUMNS": "250"})
     assert res.exit_code == 0
     assert "FORCED (forced_all, 1 warning): --force overrides the failed guard of every GPU (0)" in res.stdout
     warning, hint = messages(res.stderr)
@@ -138,7 +138,7 @@ def test_force_proceeds_and_says_so(runner: CliRunner, outside: Path, monkeypatc
 
 def test_max_util_option_moves_the_limit(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _install(monkeypatch, fake_pynvml(util=37))
-    res = runner.invoke(app, ["guard", "--window", "0.01", "--max-util", "40", "--json"])
+    res = runner.invoke(app, ["guard", "--sample-window", "0.01", "--max-util", "40", "--json"])
     data = json.loads(res.stdout)
     idle = next(c for c in data["gpus"][0]["checks"] if c["name"] == "idle_gpu")
     assert idle["status"] == "pass" and idle["details"]["max_util_pct"] == 40.0
@@ -147,7 +147,7 @@ def test_max_util_option_moves_the_limit(runner: CliRunner, outside: Path, monke
 
 def test_json_is_only_json_on_stdout(runner: CliRunner, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _install(monkeypatch, fake_pynvml(util=6))
-    res = runner.invoke(app, ["guard", "--window", "0.01", "--json"])
+    res = runner.invoke(app, ["guard", "--sample-window", "0.01", "--json"])
     assert res.exit_code == 3
     data = json.loads(res.stdout)
     assert data["schema"] == "clusterbench.guard/2" and data["version"] == 1
@@ -175,7 +175,7 @@ def test_gpus_judges_every_gpu_named_once_in_one_verdict(runner: CliRunner, outs
     fake.nvmlDeviceGetCount = lambda: 2
     fake.nvmlDeviceGetUUID = lambda h: f"GPU-{h}"
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    res = runner.invoke(app, ["guard", "--window", "0.01", "--gpus", "1,0", "--json"])
+    res = runner.invoke(app, ["guard", "--sample-window", "0.01", "--gpus", "1,0", "--json"])
     assert res.exit_code == 0, res.stderr
     data = json.loads(res.stdout)
     assert [g["index"] for g in data["gpus"]] == [1, 0] and data["run"] == [1, 0]

@@ -19,14 +19,15 @@ def _params(option: str) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("option, commands, default", [
-    ("--json", {"analyze", "compare", "guard", "probe"}, False),
+    ("--json", {"analyze", "compare", "guard", "probe", "floors", "history"}, False),
     ("--config", {"guard", "probe"}, None),
     ("--max-util", {"guard", "probe"}, DEFAULT_MAX_UTIL_PCT),
     ("--force", {"guard", "probe"}, False),
     ("--require-clean", {"guard", "probe"}, False),
     ("--gpus", {"guard", "probe"}, None),
-    ("--window", {"guard"}, DEFAULT_WINDOW_S),
-    ("--results-dir", {"probe"}, Path(DEFAULT_RESULTS_ROOT)),
+    ("--sample-window", {"guard"}, DEFAULT_WINDOW_S),
+    ("--results-dir", {"probe", "floors"}, Path(DEFAULT_RESULTS_ROOT)),
+    ("--db", {"compare", "history", "probe"}, None),
     ("--repeat", {"probe"}, DEFAULT_REPEAT),
     ("--tracer", {"probe"}, DEFAULT_TRACER),
 ])

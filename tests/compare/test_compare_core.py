@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from clusterbench.compare.compare import (
-    MULTI_STREAM_DRIFT_REASON,
     EndToEnd,
     Presence,
     Reason,
@@ -28,7 +27,8 @@ from clusterbench.compare.compare import (
     compare_results,
     judge_gate,
 )
-from clusterbench.compare.noise import NoiseFloor
+from clusterbench.compare.floors import read_floors
+from clusterbench.compare.noise import SEED_FLOORS, NoiseFloor
 from clusterbench.errors import EnvironmentFailure, InputError
 from clusterbench.io.results import load_results
 
@@ -40,6 +40,8 @@ AFTER = DATA / "2026-09-10_f32_after"
 LEGACY_BEFORE = DATA / "legacy_2026-09-10_before"
 LEGACY_AFTER = DATA / "legacy_2026-09-10_after"
 RESULTS = Path(__file__).resolve().parents[1] / "data" / "results"
+# the H200 floors file as clusterbench floors wrote it from the committed A/A dirs (a copy of results/floors/)
+H200_FLOORS = read_floors(RESULTS / "floors" / "NVIDIA_H200.json")
 
 RTX_KERNEL = {  # label: (before, after, delta % worked out by hand)
     "3x3_s1_uncontended": (4.32, 4.65, 0.33 / 4.32 * 100),  # +7.64 %
@@ -114,18 +116,53 @@ def test_rtx4090_end_to_end(rtx) -> None:
 
 
 def test_rtx4090_multi_stream_rows_across_sessions(rtx) -> None:
+    # no floors file for the RTX 4090: the seed's 20 % drift bound judges the 4-stream transfers of two sessions;
+    # they are identical before and after (the change touched the kernel only), so within the bound: NOT COMPARABLE
     assert not rtx.same_session
+    assert [fs.seed for fs in rtx.floors] == [True] and rtx.floors[0].gpu_name == "NVIDIA GeForce RTX 4090"
+    assert any(w.message.startswith("no floors file for NVIDIA GeForce RTX 4090") for w in rtx.warnings)
     s4 = rtx.row("3x3_s4")
-    for name in ("h2d_us", "d2h_us", "roofline_us"):
+    for name, before in (("h2d_us", 16.35), ("d2h_us", 7.80), ("roofline_us", 16.35)):
         m = s4.metric(name)
         assert m.verdict is Verdict.NOT_COMPARABLE and m.code is Reason.SESSION_DRIFT
-        assert MULTI_STREAM_DRIFT_REASON in m.reason
+        assert (m.bound_pct, m.floor_pct, m.noise_from) == (20.0, None, "drift_bound")
+        assert m.noise == pytest.approx(0.2 * before)
+        assert "within the 20 % cross-session drift bound" in m.reason and f"±{0.2 * before:.3g} µs/frame" in m.reason
     assert s4.metric("kernel_us").verdict is Verdict.SLOWER
     assert "quote kernel changes from the 1-stream row (3x3_s1_uncontended)" in s4.metric("kernel_us").note
-    assert any("3x3_s4, 9x9_s4" in w.message and "not comparable" in w.message for w in rtx.warnings)
+    assert any("3x3_s4, 9x9_s4" in w.message and "NOT COMPARABLE" in w.message for w in rtx.warnings)
     gate = judge_gate(rtx, 5.0)
     assert [lb for lb, _ in gate.not_checked] == ["3x3_s4", "9x9_s4"]
     assert gate.judged == ("3x3_s1_uncontended", "9x9_s1_uncontended") and gate.passed
+
+
+def test_drift_is_a_bound_not_a_veto(tmp_path: Path) -> None:
+    # 4 streams, two sessions: D2H 10 -> 11.9 (+19 %) is within the 20 % bound (2.0 µs/frame): NOT COMPARABLE;
+    # 10 -> 12.1 (+21 %) is beyond it: SLOWER, marked cross-session, the bound named; the roofline binds on D2H
+    def rows(d2h: float) -> list[dict]:
+        return [_row("s4", 1.0, 6.0, d2h, streams=4)]
+
+    within = _cmp(tmp_path / "w", rows(10.0), rows(11.9), env_b={"session_id": "T"}, floors=FLOORS)
+    m = within.row("s4").metric("d2h_us")
+    assert (m.verdict, m.code, m.noise, m.bound_pct) == (Verdict.NOT_COMPARABLE, Reason.SESSION_DRIFT,
+                                                         pytest.approx(2.0), 20.0)
+    beyond = _cmp(tmp_path / "b", rows(10.0), rows(12.1), env_b={"session_id": "T"}, floors=FLOORS)
+    r = beyond.row("s4")
+    for name in ("d2h_us", "roofline_us"):
+        m = r.metric(name)
+        assert (m.verdict, m.code, m.cross_session) == (Verdict.SLOWER, Reason.BEYOND_DRIFT, True)
+        assert (m.noise, m.bound_pct, m.floor_pct) == (pytest.approx(2.0), 20.0, None)
+        assert m.delta_pct == pytest.approx(21.0)
+        assert m.reason == ("beyond the 20 % cross-session drift bound of multi-stream transfers (±2 µs/frame), "
+                            "across two sessions")
+    assert r.metric("h2d_us").code is Reason.SESSION_DRIFT  # 6.0 -> 6.0, within the bound
+    assert r.end_to_end is EndToEnd.SLOWER
+    assert [f.label for f in judge_gate(beyond, 5.0).failures] == ["s4"]  # a real regression fails the gate
+    # one session: the 4.5 % multi-stream floor of the H200 file judges instead (0.45 µs/frame of 10)
+    same = _cmp(tmp_path / "s", rows(10.0), rows(10.6), floors=FLOORS)
+    m = same.row("s4").metric("d2h_us")
+    assert (m.verdict, m.code, m.floor_pct, m.bound_pct) == (Verdict.SLOWER, Reason.BEYOND_NOISE, 4.5, None)
+    assert m.noise == pytest.approx(0.45) and "4.5 % session-to-session floor" in m.reason
 
 
 def test_legacy_dirs_warn_once_each() -> None:
@@ -168,32 +205,42 @@ def test_time_metric_verdicts(before, after, sb, sa, verdict, code) -> None:
 
 
 def test_never_faster_or_slower_from_the_sign_alone() -> None:
-    # +0.4 % sustained FPS (1 stream) without repeats: the 0.5 % floor (0.5 FPS of 100) decides, not the sign
-    m = compare_metric("sustained_fps", 100.0, 100.4, streams=1)
-    assert (m.verdict, m.code, m.noise) == (Verdict.SAME, Reason.WITHIN_NOISE, pytest.approx(0.5))
-    # +6 % on 4 streams is within the 7 % floor of several streams (7 FPS of 100)
-    m = compare_metric("sustained_fps", 100.0, 106.0, streams=4)
-    assert (m.verdict, m.noise) == (Verdict.SAME, pytest.approx(7.0))
-    # a compared metric always has a floor; a metric without one is a bug, not a guess
-    with pytest.raises(ValueError, match="no noise floor"):
-        compare_metric("efficiency", 0.5, 0.6, streams=1)
+    # +0.4 % sustained FPS (1 stream) without repeats: the H200's 0.5 % floor (0.5 FPS of 100) decides, not the sign
+    m = compare_metric("sustained_fps", 100.0, 100.4, streams=1, floors=H200_FLOORS)
+    assert (m.verdict, m.code, m.noise, m.floor_pct) == (Verdict.SAME, Reason.WITHIN_NOISE, pytest.approx(0.5), 0.5)
+    # +1.2 % on 4 streams is within the 1.5 % floor of several streams (1.5 FPS of 100)
+    m = compare_metric("sustained_fps", 100.0, 101.2, streams=4, floors=H200_FLOORS)
+    assert (m.verdict, m.noise) == (Verdict.SAME, pytest.approx(1.5))
+    # the seed's rules have no floor for sustained FPS: two sessions cannot be judged, and it says so
+    m = compare_metric("sustained_fps", 100.0, 106.0, streams=4, floors=SEED_FLOORS)
+    assert (m.verdict, m.code, m.noise) == (Verdict.NOT_COMPARABLE, Reason.NO_FLOOR, None)
+    # ... but one session can: the spread of the repeats is its noise (half the range of [99, 100, 101] = 1 FPS)
+    m = compare_metric("sustained_fps", 100.0, 106.0, streams=4, floors=SEED_FLOORS, same_session=True,
+                       samples_before=[99.0, 100.0, 101.0], samples_after=[105.0, 106.0, 107.0])
+    assert (m.verdict, m.code, m.noise, m.noise_from) == (Verdict.FASTER, Reason.SIGNIFICANT, 1.0, "spread")
+    assert m.floor_pct is None and "one session, no floor" in m.reason
+    # a metric no floors file knows is never judged across sessions
+    assert compare_metric("efficiency", 0.5, 0.6, streams=1).code is Reason.NO_FLOOR
 
 
 def test_aa_false_faster_of_the_issue_is_same() -> None:
     # The issue's A/A: 3x3_s4 sustained +4.55 % called FASTER "beyond noise ±4.37e+03". Before: median
     # 150,000, half-range 4,350 (±2.9 %); after: median 156,825 (+4.55 %), every repeat above every
     # before repeat, so Mann–Whitney (3 vs 3, exact) gives its smallest p, 2/20 = 0.1 <= 0.1. The
-    # noise is max(7 % of 150,000 = 10,500, 4,350) FPS and 6,825 < 10,500: SAME, small effect.
+    # noise is max(7 % of 150,000 = 10,500, 4,350) FPS and 6,825 < 10,500: SAME, small effect. (7 %: the floor
+    # that A/A pair makes by the floor rule, 1.5 x 4.55 = 6.8 -> 7 %; its dirs were not kept, so the H200 file made
+    # of the committed A/A dirs holds 1.5 %.)
     before, after = [146_000.0, 150_000.0, 154_700.0], [156_600.0, 156_825.0, 157_000.0]
+    pair = NoiseFloor("sustained_fps", True, 7.0, "the first A/A pair: 1.5 x 4.55 % -> 7 %")
     m = compare_metric("sustained_fps", 150_000.0, 156_825.0, streams=4, spread_before=4_350.0, spread_after=200.0,
-                       samples_before=before, samples_after=after)  # fmt: skip
+                       samples_before=before, samples_after=after, floor=pair)  # fmt: skip
     assert m.delta_pct == pytest.approx(4.55)
     assert (m.verdict, m.code) == (Verdict.SAME, Reason.SMALL_EFFECT)
     assert m.p_value == pytest.approx(0.1) and m.noise == pytest.approx(10_500.0)
     assert (m.n_before, m.n_after) == (3, 3)
     # 3x3_s1 +0.08 % "beyond noise ±40.9 FPS": the 0.5 % floor is 556.415 FPS
     m1 = compare_metric("sustained_fps", 111_283.0, 111_372.0, streams=1, spread_before=40.9, spread_after=10.0,
-                        samples_before=[111_250.0, 111_283.0, 111_331.8], samples_after=[111_360.0, 111_372.0, 111_380.0])  # fmt: skip
+                        floors=H200_FLOORS, samples_before=[111_250.0, 111_283.0, 111_331.8], samples_after=[111_360.0, 111_372.0, 111_380.0])  # fmt: skip
     assert (m1.verdict, m1.code) == (Verdict.SAME, Reason.SMALL_EFFECT)
     assert m1.noise == pytest.approx(556.415)
 
@@ -201,15 +248,15 @@ def test_aa_false_faster_of_the_issue_is_same() -> None:
 def test_repeats_need_significance_and_effect() -> None:
     # after [90, 140, 170] vs before [100, 130, 160]: U = 0 + 2 + 3 = 5, |5 - 4.5| = 0.5 -> every split: p = 1.
     # The medians differ by 10 FPS, far beyond the 0.5 % floor (0.65 FPS), yet the samples overlap: SAME, not significant
-    m = compare_metric("sustained_fps", 130.0, 140.0, streams=1, samples_before=[100.0, 130.0, 160.0],
+    m = compare_metric("sustained_fps", 130.0, 140.0, streams=1, floors=H200_FLOORS, samples_before=[100.0, 130.0, 160.0],
                        samples_after=[90.0, 140.0, 170.0])  # fmt: skip
     assert (m.verdict, m.code) == (Verdict.SAME, Reason.NOT_SIGNIFICANT) and m.p_value == pytest.approx(1.0)
     # separated and beyond the floor: 100 -> 120 FPS (+20 %), p = 0.1
-    m = compare_metric("sustained_fps", 100.0, 120.0, streams=1, samples_before=[99.0, 100.0, 101.0],
+    m = compare_metric("sustained_fps", 100.0, 120.0, streams=1, floors=H200_FLOORS, samples_before=[99.0, 100.0, 101.0],
                        samples_after=[119.0, 120.0, 121.0])  # fmt: skip
     assert (m.verdict, m.code) == (Verdict.FASTER, Reason.SIGNIFICANT)
     # the same with a stricter alpha: 0.1 > 0.05, not significant
-    m = compare_metric("sustained_fps", 100.0, 120.0, streams=1, samples_before=[99.0, 100.0, 101.0],
+    m = compare_metric("sustained_fps", 100.0, 120.0, streams=1, floors=H200_FLOORS, samples_before=[99.0, 100.0, 101.0],
                        samples_after=[119.0, 120.0, 121.0], alpha=0.05)  # fmt: skip
     assert m.code is Reason.NOT_SIGNIFICANT
 
@@ -247,17 +294,22 @@ def _make(path: Path, rows: list[dict], **env: object) -> Path:
     return write(path, rows, base)
 
 
+FLOORS = {"NVIDIA H200": H200_FLOORS}
+
+
 def _cmp(tmp_path: Path, rows_a: list[dict], rows_b: list[dict], env_a: dict | None = None,
          env_b: dict | None = None, **kw):
+    """Two hand-made H200 dirs compared with the H200 floors file (as compare finds it for results/)."""
     a = _make(tmp_path / "a", rows_a, **(env_a or {}))
     b = _make(tmp_path / "b", rows_b, **(env_b or {}))
+    kw.setdefault("floors", FLOORS)
     return compare_results(load_results(a), load_results(b), **kw)
 
 
 def test_same_session_multi_stream_transfers_are_compared(tmp_path: Path) -> None:
     c = _cmp(tmp_path, [_row("s4", 5.0, 10.0, 4.0, streams=4)], [_row("s4", 5.0, 12.0, 4.0, streams=4)])
     m = c.row("s4").metric("h2d_us")
-    # +20 % beyond the 4 % multi-stream floor (0.4 µs)
+    # +20 % beyond the 4.5 % multi-stream floor of the H200 file (0.45 µs)
     assert c.same_session and m.verdict is Verdict.SLOWER and m.delta_pct == pytest.approx(20.0)
     assert m.noise == pytest.approx(0.45)
 
@@ -299,7 +351,7 @@ def test_tracer_difference_on_one_row_is_named_and_not_comparable(tmp_path: Path
     gate = judge_gate(c, 1.0)
     assert gate.judged == ("y",) and ("x", "config_differs") in gate.not_checked
     # on purpose: --across tracer shows the deltas, labelled, and the gate still does not judge them
-    c2 = compare_results(load_results(tmp_path / "a"), load_results(tmp_path / "b"), across=["tracer"])
+    c2 = compare_results(load_results(tmp_path / "a"), load_results(tmp_path / "b"), across=["tracer"], floors=FLOORS)
     h2d = c2.row("x").metric("h2d_us")
     assert h2d.verdict is Verdict.SLOWER and h2d.across == ("tracer",)
     assert h2d.delta_pct == pytest.approx((5.8411 - 5.7638) / 5.7638 * 100)  # +1.34 %
@@ -383,7 +435,7 @@ def _csv_rows(d: Path) -> dict[str, dict[str, str]]:
 def test_f32_against_f64_end_to_end_is_not_invisible() -> None:
     # the issue: "end to end: invisible" on 9x9 f32 -> f64, where the roofline doubled and sustained FPS fell
     b, a = RESULTS / "2026-11-29_f32", RESULTS / "2026-11-29_f64"
-    c = compare_results(load_results(b), load_results(a))
+    c = compare_results(load_results(b), load_results(a), floors=FLOORS)
     assert c.across == ("pedestal_dtype",)
     rb, ra = _csv_rows(b)["9x9_s1_uncontended"], _csv_rows(a)["9x9_s1_uncontended"]
     roof = (float(ra["roofline_us"]) - float(rb["roofline_us"])) / float(rb["roofline_us"]) * 100
@@ -394,8 +446,15 @@ def test_f32_against_f64_end_to_end_is_not_invisible() -> None:
     assert f"roofline {roof:+.2f} % SLOWER across pedestal_dtype" in r.end_to_end_reason
     assert f"sustained {sust:+.2f} % SLOWER across pedestal_dtype" in r.end_to_end_reason
     assert "invisible" not in r.end_to_end_reason
-    r4 = c.row("9x9_s4")  # roofline not comparable (s4 across sessions), sustained fell 47 %
+    r4 = c.row("9x9_s4")  # sustained fell 47 %; the 4-stream roofline doubled, beyond the 20 % drift bound
     assert r4.end_to_end is EndToEnd.SLOWER and not r4.kernel_invisible
+    d2h = r4.metric("d2h_us")
+    worked = (float(ra4 := _csv_rows(a)["9x9_s4"]["d2h_us"]) - float(_csv_rows(b)["9x9_s4"]["d2h_us"])) \
+        / float(_csv_rows(b)["9x9_s4"]["d2h_us"]) * 100
+    assert worked > 20 and ra4  # 10.73 -> 20.98 µs/frame, +95.5 %
+    assert (d2h.verdict, d2h.code, d2h.cross_session, d2h.across) == (Verdict.SLOWER, Reason.BEYOND_DRIFT, True,
+                                                                        ("pedestal_dtype",))
+    assert d2h.delta_pct == pytest.approx(worked) and d2h.bound_pct == 20.0 and d2h.floor_pct is None
 
 
 def test_nsys_against_cupti_dirs() -> None:
@@ -440,6 +499,9 @@ def test_environment_warnings(tmp_path: Path) -> None:
 def test_no_warnings_for_a_clean_same_session_pair(tmp_path: Path) -> None:
     c = _cmp(tmp_path, [_row("a", 4.0, 10.0, 3.0)], [_row("a", 4.1, 10.0, 3.0)])
     assert c.warnings == ()
+    # without a floors file the seed's rules judge, and compare says so
+    c = _cmp(tmp_path / "2", [_row("a", 4.0, 10.0, 3.0)], [_row("a", 4.1, 10.0, 3.0)], floors={})
+    assert [w.message.split(":")[0] for w in c.warnings] == ["no floors file for NVIDIA H200"]
 
 
 def test_gate(tmp_path: Path) -> None:
@@ -475,7 +537,7 @@ def test_sustained_fps_with_repeats_from_the_dirs(tmp_path: Path) -> None:
                                     samples={"sustained_fps": [99.0, 100.0, 101.0]})])
     b = _make(tmp_path / "b", [_row("a", 4.0, 10.0, 3.0, sustained_fps=120.0,
                                     samples={"sustained_fps": [121.0, 119.0, 120.0]})])
-    m = compare_results(load_results(a), load_results(b)).row("a").metric("sustained_fps")
+    m = compare_results(load_results(a), load_results(b), floors=FLOORS).row("a").metric("sustained_fps")
     assert (m.verdict, m.code, m.n_before, m.n_after) == (Verdict.FASTER, Reason.SIGNIFICANT, 3, 3)
     assert m.p_value == pytest.approx(0.1)
 
@@ -510,7 +572,9 @@ def test_json_shape(rtx) -> None:
     from clusterbench.render.compare import COMPARE_JSON_SCHEMA, render_compare_json
 
     doc = json.loads(json.dumps(render_compare_json(rtx, judge_gate(rtx, 5.0))))
-    assert doc["schema"] == COMPARE_JSON_SCHEMA == "clusterbench.compare/2"
+    assert doc["schema"] == COMPARE_JSON_SCHEMA == "clusterbench.compare/3"
+    assert doc["floors"][0]["seed"] is True and doc["floors"][0]["drift_bound_pct"] == 20.0
+    assert doc["session"].startswith("a session is one sitting")
     row = doc["rows"][2]
     assert row["label"] == "9x9_s1_uncontended"
     k = row["metrics"]["kernel_us"]
@@ -518,7 +582,10 @@ def test_json_shape(rtx) -> None:
     assert k["floor_pct"] == 1.0 and k["test"] is None and k["across"] == []
     assert row["binds"] == {"before": "kernel", "after": "d2h", "changed": True}
     assert row["end_to_end"]["verdict"] == "faster" and row["end_to_end"]["kernel_invisible"] is False
-    assert doc["rows"][1]["metrics"]["h2d_us"]["reason_code"] == "session_drift"
+    h2d = doc["rows"][1]["metrics"]["h2d_us"]
+    assert h2d["reason_code"] == "session_drift" and (h2d["bound_pct"], h2d["floor_pct"]) == (20.0, None)
+    assert h2d["noise"] == pytest.approx(0.2 * 16.35) and h2d["noise_pct"] == pytest.approx(20.0)
+    assert "20 %" in h2d["reason"] and f"{0.2 * 16.35:.3g}" in h2d["reason"]  # the figures of the text
     assert doc["gate"]["passed"] is True and doc["gate"]["judged"] == ["3x3_s1_uncontended", "9x9_s1_uncontended"]
 
 

@@ -1,49 +1,37 @@
-"""analysis.noise: the floor rule, the noise a change must clear, and the A/A session spread."""
+"""compare.noise and compare.floors: the floor rule, the noise a change must clear, the A/A session spread,
+the floors file and where compare finds it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from clusterbench.compare.noise import (
-    COMPARED_METRICS,
-    FLOORS,
-    NoiseFloor,
-    floor_for,
-    noise_of,
-    pair_diffs_pct,
-    session_spreads,
-    suggest_floor_pct,
-    suggest_floors,
-)
+from clusterbench.compare.floors import (aa_floors, find_floors, floors_file, floors_for, pair_diffs_pct, read_floors,
+                                         session_spreads, write_floors)
+from clusterbench.compare.noise import (COMPARED_METRICS, SEED_FLOORS, TRACE_METRICS, NoiseFloor, drift_bound_pct,
+                                        noise_of, suggest_floor_pct)
+from clusterbench.errors import InputError
 from clusterbench.io.results import load_results
 
 from results_data import write
 
 
-def test_every_compared_metric_has_a_floor_for_both_stream_classes() -> None:
-    for m in COMPARED_METRICS:
-        for multi in (False, True):
-            f = FLOORS[(m, multi)]
-            assert f.pct > 0 and f.source
-    assert floor_for("h2d_us", 1) is FLOORS[("h2d_us", False)]
-    assert floor_for("h2d_us", 4) is FLOORS[("h2d_us", True)]
-    assert floor_for("h2d_us", None) is FLOORS[("h2d_us", True)]  # unknown counts as several streams
-    assert floor_for("efficiency", 1) is None
-
-
-def test_trace_floors_are_at_least_the_1pct_reproducibility() -> None:
-    for m in ("kernel_us", "h2d_us", "d2h_us", "roofline_us"):
-        assert FLOORS[(m, False)].pct >= 1.0 and FLOORS[(m, True)].pct >= 1.0
+def test_the_seed_rules() -> None:
+    # 1 % for every trace figure, the 20 % drift bound, no sustained FPS floor; unknown streams count as several
+    for m in TRACE_METRICS:
+        assert SEED_FLOORS.floor(m, 1).pct == 1.0 and SEED_FLOORS.floor(m, 4).pct == 1.0
+    assert SEED_FLOORS.floor("sustained_fps", 1) is None and SEED_FLOORS.drift_bound_pct == 20.0
+    assert SEED_FLOORS.floor("h2d_us", None).multi_stream is True
+    assert SEED_FLOORS.seed and "no floors file" in SEED_FLOORS.text
 
 
 def test_noise_is_the_larger_of_floor_and_spreads() -> None:
-    f = NoiseFloor("sustained_fps", True, 7.0, "test")
     # 7 % of 150,000 = 10,500 FPS beats a 4,350 FPS spread
-    assert noise_of(150_000.0, f, (4_350.0, 200.0)) == (pytest.approx(10_500.0), "floor")
+    assert noise_of(150_000.0, 7.0, (4_350.0, 200.0)) == (pytest.approx(10_500.0), "floor")
     # a spread of 12,000 FPS beats the floor
-    assert noise_of(150_000.0, f, (None, 12_000.0)) == (12_000.0, "spread")
+    assert noise_of(150_000.0, 7.0, (None, 12_000.0)) == (12_000.0, "spread")
     assert noise_of(10.0, None, (None, None)) == (None, "")
     assert noise_of(10.0, None, (0.3, None)) == (0.3, "spread")
 
@@ -62,16 +50,22 @@ def test_floor_rule(metric: str, worst: float, floor: float) -> None:
     assert suggest_floor_pct(metric, worst) == floor
 
 
+def test_drift_bound_rule() -> None:
+    assert drift_bound_pct(None) == 20.0 and drift_bound_pct(2.97) == 20.0
+    assert drift_bound_pct(16.0) == 24.0  # 1.5 x 16 = 24: an A/A that drifts more than the seed's bound lifts it
+
+
 def test_pair_diffs() -> None:
     # 100 -> 104: +4 %; 100 -> 101: +1 %; 104 -> 101: -3/104
     assert pair_diffs_pct([100.0, 104.0, 101.0]) == pytest.approx((4.0, 1.0, -3 / 104 * 100))
 
 
-def _dir(path: Path, kernel: float, fps: float, reps: list[float], streams: int = 1) -> Path:
+def _dir(path: Path, kernel: float, fps: float, reps: list[float], streams: int = 1, rev: str = "r1",
+         session: str | None = None, gpu: str = "G", **env: object) -> Path:
     return write(path, [{"label": "a", "cluster": 3, "cap": 3000, "streams": streams, "batch": 2000,
                          "frames": 20000, "kernel_us": kernel, "h2d_us": 5.0, "d2h_us": 2.0, "roofline_us": 5.0,
                          "binds": "h2d", "sustained_fps": fps, "samples": {"sustained_fps": reps}}],
-                 {"gpu_name": "G"})
+                 {"gpu_name": gpu, "git_rev": rev, "git_dirty": False, "session_id": session or path.name, **env})
 
 
 def test_session_spreads_of_three_sessions(tmp_path: Path) -> None:
@@ -89,8 +83,91 @@ def test_session_spreads_of_three_sessions(tmp_path: Path) -> None:
     k = by["kernel_us"]
     assert k.max_diff_pct == pytest.approx(0.4) and k.within_pct is None
     assert by["h2d_us"].max_diff_pct == 0.0
-    floors = suggest_floors(session_spreads(dirs))
-    assert floors[("sustained_fps", False)] == (pytest.approx(4.0), 6.0)  # 1.5 x 4 = 6.0
-    assert floors[("kernel_us", False)] == (pytest.approx(0.4), 1.0)
+    out = aa_floors(dirs, now=lambda: "2026-12-02T00:00:00Z")
+    fs = out.floors
+    assert fs.gpu_name == "G" and [s.dirs for s in fs.sets] == [("s1", "s2", "s3")]
+    assert fs.floor("sustained_fps", 1).pct == 6.0  # 1.5 x 4 = 6.0
+    assert fs.floor("sustained_fps", 1).aa_max_diff_pct == pytest.approx(4.0)
+    assert fs.floor("kernel_us", 1).pct == 1.0  # 1.5 x 0.4 = 0.6 -> the 1 % least of a trace figure
+    # no multi-stream rows: trace figures keep the seed's 1 %, sustained FPS gets no floor
+    assert fs.floor("h2d_us", 4).pct == 1.0 and "no multi-stream" in fs.floor("h2d_us", 4).source
+    assert fs.floor("sustained_fps", 4) is None and fs.drift_bound_pct == 20.0
     with pytest.raises(ValueError):
         session_spreads(dirs[:1])
+
+
+def test_floors_group_dirs_by_build_and_share_the_link(tmp_path: Path) -> None:
+    # build r1: sustained 100 -> 103 (+3 %); build r2: 200 -> 201 (+0.5 %); across builds never compared
+    # (100 -> 200 would be +100 %). 4 streams: H2D, D2H and roofline take the worst of the three.
+    d = [_dir(tmp_path / "a1", 1.0, 100.0, [100.0], streams=4), _dir(tmp_path / "a2", 1.0, 103.0, [103.0], streams=4),
+         _dir(tmp_path / "b1", 1.0, 200.0, [200.0], streams=4, rev="r2"),
+         _dir(tmp_path / "b2", 1.0, 201.0, [201.0], streams=4, rev="r2")]
+    fs = aa_floors([load_results(p) for p in d]).floors
+    assert [s.git_rev for s in fs.sets] == ["r1", "r2"]
+    assert fs.floor("sustained_fps", 4).pct == 4.5  # 1.5 x 3 = 4.5, a whole step of 0.5
+    w = write(tmp_path / "c1", [{"label": "a", "cluster": 3, "cap": 3000, "streams": 4, "batch": 2000, "frames": 20000,
+                                 "kernel_us": 1.0, "h2d_us": 5.0, "d2h_us": 2.0, "roofline_us": 5.0, "binds": "h2d"}],
+              {"gpu_name": "G", "git_rev": "r3", "git_dirty": False, "session_id": "x"})
+    w2 = write(tmp_path / "c2", [{"label": "a", "cluster": 3, "cap": 3000, "streams": 4, "batch": 2000, "frames": 20000,
+                                  "kernel_us": 1.0, "h2d_us": 5.2, "d2h_us": 2.0, "roofline_us": 5.2, "binds": "h2d"}],
+               {"gpu_name": "G", "git_rev": "r3", "git_dirty": False, "session_id": "y"})
+    fs = aa_floors([load_results(w), load_results(w2)]).floors
+    # H2D 5.0 -> 5.2: +4 % -> 1.5 x 4 = 6 %; D2H (0 %) and the roofline take it too: one shared link
+    for m in ("h2d_us", "d2h_us", "roofline_us"):
+        assert fs.floor(m, 4).pct == 6.0 and fs.floor(m, 4).aa_max_diff_pct == pytest.approx(4.0)
+    assert fs.floor("d2h_us", 4).source.startswith("as h2d_us (one shared link)")
+
+
+@pytest.mark.parametrize(("dirs", "message"), [
+    (lambda t: [_dir(t / "x", 1.0, 100.0, [100.0])], "floors needs two or more"),
+    (lambda t: [_dir(t / "x", 1.0, 100.0, [100.0]), _dir(t / "y", 1.0, 100.0, [100.0], rev="r2")], "no A/A partner"),
+    (lambda t: [_dir(t / "x", 1.0, 100.0, [100.0]), _dir(t / "y", 1.0, 100.0, [100.0], gpu="H")], "not of one"),
+    (lambda t: [_dir(t / "x", 1.0, 100.0, [100.0]), _dir(t / "y", 1.0, 100.0, [100.0], git_dirty=True)], "dirty tree"),
+])  # fmt: skip
+def test_floors_refuse_what_is_not_an_aa(tmp_path: Path, dirs, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        aa_floors([load_results(p) for p in dirs(tmp_path)])
+
+
+def test_one_session_twice_is_said(tmp_path: Path) -> None:
+    out = aa_floors([load_results(_dir(tmp_path / "x", 1.0, 100.0, [100.0], session="S")),
+                     load_results(_dir(tmp_path / "y", 1.0, 100.0, [100.0], session="S"))])
+    assert any("share a session" in w for w in out.warnings)
+
+
+def test_the_file_round_trips_and_is_found_by_gpu(tmp_path: Path) -> None:
+    dirs = [load_results(_dir(tmp_path / "r" / f"s{i}", 1.0 + i / 1000, 100.0 + i, [100.0 + i])) for i in range(2)]
+    fs = aa_floors(dirs, now=lambda: "2026-12-02T00:00:00Z").floors
+    path = floors_file(tmp_path / "r", "G")
+    assert path == tmp_path / "r" / "floors" / "G.json"
+    write_floors(fs, path)
+    doc = json.loads(path.read_text())
+    assert (doc["schema"], doc["version"], doc["gpu_name"]) == ("clusterbench.compare.floors", 1, "G")
+    back = read_floors(path)
+    assert back.floors == fs.floors and back.sets == fs.sets and back.path == str(path)
+    # compare finds it beside the results dirs; another GPU model gets the seed's rules
+    assert find_floors("G", [tmp_path / "r"]).path == str(path)
+    assert find_floors("NVIDIA GeForce RTX 4090", [tmp_path / "r"]).seed
+    assert floors_for(dirs)["G"].path == str(path)
+    assert floors_for(dirs, explicit=path)["G"].path == str(path)
+    other = write_floors(fs.__class__("H", fs.floors, 20.0, "x"), tmp_path / "h.json")
+    with pytest.raises(InputError, match="holds the floors of H"):
+        floors_for(dirs, explicit=other)
+    assert floors_file(tmp_path, "NVIDIA GeForce RTX 4090").name == "NVIDIA_GeForce_RTX_4090.json"
+
+
+BAD_FLOOR = ('{"schema": "clusterbench.compare.floors", "version": 1, "gpu_name": "G", "drift_bound_pct": 20, '
+             '"floors": [{"metric": "kernel_us", "multi_stream": false, "pct": -1}]}')
+
+
+@pytest.mark.parametrize("text", ["{", "[]", '{"schema": "clusterbench.compare.floors", "version": 9}', BAD_FLOOR])
+def test_a_bad_floors_file_is_an_input_error(tmp_path: Path, text: str) -> None:
+    p = tmp_path / "f.json"
+    p.write_text(text)
+    with pytest.raises(InputError):
+        read_floors(p)
+
+
+def test_a_floor_record_round_trips() -> None:
+    f = NoiseFloor("h2d_us", True, 4.5, "src", 2.97)
+    assert NoiseFloor.from_json(f.to_json()) == f

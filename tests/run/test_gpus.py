@@ -566,7 +566,7 @@ def test_bad_limits_are_refused_before_any_nvml_call() -> None:
 
     with pytest.raises(InputError, match="--max-util must be between 0 and 100 %, got 150 %"):
         gpumod.plan_gpus(None, max_util_pct=150, read_topology=no_nvml)
-    with pytest.raises(InputError, match=r"--window must be in \(0, 60\] s, got 0 s"):
+    with pytest.raises(InputError, match=r"--sample-window must be in \(0, 60\] s, got 0 s"):
         gpumod.plan_gpus(None, window_s=0, read_topology=no_nvml)
 
 

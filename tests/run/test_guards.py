@@ -584,7 +584,7 @@ def test_gpu_present_through_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_window_must_be_positive() -> None:
-    with pytest.raises(InputError, match="--window must be in"):
+    with pytest.raises(InputError, match="--sample-window must be in"):
         read_nvml(window_s=0)
 
 

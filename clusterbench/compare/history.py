@@ -1,0 +1,142 @@
+"""Steps in a label's history: where a metric moved between consecutive builds beyond the noise.
+
+A series is one point per results dir holding the label (:func:`clusterbench.io.history.series`). Points
+are taken in the order measured, per GPU model. Wherever the build (git rev and dirty flag) changes from
+one point to the next, the two rows are compared exactly as ``clusterbench compare`` compares two dirs
+(:func:`~clusterbench.compare.compare.compare_results`: the floors of the GPU model, the drift bound for
+multi-stream transfers of two sessions, config mismatches): that is a **transition**. A transition whose
+verdict is FASTER or SLOWER is a **step**.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from clusterbench.compare.compare import COMPARED_METRICS, MetricDelta, Verdict, compare_metric, compare_results
+from clusterbench.compare.noise import FloorSet, seed_floors
+from clusterbench.io.history import HistoryPoint
+from clusterbench.model.results import ResultSet
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryStep:
+    """Two consecutive points of different builds, and the verdict of ``metric`` between them."""
+
+    before: HistoryPoint
+    after: HistoryPoint
+    delta: MetricDelta
+
+    @property
+    def is_step(self) -> bool:
+        """Cleared the noise: FASTER or SLOWER."""
+        return self.delta.verdict in (Verdict.FASTER, Verdict.SLOWER)
+
+    def to_json(self) -> dict[str, object]:
+        d = self.delta
+        return {"from": self.before.dir_name, "to": self.after.dir_name,
+                "from_git_rev": self.before.git_rev, "to_git_rev": self.after.git_rev,
+                "before": d.before, "after": d.after, "delta_pct": d.delta_pct, "unit": d.unit,
+                "verdict": d.verdict.value, "reason_code": d.code.value, "reason": d.reason, "noise": d.noise,
+                "noise_pct": d.noise_pct, "floor_pct": d.floor_pct, "bound_pct": d.bound_pct,
+                "cross_session": d.cross_session, "across": list(d.across), "is_step": self.is_step}
+
+
+@dataclass(frozen=True, slots=True)
+class HistorySeries:
+    label: str
+    metric: str
+    points: tuple[HistoryPoint, ...]
+    transitions: tuple[HistoryStep, ...]  # every change of build between consecutive points of one GPU
+    floors: tuple[FloorSet, ...]
+
+    @property
+    def steps(self) -> tuple[HistoryStep, ...]:
+        return tuple(t for t in self.transitions if t.is_step)
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p.gpu_name or "GPU unknown" for p in self.points))
+
+
+def _as_set(p: HistoryPoint) -> ResultSet:
+    return ResultSet(p.env, (p.row,), Path(p.dir_path))
+
+
+def judge_pair(before: HistoryPoint, after: HistoryPoint, metric: str, floors: FloorSet) -> MetricDelta:
+    """``metric`` of two points, as compare judges it."""
+    fmap = {} if floors.seed or floors.gpu_name is None else {floors.gpu_name: floors}
+    if metric in COMPARED_METRICS:
+        c = compare_results(_as_set(before), _as_set(after), floors=fmap)
+        if metric in c.metric_names:
+            return c.rows[0].metric(metric)
+    same = before.session is not None and before.session == after.session
+    return compare_metric(metric, before.value, after.value, streams=max(before.row.streams, after.row.streams),
+                          floors=floors, same_session=same, spread_before=before.row.number(metric + "_spread"),
+                          spread_after=after.row.number(metric + "_spread"), samples_before=before.samples,
+                          samples_after=after.samples)
+
+
+def history_series(label: str, metric: str, points: Sequence[HistoryPoint],
+                   floors: Mapping[str, FloorSet] | None = None) -> HistorySeries:
+    """The transitions and steps of ``points`` (one label, one metric): per GPU model, consecutive points
+    whose builds differ, judged with that model's floors (else the seed's reading rules)."""
+    used: dict[str | None, FloorSet] = {}
+    last: dict[str | None, HistoryPoint] = {}
+    transitions: list[HistoryStep] = []
+    for p in points:
+        gpu = p.gpu_name
+        fs = used.setdefault(gpu, (floors or {}).get(gpu or "") or seed_floors(gpu))
+        prev = last.get(gpu)
+        last[gpu] = p
+        if prev is None or prev.build == p.build and not p.git_dirty:
+            continue
+        if prev.value is None and p.value is None:
+            continue
+        transitions.append(HistoryStep(prev, p, judge_pair(prev, p, metric, fs)))
+    return HistorySeries(label, metric, tuple(points), tuple(transitions), tuple(used.values()))
+
+
+def floors_by_gpu(points: Sequence[HistoryPoint], roots: Sequence[Path]) -> dict[str, FloorSet]:
+    """The floors file of each GPU model of ``points``, found under ``roots`` (see compare.floors)."""
+    from clusterbench.compare.floors import find_floors
+
+    out: dict[str, FloorSet] = {}
+    for name in dict.fromkeys(p.gpu_name for p in points if p.gpu_name):
+        fs = find_floors(name, roots)
+        if not fs.seed:
+            out[str(name)] = fs
+    return out
+
+
+def site_series(db_path: Path, roots: Sequence[Path], gpu: str | None = None, since: str | None = None,
+                metrics: Sequence[str] = ("kernel_us", "h2d_us", "d2h_us", "roofline_us", "sustained_fps"),
+                ) -> tuple[HistorySeries, ...]:
+    """Every label of the history and every one of ``metrics`` measured for it, as series with their steps."""
+    from clusterbench.io.history import labels, series
+
+    out = []
+    for label, measured in labels(db_path):
+        for metric in (m for m in metrics if m in measured):
+            pts = series(db_path, label, metric, gpu, since)
+            if pts:
+                out.append(history_series(label, metric, pts, floors_by_gpu(pts, roots)))
+    return tuple(out)
+
+
+def step_comparisons(db_path: Path, all_series: Sequence[HistorySeries], roots: Sequence[Path]
+                     ) -> dict[tuple[str, str], object]:
+    """The compare of the two results dirs of every step (as the history recorded them), by (before path,
+    after path)."""
+    from clusterbench.io.history import dir_results
+
+    out: dict[tuple[str, str], object] = {}
+    for s in all_series:
+        for t in s.steps:
+            k = (t.before.dir_path, t.after.dir_path)
+            if k in out:
+                continue
+            before, after = dir_results(db_path, k[0]), dir_results(db_path, k[1])
+            out[k] = compare_results(before, after, floors=floors_by_gpu((t.before, t.after), roots))
+    return out
