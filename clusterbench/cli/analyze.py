@@ -88,9 +88,10 @@ def analyze(
         from clusterbench.render.timeline import check_export_path
 
         check_export_path(export_trace)
+    cache: dict = {}
     with _progress(trace) as on_progress:
-        data = core.load_trace(trace, req=req, on_progress=on_progress)
-        result = core.analyze(data, trace_label=str(trace), req=req)
+        data = core.load_trace(trace, req=req, on_progress=on_progress, cache=cache)
+        result = core.analyze(data, trace_label=str(trace), req=req, cache=cache)
 
     from clusterbench.render import analyze as render
 
