@@ -93,7 +93,7 @@ def _wanted(data: TraceData, req: Request) -> list[tuple[int, int]]:
     return wanted
 
 
-def api_plan(req: Request, cache: dict | None = None):  # noqa: ANN201
+def api_plan(req: Request, cache: dict | None = None):
     """The reader's plan for the API calls under ``req``: per process, keep the calls in the window's
     idle gaps (their causes) and every wait, allocation, module load and graph launch one by one;
     sum the rest per (thread, category) over the part of the window that is sure to stay in it.

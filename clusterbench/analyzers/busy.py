@@ -15,7 +15,13 @@ import numpy as np
 
 from clusterbench.analyzers import intervals as iv
 from clusterbench.analyzers.model import EngineRecords, GroupTrace
-from clusterbench.analyzers.records import Busy, EngineStats, Roofline, StreamStats, ThreadStats
+from clusterbench.analyzers.records import (
+    Busy,
+    EngineStats,
+    Roofline,
+    StreamStats,
+    ThreadStats,
+)
 from clusterbench.io.nsys import schema as S
 from clusterbench.model.engines import RATE_CEILING_GBPS
 
@@ -65,12 +71,14 @@ class Clipped:
 def busy_length(s: np.ndarray, e: np.ndarray, window: iv.Intervals) -> int:
     """The length of the union of some records inside the window (block by block; no set is built)."""
     lists = [(s, e) if iv.is_sorted(s) else iv.union(s, e)]
-    return iv.coverage_in_window(lists, window, 1)[0][0]
+    return iv.coverage_in_window(lists, window, 0)[0][0]
 
 
-def clip_records(s: np.ndarray, e: np.ndarray, b: np.ndarray | None, window: iv.Intervals) -> Clipped:
-    """One engine's records against the window (a per-record length: no copy of the records)."""
-    busy_ns = busy_length(s, e, window)
+def clip_records(s: np.ndarray, e: np.ndarray, b: np.ndarray | None, window: iv.Intervals, busy_ns: int | None = None) -> Clipped:
+    """One engine's records against the window (a per-record length: no copy of the records);
+    ``busy_ns``: their busy time in the window when the caller has it already."""
+    if busy_ns is None:
+        busy_ns = busy_length(s, e, window)
     clipped = iv.clipped_lengths(s, e, window)
     whole = np.empty(s.shape, dtype=bool)
     for b0 in range(0, s.size, iv.BLOCK):  # in blocks: no full-size duration array
@@ -111,8 +119,13 @@ def engine_stats(name: str, busy_ns: int, count: int, nbytes: int | None, window
     )
 
 
-def _table(engines: dict[str, EngineRecords], window: iv.Intervals, frames: int | None, per_stream: bool
-           ) -> tuple[dict[str, EngineStats], dict[str, tuple[np.ndarray, np.ndarray]]]:  # fmt: skip
+def _lists(engines: dict[str, EngineRecords]) -> list[iv.Intervals]:
+    """Each engine's records as a list sorted by start (a union where they come unsorted)."""
+    return [(r.start_ns, r.end_ns) if iv.is_sorted(r.start_ns) else iv.union(r.start_ns, r.end_ns) for r in engines.values()]
+
+
+def _table(engines: dict[str, EngineRecords], window: iv.Intervals, frames: int | None, per_stream: bool,
+           busy: dict[str, int] | None = None) -> tuple[dict[str, EngineStats], dict[str, tuple[np.ndarray, np.ndarray]]]:  # fmt: skip
     """Per engine: its figures, and (with ``per_stream``) the streams it used in the window with each
     one's time (the sum of its records' lengths inside the window)."""
     window_ns = iv.length(window)
@@ -124,7 +137,7 @@ def _table(engines: dict[str, EngineRecords], window: iv.Intervals, frames: int 
             if name in S.ALWAYS_REPORTED:
                 stats[name] = engine_stats(name, 0, 0, 0, window_ns, frames)
             continue
-        c = clip_records(r.start_ns, r.end_ns, r.bytes, window)
+        c = clip_records(r.start_ns, r.end_ns, r.bytes, window, None if busy is None else busy[name])
         count = c.count(len(r))
         if count == 0 and name not in S.ALWAYS_REPORTED:
             continue
@@ -143,7 +156,9 @@ def _table(engines: dict[str, EngineRecords], window: iv.Intervals, frames: int 
 def measure(g: GroupTrace, window: iv.Intervals, frames: int | None, by_stream: bool = False) -> Busy:
     """The engines of ``g`` over ``window``."""
     window_ns = iv.length(window)
-    stats, used = _table(g.engines, window, frames, per_stream=True)
+    # every engine's union, one or more at once: block by block in time
+    per, (any_busy_ns, overlap) = iv.coverage_in_window(_lists(g.engines), window, 2)
+    stats, used = _table(g.engines, window, frames, per_stream=True, busy=dict(zip(g.engines, per)))
     for name, r in g.implausible.items():
         inside = (iv.clipped_lengths(r.start_ns, r.end_ns, window) > 0) | iv.points_inside(r.start_ns, window)
         if not inside.any():
@@ -156,10 +171,6 @@ def measure(g: GroupTrace, window: iv.Intervals, frames: int | None, by_stream: 
             implausible_max_gbps=top, implausible_limit_gbps=RATE_CEILING_GBPS[name],
         )  # fmt: skip
     stats = {n: stats[n] for n in S.ENGINES if n in stats}  # display order, also for added engines
-    # every engine's union, one or more at once: block by block in time
-    lists = [(r.start_ns, r.end_ns) if iv.is_sorted(r.start_ns) else iv.union(r.start_ns, r.end_ns) for r in g.engines.values()]
-    _, (any_busy_ns, overlap) = iv.coverage_in_window(lists, window, 2)
-    del lists
     total = sum(st.busy_ns for st in stats.values())
 
     streams = None
@@ -169,11 +180,11 @@ def measure(g: GroupTrace, window: iv.Intervals, frames: int | None, by_stream: 
         for sid in ids.tolist():
             sub = {n: r.select(r.stream == sid) for n, r in g.engines.items()}
             sub = {n: r for n, r in sub.items() if len(r)}
-            sstats, _ = _table(sub, window, frames, per_stream=False)
+            sper, (sany,) = iv.coverage_in_window(_lists(sub), window, 1)
+            sstats, _ = _table(sub, window, frames, per_stream=False, busy=dict(zip(sub, sper)))
             sstats = {k: v for k, v in sstats.items() if v.count > 0}
             if sstats:  # else the stream has no activity inside the window
-                lists = [(r.start_ns, r.end_ns) if iv.is_sorted(r.start_ns) else iv.union(r.start_ns, r.end_ns) for r in sub.values()]
-                out.append(StreamStats(int(sid), sstats, iv.coverage_in_window(lists, window, 1)[1][0]))
+                out.append(StreamStats(int(sid), sstats, sany))
         streams = tuple(out)
 
     per_stream: dict[int, float] = {}

@@ -87,7 +87,7 @@ def issue_spans(g: GroupTrace) -> dict[int, tuple[int, int]]:
 CHUNK = 1 << 18  # API rows per pass step: bounds the memory of the pieces cut out of the gaps
 
 
-def _pieces(g: GroupTrace, gaps: iv.Intervals, threads: np.ndarray, relevant: np.ndarray):  # noqa: ANN202
+def _pieces(g: GroupTrace, gaps: iv.Intervals, threads: np.ndarray, relevant: np.ndarray):
     """Chunk by chunk: (piece length, gap index, state, label) of the kept API calls and the profiler
     rows that fall in the gaps, on threads that count for the gap. Labels index api.names, then the
     profiler rows' names after them."""

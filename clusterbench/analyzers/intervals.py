@@ -34,7 +34,7 @@ def is_sorted(x: np.ndarray) -> bool:
     return True
 
 
-def _union_pass(blocks, capacity: int) -> Intervals:  # noqa: ANN001
+def _union_pass(blocks, capacity: int) -> Intervals:
     """The union of intervals that come sorted by start, block by block (an iterable of (s, e)
     arrays), written into buffers of ``capacity`` (pages never written take no memory)."""
     out_s = np.empty(capacity, dtype=np.int64)
@@ -98,7 +98,7 @@ def _apart(s: np.ndarray, e: np.ndarray) -> bool:
     return True
 
 
-def _merged_blocks(sets: list[Intervals]):  # noqa: ANN202
+def _merged_blocks(sets: list[Intervals]):
     """Blocks of the intervals of several lists (each sorted by start), merged in start order."""
     total = sum(int(x[0].size) for x in sets)
     big = max(sets, key=lambda x: x[0].size)[0]
@@ -324,8 +324,9 @@ def coverage_in_window(lists: Sequence[Intervals], window: Intervals, max_k: int
             u = intersect(union(bs, be), (w_s, w_e)) if w_s.size else empty()
             per[i] += length(u)
             sets.append(u)
-        for k_, v in enumerate(coverage_lengths(sets, max_k)):
-            cov[k_] += v
+        if max_k:
+            for k_, v in enumerate(coverage_lengths(sets, max_k)):
+                cov[k_] += v
     return per, tuple(cov)
 
 

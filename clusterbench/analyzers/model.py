@@ -42,7 +42,7 @@ class EngineRecords:
         return int(self.start_ns.size)
 
     def select(self, m: np.ndarray) -> EngineRecords:
-        def pick(a):  # noqa: ANN001, ANN202
+        def pick(a):
             return None if a is None else a[m]
 
         return EngineRecords(self.engine, self.start_ns[m], self.end_ns[m], pick(self.bytes), self.stream[m],

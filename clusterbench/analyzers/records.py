@@ -30,7 +30,7 @@ GAP_CAUSES = ("module_load", "alloc", "sync", "host", "profiler", "unknown")
 SETUP_CAUSES = frozenset({"module_load", "alloc", "profiler"})  # not the pipeline's own loop
 
 
-def _us(ns: float | int | None, frames: int | None) -> float | None:
+def _us(ns: float | None, frames: int | None) -> float | None:
     return (ns / 1000.0 / frames) if (frames and ns is not None) else None
 
 

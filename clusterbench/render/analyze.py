@@ -126,7 +126,7 @@ class _Bullets:
         self.title = title
         self.items = items
 
-    def __rich_console__(self, console, options):  # noqa: ANN001, ANN204 (rich protocol)
+    def __rich_console__(self, console, options):
         from rich.text import Text
 
         yield Text(self.title, style="bold")
@@ -399,11 +399,10 @@ def render_group(a: TraceAnalysis, g: GroupAnalysis, by_kernel: bool = False) ->
 
 
 def render_what_if(wi) -> RenderableType:
+    from rich import box
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
-
-    from rich import box
 
     per_frame = any(b.us_per_frame is not None for b in wi.bars)
     unit = "µs/frame" if per_frame else "ms"

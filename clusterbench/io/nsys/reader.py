@@ -496,7 +496,7 @@ class _ActivitySink:
     # bytes are int32 and streams int16 until a record needs more (then the column is widened once)
     COLUMNS = (("start", np.int64), ("end", np.int64), ("engine", np.int8), ("bytes", np.int32), ("stream", np.int16),
                ("pageable", bool))  # fmt: skip
-    WIDER = {"bytes": np.int64, "stream": np.int64}
+    WIDER = (("bytes", np.int64), ("stream", np.int64))
 
     def __init__(self, capacity: int, kernel_capacity: int, with_key: bool) -> None:
         self.cols = {k: np.empty(capacity, dtype=dt) for k, dt in self.COLUMNS}
@@ -512,7 +512,7 @@ class _ActivitySink:
         if table in (S.MEMCPY_TABLE, S.MEMSET_TABLE) and self.first_byte_record is None:
             self.first_byte_record = self.n
         sl = slice(self.n, self.n + m)
-        for k, wide in self.WIDER.items():
+        for k, wide in self.WIDER:
             v = chunk.get(k)
             col = self.cols[k]
             if v is not None and v.size and col.dtype != wide:
@@ -523,7 +523,7 @@ class _ActivitySink:
             v = chunk.get(k)
             col[sl] = 0 if v is None else v
         if table == S.KERNEL_TABLE:
-            self.kernel_ids[self.n_kernel : self.n_kernel + m] = chunk["name"] if "name" in chunk else -1
+            self.kernel_ids[self.n_kernel : self.n_kernel + m] = chunk.get("name", -1)
             self.n_kernel += m
         self.n += m
 
@@ -794,7 +794,7 @@ def _build_api(path: Path, futures: list[Future], plan: ApiPlan, names: _Names, 
                 grown = np.empty(cap, dtype=v.dtype)
                 grown[:n] = v[:n]
                 cols[k] = grown
-        for k in cols:
+        for k in list(cols):
             v = part.pop(k)
             if cols[k].dtype == np.int16 and v.size and int(v.max()) > np.iinfo(np.int16).max:
                 cols[k] = cols[k].astype(np.int32)
