@@ -29,14 +29,14 @@ def analyze(
     window: str | None = typer.Option(
         None, "--window", metavar="SPEC",
         help="The part of the trace to measure: auto (default), span (first to last GPU record), "
-        "range:NAME[@DOMAIN][#N] (NVTX ranges whose text starts with NAME, in DOMAIN; #N: the N-th), or ms:A-B "
+        "range:NAME\\[@DOMAIN]\\[#N] (NVTX ranges whose text starts with NAME, in DOMAIN; #N: the N-th), or ms:A-B "
         "(A to B ms on nsys's timeline).",
     ),  # fmt: skip
     range_name: str | None = typer.Option(None, "--range", help="Same as --window range:NAME.", metavar="NAME"),
     frames_spec: str | None = typer.Option(
         None, "--frames", metavar="SPEC",
         help="Frames in the window: N, kernel:REGEX (launches of matching kernels starting in the window), "
-        "range:NAME[@DOMAIN] (NVTX ranges starting in it), graph (CUDA graph launches), or h2d-bytes:N "
+        "range:NAME\\[@DOMAIN] (NVTX ranges starting in it), graph (CUDA graph launches), or h2d-bytes:N "
         "(H2D bytes / N bytes per frame).",
     ),  # fmt: skip
     device: int | None = typer.Option(None, "--device", help="Only this CUDA device id."),
