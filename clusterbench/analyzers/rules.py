@@ -135,7 +135,7 @@ def _work_not_traced(g: GroupAnalysis):
     return (
         f"the GPU's work is not in the trace: for {w.waited_ns / 1e6:,.3f} ms ({w.share:.0%} of the window) the launching "
         f"threads waited in {calls} while the trace shows no GPU activity. Likely: {w.why}. The idle figures, the "
-        "roofline and the advice would mislead, so they are left out.",
+        f"roofline and the advice would mislead, so they are left out. To see the work: {w.hint}.",
         w.share,
     )
 
