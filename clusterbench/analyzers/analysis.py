@@ -236,25 +236,14 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     return dataclasses.replace(out, findings=R.evaluate(out))
 
 
-def analyze(
-    data: TraceData,
-    frames: int | None = None,
-    range_name: str | None = None,
-    device: int | None = None,
-    pid: int | None = None,
-    by_stream: bool = False,
-    trace_label: str | None = None,
-    what_if: tuple[Any, ...] = (),
-    window: str | None = None,
-    frames_spec: str | None = None,
-    req: Request | None = None,
-    cache: dict | None = None,
-) -> TraceAnalysis:
-    """Analyze already-read trace data (pure). ``req`` (from :func:`request`) stands for the options
-    when given; ``cache`` is the one :func:`load_trace` filled, if any. ``what_if`` takes whatif.Change records (whatif.parse_changes parses ``--what-if``);
-    the result for the primary group is ``TraceAnalysis.what_if``."""
+def analyze(data: TraceData, req: Request | None = None, trace_label: str | None = None, cache: dict | None = None,
+            **options: Any) -> TraceAnalysis:  # fmt: skip
+    """Analyze already-read trace data (pure). ``req`` (from :func:`request`) holds the options, or
+    ``options`` are :func:`request`'s keywords; ``cache`` is the one :func:`load_trace` filled, if any.
+    ``what_if`` takes whatif.Change records (whatif.parse_changes parses ``--what-if``); the result
+    for the primary group is ``TraceAnalysis.what_if``."""
     if req is None:
-        req = request(frames, range_name, device, pid, by_stream, what_if, window, frames_spec)
+        req = request(**options)
     wanted = _wanted(data, req)
     groups: list[GroupAnalysis] = []
     warnings: list[str] = []
@@ -291,21 +280,11 @@ def analyze(
     )
 
 
-def analyze_trace(
-    path: str | os.PathLike[str],
-    frames: int | None = None,
-    range_name: str | None = None,
-    device: int | None = None,
-    pid: int | None = None,
-    by_stream: bool = False,
-    what_if: tuple[Any, ...] = (),
-    window: str | None = None,
-    frames_spec: str | None = None,
-    mangled: bool = False,
-) -> TraceAnalysis:
-    """Read ``path`` (an nsys SQLite export, or a .nsys-rep exported through nsys) and analyze it."""
-    req = request(frames, range_name, device, pid, by_stream, what_if, window, frames_spec, mangled)
+def analyze_trace(path: str | os.PathLike[str], **options: Any) -> TraceAnalysis:
+    """Read ``path`` (an nsys SQLite export, or a .nsys-rep exported through nsys) and analyze it;
+    ``options`` are :func:`request`'s keywords (frames, range_name, window, frames_spec, device, pid,
+    by_stream, mangled, what_if)."""
+    req = request(**options)
     cache: dict = {}
     data = load_trace(path, req=req, cache=cache)
-    return analyze(data, trace_label=str(Path(path)), req=req, cache=cache)
-
+    return analyze(data, req=req, trace_label=str(Path(path)), cache=cache)

@@ -2,7 +2,9 @@
 
 An interval set is a pair ``(starts, ends)`` of int64 arrays (ns), half-open [start, end).
 A *disjoint* set is sorted by start with every interval ending before the next one starts;
-``union`` produces one. Everything is vectorized: no Python loop per interval.
+``union`` produces one. Everything is vectorized: no Python loop per interval. Large inputs go
+through in blocks of BLOCK intervals, so that the temporaries stay a few MB: ``union_stats`` and
+``coverage_in_window`` measure unions of millions of records without building them.
 """
 
 from __future__ import annotations
@@ -34,33 +36,49 @@ def is_sorted(x: np.ndarray) -> bool:
     return True
 
 
-def _union_pass(blocks, capacity: int) -> Intervals:
-    """The union of intervals that come sorted by start, block by block (an iterable of (s, e)
-    arrays), written into buffers of ``capacity`` (pages never written take no memory)."""
-    out_s = np.empty(capacity, dtype=np.int64)
-    out_e = np.empty(capacity, dtype=np.int64)
-    m = 0
-    carry = None  # the furthest end seen so far
+def _runs(blocks):  # noqa: ANN001, ANN202
+    """The union of intervals that come sorted by start, block by block (an iterable of (s, e) arrays):
+    yields, per block, the merged intervals that are complete, as (starts, ends) arrays, and last the
+    one still open. Zero-length intervals are left out."""
+    carry_s = carry_e = None  # the merged interval still open at the end of the last block
     for sb, eb in blocks:
+        keep = eb > sb
+        if not keep.all():
+            sb, eb = sb[keep], eb[keep]
         if sb.size == 0:
             continue
         reach = np.maximum.accumulate(eb)
-        if carry is not None:
-            np.maximum(reach, carry, out=reach)
+        if carry_e is not None:
+            np.maximum(reach, carry_e, out=reach)
         # a merged interval begins where the start lies beyond every end seen so far
         new = np.empty(sb.size, dtype=bool)
-        new[0] = carry is None or bool(sb[0] > carry)
+        new[0] = carry_e is None or bool(sb[0] > carry_e)
         np.greater(sb[1:], reach[:-1], out=new[1:])
-        first = np.flatnonzero(new)
-        if not new[0]:  # the block continues the last interval: it reaches up to the block's first new start
-            out_e[m - 1] = reach[first[0] - 1] if first.size else reach[-1]
-        k = first.size
-        if k:
-            out_s[m : m + k] = sb[first]
-            out_e[m : m + k - 1] = reach[first[1:] - 1]
-            out_e[m + k - 1] = reach[-1]
-            m += k
-        carry = reach[-1]
+        idx = np.flatnonzero(new)
+        starts, ends = sb[idx], reach[idx[1:] - 1]  # each new interval but the last closes in the block
+        if carry_e is not None and new[0]:  # the open one closed before the block
+            starts, ends = np.concatenate([[carry_s], starts]), np.concatenate([[carry_e], ends])
+        elif carry_e is not None and idx.size:  # the block continues the open one, then new ones start
+            starts, ends = np.concatenate([[carry_s], starts]), np.concatenate([[reach[idx[0] - 1]], ends])
+        elif carry_e is not None:  # the whole block continues the open one
+            starts, ends = np.array([carry_s], dtype=np.int64), _EMPTY
+        if ends.size:
+            yield starts[: ends.size], ends
+        carry_s, carry_e = int(starts[-1]), int(reach[-1])
+    if carry_e is not None:
+        yield np.array([carry_s], dtype=np.int64), np.array([carry_e], dtype=np.int64)
+
+
+def _union_pass(blocks, capacity: int) -> Intervals:  # noqa: ANN001
+    """The union of intervals that come sorted by start, block by block, written into buffers of
+    ``capacity`` (pages never written take no memory)."""
+    out_s = np.empty(capacity, dtype=np.int64)
+    out_e = np.empty(capacity, dtype=np.int64)
+    m = 0
+    for s, e in _runs(blocks):
+        out_s[m : m + s.size] = s
+        out_e[m : m + s.size] = e
+        m += s.size
     if m == 0:
         return empty()
     if m < capacity // 2:  # let the large buffers go
@@ -121,50 +139,24 @@ def union_stats(sets: Sequence[Intervals], hole_ns: int | None = None) -> tuple[
     if not sets:
         return 0, 0, 0, empty()
     blocks = _merged_blocks(sets) if len(sets) > 1 else ((x[0][b0 : b0 + BLOCK], x[1][b0 : b0 + BLOCK]) for x in sets for b0 in range(0, x[0].size, BLOCK))
-    first = None
-    carry_s = carry_e = None  # the interval still open at the end of the last block
+    first = last = None
     total = 0
     hs, he = [], []
-    for sb, eb in blocks:
-        keep = eb > sb
-        if not keep.all():
-            sb, eb = sb[keep], eb[keep]
-        if sb.size == 0:
-            continue
+    for s, e in _runs(blocks):
         if first is None:
-            first = int(sb[0])
-        reach = np.maximum.accumulate(eb)
-        if carry_e is not None:
-            np.maximum(reach, carry_e, out=reach)
-        new = np.empty(sb.size, dtype=bool)
-        new[0] = carry_e is None or bool(sb[0] > carry_e)
-        np.greater(sb[1:], reach[:-1], out=new[1:])
-        idx = np.flatnonzero(new)
-        # the intervals that close in this block: the open one (if a new one starts), then each new one but the last
-        starts = sb[idx]
-        ends = reach[idx[1:] - 1]
-        if carry_e is not None and new[0]:
-            starts = np.concatenate([[carry_s], starts])
-            ends = np.concatenate([[carry_e], ends])
-        elif carry_e is not None and idx.size:  # the block continues the open interval, then new ones start
-            starts = np.concatenate([[carry_s], starts])
-            ends = np.concatenate([[reach[idx[0] - 1]], ends])
-        elif carry_e is not None:  # the whole block continues the open interval
-            starts = np.array([carry_s], dtype=np.int64)
-            ends = _EMPTY
-        # now starts has one more element than ends: the last one stays open
-        total += int((ends - starts[: ends.size]).sum())
-        if hole_ns is not None and ends.size:
-            gap = starts[1:] - ends
-            k = np.flatnonzero(gap >= hole_ns)
-            hs.append(ends[k])
-            he.append(starts[1:][k])
-        carry_s, carry_e = int(starts[-1]), int(reach[-1])
+            first = int(s[0])
+        total += int((e - s).sum())
+        if hole_ns is not None:
+            before = np.concatenate([[last], e[:-1]]) if last is not None else e[:-1]
+            after = s if last is not None else s[1:]
+            k = np.flatnonzero((after - before) >= hole_ns)
+            hs.append(before[k])
+            he.append(after[k])
+        last = int(e[-1])
     if first is None:
         return 0, 0, 0, empty()
-    total += carry_e - carry_s
     holes = (np.concatenate(hs), np.concatenate(he)) if hs else empty()
-    return first, carry_e, total, holes
+    return first, last, total, holes
 
 
 def union_of(sets: Sequence[Intervals]) -> Intervals:
@@ -328,15 +320,6 @@ def coverage_in_window(lists: Sequence[Intervals], window: Intervals, max_k: int
             for k_, v in enumerate(coverage_lengths(sets, max_k)):
                 cov[k_] += v
     return per, tuple(cov)
-
-
-def coverage_at_least(sets: Sequence[Intervals], k: int) -> Intervals:
-    """Where at least ``k`` of the disjoint sets are active, as a disjoint set."""
-    t, depth = _sweep(sets)
-    if t.size == 0 or k < 1:
-        return empty()
-    on = depth[:-1] >= k
-    return union(t[:-1][on], t[1:][on])  # union merges pieces split at tied events
 
 
 def clip(

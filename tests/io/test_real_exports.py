@@ -1,7 +1,7 @@
 """The real H200 exports: every figure against an independent computation in this file.
 
-The reference reads the rows with plain sqlite3 and computes unions with a sorted sweep
-in Python, sharing no code with clusterbench.
+The reference reads the rows with plain sqlite3 and computes unions with a sorted sweep in
+Python (tests/oracle.py), sharing no code with clusterbench.
 """
 
 from __future__ import annotations
@@ -13,30 +13,12 @@ from pathlib import Path
 import pytest
 
 from clusterbench.analyzers import analyze_trace
+from oracle import clip, minus, total
+from oracle import union as sweep_union
 
 H200 = sorted((Path(__file__).resolve().parents[1] / "data" / "h200").glob("*.sqlite"))
 DEV_5X5 = H200[0].with_name("dev_5x5_s2_b500.sqlite")
 KIND = {1: "h2d", 2: "d2h"}
-
-
-def sweep_union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for s, e in sorted(intervals):
-        if e <= s:
-            continue
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
-
-
-def clip(intervals: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
-    return [(max(s, lo), min(e, hi)) for s, e in intervals if min(e, hi) > max(s, lo)]
-
-
-def total(intervals: list[tuple[int, int]]) -> int:
-    return sum(e - s for s, e in intervals)
 
 
 @pytest.fixture(params=H200, ids=[p.name for p in H200])
@@ -215,7 +197,7 @@ def test_real_export_gaps_match_an_independent_sweep(real: Path) -> None:
     con = sqlite3.connect(f"file:{real}?mode=ro", uri=True)
     (lo, hi), = con.execute("SELECT start, end FROM NVTX_EVENTS WHERE text LIKE 'pass%' OR text LIKE 'clusterbench:pass%'").fetchall()
     busy = sweep_union(_gpu_rows(con))
-    idle = [(s, e) for s, e in _minus((lo, hi), busy) if e - s >= 100_000]
+    idle = [(s, e) for s, e in minus([(lo, hi)], busy) if e - s >= 100_000]
     calls = con.execute("SELECT r.start, r.end, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId").fetchall()
     con.close()
     g = analyze_trace(real).primary
@@ -229,20 +211,6 @@ def test_real_export_gaps_match_an_independent_sweep(real: Path) -> None:
         else:
             assert cause in ("host", "sync"), (cause, inside)
             assert g.gaps.api[i] is None or g.gaps.api[i] in inside
-
-
-def _minus(window: tuple[int, int], busy: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    lo, hi = window
-    out, cur = [], lo
-    for s, e in busy:
-        if e <= cur or s >= hi:
-            continue
-        if s > cur:
-            out.append((cur, s))
-        cur = max(cur, e)
-    if cur < hi:
-        out.append((cur, hi))
-    return out
 
 
 @pytest.mark.parametrize("name, steady_efficiency", [("dev_5x5_s2_b500.sqlite", 0.48), ("dev_7x7_s3_b250_async.sqlite", 0.95)])
