@@ -28,21 +28,28 @@ from clusterbench.model.engines import RATE_CEILING_GBPS
 STREAM_SHARE = 0.01  # a stream counts as carrying work when it has this share of the GPU time
 
 
-def _stream_time(ids: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct stream ids of some records, and each one's summed length (ns)."""
+def _stream_time(ids: np.ndarray, s: np.ndarray, e: np.ndarray, lengths: np.ndarray | None, inside: np.ndarray | None
+                 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The distinct stream ids of the records ``inside`` selects (all when None), and each one's summed
+    length inside the window (``lengths``, or the whole record when None), block by block."""
     lo, hi = int(ids.min()), int(ids.max())
-    if lo == hi:
-        return np.array([lo], dtype=np.int64), np.array([float(w.sum())])
-    if hi - lo < 256:  # a few streams (the usual case): one mask each, no full-size index array
-        used, per = [], []
-        for sid in range(lo, hi + 1):
-            m = ids == sid
-            if m.any():  # a stream without time still counts when it has (zero-length) records
-                used.append(sid)
-                per.append(float(w[m].sum()))
-        return np.array(used, dtype=np.int64), np.array(per)
-    used, inverse = np.unique(ids, return_inverse=True)
-    return used, np.bincount(inverse.reshape(-1), weights=w, minlength=used.size)
+    if hi - lo >= 1 << 16:  # sparse ids: one pass with a sort
+        m = slice(None) if inside is None else inside
+        w = (e - s) if lengths is None else lengths
+        used, inverse = np.unique(ids[m], return_inverse=True)
+        return used, np.bincount(inverse.reshape(-1), weights=w[m], minlength=used.size)
+    per = np.zeros(hi - lo + 1, dtype=np.float64)
+    seen = np.zeros(hi - lo + 1, dtype=np.int64)  # a stream with records but no time still counts
+    for b0 in range(0, ids.size, iv.BLOCK):
+        sl = slice(b0, b0 + iv.BLOCK)
+        rel = ids[sl].astype(np.int64) - lo
+        w = (e[sl] - s[sl]) if lengths is None else lengths[sl]
+        if inside is not None:
+            rel, w = rel[inside[sl]], w[inside[sl]]
+        per += np.bincount(rel, weights=w, minlength=per.size)
+        seen += np.bincount(rel, minlength=per.size)
+    used = np.flatnonzero(seen)
+    return used + lo, per[used]
 
 
 def working_streams(per_stream_ns: np.ndarray) -> int:
@@ -143,10 +150,7 @@ def _table(engines: dict[str, EngineRecords], window: iv.Intervals, frames: int 
             continue
         n_streams = 0
         if per_stream and count:
-            ids, w = r.stream, (r.end_ns - r.start_ns) if c.lengths is None else c.lengths
-            if c.inside is not None:
-                ids, w = ids[c.inside], w[c.inside]
-            used[name] = _stream_time(ids, w)
+            used[name] = _stream_time(r.stream, r.start_ns, r.end_ns, c.lengths, c.inside)
             n_streams = working_streams(used[name][1])
         stats[name] = engine_stats(name, c.busy_ns, count, c.nbytes, window_ns, frames, n_streams)
         del c

@@ -37,10 +37,13 @@ def by_name(g: GroupTrace, window: iv.Intervals, frames: int | None, kernel_busy
     c = clip_records(r.start_ns, r.end_ns, None, window)
     inside = c.inside
     del c
-    names_in = r.name if inside is None else r.name[inside]
-    if names_in.size == 0:
+    counts = np.zeros(len(g.kernel_names), dtype=np.int64)
+    for b0 in range(0, len(r), iv.BLOCK):  # launches per name, in blocks
+        nm = r.name[b0 : b0 + iv.BLOCK]
+        counts += np.bincount(nm if inside is None else nm[inside[b0 : b0 + iv.BLOCK]], minlength=counts.size)
+    present = np.flatnonzero(counts)
+    if present.size == 0:
         return ()
-    present = np.flatnonzero(np.bincount(names_in, minlength=len(g.kernel_names)))
     out = []
     for name in present.tolist():
         if present.size == 1 and r.name.size and bool((r.name == name).all()):

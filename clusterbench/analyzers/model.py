@@ -28,7 +28,7 @@ _CEILING = np.array([RATE_CEILING_GBPS.get(e, np.inf) for e in S.ENGINES], dtype
 
 @dataclass(frozen=True, slots=True, eq=False)
 class EngineRecords:
-    """The records of one engine in one group (sorted as the export wrote them)."""
+    """The records of one engine in one group, in start order."""
 
     engine: str
     start_ns: np.ndarray

@@ -64,10 +64,10 @@ Intervals = tuple[np.ndarray, np.ndarray]
 @dataclass(frozen=True, slots=True, eq=False)
 class Activity:
     """GPU activity records, one array element per record, grouped by engine: the records of engine
-    code ``c`` are ``sections[c]`` = [lo, hi), in the order of the export within each table. pid and
+    code ``c`` are ``sections[c]`` = [lo, hi), in start order (stable: ties keep the export's order). pid and
     device may be read-only broadcasts of one value when every record shares it."""
 
-    start_ns: np.ndarray  # int64
+    start_ns: np.ndarray  # int64, in start order within each engine
     end_ns: np.ndarray  # int64
     pid: np.ndarray
     device: np.ndarray
@@ -543,6 +543,16 @@ class _ActivitySink:
         counts = np.bincount(cols["engine"], minlength=len(S.ENGINES)) if n else np.zeros(len(S.ENGINES), dtype=np.int64)
         edges = np.concatenate([[0], np.cumsum(counts)]).tolist()
         sections = tuple((int(edges[i]), int(edges[i + 1])) for i in range(len(S.ENGINES)))
+        # each engine's records in start order (exports are written nearly so: usually nothing to do)
+        for code, (lo, hi) in enumerate(sections):
+            start = cols["start"][lo:hi]
+            if hi - lo > 1 and bool((start[1:] < start[:-1]).any()):
+                order = np.argsort(start, kind="stable")
+                for v in cols.values():
+                    v[lo:hi] = v[lo:hi][order]
+                if code == S.ENGINE_CODE["kernel"]:
+                    kernel_index = kernel_index[order]
+                del order
         if uniform is None:
             key = cols.pop("key")
             pid, device = key % _PACK_DEVICE, key // _PACK_DEVICE
