@@ -141,3 +141,27 @@ def test_the_gap_threshold_is_0_1_ms(tmp_path: Path, length: int, listed: int) -
     t = Trace(kernels=[Kernel(0, 10), Kernel(10 + length, 20 + length)])
     g = analyze_trace(build(tmp_path / f"t{length}.sqlite", t), window="span").primary
     assert len(g.gaps) == listed and g.busy.idle_ns == length
+
+
+def test_a_hand_over_between_threads_is_set_up(tmp_path: Path) -> None:
+    # the main thread launches the warm-up kernel and issues nothing more; a worker starts issuing
+    # 3 ms later: when the gap began no thread was feeding the GPU, so it is not the loop's own gap
+    t = Trace(
+        kernels=[Kernel(B, B + 10 * US), Kernel(B + 5 * MS, B + 5 * MS + 10 * US)],
+        api=[Api(B - 5 * US, B - 3 * US, "cudaLaunchKernel_v7000"),
+             Api(B + 3 * MS, B + 3 * MS + 10 * US, "cudaSetDevice_v3020", tid=101),
+             Api(B + 5 * MS - 4 * US, B + 5 * MS - 2 * US, "cudaLaunchKernel_v7000", tid=101)],
+    )  # fmt: skip
+    r = analyze_trace(build(tmp_path / "h.sqlite", t), window="span")
+    gp = r.primary.gaps
+    assert gp.cause_of(0) == "host" and gp.between.tolist() == [True] and gp.setup_mask().tolist() == [True]
+    js = r.to_json()["gaps"][0]
+    assert js["setup"] is True and js["between_threads"] is True
+    assert "gpu_starvation" not in [f.code for f in r.primary.findings]
+
+
+def test_issuing_spans_count_calls_outside_the_window(tmp_path: Path) -> None:
+    # the window is the span [B, B + 5.01 ms); the launch of its first kernel comes before B: the thread
+    # was feeding the GPU when the gap began, though the reader kept no call of it from before the window
+    _, gp = one_gap(tmp_path)
+    assert gp.between is None
