@@ -22,7 +22,7 @@ GAP = (B + 10 * US, B + 5 * MS)
 GAP_NS = GAP[1] - GAP[0]
 
 
-def one_gap(tmp_path: Path, api=(), overhead=(), name: str = "g", **kw):  # noqa: ANN001, ANN201
+def one_gap(tmp_path: Path, api=(), overhead=(), name: str = "g", **kw):
     launches = [Api(B - 5 * US, B - 3 * US, "cudaLaunchKernel_v7000"), Api(B + 5 * MS - 4 * US, B + 5 * MS - 2 * US, "cudaLaunchKernel_v7000")]
     t = Trace(kernels=[Kernel(B, B + 10 * US), Kernel(B + 5 * MS, B + 5 * MS + 10 * US)], api=launches + list(api),
               overhead=list(overhead), **kw)  # fmt: skip
@@ -32,7 +32,7 @@ def one_gap(tmp_path: Path, api=(), overhead=(), name: str = "g", **kw):  # noqa
     return r, gp
 
 
-def parts(gp) -> dict:  # noqa: ANN001
+def parts(gp) -> dict:
     return {c: int(gp.parts_ns[0, k]) for k, c in enumerate(GAP_CAUSES) if gp.parts_ns[0, k]}
 
 
@@ -52,7 +52,7 @@ def test_module_load_in_the_gap_makes_it_set_up(tmp_path: Path) -> None:
 
 def test_a_module_load_wins_over_a_longer_allocation(tmp_path: Path) -> None:
     # cudaMalloc 3 ms, then a 0.1 ms load: a module load in the gap makes it module_load
-    r, gp = one_gap(tmp_path, [Api(B + 100 * US, B + 3_100 * US, "cudaMalloc_v3020"),
+    _, gp = one_gap(tmp_path, [Api(B + 100 * US, B + 3_100 * US, "cudaMalloc_v3020"),
                               Api(B + 4_000 * US, B + 4_100 * US, "cuModuleLoadData")])  # fmt: skip
     assert gp.cause_of(0) == "module_load"
     assert parts(gp) == {"module_load": 100 * US, "alloc": 3 * MS, "host": GAP_NS - 3_100 * US}

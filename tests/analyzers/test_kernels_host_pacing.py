@@ -52,7 +52,7 @@ def test_copies_by_direction_and_size(tmp_path: Path) -> None:
     assert (cls[("d2h", "< 4 kB")].bytes, cls[("memset", "< 4 kB")].count) == (4, 1)
 
 
-def _calls(trace, tid: int, lo: int, hi: int) -> dict[str, list[tuple[int, int]]]:  # noqa: ANN001
+def _calls(trace, tid: int, lo: int, hi: int) -> dict[str, list[tuple[int, int]]]:
     kinds = {"cudaMemcpyAsync": "copy", "cudaLaunchKernel": "launch", "cuLaunchKernel": "launch", "cudaStreamSynchronize": "wait",
              "cudaMemsetAsync": "copy"}  # fmt: skip
     out: dict[str, list] = {"launch": [], "copy": [], "wait": [], "other": []}
