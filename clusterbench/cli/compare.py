@@ -184,7 +184,7 @@ def _compare_traces(a: Path, b: Path, json_out: bool, other_format: bool, allow_
     err.print(f"analyzing {a.name} and {b.name} ...", markup=False)
     ta = analyze_for_compare(a, frames, range_name, window)
     tb = analyze_for_compare(b, frames, range_name, window)
-    tc = compare_traces(ta, tb, kernel_times(a, ta.primary), kernel_times(b, tb.primary),
+    tc = compare_traces(ta, tb, kernel_times(ta.primary), kernel_times(tb.primary),
                         allow_different_gpu=allow_different_gpu)
     for w in (*ta.warnings, *tb.warnings, *tc.warnings):
         warn(w)

@@ -14,7 +14,6 @@ it NOT COMPARABLE, beyond it FASTER or SLOWER, marked cross-session.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,74 +74,28 @@ class TraceComparison:
 
 def analyze_for_compare(path: Path, frames: str | None = None, range_name: str | None = None,
                         window: str | None = None) -> TraceAnalysis:
-    """Analyze one trace as ``analyze`` does; ``frames`` and ``window`` are the options' text, handed to the
-    analysis (``window`` where this analysis takes one)."""
+    """Analyze one trace as ``analyze`` does; ``frames`` and ``window`` are the options' text (``--frames
+    N|kernel:REGEX|...``, ``--window auto|span|range:NAME|ms:A-B``), with analyze's definitions."""
     from clusterbench.analyzers.analysis import analyze_trace
 
-    kwargs: dict[str, object] = {"range_name": range_name}
-    if frames is not None:
-        text = frames.strip()
-        if not text.isdigit() or int(text) <= 0:
-            raise InputError(f"--frames must be a positive whole number of frames, got {frames!r}",
-                             hint="pass the frames the traced window processed, e.g. --frames 20000")
-        kwargs["frames"] = int(text)
-    if window is not None:
-        if "window" not in inspect.signature(analyze_trace).parameters:
-            raise InputError("--window: this clusterbench analyzes the pass range or --range NAME only",
-                             hint="use --range NAME to pick the window by its NVTX range")
-        kwargs["window"] = window
-    return analyze_trace(path, **kwargs)  # type: ignore[arg-type]
+    return analyze_trace(path, range_name=range_name, window=window, frames_spec=frames)
 
 
-def kernel_times(path: Path, group: GroupAnalysis) -> dict[str, float]:
-    """µs per frame of each kernel name's busy time (the union of its launches, cut to ``group``'s window)
-    in ``group``'s process and device, from the export's kernel table (names by ``shortName``). Empty when
-    the frames are unknown or the export names no kernels."""
-    import numpy as np
-
-    from clusterbench.analyzers.intervals import clip, length, union
-    from clusterbench.io.nsys import resolve_trace
-    from clusterbench.io.nsys import schema as S
-    from clusterbench.io.nsys.reader import connect_read_only
-
-    if not group.frames or not group.window_intervals:
-        return {}
-    sqlite_path = resolve_trace(path)
-    conn = connect_read_only(sqlite_path)
-    try:
-        cols = {r[1] for r in conn.execute(f"PRAGMA table_info([{S.KERNEL_TABLE}])")}
-        if not {"start", "end", "deviceId", "globalPid", "shortName"} <= cols:
-            return {}
-        rows = conn.execute(
-            f"SELECT s.value, k.start, k.end FROM [{S.KERNEL_TABLE}] k JOIN [{S.STRINGS_TABLE}] s ON s.id = k.shortName "
-            f"WHERE k.deviceId = ? AND ((ifnull(k.globalPid, 0) >> {S.PID_SHIFT}) & {S.PID_MASK}) = ?",
-            (group.device, group.pid)).fetchall()
-    finally:
-        conn.close()
-    by_name: dict[str, tuple[list[int], list[int]]] = {}
-    for name, start, end in rows:
-        st, en = by_name.setdefault(str(name), ([], []))
-        st.append(int(start))
-        en.append(int(end))
-    window = group.window_intervals
-    out: dict[str, float] = {}
-    for name, (st, en) in by_name.items():
-        ps, pe, _ = clip(np.asarray(st, dtype=np.int64), np.asarray(en, dtype=np.int64), window)
-        busy = length(union(ps, pe))
-        if busy > 0:
-            out[name] = busy / 1e3 / group.frames
-    return out
+def kernel_times(group: GroupAnalysis) -> dict[str, float]:
+    """µs per frame of each kernel name's busy time (the union of its launches inside the window), from
+    the analysis's kernels by name; empty when the frames are unknown."""
+    return {k.name: k.us_per_frame for k in group.kernels if k.us_per_frame is not None and k.busy_ns > 0}
 
 
 def _side(a: TraceAnalysis) -> TraceSide:
     g = a.primary
-    return TraceSide(path=a.trace, name=Path(a.trace).name, gpu_name=g.gpu_name, frames=g.frames,
-                     frames_source=g.frames_source, window_source=g.window_source, streams=g.n_streams,
+    return TraceSide(path=a.trace, name=Path(a.trace).name, gpu_name=g.gpu_name, frames=g.frames.count,
+                     frames_source=g.frames.source, window_source=g.window.source, streams=g.busy.n_streams,
                      binds=g.roofline.engine, nsys_version=a.nsys_version)
 
 
 def _engine_us(g: GroupAnalysis) -> dict[str, float]:
-    return {e: s.us_per_frame for e, s in g.engines.items() if s.us_per_frame is not None and s.busy_ns > 0}
+    return {e: s.us_per_frame for e, s in g.busy.engines.items() if s.us_per_frame is not None and s.busy_ns > 0}
 
 
 def compare_traces(a: TraceAnalysis, b: TraceAnalysis, kernels_a: Mapping[str, float] | None = None,

@@ -35,8 +35,7 @@ def test_coverage_lengths_counts_one_and_two_fold() -> None:
     sets = [(a(0), a(100)), (a(50), a(150)), (a(90), a(95))]
     # any: [0,150) = 150; >=2: [50,100) = 50
     assert iv.coverage_lengths(sets, 2) == (150, 50)
-    s, e = iv.coverage_at_least(sets, 3)
-    assert s.tolist() == [90] and e.tolist() == [95]
+    assert iv.coverage_lengths(sets, 3)[2] == 5  # all three: [90,95)
 
 
 def test_clip_splits_an_interval_spanning_windows() -> None:
@@ -84,17 +83,23 @@ def test_random_cases_match_a_brute_force_timeline() -> None:
         assert iv.coverage_lengths([u, iv.union(s2, e2)], 2) == (int((busy | busy2).sum()), int((busy & busy2).sum()))
 
 
-def test_coverage_and_gaps_by_hand() -> None:
+def _gaps(sets, window) -> list[int]:
+    busy = iv.union_of(sets)
+    s, e = iv.subtract(window, busy)
+    return (e - s).tolist()
+
+
+def test_coverage_and_idle_gaps_by_hand() -> None:
     # window [0,100) ∪ [200,300); set A [10,40) [250,260); set B [30,60)
     window = (a(0, 200), a(100, 300))
-    (one, two), gaps = iv.coverage_and_gaps([(a(10, 250), a(40, 260)), (a(30), a(60))], window, 2)
-    assert (one, two) == (50 + 10, 10)  # [10,60) and [250,260); both at [30,40)
+    sets = [(a(10, 250), a(40, 260)), (a(30), a(60))]
+    assert iv.coverage_lengths(sets, 2) == (50 + 10, 10)  # [10,60) and [250,260); both at [30,40)
     # idle: [0,10) [60,100) [200,250) [260,300); the hole [100,200) is not in the window
-    assert gaps.tolist() == [10, 40, 50, 40]
-    assert iv.coverage_and_gaps([], window, 2)[1].tolist() == [100, 100]
+    assert _gaps(sets, window) == [10, 40, 50, 40]
+    assert _gaps([], window) == [100, 100]
 
 
-def test_coverage_and_gaps_against_brute_force() -> None:
+def test_coverage_and_idle_gaps_against_brute_force() -> None:
     rng = np.random.default_rng(7)
     for _ in range(50):
         window = iv.union(np.sort(rng.integers(0, 400, 3)), np.sort(rng.integers(0, 400, 3)) + 60)
@@ -102,7 +107,8 @@ def test_coverage_and_gaps_against_brute_force() -> None:
         for _k in range(3):
             s = rng.integers(0, 460, 6)
             sets.append(iv.intersect(iv.union(s, s + rng.integers(1, 50, 6)), window))
-        (one, two), gaps = iv.coverage_and_gaps(sets, window, 2)
+        one, two = iv.coverage_lengths(sets, 2)
+        gaps = _gaps(sets, window)
         t = np.zeros(600, dtype=int)
         for ss, ee in sets:
             for x, y in zip(ss.tolist(), ee.tolist()):
@@ -121,4 +127,82 @@ def test_coverage_and_gaps_against_brute_force() -> None:
                 n = 0
         if n:
             runs.append(n)
-        assert gaps.tolist() == runs
+        assert gaps == runs
+
+
+def test_subtract_by_hand() -> None:
+    # [0,100) ∪ [200,300) minus [10,40) ∪ [90,210) ∪ [250,260) = [0,10) [40,90) [210,250) [260,300)
+    got = iv.subtract((a(0, 200), a(100, 300)), (a(10, 90, 250), a(40, 210, 260)))
+    assert list(zip(got[0].tolist(), got[1].tolist())) == [(0, 10), (40, 90), (210, 250), (260, 300)]
+    assert iv.subtract((a(0), a(10)), iv.empty())[0].tolist() == [0]
+    assert iv.subtract(iv.empty(), (a(0), a(10)))[0].size == 0
+    assert iv.subtract((a(5), a(10)), (a(0), a(20)))[0].size == 0  # wholly covered
+
+
+def test_union_stats_against_brute_force() -> None:
+    # several lists each sorted by start (overlapping, touching, nested), merged in blocks of 3
+    import clusterbench.analyzers.intervals as ivm
+
+    rng = np.random.default_rng(11)
+    old = ivm.BLOCK
+    ivm.BLOCK = 3
+    try:
+        for _ in range(60):
+            sets = []
+            for _k in range(int(rng.integers(1, 4))):
+                s = np.sort(rng.integers(0, 500, int(rng.integers(0, 12))))
+                sets.append((s, s + rng.integers(0, 40, s.size)))
+            t = np.zeros(600, dtype=bool)
+            for s, e in sets:
+                for x, y in zip(s.tolist(), e.tolist()):
+                    t[x:y] = True
+            first, last, total, holes = iv.union_stats(sets, hole_ns=5)
+            busy = np.flatnonzero(t)
+            assert total == int(t.sum())
+            if busy.size:
+                assert (first, last) == (int(busy[0]), int(busy[-1]) + 1)
+                runs, n = [], 0  # the holes between busy stretches, at least 5 long
+                for x in range(int(busy[0]), int(busy[-1]) + 1):
+                    if not t[x]:
+                        n += 1
+                    elif n:
+                        runs.append((x - n, x))
+                        n = 0
+                assert list(zip(holes[0].tolist(), holes[1].tolist())) == [r for r in runs if r[1] - r[0] >= 5]
+            u = iv.union_of(sets)
+            assert int((u[1] - u[0]).sum()) == int(t.sum())
+    finally:
+        ivm.BLOCK = old
+
+
+def test_coverage_in_window_against_brute_force() -> None:
+    # lists sorted by start (overlapping records, long ones spanning several blocks), a window of
+    # several intervals, blocks of 2 intervals: each list's union inside the window, and the time
+    # one or more / two or more of them are busy there
+    import clusterbench.analyzers.intervals as ivm
+
+    rng = np.random.default_rng(5)
+    old = ivm.BLOCK
+    ivm.BLOCK = 2
+    try:
+        for _ in range(80):
+            lists = []
+            for _k in range(int(rng.integers(1, 4))):
+                s = np.sort(rng.integers(0, 500, int(rng.integers(0, 10))))
+                lists.append((s, s + rng.integers(0, 120, s.size)))
+            window = iv.union(np.sort(rng.integers(0, 600, 3)), np.sort(rng.integers(0, 600, 3)) + 50)
+            inside = np.zeros(800, dtype=bool)
+            for x, y in zip(window[0].tolist(), window[1].tolist()):
+                inside[x:y] = True
+            busy = []
+            for s, e in lists:
+                t = np.zeros(800, dtype=bool)
+                for x, y in zip(s.tolist(), e.tolist()):
+                    t[x:y] = True
+                busy.append(t & inside)
+            per, (one, two) = iv.coverage_in_window(lists, window, 2)
+            depth = np.sum(busy, axis=0)
+            assert per == [int(b.sum()) for b in busy]
+            assert (one, two) == (int((depth >= 1).sum()), int((depth >= 2).sum()))
+    finally:
+        ivm.BLOCK = old

@@ -14,6 +14,7 @@ import sqlite_utils
 from clusterbench.errors import TraceError
 from clusterbench.io.nsys import read_trace
 from clusterbench.io.nsys.reader import base_api_name
+from clusterbench.io.nsys import schema as S
 from clusterbench.io.nsys.schema import ENGINES
 
 from fake_nsys import ERAS, SCHEMA_VERSION, Api, Copy, Graph, Kernel, Memset, Range, Trace, build
@@ -57,15 +58,18 @@ def test_every_schema_era_reads_the_same_records(tmp_path: Path, era: str) -> No
     assert data.schema_version == SCHEMA_VERSION.get(era)  # None where the era has no metadata table
     assert data.gpu_name(0) == "NVIDIA H200"  # TARGET_INFO_CUDA_GPU in 2020.3, TARGET_INFO_GPU after
     assert len(data.ranges) == 1 and data.ranges.text_of(0) == "pass frames=5"  # the mark has no end
-    assert data.host_sync.names == ("cudaStreamSynchronize",)
-    assert data.host_sync.start_ns.tolist() == [0] and data.host_sync.end_ns.tolist() == [40]
+    api = data.api  # every call kept (no plan): the sync [0,40) and the async copy [45,48)
+    assert [api.names[i] for i in api.name.tolist()] == ["cudaStreamSynchronize", "cudaMemcpyAsync"]
+    assert api.start_ns.tolist() == [0, 45] and api.end_ns.tolist() == [40, 48]
+    assert [S.API_CATEGORIES[c] for c in api.category.tolist()] == ["wait", "copy"]
+    assert [(t.pid, t.tid, t.name) for t in api.threads] == [(100, 100, "python")]
 
 
 def test_kernels_without_memcpy_table(tmp_path: Path) -> None:
     data = read_trace(build(tmp_path / "k.sqlite", Trace(kernels=[Kernel(0, 10), Kernel(20, 25)]), "2023.3"))
     assert "CUPTI_ACTIVITY_KIND_MEMCPY" not in data.tables
     assert data.activity.engine.tolist() == [0, 0]
-    assert len(data.host_sync.start_ns) == 0
+    assert len(data.api) == 0 and data.api.tables == ()
 
 
 def test_several_processes_and_devices_keep_their_keys(tmp_path: Path) -> None:
@@ -78,7 +82,7 @@ def test_several_processes_and_devices_keep_their_keys(tmp_path: Path) -> None:
     got = sorted(zip(data.activity.pid.tolist(), data.activity.device.tolist(), data.activity.engine.tolist()))
     k, d2h = ENGINES.index("kernel"), ENGINES.index("d2h")
     assert got == [(100, 0, k), (4_000_000, 1, k), (4_000_000, 3, d2h)]
-    assert sorted(data.host_sync.pid.tolist()) == [100, 4_000_000]
+    assert sorted(t.pid for t in data.api.threads) == [100, 4_000_000]
 
 
 def test_nvtx_text_inline_and_through_textid(tmp_path: Path) -> None:
@@ -222,12 +226,16 @@ def test_streams_and_pageable_flags_are_read(tmp_path: Path) -> None:
         assert rows[(40, 0)] == ("memset", False, 8)
 
 
-def test_host_sync_calls_keep_their_names(tmp_path: Path) -> None:
-    t = Trace(kernels=[Kernel(0, 10)], api=[Api(0, 5, "cudaMemcpy_v3020"), Api(6, 8, "cudaStreamSynchronize_v3020"), Api(9, 9, "cudaMemcpyAsync_v3020")])
-    hs = read_trace(build(tmp_path / "h.sqlite", t)).host_sync
-    assert hs.names == ("cudaMemcpy", "cudaStreamSynchronize")
-    assert [hs.names[i] for i in hs.name_index.tolist()] == ["cudaMemcpy", "cudaStreamSynchronize"]
-    assert hs.is_call(frozenset({"cudaMemcpy"})).tolist() == [True, False]
+def test_api_calls_keep_their_base_names_and_categories(tmp_path: Path) -> None:
+    t = Trace(kernels=[Kernel(0, 10)], api=[Api(0, 5, "cudaMemcpy_v3020"), Api(6, 8, "cudaStreamSynchronize_v3020"),
+                                            Api(9, 9, "cudaMemcpyAsync_v3020"), Api(10, 12, "cuModuleLoadData"),
+                                            Api(13, 14, "cudaMallocHost_v3020"), Api(15, 16, "cudaGraphLaunch_v10000"),
+                                            Api(17, 18, "cudaLaunchKernel_v7000"), Api(19, 20, "cudaEventRecord_v3020")])
+    api = read_trace(build(tmp_path / "h.sqlite", t)).api
+    got = [(api.names[n], S.API_CATEGORIES[c]) for n, c in zip(api.name.tolist(), api.category.tolist())]
+    assert got == [("cudaMemcpy", "wait"), ("cudaStreamSynchronize", "wait"), ("cudaMemcpyAsync", "copy"),
+                   ("cuModuleLoadData", "module_load"), ("cudaMallocHost", "alloc"), ("cudaGraphLaunch", "graph_launch"),
+                   ("cudaLaunchKernel", "launch"), ("cudaEventRecord", "other")]
 
 
 def test_empty_activity_table_means_absent(tmp_path: Path) -> None:
@@ -261,3 +269,57 @@ def test_path_with_uri_characters(tmp_path: Path) -> None:
     shutil.copyfile(REAL, p)
     data = read_trace(p)
     assert len(data.activity) == int(np.int64(24 + 41))
+
+
+# --------------------------------------------------------------------------- the host side and NVTX domains
+
+
+def test_domains_threads_overhead_and_driver_table(tmp_path: Path) -> None:
+    from fake_nsys import Overhead
+
+    t = Trace(
+        kernels=[Kernel(0, 10, name="zoo_calib")],
+        api=[Api(0, 5, "cudaLaunchKernel_v7000", tid=101), Api(6, 8, "cuModuleLoadData", tid=101)],
+        ranges=[Range(0, 50, "event loop", domain="zoo_daq"), Range(10, 20, "batch", domain="zoo_daq", event_type=60, by_id=True),
+                Range(0, 60, "pass frames=2")],
+        overhead=[Overhead(30, 40, "CUPTI Buffer flush", tid=999)],
+        thread_names={(100, 101): "zoo-feed-0"},
+        driver_table=True,
+    )  # fmt: skip
+    path = build(tmp_path / "d.sqlite", t)
+    data = read_trace(path, range_prefixes=("event", "batch", "pass"))
+    assert data.ranges.domains == {1: "zoo_daq"}
+    got = sorted((data.ranges.text_of(i), data.ranges.domain_of(i)) for i in range(len(data.ranges)))
+    assert got == [("batch", "zoo_daq"), ("event loop", "zoo_daq"), ("pass frames=2", None)]
+    api = data.api
+    assert set(api.tables) == {"CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"}
+    assert sorted(api.names[i] for i in api.name.tolist()) == ["cuModuleLoadData", "cudaLaunchKernel"]
+    assert [(th.pid, th.tid, th.name) for th in api.threads] == [(100, 101, "zoo-feed-0")]
+    ov = data.overhead
+    assert (ov.start_ns.tolist(), ov.tid.tolist(), ov.name) == ([30], [999], ("CUPTI Buffer flush",))
+    assert data.activity.kernel_names == ("zoo_calib",)
+    assert read_trace(path, kernel_names="mangled").activity.kernel_names == ("_Zzoo_calib",)
+
+
+def test_api_plan_keeps_sums_and_drops(tmp_path: Path) -> None:
+    from clusterbench.io.nsys import ApiPlan
+
+    iv = lambda *p: (np.array([a for a, _ in p], dtype=np.int64), np.array([b for _, b in p], dtype=np.int64))
+    t = Trace(kernels=[Kernel(0, 10)], api=[
+        Api(100, 110, "cudaLaunchKernel_v7000"),       # inside the aggregate zone [100, 200): summed
+        Api(120, 125, "cudaMemcpyAsync_v3020"),        # summed
+        Api(130, 140, "cudaStreamSynchronize_v3020"),  # a wait: always kept
+        Api(150, 160, "cudaEventRecord_v3020"),        # touches the keep interval [155, 158]: kept
+        Api(195, 205, "cudaLaunchKernel_v7000"),       # crosses the zone's end: kept
+        Api(300, 310, "cudaLaunchKernel_v7000"),       # in the region, outside the zone: kept
+        Api(500, 510, "cudaLaunchKernel_v7000"),       # outside the region [90, 400]: dropped
+        Api(120, 130, "cudaLaunchKernel_v7000", pid=7),  # another process, not in the plan: dropped
+    ])  # fmt: skip
+    plan = ApiPlan(region={100: iv((90, 400))}, keep={100: iv((155, 158))}, aggregate={100: iv((100, 200))})
+    api = read_trace(build(tmp_path / "p.sqlite", t), api_plan=plan).api
+    assert list(zip(api.start_ns.tolist(), (api.names[i] for i in api.name.tolist()))) == [
+        (130, "cudaStreamSynchronize"), (150, "cudaEventRecord"), (195, "cudaLaunchKernel"), (300, "cudaLaunchKernel")]
+    tot = {S.API_CATEGORIES[c]: (n, k, a, b) for c, n, k, a, b in zip(api.totals.category.tolist(), api.totals.ns.tolist(),
+                                                                      api.totals.calls.tolist(), api.totals.first_ns.tolist(),
+                                                                      api.totals.last_ns.tolist())}  # fmt: skip
+    assert tot == {"launch": (10, 1, 100, 110), "copy": (5, 1, 120, 125)}
