@@ -5,6 +5,13 @@ META_DATA_EXPORT), ENUM tables missing before 2022.4, mangledName from 2022.1,
 greenContextId in 2024.x, copyCount in 2025.x, the GPU name in TARGET_INFO_CUDA_GPU for
 2020.x, tables created only when they have rows, names through StringIds, NVTX text
 inline or through textId.
+
+The host side is written as nsys writes it (the columns of the bundled H200 exports): CUDA API calls
+in CUPTI_ACTIVITY_KIND_RUNTIME (eventClass 0 for the runtime API, 1 for the driver API; or the driver
+calls in a CUPTI_ACTIVITY_KIND_DRIVER table of the same columns), each with its thread's globalTid and
+a correlationId that the GPU records it launched share; PROFILER_OVERHEAD; NVTX_EVENTS with domainId
+and the domain's own row (eventType 75, the domain name as its text); ThreadNames;
+CUPTI_ACTIVITY_KIND_SYNCHRONIZATION.
 """
 
 from __future__ import annotations
@@ -78,6 +85,7 @@ class Api:
     end: int
     name: str  # e.g. cudaStreamSynchronize_v3020
     pid: int = 100
+    tid: int | None = None  # the OS thread id (default: the pid, the main thread)
 
 
 @dataclass
@@ -86,8 +94,33 @@ class Range:
     end: int | None
     text: str
     pid: int = 100
-    by_id: bool = False  # text through textId into StringIds instead of inline
+    by_id: bool = False  # text through textId into StringIds instead of inline (a registered string)
     event_type: int = 59  # 59 push/pop, 60 start/end, 34 mark
+    domain: str | None = None  # an NVTX domain (nvtxDomainCreateA); None: the default domain
+    tid: int | None = None
+
+
+@dataclass
+class Overhead:
+    """A PROFILER_OVERHEAD row: time nsys spent on a thread."""
+
+    start: int
+    end: int
+    name: str = "CUPTI Buffer flush"
+    pid: int = 100
+    tid: int | None = None
+
+
+@dataclass
+class Sync:
+    """A CUPTI_ACTIVITY_KIND_SYNCHRONIZATION row (syncType 2: stream synchronize, 3: context, 1: event)."""
+
+    start: int
+    end: int
+    stream: int = 7
+    sync_type: int = 2
+    pid: int = 100
+    device: int = 0
 
 
 @dataclass
@@ -100,6 +133,10 @@ class Trace:
     graphs: list[Graph] = field(default_factory=list)
     graph_nodes: bool = False  # write CUDA_GRAPH_NODE_EVENTS (a node-level graph trace)
     gpu_name: str | None = "NVIDIA H200"  # None: no TARGET_INFO_GPU table
+    overhead: list[Overhead] = field(default_factory=list)
+    syncs: list[Sync] = field(default_factory=list)
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)  # (pid, tid) -> name
+    driver_table: bool = False  # driver API calls (cu*) in CUPTI_ACTIVITY_KIND_DRIVER, not in the runtime table
 
 
 def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
@@ -193,32 +230,57 @@ def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
              for k in trace.kernels if k.graph_node is not None] or [{"start": 0, "end": 0, "globalTid": gtid(100), "graphNodeId": 1, "originalGraphNodeId": None, "graphId": 1}]
         )
     if trace.api:
-        db["CUPTI_ACTIVITY_KIND_RUNTIME"].insert_all(
-            [
-                {
-                    "start": a.start,
-                    "end": a.end,
-                    "eventClass": 1,
-                    "globalTid": gtid(a.pid),
-                    "correlationId": next(corr),
-                    "nameId": sid(a.name),
-                    "returnValue": 0,
-                }
-                for a in trace.api
-            ]
-        )
+        runtime, driver = [], []
+        for a in trace.api:
+            is_driver = a.name.startswith("cu") and not a.name.startswith("cuda")
+            row = {
+                "start": a.start,
+                "end": a.end,
+                "eventClass": 1 if is_driver else 0,
+                "globalTid": gtid(a.pid, a.tid),
+                "correlationId": next(corr),
+                "nameId": sid(a.name),
+                "returnValue": 0,
+                "callchainId": None,
+            }
+            (driver if is_driver and trace.driver_table else runtime).append(row)
+        if runtime:
+            db["CUPTI_ACTIVITY_KIND_RUNTIME"].insert_all(runtime)
+        if driver:
+            db["CUPTI_ACTIVITY_KIND_DRIVER"].insert_all(driver)
     if trace.ranges:
         rows = []
+        domains: dict[str, int] = {}
         for r in trace.ranges:
+            if r.domain is not None and r.domain not in domains:
+                domains[r.domain] = len(domains) + 1
+                first = min(x.start for x in trace.ranges if x.domain == r.domain)
+                rows.append({"start": first - 1, "end": None, "eventType": 75, "rangeId": None, "category": None,
+                             "color": None, "text": r.domain, "globalTid": gtid(r.pid, r.tid), "endGlobalTid": None,
+                             "textId": None, "domainId": domains[r.domain]})  # fmt: skip
             row = {"start": r.start, "end": r.end, "eventType": r.event_type, "rangeId": None, "category": None, "color": None}
             row["text"] = None if r.by_id else r.text
-            row["globalTid"] = gtid(r.pid)
-            row["endGlobalTid"] = None
+            row["globalTid"] = gtid(r.pid, r.tid)
+            row["endGlobalTid"] = gtid(r.pid, r.tid) if r.event_type == 60 else None
             row["textId"] = sid(r.text) if r.by_id else None
-            row["domainId"] = 0
+            row["domainId"] = domains.get(r.domain, 0) if r.domain is not None else 0
             rows.append(row)
         db["NVTX_EVENTS"].insert_all(rows)
-    db["ThreadNames"].insert({"nameId": sid("python"), "priority": 0, "globalTid": gtid(100)})
+    if trace.overhead:
+        db["PROFILER_OVERHEAD"].insert_all(
+            [{"start": o.start, "end": o.end, "globalTid": gtid(o.pid, o.tid), "nameId": sid(o.name), "returnValue": 0}
+             for o in trace.overhead]  # fmt: skip
+        )
+    if trace.syncs:
+        rows = []
+        for y in trace.syncs:
+            row = {"start": y.start, "end": y.end, "deviceId": y.device, "contextId": 1, "greenContextId": None,
+                   "streamId": y.stream, "correlationId": next(corr), "globalPid": gpid(y.pid), "deprecatedSyncType": None,
+                   "syncType": y.sync_type, "eventId": 4294967295, "eventSyncId": 4294967295}  # fmt: skip
+            rows.append(row)
+        db["CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"].insert_all(rows)
+    names = {(100, 100): "python", **trace.thread_names}
+    db["ThreadNames"].insert_all([{"nameId": sid(n), "priority": 10, "globalTid": gtid(p, t)} for (p, t), n in names.items()])
     db["StringIds"].insert_all([{"id": i, "value": v} for v, i in strings.items()], pk="id")
     db.close()
     return path

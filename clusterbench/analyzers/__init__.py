@@ -1,4 +1,5 @@
-"""Pure analysis over parsed traces: interval unions, roofline, overlap, idle, host sync.
+"""Pure analysis over parsed traces: one analyzer per module over one trace model (analyzers.model),
+and the facade that runs them (analyzers.analysis).
 
 ``from clusterbench.analyzers import analyze_trace`` is the entry point the CLI and the probe
 use. Names load lazily so that importing the package stays cheap.
@@ -12,6 +13,8 @@ _EXPORTS = {
     "analyze": "clusterbench.analyzers.analysis",
     "analyze_trace": "clusterbench.analyzers.analysis",
     "load_trace": "clusterbench.analyzers.analysis",
+    "request": "clusterbench.analyzers.analysis",
+    "Request": "clusterbench.analyzers.analysis",
     "Finding": "clusterbench.analyzers.records",
     "RULES": "clusterbench.analyzers.rules",
     "WhatIf": "clusterbench.analyzers.whatif",

@@ -90,6 +90,19 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
     return s[order], e[order]
 
 
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    """The parts of the disjoint set ``a`` outside the disjoint set ``b``, as a disjoint set."""
+    (a_s, a_e), (b_s, b_e) = a, b
+    if a_s.size == 0 or b_s.size == 0:
+        return a_s, a_e
+    # the complement of b, bounded by a's hull, intersected with a
+    lo, hi = min(int(a_s[0]), int(b_s[0])), max(int(a_e[-1]), int(b_e[-1]))
+    c_s = np.concatenate([[lo], b_e])
+    c_e = np.concatenate([b_s, [hi]])
+    keep = c_e > c_s
+    return intersect(a, (c_s[keep], c_e[keep]))
+
+
 def _sweep(sets: Sequence[Intervals]) -> tuple[np.ndarray, np.ndarray]:
     """Event times in order, and how many sets are active right after each event."""
     sets = [s for s in sets if s[0].size]
@@ -121,49 +134,6 @@ def coverage_lengths(sets: Sequence[Intervals], max_k: int = 2) -> tuple[int, ..
     return tuple(int(seg[dep >= k].sum()) for k in range(1, max_k + 1))
 
 
-_HOLE = 100  # depth of a window hole in the sweep of coverage_and_gaps; far above any set count
-
-
-def coverage_and_gaps(sets: Sequence[Intervals], window: Intervals, max_k: int = 2) -> tuple[tuple[int, ...], np.ndarray]:
-    """One sweep: for k = 1..max_k the time at least k sets are active, and the idle gaps.
-
-    The idle gaps are the maximal parts of the disjoint ``window`` where none of the sets is
-    active; their lengths come back, in time order. The sets must lie inside the window (clip
-    them first). The holes between window intervals join the sweep as one more set of depth
-    _HOLE, so that no gap crosses one.
-    """
-    ws, we = (np.asarray(x, dtype=np.int64) for x in window)
-    if ws.size == 0:
-        return (0,) * max_k, _EMPTY
-    sets = [st for st in sets if st[0].size]
-    if len(sets) > 127 - _HOLE:
-        raise ValueError(f"coverage_and_gaps takes at most {127 - _HOLE} sets, got {len(sets)}")
-    if not sets:
-        return (0,) * max_k, we - ws
-    parts_t, parts_d = [], []
-    for n, (s_, e_) in enumerate(list(sets) + [(we[:-1], ws[1:])]):
-        t = np.empty(2 * s_.size, dtype=np.int64)
-        t[0::2], t[1::2] = s_, e_
-        d = np.empty(2 * s_.size, dtype=np.int8)  # depth stays below _HOLE + number of sets < 128
-        step = _HOLE if n == len(sets) else 1
-        d[0::2], d[1::2] = step, -step
-        parts_t.append(t)
-        parts_d.append(d)
-    t = np.concatenate(parts_t)
-    d = np.concatenate(parts_d)
-    order = np.argsort(t, kind="stable")
-    t, d = t[order], d[order]
-    depth = np.cumsum(d, dtype=np.int16)
-    seg = np.diff(t)
-    dep = depth[:-1]
-    # a hole holds no set (the sets lie inside the window), so its depth is exactly _HOLE: it
-    # counts in every `dep >= k`, and its length comes off once
-    holes = int((ws[1:] - we[:-1]).sum())
-    lengths = tuple(int(np.sum(seg, where=dep >= k)) - holes for k in range(1, max_k + 1))
-    gaps = np.concatenate([t[:1] - ws[:1], seg[dep == 0], we[-1:] - t[-1:]])
-    return lengths, gaps[gaps > 0]
-
-
 def coverage_at_least(sets: Sequence[Intervals], k: int) -> Intervals:
     """Where at least ``k`` of the disjoint sets are active, as a disjoint set."""
     t, depth = _sweep(sets)
@@ -171,11 +141,6 @@ def coverage_at_least(sets: Sequence[Intervals], k: int) -> Intervals:
         return empty()
     on = depth[:-1] >= k
     return union(t[:-1][on], t[1:][on])  # union merges pieces split at tied events
-
-
-def overlap_length(sets: Sequence[Intervals], k: int = 2) -> int:
-    """Time during which at least ``k`` of the disjoint sets are active."""
-    return coverage_lengths(sets, k)[k - 1]
 
 
 def clip(

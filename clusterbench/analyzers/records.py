@@ -1,6 +1,10 @@
-"""The records of a trace analysis: per-engine figures, the roofline, one (process, device) group,
-the whole trace, and the rule findings. Frozen and JSON-serialisable; every analyzer module and
-renderer reads these, and none of them imports another analyzer to get a record (pure).
+"""The records of a trace analysis, one per concept: the window, the frames, per-engine figures and
+the roofline, the idle gaps and their causes, kernels by name, copies by size, the host threads,
+the pacing, one (process, device) group, the whole trace, and the rule findings.
+
+Frozen and JSON-serialisable (``to_json`` is written once, here); every analyzer module and renderer
+reads these, and none of them imports another analyzer to get a record. ``None`` means "not
+measured" (no frames, no API table, ...), never zero.
 """
 
 from __future__ import annotations
@@ -8,13 +12,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from clusterbench import __version__
 
 # history: 1 = first release (the JSON contract of docs/facts.md plus extra keys);
 #          2 = adds the `graph` engine, `rules` (fired rules with codes), per-engine
 #              `headroom_factor`, `streams`/`implausible_*`, group `n_streams`, `engine_streams`,
-#              `sync_copy_*`, `pageable_*`, `idle_gap*`, `graph_trace`, and top-level `what_if`.
-JSON_VERSION = 2
+#              `sync_copy_*`, `pageable_*`, `idle_gap*`, `graph_trace`, and top-level `what_if`;
+#          3 = adds `window` (mode, bounds, what was cut), `frames_definition`, `gaps` (every idle gap
+#              with its cause), `gap_summary`, `steady` (figures without set-up gaps), `kernels`, `copies`,
+#              `host` (launching threads), `pacing`, `work_not_traced`; `roofline.engine` may be
+#              "host" (with `roofline.thread`); `idle_gap_*` count every gap of at least the threshold.
+JSON_VERSION = 3
+
+GAP_CAUSES = ("module_load", "alloc", "sync", "host", "profiler", "unknown")
+SETUP_CAUSES = frozenset({"module_load", "alloc", "profiler"})  # not the pipeline's own loop
+
+
+def _us(ns: float | int | None, frames: int | None) -> float | None:
+    return (ns / 1000.0 / frames) if (frames and ns is not None) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +55,74 @@ class Finding:
             "message": self.message,
         }
 
+
+# --------------------------------------------------------------------------- window and frames
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Window:
+    """The part of the trace the figures cover: one or more disjoint intervals (absolute ns)."""
+
+    mode: str  # "pass-range", "range", "ms", "span", "trimmed-span"
+    source: str  # how it reads in the output ("NVTX range 'pass frames=10000'")
+    starts_ns: np.ndarray
+    ends_ns: np.ndarray
+    ranges: int = 0  # NVTX ranges used (0: not a range window)
+    span_start_ns: int | None = None  # the group's GPU activity span, for what was cut
+    span_end_ns: int | None = None
+    cut_before_ns: int = 0  # of the span, cut off before the window (trimmed-span only)
+    cut_after_ns: int = 0
+    cut_note: str | None = None  # what was cut ("20.121 ms before: 1 separating gap (1 module_load) and 1 GPU record")
+
+    @property
+    def start_ns(self) -> int:
+        return int(self.starts_ns[0]) if self.starts_ns.size else 0
+
+    @property
+    def end_ns(self) -> int:
+        return int(self.ends_ns[-1]) if self.ends_ns.size else 0
+
+    @property
+    def length_ns(self) -> int:
+        return int((self.ends_ns - self.starts_ns).sum())
+
+    @property
+    def intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.starts_ns, self.ends_ns
+
+    def to_json(self) -> dict:
+        return {
+            "mode": self.mode,
+            "source": self.source,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            "length_ns": self.length_ns,
+            "intervals": int(self.starts_ns.size),
+            "ranges": self.ranges,
+            "cut_before_ns": self.cut_before_ns,
+            "cut_after_ns": self.cut_after_ns,
+            "cut": self.cut_note,
+        }
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Frames:
+    """How many frames the window holds, and where that number came from."""
+
+    count: int | None
+    source: str | None  # "FRAMES argument", "1,000 launches of kernels matching 'zoo_calib' ..."
+    definition: str | None  # "argument", "range-text", "kernel:REGEX", "range:NAME", "graph", "h2d-bytes:N"
+    # the frame events, when the definition counts events: their completion times (absolute ns, sorted)
+    completions_ns: np.ndarray | None = None
+    events_source: str | None = None  # what the events are ("launches of zoo_calib")
+    frames_per_event: float | None = None
+    hint: str | None = None  # frames unknown: a definition that would count them
+
+    def to_json(self) -> dict:
+        return {"frames": self.count, "frames_source": self.source, "frames_definition": self.definition}
+
+
+# --------------------------------------------------------------------------- engines
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,17 +165,6 @@ class EngineStats:
 
 
 @dataclass(frozen=True, slots=True)
-class Roofline:
-    engine: str | None  # None when nothing ran inside the window
-    busy_ns: int
-    us_per_frame: float | None
-    fps: float | None
-
-    def to_json(self) -> dict:
-        return {"engine": self.engine, "busy_ns": self.busy_ns, "us_per_frame": self.us_per_frame, "fps": self.fps}
-
-
-@dataclass(frozen=True, slots=True)
 class StreamStats:
     stream: int
     engines: dict[str, EngineStats]
@@ -105,76 +179,32 @@ class StreamStats:
 
 
 @dataclass(frozen=True, slots=True)
-class GroupAnalysis:
-    """Everything measured for one (process, device) group."""
+class Busy:
+    """The GPU engines over the window: per-engine figures, their union, overlap and streams."""
 
-    pid: int
-    device: int
-    gpu_name: str | None
-    frames: int | None
-    frames_source: str | None
-    window_ns: int
-    window_source: str
-    window_ranges: int  # NVTX ranges used (0 = activity span)
     engines: dict[str, EngineStats]
-    roofline: Roofline
     any_busy_ns: int
     idle_ns: int
     overlap_ns: int
-    host_sync_ns: int
-    host_sync_calls: tuple[str, ...]
     serialization: float | None  # sum of engine busy / any busy; 1.0 = nothing overlapped
-    measured_us_per_frame: float | None  # window / frames
-    efficiency: float | None  # roofline us_per_frame / measured us_per_frame
-    streams: tuple[StreamStats, ...] | None = None
-    notes: tuple[str, ...] = ()
     n_streams: int = 0  # distinct streams with GPU work inside the window
     engine_streams: dict[str, int] = field(default_factory=dict)  # per engine with work, its stream count
-    sync_copy_ns: int = 0  # union of synchronous copy calls (cudaMemcpy, cuMemcpy*), clipped to the window
-    sync_copy_calls: int = 0
-    sync_copy_names: tuple[str, ...] = ()
+    streams: tuple[StreamStats, ...] | None = None  # with --by-stream
     pageable_count: int = 0  # copies inside the window with pageable host memory
     pageable_bytes: int = 0
     pageable_known: bool = True  # the export has srcKind/dstKind
-    idle_gap_count: int = 0  # idle gaps of at least rules.GAP_NS
-    idle_gap_ns: int = 0
-    longest_idle_ns: int = 0
-    graph_trace: str | None = None  # "graph", "node" or None (see TraceData.graph_trace)
-    findings: tuple[Finding, ...] = ()
-    window_intervals: tuple = field(default=(), compare=False, repr=False)  # the window as (starts, ends) ns
 
     def to_json(self) -> dict:
         out = {
-            "pid": self.pid,
-            "device": self.device,
-            "gpu_name": self.gpu_name,
-            "frames": self.frames,
-            "frames_source": self.frames_source,
-            "window_ns": self.window_ns,
-            "window_source": self.window_source,
-            "window_ranges": self.window_ranges,
             "engines": {k: v.to_json() for k, v in self.engines.items()},
-            "roofline": self.roofline.to_json(),
             "any_busy_ns": self.any_busy_ns,
             "idle_ns": self.idle_ns,
             "overlap_ns": self.overlap_ns,
-            "host_sync_ns": self.host_sync_ns,
-            "host_sync_calls": list(self.host_sync_calls),
             "serialization": self.serialization,
-            "measured_us_per_frame": self.measured_us_per_frame,
-            "efficiency": self.efficiency,
             "n_streams": self.n_streams,
             "engine_streams": dict(self.engine_streams),
-            "sync_copy_ns": self.sync_copy_ns,
-            "sync_copy_calls": self.sync_copy_calls,
             "pageable_count": self.pageable_count if self.pageable_known else None,
             "pageable_bytes": self.pageable_bytes if self.pageable_known else None,
-            "idle_gap_count": self.idle_gap_count,
-            "idle_gap_ns": self.idle_gap_ns,
-            "longest_idle_ns": self.longest_idle_ns,
-            "graph_trace": self.graph_trace,
-            "notes": list(self.notes),
-            "rules": [f.to_json() for f in self.findings],
         }
         if self.streams is not None:
             out["streams"] = [s.to_json() for s in self.streams]
@@ -182,8 +212,357 @@ class GroupAnalysis:
 
 
 @dataclass(frozen=True, slots=True)
+class ThreadRef:
+    pid: int
+    tid: int
+    name: str | None
+
+    def label(self) -> str:
+        return f"thread {self.tid}" + (f" ({self.name})" if self.name else "")
+
+    def to_json(self) -> dict:
+        return {"pid": self.pid, "tid": self.tid, "name": self.name}
+
+
+@dataclass(frozen=True, slots=True)
+class Roofline:
+    engine: str | None  # None when nothing ran inside the window; "host" when a launching thread binds
+    busy_ns: int
+    us_per_frame: float | None
+    fps: float | None
+    thread: ThreadRef | None = None  # the binding thread, when engine == "host"
+
+    def to_json(self) -> dict:
+        out = {"engine": self.engine, "busy_ns": self.busy_ns, "us_per_frame": self.us_per_frame, "fps": self.fps}
+        if self.thread is not None:
+            out["thread"] = self.thread.to_json()
+        return out
+
+
+# --------------------------------------------------------------------------- gaps
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Gaps:
+    """Every idle gap of the window (no engine busy) of at least ``threshold_ns``, with its cause:
+    arrays in time order. ``parts_ns[i, k]`` is the time the launching threads spent in state k
+    (GAP_CAUSES order, averaged over the threads) during gap i."""
+
+    threshold_ns: int
+    starts_ns: np.ndarray
+    lengths_ns: np.ndarray
+    cause: np.ndarray  # int8 index into GAP_CAUSES
+    api: tuple[str | None, ...]  # per gap: the call that names the cause, if any
+    parts_ns: np.ndarray  # (n, len(GAP_CAUSES)) int64
+    window_start_ns: int
+    listed: int = 10_000  # --json lists at most this many gaps (the longest), in time order
+
+    def __len__(self) -> int:
+        return int(self.starts_ns.size)
+
+    def setup_mask(self) -> np.ndarray:
+        return np.isin(self.cause, [GAP_CAUSES.index(c) for c in SETUP_CAUSES])
+
+    def cause_of(self, i: int) -> str:
+        return GAP_CAUSES[int(self.cause[i])]
+
+    @property
+    def setup_ns(self) -> int:
+        return int(self.lengths_ns[self.setup_mask()].sum())
+
+    @property
+    def loop_ns(self) -> int:
+        return int(self.lengths_ns[~self.setup_mask()].sum())
+
+    def longest(self, setup: bool | None = None) -> int | None:
+        """Index of the longest gap (of the set-up gaps, of the loop's gaps, or of all); None if none."""
+        if not len(self):
+            return None
+        m = np.ones(len(self), dtype=bool) if setup is None else (self.setup_mask() if setup else ~self.setup_mask())
+        if not m.any():
+            return None
+        idx = np.flatnonzero(m)
+        return int(idx[np.argmax(self.lengths_ns[idx])])
+
+    def by_cause(self) -> dict[str, tuple[int, int]]:
+        """cause -> (gaps, ns), causes present only."""
+        out = {}
+        for k, c in enumerate(GAP_CAUSES):
+            m = self.cause == k
+            if m.any():
+                out[c] = (int(m.sum()), int(self.lengths_ns[m].sum()))
+        return out
+
+    def gap_json(self, i: int) -> dict:
+        return {
+            "start_ns": int(self.starts_ns[i]) - self.window_start_ns,
+            "length_ns": int(self.lengths_ns[i]),
+            "cause": self.cause_of(i),
+            "api": self.api[i],
+            "setup": self.cause_of(i) in SETUP_CAUSES,
+            "parts_ns": {c: int(self.parts_ns[i, k]) for k, c in enumerate(GAP_CAUSES) if self.parts_ns[i, k]},
+        }
+
+    def to_json(self) -> list[dict]:
+        n = len(self)
+        if n <= self.listed:
+            keep = range(n)
+        else:
+            keep = sorted(np.argsort(-self.lengths_ns, kind="stable")[: self.listed].tolist())
+        return [self.gap_json(i) for i in keep]
+
+    def summary_json(self) -> dict:
+        lg, ls, ll = self.longest(), self.longest(True), self.longest(False)
+        return {
+            "threshold_ns": self.threshold_ns,
+            "count": len(self),
+            "listed": min(len(self), self.listed),
+            "setup_count": int(self.setup_mask().sum()),
+            "setup_ns": self.setup_ns,
+            "loop_count": int((~self.setup_mask()).sum()),
+            "loop_ns": self.loop_ns,
+            "by_cause": {c: {"count": n, "ns": ns} for c, (n, ns) in self.by_cause().items()},
+            "longest": None if lg is None else self.gap_json(lg),
+            "longest_setup": None if ls is None else self.gap_json(ls),
+            "longest_loop": None if ll is None else self.gap_json(ll),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WorkNotTraced:
+    """The GPU reads idle while the launching threads wait on it: its work is not in the trace."""
+
+    waited_ns: int  # gaps of at least 1 ms in which the launching threads waited in a synchronize
+    share: float  # of the window
+    calls: tuple[str, ...]  # the wait calls
+    why: str  # the likely reason
+    hint: str  # how to trace it
+
+    def to_json(self) -> dict:
+        return {"waited_ns": self.waited_ns, "share": self.share, "calls": list(self.calls), "why": self.why, "hint": self.hint}
+
+
+# --------------------------------------------------------------------------- kernels and copies
+
+
+@dataclass(frozen=True, slots=True)
+class KernelStats:
+    name: str
+    launches: int  # records that overlap the window
+    busy_ns: int  # union of this name's intervals, clipped to the window
+    us_per_frame: float | None
+    share: float | None  # busy / the kernel bar's busy (names can overlap: shares can add up past 1)
+    min_ns: int  # record durations (whole records)
+    median_ns: float
+    max_ns: int
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "launches": self.launches, "busy_ns": self.busy_ns, "us_per_frame": self.us_per_frame,
+                "share": self.share, "min_ns": self.min_ns, "median_ns": self.median_ns, "max_ns": self.max_ns}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class CopyClass:
+    """Copies (or memsets) of one engine in one size class."""
+
+    engine: str
+    size_class: str  # "64 kB-1 MB"
+    min_bytes: int  # the class's bounds: min_bytes <= size < max_bytes (None: no upper bound)
+    max_bytes: int | None
+    count: int
+    bytes: int
+    busy_ns: int
+    gbps: float | None
+    us_per_frame: float | None
+
+    def to_json(self) -> dict:
+        return {"engine": self.engine, "size_class": self.size_class, "min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
+                "count": self.count, "bytes": self.bytes, "busy_ns": self.busy_ns, "gbps": self.gbps,
+                "us_per_frame": self.us_per_frame}  # fmt: skip
+
+
+# --------------------------------------------------------------------------- host
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadStats:
+    """One thread that issues CUDA work in the window: its time in CUDA calls by kind and its busy time."""
+
+    thread: ThreadRef
+    launch_ns: int  # kernel and graph launches
+    launch_calls: int
+    copy_ns: int  # issuing copies and memsets (asynchronous calls)
+    copy_calls: int
+    wait_ns: int  # blocking waits (synchronize, synchronous copies), as a union
+    wait_calls: int
+    other_ns: int  # every other CUDA call (events, queries, stream set-up, ...)
+    other_calls: int
+    active_ns: int  # from its first to its last CUDA call in the window
+    busy_ns: int  # active_ns minus its waits and the set-up gaps
+    frames: int | None
+
+    @property
+    def us_per_frame(self) -> float | None:
+        return _us(self.busy_ns, self.frames)
+
+    def to_json(self) -> dict:
+        f = self.frames
+        return {
+            **self.thread.to_json(),
+            "busy_ns": self.busy_ns, "us_per_frame": self.us_per_frame, "active_ns": self.active_ns,
+            "launch_ns": self.launch_ns, "launch_calls": self.launch_calls, "launch_us_per_frame": _us(self.launch_ns, f),
+            "copy_ns": self.copy_ns, "copy_calls": self.copy_calls, "copy_us_per_frame": _us(self.copy_ns, f),
+            "wait_ns": self.wait_ns, "wait_calls": self.wait_calls, "wait_us_per_frame": _us(self.wait_ns, f),
+            "other_ns": self.other_ns, "other_calls": self.other_calls, "other_us_per_frame": _us(self.other_ns, f),
+        }  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """The host side: the launching threads, and the process's blocking calls."""
+
+    known: bool  # the trace has CUDA API rows
+    threads: tuple[ThreadStats, ...]  # busiest first
+    host_sync_ns: int  # union of the process's blocking calls, clipped to the window
+    host_sync_calls: tuple[str, ...]
+    sync_copy_ns: int = 0  # union of synchronous copy calls (cudaMemcpy, cuMemcpy*), clipped to the window
+    sync_copy_calls: int = 0
+    sync_copy_names: tuple[str, ...] = ()
+
+    @property
+    def busiest(self) -> ThreadStats | None:
+        return self.threads[0] if self.threads else None
+
+    def to_json(self) -> dict:
+        return {"known": self.known, "threads": [t.to_json() for t in self.threads]}
+
+
+# --------------------------------------------------------------------------- pacing
+
+
+@dataclass(frozen=True, slots=True)
+class Pacing:
+    """Intervals between consecutive frame completions in the window."""
+
+    source: str  # what completes ("launches of zoo_calib", "NVTX ranges 'batch'")
+    events: int  # completions in the window
+    frames_per_event: float
+    median_ns: float
+    p99_ns: float
+    max_ns: int
+    stall_start_ns: int  # the longest interval, absolute
+    stall_cause: str  # a gap cause, or "busy" (no idle gap explains it: the work itself took longer)
+    stall_api: str | None
+    window_start_ns: int
+
+    def to_json(self) -> dict:
+        per = self.frames_per_event
+        return {
+            "source": self.source, "events": self.events, "frames_per_event": per,
+            "median_ns": self.median_ns, "p99_ns": self.p99_ns, "max_ns": self.max_ns,
+            "median_us_per_frame": self.median_ns / 1000 / per, "p99_us_per_frame": self.p99_ns / 1000 / per,
+            "max_us_per_frame": self.max_ns / 1000 / per,
+            "longest_stall": {"start_ns": self.stall_start_ns - self.window_start_ns, "length_ns": self.max_ns,
+                              "cause": self.stall_cause, "api": self.stall_api},
+        }  # fmt: skip
+
+
+# --------------------------------------------------------------------------- a group, a trace
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """The window against the roofline, with and without the set-up gaps."""
+
+    measured_us_per_frame: float | None  # window / frames
+    efficiency: float | None  # roofline busy / window
+    steady_ns: int  # the window minus its set-up gaps
+    steady_idle_ns: int  # idle time outside set-up gaps
+    steady_us_per_frame: float | None
+    steady_efficiency: float | None
+
+    def to_json(self) -> dict:
+        return {"window_ns": self.steady_ns, "idle_ns": self.steady_idle_ns, "us_per_frame": self.steady_us_per_frame,
+                "efficiency": self.steady_efficiency}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class GroupAnalysis:
+    """Everything measured for one (process, device) group."""
+
+    pid: int
+    device: int
+    gpu_name: str | None
+    window: Window
+    frames: Frames
+    busy: Busy
+    roofline: Roofline
+    gaps: Gaps
+    host: Host
+    throughput: Throughput
+    kernels: tuple[KernelStats, ...] = ()
+    copies: tuple[CopyClass, ...] = ()
+    pacing: Pacing | None = None
+    pacing_note: str | None = None  # why there is no pacing
+    work_not_traced: WorkNotTraced | None = None
+    graph_trace: str | None = None  # "graph", "node" or None (see TraceData.graph_trace)
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return tuple(f.message for f in self.findings)
+
+    def to_json(self) -> dict:
+        b, gp, h, t = self.busy, self.gaps, self.host, self.throughput
+        out = {
+            "pid": self.pid,
+            "device": self.device,
+            "gpu_name": self.gpu_name,
+            **self.frames.to_json(),
+            "window_ns": self.window.length_ns,
+            "window_source": self.window.source,
+            "window_ranges": self.window.ranges,
+            "window": self.window.to_json(),
+            "engines": b.to_json()["engines"],
+            "roofline": self.roofline.to_json(),
+            "any_busy_ns": b.any_busy_ns,
+            "idle_ns": b.idle_ns,
+            "overlap_ns": b.overlap_ns,
+            "host_sync_ns": h.host_sync_ns,
+            "host_sync_calls": list(h.host_sync_calls),
+            "serialization": b.serialization,
+            "measured_us_per_frame": t.measured_us_per_frame,
+            "efficiency": t.efficiency,
+            "steady": t.to_json(),
+            "n_streams": b.n_streams,
+            "engine_streams": dict(b.engine_streams),
+            "sync_copy_ns": h.sync_copy_ns,
+            "sync_copy_calls": h.sync_copy_calls,
+            "pageable_count": b.pageable_count if b.pageable_known else None,
+            "pageable_bytes": b.pageable_bytes if b.pageable_known else None,
+            "idle_gap_count": len(gp),
+            "idle_gap_ns": int(gp.lengths_ns.sum()),
+            "longest_idle_ns": int(gp.lengths_ns.max()) if len(gp) else 0,
+            "gap_summary": gp.summary_json(),
+            "gaps": gp.to_json(),
+            "kernels": [k.to_json() for k in self.kernels],
+            "copies": [c.to_json() for c in self.copies],
+            "host": h.to_json(),
+            "pacing": None if self.pacing is None else self.pacing.to_json(),
+            "pacing_note": self.pacing_note,
+            "work_not_traced": None if self.work_not_traced is None else self.work_not_traced.to_json(),
+            "graph_trace": self.graph_trace,
+            "notes": list(self.notes),
+            "rules": [f.to_json() for f in self.findings],
+        }
+        if b.streams is not None:
+            out["streams"] = [s.to_json() for s in b.streams]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class TraceAnalysis:
-    """The analysis of one trace. Attributes below ``primary`` describe the primary group."""
+    """The analysis of one trace: every (process, device) group, and the primary one (most GPU busy time)."""
 
     trace: str
     nsys_version: str | None
@@ -193,83 +572,6 @@ class TraceAnalysis:
     warnings: tuple[str, ...] = field(default=())
     graph_warning: str | None = None  # also in warnings; the table shows it in place
     what_if: Any = None  # a whatif.WhatIf for the primary group, when asked for
-
-    # The primary group's figures, for callers that want one group (the probe).
-    @property
-    def pid(self) -> int:
-        return self.primary.pid
-
-    @property
-    def device(self) -> int:
-        return self.primary.device
-
-    @property
-    def gpu_name(self) -> str | None:
-        return self.primary.gpu_name
-
-    @property
-    def frames(self) -> int | None:
-        return self.primary.frames
-
-    @property
-    def frames_source(self) -> str | None:
-        return self.primary.frames_source
-
-    @property
-    def window_ns(self) -> int:
-        return self.primary.window_ns
-
-    @property
-    def window_source(self) -> str:
-        return self.primary.window_source
-
-    @property
-    def engines(self) -> dict[str, EngineStats]:
-        return self.primary.engines
-
-    @property
-    def roofline(self) -> Roofline:
-        return self.primary.roofline
-
-    @property
-    def any_busy_ns(self) -> int:
-        return self.primary.any_busy_ns
-
-    @property
-    def idle_ns(self) -> int:
-        return self.primary.idle_ns
-
-    @property
-    def overlap_ns(self) -> int:
-        return self.primary.overlap_ns
-
-    @property
-    def host_sync_ns(self) -> int:
-        return self.primary.host_sync_ns
-
-    @property
-    def serialization(self) -> float | None:
-        return self.primary.serialization
-
-    @property
-    def measured_us_per_frame(self) -> float | None:
-        return self.primary.measured_us_per_frame
-
-    @property
-    def efficiency(self) -> float | None:
-        return self.primary.efficiency
-
-    @property
-    def streams(self) -> tuple[StreamStats, ...] | None:
-        return self.primary.streams
-
-    @property
-    def notes(self) -> tuple[str, ...]:
-        return self.primary.notes
-
-    @property
-    def findings(self) -> tuple[Finding, ...]:
-        return self.primary.findings
 
     def to_json(self) -> dict:
         out = {

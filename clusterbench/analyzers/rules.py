@@ -2,13 +2,15 @@
 
 A rule looks at one (process, device) group's figures and either stays silent or fires with a
 message built from the trace's own numbers. Every rule checks what its text claims: a rule that
-says "work ran on one stream" fires only when it did. ``evaluate(group)`` returns the fired rules
-as :class:`Finding` records, in the order of :data:`RULES`; the notes printed under "why:" are
-their texts. docs/analyze.md lists every rule with its threshold; a test checks that it does.
+says "work ran on one stream" fires only when it did; the starvation and utilization rules count
+only the gaps the pipeline's own loop makes (set-up gaps are reported as set-up). ``evaluate(group)``
+returns the fired rules as :class:`Finding` records, in the order of :data:`RULES`; the notes
+printed under "why:" are their texts. docs/analyze.md lists every rule with its threshold; a test
+checks that it does. When the GPU's work is not in the trace, only that note (and the data
+checks) is given: idle figures and advice would mislead.
 
 The anchor is the expert-system rules of ``nsys analyze`` (GPU gaps, GPU utilization, synchronous
-memcpy, pageable memcpy, synchronization APIs), cut down to what an export's kernel, memcpy,
-memset, graph and runtime tables can show.
+memcpy, pageable memcpy, synchronization APIs), cut down to what an export can show.
 """
 
 from __future__ import annotations
@@ -16,17 +18,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from clusterbench.analyzers.records import Finding, GroupAnalysis
+from clusterbench.analyzers.gaps import GAP_NS
+from clusterbench.analyzers.records import GAP_CAUSES, Finding, GroupAnalysis
 
 # Thresholds (judgement calls; each is printed in the docs table and in the finding).
 NO_OVERLAP_SERIALIZATION = 1.05  # serialization below this: the engines practically take turns
+TURNS_GAIN = 0.05  # taking turns matters when the other bars add at least this share of the tallest one
 HOST_SYNC_FRACTION = 0.20  # host in synchronize calls for at least this share of the window
-IDLE_FRACTION = 0.10  # no engine busy for at least this share of the window
-GAP_NS = 100_000  # an idle gap this long (0.1 ms) is a starvation gap: ~10 frames at 10 µs/frame
-GAP_FRACTION = 0.05  # starvation gaps adding up to at least this share of the window
+IDLE_FRACTION = 0.10  # no engine busy for at least this share of the window (set-up gaps left out)
+GAP_FRACTION = 0.05  # the loop's idle gaps adding up to at least this share of the window
+SETUP_FRACTION = 0.01  # set-up gaps taking at least this share of the window
 SYNC_COPY_FRACTION = 0.01  # synchronous copy calls blocking the host this share of the window
 PAGEABLE_BYTES_FRACTION = 0.01  # pageable copies carry at least this share of the copied bytes
-STREAM_SHARE = 0.01  # a stream counts as carrying work when it has this share of the GPU time
 
 GRAPH_WARNING = (
     "graph-level CUDA graph trace: the `graph` engine is the GPU time of whole graph executions "
@@ -34,6 +37,20 @@ GRAPH_WARNING = (
     "gaps between its nodes; the kernel, h2d, d2h and memset bars leave out the work inside graphs. "
     "Per-engine figures need: nsys profile --cuda-graph-trace=node"
 )
+
+
+
+def cause_phrase(cause: str, api: str | None) -> str:
+    """What the launching threads did in a gap, as it reads in a sentence."""
+    call = api or "a CUDA call"
+    return {
+        "module_load": f"the host compiled and loaded GPU code ({call}; the compile itself is not traced)",
+        "alloc": f"the host allocated or freed memory ({call})",
+        "sync": f"the launching threads waited in {api or 'a synchronize'} with nothing queued",
+        "host": "the launching threads ran host code" + (f" (longest CUDA call: {api})" if api else ""),
+        "profiler": f"the profiler's own overhead ({call})",
+        "unknown": "cause unknown (no CUDA API rows for the launching threads)",
+    }[cause]
 
 
 Check = Callable[["GroupAnalysis"], "tuple[str, float | None] | None"]
@@ -61,26 +78,46 @@ class Rule:
 # --------------------------------------------------------------------------- helpers
 
 
+def _per_frame(g: GroupAnalysis, ns: int) -> str:
+    if g.frames.count:
+        return f"{ns / 1000 / g.frames.count:.2f} µs/frame"
+    return f"{ns / 1e6:.3f} ms"
+
+
 def _bar(g: GroupAnalysis, name: str) -> str:
-    st = g.engines[name]
-    if g.frames is not None and st.us_per_frame is not None:
-        return f"{st.us_per_frame:.2f} µs/frame"
-    return f"{st.busy_ns / 1e6:.3f} ms"
+    return _per_frame(g, g.busy.engines[name].busy_ns)
 
 
 def _active(g: GroupAnalysis) -> list[str]:
-    return [n for n, st in g.engines.items() if st.busy_ns > 0]
+    return [n for n, st in g.busy.engines.items() if st.busy_ns > 0]
 
 
 def _frac(ns: int, g: GroupAnalysis) -> float:
-    return ns / g.window_ns if g.window_ns > 0 else 0.0
+    return ns / g.window.length_ns if g.window.length_ns > 0 else 0.0
+
+
+def _steady_idle(g: GroupAnalysis) -> float:
+    t = g.throughput
+    return t.steady_idle_ns / t.steady_ns if t.steady_ns > 0 else 0.0
 
 
 def _sum_of_bars(g: GroupAnalysis) -> str:
-    total = sum(st.busy_ns for st in g.engines.values())
-    if g.frames:
-        return f"{total / 1000 / g.frames:.2f} µs/frame"
-    return f"{total / 1e6:.3f} ms"
+    return _per_frame(g, sum(st.busy_ns for st in g.busy.engines.values()))
+
+
+def gap_where(g: GroupAnalysis, i: int) -> str:
+    """Gap i of ``g``: how long, where, and what the host did."""
+    gp = g.gaps
+    return (f"{gp.lengths_ns[i] / 1e6:,.3f} ms at {(int(gp.starts_ns[i]) - g.window.start_ns) / 1e6:,.3f} ms from the "
+            f"window start: {cause_phrase(gp.cause_of(i), gp.api[i])}")  # fmt: skip
+
+
+def _tallest_engine(g: GroupAnalysis) -> str | None:
+    best, top = None, 0
+    for n, st in g.busy.engines.items():
+        if st.busy_ns > top:
+            best, top = n, st.busy_ns
+    return best
 
 
 # --------------------------------------------------------------------------- checks
@@ -90,25 +127,75 @@ def _no_activity(g: GroupAnalysis):
     return ("no GPU activity inside the window.", None) if g.roofline.engine is None else None
 
 
+def _work_not_traced(g: GroupAnalysis):
+    w = g.work_not_traced
+    if w is None:
+        return None
+    calls = ", ".join(w.calls) or "synchronize calls"
+    return (
+        f"the GPU's work is not in the trace: for {w.waited_ns / 1e6:,.3f} ms ({w.share:.0%} of the window) the launching "
+        f"threads waited in {calls} while the trace shows no GPU activity. Likely: {w.why}. The idle figures, the "
+        "roofline and the advice would mislead, so they are left out.",
+        w.share,
+    )
+
+
 def _graph_level(g: GroupAnalysis):
-    st = g.engines.get("graph")
+    st = g.busy.engines.get("graph")
     if st is None or st.count == 0:
         return None
     return GRAPH_WARNING + ".", float(st.busy_ns)
+
+
+def _setup_gaps(g: GroupAnalysis):
+    gp, t = g.gaps, g.throughput
+    setup = gp.setup_ns
+    if setup <= 0 or _frac(setup, g) < SETUP_FRACTION:
+        return None
+    n = int(gp.setup_mask().sum())
+    i = gp.longest(setup=True)
+    without = f"without them the GPU is idle {_steady_idle(g):.1%} of the window"
+    if t.steady_efficiency is not None:
+        without += f" and the pipeline runs at {t.steady_efficiency:.0%} of its roofline"
+    return (
+        f"set-up inside the window: {n:,} set-up gap{'s' if n != 1 else ''} ({setup / 1e6:,.3f} ms, {_frac(setup, g):.0%} of the "
+        f"window); the longest is {gap_where(g, i)}. They are not the pipeline's loop: {without}.",
+        _frac(setup, g),
+    )
 
 
 def _binds(g: GroupAnalysis):
     r = g.roofline
     if r.engine is None:
         return None
-    duty = g.engines[r.engine].duty or 0.0
+    if r.engine == "host":
+        return (f"the host binds: {r.thread.label() if r.thread else 'a launching thread'} is the tallest bar at "
+                f"{_per_frame(g, r.busy_ns)} ({_frac(r.busy_ns, g):.0%} of the window).", _frac(r.busy_ns, g))  # fmt: skip
+    duty = g.busy.engines[r.engine].duty or 0.0
     return f"{r.engine} binds: the tallest bar at {_bar(g, r.engine)} ({duty:.0%} of the window).", duty
+
+
+def _host_binds(g: GroupAnalysis):
+    r = g.roofline
+    if r.engine != "host" or g.host.busiest is None:
+        return None
+    t = g.host.busiest
+    gpu = _tallest_engine(g)
+    above = f"above the tallest GPU bar ({gpu} at {_bar(g, gpu)})" if gpu else "and the GPU has no busy time"
+    calls = t.launch_ns + t.copy_ns + t.other_ns
+    return (
+        f"{t.thread.label()} is busy {_per_frame(g, t.busy_ns)} (its waits and the set-up gaps left out), {above}: of that, "
+        f"CUDA calls take {_per_frame(g, calls)} (launch {_per_frame(g, t.launch_ns)}, copy issue {_per_frame(g, t.copy_ns)}, "
+        f"other {_per_frame(g, t.other_ns)}) and the host code between them {_per_frame(g, max(0, t.busy_ns - calls))}. "
+        "A faster GPU, kernel or link does not raise throughput.",
+        t.busy_ns / r.busy_ns if r.busy_ns else None,
+    )
 
 
 def _kernel_hidden(g: GroupAnalysis):
     r = g.roofline
-    k = g.engines.get("kernel")
-    if r.engine is None or r.engine in ("kernel", "graph") or k is None or k.busy_ns == 0:
+    k = g.busy.engines.get("kernel")
+    if r.engine is None or r.engine in ("kernel", "graph", "host") or k is None or k.busy_ns == 0:
         return None
     return (
         f"the kernel ({_bar(g, 'kernel')}) sits below the {r.engine} bar: a faster kernel does not raise "
@@ -130,120 +217,157 @@ def _compute_binds(g: GroupAnalysis):
     return None
 
 
+def _gpu_binds(g: GroupAnalysis) -> bool:
+    return g.roofline.engine not in (None, "host")
+
+
 def _serialized(g: GroupAnalysis) -> bool:
-    return len(_active(g)) >= 2 and g.serialization is not None and g.serialization < NO_OVERLAP_SERIALIZATION
+    """The engines take turns, a GPU engine binds (so the frame time follows the GPU's bars), and the
+    other bars add at least TURNS_GAIN of the tallest one (else taking turns costs little)."""
+    b = g.busy
+    if not _gpu_binds(g) or len(_active(g)) < 2 or b.serialization is None or b.serialization >= NO_OVERLAP_SERIALIZATION:
+        return False
+    total = sum(st.busy_ns for st in b.engines.values())
+    return total - g.roofline.busy_ns >= TURNS_GAIN * g.roofline.busy_ns
 
 
 def _one_stream(g: GroupAnalysis):
-    if not _serialized(g) or g.n_streams != 1:
+    b = g.busy
+    if not _serialized(g) or b.n_streams != 1:
         return None
     return (
-        f"engines take turns (serialization {g.serialization:.2f}x, overlap {g.overlap_ns / 1e6:.3f} ms): all GPU "
+        f"engines take turns (serialization {b.serialization:.2f}x, overlap {b.overlap_ns / 1e6:.3f} ms): all GPU "
         "work ran on one stream, and one stream runs its work in order, so the frame time is the sum of the bars "
         f"({_sum_of_bars(g)}), not the tallest one.",
-        g.serialization,
+        b.serialization,
     )
 
 
 def _streams_serialized(g: GroupAnalysis):
-    if not _serialized(g) or g.n_streams < 2:
+    b = g.busy
+    if not _serialized(g) or b.n_streams < 2:
         return None
-    per = ", ".join(f"{n} on {c}" for n, c in g.engine_streams.items() if c)
+    per = ", ".join(f"{n} on {c}" for n, c in b.engine_streams.items() if c)
     return (
-        f"engines take turns (serialization {g.serialization:.2f}x, overlap {g.overlap_ns / 1e6:.3f} ms) although "
-        f"GPU work ran on {g.n_streams} streams ({per}): something orders the streams, so the frame time is the sum "
+        f"engines take turns (serialization {b.serialization:.2f}x, overlap {b.overlap_ns / 1e6:.3f} ms) although "
+        f"GPU work ran on {b.n_streams} streams ({per}): something orders the streams, so the frame time is the sum "
         f"of the bars ({_sum_of_bars(g)}).",
-        g.serialization,
+        b.serialization,
     )
 
 
 def _overlap(g: GroupAnalysis):
-    if len(_active(g)) < 2 or g.serialization is None or g.serialization < NO_OVERLAP_SERIALIZATION:
+    b = g.busy
+    if not _gpu_binds(g) or len(_active(g)) < 2 or b.serialization is None or b.serialization < NO_OVERLAP_SERIALIZATION:
         return None
     return (
-        f"engines overlap for {g.overlap_ns / 1e6:.3f} ms (serialization {g.serialization:.2f}x): part of the "
+        f"engines overlap for {b.overlap_ns / 1e6:.3f} ms (serialization {b.serialization:.2f}x): part of the "
         "shorter bars hides behind the others.",
-        g.serialization,
+        b.serialization,
     )
 
 
 def _calls(g: GroupAnalysis) -> str:
-    return ", ".join(g.host_sync_calls) or "synchronize calls"
+    return ", ".join(g.host.host_sync_calls) or "synchronize calls"
 
 
 def _sync_drains(g: GroupAnalysis):
-    sync, idle = _frac(g.host_sync_ns, g), _frac(g.idle_ns, g)
+    sync, idle = _frac(g.host.host_sync_ns, g), _steady_idle(g)
     if g.roofline.engine is None or sync < HOST_SYNC_FRACTION or idle < IDLE_FRACTION:
         return None
-    copies = any(st.busy_ns > 0 for n, st in g.engines.items() if n in ("h2d", "d2h", "um_h2d", "um_d2h"))
-    computes = any(g.engines[n].busy_ns > 0 for n in ("kernel", "graph") if n in g.engines)
+    e = g.busy.engines
+    copies = any(st.busy_ns > 0 for n, st in e.items() if n in ("h2d", "d2h", "um_h2d", "um_d2h"))
+    computes = any(e[n].busy_ns > 0 for n in ("kernel", "graph") if n in e)
     effect = (
         "so the next copy cannot start under the current kernel" if copies and computes
         else "so the GPU waits for the host's next launch"
     )
     return (
-        f"the host waits in {_calls(g)} for {sync:.0%} of the window and the GPU is idle {idle:.0%} of it: each "
-        f"wait drains the pipeline, {effect}.",
+        f"the host waits in {_calls(g)} for {sync:.0%} of the window and the GPU is idle {idle:.0%} of it (set-up gaps "
+        f"left out): each wait drains the pipeline, {effect}.",
         sync,
     )
 
 
 def _sync_ahead(g: GroupAnalysis):
-    sync, idle = _frac(g.host_sync_ns, g), _frac(g.idle_ns, g)
+    sync, idle = _frac(g.host.host_sync_ns, g), _steady_idle(g)
     if g.roofline.engine is None or sync < HOST_SYNC_FRACTION or idle >= IDLE_FRACTION:
         return None
     # A host that waits while the engines stay busy is only ahead of the GPU (for example one
     # synchronize at the end of an asynchronous pass): the wait costs nothing.
     return (
-        f"the host waits in {_calls(g)} for {sync:.0%} of the window, but the GPU stays busy (idle {idle:.1%}): "
-        "the host is ahead of the GPU, and the waits cost no throughput.",
+        f"the host waits in {_calls(g)} for {sync:.0%} of the window, but the GPU stays busy (idle {idle:.1%}, set-up "
+        "gaps left out): the host is ahead of the GPU, and the waits cost no throughput.",
         sync,
     )
 
 
 def _sync_copies(g: GroupAnalysis):
-    frac = _frac(g.sync_copy_ns, g)
-    if g.sync_copy_calls == 0 or frac < SYNC_COPY_FRACTION:
+    h = g.host
+    frac = _frac(h.sync_copy_ns, g)
+    if h.sync_copy_calls == 0 or frac < SYNC_COPY_FRACTION:
         return None
     return (
-        f"{g.sync_copy_calls:,} synchronous copy call{'s' if g.sync_copy_calls != 1 else ''} ({', '.join(g.sync_copy_names)}) block the host for "
-        f"{g.sync_copy_ns / 1e6:.3f} ms ({frac:.0%} of the window): while one runs, the host queues no other work.",
+        f"{h.sync_copy_calls:,} synchronous copy call{'s' if h.sync_copy_calls != 1 else ''} ({', '.join(h.sync_copy_names)}) block the host for "
+        f"{h.sync_copy_ns / 1e6:.3f} ms ({frac:.0%} of the window): while one runs, the host queues no other work.",
         frac,
     )
 
 
 def _pageable(g: GroupAnalysis):
-    copied = sum(st.bytes or 0 for n, st in g.engines.items() if n != "memset")
-    if g.pageable_count == 0 or copied <= 0 or g.pageable_bytes < PAGEABLE_BYTES_FRACTION * copied:
+    b = g.busy
+    copied = sum(st.bytes or 0 for n, st in b.engines.items() if n != "memset")
+    if b.pageable_count == 0 or copied <= 0 or b.pageable_bytes < PAGEABLE_BYTES_FRACTION * copied:
         return None
     return (
-        f"{g.pageable_count:,} cop{'ies' if g.pageable_count != 1 else 'y'} ({g.pageable_bytes / 1e6:,.1f} MB) move pageable host memory: the driver "
-        f"stages them through its own pinned buffer ({g.pageable_bytes / copied:.0%} of the bytes copied), so "
+        f"{b.pageable_count:,} cop{'ies' if b.pageable_count != 1 else 'y'} ({b.pageable_bytes / 1e6:,.1f} MB) move pageable host memory: the driver "
+        f"stages them through its own pinned buffer ({b.pageable_bytes / copied:.0%} of the bytes copied), so "
         "they run below the link rate and cudaMemcpyAsync on them blocks the host like a synchronous copy.",
-        g.pageable_bytes / copied,
+        b.pageable_bytes / copied,
     )
 
 
 def _starvation(g: GroupAnalysis):
-    frac = _frac(g.idle_gap_ns, g)
-    if g.roofline.engine is None or g.idle_gap_count == 0 or frac < GAP_FRACTION:
+    gp, t = g.gaps, g.throughput
+    loop = ~gp.setup_mask()
+    n = int(loop.sum())
+    frac = gp.loop_ns / t.steady_ns if t.steady_ns > 0 else 0.0
+    if g.roofline.engine is None or n == 0 or frac < GAP_FRACTION:
         return None
+    by = {}
+    for k in range(len(GAP_CAUSES)):
+        m = loop & (gp.cause == k)
+        if m.any():
+            by[GAP_CAUSES[k]] = int(gp.lengths_ns[m].sum())
+    top = max(by, key=by.get)
+    mostly = {
+        "host": "the launching threads were running host code, so the next batch was not queued in time: move host work "
+        "(I/O, preparation) off the threads that launch",
+        "sync": "the launching threads waited in a synchronize while nothing was queued: queue the next batch before "
+        "waiting, and wait on per-buffer events",
+        "unknown": "the trace has no CUDA API rows to say what the host did",
+    }[top]
+    i = gp.longest(setup=False)
+    without = " without set-up gaps" if gp.setup_ns else ""
     return (
-        f"the GPU starves: {g.idle_gap_count:,} idle gap{'s' if g.idle_gap_count != 1 else ''} of at least {GAP_NS / 1e6:.1f} ms (longest "
-        f"{g.longest_idle_ns / 1e6:.3f} ms) {'add' if g.idle_gap_count != 1 else 'adds'} up to {frac:.0%} of the window.",
+        f"the GPU starves in the loop: {n:,} idle gap{'s' if n != 1 else ''} of at least {GAP_NS / 1e6:.1f} ms "
+        f"{'add' if n != 1 else 'adds'} up to {frac:.0%} of the window{without} (the longest: {gap_where(g, i)}); in most "
+        f"of that time {mostly}.",
         frac,
     )
 
 
 def _low_utilization(g: GroupAnalysis):
-    idle = _frac(g.idle_ns, g)
+    idle = _steady_idle(g)
     if g.roofline.engine is None or idle < IDLE_FRACTION:
         return None
-    return f"the GPU is idle {idle:.0%} of the window (no engine busy).", idle
+    whole = _frac(g.busy.idle_ns, g)
+    extra = f" ({whole:.0%} with the set-up gaps)" if g.gaps.setup_ns else ""
+    return f"the GPU is idle {idle:.0%} of the window without set-up gaps{extra} (no engine busy).", idle
 
 
 def _implausible(g: GroupAnalysis):
-    bad = [st for st in g.engines.values() if st.implausible_count]
+    bad = [st for st in g.busy.engines.values() if st.implausible_count]
     if not bad:
         return None
     parts = "; ".join(
@@ -259,41 +383,53 @@ def _implausible(g: GroupAnalysis):
 
 
 def _efficiency(g: GroupAnalysis):
-    r = g.roofline
-    if g.efficiency is None or g.measured_us_per_frame is None or r.us_per_frame is None:
+    r, t = g.roofline, g.throughput
+    if t.efficiency is None or t.measured_us_per_frame is None or r.us_per_frame is None:
         return None
-    return (
-        f"measured {g.measured_us_per_frame:.2f} µs/frame over the window against a roofline of "
-        f"{r.us_per_frame:.2f} µs/frame: {g.efficiency:.0%} of what the tallest bar allows.",
-        g.efficiency,
-    )
+    text = (f"measured {t.measured_us_per_frame:.2f} µs/frame over the window against a roofline of {r.us_per_frame:.2f} "
+            f"µs/frame: {t.efficiency:.0%} of what the tallest bar allows")  # fmt: skip
+    if g.gaps.setup_ns and t.steady_efficiency is not None and t.steady_us_per_frame is not None:
+        text += f"; without the set-up gaps {t.steady_us_per_frame:.2f} µs/frame, {t.steady_efficiency:.0%}"
+    return text + ".", t.efficiency
 
 
 RULES: tuple[Rule, ...] = (
     Rule("no_activity", "no GPU activity in the window", None, None, "no record inside the window",
-         "Check --range, or leave it out to use the probe's pass range or the activity span.", _no_activity),
+         "Check --window, or leave it out to use the probe's pass range or the activity span.", _no_activity),
+    Rule("work_not_traced", "the GPU's work is not in the trace", None, 0.10,
+         "the launching threads wait in a synchronize through idle gaps >= 1 ms adding up to >= 10 % of the window",
+         "", _work_not_traced),
     Rule("graph_level", "graph-level CUDA graph trace", None, None, "any graph-trace record inside the window",
          "", _graph_level),
-    Rule("binds", "the binding engine", None, None, "always (the tallest bar)", "", _binds),
+    Rule("setup_gaps", "set-up inside the window", None, SETUP_FRACTION,
+         "set-up gaps (module_load, alloc, profiler) >= 1 % of the window",
+         "Warm up before the part you measure (compile and load the kernels, allocate the buffers), or pick a window "
+         "without them (--window).", _setup_gaps),
+    Rule("binds", "the binding engine", None, None, "always (the tallest bar, engines and launching threads)", "", _binds),
+    Rule("host_binds", "a launching thread binds", None, None, "a launching thread's busy time is the tallest bar",
+         "Issue less per frame (several frames per launch and copy, or a CUDA graph per batch), move host work off the "
+         "launching threads, or feed the GPU from more threads.", _host_binds),
     Rule("kernel_hidden", "kernel below the tallest bar", None, None, "kernel busy > 0 and a copy engine binds",
          "", _kernel_hidden),
     Rule("compute_binds", "kernel or graph is the tallest bar", None, None, "kernel or graph binds", "",
          _compute_binds),
     Rule("serialized_one_stream", "engines take turns on one stream", None, NO_OVERLAP_SERIALIZATION,
-         "serialization < 1.05 with 2+ engines busy, all work on 1 stream (a stream counts with >= 1 % of the GPU time)",
+         "serialization < 1.05 with 2+ engines busy, a GPU engine binds, the other bars >= 5 % of it, all work on 1 stream "
+         "(a stream counts with >= 1 % of the GPU time)",
          "Spread the batches over several streams, with cudaMemcpyAsync into pinned host memory, so one batch's "
          "copies run under another batch's kernel.", _one_stream),
     Rule("serialized_streams", "engines take turns across streams", None, NO_OVERLAP_SERIALIZATION,
-         "serialization < 1.05 with 2+ engines busy, work on 2+ streams",
+         "serialization < 1.05 with 2+ engines busy, a GPU engine binds, the other bars >= 5 % of it, work on 2+ streams",
          "Look for a synchronize per batch, cudaStreamWaitEvent chains, pageable host buffers, or work on the "
          "legacy default stream, which waits for every other stream.", _streams_serialized),
-    Rule("overlap", "engines overlap", None, NO_OVERLAP_SERIALIZATION, "serialization >= 1.05 with 2+ engines busy",
+    Rule("overlap", "engines overlap", None, NO_OVERLAP_SERIALIZATION,
+         "serialization >= 1.05 with 2+ engines busy and a GPU engine binding",
          "", _overlap),
     Rule("sync_drains", "host sync drains the GPU", "cuda_api_sync", HOST_SYNC_FRACTION,
-         "host sync >= 20 % and idle >= 10 % of the window",
+         "host sync >= 20 % of the window and idle >= 10 % of it without set-up gaps",
          "Wait on per-buffer events instead, with more batches in flight.", _sync_drains),
     Rule("sync_ahead", "host sync while the GPU is busy", "cuda_api_sync", HOST_SYNC_FRACTION,
-         "host sync >= 20 % and idle < 10 % of the window", "", _sync_ahead),
+         "host sync >= 20 % of the window and idle < 10 % of it without set-up gaps", "", _sync_ahead),
     Rule("sync_memcpy", "synchronous copies", "cuda_memcpy_sync", SYNC_COPY_FRACTION,
          "synchronous copy calls (cudaMemcpy, cuMemcpy*) >= 1 % of the window",
          "Use cudaMemcpyAsync on a created stream into pinned memory, and wait on an event only where the result "
@@ -301,11 +437,11 @@ RULES: tuple[Rule, ...] = (
     Rule("pageable_memcpy", "copies of pageable memory", "cuda_memcpy_async", PAGEABLE_BYTES_FRACTION,
          "copies with pageable host memory (srcKind/dstKind 0) carry >= 1 % of the bytes copied in the window",
          "Allocate the host buffers pinned (cudaHostAlloc, cupy.cuda.alloc_pinned_memory).", _pageable),
-    Rule("gpu_starvation", "GPU starvation gaps", "gpu_gaps", GAP_FRACTION,
-         "idle gaps >= 0.1 ms adding up to >= 5 % of the window",
-         "The next batch was not queued in time: keep more batches in flight (streams, buffers) and move host work "
-         "(I/O, preparation) off the thread that launches.", _starvation),
-    Rule("low_utilization", "low GPU utilization", "gpu_time_util", IDLE_FRACTION, "idle >= 10 % of the window",
+    Rule("gpu_starvation", "GPU starvation gaps in the loop", "gpu_gaps", GAP_FRACTION,
+         "the loop's idle gaps (>= 0.1 ms; causes sync, host, unknown) add up to >= 5 % of the window without set-up gaps",
+         "Keep more batches in flight (streams, buffers).", _starvation),
+    Rule("low_utilization", "low GPU utilization", "gpu_time_util", IDLE_FRACTION,
+         "idle >= 10 % of the window without set-up gaps",
          "Feed it faster: look for launch gaps, host-side work and synchronous calls between batches.",
          _low_utilization),
     Rule("implausible_rate", "physically impossible copy rates", None, None,
@@ -313,17 +449,19 @@ RULES: tuple[Rule, ...] = (
     Rule("efficiency", "measured against the roofline", None, None, "frames known", "", _efficiency),
 )  # fmt: skip
 
-RULE_CODES = tuple(r.code for r in RULES)
+_BY_CODE = {r.code: r for r in RULES}
+_WHEN_NOT_TRACED = ("work_not_traced", "graph_level", "implausible_rate")
 
 
 def evaluate(g: GroupAnalysis) -> tuple[Finding, ...]:
     """The rules that fire on ``g``, in RULES order."""
     if g.roofline.engine is None:
-        found = RULES[0].fire(g)
+        found = _BY_CODE["no_activity"].fire(g)
         return (found,) if found else ()
+    codes = _WHEN_NOT_TRACED if g.work_not_traced is not None else tuple(r.code for r in RULES[1:])
     out = []
-    for rule in RULES[1:]:
-        f = rule.fire(g)
+    for code in codes:
+        f = _BY_CODE[code].fire(g)
         if f is not None:
             out.append(f)
     return tuple(out)

@@ -1,11 +1,17 @@
-"""The lanes of a timeline: one per (engine, stream), inside a span of the window (pure).
+"""The lanes of a timeline, and the window as trace events (pure, apart from one read of API calls).
 
-``build_timeline(data, group, span)`` cuts the group's records to the span and merges each
-lane's records into a union, so that a renderer draws one bar per busy stretch. The default
-span shows a few batches: N = max(3, 2 x streams) of them, a batch being one record of the
-engine with the fewest records (among kernel, graph, h2d, d2h), since a batched pipeline issues
-about one of each per batch. It starts at the first GPU activity in the window, or after an idle
-gap longer than a batch period that precedes the first batch (see default_span).
+``build_timeline(data, group, span)`` cuts the group's records to a span of the window and merges
+each (engine, stream) lane's records into a union, so that a renderer draws one bar per busy
+stretch; the window's idle gaps in the span come with their causes. The default span shows a few
+batches: N = max(3, 2 x streams) of them, a batch being one record of the engine with the fewest
+records (among kernel, graph, h2d, d2h), since a batched pipeline issues about one of each per
+batch. It starts at the first GPU activity in the window, or after an idle gap longer than a batch
+period that precedes the first batch (see default_span). ``at_longest_gap`` starts it just before
+the window's longest idle gap instead.
+
+``build_export(data, group)`` is the whole window as tracks of events: one per (engine, stream)
+with each record, one per launching host thread with each CUDA call (read again from the trace for
+the window), and one of idle gaps named by cause.
 """
 
 from __future__ import annotations
@@ -15,12 +21,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from clusterbench.analyzers import intervals as iv
+from clusterbench.analyzers import model as model_mod
+from clusterbench.analyzers.records import GroupAnalysis
 from clusterbench.errors import InputError
-from clusterbench.io.nsys import schema as S
-from clusterbench.io.nsys.reader import TraceData
+from clusterbench.io.nsys.reader import TraceData, read_api_window
+from clusterbench.model.engines import display_name
 
 DEFAULT_BATCHES = 3  # the default span shows this many batches (twice the stream count, if more)
 BATCH_ENGINES = ("kernel", "graph", "h2d", "d2h")
+GAP_LEAD = 0.25  # --plot-start longest-gap: start this share of the gap before it
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -35,6 +44,13 @@ class Lane:
         return int((self.ends_ns - self.starts_ns).sum())
 
 
+@dataclass(frozen=True, slots=True)
+class GapMark:
+    start_ns: int  # relative to the window start, clipped to the span
+    end_ns: int
+    cause: str
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Timeline:
     window_start_ns: int  # absolute, the time 0 of the lanes
@@ -43,6 +59,7 @@ class Timeline:
     span_end_ns: int
     span_source: str  # how the span was chosen
     lanes: tuple[Lane, ...]
+    gaps: tuple[GapMark, ...] = ()
 
 
 def default_span(
@@ -83,33 +100,49 @@ def default_span(
 
 def build_timeline(
     data: TraceData,
-    group,  # GroupAnalysis  # noqa: ANN001
+    group: GroupAnalysis,
     span_ms: float | None = None,
     start_ms: float = 0.0,
+    at_longest_gap: bool = False,
 ) -> Timeline:
     """Lanes of ``group`` (a GroupAnalysis of ``data``) in a span of its window.
 
-    ``span_ms``/``start_ms`` pick the span in ms from the window start; by default it shows
-    a few batches (see the module docstring).
+    ``span_ms``/``start_ms`` pick the span in ms from the window start; ``at_longest_gap`` starts it
+    just before the longest idle gap; by default it shows a few batches (see the module docstring).
     """
-    window = group.window_intervals
+    window = group.window.intervals
     ws, we = window
     w0, w1 = int(ws[0]), int(we[-1])
-    act = data.activity
-    sel = (act.pid == group.pid) & (act.device == group.device)
-    s, e, eng, st = act.start_ns[sel], act.end_ns[sel], act.engine[sel], act.stream[sel]
+    g = model_mod.build(data, group.pid, group.device)
     extent = w1 - w0
     if start_ms < 0 or (span_ms is not None and span_ms <= 0):
         raise InputError(
             f"--plot-start must be 0 or more and --plot-span more than 0 ms (got {start_ms:g} and {span_ms})",
             hint="give both in ms from the window start",
         )
-    if span_ms is None and start_ms == 0:
-        inside = iv.points_inside(s, window) | (iv.clipped_lengths(s, e, window) > 0)
-        starts = {S.ENGINES[c]: np.sort(np.maximum(s[inside & (eng == c)], w0)) for c in np.unique(eng[inside]).tolist()}
-        ps, pe, _ = iv.clip(s, e, window)
-        batches = max(DEFAULT_BATCHES, 2 * max(1, group.n_streams))
-        a_abs, b_abs, how = default_span(window, starts, iv.union(ps, pe), batches)
+    gp = group.gaps
+    if at_longest_gap:
+        i = gp.longest()
+        if i is None:
+            raise InputError("--plot-start longest-gap: the window has no idle gap of at least "
+                             f"{gp.threshold_ns / 1e6:g} ms", hint="give --plot-start in ms instead")  # fmt: skip
+        gs, gl = int(gp.starts_ns[i]) - w0, int(gp.lengths_ns[i])
+        a = max(0, gs - int(GAP_LEAD * gl))
+        b = min(extent, a + (int(round(span_ms * 1e6)) if span_ms is not None else int((1 + 2 * GAP_LEAD) * gl)))
+        how = f"around the longest idle gap ({gl / 1e6:,.3f} ms, {gp.cause_of(i)})"
+    elif span_ms is None and start_ms == 0:
+        starts: dict[str, np.ndarray] = {}
+        pieces_s, pieces_e = [], []
+        for name, r in g.engines.items():
+            inside = iv.points_inside(r.start_ns, window) | (iv.clipped_lengths(r.start_ns, r.end_ns, window) > 0)
+            if inside.any():
+                starts[name] = np.sort(np.maximum(r.start_ns[inside], w0))
+            ps, pe, _ = iv.clip(r.start_ns, r.end_ns, window)
+            pieces_s.append(ps)
+            pieces_e.append(pe)
+        busy = iv.union(np.concatenate(pieces_s), np.concatenate(pieces_e)) if pieces_s else iv.empty()
+        batches = max(DEFAULT_BATCHES, 2 * max(1, group.busy.n_streams))
+        a_abs, b_abs, how = default_span(window, starts, busy, batches)
         a, b = a_abs - w0, b_abs - w0
     else:
         a = int(round(start_ms * 1e6))
@@ -123,14 +156,94 @@ def build_timeline(
     lo, hi = w0 + a, w0 + b
     span = iv.intersect(window, (np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64)))
     lanes: list[Lane] = []
-    for code, name in enumerate(S.ENGINES):
-        m = eng == code
-        if not m.any():
-            continue
-        for sid in np.unique(st[m]).tolist():
-            mm = m & (st == sid)
-            ps, pe, _ = iv.clip(s[mm], e[mm], span)
+    for name, r in g.engines.items():
+        for sid in np.unique(r.stream).tolist():
+            mm = r.stream == sid
+            ps, pe, _ = iv.clip(r.start_ns[mm], r.end_ns[mm], span)
             u_s, u_e = iv.union(ps, pe)
             if u_s.size:
                 lanes.append(Lane(name, int(sid), u_s - w0, u_e - w0))
-    return Timeline(w0, extent, a, b, how, tuple(lanes))
+    marks = []
+    if len(gp):
+        ge = gp.starts_ns + gp.lengths_ns
+        for i in np.flatnonzero((gp.starts_ns < hi) & (ge > lo)).tolist():
+            marks.append(GapMark(max(lo, int(gp.starts_ns[i])) - w0, min(hi, int(ge[i])) - w0, gp.cause_of(i)))
+    return Timeline(w0, extent, a, b, how, tuple(lanes), tuple(marks))
+
+
+# --------------------------------------------------------------------------- the window as trace events
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Track:
+    """One track of events: ``group`` is the process row it sits in ("GPU" or "host"), ``name`` its
+    own label; events are absolute ns with one label each (an index into ``labels``)."""
+
+    group: str
+    name: str
+    starts_ns: np.ndarray
+    ends_ns: np.ndarray
+    label: np.ndarray
+    labels: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TraceExport:
+    title: str
+    window_start_ns: int
+    tracks: tuple[Track, ...]
+
+    @property
+    def event_count(self) -> int:
+        return sum(int(t.starts_ns.size) for t in self.tracks)
+
+
+def _copy_label(engine: str, nbytes: int) -> str:
+    for size, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if nbytes >= size:
+            return f"{display_name(engine)} {nbytes / size:,.3g} {unit}"
+    return f"{display_name(engine)} {nbytes} B"
+
+
+def build_export(data: TraceData, group: GroupAnalysis) -> TraceExport:
+    """The window of ``group`` as tracks: its GPU records, its launching threads' CUDA calls, its gaps."""
+    window = group.window.intervals
+    w0, w1 = group.window.start_ns, group.window.end_ns
+    g = model_mod.build(data, group.pid, group.device)
+    tracks: list[Track] = []
+    for name, r in g.engines.items():
+        inside = (iv.clipped_lengths(r.start_ns, r.end_ns, window) > 0) | iv.points_inside(r.start_ns, window)
+        for sid in np.unique(r.stream[inside]).tolist():
+            m = inside & (r.stream == sid)
+            if name == "kernel":
+                used = np.unique(r.name[m])
+                labels = tuple(g.kernel_names[i] for i in used.tolist())
+                label = np.searchsorted(used, r.name[m])
+            elif r.bytes is not None:
+                text = [_copy_label(name, int(b)) for b in r.bytes[m].tolist()]
+                labels = tuple(dict.fromkeys(text))
+                index = {t: i for i, t in enumerate(labels)}
+                label = np.array([index[t] for t in text], dtype=np.int64)
+            else:
+                labels, label = (display_name(name),), np.zeros(int(m.sum()), dtype=np.int64)
+            tracks.append(Track("GPU", f"{display_name(name)} · stream {sid}", r.start_ns[m], r.end_ns[m], label, labels))
+    launching = {(t.thread.pid, t.thread.tid): t for t in group.host.threads}
+    if launching and data.api.tables:
+        calls = read_api_window(data.path, group.pid, w0, w1)
+        for k, info in enumerate(calls.threads):
+            t = launching.get((info.pid, info.tid))
+            if t is None:
+                continue
+            m = calls.thread == k
+            tracks.append(Track("host", t.thread.label(), calls.start_ns[m], calls.end_ns[m], calls.name[m].astype(np.int64),
+                                calls.names))  # fmt: skip
+    gp = group.gaps
+    if len(gp):
+        labels = tuple(f"idle: {gp.cause_of(i)}" + (f" ({gp.api[i]})" if gp.api[i] else "") for i in range(len(gp)))
+        uniq = tuple(dict.fromkeys(labels))
+        index = {t: i for i, t in enumerate(uniq)}
+        tracks.append(Track("GPU", f"idle gaps ≥ {gp.threshold_ns / 1e6:g} ms", gp.starts_ns, gp.starts_ns + gp.lengths_ns,
+                            np.array([index[t] for t in labels], dtype=np.int64), uniq))  # fmt: skip
+    title = f"pid {group.pid} device {group.device}: {group.window.source}"
+    return TraceExport(title, w0, tuple(tracks))
+

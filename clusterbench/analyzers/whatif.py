@@ -1,9 +1,11 @@
 """What-if: the per-engine bars and the roofline as if one engine were faster or slower (pure).
 
 ``--what-if kernel=0.5`` scales the kernel's busy time by 0.5; ``--what-if h2d_gbps=375`` sets
-the h2d bar to its bytes over 375 GB/s. The simplification is stated with every result: the
-engines scale independently, and the overlap between them is kept as it is, so the roofline is
-still the tallest bar (HTA's critical-path what-if makes the same cut at the level of engines).
+the h2d bar to its bytes over 375 GB/s; ``--what-if host=0.5`` halves the busiest launching
+thread's bar (its busy time: host code and CUDA calls, waits left out). The simplification is
+stated with every result: the engines scale independently, and the overlap between them is kept as
+it is, so the roofline is still the tallest bar (HTA's critical-path what-if makes the same cut at
+the level of engines).
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ ASSUMPTION = (
     "engines scale independently and their overlap is kept, so the tallest bar still binds; "
     "dependencies between engines are not modelled"
 )
+HOST = "host"  # the busiest launching thread's bar
 _SPEC_HINT = (
-    "use ENGINE=FACTOR (e.g. kernel=0.5: the kernel takes half its time) or COPY_gbps=RATE "
-    "(e.g. h2d_gbps=375: h2d moves its bytes at 375 GB/s); engines: " + ", ".join(S.ENGINES)
+    "use ENGINE=FACTOR (e.g. kernel=0.5: the kernel takes half its time; host=0.5: the busiest launching thread "
+    "takes half its time) or COPY_gbps=RATE (e.g. h2d_gbps=375: h2d moves its bytes at 375 GB/s); engines: "
+    + ", ".join(S.ENGINES) + ", " + HOST
 )
 
 
@@ -121,7 +125,7 @@ def parse_changes(specs: list[str] | tuple[str, ...]) -> tuple[Change, ...]:
             change = Change(engine, gbps=number)
         else:
             engine = key
-            if engine not in S.ENGINES:
+            if engine not in S.ENGINES and engine != HOST:
                 raise InputError(f"--what-if {spec!r}: unknown engine {engine!r}", hint=_SPEC_HINT)
             change = Change(engine, factor=number)
         if engine in seen:
@@ -132,33 +136,32 @@ def parse_changes(specs: list[str] | tuple[str, ...]) -> tuple[Change, ...]:
 
 
 def what_if(g: GroupAnalysis, changes: tuple[Change, ...]) -> WhatIf:
-    """The bars and the roofline of ``g`` with ``changes`` applied (engines in display order)."""
+    """The bars and the roofline of ``g`` with ``changes`` applied (engines in display order, then
+    the busiest launching thread as ``host``)."""
     by_engine = {c.engine: c for c in changes}
-    frames = g.frames
+    frames = g.frames.count
+    measured = [(name, st.busy_ns, st.us_per_frame, st.bytes) for name, st in g.busy.engines.items()]
+    busiest = g.host.busiest
+    if busiest is not None:
+        measured.append((HOST, busiest.busy_ns, busiest.us_per_frame, None))
     bars: list[Bar] = []
-    for name, st in g.engines.items():
+    for name, busy_ns, us, nbytes in measured:
         c = by_engine.get(name)
-        new = st.busy_ns
+        new = busy_ns
         if c is not None and c.factor is not None:
-            new = int(round(st.busy_ns * c.factor))
+            new = int(round(busy_ns * c.factor))
         elif c is not None and c.gbps is not None:
-            new = int(round((st.bytes or 0) / c.gbps))  # GB/s = bytes per ns
-        bars.append(
-            Bar(
-                engine=name,
-                busy_ns=st.busy_ns,
-                new_busy_ns=new,
-                us_per_frame=st.us_per_frame,
-                new_us_per_frame=(new / 1000.0 / frames) if frames else None,
-                changed=c is not None,
-            )
-        )
+            new = int(round((nbytes or 0) / c.gbps))  # GB/s = bytes per ns
+        bars.append(Bar(engine=name, busy_ns=busy_ns, new_busy_ns=new, us_per_frame=us,
+                        new_us_per_frame=(new / 1000.0 / frames) if frames else None, changed=c is not None))  # fmt: skip
     notes = []
+    have = {b.engine: b for b in bars}
     for c in changes:
-        st = g.engines.get(c.engine)
-        if st is None or st.busy_ns == 0:
-            why = f"{c.engine} has no busy time in the window, so {c.describe()} changes nothing"
-            if c.engine == "kernel" and "graph" in g.engines:
+        b = have.get(c.engine)
+        if b is None or b.busy_ns == 0:
+            what = "no launching thread in the window" if c.engine == HOST else "no busy time in the window"
+            why = f"{c.engine} has {what}, so {c.describe()} changes nothing"
+            if c.engine == "kernel" and "graph" in g.busy.engines:
                 why += " (its kernels run inside CUDA graphs here: try graph=FACTOR)"
             notes.append(why)
     top, top_busy = None, 0

@@ -1,4 +1,4 @@
-"""clusterbench analyze: per-engine GPU time per frame and the roofline from an nsys trace."""
+"""clusterbench analyze: per-engine GPU time per frame, the roofline, and why, from an nsys trace."""
 
 from __future__ import annotations
 
@@ -8,43 +8,67 @@ from typing import List, Optional
 import typer
 
 from clusterbench.cli import options
-from clusterbench.cli.common import boundary, stdout_console, warn
+from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
 
 HELP = (
-    "Per-engine GPU time per frame, the roofline and why engines do not overlap, from an nsys trace.\n\n"
+    "Per-engine GPU time per frame, the roofline (engines and launching host threads), the idle gaps "
+    "with what the host did in each, and why the pipeline falls short, from an nsys trace.\n\n"
     "TRACE is an nsys SQLite export (any version), or a .nsys-rep or older .qdrep report (exported with "
-    "nsys when nsys is found). The window is every NVTX range starting with --range NAME; by default the "
-    "probe's pass range ('clusterbench:pass ...', else 'pass ...'), else the span of GPU activity. FRAMES "
-    "comes from the argument, else frames=N in the range text; without it only totals are shown. Busy time "
-    "is an interval union per engine (kernel, graph, h2d, d2h, d2d, p2p, um_*, memset, other), per "
-    "(process, device). `graph` is whole CUDA graph executions in a graph-level trace. "
-    "The trace is opened read-only."
+    "nsys when nsys is found). The window is --window (default auto: the probe's pass range "
+    "'clusterbench:pass ...' or 'pass ...', else the GPU activity span with its leading and trailing "
+    "set-up cut off). Frames come from FRAMES or --frames, else frames=N in the range text; without "
+    "them only totals are shown. Busy time is an interval union per engine (kernel, graph, h2d, d2h, "
+    "d2d, p2p, um_*, memset, other), per (process, device). Idle gaps of at least 0.1 ms get a cause "
+    "(module_load, alloc, sync, host, profiler, unknown); set-up gaps are kept apart from the loop's. "
+    "The trace is opened read-only; times are ns in JSON, ms or µs/frame in the table."
 )
 
 
 @boundary
 def analyze(
     trace: Path = typer.Argument(..., help="nsys SQLite export (.sqlite) or report (.nsys-rep, .qdrep).", show_default=False),
-    frames: Optional[int] = typer.Argument(None, help="Frames processed inside the window (default: frames=N in the range text).", show_default=False),
-    range_name: Optional[str] = typer.Option(None, "--range", help="Use every NVTX range whose text starts with NAME as the window.", metavar="NAME"),
+    frames: Optional[int] = typer.Argument(None, help="Frames processed inside the window (a count; see --frames for other ways).", show_default=False),
+    window: Optional[str] = typer.Option(
+        None, "--window", metavar="SPEC",
+        help="The part of the trace to measure: auto (default), span (first to last GPU record), "
+        "range:NAME[@DOMAIN][#N] (NVTX ranges whose text starts with NAME, in DOMAIN; #N: the N-th), or ms:A-B "
+        "(A to B ms on nsys's timeline).",
+    ),  # fmt: skip
+    range_name: Optional[str] = typer.Option(None, "--range", help="Same as --window range:NAME.", metavar="NAME"),
+    frames_spec: Optional[str] = typer.Option(
+        None, "--frames", metavar="SPEC",
+        help="Frames in the window: N, kernel:REGEX (launches of matching kernels starting in the window), "
+        "range:NAME[@DOMAIN] (NVTX ranges starting in it), graph (CUDA graph launches), or h2d-bytes:N "
+        "(H2D bytes / N bytes per frame).",
+    ),  # fmt: skip
     device: Optional[int] = typer.Option(None, "--device", help="Only this CUDA device id."),
     pid: Optional[int] = typer.Option(None, "--pid", help="Only this process id."),
     by_stream: bool = typer.Option(False, "--by-stream", help="Add a per-stream breakdown."),
+    by_kernel: bool = typer.Option(False, "--by-kernel", help="Add kernels by name (launches, busy ms, µs/frame, share, min/median/max µs) and copies by size class (GB/s). --json always has both."),
+    mangled: bool = typer.Option(False, "--mangled", help="Kernel names in full (mangled) instead of base names."),
     what_if: Optional[List[str]] = typer.Option(
         None, "--what-if", metavar="SPEC",
         help="ENGINE=FACTOR or COPY_gbps=RATE: recompute the bars and the roofline as if ENGINE's busy time were "
-        "times FACTOR (kernel=0.5), or a copy engine moved its bytes at RATE GB/s (h2d_gbps=375). Repeatable. Engines scale independently; "
-        "overlap is kept.",
+        "times FACTOR (kernel=0.5; host=0.5 for the busiest launching thread), or a copy engine moved its bytes "
+        "at RATE GB/s (h2d_gbps=375). Repeatable. Engines scale independently; overlap is kept.",
     ),  # fmt: skip
     plot: Optional[Path] = typer.Option(
         None, "--plot", metavar="FILE",
-        help="Draw a timeline (one lane per engine and stream) and the per-engine bars into FILE "
-        "(.png, .svg or .pdf; needs matplotlib: pip install 'clusterbench\\[plot]').",
+        help="Draw a timeline (one lane per engine and stream, idle gaps marked by cause) and the per-engine "
+        "bars into FILE (.png, .svg or .pdf; needs matplotlib: pip install 'clusterbench\\[plot]').",
     ),  # fmt: skip
     plot_span: Optional[float] = typer.Option(
         None, "--plot-span", metavar="MS", help="Timeline length in ms (default: about 3 batches)."
     ),
-    plot_start: float = typer.Option(0.0, "--plot-start", metavar="MS", help="Timeline start, in ms from the window start."),
+    plot_start: Optional[str] = typer.Option(
+        None, "--plot-start", metavar="MS|longest-gap",
+        help="Timeline start, in ms from the window start, or longest-gap (just before the longest idle gap).",
+    ),
+    export_trace: Optional[Path] = typer.Option(
+        None, "--export-trace", metavar="FILE",
+        help="Write the window as a Chrome trace-event JSON file (opens in ui.perfetto.dev): one track per engine "
+        "and stream, one per launching host thread, idle gaps labelled by cause.",
+    ),  # fmt: skip
     as_json: bool = options.JSON,
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV to stdout (one row per group and engine)."),
 ) -> None:
@@ -54,14 +78,20 @@ def analyze(
 
     if as_json and as_csv:
         raise InputError("--json and --csv cannot be combined", hint="pick one output format")
-    changes = parse_changes(what_if or [])
+    req = core.request(frames, range_name, device, pid, by_stream, parse_changes(what_if or []), window, frames_spec, mangled)
+    start_ms, at_longest_gap = _plot_start(plot_start)
     if plot is not None:  # before any output: a bad name or a missing matplotlib costs nothing
         from clusterbench.render.timeline import check_plot_path, require_matplotlib
 
         check_plot_path(plot)
         require_matplotlib()
-    data = core.load_trace(trace, range_name)
-    result = core.analyze(data, frames, range_name, device, pid, by_stream, trace_label=str(trace), what_if=changes)
+    if export_trace is not None:
+        from clusterbench.render.timeline import check_export_path
+
+        check_export_path(export_trace)
+    with _progress(trace) as on_progress:
+        data = core.load_trace(trace, req=req, on_progress=on_progress)
+        result = core.analyze(data, trace_label=str(trace), req=req)
 
     from clusterbench.render import analyze as render
 
@@ -77,20 +107,71 @@ def analyze(
     else:
         con = stdout_console()
         with con.capture() as captured:
-            for item in render.render_analysis(result):
+            for item in render.render_analysis(result, by_kernel=by_kernel):
                 con.print(item)
         text = captured.get()
         if not con.is_terminal:  # piped: no padding at line ends (tables and wrapped prose pad them)
             text = "\n".join(line.rstrip() for line in text.split("\n"))
         typer.echo(text, nl=False)
+    notes = []
     if plot is not None:
         from clusterbench.analyzers.timeline import build_timeline
         from clusterbench.render.timeline import render_timeline_plot
 
-        tl = build_timeline(data, result.primary, span_ms=plot_span, start_ms=plot_start)
+        tl = build_timeline(data, result.primary, span_ms=plot_span, start_ms=start_ms, at_longest_gap=at_longest_gap)
         out = render_timeline_plot(result, result.primary, tl, plot)
-        note = f"plot: wrote {out} ({tl.span_source})"
-        if table:
-            typer.echo(note)
-        else:  # stdout holds only JSON or CSV
-            typer.echo(note, err=True)
+        notes.append(f"plot: wrote {out} ({tl.span_source})")
+    if export_trace is not None:
+        from clusterbench.analyzers.timeline import build_export
+        from clusterbench.render.timeline import write_chrome_trace
+
+        ex = build_export(data, result.primary)
+        out = write_chrome_trace(ex, export_trace)
+        notes.append(f"trace: wrote {out} ({ex.event_count:,} events; open it in ui.perfetto.dev)")
+    for note in notes:
+        typer.echo(note, err=not table)  # with --json or --csv, stdout holds only that
+
+
+def _plot_start(text: str | None) -> tuple[float, bool]:
+    from clusterbench.errors import InputError
+
+    if text is None:
+        return 0.0, False
+    if text.strip() == "longest-gap":
+        return 0.0, True
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"--plot-start {text!r} is neither a number of ms nor longest-gap", hint="e.g. --plot-start 12.5 or --plot-start longest-gap") from None
+    return value, False
+
+
+class _progress:
+    """A progress bar on stderr while the trace is read, when stderr is a terminal (big traces take
+    seconds); nothing otherwise."""
+
+    def __init__(self, trace: Path) -> None:
+        self.trace = trace
+        self.bar = None
+        self.tasks: dict[str, object] = {}
+
+    def __enter__(self):  # noqa: ANN204
+        con = stderr_console()
+        if not con.is_terminal:
+            return None
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} chunks"),
+                            TimeElapsedColumn(), console=con, transient=True)  # fmt: skip
+        self.bar.start()
+        return self.update
+
+    def update(self, what: str, done: int, total: int) -> None:
+        task = self.tasks.get(what)
+        if task is None:
+            task = self.tasks[what] = self.bar.add_task(f"reading {self.trace.name}: {what}", total=total)
+        self.bar.update(task, completed=done, total=total)
+
+    def __exit__(self, *exc) -> None:  # noqa: ANN002
+        if self.bar is not None:
+            self.bar.stop()

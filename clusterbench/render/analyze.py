@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from clusterbench.analyzers.analysis import EngineStats, GroupAnalysis, TraceAnalysis
+    from clusterbench.analyzers.records import EngineStats, GroupAnalysis, TraceAnalysis
 
 CSV_COLUMNS = (
     "trace",
@@ -48,13 +48,14 @@ def render_csv(a: TraceAnalysis) -> str:
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
     for g in a.groups:
-        base = {"trace": a.trace, "pid": g.pid, "device": g.device, "window_ns": g.window_ns, "frames": g.frames, "binds": g.roofline.engine}
-        rows = [("", st) for st in g.engines.values()]
-        if g.streams:
-            rows += [(s.stream, st) for s in g.streams for st in s.engines.values()]
+        base = {"trace": a.trace, "pid": g.pid, "device": g.device, "window_ns": g.window.length_ns, "frames": g.frames.count,
+                "binds": g.roofline.engine}  # fmt: skip
+        rows = [("", st) for st in g.busy.engines.values()]
+        if g.busy.streams:
+            rows += [(s.stream, st) for s in g.busy.streams for st in s.engines.values()]
         for stream, st in rows:
             w.writerow({**base, "stream": stream, **_csv_engine(st)})
-        w.writerow({**base, "stream": "", "engine": "any", "busy_ns": g.any_busy_ns})
+        w.writerow({**base, "stream": "", "engine": "any", "busy_ns": g.busy.any_busy_ns})
     return buf.getvalue()
 
 
@@ -96,6 +97,13 @@ def _bytes(n: int | None) -> str:
     return f"{n} B"
 
 
+def _rate(gbps: float | None) -> str:
+    """GB/s with two decimals, or three significant digits below 1 (a 4-byte copy moves 0.004 GB/s)."""
+    if gbps is None:
+        return "–"
+    return f"{gbps:,.2f}" if gbps >= 1 else f"{gbps:.3g}"
+
+
 HEADROOM_LEGEND = "headroom × = roofline busy / busy: how far an engine could grow before it binds"
 
 
@@ -133,31 +141,36 @@ def _bullets(title: str, items: list[str]) -> RenderableType:
     return _Bullets(title, items)
 
 
-def render_group(a: TraceAnalysis, g: GroupAnalysis) -> list[RenderableType]:
-    from rich.table import Table
+def _head(a: TraceAnalysis, g: GroupAnalysis) -> RenderableType:
     from rich.text import Text
 
-    out: list[RenderableType] = []
     head = Text()
     head.append(f"trace: {a.trace}\n")
     nsys = f"nsys {a.nsys_version}" if a.nsys_version else "nsys version not recorded"
     schema = f", export schema {a.schema_version}" if a.schema_version else ""
     head.append(f"GPU: {g.gpu_name or 'name not in trace'} (device {g.device}), process {g.pid}; {nsys}{schema}\n")
-    head.append(f"window: {_ms(g.window_ns)} from {g.window_source}\n")
-    if g.frames is not None:
-        head.append(f"frames: {g.frames:,} (from {g.frames_source})")
+    w = g.window
+    head.append(f"window: {_ms(w.length_ns)} from {w.source}")
+    if w.cut_note:
+        head.append(f"; cut off {w.cut_note}")
+    head.append("\n")
+    f = g.frames
+    if f.count is not None:
+        head.append(f"frames: {f.count:,} (from {f.source})")
     else:
-        head.append("frames: unknown, so only totals are shown (pass FRAMES, or put frames=N in the NVTX range text)")
+        head.append("frames: unknown, so only totals are shown (pass FRAMES or --frames"
+                    + (f"; {f.hint})" if f.hint else ", e.g. --frames kernel:NAME)"))
     if g.graph_trace == "node":
         head.append("\nCUDA graphs: traced per node (--cuda-graph-trace=node): graph kernels count as kernels")
-    out.append(head)
-    if a.graph_warning and "graph" in g.engines:
-        out.append(Text(f"Warning: {a.graph_warning}", style="yellow"))
+    return head
 
-    per_frame = g.frames is not None
-    # Laid out to fit 80 columns: short headers, units on the second line.
+
+def _engine_table(g: GroupAnalysis) -> RenderableType:
     from rich import box
+    from rich.table import Table
 
+    per_frame = g.frames.count is not None
+    # Laid out to fit 80 columns: short headers, units on the second line.
     t = Table(title=None, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     t.add_column("engine", no_wrap=True)
     t.add_column("busy\nms", justify="right", no_wrap=True)
@@ -169,46 +182,197 @@ def render_group(a: TraceAnalysis, g: GroupAnalysis) -> list[RenderableType]:
     t.add_column("rate\nGB/s", justify="right", no_wrap=True)
     t.add_column("streams", justify="right", no_wrap=True)
     t.add_column("head-\nroom\n×", justify="right", no_wrap=True)
-    for st in g.engines.values():
+    for st in g.busy.engines.values():
         row = [st.engine, f"{st.busy_ns / 1e6:,.3f}", f"{st.count:,}"]
         if per_frame:
             row.append("–" if st.us_per_frame is None else f"{st.us_per_frame:.3f}")
         row += [
             "–" if st.duty is None else f"{100 * st.duty:.1f}",
             _bytes(st.bytes),
-            "–" if st.gbps is None else f"{st.gbps:,.2f}",
+            _rate(st.gbps),
             str(st.streams) if st.count else "–",
             _headroom(st, g),
         ]
-        style = "bold" if st.engine == g.roofline.engine else None
-        t.add_row(*row, style=style)
-    out.append(t)
+        t.add_row(*row, style="bold" if st.engine == g.roofline.engine else None)
+    return t
 
-    r = g.roofline
+
+def _gap_text(g: GroupAnalysis, i: int) -> str:
+    from clusterbench.analyzers.rules import gap_where
+
+    return gap_where(g, i)
+
+
+def _figures(g: GroupAnalysis) -> RenderableType:
+    from rich.text import Text
+
+    r, t, b, gp = g.roofline, g.throughput, g.busy, g.gaps
+    hidden = g.work_not_traced is not None
     lines = Text()
     lines.append(HEADROOM_LEGEND + "\n", style="dim")
     if r.engine is None:
         lines.append("binds: nothing (no GPU activity in the window)\n")
-    elif r.us_per_frame is not None and r.fps is not None:
-        lines.append(f"binds: {r.engine} at {r.us_per_frame:.3f} µs/frame → {r.fps:,.0f} FPS\n", style="bold")
+    elif hidden:
+        lines.append("binds: not shown: the GPU's work is not in the trace\n", style="bold")
     else:
-        lines.append(f"binds: {r.engine} ({_ms(r.busy_ns)} busy; FPS needs FRAMES)\n", style="bold")
-    if g.measured_us_per_frame is not None:
+        who = f"host, {r.thread.label()}" if r.engine == "host" and r.thread else r.engine
+        if r.us_per_frame is not None and r.fps is not None:
+            lines.append(f"binds: {who} at {r.us_per_frame:.3f} µs/frame → {r.fps:,.0f} FPS\n", style="bold")
+        else:
+            lines.append(f"binds: {who} ({_ms(r.busy_ns)} busy; FPS needs FRAMES)\n", style="bold")
+    w = g.window.length_ns or 1
+    setup = gp.setup_ns
+    if t.measured_us_per_frame is not None:
+        eff = "" if t.efficiency is None else f"; efficiency (roofline / measured) {_pct(t.efficiency)}"
+        lines.append(f"measured: {t.measured_us_per_frame:.3f} µs/frame over the window → {1e6 / t.measured_us_per_frame:,.0f} FPS{eff}\n")
+        if setup and t.steady_us_per_frame:
+            eff = "" if t.steady_efficiency is None else f"; efficiency {_pct(t.steady_efficiency)}"
+            lines.append(f"without set-up gaps: {t.steady_us_per_frame:.3f} µs/frame → {1e6 / t.steady_us_per_frame:,.0f} FPS{eff}\n")
+    elif t.efficiency is not None:
+        lines.append(f"efficiency (roofline busy / window): {_pct(t.efficiency)}\n")
+    if hidden:
+        lines.append("GPU busy and idle: not shown: the GPU's work is not in the trace (see why)\n")
+    else:
+        lines.append(f"GPU busy (any engine): {_ms(b.any_busy_ns)} ({_pct(b.any_busy_ns / w)}); idle: {_ms(b.idle_ns)} ({_pct(b.idle_ns / w)})\n")
+        if setup:
+            lines.append(f"idle without set-up gaps: {_ms(t.steady_idle_ns)} ({_pct(t.steady_idle_ns / (t.steady_ns or 1))} of "
+                         f"{_ms(t.steady_ns)})\n")  # fmt: skip
+    ser = "–" if b.serialization is None else f"{b.serialization:.2f}×"
+    lines.append(f"overlap (2+ engines busy): {_ms(b.overlap_ns)}; serialization (sum busy / any busy): {ser}\n")
+    h = g.host
+    calls = f" in {', '.join(h.host_sync_calls)}" if h.host_sync_calls else ""
+    lines.append(f"host sync{calls}: {_ms(h.host_sync_ns)} ({_pct(h.host_sync_ns / w)} of the window)\n")
+    if len(gp):
+        by = gp.by_cause()
+        setup_part = ", ".join(f"{c} {n:,}" for c, (n, _) in by.items() if c in ("module_load", "alloc", "profiler"))
+        loop_part = ", ".join(f"{c} {n:,}" for c, (n, _) in by.items() if c not in ("module_load", "alloc", "profiler"))
+        n_setup = int(gp.setup_mask().sum())
         lines.append(
-            f"measured: {g.measured_us_per_frame:.3f} µs/frame over the window → {1e6 / g.measured_us_per_frame:,.0f} FPS; "
-            f"efficiency (roofline / measured) {_pct(g.efficiency)}\n"
+            f"idle gaps ≥ {gp.threshold_ns / 1e6:g} ms: {len(gp):,} ({_ms(int(gp.lengths_ns.sum()))}); set-up {n_setup:,} "
+            f"({_ms(gp.setup_ns)}{': ' + setup_part if setup_part else ''}); loop {len(gp) - n_setup:,} "
+            f"({_ms(gp.loop_ns)}{': ' + loop_part if loop_part else ''})\n"
         )
-    elif g.efficiency is not None:
-        lines.append(f"efficiency (roofline busy / window): {_pct(g.efficiency)}\n")
-    w = g.window_ns or 1
-    lines.append(f"GPU busy (any engine): {_ms(g.any_busy_ns)} ({_pct(g.any_busy_ns / w)}); idle: {_ms(g.idle_ns)} ({_pct(g.idle_ns / w)})\n")
-    ser = "–" if g.serialization is None else f"{g.serialization:.2f}×"
-    lines.append(f"overlap (2+ engines busy): {_ms(g.overlap_ns)}; serialization (sum busy / any busy): {ser}\n")
-    calls = f" in {', '.join(g.host_sync_calls)}" if g.host_sync_calls else ""
-    lines.append(f"host sync{calls}: {_ms(g.host_sync_ns)} ({_pct(g.host_sync_ns / w)} of the window)")
-    out.append(lines)
+        lines.append(f"longest gap: {_gap_text(g, gp.longest())}\n")
+        ll = gp.longest(setup=False)
+        if ll is not None and ll != gp.longest():
+            lines.append(f"longest loop gap: {_gap_text(g, ll)}\n")
+    else:
+        lines.append(f"idle gaps ≥ {gp.threshold_ns / 1e6:g} ms: none\n")
+    if g.pacing is not None:
+        p = g.pacing
+        per = p.frames_per_event
+        each = "" if per == 1 else f", {per:,.4g} frames each"
+        stall = f"{p.stall_cause}" + (f": {p.stall_api}" if p.stall_api else "")
+        lines.append(
+            f"pacing (completions: {p.events:,} {p.source}{each}): median {p.median_ns / 1000 / per:,.3f}, p99 {p.p99_ns / 1000 / per:,.3f}, "
+            f"max {p.max_ns / 1000 / per:,.3f} µs/frame; longest stall {_ms(p.max_ns)} at "
+            f"{(p.stall_start_ns - p.window_start_ns) / 1e6:,.3f} ms ({stall})\n"
+        )
+    elif g.pacing_note:
+        lines.append(f"pacing: not measured: {g.pacing_note}\n", style="dim")
+    lines.rstrip()
+    return lines
 
-    if g.streams:
+
+def _threads_table(g: GroupAnalysis) -> RenderableType | None:
+    from rich import box
+    from rich.table import Table
+
+    h = g.host
+    if not h.threads:
+        return None
+    per_frame = g.frames.count is not None
+    unit = "µs/frame" if per_frame else "ms"
+    from rich.console import Group
+    from rich.text import Text
+
+    head = Text(f"launching threads, {unit} (busy: first to last CUDA call, less its waits and the set-up gaps):")
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    t.add_column("thread", no_wrap=True, max_width=22, overflow="ellipsis")
+    for col in ("launch", "copy", "wait", "other", "busy"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("calls", justify="right", no_wrap=True)
+
+    def v(ns: int) -> str:
+        return f"{ns / 1000 / g.frames.count:,.3f}" if per_frame else f"{ns / 1e6:,.3f}"
+
+    for th in h.threads[:8]:
+        calls = th.launch_calls + th.copy_calls + th.wait_calls + th.other_calls
+        label = f"{th.thread.tid}" + (f" {th.thread.name}" if th.thread.name else "")
+        binds = g.roofline.engine == "host" and g.roofline.thread == th.thread
+        t.add_row(label, v(th.launch_ns), v(th.copy_ns), v(th.wait_ns), v(th.other_ns), v(th.busy_ns), f"{calls:,}",
+                  style="bold" if binds else None)  # fmt: skip
+    if len(h.threads) > 8:
+        t.caption = f"and {len(h.threads) - 8} more (--json lists all)"
+    return Group(head, t)
+
+
+def _kernels_tables(g: GroupAnalysis) -> list[RenderableType]:
+    from rich import box
+    from rich.table import Table
+
+    per_frame = g.frames.count is not None
+    out: list[RenderableType] = []
+    if g.kernels:
+        t = Table(title="kernels by name (share: of the kernel bar)", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
+                  title_justify="left")  # fmt: skip
+        t.add_column("kernel", no_wrap=True, max_width=26, overflow="ellipsis")
+        t.add_column("launches", justify="right", no_wrap=True)
+        t.add_column("busy\nms", justify="right", no_wrap=True)
+        if per_frame:
+            t.add_column("per\nframe\nµs", justify="right", no_wrap=True)
+        t.add_column("share\n%", justify="right", no_wrap=True)
+        t.add_column("min\nµs", justify="right", no_wrap=True)
+        t.add_column("median\nµs", justify="right", no_wrap=True)
+        t.add_column("max\nµs", justify="right", no_wrap=True)
+        for k in g.kernels:
+            row = [k.name, f"{k.launches:,}", f"{k.busy_ns / 1e6:,.3f}"]
+            if per_frame:
+                row.append("–" if k.us_per_frame is None else f"{k.us_per_frame:.3f}")
+            row += [_pct(k.share).replace(" %", ""), f"{k.min_ns / 1000:,.1f}", f"{k.median_ns / 1000:,.1f}", f"{k.max_ns / 1000:,.1f}"]
+            t.add_row(*row)
+        out.append(t)
+    if g.copies:
+        t = Table(title="copies and memsets by size", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  padding=(0, 1, 0, 0), title_justify="left")  # fmt: skip
+        t.add_column("engine", no_wrap=True)
+        t.add_column("size", no_wrap=True)
+        t.add_column("count", justify="right", no_wrap=True)
+        t.add_column("bytes", justify="right", no_wrap=True)
+        t.add_column("busy\nms", justify="right", no_wrap=True)
+        if per_frame:
+            t.add_column("per\nframe\nµs", justify="right", no_wrap=True)
+        t.add_column("rate\nGB/s", justify="right", no_wrap=True)
+        for c in g.copies:
+            row = [c.engine, c.size_class, f"{c.count:,}", _bytes(c.bytes), f"{c.busy_ns / 1e6:,.3f}"]
+            if per_frame:
+                row.append("–" if c.us_per_frame is None else f"{c.us_per_frame:.3f}")
+            row.append(_rate(c.gbps))
+            t.add_row(*row)
+        out.append(t)
+    return out
+
+
+def render_group(a: TraceAnalysis, g: GroupAnalysis, by_kernel: bool = False) -> list[RenderableType]:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    out: list[RenderableType] = [_head(a, g)]
+    if a.graph_warning and "graph" in g.busy.engines:
+        out.append(Text(f"Warning: {a.graph_warning}", style="yellow"))
+    if g.work_not_traced is not None:
+        out.append(Text(f"Warning: the GPU's work is not in the trace. {g.work_not_traced.hint}", style="yellow"))
+    out.append(_engine_table(g))
+    out.append(_figures(g))
+    threads = _threads_table(g)
+    if threads is not None:
+        out.append(threads)
+    if by_kernel:
+        out.extend(_kernels_tables(g))
+
+    per_frame = g.frames.count is not None
+    if g.busy.streams:
         st_t = Table(title="per stream", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
         st_t.add_column("stream", justify="right")
         st_t.add_column("engine")
@@ -217,12 +381,12 @@ def render_group(a: TraceAnalysis, g: GroupAnalysis) -> list[RenderableType]:
         if per_frame:
             st_t.add_column("per frame\nµs", justify="right")
         st_t.add_column("rate\nGB/s", justify="right")
-        for s in g.streams:
+        for s in g.busy.streams:
             for st in s.engines.values():
                 row = [str(s.stream), st.engine, f"{st.busy_ns / 1e6:,.3f}", f"{st.count:,}"]
                 if per_frame:
                     row.append("–" if st.us_per_frame is None else f"{st.us_per_frame:.3f}")
-                row.append("–" if st.gbps is None else f"{st.gbps:,.2f}")
+                row.append(_rate(st.gbps))
                 st_t.add_row(*row)
         out.append(st_t)
 
@@ -262,8 +426,8 @@ def render_what_if(wi) -> RenderableType:
     return Group(head, t, note, *extra)
 
 
-def render_analysis(a: TraceAnalysis) -> list[RenderableType]:
-    """Every group, primary first."""
+def render_analysis(a: TraceAnalysis, by_kernel: bool = False) -> list[RenderableType]:
+    """Every group, primary first (``by_kernel``: with the kernels-by-name and copies-by-size tables)."""
     from rich.rule import Rule
 
     out: list[RenderableType] = []
@@ -271,5 +435,5 @@ def render_analysis(a: TraceAnalysis) -> list[RenderableType]:
     for i, g in enumerate(ordered):
         if len(ordered) > 1:
             out.append(Rule(f"pid {g.pid} device {g.device}" + (" (primary)" if i == 0 else "")))
-        out.extend(render_group(a, g))
+        out.extend(render_group(a, g, by_kernel))
     return out

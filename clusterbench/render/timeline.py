@@ -1,13 +1,19 @@
-"""The analyze picture: a timeline of part of the window, one lane per (engine, stream), and
-beside it the per-engine bars (µs per frame, or ms busy without frames) with the binding bar
-marked. PNG, SVG or PDF by the file's extension.
+"""The analyze picture and the trace export.
 
-matplotlib is the optional ``plot`` extra; it is imported only here, through its object API
-(no pyplot, no global backend, no display).
+The picture: a timeline of part of the window, one lane per (engine, stream), the idle gaps shaded
+by cause, and beside it the per-engine bars (µs per frame, or ms busy without frames) with the
+binding bar marked. PNG, SVG or PDF by the file's extension. matplotlib is the optional ``plot``
+extra; it is imported only here, through its object API (no pyplot, no global backend, no display).
+
+The export: the window in the Chrome trace-event format (JSON; ui.perfetto.dev and chrome://tracing
+open it), written event by event.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,11 +23,14 @@ from clusterbench.errors import InputError
 from clusterbench.model.engines import COLOURS
 
 if TYPE_CHECKING:
-    from clusterbench.analyzers.analysis import GroupAnalysis, TraceAnalysis
-    from clusterbench.analyzers.timeline import Timeline
+    from clusterbench.analyzers.records import GroupAnalysis, TraceAnalysis
+    from clusterbench.analyzers.timeline import Timeline, TraceExport
 
 MIN_BAR_FRACTION = 1 / 600  # busy stretches are drawn at least this share of the span wide (~1.5 px)
-FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+# idle gaps by cause: set-up causes in greys, the loop's in warm colours
+GAP_COLOURS = {"module_load": "#9E9E9E", "alloc": "#BDBDBD", "profiler": "#D7CCC8", "sync": "#EF9A9A",
+               "host": "#FFCC80", "unknown": "#E0E0E0"}  # fmt: skip
+_EXPORT_HINT = "pass --export-trace FILE.json in a writable directory"
 
 
 def check_plot_path(path: str | Path) -> tuple[Path, str]:
@@ -62,6 +71,9 @@ def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path:
     span_ns = max(1, tl.span_end_ns - tl.span_start_ns)
     scale, unit = _time_unit(span_ns)
     min_w = span_ns * MIN_BAR_FRACTION  # so that a 1 µs memset in a 100 ms span still shows
+    for mark in tl.gaps:
+        ax.axvspan(mark.start_ns / scale, max(mark.end_ns - mark.start_ns, min_w) / scale + mark.start_ns / scale,
+                   color=GAP_COLOURS.get(mark.cause, "#E0E0E0"), alpha=0.45, lw=0, zorder=0)  # fmt: skip
     for i, ln in enumerate(lanes):
         y = n - 1 - i
         xs = [
@@ -80,13 +92,18 @@ def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path:
     if not lanes:
         ax.text(0.5, 0.5, "no GPU activity in this span", ha="center", va="center", transform=ax.transAxes)
 
-    names = [n_ for n_, st in g.engines.items() if st.busy_ns > 0] or list(g.engines)
-    per_frame = g.frames is not None
-    vals = [
-        (g.engines[n_].us_per_frame or 0.0) if per_frame else g.engines[n_].busy_ns / 1e6 for n_ in names
-    ]
+    engines = g.busy.engines
+    names = [n_ for n_, st in engines.items() if st.busy_ns > 0] or list(engines)
+    per_frame = g.frames.count is not None
+    vals = [(engines[n_].us_per_frame or 0.0) if per_frame else engines[n_].busy_ns / 1e6 for n_ in names]
+    colours = [COLOURS.get(n_, "#333333") for n_ in names]
+    busiest = g.host.busiest
+    if busiest is not None:
+        names.append("host")
+        vals.append((busiest.us_per_frame or 0.0) if per_frame else busiest.busy_ns / 1e6)
+        colours.append("#7F7F7F")
     binds = g.roofline.engine
-    bars = bx.bar(range(len(names)), vals, color=[COLOURS.get(n_, "#333333") for n_ in names])
+    bars = bx.bar(range(len(names)), vals, color=colours)
     for rect, n_, v in zip(bars, names, vals):
         if n_ == binds:
             rect.set_edgecolor("black")
@@ -106,17 +123,20 @@ def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path:
     bx.grid(axis="y", alpha=0.3)
 
     present = [e for e in COLOURS if any(ln.engine == e for ln in lanes)]
-    if present:
-        ax.legend(handles=[Patch(facecolor=COLOURS[e], label=e) for e in present], fontsize=8,
-                  loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=len(present), frameon=False)  # fmt: skip
+    causes = [c for c in GAP_COLOURS if any(m.cause == c for m in tl.gaps)]
+    handles = [Patch(facecolor=COLOURS[e], label=e) for e in present]
+    handles += [Patch(facecolor=GAP_COLOURS[c], alpha=0.45, label=f"idle: {c}") for c in causes]
+    if handles:
+        ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16),
+                  ncol=min(len(handles), 6), frameon=False)  # fmt: skip
     if any(ln.engine == "graph" for ln in lanes):
         fig.text(0.5, 0.01, "graph = whole CUDA graph executions, including their copy and memset nodes and the gaps "
                  "between nodes; per-engine figures need nsys profile --cuda-graph-trace=node",
                  ha="center", va="bottom", fontsize=8, color="#8172B3")  # fmt: skip
-    frames = f", {g.frames:,} frames" if g.frames else ""
+    frames = f", {g.frames.count:,} frames" if g.frames.count else ""
     fig.suptitle(
         f"{Path(a.trace).name}: pid {g.pid}, device {g.device}\n"
-        f"window {g.window_ns / 1e6:,.3f} ms from {g.window_source}{frames}; "
+        f"window {g.window.length_ns / 1e6:,.3f} ms from {g.window.source}{frames}; "
         f"showing {tl.span_start_ns / 1e6:,.3f}–{tl.span_end_ns / 1e6:,.3f} ms",
         fontsize=9,
     )
@@ -126,3 +146,51 @@ def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path:
     except OSError as exc:
         raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint="check the path and its permissions") from None
     return path
+
+
+def check_export_path(path: str | Path) -> Path:
+    """Check, before anything is read, that the trace export can be written to ``path``."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"cannot write the trace export: {p} is a directory", hint=_EXPORT_HINT)
+    if not p.parent.is_dir():
+        raise InputError(f"cannot write the trace export {p}: directory {p.parent} does not exist", hint=_EXPORT_HINT)
+    existed = p.exists()
+    try:
+        os.close(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+    except OSError as exc:
+        raise InputError(f"cannot write the trace export {p}: {exc.strerror or exc}", hint=_EXPORT_HINT) from None
+    if not existed:
+        with contextlib.suppress(OSError):
+            os.unlink(p)
+    return p
+
+
+def write_chrome_trace(ex: TraceExport, path: str | Path) -> Path:
+    """Write ``ex`` as Chrome trace events ("X" events, times in µs from the window start; one
+    process row per track group, one thread row per track). Returns the path."""
+    p = Path(path)
+    pids = {grp: i + 1 for i, grp in enumerate(dict.fromkeys(t.group for t in ex.tracks))}
+    try:
+        with p.open("w", encoding="utf-8") as fh:
+            fh.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps({"title": ex.title}) + ', "traceEvents": [\n')
+            first = True
+
+            def emit(event: dict) -> None:
+                nonlocal first
+                fh.write(("" if first else ",\n") + json.dumps(event, ensure_ascii=False))
+                first = False
+
+            for grp, pid in pids.items():
+                emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": grp}})
+            for tid, t in enumerate(ex.tracks, start=1):
+                pid = pids[t.group]
+                emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": t.name}})
+                emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
+                for s, e, k in zip(t.starts_ns.tolist(), t.ends_ns.tolist(), t.label.tolist()):
+                    emit({"ph": "X", "name": t.labels[k], "pid": pid, "tid": tid, "ts": (s - ex.window_start_ns) / 1000.0,
+                          "dur": (e - s) / 1000.0})  # fmt: skip
+            fh.write("\n]}\n")
+    except OSError as exc:
+        raise InputError(f"cannot write the trace export {p}: {exc.strerror or exc}", hint=_EXPORT_HINT) from None
+    return p

@@ -49,7 +49,7 @@ from clusterbench.run.tracers import TRACERS, TracedRun, Tracer, TracerSetup, Wo
 from clusterbench.workloads.protocol import PASS_RANGE, Workload, pass_range_text, workload_for
 
 if TYPE_CHECKING:
-    from clusterbench.analyzers.analysis import TraceAnalysis
+    from clusterbench.analyzers.records import TraceAnalysis
     from clusterbench.run.guards import GuardVerdict
     from clusterbench.run.gpus import GpuPlan
     from clusterbench.run.machine import GpuSelection

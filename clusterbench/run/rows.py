@@ -161,10 +161,11 @@ def build_row(
     """
     p = cfg.params
     trace_figures: dict[str, object] = {}
-    if analysis is not None:
-        engines = analysis.engines
-        roof = analysis.roofline
-        frames = analysis.frames or None
+    g = analysis.primary if analysis is not None else None
+    if g is not None:
+        engines = g.busy.engines
+        roof = g.roofline
+        frames = g.frames.count or None
 
         def stat(name: str) -> EngineStats | None:
             return engines.get(name)
@@ -177,15 +178,15 @@ def build_row(
             "kernel_duty": kernel.duty if kernel else None, "h2d_duty": h2d.duty if h2d else None,
             "d2h_duty": d2h.duty if d2h else None,
             "h2d_gbps": h2d.gbps if h2d else None, "d2h_gbps": d2h.gbps if d2h else None,
-            "idle_us": _per_frame_us(analysis.idle_ns, frames),
-            "overlap_us": _per_frame_us(analysis.overlap_ns, frames),
-            "host_sync_us": _per_frame_us(analysis.host_sync_ns, frames),
-            "serialization": analysis.serialization, "measured_us": analysis.measured_us_per_frame,
-            "efficiency": analysis.efficiency,
+            "idle_us": _per_frame_us(g.busy.idle_ns, frames),
+            "overlap_us": _per_frame_us(g.busy.overlap_ns, frames),
+            "host_sync_us": _per_frame_us(g.host.host_sync_ns, frames),
+            "serialization": g.busy.serialization, "measured_us": g.throughput.measured_us_per_frame,
+            "efficiency": g.throughput.efficiency,
         }
-    measured = analysis.measured_us_per_frame if analysis is not None else None
+    measured = g.throughput.measured_us_per_frame if g is not None else None
     traced_fps = 1e6 / measured if measured else None
-    roofline_fps = analysis.roofline.fps if analysis is not None else None
+    roofline_fps = g.roofline.fps if g is not None else None
     sustained_fps = sustained.median if sustained is not None else None
     return ResultRow(
         key=RowKey(cfg.label), cluster=p.cluster, cap=p.cap, streams=p.streams, batch=p.batch, frames=p.frames,

@@ -16,17 +16,17 @@ from fake_nsys import Api, Copy, Kernel, Memset, Range, Trace, build
 def test_overlapping_kernels_on_two_streams_count_once(tmp_path: Path) -> None:
     t = Trace(kernels=[Kernel(1000, 1300, stream=7), Kernel(1200, 1500, stream=13)])
     r = analyze_trace(build(tmp_path / "k.sqlite", t), by_stream=True)
-    k = r.engines["kernel"]
+    k = r.primary.busy.engines["kernel"]
     assert k.busy_ns == 500  # union [1000,1500), not the sum 600
     assert k.count == 2
-    assert r.window_ns == 500 and "GPU activity span" in r.window_source  # no NVTX: first to last record
+    assert r.primary.window.length_ns == 500 and "GPU activity span" in r.primary.window.source  # no NVTX: first to last record
     assert k.duty == 1.0
-    assert r.frames is None and k.us_per_frame is None and r.roofline.fps is None
-    assert r.overlap_ns == 0  # one engine cannot overlap itself
-    assert r.serialization == 1.0
-    assert {s.stream: s.engines["kernel"].busy_ns for s in r.streams} == {7: 300, 13: 300}
-    assert set(r.engines) == {"kernel", "h2d", "d2h"}  # kernel/h2d/d2h always, zeros when absent
-    assert r.engines["h2d"].busy_ns == 0 and r.engines["h2d"].gbps is None
+    assert r.primary.frames.count is None and k.us_per_frame is None and r.primary.roofline.fps is None
+    assert r.primary.busy.overlap_ns == 0  # one engine cannot overlap itself
+    assert r.primary.busy.serialization == 1.0
+    assert {s.stream: s.engines["kernel"].busy_ns for s in r.primary.busy.streams} == {7: 300, 13: 300}
+    assert set(r.primary.busy.engines) == {"kernel", "h2d", "d2h"}  # kernel/h2d/d2h always, zeros when absent
+    assert r.primary.busy.engines["h2d"].busy_ns == 0 and r.primary.busy.engines["h2d"].gbps is None
 
 
 def test_h2d_and_d2h_overlap(tmp_path: Path) -> None:
@@ -35,23 +35,23 @@ def test_h2d_and_d2h_overlap(tmp_path: Path) -> None:
         copies=[Copy(0, 100, kind=1, bytes=1000, stream=1), Copy(50, 150, kind=2, bytes=2000, stream=2)],
     )
     r = analyze_trace(build(tmp_path / "o.sqlite", t), frames=10)
-    e = r.engines
+    e = r.primary.busy.engines
     assert (e["h2d"].busy_ns, e["d2h"].busy_ns, e["kernel"].busy_ns) == (100, 100, 20)
-    assert r.window_ns == 170
-    assert r.any_busy_ns == 170 and r.idle_ns == 0
-    assert r.overlap_ns == 50  # [50,100): h2d and d2h together
-    assert r.serialization == pytest.approx(220 / 170)
+    assert r.primary.window.length_ns == 170
+    assert r.primary.busy.any_busy_ns == 170 and r.primary.busy.idle_ns == 0
+    assert r.primary.busy.overlap_ns == 50  # [50,100): h2d and d2h together
+    assert r.primary.busy.serialization == pytest.approx(220 / 170)
     assert e["h2d"].gbps == pytest.approx(1000 / 100) and e["d2h"].gbps == pytest.approx(2000 / 100)
     # h2d and d2h tie at 100 ns; the tie goes to the earlier engine in display order
-    assert r.roofline.engine == "h2d"
-    assert r.roofline.us_per_frame == pytest.approx(100 / 1000 / 10)
-    assert r.roofline.fps == pytest.approx(1e9 * 10 / 100)
+    assert r.primary.roofline.engine == "h2d"
+    assert r.primary.roofline.us_per_frame == pytest.approx(100 / 1000 / 10)
+    assert r.primary.roofline.fps == pytest.approx(1e9 * 10 / 100)
     assert e["d2h"].headroom == 0.0
     assert e["kernel"].headroom == pytest.approx((100 - 20) / 20)
     assert e["kernel"].headroom_us_per_frame == pytest.approx(80 / 1000 / 10)
-    assert r.measured_us_per_frame == pytest.approx(170 / 1000 / 10)
-    assert r.efficiency == pytest.approx(100 / 170)
-    assert r.frames_source == "FRAMES argument"
+    assert r.primary.throughput.measured_us_per_frame == pytest.approx(170 / 1000 / 10)
+    assert r.primary.throughput.efficiency == pytest.approx(100 / 170)
+    assert r.primary.frames.source == "FRAMES argument"
 
 
 def test_activity_cut_by_window_edges_and_host_sync(tmp_path: Path) -> None:
@@ -68,23 +68,23 @@ def test_activity_cut_by_window_edges_and_host_sync(tmp_path: Path) -> None:
         ranges=[Range(0, 100, "pedestal"), Range(150, 350, "pass frames=4")],
     )
     r = analyze_trace(build(tmp_path / "w.sqlite", t))
-    assert r.window_ns == 200 and r.window_source == "NVTX range 'pass frames=4'"
-    assert r.frames == 4 and r.frames_source == "NVTX range text 'pass frames=4'"
-    h2d, d2h, k = r.engines["h2d"], r.engines["d2h"], r.engines["kernel"]
+    assert r.primary.window.length_ns == 200 and r.primary.window.source == "NVTX range 'pass frames=4'"
+    assert r.primary.frames.count == 4 and r.primary.frames.source == "NVTX range text 'pass frames=4'"
+    h2d, d2h, k = r.primary.busy.engines["h2d"], r.primary.busy.engines["d2h"], r.primary.busy.engines["kernel"]
     assert (h2d.busy_ns, h2d.count, h2d.bytes) == (50, 1, 500)  # half the copy is inside: half its bytes
     assert h2d.gbps == pytest.approx(500 / 50)
     assert h2d.duty == pytest.approx(50 / 200)
     assert h2d.us_per_frame == pytest.approx(50 / 1000 / 4)
     assert (k.busy_ns, k.count) == (50, 1)  # [300,350)
     assert (d2h.busy_ns, d2h.count, d2h.bytes) == (0, 0, 0)  # wholly outside
-    assert "memset" not in r.engines  # only outside the window
-    assert r.any_busy_ns == 100 and r.idle_ns == 100
+    assert "memset" not in r.primary.busy.engines  # only outside the window
+    assert r.primary.busy.any_busy_ns == 100 and r.primary.busy.idle_ns == 100
     # sync calls of this process: [120,170) ∪ [160,220) = [120,220); inside the window: [150,220)
-    assert r.host_sync_ns == 70
+    assert r.primary.host.host_sync_ns == 70
     # the pedestal range selects its own window
     p = analyze_trace(tmp_path / "w.sqlite", range_name="ped")
-    assert p.window_ns == 100 and p.frames is None
-    assert p.engines["h2d"].busy_ns == 0 and p.engines["memset"].busy_ns == 10
+    assert p.primary.window.length_ns == 100 and p.primary.frames.count is None
+    assert p.primary.busy.engines["h2d"].busy_ns == 0 and p.primary.busy.engines["memset"].busy_ns == 10
 
 
 def test_two_devices_and_two_processes(tmp_path: Path) -> None:
@@ -95,8 +95,8 @@ def test_two_devices_and_two_processes(tmp_path: Path) -> None:
     p = build(tmp_path / "g.sqlite", t)
     r = analyze_trace(p)
     assert [(g.pid, g.device) for g in r.groups] == [(100, 0), (100, 1), (200, 0)]
-    assert (r.pid, r.device) == (100, 1)  # the group with most GPU busy time (300 ns)
-    assert r.engines["kernel"].busy_ns == 300
+    assert (r.primary.pid, r.primary.device) == (100, 1)  # the group with most GPU busy time (300 ns)
+    assert r.primary.busy.engines["kernel"].busy_ns == 300
     assert "3 (process, device) groups" in r.warnings[0]
     js = r.to_json()
     assert len(js["groups"]) == 3 and js["pid"] == 100 and js["device"] == 1
@@ -105,10 +105,10 @@ def test_two_devices_and_two_processes(tmp_path: Path) -> None:
 
     d0 = analyze_trace(p, device=0)
     assert [(g.pid, g.device) for g in d0.groups] == [(100, 0), (200, 0)]
-    assert (d0.pid, d0.engines["h2d"].busy_ns) == (200, 200)
+    assert (d0.primary.pid, d0.primary.busy.engines["h2d"].busy_ns) == (200, 200)
     one = analyze_trace(p, device=0, pid=100)
     assert len(one.groups) == 1 and one.warnings == () and "groups" not in one.to_json()
-    assert one.engines["kernel"].busy_ns == 100 and one.window_ns == 100
+    assert one.primary.busy.engines["kernel"].busy_ns == 100 and one.primary.window.length_ns == 100
     with pytest.raises(InputError, match="--device 5.*pid 100 device 0; pid 100 device 1; pid 200 device 0"):
         analyze_trace(p, device=5)
 
@@ -143,32 +143,32 @@ def test_default_window_prefers_clusterbench_pass(tmp_path: Path) -> None:
     )
     p = build(tmp_path / "d.sqlite", t)
     r = analyze_trace(p)
-    assert (r.window_ns, r.frames) == (100, 3)
-    assert r.window_source == "NVTX range 'clusterbench:pass frames=3'"
+    assert (r.primary.window.length_ns, r.primary.frames.count) == (100, 3)
+    assert r.primary.window.source == "NVTX range 'clusterbench:pass frames=3'"
     # --range NAME is a plain prefix: it takes "passive" and "pass"
     q = analyze_trace(p, range_name="pass")
-    assert (q.window_ns, q.frames) == (1000, 101)
+    assert (q.primary.window.length_ns, q.primary.frames.count) == (1000, 101)
     # FRAMES wins over the range text
-    assert analyze_trace(p, frames=50).frames == 50
+    assert analyze_trace(p, frames=50).primary.frames.count == 50
 
 
 def test_bare_pass_range_and_word_boundary(tmp_path: Path) -> None:
     t = Trace(kernels=[Kernel(0, 1000)], ranges=[Range(0, 1000, "passive"), Range(10, 30, "pass")])
     r = analyze_trace(build(tmp_path / "p.sqlite", t))
-    assert r.window_ns == 20 and r.frames is None and r.frames_source is None
+    assert r.primary.window.length_ns == 20 and r.primary.frames.count is None and r.primary.frames.source is None
 
 
 def test_range_of_another_process(tmp_path: Path) -> None:
     t = Trace(kernels=[Kernel(0, 100, pid=100)], ranges=[Range(0, 50, "pass frames=7", pid=300)])
     r = analyze_trace(build(tmp_path / "x.sqlite", t))
-    assert r.window_ns == 50 and r.frames == 7
-    assert "other processes" in r.window_source
+    assert r.primary.window.length_ns == 50 and r.primary.frames.count == 7
+    assert "other processes" in r.primary.window.source
 
 
 def test_frames_missing_from_some_ranges(tmp_path: Path) -> None:
     t = Trace(kernels=[Kernel(0, 100)], ranges=[Range(0, 10, "pass frames=7"), Range(20, 30, "pass")])
     r = analyze_trace(build(tmp_path / "f.sqlite", t))
-    assert r.frames is None
+    assert r.primary.frames.count is None
     assert any("only 1 of 2 NVTX ranges carry frames=N" in w for w in r.warnings)
 
 
@@ -192,9 +192,9 @@ def test_unified_memory_p2p_and_other_stay_separate(tmp_path: Path) -> None:
         ]
     )
     r = analyze_trace(build(tmp_path / "um.sqlite", t), frames=1)
-    busy = {k: v.busy_ns for k, v in r.engines.items()}
+    busy = {k: v.busy_ns for k, v in r.primary.busy.engines.items()}
     assert busy == {"kernel": 0, "h2d": 0, "d2h": 0, "d2d": 50, "p2p": 40, "um_h2d": 10, "um_d2h": 20, "um_d2d": 30, "other": 60}
-    assert r.roofline.engine == "other" and r.roofline.fps == pytest.approx(1e9 / 60)
+    assert r.primary.roofline.engine == "other" and r.primary.roofline.fps == pytest.approx(1e9 / 60)
     assert json.loads(json.dumps(r.to_json()))["engines"]["um_d2d"]["bytes"] == 3
 
 
@@ -230,16 +230,16 @@ def test_implausible_copy_rate_is_flagged_and_kept_out_of_the_roofline(tmp_path:
         ranges=[Range(0, 8000, "clusterbench:pass frames=10")],
     )
     r = analyze_trace(build(tmp_path / "bad.sqlite", t))
-    h2d = r.engines["h2d"]
+    h2d = r.primary.busy.engines["h2d"]
     assert (h2d.busy_ns, h2d.count, h2d.bytes, h2d.gbps) == (0, 0, 0, None)
     assert (h2d.implausible_count, h2d.implausible_bytes) == (1, 4_000_000_000)
     assert h2d.implausible_max_gbps == pytest.approx(4e9 / 1120)
     assert h2d.implausible_limit_gbps == 1000.0
-    assert r.roofline.engine == "kernel" and r.roofline.busy_ns == 5000
-    assert r.any_busy_ns == 5000 + 1000  # the bad record is out of every figure
+    assert r.primary.roofline.engine == "kernel" and r.primary.roofline.busy_ns == 5000
+    assert r.primary.busy.any_busy_ns == 5000 + 1000  # the bad record is out of every figure
     (w,) = [w for w in r.warnings if "h2d" in w]
     assert "3,571,429 GB/s" in w and "1,000 GB/s" in w and "left out" in w
-    assert "implausible_rate" in [f.code for f in r.findings]
+    assert "implausible_rate" in [f.code for f in r.primary.findings]
     js = r.to_json()["engines"]["h2d"]
     assert js["implausible_count"] == 1 and js["implausible_limit_gbps"] == 1000.0
 
@@ -249,15 +249,15 @@ def test_device_side_ceiling_is_higher(tmp_path: Path) -> None:
     # while the same rate on an h2d copy is not (ceiling 1,000 GB/s)
     t = Trace(memsets=[Memset(0, 1000, bytes=4_800_000)], copies=[Copy(1000, 2000, kind=1, bytes=4_800_000)])
     r = analyze_trace(build(tmp_path / "dev.sqlite", t))
-    assert r.engines["memset"].implausible_count == 0 and r.engines["memset"].gbps == pytest.approx(4800)
-    assert r.engines["h2d"].implausible_count == 1
+    assert r.primary.busy.engines["memset"].implausible_count == 0 and r.primary.busy.engines["memset"].gbps == pytest.approx(4800)
+    assert r.primary.busy.engines["h2d"].implausible_count == 1
 
 
 def test_frames_argument_contradicting_the_range_text_warns(tmp_path: Path) -> None:
     t = Trace(kernels=[Kernel(0, 1000)], ranges=[Range(0, 1000, "clusterbench:pass frames=20")])
     p = build(tmp_path / "f.sqlite", t)
     r = analyze_trace(p, frames=50)
-    assert r.frames == 50 and r.frames_source == "FRAMES argument"
+    assert r.primary.frames.count == 50 and r.primary.frames.source == "FRAMES argument"
     (w,) = r.warnings
     assert "FRAMES argument (50) contradicts frames=20" in w and "used the FRAMES argument (50)" in w
     assert analyze_trace(p, frames=20).warnings == ()  # agreeing values say nothing
@@ -276,9 +276,9 @@ def test_absurd_per_frame_time_warns(tmp_path: Path) -> None:
 def test_headroom_is_one_notation(tmp_path: Path) -> None:
     t = Trace(kernels=[Kernel(0, 100)], copies=[Copy(100, 500, kind=1, bytes=8)], memsets=[Memset(500, 501, 1)])
     r = analyze_trace(build(tmp_path / "h.sqlite", t))
-    assert r.engines["kernel"].headroom_factor == pytest.approx(400 / 100)
-    assert r.engines["memset"].headroom_factor == pytest.approx(400 / 1)
-    assert r.engines["h2d"].headroom_factor is None  # it binds
+    assert r.primary.busy.engines["kernel"].headroom_factor == pytest.approx(400 / 100)
+    assert r.primary.busy.engines["memset"].headroom_factor == pytest.approx(400 / 1)
+    assert r.primary.busy.engines["h2d"].headroom_factor is None  # it binds
     from clusterbench.render.analyze import _headroom
 
-    assert [_headroom(st, r.primary) for st in r.engines.values()] == ["×4.00", "binds", "–", "×400"]
+    assert [_headroom(st, r.primary) for st in r.primary.busy.engines.values()] == ["×4.00", "binds", "–", "×400"]

@@ -84,17 +84,25 @@ def test_random_cases_match_a_brute_force_timeline() -> None:
         assert iv.coverage_lengths([u, iv.union(s2, e2)], 2) == (int((busy | busy2).sum()), int((busy & busy2).sum()))
 
 
-def test_coverage_and_gaps_by_hand() -> None:
+def _gaps(sets, window) -> list[int]:  # noqa: ANN001
+    from clusterbench.analyzers.gaps import idle
+
+    busy = iv.union(np.concatenate([x[0] for x in sets] or [a()]), np.concatenate([x[1] for x in sets] or [a()]))
+    s, e = idle(busy, window, threshold=1)
+    return (e - s).tolist()
+
+
+def test_coverage_and_idle_gaps_by_hand() -> None:
     # window [0,100) ∪ [200,300); set A [10,40) [250,260); set B [30,60)
     window = (a(0, 200), a(100, 300))
-    (one, two), gaps = iv.coverage_and_gaps([(a(10, 250), a(40, 260)), (a(30), a(60))], window, 2)
-    assert (one, two) == (50 + 10, 10)  # [10,60) and [250,260); both at [30,40)
+    sets = [(a(10, 250), a(40, 260)), (a(30), a(60))]
+    assert iv.coverage_lengths(sets, 2) == (50 + 10, 10)  # [10,60) and [250,260); both at [30,40)
     # idle: [0,10) [60,100) [200,250) [260,300); the hole [100,200) is not in the window
-    assert gaps.tolist() == [10, 40, 50, 40]
-    assert iv.coverage_and_gaps([], window, 2)[1].tolist() == [100, 100]
+    assert _gaps(sets, window) == [10, 40, 50, 40]
+    assert _gaps([], window) == [100, 100]
 
 
-def test_coverage_and_gaps_against_brute_force() -> None:
+def test_coverage_and_idle_gaps_against_brute_force() -> None:
     rng = np.random.default_rng(7)
     for _ in range(50):
         window = iv.union(np.sort(rng.integers(0, 400, 3)), np.sort(rng.integers(0, 400, 3)) + 60)
@@ -102,7 +110,8 @@ def test_coverage_and_gaps_against_brute_force() -> None:
         for _k in range(3):
             s = rng.integers(0, 460, 6)
             sets.append(iv.intersect(iv.union(s, s + rng.integers(1, 50, 6)), window))
-        (one, two), gaps = iv.coverage_and_gaps(sets, window, 2)
+        one, two = iv.coverage_lengths(sets, 2)
+        gaps = _gaps(sets, window)
         t = np.zeros(600, dtype=int)
         for ss, ee in sets:
             for x, y in zip(ss.tolist(), ee.tolist()):
@@ -121,4 +130,13 @@ def test_coverage_and_gaps_against_brute_force() -> None:
                 n = 0
         if n:
             runs.append(n)
-        assert gaps.tolist() == runs
+        assert gaps == runs
+
+
+def test_subtract_by_hand() -> None:
+    # [0,100) ∪ [200,300) minus [10,40) ∪ [90,210) ∪ [250,260) = [0,10) [40,90) [210,250) [260,300)
+    got = iv.subtract((a(0, 200), a(100, 300)), (a(10, 90, 250), a(40, 210, 260)))
+    assert list(zip(got[0].tolist(), got[1].tolist())) == [(0, 10), (40, 90), (210, 250), (260, 300)]
+    assert iv.subtract((a(0), a(10)), iv.empty())[0].tolist() == [0]
+    assert iv.subtract(iv.empty(), (a(0), a(10)))[0].size == 0
+    assert iv.subtract((a(5), a(10)), (a(0), a(20)))[0].size == 0  # wholly covered

@@ -10,8 +10,8 @@ from fake_nsys import Api, Copy, Kernel, Range, Trace, build
 
 
 def _note(r, text: str) -> str:
-    hits = [n for n in r.notes if text in n]
-    assert len(hits) == 1, r.notes
+    hits = [n for n in r.primary.notes if text in n]
+    assert len(hits) == 1, r.primary.notes
     return hits[0]
 
 
@@ -25,7 +25,7 @@ def test_sync_that_drains_the_pipeline(tmp_path: Path) -> None:
         ranges=[Range(0, 1000, "clusterbench:pass frames=2")],
     )
     r = analyze_trace(build(tmp_path / "drain.sqlite", t))
-    assert (r.window_ns, r.idle_ns, r.host_sync_ns) == (1000, 500, 500)
+    assert (r.primary.window.length_ns, r.primary.busy.idle_ns, r.primary.host.host_sync_ns) == (1000, 500, 500)
     n = _note(r, "the host waits in")
     assert "GPU is idle 50%" in n and "drains the pipeline" in n
 
@@ -40,7 +40,7 @@ def test_sync_while_the_gpu_stays_busy_costs_nothing(tmp_path: Path) -> None:
         ranges=[Range(0, 1000, "clusterbench:pass frames=2")],
     )
     r = analyze_trace(build(tmp_path / "ahead.sqlite", t))
-    assert (r.idle_ns, r.host_sync_ns) == (0, 950)
+    assert (r.primary.busy.idle_ns, r.primary.host.host_sync_ns) == (0, 950)
     n = _note(r, "the host waits in")
-    assert "the GPU stays busy (idle 0.0%)" in n and "cost no throughput" in n
-    assert not any("drains" in x for x in r.notes)
+    assert "the GPU stays busy (idle 0.0%" in n and "cost no throughput" in n
+    assert not any("drains" in x for x in r.primary.notes)

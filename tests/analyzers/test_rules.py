@@ -17,7 +17,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "analyze.md"
 
 
 def codes(r) -> list[str]:
-    return [f.code for f in r.findings]
+    return [f.code for f in r.primary.findings]
 
 
 def test_turns_on_two_streams_never_advise_several_streams(tmp_path: Path) -> None:
@@ -33,12 +33,12 @@ def test_turns_on_two_streams_never_advise_several_streams(tmp_path: Path) -> No
         ranges=[Range(0, 1000, "clusterbench:pass frames=2")],
     )  # fmt: skip
     r = analyze_trace(build(tmp_path / "two.sqlite", t))
-    assert r.serialization == 1.0 and r.primary.n_streams == 2
-    assert r.primary.engine_streams == {"kernel": 2, "h2d": 2, "d2h": 2}
+    assert r.primary.busy.serialization == 1.0 and r.primary.busy.n_streams == 2
+    assert r.primary.busy.engine_streams == {"kernel": 2, "h2d": 2, "d2h": 2}
     assert "serialized_streams" in codes(r) and "serialized_one_stream" not in codes(r)
-    note = next(f.message for f in r.findings if f.code == "serialized_streams")
+    note = next(f.message for f in r.primary.findings if f.code == "serialized_streams")
     assert "ran on 2 streams" in note
-    for n in r.notes:
+    for n in r.primary.notes:
         assert "one stream" not in n and "several streams" not in n and "Spread the batches" not in n
 
 
@@ -51,8 +51,8 @@ def test_turns_on_one_stream(tmp_path: Path) -> None:
         ranges=[Range(0, 1000, "clusterbench:pass frames=2")],
     )
     r = analyze_trace(build(tmp_path / "one.sqlite", t))
-    assert r.primary.n_streams == 1
-    note = next(f.message for f in r.findings if f.code == "serialized_one_stream")
+    assert r.primary.busy.n_streams == 1
+    note = next(f.message for f in r.primary.findings if f.code == "serialized_one_stream")
     # the sum of the bars: (200 + 100 + 400) ns / 2 frames = 0.35 µs/frame
     assert "all GPU work ran on one stream" in note and "(0.35 µs/frame)" in note
     assert "serialized_streams" not in codes(r)
@@ -68,7 +68,7 @@ def test_a_tiny_second_stream_does_not_count(tmp_path: Path) -> None:
         ranges=[Range(0, 1005, "clusterbench:pass frames=1")],
     )
     r = analyze_trace(build(tmp_path / "tiny.sqlite", t))
-    assert r.primary.n_streams == 1 and r.engines["memset"].streams == 1
+    assert r.primary.busy.n_streams == 1 and r.primary.busy.engines["memset"].streams == 1
     assert "serialized_one_stream" in codes(r)
 
 
@@ -80,8 +80,8 @@ def test_synchronous_copies(tmp_path: Path) -> None:
         ranges=[Range(0, 1000, "clusterbench:pass frames=1")],
     )
     r = analyze_trace(build(tmp_path / "sync.sqlite", t))
-    assert (r.primary.sync_copy_ns, r.primary.sync_copy_calls) == (110, 2)
-    f = next(f for f in r.findings if f.code == "sync_memcpy")
+    assert (r.primary.host.sync_copy_ns, r.primary.host.sync_copy_calls) == (110, 2)
+    f = next(f for f in r.primary.findings if f.code == "sync_memcpy")
     assert f.anchor == "cuda_memcpy_sync" and f.value == 0.11
     assert "2 synchronous copy calls (cudaMemcpy)" in f.message and "cudaMemcpyAsync" in f.message
     # asynchronous copies alone never fire it
@@ -96,14 +96,14 @@ def test_pageable_copies(tmp_path: Path) -> None:
         ranges=[Range(0, 200, "clusterbench:pass frames=1")],
     )
     r = analyze_trace(build(tmp_path / "pg.sqlite", t))
-    assert (r.primary.pageable_count, r.primary.pageable_bytes) == (1, 3000)
-    f = next(f for f in r.findings if f.code == "pageable_memcpy")
+    assert (r.primary.busy.pageable_count, r.primary.busy.pageable_bytes) == (1, 3000)
+    f = next(f for f in r.primary.findings if f.code == "pageable_memcpy")
     assert f.anchor == "cuda_memcpy_async" and f.value == 0.75 and "pinned" in f.message
     # 16 pageable bytes beside 1,000,000 pinned ones: under 1 %, no note
     t2 = Trace(copies=[Copy(0, 100_000, 1, 1_000_000), Copy(100_000, 100_010, 2, 16, pageable=True)],
                ranges=[Range(0, 100_010, "clusterbench:pass frames=1")])
     r2 = analyze_trace(build(tmp_path / "pg2.sqlite", t2))
-    assert r2.primary.pageable_count == 1 and "pageable_memcpy" not in codes(r2)
+    assert r2.primary.busy.pageable_count == 1 and "pageable_memcpy" not in codes(r2)
 
 
 def test_starvation_gaps_and_low_utilization(tmp_path: Path) -> None:
@@ -116,17 +116,17 @@ def test_starvation_gaps_and_low_utilization(tmp_path: Path) -> None:
     )
     r = analyze_trace(build(tmp_path / "gap.sqlite", t))
     g = r.primary
-    assert (g.idle_gap_count, g.idle_gap_ns, g.longest_idle_ns) == (2, 700_000, 500_000)
+    assert (len(g.gaps), int(g.gaps.lengths_ns.sum()), int(g.gaps.lengths_ns.max())) == (2, 700_000, 500_000)
     assert "gpu_starvation" in codes(r) and "low_utilization" in codes(r)
-    f = next(f for f in r.findings if f.code == "gpu_starvation")
-    assert f.anchor == "gpu_gaps" and "2 idle gaps" in f.message and "longest 0.500 ms" in f.message
+    f = next(f for f in r.primary.findings if f.code == "gpu_starvation")
+    assert f.anchor == "gpu_gaps" and "2 idle gaps" in f.message and "the longest: 0.500 ms at 0.400 ms" in f.message
     # many short gaps: idle 50 % in 99,999-ns gaps, none long enough to be starvation
     short = Trace(
         kernels=[Kernel(i * 200_000, i * 200_000 + 100_001) for i in range(5)],
         ranges=[Range(0, 1_000_000, "clusterbench:pass frames=10")],
     )
     r2 = analyze_trace(build(tmp_path / "short.sqlite", short))
-    assert r2.primary.idle_gap_count == 0 and "gpu_starvation" not in codes(r2) and "low_utilization" in codes(r2)
+    assert len(r2.primary.gaps) == 0 and "gpu_starvation" not in codes(r2) and "low_utilization" in codes(r2)
 
 
 def test_busy_gpu_fires_no_idle_rules(tmp_path: Path) -> None:
@@ -162,5 +162,5 @@ def test_sync_drain_text_follows_the_engines_present(tmp_path: Path) -> None:
         ranges=[Range(0, 1000, "clusterbench:pass frames=2")],
     )
     r = analyze_trace(build(tmp_path / "k.sqlite", t))
-    note = next(f.message for f in r.findings if f.code == "sync_drains")
+    note = next(f.message for f in r.primary.findings if f.code == "sync_drains")
     assert "waits for the host's next launch" in note and "copy" not in note

@@ -42,7 +42,7 @@ def test_default_span_shows_three_batches(tmp_path: Path) -> None:
 
 def test_more_streams_show_more_batches(tmp_path: Path) -> None:
     data, r = batches(tmp_path, streams=2)
-    assert r.primary.n_streams == 2
+    assert r.primary.busy.n_streams == 2
     tl = build_timeline(data, r.primary)
     assert (tl.span_start_ns, tl.span_end_ns) == (100, 4400)  # 2 x 2 streams = 4 batches
     assert set(lanes(tl)) == {("kernel", 7), ("kernel", 8), ("h2d", 7), ("h2d", 8)}

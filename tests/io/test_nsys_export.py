@@ -67,7 +67,7 @@ def test_export_goes_to_cache_and_is_reused(no_nsys: None, monkeypatch: pytest.M
     src, rep = make_rep(tmp_path)
     monkeypatch.setenv(nsys_export.NSYS_ENV, str(fake_nsys(tmp_path, src)))
     r = analyze_trace(rep)
-    assert (r.window_ns, r.frames, r.engines["kernel"].busy_ns) == (50, 5, 50)
+    assert (r.primary.window.length_ns, r.primary.frames.count, r.primary.busy.engines["kernel"].busy_ns) == (50, 5, 50)
     cached = rep.parent / nsys_export.CACHE_DIR / "run.sqlite"
     assert cached.is_file()
     analyze_trace(rep)
@@ -85,7 +85,7 @@ def test_fresh_sibling_export_is_used_without_nsys(no_nsys: None, tmp_path: Path
     sibling = rep.with_name("run.sqlite")
     shutil.copyfile(src, sibling)
     os.utime(sibling, (rep.stat().st_mtime + 5, rep.stat().st_mtime + 5))
-    assert analyze_trace(rep).engines["kernel"].busy_ns == 50
+    assert analyze_trace(rep).primary.busy.engines["kernel"].busy_ns == 50
 
 
 def test_failing_nsys_is_an_environment_failure(no_nsys: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -126,5 +126,5 @@ def test_qdrep_is_exported_like_nsys_rep(tmp_path: Path, monkeypatch: pytest.Mon
     rep = tmp_path / "old.qdrep"
     rep.write_bytes(b"report")
     r = analyze_trace(rep)
-    assert r.frames == 4 and r.engines["kernel"].busy_ns == 100
+    assert r.primary.frames.count == 4 and r.primary.busy.engines["kernel"].busy_ns == 100
     assert (tmp_path / nsys_export.CACHE_DIR / "old.sqlite").is_file()

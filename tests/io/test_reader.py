@@ -14,6 +14,7 @@ import sqlite_utils
 from clusterbench.errors import TraceError
 from clusterbench.io.nsys import read_trace
 from clusterbench.io.nsys.reader import base_api_name
+from clusterbench.io.nsys import schema as S
 from clusterbench.io.nsys.schema import ENGINES
 
 from fake_nsys import ERAS, SCHEMA_VERSION, Api, Copy, Graph, Kernel, Memset, Range, Trace, build
@@ -57,15 +58,18 @@ def test_every_schema_era_reads_the_same_records(tmp_path: Path, era: str) -> No
     assert data.schema_version == SCHEMA_VERSION.get(era)  # None where the era has no metadata table
     assert data.gpu_name(0) == "NVIDIA H200"  # TARGET_INFO_CUDA_GPU in 2020.3, TARGET_INFO_GPU after
     assert len(data.ranges) == 1 and data.ranges.text_of(0) == "pass frames=5"  # the mark has no end
-    assert data.host_sync.names == ("cudaStreamSynchronize",)
-    assert data.host_sync.start_ns.tolist() == [0] and data.host_sync.end_ns.tolist() == [40]
+    api = data.api  # every call kept (no plan): the sync [0,40) and the async copy [45,48)
+    assert [api.names[i] for i in api.name.tolist()] == ["cudaStreamSynchronize", "cudaMemcpyAsync"]
+    assert api.start_ns.tolist() == [0, 45] and api.end_ns.tolist() == [40, 48]
+    assert [S.API_CATEGORIES[c] for c in api.category.tolist()] == ["wait", "copy"]
+    assert [(t.pid, t.tid, t.name) for t in api.threads] == [(100, 100, "python")]
 
 
 def test_kernels_without_memcpy_table(tmp_path: Path) -> None:
     data = read_trace(build(tmp_path / "k.sqlite", Trace(kernels=[Kernel(0, 10), Kernel(20, 25)]), "2023.3"))
     assert "CUPTI_ACTIVITY_KIND_MEMCPY" not in data.tables
     assert data.activity.engine.tolist() == [0, 0]
-    assert len(data.host_sync.start_ns) == 0
+    assert len(data.api) == 0 and data.api.tables == ()
 
 
 def test_several_processes_and_devices_keep_their_keys(tmp_path: Path) -> None:
@@ -78,7 +82,7 @@ def test_several_processes_and_devices_keep_their_keys(tmp_path: Path) -> None:
     got = sorted(zip(data.activity.pid.tolist(), data.activity.device.tolist(), data.activity.engine.tolist()))
     k, d2h = ENGINES.index("kernel"), ENGINES.index("d2h")
     assert got == [(100, 0, k), (4_000_000, 1, k), (4_000_000, 3, d2h)]
-    assert sorted(data.host_sync.pid.tolist()) == [100, 4_000_000]
+    assert sorted(t.pid for t in data.api.threads) == [100, 4_000_000]
 
 
 def test_nvtx_text_inline_and_through_textid(tmp_path: Path) -> None:
@@ -222,12 +226,16 @@ def test_streams_and_pageable_flags_are_read(tmp_path: Path) -> None:
         assert rows[(40, 0)] == ("memset", False, 8)
 
 
-def test_host_sync_calls_keep_their_names(tmp_path: Path) -> None:
-    t = Trace(kernels=[Kernel(0, 10)], api=[Api(0, 5, "cudaMemcpy_v3020"), Api(6, 8, "cudaStreamSynchronize_v3020"), Api(9, 9, "cudaMemcpyAsync_v3020")])
-    hs = read_trace(build(tmp_path / "h.sqlite", t)).host_sync
-    assert hs.names == ("cudaMemcpy", "cudaStreamSynchronize")
-    assert [hs.names[i] for i in hs.name_index.tolist()] == ["cudaMemcpy", "cudaStreamSynchronize"]
-    assert hs.is_call(frozenset({"cudaMemcpy"})).tolist() == [True, False]
+def test_api_calls_keep_their_base_names_and_categories(tmp_path: Path) -> None:
+    t = Trace(kernels=[Kernel(0, 10)], api=[Api(0, 5, "cudaMemcpy_v3020"), Api(6, 8, "cudaStreamSynchronize_v3020"),
+                                            Api(9, 9, "cudaMemcpyAsync_v3020"), Api(10, 12, "cuModuleLoadData"),
+                                            Api(13, 14, "cudaMallocHost_v3020"), Api(15, 16, "cudaGraphLaunch_v10000"),
+                                            Api(17, 18, "cudaLaunchKernel_v7000"), Api(19, 20, "cudaEventRecord_v3020")])
+    api = read_trace(build(tmp_path / "h.sqlite", t)).api
+    got = [(api.names[n], S.API_CATEGORIES[c]) for n, c in zip(api.name.tolist(), api.category.tolist())]
+    assert got == [("cudaMemcpy", "wait"), ("cudaStreamSynchronize", "wait"), ("cudaMemcpyAsync", "copy"),
+                   ("cuModuleLoadData", "module_load"), ("cudaMallocHost", "alloc"), ("cudaGraphLaunch", "graph_launch"),
+                   ("cudaLaunchKernel", "launch"), ("cudaEventRecord", "other")]
 
 
 def test_empty_activity_table_means_absent(tmp_path: Path) -> None:

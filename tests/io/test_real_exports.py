@@ -69,15 +69,15 @@ def test_real_export_matches_independent_sweep(real: Path) -> None:
     con.close()
 
     r = analyze_trace(real)
-    assert r.window_ns == hi - lo
-    assert r.frames == frames
-    assert r.gpu_name == "NVIDIA H200"
+    assert r.primary.window.length_ns == hi - lo
+    assert r.primary.frames.count == frames
+    assert r.primary.gpu_name == "NVIDIA H200"
     unions = {}
     for engine, recs in rows.items():
         u = clip(sweep_union([(s, e) for s, e, _ in recs]), lo, hi)
         unions[engine] = u
         inside = [(s, e, b) for s, e, b in recs if min(e, hi) > max(s, lo)]
-        st = r.engines[engine]
+        st = r.primary.busy.engines[engine]
         assert st.busy_ns == total(u), engine
         assert st.count == len(inside), engine
         assert st.us_per_frame == pytest.approx(total(u) / 1000 / frames)
@@ -87,14 +87,14 @@ def test_real_export_matches_independent_sweep(real: Path) -> None:
             assert st.bytes == sum(b for _, _, b in inside)
             assert st.gbps == pytest.approx(st.bytes / total(u))
     any_busy = sweep_union([iv for u in unions.values() for iv in u])
-    assert r.any_busy_ns == total(any_busy)
-    assert r.idle_ns == (hi - lo) - total(any_busy)
+    assert r.primary.busy.any_busy_ns == total(any_busy)
+    assert r.primary.busy.idle_ns == (hi - lo) - total(any_busy)
     # overlap: time covered by two or more engines, counted segment by segment between all edges
-    assert r.overlap_ns == _covered_by_two_or_more(list(unions.values()))
-    assert r.host_sync_ns == total(clip(sweep_union(sync), lo, hi))
+    assert r.primary.busy.overlap_ns == _covered_by_two_or_more(list(unions.values()))
+    assert r.primary.host.host_sync_ns == total(clip(sweep_union(sync), lo, hi))
     roof = max(unions, key=lambda k: total(unions[k]))
-    assert r.roofline.engine == roof
-    assert r.roofline.fps == pytest.approx(1e9 * frames / total(unions[roof]))
+    assert r.primary.roofline.engine == roof
+    assert r.primary.roofline.fps == pytest.approx(1e9 * frames / total(unions[roof]))
 
 
 def _covered_by_two_or_more(unions: list[list[tuple[int, int]]]) -> int:
@@ -110,9 +110,9 @@ def _covered_by_two_or_more(unions: list[list[tuple[int, int]]]) -> int:
 def test_real_export_5x5_reads_as_transfer_bound() -> None:
     """The bundled make-run trace: H2D binds near the H200 link limit (docs/facts.md: ~5.8 µs/frame)."""
     r = analyze_trace(DEV_5X5)
-    assert r.roofline.engine == "h2d"
-    assert 5.0 < r.roofline.us_per_frame < 6.5
-    assert 45 < r.engines["h2d"].gbps < 60  # PCIe Gen5 x16 with pinned buffers: ~54 GB/s
+    assert r.primary.roofline.engine == "h2d"
+    assert 5.0 < r.primary.roofline.us_per_frame < 6.5
+    assert 45 < r.primary.busy.engines["h2d"].gbps < 60  # PCIe Gen5 x16 with pinned buffers: ~54 GB/s
 
 
 def test_replicated_export_scales_exactly(tmp_path: Path) -> None:
@@ -128,10 +128,10 @@ def test_replicated_export_scales_exactly(tmp_path: Path) -> None:
     total, copies = mod.build(DEV_5X5, tmp_path / "x3.sqlite", 3 * per_copy)
     assert (total, copies) == (3 * per_copy, 3)
     three = analyze_trace(tmp_path / "x3.sqlite")
-    assert three.window_ns == 3 * one.window_ns and three.frames == 3 * one.frames
-    for name, st in one.engines.items():
-        assert (three.engines[name].busy_ns, three.engines[name].count) == (3 * st.busy_ns, 3 * st.count)
-    assert (three.any_busy_ns, three.host_sync_ns) == (3 * one.any_busy_ns, 3 * one.host_sync_ns)
+    assert three.primary.window.length_ns == 3 * one.primary.window.length_ns and three.primary.frames.count == 3 * one.primary.frames.count
+    for name, st in one.primary.busy.engines.items():
+        assert (three.primary.busy.engines[name].busy_ns, three.primary.busy.engines[name].count) == (3 * st.busy_ns, 3 * st.count)
+    assert (three.primary.busy.any_busy_ns, three.primary.host.host_sync_ns) == (3 * one.primary.busy.any_busy_ns, 3 * one.primary.host.host_sync_ns)
 
 
 def test_probe_trace_carries_exactly_the_frames_and_slots() -> None:
@@ -141,11 +141,11 @@ def test_probe_trace_carries_exactly_the_frames_and_slots() -> None:
     4 + 1700*(4 + 4*81) = 557,604 B; plus the two uint64 cluster totals read back once (16 B).
     """
     r = analyze_trace(H200[0].with_name("probe_9x9_s1_uncontended_2026-11-29.sqlite"))
-    assert r.frames == 20000 and r.window_source == "NVTX range 'clusterbench:pass frames=20000'"
-    assert r.engines["h2d"].bytes == 20000 * 320_000
-    assert r.engines["d2h"].bytes == 20000 * 557_604 + 16
-    assert r.roofline.engine == "d2h"
-    assert r.serialization == 1.0 and r.overlap_ns == 0  # one stream: the engines take turns
+    assert r.primary.frames.count == 20000 and r.primary.window.source == "NVTX range 'clusterbench:pass frames=20000'"
+    assert r.primary.busy.engines["h2d"].bytes == 20000 * 320_000
+    assert r.primary.busy.engines["d2h"].bytes == 20000 * 557_604 + 16
+    assert r.primary.roofline.engine == "d2h"
+    assert r.primary.busy.serialization == 1.0 and r.primary.busy.overlap_ns == 0  # one stream: the engines take turns
 
 
 TRACKING = H200[0].with_name("tracking_3x3_s1_b500_f2000_graph.sqlite")
@@ -166,18 +166,18 @@ def test_real_graph_level_trace_binds_on_the_graph_union() -> None:
     con.close()
     union = clip(sweep_union(graphs), lo, hi)
     r = analyze_trace(TRACKING)
-    assert r.frames == 2000
-    g = r.engines["graph"]
+    assert r.primary.frames.count == 2000
+    g = r.primary.busy.engines["graph"]
     assert g.busy_ns == total(union)
     assert g.count == sum(1 for s, e in graphs if min(e, hi) > max(s, lo))
-    assert r.roofline.engine == "graph"
-    assert r.roofline.us_per_frame == pytest.approx(total(union) / 1000 / 2000)
+    assert r.primary.roofline.engine == "graph"
+    assert r.primary.roofline.us_per_frame == pytest.approx(total(union) / 1000 / 2000)
     # the kernel table holds only the few kernels launched outside graphs (none inside the pass)
-    assert r.engines["kernel"].busy_ns < g.busy_ns / 100 and kernels_outside_graphs < 100
+    assert r.primary.busy.engines["kernel"].busy_ns < g.busy_ns / 100 and kernels_outside_graphs < 100
     # the warning, once: in the warnings, and as the graph rule's note
     assert sum("--cuda-graph-trace=node" in w for w in r.warnings) == 1
-    assert [f.code for f in r.findings].count("graph_level") == 1
-    assert any("copy and memset nodes" in n and "gaps between its nodes" in n for n in r.notes)
+    assert [f.code for f in r.primary.findings].count("graph_level") == 1
+    assert any("copy and memset nodes" in n and "gaps between its nodes" in n for n in r.primary.notes)
 
 
 def test_real_node_level_trace_reads_graph_kernels_as_kernels() -> None:
@@ -189,12 +189,12 @@ def test_real_node_level_trace_reads_graph_kernels_as_kernels() -> None:
     in_graphs = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL").fetchone()[0]
     con.close()
     r = analyze_trace(TRACKING_NODE)
-    k = r.engines["kernel"]
+    k = r.primary.busy.engines["kernel"]
     assert in_graphs >= 2000
     assert k.busy_ns == total(clip(sweep_union(kernels), lo, hi))
     assert k.count == sum(1 for s, e in kernels if min(e, hi) > max(s, lo))
-    assert "graph" not in r.engines and r.roofline.engine == "kernel"
+    assert "graph" not in r.primary.busy.engines and r.primary.roofline.engine == "kernel"
     assert not any("cuda-graph-trace" in w for w in r.warnings)
     assert r.to_json()["graph_trace"] == "node"
     # the two traces are two runs of one config: the kernel bar and the graph bar agree within 2 %
-    assert k.us_per_frame == pytest.approx(analyze_trace(TRACKING).engines["graph"].us_per_frame, rel=0.02)
+    assert k.us_per_frame == pytest.approx(analyze_trace(TRACKING).primary.busy.engines["graph"].us_per_frame, rel=0.02)

@@ -99,13 +99,14 @@ def engine(us, duty, gbps=None):
 
 
 def test_build_row_by_hand() -> None:
-    analysis = SimpleNamespace(
-        frames=20000,
-        engines={"kernel": engine(15.0, 0.6, None), "h2d": engine(6.0, 0.24, 53.3), "d2h": engine(10.0, 0.4, 55.8)},
+    engines = {"kernel": engine(15.0, 0.6, None), "h2d": engine(6.0, 0.24, 53.3), "d2h": engine(10.0, 0.4, 55.8)}
+    analysis = SimpleNamespace(primary=SimpleNamespace(
+        frames=SimpleNamespace(count=20000),
+        busy=SimpleNamespace(engines=engines, idle_ns=40_000_000, overlap_ns=100_000_000, serialization=1.3),
         roofline=SimpleNamespace(engine="kernel", us_per_frame=15.0, fps=1e6 / 15.0),
-        idle_ns=40_000_000, overlap_ns=100_000_000, host_sync_ns=2_000_000,
-        serialization=1.3, measured_us_per_frame=25.0, efficiency=0.6,
-    )
+        host=SimpleNamespace(host_sync_ns=2_000_000),
+        throughput=SimpleNamespace(measured_us_per_frame=25.0, efficiency=0.6),
+    ))
     sustained = Measurement(SUSTAINED_FPS, (50_000.0, 60_000.0, 55_000.0), 17_600 * 20)
     passed = WorkloadResult(mode="pass", frames=20000, pass_s=(0.5,), clusters_found=2_600_000, clusters_dropped=12,
                             finder="toy")

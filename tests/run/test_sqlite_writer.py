@@ -98,8 +98,8 @@ def test_analyze_reads_the_cupti_file_back(trace) -> None:
         pytest.skip("clusterbench.analyzers.analyze_trace not built yet")
     a = analysis_mod.analyze_trace(trace, frames=10, range_name="clusterbench:pass")
     # Worked by hand over the pass window [1000, 11000] ns, 10 frames:
-    assert a.window_ns == 10_000
-    k, h2d, d2h = a.engines["kernel"], a.engines["h2d"], a.engines["d2h"]
+    assert a.primary.window.length_ns == 10_000
+    k, h2d, d2h = a.primary.busy.engines["kernel"], a.primary.busy.engines["h2d"], a.primary.busy.engines["d2h"]
     assert k.busy_ns == 3000 and k.count == 2  # union of [2000,4000] and [3000,5000]; [20000,21000] outside
     assert h2d.busy_ns == 1000 and h2d.count == 1  # the pedestal-time copy is outside the window
     assert d2h.busy_ns == 2500
@@ -109,15 +109,18 @@ def test_analyze_reads_the_cupti_file_back(trace) -> None:
     assert k.duty == pytest.approx(0.3)
     assert h2d.gbps == pytest.approx(50.0)
     assert d2h.gbps == pytest.approx(10.0)
-    assert a.roofline.engine == "kernel"
-    assert a.roofline.fps == pytest.approx(1e6 / 0.3)
-    assert a.any_busy_ns == 6000  # [1000, 7000] without a gap
-    assert a.idle_ns == 4000
-    assert a.overlap_ns == 500  # kernel and D2H share [4500, 5000]
-    assert a.serialization == pytest.approx((3000 + 1000 + 2500) / 6000)
-    assert a.host_sync_ns == 1000  # cudaStreamSynchronize only; cudaMemcpyAsync is not a sync
-    assert a.measured_us_per_frame == pytest.approx(1.0)
-    assert a.efficiency == pytest.approx(0.3)
+    # the launching thread: first call 1500, last call ends 8000, less its wait [7000,8000): busy 5,500 ns,
+    # taller than the kernel's 3,000: the host binds
+    assert a.primary.roofline.engine == "host" and a.primary.roofline.busy_ns == 5500
+    assert a.primary.roofline.thread.tid == TID
+    assert max(a.primary.busy.engines.values(), key=lambda st: st.busy_ns).engine == "kernel"
+    assert a.primary.busy.any_busy_ns == 6000  # [1000, 7000] without a gap
+    assert a.primary.busy.idle_ns == 4000
+    assert a.primary.busy.overlap_ns == 500  # kernel and D2H share [4500, 5000]
+    assert a.primary.busy.serialization == pytest.approx((3000 + 1000 + 2500) / 6000)
+    assert a.primary.host.host_sync_ns == 1000  # cudaStreamSynchronize only; cudaMemcpyAsync is not a sync
+    assert a.primary.throughput.measured_us_per_frame == pytest.approx(1.0)
+    assert a.primary.throughput.efficiency == pytest.approx(0.55)
     # without arguments analyze finds the probe's pass range and its frames=10
     b = analysis_mod.analyze_trace(trace)
-    assert b.frames == 10 and b.window_ns == 10_000
+    assert b.primary.frames.count == 10 and b.primary.window.length_ns == 10_000

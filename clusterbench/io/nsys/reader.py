@@ -1,10 +1,19 @@
-"""Read an nsys SQLite export (any version) into engine intervals, read-only.
+"""Read an nsys SQLite export (any version) into arrays, read-only, in bounded memory.
 
-Speed: exports hold millions of rows. Tables are read in rowid chunks, each returning its
-columns as comma-joined strings (``group_concat``) that NumPy parses: no Python object per
-row. The chunks run on two threads (sqlite3 releases the GIL while it steps), one read-only
-connection each. The host-sync API calls are read in the background and waited for on
-first use, so they overlap with the analysis of the activity.
+What comes back (:class:`TraceData`):
+- the GPU activity (kernels, graph executions, copies, memsets) as one set of arrays, grouped by
+  engine (:class:`Activity`), with each kernel's name;
+- the NVTX ranges whose text starts with one of the prefixes asked for, from every domain;
+- the CUDA API calls (runtime and driver tables) of every thread (:class:`ApiCalls`), kept one by
+  one where the analysis needs them and summed per (thread, category) elsewhere (:class:`ApiPlan`);
+- the profiler's own overhead rows, thread names, GPU names and the export's versions.
+
+Speed: exports hold millions of rows. Tables are read in rowid chunks, each returning its columns
+as comma-joined strings (``group_concat``) that NumPy parses: no Python object per row. The chunks
+run on several threads (sqlite3 releases the GIL while it steps), one read-only connection each.
+The API tables are read while the activity is being read; each API chunk waits for the plan
+(which needs the activity) and is then cut down to what the plan keeps, so at most one chunk per
+thread is held in full.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import threading
 import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,50 +46,72 @@ TRACE_CUDA_HINT = (
     "then: nsys export --type sqlite -o run.sqlite run.nsys-rep"
 )
 
-READ_THREADS = 2
-ROWS_PER_CHUNK = 25_000  # rowids per read job: balances two threads; small strings reuse freed memory
+# Read threads: SQLite decodes rows on one core per connection; more threads than cores only wait.
+READ_THREADS = max(2, min(8, os.cpu_count() or 2))
+ROWS_PER_CHUNK = 25_000  # rowids per read job: balances the threads; small strings reuse freed memory
 
 _PACK_DEVICE = 1 << 24  # key = pid + 2**24*device (pid < 2**24)
 _PACK_PAGEABLE = 128  # memcpy code = kind + 128*pageable + 256*stream (kind < 128)
 _PACK_STREAM = 256  # = 1 << 8
+_TID48 = (1 << 48) - 1  # globalTid & _TID48 = pid << 24 | tid
+
+Intervals = tuple[np.ndarray, np.ndarray]
+
+
+# --------------------------------------------------------------------------- records
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Activity:
-    """GPU activity records, one array element per record (same length; pid and device may
-    be read-only broadcasts of one value when every record shares it)."""
+    """GPU activity records, one array element per record, grouped by engine: the records of engine
+    code ``c`` are ``sections[c]`` = [lo, hi), in the order of the export within each table. pid and
+    device may be read-only broadcasts of one value when every record shares it."""
 
-    start_ns: np.ndarray
-    end_ns: np.ndarray
+    start_ns: np.ndarray  # int64
+    end_ns: np.ndarray  # int64
     pid: np.ndarray
     device: np.ndarray
     engine: np.ndarray  # int8 index into schema.ENGINES
-    bytes: np.ndarray  # 0 for kernels and graphs
-    stream: np.ndarray  # streamId, keyed inside its (pid, device)
+    bytes: np.ndarray  # int64; 0 for kernels and graphs
+    stream: np.ndarray  # int32 streamId, keyed inside its (pid, device)
     pageable: np.ndarray  # bool: a memcpy with pageable host memory on either side (srcKind/dstKind 0)
+    sections: tuple[tuple[int, int], ...]  # per engine code
+    kernel_name: np.ndarray  # int32 per kernel record (the kernel section comes first): index into kernel_names
+    kernel_names: tuple[str, ...]
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])
 
+    def section(self, engine: str) -> slice:
+        lo, hi = self.sections[S.ENGINE_CODE[engine]]
+        return slice(lo, hi)
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class NvtxRanges:
-    """NVTX ranges (push/pop or start/end) as arrays; ``texts[text_index[i]]`` is range i's text."""
+    """NVTX ranges (push/pop or start/end) as arrays; ``texts[text_index[i]]`` is range i's text and
+    ``domains.get(domain[i])`` its domain's name (domain 0 is the default domain, unnamed)."""
 
     start_ns: np.ndarray
     end_ns: np.ndarray
     pid: np.ndarray
     text_index: np.ndarray
     texts: tuple[str, ...]
+    domain: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    domains: dict[int, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])
 
     def select(self, mask: np.ndarray) -> NvtxRanges:
-        return NvtxRanges(self.start_ns[mask], self.end_ns[mask], self.pid[mask], self.text_index[mask], self.texts)
+        return NvtxRanges(self.start_ns[mask], self.end_ns[mask], self.pid[mask], self.text_index[mask], self.texts,
+                          self.domain[mask], self.domains)  # fmt: skip
 
     def text_of(self, i: int) -> str:
         return self.texts[int(self.text_index[i])]
+
+    def domain_of(self, i: int) -> str | None:
+        return self.domains.get(int(self.domain[i]))
 
 
 def no_ranges() -> NvtxRanges:
@@ -88,24 +119,86 @@ def no_ranges() -> NvtxRanges:
     return NvtxRanges(e, e, e, e, ())
 
 
+@dataclass(frozen=True, slots=True)
+class Thread:
+    """A host thread: its process, its OS thread id and its name where the trace has one."""
+
+    pid: int
+    tid: int
+    name: str | None
+
+
 @dataclass(frozen=True, slots=True, eq=False)
-class HostSyncCalls:
-    """Runtime/driver API calls that block the host (see schema.HOST_SYNC_CALLS)."""
+class ApiPlan:
+    """What to keep of each process's CUDA API calls. For process ``pid``: a call that touches no
+    interval of ``region[pid]`` is dropped (a process missing from ``region`` keeps nothing); a call
+    of a category in ``keep_categories``, or one that touches ``keep[pid]``, is kept one by one; any
+    other call lying wholly inside one interval of ``aggregate[pid]`` is only summed per (thread,
+    category); the rest are kept one by one. ``None`` for a dict keeps every call of every process."""
+
+    region: dict[int, Intervals] | None
+    keep: dict[int, Intervals]
+    aggregate: dict[int, Intervals]
+    keep_categories: frozenset[str] = frozenset({"wait", "alloc", "module_load", "graph_launch"})
+
+
+KEEP_ALL = ApiPlan(region=None, keep={}, aggregate={})
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ApiTotals:
+    """Calls summed per (thread, category), where the plan aggregated them: their time, their number,
+    and the start of the first and the end of the last."""
+
+    thread: np.ndarray  # int32 index into ApiCalls.threads
+    category: np.ndarray  # int8 index into schema.API_CATEGORIES
+    ns: np.ndarray
+    calls: np.ndarray
+    first_ns: np.ndarray
+    last_ns: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ApiCalls:
+    """CUDA API calls (runtime and driver tables) as the plan kept them: calls one by one (start, end,
+    thread, name) and the rest as totals. ``tables`` is empty when the export has no API table."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    thread: np.ndarray  # int32 index into threads
+    name: np.ndarray  # int32 index into names
+    names: tuple[str, ...]  # base names (cudaStreamSynchronize, not cudaStreamSynchronize_v3020)
+    name_category: np.ndarray  # int8 per name: index into schema.API_CATEGORIES
+    threads: tuple[Thread, ...]
+    totals: ApiTotals
+    plan: ApiPlan
+    tables: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+    @property
+    def category(self) -> np.ndarray:
+        """Per kept call, its category code."""
+        return self.name_category[self.name] if self.name.size else np.empty(0, dtype=np.int8)
+
+    def thread_pid(self) -> np.ndarray:
+        """Per thread, its pid."""
+        return np.array([t.pid for t in self.threads], dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ProfilerOverhead:
+    """Rows of PROFILER_OVERHEAD: time nsys spent on a thread (flushes, initialisation)."""
 
     start_ns: np.ndarray
     end_ns: np.ndarray
     pid: np.ndarray
-    names: tuple[str, ...]  # the distinct base names found
-    # per call, its index into ``names``; when every name is of one kind (all synchronous copies,
-    # or none), the reader does not fetch names and every call points at names[0]
-    name_index: np.ndarray | None = None
+    tid: np.ndarray
+    name: tuple[str, ...]  # per row
 
-    def is_call(self, wanted: frozenset[str]) -> np.ndarray:
-        """Per call, whether its base name is in ``wanted``."""
-        lut = np.array([n in wanted for n in self.names] + [False], dtype=bool)
-        if self.name_index is None:
-            return np.zeros(self.start_ns.shape, dtype=bool)
-        return lut[self.name_index]
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -118,22 +211,23 @@ class TraceData:
     ranges: NvtxRanges  # NVTX ranges whose text starts with one of range_prefixes
     range_prefixes: tuple[str, ...]
     gpu_names: tuple[tuple[int, str], ...]  # (device id, name)
-    _host_sync: _Deferred
+    api: ApiCalls
+    overhead: ProfilerOverhead
     # How CUDA graphs were traced: "graph" (graph-level rows in CUPTI_ACTIVITY_KIND_GRAPH_TRACE),
     # "node" (CUDA_GRAPH_NODE_EVENTS present: graph kernels are kernel rows), or None (no graphs seen).
     graph_trace: str | None = None
     srckind_read: bool = True  # the memcpy table has srcKind/dstKind (pageable copies can be seen)
-
-    @property
-    def host_sync(self) -> HostSyncCalls:
-        """Host-sync API calls (read on background threads; waits for them on first use)."""
-        return self._host_sync.get()
+    thread_names: dict[int, str] = field(default_factory=dict)  # globalTid & 2**48-1 -> name
+    kernel_name_kind: str = "short"  # "short" (base names) or "mangled"
 
     def gpu_name(self, device: int) -> str | None:
         names = dict(self.gpu_names)
         if device in names:
             return names[device]
         return self.gpu_names[0][1] if len(self.gpu_names) == 1 else None
+
+
+# --------------------------------------------------------------------------- opening
 
 
 def check_sqlite_file(path: Path) -> None:
@@ -205,7 +299,7 @@ def _require(conn: sqlite3.Connection, path: Path, table: str) -> frozenset[str]
     return cols
 
 
-def _ints(text: str | None) -> np.ndarray:
+def _ints(text: str | bytes | None) -> np.ndarray:
     if not text:
         return np.empty(0, dtype=np.int64)
     return np.fromstring(text, dtype=np.int64, sep=",")
@@ -215,47 +309,15 @@ def _pid_sql(column: str) -> str:
     return f"((ifnull({column}, 0) >> {S.PID_SHIFT}) & {S.PID_MASK})"
 
 
-def _activity_sql(table: str, cols: frozenset[str], uniform: tuple | None) -> tuple[str, tuple[str, ...]]:
-    """One rowid chunk of an activity table: the SQL and the names of its columns.
+_SUFFIX = re.compile(r"(?:_v\d+|_ptds|_ptsz)+$")
 
-    With ``uniform=(pid, device)`` the pid and device are not fetched per row; the query
-    instead counts the rows that differ (``mismatch``), and a non-zero count makes the
-    caller read again with the full key. Most traces hold one process on one device.
 
-    The stream is always read (the rules look at how many streams carried work). For
-    memcpys it shares one number with the copy kind and the pageable flag:
-    ``kind + 128 * pageable + 256 * stream`` (``code``); one column costs less than three.
-    CUPTI's copy kinds are below 32; kinds 32..127 decode as `other`.
-    """
-    names = ["start", "dur"]
-    exprs = ["group_concat(start)", "group_concat(end - start)"]
-    if table == S.MEMCPY_TABLE:
-        # pageable when either side is (memory kind 0); `IS 1` keeps a NULL kind from nulling the code
-        pageable = "((srcKind * dstKind = 0) IS 1)" if {"srcKind", "dstKind"} <= cols else "0"
-        code = f"(copyKind + {_PACK_PAGEABLE} * {pageable} + {_PACK_STREAM} * streamId)"
-        names.append("code")
-        exprs.append(f"group_concat({code})")
-    else:
-        names.append("stream")
-        exprs.append("group_concat(streamId)")
-    if uniform is None:
-        names.append("key")
-        exprs.append(f"group_concat({_pid_sql('globalPid')} + {_PACK_DEVICE} * deviceId)")
-    if table in (S.MEMCPY_TABLE, S.MEMSET_TABLE):
-        names.append("bytes")
-        exprs.append("group_concat(bytes)")  # NOT NULL in every version; a NULL shows as a length mismatch
-    if uniform is not None:
-        names.append("mismatch")
-        raw = uniform[2] if len(uniform) > 2 else None
-        if raw is not None:
-            # the first record's raw globalPid: cheaper than unpacking the pid per row. A record
-            # of the same pid whose globalPid differs only in its other bits reads as a mismatch,
-            # which costs a second read with full keys, never a wrong answer.
-            exprs.append(f"count(*) - count(CASE WHEN globalPid = {int(raw)} AND deviceId = {int(uniform[1])} THEN 1 END)")
-        else:
-            exprs.append(f"total({_pid_sql('globalPid')} != {int(uniform[0])} OR deviceId != {int(uniform[1])})")
-    sql = f"SELECT {', '.join(exprs)} FROM [{table}] WHERE rowid > ? AND rowid <= ?"
-    return sql, tuple(names)
+def base_api_name(name: str) -> str:
+    """cudaStreamSynchronize_v3020 -> cudaStreamSynchronize; cuStreamSynchronize_ptsz_v7000 -> cuStreamSynchronize."""
+    return _SUFFIX.sub("", name, count=1)
+
+
+# --------------------------------------------------------------------------- read jobs
 
 
 def _chunks(lo: int, hi: int) -> list[tuple[int, int]]:
@@ -268,31 +330,25 @@ def _chunks(lo: int, hi: int) -> list[tuple[int, int]]:
 _local = threading.local()
 
 
-def _job(path: Path, sql: str, lo: int, hi: int) -> list:
+def _thread_conn(path: Path) -> sqlite3.Connection:
     conn = getattr(_local, "conn", None)
     if conn is None or getattr(_local, "path", None) != path:
         conn = connect_read_only(path)
         conn.text_factory = bytes  # group_concat strings go straight to NumPy, undecoded
         _local.conn, _local.path = conn, path
-    row = conn.execute(sql, (lo, hi)).fetchone()
-    return [v if isinstance(v, (int, float)) else _ints(v) for v in row]
+    return conn
 
 
-def _start_jobs(path: Path, jobs: list[tuple[str, int, int]]) -> list[Future]:
-    """Start (sql, lo, hi) read jobs on READ_THREADS threads, one read-only connection each.
-
-    sqlite3 releases the GIL while it steps, so two threads use two cores; a connection is
-    opened once per thread (one per job costs more than it saves). The threads end, and
-    their connections close, once the queue is drained.
-    """
-    pool = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="clusterbench-read")
-    try:
-        return [pool.submit(_job, path, sql, lo, hi) for sql, lo, hi in jobs]
-    finally:
-        pool.shutdown(wait=False)
+def _fetch(path: Path, sql: str, lo: int, hi: int) -> list:
+    row = _thread_conn(path).execute(sql, (lo, hi)).fetchone()
+    return [v if isinstance(v, (int, float)) or v is None else _ints(v) for v in row]
 
 
-def _collect(path: Path, futures: list[Future]) -> list[list]:
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="clusterbench-read")
+
+
+def _results(path: Path, futures: list[Future]) -> list:
     try:
         return [f.result() for f in futures]
     except sqlite3.DatabaseError as exc:
@@ -301,125 +357,427 @@ def _collect(path: Path, futures: list[Future]) -> list[list]:
         raise _corrupt(path, exc) from None
 
 
-def _run_jobs(path: Path, jobs: list[tuple[str, int, int]]) -> list[list]:
-    return _collect(path, _start_jobs(path, jobs))
+def _report(on_progress: Callable[[str, int, int], None] | None, what: str, futures: list[Future]) -> None:
+    """Call ``on_progress(what, done, total)`` as each future finishes."""
+    if on_progress is None or not futures:
+        return
+    lock = threading.Lock()
+    done = [0]
+    total = len(futures)
+
+    def tick(_: Future) -> None:
+        with lock:
+            done[0] += 1
+            n = done[0]
+        on_progress(what, n, total)
+
+    for f in futures:
+        f.add_done_callback(tick)
 
 
-class _Deferred:
-    """A value computed in the background (host-sync calls read while activity is analyzed)."""
+def _rowid_span(conn: sqlite3.Connection, table: str) -> tuple[int, int]:
+    # two subqueries: SQLite answers a lone min() or max() of the rowid from the b-tree,
+    # but scans the whole table for min() and max() together
+    lo, hi = conn.execute(f"SELECT (SELECT min(rowid) FROM [{table}]), (SELECT max(rowid) FROM [{table}])").fetchone()
+    return (int(lo), int(hi)) if lo is not None else (1, 0)
 
-    __slots__ = ("_fn", "_value", "_lock")
 
-    def __init__(self, fn: Callable[[], HostSyncCalls]) -> None:
-        self._fn: Callable[[], HostSyncCalls] | None = fn
-        self._value: HostSyncCalls | None = None
-        self._lock = threading.Lock()
+def _table_has_rows(conn: sqlite3.Connection, table: str) -> bool:
+    return conn.execute(f"SELECT 1 FROM [{table}] LIMIT 1").fetchone() is not None
 
-    def get(self) -> HostSyncCalls:
-        with self._lock:
-            if self._fn is not None:
-                self._value, self._fn = self._fn(), None
-            assert self._value is not None
-            return self._value
+
+# --------------------------------------------------------------------------- activity
 
 
 _KIND_TO_ENGINE = np.asarray(S.copy_kind_to_engine_code(), dtype=np.int8)
 
 
-def _build_activity(path: Path, pieces: dict[str, dict[str, list]], uniform: tuple | None) -> Activity:
-    """Turn the parsed chunks of every activity table into one Activity (one copy per column)."""
-    out: dict[str, list[np.ndarray]] = {k: [] for k in ("start", "end", "engine", "bytes", "key", "stream", "pageable")}
-    for table, cols in pieces.items():
-        for j, start in enumerate(cols["start"]):
-            n = start.shape[0]
-            chunk = {k: v[j] for k, v in cols.items() if k != "mismatch"}
-            if any(a.shape[0] != n for a in chunk.values()):
-                raise TraceError(f"{table} has NULL values in core columns: {path}", hint="re-export the trace with a current nsys")
-            out["start"].append(start)
-            out["end"].append(start + chunk["dur"])
-            if uniform is None:
-                out["key"].append(chunk["key"])
-            if table == S.MEMCPY_TABLE:
-                code = chunk["code"]  # bit operations: the same as % and // here, negative streams included
-                kinds = code & (_PACK_PAGEABLE - 1)
-                if kinds.size and int(kinds.max()) > S.MAX_COPY_KIND:
-                    kinds = np.where(kinds <= S.MAX_COPY_KIND, kinds, 0)  # unknown kinds -> other
-                out["engine"].append(_KIND_TO_ENGINE[kinds])
-                out["pageable"].append((code & _PACK_PAGEABLE) != 0)
-                out["stream"].append(code >> 8)
-            else:
-                name = {S.KERNEL_TABLE: "kernel", S.GRAPH_TRACE_TABLE: "graph"}.get(table, "memset")
-                out["engine"].append(np.full(n, S.ENGINE_CODE[name], dtype=np.int8))
-                out["pageable"].append(np.zeros(n, dtype=bool))
-                out["stream"].append(chunk["stream"])
-            out["bytes"].append(chunk["bytes"] if "bytes" in chunk else np.zeros(n, dtype=np.int64))
-    cat = {k: np.concatenate(v) if v else None for k, v in out.items()}
-    total = cat["start"].shape[0] if cat["start"] is not None else 0
-    if uniform is None:
-        key = cat["key"]
-        pid = key % _PACK_DEVICE
-        device = key // _PACK_DEVICE
-    else:  # one value for every record: no memory per record
-        pid = np.broadcast_to(np.int64(uniform[0]), (total,))
-        device = np.broadcast_to(np.int64(uniform[1]), (total,))
-    return Activity(
-        start_ns=cat["start"],
-        end_ns=cat["end"],
-        pid=pid,
-        device=device,
-        engine=cat["engine"],
-        bytes=cat["bytes"],
-        stream=cat["stream"],
-        pageable=cat["pageable"],
-    )
+def _activity_sql(table: str, cols: frozenset[str], uniform: tuple | None, name_col: str | None) -> tuple[str, tuple[str, ...]]:
+    """One rowid chunk of an activity table: the SQL and the names of its columns.
 
+    With ``uniform=(pid, device, raw globalPid)`` the pid and device are not fetched per row; the
+    query instead counts the rows that differ (``mismatch``), and a non-zero count makes the caller
+    read again with the full key. Most traces hold one process on one device.
 
-_SUFFIX = re.compile(r"(?:_v\d+|_ptds|_ptsz)+$")
-
-
-def base_api_name(name: str) -> str:
-    """cudaStreamSynchronize_v3020 -> cudaStreamSynchronize; cuStreamSynchronize_ptsz_v7000 -> cuStreamSynchronize."""
-    return _SUFFIX.sub("", name, count=1)
-
-
-def _host_sync_ids(conn: sqlite3.Connection, path: Path, tables: frozenset[str]) -> tuple[dict[int, int], tuple[str, ...]]:
-    """StringIds ids of the host-sync API names present (id -> index into the names), and their base names."""
-    if S.RUNTIME_TABLE not in tables or S.STRINGS_TABLE not in tables:
-        return {}, ()
-    _require(conn, path, S.RUNTIME_TABLE)
-    found: list[tuple[int, str]] = []
-    likes = " OR ".join("value LIKE ?" for _ in S.HOST_SYNC_CALLS)
-    for sid, value in conn.execute(f"SELECT id, value FROM {S.STRINGS_TABLE} WHERE {likes}", [f"{n}%" for n in sorted(S.HOST_SYNC_CALLS)]):
-        base = base_api_name(value or "")
-        if base in S.HOST_SYNC_CALLS:
-            found.append((int(sid), base))
-    names = tuple(sorted({b for _, b in found}))
-    return {sid: names.index(b) for sid, b in found}, names
-
-
-def _host_sync_sql(ids: dict[int, int], pid: int | None, names: bool, key: int | None = None) -> tuple[str, tuple[str, ...]]:
-    """Host-sync calls in a rowid range. With ``pid`` the calls of other processes are only
-    counted (``mismatch``), not fetched; a non-zero count makes the caller fetch pids. The
-    name of each call is fetched only when ``names`` (the rules need it only when synchronous
-    copies and other sync calls are both present). ``key``, the first activity record's
-    globalPid >> 24 (the pid with the hardware bits above it), makes the check cheaper."""
-    where = f"rowid > ? AND rowid <= ? AND nameId IN ({','.join(str(i) for i in sorted(ids))})"
-    cols, out = ["group_concat(start)", "group_concat(end - start)"], ["start", "dur"]
-    if names:
-        cols.append("group_concat(nameId)")
-        out.append("name")
-    if pid is None:
-        cols.append(f"group_concat({_pid_sql('globalTid')})")
-        out.append("pid")
-    elif key is not None:
-        # globalTid >> 24 is the pid with the hardware bits above it, as globalPid >> 24 is; a
-        # call of the same pid under other hardware bits reads as a mismatch: a second read, not an error
-        cols.append(f"count(*) - count(CASE WHEN globalTid >> {S.PID_SHIFT} = {int(key)} THEN 1 END)")
-        out.append("mismatch")
+    For memcpys the stream shares one number with the copy kind and the pageable flag:
+    ``kind + 128 * pageable + 256 * stream`` (``code``); one column costs less than three.
+    CUPTI's copy kinds are below 32; kinds 32..127 decode as `other`.
+    """
+    names = ["start", "dur"]
+    exprs = ["group_concat(start)", "group_concat(end - start)"]
+    if table == S.MEMCPY_TABLE:
+        # pageable when either side is (memory kind 0); `IS 1` keeps a NULL kind from nulling the code
+        pageable = "((srcKind * dstKind = 0) IS 1)" if {"srcKind", "dstKind"} <= cols else "0"
+        names.append("code")
+        exprs.append(f"group_concat(copyKind + {_PACK_PAGEABLE} * {pageable} + {_PACK_STREAM} * streamId)")
     else:
-        cols.append(f"total({_pid_sql('globalTid')} != {int(pid)})")
-        out.append("mismatch")
-    return f"SELECT {', '.join(cols)} FROM {S.RUNTIME_TABLE} WHERE {where}", tuple(out)
+        names.append("stream")
+        exprs.append("group_concat(streamId)")
+    if name_col is not None:
+        names.append("name")
+        exprs.append(f"group_concat(ifnull({name_col}, -1))")
+    if uniform is None:
+        names.append("key")
+        exprs.append(f"group_concat({_pid_sql('globalPid')} + {_PACK_DEVICE} * deviceId)")
+    if table in (S.MEMCPY_TABLE, S.MEMSET_TABLE):
+        names.append("bytes")
+        exprs.append("group_concat(bytes)")  # NOT NULL in every version; a NULL shows as a length mismatch
+    if uniform is not None:
+        names.append("mismatch")
+        raw = uniform[2]
+        if raw is not None:
+            # the first record's raw globalPid: cheaper than unpacking the pid per row. A record
+            # of the same pid whose globalPid differs only in its other bits reads as a mismatch,
+            # which costs a second read with full keys, never a wrong answer.
+            exprs.append(f"count(*) - count(CASE WHEN globalPid = {int(raw)} AND deviceId = {int(uniform[1])} THEN 1 END)")
+        else:
+            exprs.append(f"total({_pid_sql('globalPid')} != {int(uniform[0])} OR deviceId != {int(uniform[1])})")
+    sql = f"SELECT {', '.join(exprs)} FROM [{table}] WHERE rowid > ? AND rowid <= ?"
+    return sql, tuple(names)
+
+
+def _activity_job(path: Path, table: str, sql: str, names: tuple[str, ...], lo: int, hi: int) -> dict:
+    """Read one chunk and turn it into compact columns (int64 times, int8 engine, int32 stream)."""
+    row = dict(zip(names, _fetch(path, sql, lo, hi)))
+    start = row["start"]
+    n = start.shape[0]
+    if any(isinstance(v, np.ndarray) and v.shape[0] != n for k, v in row.items() if k != "mismatch"):
+        raise TraceError(f"{table} has NULL values in core columns: {path}", hint="re-export the trace with a current nsys")
+    out: dict = {"start": start, "end": start + row["dur"], "mismatch": row.get("mismatch") or 0}
+    if table == S.MEMCPY_TABLE:
+        code = row["code"]  # bit operations: the same as % and // here, negative streams included
+        kinds = code & (_PACK_PAGEABLE - 1)
+        if kinds.size and int(kinds.max()) > S.MAX_COPY_KIND:
+            kinds = np.where(kinds <= S.MAX_COPY_KIND, kinds, 0)  # unknown kinds -> other
+        out["engine"] = _KIND_TO_ENGINE[kinds]
+        out["pageable"] = (code & _PACK_PAGEABLE) != 0
+        out["stream"] = (code >> 8).astype(np.int32)
+    else:
+        engine = {S.KERNEL_TABLE: "kernel", S.GRAPH_TRACE_TABLE: "graph"}.get(table, "memset")
+        out["engine"] = np.full(n, S.ENGINE_CODE[engine], dtype=np.int8)
+        out["stream"] = row["stream"].astype(np.int32)
+    if "bytes" in row:
+        out["bytes"] = row["bytes"]
+    if "name" in row:
+        out["name"] = row["name"]
+    if "key" in row:
+        out["key"] = row["key"]
+    return out
+
+
+def _concat(parts: list[dict], key: str, dtype, n: int) -> np.ndarray:
+    """One column of every chunk into one array; each chunk's piece is dropped once copied."""
+    out = np.empty(n, dtype=dtype)
+    pos = 0
+    for p in parts:
+        v = p.pop(key, None)
+        m = p["_n"]
+        if v is None:
+            out[pos : pos + m] = 0
+        else:
+            out[pos : pos + m] = v
+        pos += m
+    return out
+
+
+def _build_activity(parts_by_table: dict[str, list[dict]], uniform: tuple | None, kernel_names: tuple[str, ...]) -> Activity:
+    """Every table's chunks into one Activity: kernels, then graphs, then copies and memsets ordered
+    by engine (a stable sort, so each engine keeps the export's order)."""
+    order = [t for t in (S.KERNEL_TABLE, S.GRAPH_TRACE_TABLE, S.MEMCPY_TABLE, S.MEMSET_TABLE) if t in parts_by_table]
+    parts = [p for t in order for p in parts_by_table[t]]
+    for p in parts:
+        p["_n"] = p["start"].shape[0]
+    n = sum(p["_n"] for p in parts)
+    n_kernel = sum(p["_n"] for p in parts_by_table.get(S.KERNEL_TABLE, []))
+    kernel_name = np.empty(n_kernel, dtype=np.int32)
+    pos = 0
+    for p in parts_by_table.get(S.KERNEL_TABLE, []):
+        kernel_name[pos : pos + p["_n"]] = p.pop("name")
+        pos += p["_n"]
+    cols = {
+        "engine": _concat(parts, "engine", np.int8, n),
+        "start": _concat(parts, "start", np.int64, n),
+        "end": _concat(parts, "end", np.int64, n),
+        "bytes": _concat(parts, "bytes", np.int64, n),
+        "stream": _concat(parts, "stream", np.int32, n),
+        "pageable": _concat(parts, "pageable", bool, n),
+    }
+    if uniform is None:
+        cols["key"] = _concat(parts, "key", np.int64, n)
+    # copies and memsets come after kernels and graphs: order them by engine code
+    first_byte_record = n_kernel + sum(p["_n"] for p in parts_by_table.get(S.GRAPH_TRACE_TABLE, []))
+    tail = cols["engine"][first_byte_record:]
+    if tail.size > 1 and bool((tail[1:] < tail[:-1]).any()):
+        perm = np.argsort(tail, kind="stable")
+        for k, v in cols.items():
+            v[first_byte_record:] = v[first_byte_record:][perm]
+    counts = np.bincount(cols["engine"], minlength=len(S.ENGINES)) if n else np.zeros(len(S.ENGINES), dtype=np.int64)
+    edges = np.concatenate([[0], np.cumsum(counts)]).tolist()
+    sections = tuple((int(edges[i]), int(edges[i + 1])) for i in range(len(S.ENGINES)))
+    if uniform is None:
+        key = cols.pop("key")
+        pid, device = key % _PACK_DEVICE, key // _PACK_DEVICE
+    else:  # one value for every record: no memory per record
+        pid = np.broadcast_to(np.int64(uniform[0]), (n,))
+        device = np.broadcast_to(np.int64(uniform[1]), (n,))
+    return Activity(
+        start_ns=cols["start"], end_ns=cols["end"], pid=pid, device=device, engine=cols["engine"],
+        bytes=cols["bytes"], stream=cols["stream"], pageable=cols["pageable"], sections=sections,
+        kernel_name=kernel_name, kernel_names=kernel_names,
+    )  # fmt: skip
+
+
+def _kernel_name_column(cols: frozenset[str], kind: str) -> str | None:
+    if kind == "mangled":
+        for c in ("mangledName", "demangledName", "shortName"):
+            if c in cols:
+                return c
+    for c in ("shortName", "demangledName", "mangledName"):
+        if c in cols:
+            return c
+    return None
+
+
+def _resolve_kernel_names(conn: sqlite3.Connection, tables: frozenset[str], ids: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
+    """StringIds ids of kernel names (-1: none) -> (per record index into names, the names)."""
+    if ids.size == 0:
+        return ids.astype(np.int32), ()
+    shifted = ids + 1  # -1 (no name) -> 0; ids are small non-negative integers
+    present = np.flatnonzero(np.bincount(shifted))
+    lut = np.zeros(present[-1] + 1, dtype=np.int32)
+    lut[present] = np.arange(present.size, dtype=np.int32)
+    found: dict[int, str] = {}
+    wanted = [int(i) - 1 for i in present.tolist() if i > 0]
+    if S.STRINGS_TABLE in tables:
+        for k in range(0, len(wanted), 900):  # SQLite's limit on bound parameters
+            part = wanted[k : k + 900]
+            q = f"SELECT id, value FROM {S.STRINGS_TABLE} WHERE id IN ({','.join('?' * len(part))})"
+            found.update({int(i): str(v) for i, v in conn.execute(q, part)})
+    names = tuple(found.get(int(i) - 1, f"(kernel name id {int(i) - 1})") if i > 0 else "(no name)" for i in present.tolist())
+    return lut[shifted], names
+
+
+# --------------------------------------------------------------------------- API calls
+
+
+class _Names:
+    """StringIds ids of API calls -> index of their base name (and its category), resolved as the
+    chunks meet new ids."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lut = np.full(0, -1, dtype=np.int32)
+        self.names: list[str] = []
+        self.categories = np.empty(0, dtype=np.int8)
+        self.index: dict[str, int] = {}
+
+    def map(self, path: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(name index, category code) per call."""
+        if ids.size and int(ids.min()) < 0:
+            raise TraceError(f"a CUDA API row has a negative nameId: {path}", hint="re-export the trace with a current nsys")
+        with self.lock:
+            if ids.size:
+                top = int(ids.max())
+                if top >= self.lut.size:
+                    grown = np.full(top + 1, -1, dtype=np.int32)
+                    grown[: self.lut.size] = self.lut
+                    self.lut = grown
+                present = np.flatnonzero(np.bincount(ids, minlength=1))
+                missing = [int(i) for i in present[self.lut[present] < 0].tolist()]
+                if missing:
+                    self._add(path, missing)
+            lut, cats = self.lut, self.categories
+        name = lut[ids] if ids.size else ids.astype(np.int32)
+        return name, cats[name]
+
+    def _add(self, path: Path, ids: list[int]) -> None:
+        values: dict[int, str] = {}
+        conn = _thread_conn(path)
+        for k in range(0, len(ids), 900):  # SQLite's limit on bound parameters
+            part = ids[k : k + 900]
+            q = f"SELECT id, value FROM {S.STRINGS_TABLE} WHERE id IN ({','.join('?' * len(part))})"
+            for i, v in conn.execute(q, part):
+                values[int(i)] = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+        added = []
+        for i in ids:
+            base = base_api_name(values.get(i, f"(API name id {i})"))
+            j = self.index.get(base)
+            if j is None:
+                j = self.index[base] = len(self.names)
+                self.names.append(base)
+                added.append(S.API_CODE[S.api_category(base)])
+            self.lut[i] = j
+        if added:
+            self.categories = np.concatenate([self.categories, np.asarray(added, dtype=np.int8)])
+
+
+class _Threads:
+    """globalTid & 2**48-1 -> thread index, shared by the read threads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.index: dict[int, int] = {}
+        self.keys: list[int] = []
+
+    def map(self, keys: np.ndarray) -> np.ndarray:
+        if keys.size == 0:
+            return keys.astype(np.int32)
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        with self.lock:
+            idx = []
+            for k in uniq.tolist():
+                j = self.index.get(k)
+                if j is None:
+                    j = self.index[k] = len(self.keys)
+                    self.keys.append(k)
+                idx.append(j)
+        return np.asarray(idx, dtype=np.int32)[inverse.reshape(-1)]
+
+
+class _PlanBox:
+    """The plan, handed from the main thread to the API read threads once the activity is read."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.plan: ApiPlan | None = None  # None after ready: the read was abandoned
+
+
+def _touches(s: np.ndarray, e: np.ndarray, iv: Intervals) -> np.ndarray:
+    """Per call [s, e] (closed), whether it touches a disjoint sorted interval set (closed)."""
+    ws, we = iv
+    if ws.size == 0:
+        return np.zeros(s.shape, dtype=bool)
+    i = np.searchsorted(ws, e, side="right") - 1  # the last interval starting at or before the call's end
+    return (i >= 0) & (we[np.maximum(i, 0)] >= s)
+
+
+def _inside(s: np.ndarray, e: np.ndarray, iv: Intervals) -> np.ndarray:
+    """Per call, whether it lies wholly inside one interval of a disjoint sorted set."""
+    ws, we = iv
+    if ws.size == 0:
+        return np.zeros(s.shape, dtype=bool)
+    i = np.searchsorted(ws, s, side="right") - 1
+    return (i >= 0) & (e <= we[np.maximum(i, 0)])
+
+
+def _api_job(path: Path, sql: str, lo: int, hi: int, box: _PlanBox, names: _Names, threads: _Threads) -> dict | None:
+    """Read one chunk of an API table, wait for the plan, and keep what it asks for."""
+    start, dur, key, name_id = _fetch(path, sql, lo, hi)
+    n = start.shape[0]
+    if dur.shape[0] != n or key.shape[0] != n or name_id.shape[0] != n:
+        raise TraceError(f"a CUDA API table has NULL values in core columns: {path}", hint="re-export the trace with a current nsys")
+    name, cat = names.map(path, name_id)
+    del name_id
+    box.ready.wait()
+    plan = box.plan
+    if plan is None or n == 0:
+        return None
+    end = start + dur
+    del dur
+    pid = key >> 24
+    if plan.region is None:
+        keep = np.ones(n, dtype=bool)
+        total = np.zeros(n, dtype=bool)
+    else:
+        keep = np.zeros(n, dtype=bool)
+        total = np.zeros(n, dtype=bool)
+        always = np.isin(cat, [S.API_CODE[c] for c in plan.keep_categories])
+        for p in np.unique(pid).tolist():
+            region = plan.region.get(int(p))
+            if region is None:
+                continue
+            m = np.flatnonzero(pid == p)
+            ms, me = start[m], end[m]
+            inreg = _touches(ms, me, region)
+            k = inreg & (always[m] | _touches(ms, me, plan.keep.get(int(p), _EMPTY_IV)))
+            agg = inreg & ~k & _inside(ms, me, plan.aggregate.get(int(p), _EMPTY_IV))
+            keep[m] = inreg & ~agg
+            total[m] = agg
+    out: dict = {}
+    ki = np.flatnonzero(keep)
+    out["start"], out["end"] = start[ki], end[ki]
+    out["thread"] = threads.map(key[ki])
+    out["name"] = name[ki]
+    if total.any():
+        ti = np.flatnonzero(total)
+        th = threads.map(key[ti])
+        k = th.astype(np.int64) * len(S.API_CATEGORIES) + cat[ti]
+        uk, inv = np.unique(k, return_inverse=True)
+        inv = inv.reshape(-1)
+        out["t_key"] = uk
+        out["t_ns"] = np.bincount(inv, weights=(end[ti] - start[ti]), minlength=uk.size).astype(np.int64)
+        out["t_calls"] = np.bincount(inv, minlength=uk.size).astype(np.int64)
+        first = np.full(uk.size, np.iinfo(np.int64).max, dtype=np.int64)
+        last = np.full(uk.size, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(first, inv, start[ti])
+        np.maximum.at(last, inv, end[ti])
+        out["t_first"], out["t_last"] = first, last
+    return out
+
+
+def _start_api(path: Path, conn: sqlite3.Connection, tables: frozenset[str], pool: ThreadPoolExecutor, box: _PlanBox
+               ) -> tuple[list[Future], _Names, _Threads, tuple[str, ...]]:  # fmt: skip
+    """Start reading every API table in chunks on ``pool``; each chunk waits for ``box``'s plan."""
+    api_tables = tuple(t for t in S.API_TABLES if t in tables and _table_has_rows(conn, t))
+    names, threads = _Names(), _Threads()
+    sql = (
+        "SELECT group_concat(start), group_concat(end - start), group_concat(ifnull(globalTid, 0) & {mask}), "
+        "group_concat(nameId) FROM [{table}] WHERE rowid > ? AND rowid <= ?"
+    )
+    futures = []
+    for t in api_tables:
+        _require(conn, path, t)
+        q = sql.format(mask=_TID48, table=t)
+        futures += [pool.submit(_api_job, path, q, a, b, box, names, threads) for a, b in _chunks(*_rowid_span(conn, t))]
+    return futures, names, threads, api_tables
+
+
+_EMPTY_IV: Intervals = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+
+
+def _build_api(results: list[dict | None], plan: ApiPlan, names: _Names, threads: _Threads, thread_names: dict[int, str],
+               tables: tuple[str, ...]) -> ApiCalls:  # fmt: skip
+    parts = [r for r in results if r is not None]
+    n = sum(p["start"].shape[0] for p in parts)
+    cols = {}
+    for k, dt in (("start", np.int64), ("end", np.int64), ("thread", np.int32), ("name", np.int32)):
+        out = np.empty(n, dtype=dt)
+        pos = 0
+        for p in parts:
+            v = p.pop(k)
+            out[pos : pos + v.shape[0]] = v
+            pos += v.shape[0]
+        cols[k] = out
+    if n and cols["start"].size > 1 and bool((cols["start"][1:] < cols["start"][:-1]).any()):
+        order = np.argsort(cols["start"], kind="stable")
+        cols = {k: v[order] for k, v in cols.items()}
+    tkey = [p["t_key"] for p in parts if "t_key" in p]
+    if tkey:
+        allk = np.concatenate(tkey)
+        uk, inv = np.unique(allk, return_inverse=True)
+        inv = inv.reshape(-1)
+        ns = np.bincount(inv, weights=np.concatenate([p["t_ns"] for p in parts if "t_key" in p]), minlength=uk.size)
+        calls = np.bincount(inv, weights=np.concatenate([p["t_calls"] for p in parts if "t_key" in p]), minlength=uk.size)
+        first = np.full(uk.size, np.iinfo(np.int64).max, dtype=np.int64)
+        last = np.full(uk.size, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(first, inv, np.concatenate([p["t_first"] for p in parts if "t_key" in p]))
+        np.maximum.at(last, inv, np.concatenate([p["t_last"] for p in parts if "t_key" in p]))
+        totals = ApiTotals(
+            thread=(uk // len(S.API_CATEGORIES)).astype(np.int32), category=(uk % len(S.API_CATEGORIES)).astype(np.int8),
+            ns=ns.astype(np.int64), calls=calls.astype(np.int64), first_ns=first, last_ns=last,
+        )  # fmt: skip
+    else:
+        e = np.empty(0, dtype=np.int64)
+        totals = ApiTotals(e.astype(np.int32), e.astype(np.int8), e, e, e, e)
+    thread_records = tuple(Thread(int(k) >> 24, int(k) & 0xFFFFFF, thread_names.get(int(k))) for k in threads.keys)
+    name_category = names.categories.copy()
+    return ApiCalls(
+        start_ns=cols["start"], end_ns=cols["end"], thread=cols["thread"], name=cols["name"], names=tuple(names.names),
+        name_category=name_category, threads=thread_records, totals=totals, plan=plan, tables=tables,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- small tables
 
 
 def _read_ranges(conn: sqlite3.Connection, path: Path, tables: frozenset[str], prefixes: tuple[str, ...]) -> NvtxRanges:
@@ -436,15 +794,21 @@ def _read_ranges(conn: sqlite3.Connection, path: Path, tables: frozenset[str], p
     else:
         return no_ranges()
     tid = _pid_sql("n.globalTid") if "globalTid" in cols else "0"
+    dom = "ifnull(n.domainId, 0)" if "domainId" in cols else "0"
+    kind = f"n.eventType IN ({','.join(str(t) for t in S.NVTX_RANGE_TYPES)}) AND " if "eventType" in cols else ""
     match = " OR ".join(f"substr({text}, 1, {len(p)}) = ?" for p in prefixes)
     sql = (
-        f"SELECT n.start, n.end, {text}, {tid} FROM {S.NVTX_TABLE} n {join} "
-        f"WHERE n.end IS NOT NULL AND n.end >= n.start AND ({match}) ORDER BY n.start"
+        f"SELECT n.start, n.end, {text}, {tid}, {dom} FROM {S.NVTX_TABLE} n {join} "
+        f"WHERE {kind}n.end IS NOT NULL AND n.end >= n.start AND ({match}) ORDER BY n.start"
     )
     rows = conn.execute(sql, prefixes).fetchall()
+    domains: dict[int, str] = {}
+    if "eventType" in cols and "domainId" in cols:
+        q = f"SELECT n.domainId, {text} FROM {S.NVTX_TABLE} n {join} WHERE n.eventType = {S.NVTX_DOMAIN_CREATE}"
+        domains = {int(d): str(t) for d, t in conn.execute(q) if d is not None and t is not None}
     if not rows:
         return no_ranges()
-    starts, ends, texts, pids = zip(*rows)
+    starts, ends, texts, pids, doms = zip(*rows)
     uniq, index = np.unique(np.array(texts, dtype=object), return_inverse=True)
     return NvtxRanges(
         start_ns=np.array(starts, dtype=np.int64),
@@ -452,7 +816,36 @@ def _read_ranges(conn: sqlite3.Connection, path: Path, tables: frozenset[str], p
         pid=np.array(pids, dtype=np.int64),
         text_index=index.astype(np.int64).reshape(-1),
         texts=tuple(str(t) for t in uniq),
+        domain=np.array(doms, dtype=np.int64),
+        domains=domains,
     )
+
+
+def nvtx_ranges(path: str | os.PathLike[str], prefixes: tuple[str, ...]) -> NvtxRanges:
+    """The NVTX ranges of an export whose text starts with one of ``prefixes`` (a quick read: no activity)."""
+    conn = connect_read_only(Path(path))
+    try:
+        tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
+        return _read_ranges(conn, Path(path), tables, prefixes)
+    except sqlite3.DatabaseError as exc:
+        raise _corrupt(Path(path), exc) from None
+    finally:
+        conn.close()
+
+
+def range_texts(path: str | os.PathLike[str], limit: int = 12) -> tuple[str, ...]:
+    """Up to ``limit`` distinct NVTX range texts of an export (with their domain: 'text@domain'),
+    for a message that lists what there is."""
+    ranges = nvtx_ranges(path, ("",))
+    seen: list[str] = []
+    for i in np.argsort(ranges.start_ns, kind="stable").tolist():
+        d = ranges.domain_of(i)
+        t = ranges.text_of(i) + (f"@{d}" if d else "")
+        if t not in seen:
+            seen.append(t)
+        if len(seen) >= limit:
+            break
+    return tuple(seen)
 
 
 def _read_meta(conn: sqlite3.Connection, tables: frozenset[str]) -> dict[str, str]:
@@ -483,23 +876,42 @@ def _read_gpu_names(conn: sqlite3.Connection, tables: frozenset[str]) -> tuple[t
     return ()
 
 
-def _rowid_span(conn: sqlite3.Connection, table: str) -> tuple[int, int]:
-    # two subqueries: SQLite answers a lone min() or max() of the rowid from the b-tree,
-    # but scans the whole table for min() and max() together
-    lo, hi = conn.execute(f"SELECT (SELECT min(rowid) FROM [{table}]), (SELECT max(rowid) FROM [{table}])").fetchone()
-    return (int(lo), int(hi)) if lo is not None else (1, 0)
+def _read_thread_names(conn: sqlite3.Connection, tables: frozenset[str]) -> dict[int, str]:
+    if S.THREAD_NAMES_TABLE not in tables or S.STRINGS_TABLE not in tables:
+        return {}
+    cols = _columns(conn, S.THREAD_NAMES_TABLE)
+    if not {"nameId", "globalTid"} <= cols:
+        return {}
+    order = " ORDER BY t.priority" if "priority" in cols else ""
+    q = f"SELECT t.globalTid & {_TID48}, s.value FROM {S.THREAD_NAMES_TABLE} t JOIN {S.STRINGS_TABLE} s ON s.id = t.nameId{order}"
+    return {int(k): str(v) for k, v in conn.execute(q) if k is not None and v}
 
 
-def _table_has_rows(conn: sqlite3.Connection, table: str) -> bool:
-    return conn.execute(f"SELECT 1 FROM [{table}] LIMIT 1").fetchone() is not None
+def _read_overhead(conn: sqlite3.Connection, path: Path, tables: frozenset[str]) -> ProfilerOverhead:
+    e = np.empty(0, dtype=np.int64)
+    if S.PROFILER_OVERHEAD_TABLE not in tables:
+        return ProfilerOverhead(e, e, e, e, ())
+    cols = _require(conn, path, S.PROFILER_OVERHEAD_TABLE)
+    if "nameId" in cols and S.STRINGS_TABLE in tables:
+        q = (f"SELECT p.start, p.end, ifnull(p.globalTid, 0) & {_TID48}, ifnull(s.value, '') FROM {S.PROFILER_OVERHEAD_TABLE} p "
+             f"LEFT JOIN {S.STRINGS_TABLE} s ON s.id = p.nameId WHERE p.end >= p.start ORDER BY p.start")  # fmt: skip
+    else:
+        q = f"SELECT start, end, ifnull(globalTid, 0) & {_TID48}, '' FROM {S.PROFILER_OVERHEAD_TABLE} WHERE end >= start ORDER BY start"
+    rows = conn.execute(q).fetchall()
+    if not rows:
+        return ProfilerOverhead(e, e, e, e, ())
+    s, en, k, nm = zip(*rows)
+    key = np.array(k, dtype=np.int64)
+    return ProfilerOverhead(np.array(s, dtype=np.int64), np.array(en, dtype=np.int64), key >> 24, key & 0xFFFFFF, tuple(str(x) for x in nm))
 
 
 def _no_gpu_work(conn: sqlite3.Connection, path: Path, tables: frozenset[str]) -> TraceError:
     """The error for an export with no GPU activity records, saying what it does hold."""
     cuda = sorted(t for t in tables if t.startswith("CUPTI_"))
     runtime_calls = 0
-    if S.RUNTIME_TABLE in tables:
-        runtime_calls = int(conn.execute(f"SELECT count(*) FROM [{S.RUNTIME_TABLE}]").fetchone()[0])
+    for table in S.API_TABLES:
+        if table in tables:
+            runtime_calls += int(conn.execute(f"SELECT count(*) FROM [{table}]").fetchone()[0])
     gpus = _read_gpu_names(conn, tables)
     if runtime_calls:
         # CUDA was traced: the API calls are there, the GPU side is not.
@@ -531,66 +943,112 @@ def _no_gpu_work(conn: sqlite3.Connection, path: Path, tables: frozenset[str]) -
     )
 
 
+# --------------------------------------------------------------------------- the read
+
+
 def read_trace(
     path: str | os.PathLike[str],
     *,
     range_prefixes: tuple[str, ...] = DEFAULT_PASS_PREFIXES,
-    by_stream: bool = False,
+    kernel_names: str = "short",
+    api_plan: Callable[[TraceData], ApiPlan] | ApiPlan = KEEP_ALL,
+    on_progress: Callable[[str, int, int], None] | None = None,
 ) -> TraceData:
     """Read an nsys SQLite export; raise TraceError when it is not a usable one.
 
-    Returns the GPU activity (kernels, graph executions, copies, memsets) as arrays, the
-    NVTX ranges whose text starts with one of ``range_prefixes`` (inline text or through
-    textId), the host-sync API calls, the GPU names and the export's schema version.
-    Streams are always read; ``by_stream`` is kept for callers and changes nothing.
+    ``range_prefixes``: the NVTX ranges to read (text starts with one of them, any domain).
+    ``kernel_names``: "short" (base names) or "mangled" (full names where the export has them).
+    ``api_plan``: what to keep of the CUDA API calls, or a function that decides it from the trace
+    read so far (activity, ranges; its ``api`` is empty then). The default keeps every call.
+    ``on_progress(what, done, total)`` is called from the read threads as chunks finish ("GPU
+    activity", "CUDA API calls").
     """
-    del by_stream
+    if kernel_names not in ("short", "mangled"):
+        raise ValueError(f"kernel_names must be 'short' or 'mangled', not {kernel_names!r}")
     path = Path(path)
     check_sqlite_file(path)
     conn = connect_read_only(path)
+    # two pools: the API chunks block their threads until the plan is known, which needs the
+    # activity read on the other pool
+    pool, api_pool = _pool(), _pool()
+    box = _PlanBox()
     try:
         try:
-            tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
-            if not (tables & S.NSYS_MARKER_TABLES or any(t.startswith("CUPTI_") or t == S.NVTX_TABLE for t in tables)):
-                shown = ", ".join(sorted(tables)[:8]) or "none"
-                raise TraceError(
-                    f"SQLite file is not an nsys export (tables: {shown}): {path}",
-                    hint="export a report with: nsys export --type sqlite -o OUT.sqlite REPORT.nsys-rep",
-                )
-            present = [t for t in S.ACTIVITY_TABLES if t in tables and _table_has_rows(conn, t)]
-            if not present:
-                raise _no_gpu_work(conn, path, tables)
-            rowid_spans = {}
-            columns = {}
-            for table in present:
-                columns[table] = _require(conn, path, table)
-                rowid_spans[table] = _rowid_span(conn, table)
-            sync_ids, sync_names = _host_sync_ids(conn, path, tables)
-            runtime_span = _rowid_span(conn, S.RUNTIME_TABLE) if sync_ids else (0, 0)
-            first = conn.execute(f"SELECT {_pid_sql('globalPid')}, deviceId, globalPid FROM [{present[0]}] LIMIT 1").fetchone()
-            # Each table is read in rowid chunks on two threads (sqlite3 releases the GIL
-            # while it steps). First assume one (pid, device) -- the first record's -- and
-            # read again with per-row keys if that proves wrong. The small tables are read
-            # here meanwhile.
-            uniform: tuple | None = (int(first[0]), int(first[1]), None if first[2] is None else int(first[2]))
-            small: dict = {}
-
-            def read_small() -> None:
-                small["meta"] = _read_meta(conn, tables)
-                small["gpu_names"] = _read_gpu_names(conn, tables)
-                small["ranges"] = _read_ranges(conn, path, tables, tuple(range_prefixes))
-
-            activity, host_sync = _read_rows(
-                path, rowid_spans, columns, sync_ids, sync_names, runtime_span, uniform, read_small
-            )
-            if activity is None:
-                activity, host_sync = _read_rows(path, rowid_spans, columns, sync_ids, sync_names, runtime_span, None)
-            assert activity is not None and host_sync is not None
-            meta, gpu_names, ranges = small["meta"], small["gpu_names"], small["ranges"]
+            return _read(conn, path, pool, api_pool, box, tuple(range_prefixes), kernel_names, api_plan, on_progress)
         except sqlite3.DatabaseError as exc:
             raise _corrupt(path, exc) from None
     finally:
+        if not box.ready.is_set():
+            box.plan = None
+            box.ready.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        api_pool.shutdown(wait=True, cancel_futures=True)
         conn.close()
+
+
+def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_pool: ThreadPoolExecutor, box: _PlanBox,
+          prefixes: tuple[str, ...], kernel_name_kind: str, api_plan: Callable[[TraceData], ApiPlan] | ApiPlan,
+          on_progress: Callable[[str, int, int], None] | None) -> TraceData:  # fmt: skip
+    tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
+    if not (tables & S.NSYS_MARKER_TABLES or any(t.startswith("CUPTI_") or t == S.NVTX_TABLE for t in tables)):
+        shown = ", ".join(sorted(tables)[:8]) or "none"
+        raise TraceError(
+            f"SQLite file is not an nsys export (tables: {shown}): {path}",
+            hint="export a report with: nsys export --type sqlite -o OUT.sqlite REPORT.nsys-rep",
+        )
+    present = [t for t in S.ACTIVITY_TABLES if t in tables and _table_has_rows(conn, t)]
+    if not present:
+        raise _no_gpu_work(conn, path, tables)
+    columns = {t: _require(conn, path, t) for t in present}
+    spans = {t: _rowid_span(conn, t) for t in present}
+    name_col = _kernel_name_column(columns[S.KERNEL_TABLE], kernel_name_kind) if S.KERNEL_TABLE in columns else None
+    first = conn.execute(f"SELECT {_pid_sql('globalPid')}, deviceId, globalPid FROM [{present[0]}] LIMIT 1").fetchone()
+    uniform: tuple | None = (int(first[0]), int(first[1]), None if first[2] is None else int(first[2]))
+
+    def submit_activity(uni: tuple | None) -> list[tuple[str, Future]]:
+        out = []
+        for table in present:
+            sql, names = _activity_sql(table, columns[table], uni, name_col if table == S.KERNEL_TABLE else None)
+            out += [(table, pool.submit(_activity_job, path, table, sql, names, a, b)) for a, b in _chunks(*spans[table])]
+        return out
+
+    # The activity and the API tables read on their pools while the small tables are read here.
+    act_jobs = submit_activity(uniform)
+    api_jobs, names, threads, api_tables = _start_api(path, conn, tables, api_pool, box)
+    _report(on_progress, "GPU activity", [f for _, f in act_jobs])
+    _report(on_progress, "CUDA API calls", api_jobs)
+    meta = _read_meta(conn, tables)
+    gpu_names = _read_gpu_names(conn, tables)
+    ranges = _read_ranges(conn, path, tables, prefixes)
+    thread_names = _read_thread_names(conn, tables)
+    overhead = _read_overhead(conn, path, tables)
+
+    parts = _results(path, [f for _, f in act_jobs])
+    if any(p["mismatch"] for p in parts):  # several processes or devices: read again with per-row keys
+        uniform = None
+        del parts
+        act_jobs = submit_activity(None)
+        _report(on_progress, "GPU activity (per process)", [f for _, f in act_jobs])
+        parts = _results(path, [f for _, f in act_jobs])
+    by_table: dict[str, list[dict]] = {}
+    for (table, _), p in zip(act_jobs, parts):
+        by_table.setdefault(table, []).append(p)
+    del parts
+    kernel_ids = np.concatenate([p["name"] for p in by_table.get(S.KERNEL_TABLE, [])]) if name_col else None
+    kernel_index, kernel_name_list = (np.empty(0, dtype=np.int32), ())
+    if kernel_ids is not None:
+        kernel_index, kernel_name_list = _resolve_kernel_names(conn, tables, kernel_ids)
+        pos = 0
+        for p in by_table.get(S.KERNEL_TABLE, []):
+            m = p["start"].shape[0]
+            p["name"] = kernel_index[pos : pos + m]
+            pos += m
+    else:
+        for p in by_table.get(S.KERNEL_TABLE, []):
+            p["name"] = np.zeros(p["start"].shape[0], dtype=np.int32)
+        kernel_name_list = ("(no name)",) if S.KERNEL_TABLE in by_table else ()
+    activity = _build_activity(by_table, uniform, kernel_name_list)
+    del by_table
 
     if S.GRAPH_TRACE_TABLE in present:
         graph_trace = "graph"
@@ -599,94 +1057,45 @@ def read_trace(
     else:
         graph_trace = None
     memcpy_cols = columns.get(S.MEMCPY_TABLE)
+    empty_api = _build_api([], KEEP_ALL, _Names(), _Threads(), thread_names, ())
+    data = TraceData(
+        path=path, tables=tables, schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
+        nsys_version=meta.get("EXPORT_PRODUCT_VERSION"), activity=activity, ranges=ranges, range_prefixes=prefixes,
+        gpu_names=gpu_names, api=empty_api, overhead=overhead, graph_trace=graph_trace,
+        srckind_read=memcpy_cols is None or {"srcKind", "dstKind"} <= memcpy_cols, thread_names=thread_names,
+        kernel_name_kind=kernel_name_kind,
+    )  # fmt: skip
+    plan = api_plan(data) if callable(api_plan) else api_plan
+    box.plan = plan
+    box.ready.set()
+    results = _results(path, api_jobs)
+    api = _build_api(results, plan, names, threads, thread_names, api_tables)
     return TraceData(
-        path=path,
-        tables=tables,
-        schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
-        nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
-        activity=activity,
-        ranges=ranges,
-        range_prefixes=tuple(range_prefixes),
-        _host_sync=host_sync,
-        gpu_names=gpu_names,
-        graph_trace=graph_trace,
-        srckind_read=memcpy_cols is None or {"srcKind", "dstKind"} <= memcpy_cols,
-    )
+        path=data.path, tables=data.tables, schema_version=data.schema_version, nsys_version=data.nsys_version,
+        activity=activity, ranges=ranges, range_prefixes=prefixes, gpu_names=gpu_names, api=api, overhead=overhead,
+        graph_trace=graph_trace, srckind_read=data.srckind_read, thread_names=thread_names,
+        kernel_name_kind=kernel_name_kind,
+    )  # fmt: skip
 
 
-def _read_rows(
-    path: Path,
-    rowid_spans: dict[str, tuple[int, int]],
-    columns: dict[str, frozenset[str]],
-    sync_ids: dict[int, int],
-    sync_names: tuple[str, ...],
-    runtime_span: tuple[int, int],
-    uniform: tuple | None,
-    meanwhile: Callable[[], None] | None = None,
-) -> tuple[Activity | None, _Deferred | None]:
-    """Read activity rows; start reading host-sync rows in the background.
-
-    Returns (None, None) when ``uniform`` proved wrong (several processes or devices).
-    """
-    owners: list[tuple[str, tuple[str, ...]]] = []
-    jobs: list[tuple[str, int, int]] = []
-    for table, (lo, hi) in rowid_spans.items():
-        sql, names = _activity_sql(table, columns[table], uniform)
-        for a, b in _chunks(lo, hi):
-            owners.append((table, names))
-            jobs.append((sql, a, b))
-    sync_pid = uniform[0] if uniform is not None else None
-    n_activity = len(jobs)
-    kinds = {n in S.SYNC_COPY_CALLS for n in sync_names}
-    per_call_names = len(kinds) > 1  # one kind of call only: its name follows from the kind
-    if sync_ids:
-        raw = uniform[2] if uniform is not None and len(uniform) > 2 else None
-        key = (raw >> S.PID_SHIFT) if raw is not None else None
-        sql, sync_cols = _host_sync_sql(sync_ids, sync_pid, per_call_names, key)
-        jobs += [(sql, a, b) for a, b in _chunks(*runtime_span)]
-    futures = _start_jobs(path, jobs)
-    if meanwhile is not None:
-        try:
-            meanwhile()
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
-    results = _collect(path, futures[:n_activity])
-    pieces: dict[str, dict[str, list]] = {}
-    for (table, names), row in zip(owners, results):
-        cols = pieces.setdefault(table, {n: [] for n in names})
-        for n, v in zip(names, row):
-            cols[n].append(v)
-    if any(sum(cols.get("mismatch", [0])) for cols in pieces.values()):
-        for f in futures[n_activity:]:
-            f.cancel()
-        return None, None
-    activity = _build_activity(path, pieces, uniform)
-    sync_futures = futures[n_activity:]
-
-    def host_sync() -> HostSyncCalls:
-        empty = np.empty(0, dtype=np.int64)
-        if not sync_ids:
-            return HostSyncCalls(empty, empty, empty, (), empty)
-        rows = _collect(path, sync_futures)
-        cols = {n: [r[i] for r in rows] for i, n in enumerate(sync_cols)}
-        pid_known = sync_pid
-        if pid_known is not None and sum(cols["mismatch"]):
-            # other processes call sync functions too: fetch the pid of every call
-            sql, names = _host_sync_sql(sync_ids, None, per_call_names)
-            rows = _run_jobs(path, [(sql, a, b) for a, b in _chunks(*runtime_span)])
-            cols = {n: [r[i] for r in rows] for i, n in enumerate(names)}
-            pid_known = None
-        start = np.concatenate(cols["start"])
-        dur = np.concatenate(cols["dur"])
-        if per_call_names:
-            lut = np.zeros(max(sync_ids) + 1, dtype=np.int64)
-            lut[np.array(list(sync_ids), dtype=np.int64)] = np.array(list(sync_ids.values()), dtype=np.int64)
-            name_index = lut[np.concatenate(cols["name"])]
-        else:  # every call is of one kind: the first name stands for all (is_call asks by kind)
-            name_index = np.zeros(start.size, dtype=np.int64)
-        pid = np.concatenate(cols["pid"]) if pid_known is None else np.full(start.size, pid_known, dtype=np.int64)
-        return HostSyncCalls(start, start + dur, pid, sync_names, name_index)
-
-    return activity, _Deferred(host_sync)
+def read_api_window(path: str | os.PathLike[str], pid: int, start_ns: int, end_ns: int) -> ApiCalls:
+    """Every CUDA API call of process ``pid`` that touches [start_ns, end_ns], one by one (for a
+    picture of a short span: one more pass over the API tables)."""
+    path = Path(path)
+    region = (np.array([start_ns], dtype=np.int64), np.array([end_ns], dtype=np.int64))
+    plan = ApiPlan(region={pid: region}, keep={pid: region}, aggregate={})
+    conn = connect_read_only(path)
+    pool = _pool()
+    box = _PlanBox()
+    box.plan = plan
+    box.ready.set()
+    try:
+        tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
+        futures, names, threads, api_tables = _start_api(path, conn, tables, pool, box)
+        results = _results(path, futures)
+        return _build_api(results, plan, names, threads, _read_thread_names(conn, tables), api_tables)
+    except sqlite3.DatabaseError as exc:
+        raise _corrupt(path, exc) from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        conn.close()

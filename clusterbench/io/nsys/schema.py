@@ -20,6 +20,13 @@ GRAPH_TRACE_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 # Present in node-level graph traces (--cuda-graph-trace=node): every kernel node is a kernel row.
 GRAPH_NODE_EVENTS_TABLE = "CUDA_GRAPH_NODE_EVENTS"
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+# Some exports keep driver API calls in a table of their own, with the runtime table's columns.
+DRIVER_TABLE = "CUPTI_ACTIVITY_KIND_DRIVER"
+API_TABLES = (RUNTIME_TABLE, DRIVER_TABLE)
+# Time nsys itself spent on a thread (CUPTI buffer flushes, profiler initialisation): start, end,
+# globalTid, nameId.
+PROFILER_OVERHEAD_TABLE = "PROFILER_OVERHEAD"
+THREAD_NAMES_TABLE = "ThreadNames"  # nameId (into StringIds), priority, globalTid
 NVTX_TABLE = "NVTX_EVENTS"
 STRINGS_TABLE = "StringIds"
 GPU_INFO_TABLES = ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU")  # the latter holds the name in 2020.x
@@ -51,8 +58,16 @@ CORE_COLUMNS = {
     MEMSET_TABLE: ("start", "end", "deviceId", "streamId", "globalPid", "bytes"),
     GRAPH_TRACE_TABLE: ("start", "end", "deviceId", "streamId", "globalPid"),
     RUNTIME_TABLE: ("start", "end", "globalTid", "nameId"),
+    DRIVER_TABLE: ("start", "end", "globalTid", "nameId"),
+    PROFILER_OVERHEAD_TABLE: ("start", "end", "globalTid"),
     NVTX_TABLE: ("start", "end"),
 }
+
+# NVTX_EVENTS.eventType: ranges (push/pop, start/end) and the row that names a domain.
+NVTX_PUSH_POP = 59
+NVTX_START_END = 60
+NVTX_DOMAIN_CREATE = 75
+NVTX_RANGE_TYPES = (NVTX_PUSH_POP, NVTX_START_END)
 
 # The engines and their codes: the engine table (clusterbench.model.engines).
 from clusterbench.model.engines import ALWAYS_REPORTED, BYTE_ENGINES, COPY_ENGINES, ENGINE_CODE, ENGINES  # noqa: E402,F401
@@ -111,6 +126,45 @@ MEM_KIND_PAGEABLE = 0
 
 # Synchronous copy calls (the host waits until the copy is done), a subset of HOST_SYNC_CALLS.
 SYNC_COPY_CALLS = frozenset({"cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cuMemcpy", "cuMemcpyHtoD", "cuMemcpyDtoH"})
+
+# What a CUDA API call does, by its base name (docs/analyze.md, "The host"). The order is the
+# category code; a name matches the first rule that fits it.
+API_CATEGORIES = ("launch", "graph_launch", "copy", "wait", "alloc", "module_load", "other")
+API_CODE = {name: i for i, name in enumerate(API_CATEGORIES)}
+GRAPH_LAUNCH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
+LAUNCH_PREFIXES = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cudaLaunchHostFunc", "cuLaunchKernel",
+                   "cuLaunchCooperativeKernel", "cuLaunchHostFunc", "cuLaunchGrid")
+LAUNCH_CALLS = frozenset({"cudaLaunch", "cuLaunch"})
+COPY_PREFIXES = ("cudaMemcpy", "cuMemcpy", "cudaMemset", "cuMemset", "cudaMemPrefetch", "cuMemPrefetch")
+ALLOC_PREFIXES = ("cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaHostRegister", "cudaHostUnregister",
+                  "cuMemAlloc", "cuMemFree", "cuMemHostAlloc", "cuMemHostRegister", "cuMemHostUnregister",
+                  "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemAddressReserve", "cuMemAddressFree",
+                  "cudaMemPoolTrimTo", "cuMemPoolTrimTo")
+# Loading device code: the module (or library) load that ends a JIT compile. NVRTC and the PTX JIT run
+# on the host before it and are not traced.
+MODULE_LOAD_PREFIXES = ("cuModuleLoad", "cuLibraryLoad", "cudaLibraryLoad", "cuLinkComplete", "cuLinkAddData",
+                        "cuLinkAddFile", "cuLinkCreate")
+
+
+def api_category(base: str) -> str:
+    """The category of one API call, from its base name (cudaStreamSynchronize, cuModuleLoadData, ...)."""
+    if base in HOST_SYNC_CALLS:
+        return "wait"
+    if base in GRAPH_LAUNCH_CALLS:
+        return "graph_launch"
+    if base in LAUNCH_CALLS or base.startswith(LAUNCH_PREFIXES):
+        return "launch"
+    if base.startswith(COPY_PREFIXES):
+        return "copy"
+    if base.startswith(ALLOC_PREFIXES):
+        return "alloc"
+    if base.startswith(MODULE_LOAD_PREFIXES):
+        return "module_load"
+    return "other"
+
+
+# Calls that issue GPU work: a thread that makes one is a launching thread.
+ISSUE_CATEGORIES = frozenset({"launch", "graph_launch", "copy"})
 
 # globalPid / globalTid pack the pid in bits 24..47.
 PID_SHIFT = 24

@@ -1,0 +1,196 @@
+"""Idle gaps and their causes (pure).
+
+An idle gap is a stretch of the window in which no engine is busy, at least GAP_NS long. Its cause
+is what the process's launching threads (the threads that issue GPU work: launches, copies,
+memsets) were doing during it, from the CUDA API rows and PROFILER_OVERHEAD:
+
+- ``module_load``: a module or library load (cuModuleLoadData, cuLibraryLoad*, cuLink*) lies in the
+  gap: the host-side compile before it (NVRTC, the PTX JIT) is not traced, so the gap is set-up;
+- otherwise the state the threads spent most of the gap in, summed over the threads:
+  ``alloc`` (device or pinned allocation, host registration, free), ``profiler`` (nsys's own
+  overhead on the thread), ``sync`` (blocked in a synchronize or a synchronous copy while nothing
+  was queued), ``host`` (running host code, or CUDA calls that only issue or query work);
+- ``unknown``: the trace has no API rows for the process's launching threads.
+
+A thread counts for a gap when its first-to-last issuing call overlaps the gap (the threads that
+feed the loop), or, when no thread does, every launching thread of the process. module_load,
+alloc and profiler gaps are set-up: not the pipeline's own loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from clusterbench.analyzers import intervals as iv
+from clusterbench.analyzers.model import GroupTrace
+from clusterbench.analyzers.records import GAP_CAUSES, Gaps, WorkNotTraced
+from clusterbench.io.nsys import schema as S
+
+GAP_NS = 100_000  # an idle gap this long (0.1 ms) counts: ~10 frames at 10 µs/frame
+HIDDEN_GAP_NS = 1_000_000  # a wait this long with the GPU idle is not a synchronize's wake-up latency
+HIDDEN_SHARE = 0.10  # such waits over this share of the window: the GPU's work is not in the trace
+
+_ML, _ALLOC, _SYNC, _HOST, _PROF, _UNKNOWN = (GAP_CAUSES.index(c) for c in GAP_CAUSES)
+_STATE_OF_CATEGORY = np.full(len(S.API_CATEGORIES), _HOST, dtype=np.int64)
+_STATE_OF_CATEGORY[S.API_CODE["module_load"]] = _ML
+_STATE_OF_CATEGORY[S.API_CODE["alloc"]] = _ALLOC
+_STATE_OF_CATEGORY[S.API_CODE["wait"]] = _SYNC
+_ISSUE = np.zeros(len(S.API_CATEGORIES), dtype=bool)
+_ISSUE[[S.API_CODE[c] for c in S.ISSUE_CATEGORIES]] = True
+# a cause is picked by the most time; ties go to the earlier of these
+_PICK_ORDER = (_ALLOC, _PROF, _SYNC, _HOST)
+
+
+def idle(busy: iv.Intervals, window: iv.Intervals, threshold: int = GAP_NS) -> iv.Intervals:
+    """The idle stretches of ``window`` (outside ``busy``) at least ``threshold`` long."""
+    s, e = iv.subtract(window, busy)
+    keep = (e - s) >= threshold
+    return s[keep], e[keep]
+
+
+def issue_spans(g: GroupTrace) -> dict[int, tuple[int, int]]:
+    """The launching threads of the group's process: thread index -> (first issuing call's start,
+    last issuing call's end), over the calls the reader kept or summed."""
+    api = g.api
+    out: dict[int, tuple[int, int]] = {}
+    if not len(api.threads):
+        return out
+    tpid = api.thread_pid()
+    if len(api):
+        cat = api.category
+        sync_copy = np.array([n in S.SYNC_COPY_CALLS for n in api.names] + [False], dtype=bool)
+        m = (tpid[api.thread] == g.pid) & (_ISSUE[cat] | sync_copy[api.name])
+        if m.any():
+            th, st, en = api.thread[m], api.start_ns[m], api.end_ns[m]
+            for t in np.unique(th).tolist():
+                k = th == t
+                out[t] = (int(st[k].min()), int(en[k].max()))
+    tot = api.totals
+    if tot.thread.size:
+        m = (tpid[tot.thread] == g.pid) & _ISSUE[tot.category] & (tot.calls > 0)
+        for t, a, b in zip(tot.thread[m].tolist(), tot.first_ns[m].tolist(), tot.last_ns[m].tolist()):
+            lo, hi = out.get(t, (a, b))
+            out[t] = (min(lo, a), max(hi, b))
+    return out
+
+
+CHUNK = 1 << 20  # API rows per pass step: bounds the memory of the pieces cut out of the gaps
+
+
+def _pieces(g: GroupTrace, gaps: iv.Intervals, threads: np.ndarray, relevant: np.ndarray):  # noqa: ANN202
+    """Chunk by chunk: (piece length, gap index, state, label) of the kept API calls and the profiler
+    rows that fall in the gaps, on threads that count for the gap. Labels index api.names, then the
+    profiler rows' names after them."""
+    gs = gaps[0]
+    api = g.api
+    for c0 in range(0, len(api), CHUNK):
+        sl = slice(c0, c0 + CHUNK)
+        on = np.flatnonzero(np.isin(api.thread[sl], threads)) + c0
+        if on.size == 0:
+            continue
+        ps, pe, owner = iv.clip(api.start_ns[on], api.end_ns[on], gaps)
+        rows = on if owner is None else on[owner]
+        j = np.searchsorted(gs, ps, side="right") - 1
+        k = np.searchsorted(threads, api.thread[rows])
+        ok = relevant[j, k]
+        rows = rows[ok]
+        yield (pe - ps)[ok], j[ok], _STATE_OF_CATEGORY[api.name_category[api.name[rows]]], api.name[rows].astype(np.int64)
+    ov = g.overhead
+    if len(ov):
+        key = {(t.pid, t.tid): i for i, t in enumerate(api.threads)}
+        th = np.array([key.get((int(p), int(t)), -1) for p, t in zip(ov.pid.tolist(), ov.tid.tolist())], dtype=np.int64)
+        idx = np.flatnonzero(np.isin(th, threads))
+        if idx.size:
+            ps, pe, owner = iv.clip(ov.start_ns[idx], ov.end_ns[idx], gaps)
+            rows = idx if owner is None else idx[owner]
+            j = np.searchsorted(gs, ps, side="right") - 1
+            ok = relevant[j, np.searchsorted(threads, th[rows])]
+            rows = rows[ok]
+            yield (pe - ps)[ok], j[ok], np.full(rows.size, _PROF, dtype=np.int64), len(api.names) + rows.astype(np.int64)
+
+
+def classify(g: GroupTrace, gaps: iv.Intervals, window_start_ns: int, threshold: int = GAP_NS) -> Gaps:
+    """Each gap of ``gaps`` (disjoint, in time order) with its cause; see the module docstring."""
+    gs, ge = gaps
+    n = int(gs.size)
+    lengths = ge - gs
+    ns = len(GAP_CAUSES)
+    parts = np.zeros((n, ns), dtype=np.int64)
+    cause = np.full(n, _UNKNOWN, dtype=np.int8)
+    spans = issue_spans(g)
+    if n == 0 or not spans:
+        parts[:, _UNKNOWN] = lengths
+        return Gaps(threshold, gs, lengths, cause, (None,) * n, parts, window_start_ns)
+
+    threads = np.array(sorted(spans), dtype=np.int64)
+    first = np.array([spans[t][0] for t in threads.tolist()], dtype=np.int64)
+    last = np.array([spans[t][1] for t in threads.tolist()], dtype=np.int64)
+    # relevant[j, k]: thread k's issuing span overlaps gap j; a gap no span overlaps takes every thread
+    relevant = (first[None, :] <= ge[:, None]) & (last[None, :] >= gs[:, None])
+    relevant[~relevant.any(axis=1), :] = True
+    n_rel = relevant.sum(axis=1)
+
+    # pass 1: time per (gap, state), summed over the threads that count
+    per = np.zeros(n * ns, dtype=np.float64)
+    for plen, j, st, _ in _pieces(g, gaps, threads, relevant):
+        if plen.size:
+            key = j * ns + st
+            base = int(key.min())
+            per[base : int(key.max()) + 1] += np.bincount(key - base, weights=plen)
+    per = per.reshape(n, ns).astype(np.int64)
+    # host: the threads' time in the gap that no other state takes (CUDA calls that issue or query
+    # work count as host: the thread was not blocked)
+    blocked = per[:, _ML] + per[:, _ALLOC] + per[:, _SYNC] + per[:, _PROF]
+    per[:, _HOST] = np.maximum(lengths * n_rel - blocked, 0)
+    parts = np.rint(per / n_rel[:, None]).astype(np.int64)
+    order = np.array(_PICK_ORDER)
+    picked = order[np.argmax(per[:, order], axis=1)]  # argmax takes the first of equal maxima
+    cause = np.where(per[:, _ML] > 0, _ML, picked).astype(np.int8)
+
+    # pass 2: the call that names the cause: the longest piece in that state (for host, the
+    # longest CUDA call)
+    best_len = np.zeros(n, dtype=np.int64)
+    best_label = np.full(n, -1, dtype=np.int64)
+    for plen, j, st, lab in _pieces(g, gaps, threads, relevant):
+        want = np.flatnonzero((st == cause[j]) & (plen > 0))
+        if want.size == 0:
+            continue
+        srt = want[np.lexsort((plen[want], j[want]))]
+        top = srt[np.flatnonzero(np.append(j[srt][1:] != j[srt][:-1], True))]
+        better = plen[top] > best_len[j[top]]
+        best_len[j[top[better]]] = plen[top[better]]
+        best_label[j[top[better]]] = lab[top[better]]
+    labels = list(g.api.names) + list(g.overhead.name)
+    api_name = tuple(labels[i] if i >= 0 else None for i in best_label.tolist())
+    return Gaps(threshold, gs, lengths, cause, api_name, parts, window_start_ns)
+
+
+def work_not_traced(g: GroupTrace, gaps: Gaps, window_ns: int) -> WorkNotTraced | None:
+    """The GPU's work is missing from the trace when the launching threads wait in a synchronize
+    through idle gaps of at least HIDDEN_GAP_NS that add up to HIDDEN_SHARE of the window."""
+    m = (gaps.cause == GAP_CAUSES.index("sync")) & (gaps.lengths_ns >= HIDDEN_GAP_NS)
+    waited = int(gaps.lengths_ns[m].sum())
+    if window_ns <= 0 or waited < HIDDEN_SHARE * window_ns:
+        return None
+    calls = tuple(sorted({gaps.api[i] for i in np.flatnonzero(m).tolist() if gaps.api[i]}))
+    names = set(g.api.names)
+    graphs = bool(names & S.GRAPH_LAUNCH_CALLS)
+    capture = bool(names & {"cudaProfilerStart", "cudaProfilerStop", "cuProfilerStart", "cuProfilerStop"})
+    if g.graph_trace == "node" or (graphs and g.graph_trace is None):
+        why = (
+            "the process launches CUDA graphs and the trace is node-level (--cuda-graph-trace=node): graphs launched "
+            "from the device (cudaGraphInstantiateFlagDeviceLaunch, tail launches that relaunch themselves) leave no "
+            "rows at node level"
+        )
+        hint = "trace the graphs at graph level: nsys profile --cuda-graph-trace=graph (the default), then analyze again"
+    elif capture:
+        why = ("the capture (cudaProfilerStart/Stop, --capture-range) may have stopped before the GPU finished, or started "
+               "after the work was queued")  # fmt: skip
+        hint = "widen the capture: call cudaProfilerStop after the last synchronize, or profile the whole run"
+    else:
+        why = (
+            "the work runs where the trace does not follow it: another process or an MPS client, a device or context "
+            "that was not traced, or a library that launches without CUPTI"
+        )
+        hint = "trace every process and device the pipeline uses (nsys profile --trace=cuda, --gpuctxsw, or MPS off)"
+    return WorkNotTraced(waited, waited / window_ns, calls, why, hint)

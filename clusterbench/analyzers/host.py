@@ -1,0 +1,120 @@
+"""The host threads that feed the GPU (pure).
+
+A launching thread is one that issues GPU work in the window: a kernel or graph launch, an
+asynchronous copy or memset, or a synchronous copy. For each, from the CUDA API rows:
+- its time in CUDA calls, by kind: ``launch`` (kernel and graph launches), ``copy`` (issuing copies
+  and memsets), ``wait`` (blocking: synchronize calls and synchronous copies; a union), ``other``
+  (events, queries, stream set-up, allocations...), each clipped to the window less its set-up gaps
+  (what the threads do in set-up is set-up, not a cost per frame);
+- ``active``: the window from the start of its first CUDA call to the end of its last one;
+- ``busy``: its active time minus its blocking waits and the window's set-up gaps. A thread is never
+  idle by this measure except while it waits on the GPU: host code and CUDA calls both keep it
+  busy. Its busy time per frame is its bar: when it is taller than every engine's, the host binds.
+
+The process's blocking calls, as a union over its threads, are ``host_sync_ns`` (as in version 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from clusterbench.analyzers import intervals as iv
+from clusterbench.analyzers.model import GroupTrace
+from clusterbench.analyzers.records import Host, ThreadRef, ThreadStats
+from clusterbench.io.nsys import schema as S
+
+_KIND = {"launch": "launch", "graph_launch": "launch", "copy": "copy", "wait": "wait"}  # the rest: other
+_KINDS = ("launch", "copy", "wait", "other")
+_KIND_OF_CATEGORY = np.array([_KINDS.index(_KIND.get(c, "other")) for c in S.API_CATEGORIES], dtype=np.int64)
+_ISSUE = np.array([c in S.ISSUE_CATEGORIES for c in S.API_CATEGORIES], dtype=bool)
+
+
+def _check_plan(g: GroupTrace, window: iv.Intervals) -> None:
+    agg = g.api.plan.aggregate.get(g.pid)
+    if agg is not None and agg[0].size and iv.length(iv.subtract(agg, window)) > 0:
+        raise ValueError("the API calls were summed over a zone outside this window: read the trace for this window")
+
+
+CHUNK = 1 << 20  # API rows per step: bounds the memory of the clipped lengths
+
+
+def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frames: int | None) -> Host:
+    api = g.api
+    if not api.tables:
+        return Host(False, (), 0, ())
+    _check_plan(g, window)
+    steady = iv.subtract(window, setup_gaps)  # the calls' time per kind counts here
+    n_threads = len(api.threads)
+    tpid = api.thread_pid()
+    mine = tpid == g.pid
+    sync_copy = np.array([n in S.SYNC_COPY_CALLS for n in api.names] + [False], dtype=bool)
+    issue_of_name = _ISSUE[api.name_category] | sync_copy[: len(api.names)] if len(api.names) else np.zeros(0, dtype=bool)
+    kind_of_name = _KIND_OF_CATEGORY[api.name_category] if len(api.names) else np.zeros(0, dtype=np.int64)
+    nk = len(_KINDS)
+    ns = np.zeros(n_threads * nk, dtype=np.float64)
+    calls = np.zeros(n_threads * nk, dtype=np.int64)
+    first = np.full(n_threads, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(n_threads, np.iinfo(np.int64).min, dtype=np.int64)
+    issues = np.zeros(n_threads, dtype=bool)
+    for c0 in range(0, len(api), CHUNK):
+        sl = slice(c0, c0 + CHUNK)
+        s, e, th, nm = api.start_ns[sl], api.end_ns[sl], api.thread[sl], api.name[sl]
+        inside_len = iv.clipped_lengths(s, e, window)
+        touch = mine[th] & ((inside_len > 0) | ((e == s) & iv.points_inside(s, window)))
+        if not touch.any():
+            continue
+        t = th[touch].astype(np.int64)
+        np.minimum.at(first, t, s[touch])
+        np.maximum.at(last, t, e[touch])
+        issues[np.unique(t[issue_of_name[nm[touch]]])] = True
+        steady_len = iv.clipped_lengths(s[touch], e[touch], steady)
+        counted = (steady_len > 0) | ((e[touch] == s[touch]) & iv.points_inside(s[touch], steady))
+        key = t[counted] * nk + kind_of_name[nm[touch][counted]]
+        ns += np.bincount(key, weights=steady_len[counted], minlength=n_threads * nk)
+        calls += np.bincount(key, minlength=n_threads * nk)
+    tot = api.totals
+    for t, c, n_ns, n_calls, a, b in zip(tot.thread.tolist(), tot.category.tolist(), tot.ns.tolist(), tot.calls.tolist(),
+                                         tot.first_ns.tolist(), tot.last_ns.tolist()):  # fmt: skip
+        if not mine[t]:
+            continue
+        k = int(_KIND_OF_CATEGORY[c])
+        ns[t * nk + k] += n_ns
+        calls[t * nk + k] += n_calls
+        first[t], last[t] = min(first[t], a), max(last[t], b)
+        issues[t] |= bool(_ISSUE[c]) and n_calls > 0
+
+    # blocking waits: kept one by one (the reader keeps every wait call), unions per thread
+    wait_rows = np.flatnonzero(mine[api.thread] & (kind_of_name[api.name] == _KINDS.index("wait"))) if len(api) else np.empty(0, dtype=np.int64)
+    ws, we, owner = iv.clip(api.start_ns[wait_rows], api.end_ns[wait_rows], window)
+    wrow = wait_rows if owner is None else wait_rows[owner]
+    wth = api.thread[wrow]
+    threads = []
+    for t in np.flatnonzero(issues).tolist():
+        m = wth == t
+        waits = iv.union(ws[m], we[m])
+        steady_waits = iv.intersect(waits, steady)
+        active = iv.intersect(window, (np.array([first[t]], dtype=np.int64), np.array([last[t]], dtype=np.int64)))
+        busy = iv.subtract(iv.intersect(active, steady), waits)
+        row = ns[t * nk : (t + 1) * nk].astype(np.int64)
+        row[_KINDS.index("wait")] = iv.length(steady_waits)
+        c = calls[t * nk : (t + 1) * nk]
+        info = api.threads[t]
+        threads.append(ThreadStats(
+            thread=ThreadRef(info.pid, info.tid, info.name),
+            launch_ns=int(row[0]), launch_calls=int(c[0]), copy_ns=int(row[1]), copy_calls=int(c[1]),
+            wait_ns=int(row[2]), wait_calls=int(c[2]), other_ns=int(row[3]), other_calls=int(c[3]),
+            active_ns=iv.length(active), busy_ns=iv.length(busy), frames=frames,
+        ))  # fmt: skip
+    threads.sort(key=lambda x: (-x.busy_ns, x.thread.tid))
+
+    # the process's blocking calls (every thread), as in version 1
+    touching = np.unique(wrow)
+    zero = wait_rows[(api.end_ns[wait_rows] == api.start_ns[wait_rows]) & iv.points_inside(api.start_ns[wait_rows], window)]
+    in_window = np.union1d(touching, zero)
+    host_sync_ns = iv.length(iv.union(ws, we))
+    names_in = sorted({api.names[i] for i in np.unique(api.name[in_window]).tolist()})
+    cm = sync_copy[api.name[wrow]]
+    sync_copy_ns = iv.length(iv.union(ws[cm], we[cm]))
+    copies = in_window[sync_copy[api.name[in_window]]]
+    sync_copy_names = tuple(sorted({api.names[i] for i in np.unique(api.name[copies]).tolist()}))
+    return Host(True, tuple(threads), host_sync_ns, tuple(names_in), sync_copy_ns, int(copies.size), sync_copy_names)

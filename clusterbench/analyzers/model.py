@@ -1,0 +1,130 @@
+"""The trace model the analyzers read: one (process, device) group's records, engine by engine.
+
+``build(data)`` splits a :class:`~clusterbench.io.nsys.TraceData` into :class:`GroupTrace` records:
+per engine the start, end, bytes, stream (and kernel name) of its records, as views into the read
+arrays when the trace holds one group. Records whose bytes over duration exceed any physical rate
+(RATE_CEILING_GBPS) are set apart here, so that no figure uses them; the busy analyzer reports them.
+The union of every engine's records (``busy``) is computed once, over the whole trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from clusterbench.analyzers import intervals as iv
+from clusterbench.io.nsys import schema as S
+from clusterbench.io.nsys.reader import ApiCalls, ProfilerOverhead, TraceData
+from clusterbench.model.engines import RATE_CEILING_GBPS
+
+# per engine code; inf where records carry no bytes (kernel, graph)
+_CEILING = np.array([RATE_CEILING_GBPS.get(e, np.inf) for e in S.ENGINES], dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EngineRecords:
+    """The records of one engine in one group (sorted as the export wrote them)."""
+
+    engine: str
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    bytes: np.ndarray | None  # copies and memsets
+    stream: np.ndarray
+    pageable: np.ndarray | None  # copies
+    name: np.ndarray | None  # kernels: index into GroupTrace.kernel_names
+
+    def __len__(self) -> int:
+        return int(self.start_ns.size)
+
+    def select(self, m: np.ndarray) -> EngineRecords:
+        def pick(a):  # noqa: ANN001, ANN202
+            return None if a is None else a[m]
+
+        return EngineRecords(self.engine, self.start_ns[m], self.end_ns[m], pick(self.bytes), self.stream[m],
+                             pick(self.pageable), pick(self.name))  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class GroupTrace:
+    """One (process, device) group: its engines' records, the process's API calls, and the trace facts."""
+
+    pid: int
+    device: int
+    gpu_name: str | None
+    engines: dict[str, EngineRecords]  # engines with at least one plausible record, in ENGINES order
+    implausible: dict[str, EngineRecords]  # records set apart: bytes over duration above the ceiling
+    kernel_names: tuple[str, ...]
+    busy: iv.Intervals  # the union of every engine's records, over the whole trace
+    api: ApiCalls
+    overhead: ProfilerOverhead
+    graph_trace: str | None
+    srckind_read: bool
+    ranges_pid_any: bool = True
+
+    @property
+    def n_records(self) -> int:
+        return sum(len(r) for r in self.engines.values())
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """First record start to last record end (the GPU activity span)."""
+        s, e = self.busy
+        return (int(s[0]), int(e[-1])) if s.size else (0, 0)
+
+    def all_starts(self) -> np.ndarray:
+        return np.concatenate([r.start_ns for r in self.engines.values()]) if self.engines else np.empty(0, dtype=np.int64)
+
+
+def groups_of(data: TraceData) -> list[tuple[int, int]]:
+    """The (pid, device) groups of a trace, sorted."""
+    act = data.activity
+    if len(act) == 0:
+        return []
+    if act.pid.strides == (0,) and act.device.strides == (0,):  # broadcast: one group
+        return [(int(act.pid[0]), int(act.device[0]))]
+    uniq = np.unique(act.pid * (1 << 32) + act.device)
+    return [(int(k >> 32), int(k & 0xFFFFFFFF)) for k in uniq.tolist()]
+
+
+def build(data: TraceData, pid: int, device: int) -> GroupTrace:
+    """The group (pid, device) of ``data`` as a GroupTrace."""
+    act = data.activity
+    one_group = act.pid.strides == (0,) and act.device.strides == (0,)
+    engines: dict[str, EngineRecords] = {}
+    bad: dict[str, EngineRecords] = {}
+    for code, name in enumerate(S.ENGINES):
+        lo, hi = act.sections[code]
+        if hi == lo:
+            continue
+        sl = slice(lo, hi)
+        s, e = act.start_ns[sl], act.end_ns[sl]
+        if not one_group:
+            m = (act.pid[sl] == pid) & (act.device[sl] == device)
+            if not m.any():
+                continue
+        else:
+            m = None
+        has_bytes = name in S.BYTE_ENGINES
+        rec = EngineRecords(
+            name, s, e, act.bytes[sl] if has_bytes else None, act.stream[sl],
+            act.pageable[sl] if name in S.COPY_ENGINES else None,
+            act.kernel_name[sl] if name == "kernel" else None,
+        )  # fmt: skip
+        if m is not None:
+            rec = rec.select(m)
+        if has_bytes:
+            dur = np.maximum(rec.end_ns - rec.start_ns, 1)  # a zero-length record is taken as 1 ns, the timer's resolution
+            over = rec.bytes > _CEILING[code] * dur
+            if over.any():
+                bad[name] = rec.select(over)
+                rec = rec.select(~over)
+        if len(rec):
+            engines[name] = rec
+    unions = [iv.union(r.start_ns, r.end_ns) for r in engines.values()]
+    busy = iv.union(np.concatenate([u[0] for u in unions]), np.concatenate([u[1] for u in unions])) if unions else iv.empty()
+    return GroupTrace(
+        pid=pid, device=device, gpu_name=data.gpu_name(device), engines=engines, implausible=bad,
+        kernel_names=act.kernel_names, busy=busy, api=data.api, overhead=data.overhead, graph_trace=data.graph_trace,
+        srckind_read=data.srckind_read,
+    )  # fmt: skip

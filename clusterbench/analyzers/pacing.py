@@ -1,0 +1,78 @@
+"""Pacing: the intervals between consecutive frame completions in the window (pure).
+
+The completions are the ends of the frame events when the frames were counted from events
+(``kernel:``, ``range:``, graph-level ``graph``). When frames are a plain number (FRAMES, ``frames=N``
+in the range text, ``h2d-bytes:``), the completions are those of the kernel name with the most
+launches in the window whose launch count divides the frames (one launch per batch of frames),
+if there is one. The median, the 99th percentile (nearest rank) and the maximum of the intervals
+are given, also per frame (divided by the frames per event).
+
+The longest interval is the longest stall. Its cause: the cause of the longest idle gap inside it
+when the idle gaps inside it make up at least STALL_GAP_SHARE of its excess over the median;
+otherwise ``busy`` (the GPU worked through it: the work itself took longer).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from clusterbench.analyzers import intervals as iv
+from clusterbench.analyzers.model import GroupTrace
+from clusterbench.analyzers.records import Frames, Gaps, Pacing
+
+STALL_GAP_SHARE = 0.5
+
+
+def _completions(g: GroupTrace, frames: Frames, window: iv.Intervals) -> tuple[np.ndarray | None, str | None, float, str | None]:
+    """(completion times, what they are, frames per event, why there are none)."""
+    if frames.count is None:
+        return None, None, 1.0, "frames are unknown"
+    if frames.completions_ns is not None:
+        return frames.completions_ns, frames.events_source, frames.frames_per_event or 1.0, None
+    r = g.engines.get("kernel")
+    if r is None:
+        return None, None, 1.0, f"frames come from {frames.definition}, which has no completion times, and the window has no kernel"
+    ws, we = window
+    i = np.searchsorted(ws, r.start_ns, side="right") - 1
+    m = (i >= 0) & (r.start_ns < we[np.maximum(i, 0)])
+    if not m.any():
+        return None, None, 1.0, "no kernel starts in the window"
+    ids, counts = np.unique(r.name[m], return_counts=True)
+    for j in np.argsort(-counts, kind="stable").tolist():
+        c = int(counts[j])
+        if c >= 2 and frames.count % c == 0:
+            sel = m & (r.name == ids[j])
+            name = g.kernel_names[int(ids[j])]
+            return np.sort(r.end_ns[sel]), f"launches of {name}", frames.count / c, None
+    top = g.kernel_names[int(ids[np.argmax(counts)])]
+    return None, None, 1.0, (
+        f"frames ({frames.count:,}, from {frames.definition}) are not a multiple of any kernel's launches in the window "
+        f"(most: {top}, {int(counts.max()):,}); count frames with --frames kernel:REGEX to see the pacing"
+    )
+
+
+def measure(g: GroupTrace, frames: Frames, window: iv.Intervals, gaps: Gaps) -> tuple[Pacing | None, str | None]:
+    ends, source, per_event, why = _completions(g, frames, window)
+    if ends is None:
+        return None, why
+    if ends.size < 3:
+        return None, f"{ends.size} frame completion(s) in the window: too few for intervals"
+    d = np.diff(ends)
+    srt = np.sort(d)
+    median = float(np.median(d))
+    p99 = float(srt[max(0, math.ceil(0.99 * srt.size) - 1)])
+    k = int(np.argmax(d))
+    a, b = int(ends[k]), int(ends[k + 1])
+    cause, api = "busy", None
+    if len(gaps):
+        gs, gl = gaps.starts_ns, gaps.lengths_ns
+        inside = np.flatnonzero((gs < b) & (gs + gl > a))
+        if inside.size:
+            clipped = np.minimum(gs[inside] + gl[inside], b) - np.maximum(gs[inside], a)
+            if clipped.sum() >= STALL_GAP_SHARE * max(0.0, (b - a) - median):
+                top = int(inside[np.argmax(clipped)])
+                cause, api = gaps.cause_of(top), gaps.api[top]
+    return Pacing(source or "frame events", int(ends.size), float(per_event), median, p99, int(d[k]), a, cause, api,
+                  int(window[0][0])), None  # fmt: skip
