@@ -352,8 +352,15 @@ def test_config_warnings_for_partial_launches_and_idle_streams() -> None:
     (c,) = parse_configs(GOOD).configs[:1]  # batch 2000, 4 streams
     assert config_warnings(c) == ()  # 20000 frames: 10 full launches
     w = config_warnings(with_frames(c, 5000))
-    assert w == ("config '3x3_s4': frames 5000 is not a multiple of batch 2000: the last of 3 launches carries 1000 frames",
-                 "config '3x3_s4': 5000 frames make 3 launches of batch 2000 for 4 streams: 1 stream stays idle")
+    assert w[:2] == ("config '3x3_s4': frames 5000 is not a multiple of batch 2000: the last of 3 launches carries "
+                     "1000 frames",
+                     "config '3x3_s4': 5000 frames make 3 launches of batch 2000 for 4 streams: 1 stream stays idle")
+    # 3 launches on the 3 busy streams: one each, so nothing overlaps a stream's copy in or its result out
+    assert w[2].startswith("config '3x3_s4': the pass is 3 launches of batch 2000 on 3 streams (1 per stream): "
+                           "the first copy in and the last result out overlap nothing")
+    assert w[2].endswith("(frames >= 12,000, or a smaller batch)") and len(w) == 3  # 2 x 3 streams x 2000
+    # make run's smoke configs (8,000 frames, batch 200: 40 launches, 10 per stream at 4 streams) are not warned
+    assert config_warnings(with_frames(dataclasses.replace(c, params=c.params.replace(batch=200)), 8000)) == ()
 
 
 def test_config_file_labels() -> None:
