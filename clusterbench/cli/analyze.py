@@ -28,12 +28,7 @@ HELP = (
 def analyze(
     trace: Path = typer.Argument(..., help="nsys SQLite export (.sqlite) or report (.nsys-rep, .qdrep).", show_default=False),
     frames: Optional[int] = typer.Argument(None, help="Frames processed inside the window (a count; see --frames for other ways).", show_default=False),
-    window: Optional[str] = typer.Option(
-        None, "--window", metavar="SPEC",
-        help="The part of the trace to measure: auto (default), span (first to last GPU record), "
-        "range:NAME[@DOMAIN][#N] (NVTX ranges whose text starts with NAME, in DOMAIN; #N: the N-th), or ms:A-B "
-        "(A to B ms on nsys's timeline).",
-    ),  # fmt: skip
+    window: Optional[str] = options.TRACE_WINDOW,
     range_name: Optional[str] = typer.Option(None, "--range", help="Same as --window range:NAME.", metavar="NAME"),
     frames_spec: Optional[str] = typer.Option(
         None, "--frames", metavar="SPEC",

@@ -53,3 +53,10 @@ REPEAT = typer.Option(
 TRACER = typer.Option(
     DEFAULT_TRACER, "--tracer",
     help="nsys (Nsight Systems), cupti (in-process, no nsys needed) or none (sustained FPS only).")
+
+TRACE_WINDOW = typer.Option(
+    None, "--window", metavar="SPEC",
+    help="The part of the trace to measure: auto (default: the probe's pass range, else the GPU activity span with "
+         "its leading and trailing set-up cut off), span (first to last GPU record), range:NAME\\[@DOMAIN]\\[#N] "
+         "(NVTX ranges whose text starts with NAME, in DOMAIN; #N: the N-th), or ms:A-B (A to B ms on nsys's "
+         "timeline). probe: for a program probed as it is.")
