@@ -93,10 +93,11 @@ def _wanted(data: TraceData, req: Request) -> list[tuple[int, int]]:
     return wanted
 
 
-def api_plan(req: Request):  # noqa: ANN201
+def api_plan(req: Request, cache: dict | None = None):
     """The reader's plan for the API calls under ``req``: per process, keep the calls in the window's
     idle gaps (their causes) and every wait, allocation, module load and graph launch one by one;
-    sum the rest per (thread, category) over the part of the window that is sure to stay in it."""
+    sum the rest per (thread, category) over the part of the window that is sure to stay in it.
+    ``cache`` keeps the groups it builds for :func:`analyze`."""
 
     def plan(data: TraceData) -> ApiPlan:
         region: dict[int, iv.Intervals] = {}
@@ -105,7 +106,7 @@ def api_plan(req: Request):  # noqa: ANN201
         wanted = _wanted(data, req)
         pids = [p for p, _ in wanted]
         for p, d in wanted:
-            g = model_mod.build(data, p, d)
+            g = model_mod.build(data, p, d, cache)
             fx = window_mod.fixed(g, data.ranges, req.window)
             if fx is not None:
                 w = fx[0].intervals
@@ -117,7 +118,7 @@ def api_plan(req: Request):  # noqa: ANN201
                     zone = (np.array([z0], dtype=np.int64), np.array([z1], dtype=np.int64)) if z1 > z0 else iv.empty()
                 else:
                     zone = w
-            idle = gaps_mod.idle(g.busy, w, req.gap_ns)
+            idle = gaps_mod.idle(g, w, req.gap_ns)
             region[p] = _merge(region.get(p), w)
             keep[p] = _merge(keep.get(p), idle)
             agg[p] = zone if pids.count(p) == 1 else iv.empty()
@@ -157,7 +158,7 @@ def _check_ranges(path: Path, req: Request) -> None:
 
 
 def load_trace(path: str | os.PathLike[str], range_name: str | None = None, req: Request | None = None,
-               on_progress: Callable[[str, int, int], None] | None = None) -> TraceData:  # fmt: skip
+               on_progress: Callable[[str, int, int], None] | None = None, cache: dict | None = None) -> TraceData:  # fmt: skip
     """Read ``path`` (an nsys SQLite export, or a .nsys-rep/.qdrep exported through nsys) for ``analyze``
     under ``req`` (the options; by default the window is auto, or ``--range range_name``)."""
     from clusterbench.io.nsys import check_sqlite_file, read_trace, resolve_trace
@@ -167,7 +168,7 @@ def load_trace(path: str | os.PathLike[str], range_name: str | None = None, req:
     check_sqlite_file(sqlite_path)
     _check_ranges(sqlite_path, req)
     return read_trace(sqlite_path, range_prefixes=req.range_prefixes(), kernel_names="mangled" if req.mangled else "short",
-                      api_plan=api_plan(req), on_progress=on_progress)  # fmt: skip
+                      api_plan=api_plan(req, cache), on_progress=on_progress)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- analysis
@@ -181,13 +182,15 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     else:
         w = window_mod.span(g)
         if req.window.kind == "auto":
-            span_gaps = gaps_mod.classify(g, gaps_mod.idle(g.busy, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
+            span_gaps = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
             w = window_mod.trim(g, span_gaps)
     h2d = g.engines.get("h2d")
-    h2d_bytes = busy_mod.clip_records(h2d.start_ns, h2d.end_ns, h2d.bytes, w.intervals).nbytes if h2d is not None else 0
+    h2d_bytes = None
+    if req.frames is not None and req.frames.kind == "h2d-bytes" and h2d is not None:
+        h2d_bytes = busy_mod.clip_records(h2d.start_ns, h2d.end_ns, h2d.bytes, w.intervals).nbytes
     frames = frames_mod.count(g, req.frames, w, used, data.ranges, h2d_bytes, warnings)
     n = frames.count
-    busy, _ = busy_mod.measure(g, w.intervals, n, req.by_stream)
+    busy = busy_mod.measure(g, w.intervals, n, req.by_stream)
     for name, st in busy.engines.items():
         if st.implausible_count:
             warnings.append(
@@ -196,7 +199,7 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
                 f"{BY_NAME[name].link} reaches: the record's bytes or times are wrong. They are left out of busy time, "
                 "bytes, GB/s and the roofline."
             )
-    gp = gaps_mod.classify(g, gaps_mod.idle(g.busy, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
+    gp = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
     setup = gp.setup_mask()
     setup_iv = (gp.starts_ns[setup], gp.starts_ns[setup] + gp.lengths_ns[setup])
     host = host_mod.measure(g, w.intervals, setup_iv, n)
@@ -233,30 +236,20 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     return dataclasses.replace(out, findings=R.evaluate(out))
 
 
-def analyze(
-    data: TraceData,
-    frames: int | None = None,
-    range_name: str | None = None,
-    device: int | None = None,
-    pid: int | None = None,
-    by_stream: bool = False,
-    trace_label: str | None = None,
-    what_if: tuple[Any, ...] = (),
-    window: str | None = None,
-    frames_spec: str | None = None,
-    req: Request | None = None,
-) -> TraceAnalysis:
-    """Analyze already-read trace data (pure). ``req`` (from :func:`request`) stands for the options
-    when given. ``what_if`` takes whatif.Change records (whatif.parse_changes parses ``--what-if``);
-    the result for the primary group is ``TraceAnalysis.what_if``."""
+def analyze(data: TraceData, req: Request | None = None, trace_label: str | None = None, cache: dict | None = None,
+            **options: Any) -> TraceAnalysis:  # fmt: skip
+    """Analyze already-read trace data (pure). ``req`` (from :func:`request`) holds the options, or
+    ``options`` are :func:`request`'s keywords; ``cache`` is the one :func:`load_trace` filled, if any.
+    ``what_if`` takes whatif.Change records (whatif.parse_changes parses ``--what-if``); the result
+    for the primary group is ``TraceAnalysis.what_if``."""
     if req is None:
-        req = request(frames, range_name, device, pid, by_stream, what_if, window, frames_spec)
+        req = request(**options)
     wanted = _wanted(data, req)
     groups: list[GroupAnalysis] = []
     warnings: list[str] = []
     for p, d in wanted:
         w: list[str] = []
-        groups.append(_group(data, model_mod.build(data, p, d), req, w))
+        groups.append(_group(data, model_mod.build(data, p, d, cache), req, w))
         warnings.extend(f"pid {p} device {d}: {x}" if len(wanted) > 1 else x for x in w)
     primary = max(groups, key=lambda g: g.busy.any_busy_ns)
     if len(groups) > 1:
@@ -287,20 +280,11 @@ def analyze(
     )
 
 
-def analyze_trace(
-    path: str | os.PathLike[str],
-    frames: int | None = None,
-    range_name: str | None = None,
-    device: int | None = None,
-    pid: int | None = None,
-    by_stream: bool = False,
-    what_if: tuple[Any, ...] = (),
-    window: str | None = None,
-    frames_spec: str | None = None,
-    mangled: bool = False,
-) -> TraceAnalysis:
-    """Read ``path`` (an nsys SQLite export, or a .nsys-rep exported through nsys) and analyze it."""
-    req = request(frames, range_name, device, pid, by_stream, what_if, window, frames_spec, mangled)
-    data = load_trace(path, req=req)
-    return analyze(data, trace_label=str(Path(path)), req=req)
-
+def analyze_trace(path: str | os.PathLike[str], **options: Any) -> TraceAnalysis:
+    """Read ``path`` (an nsys SQLite export, or a .nsys-rep exported through nsys) and analyze it;
+    ``options`` are :func:`request`'s keywords (frames, range_name, window, frames_spec, device, pid,
+    by_stream, mangled, what_if)."""
+    req = request(**options)
+    cache: dict = {}
+    data = load_trace(path, req=req, cache=cache)
+    return analyze(data, req=req, trace_label=str(Path(path)), cache=cache)

@@ -15,27 +15,41 @@ import numpy as np
 
 from clusterbench.analyzers import intervals as iv
 from clusterbench.analyzers.model import EngineRecords, GroupTrace
-from clusterbench.analyzers.records import Busy, EngineStats, Roofline, StreamStats, ThreadStats
+from clusterbench.analyzers.records import (
+    Busy,
+    EngineStats,
+    Roofline,
+    StreamStats,
+    ThreadStats,
+)
 from clusterbench.io.nsys import schema as S
 from clusterbench.model.engines import RATE_CEILING_GBPS
 
 STREAM_SHARE = 0.01  # a stream counts as carrying work when it has this share of the GPU time
 
 
-def _stream_time(ids: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct stream ids of some records, and each one's summed length (ns)."""
+def _stream_time(ids: np.ndarray, s: np.ndarray, e: np.ndarray, lengths: np.ndarray | None, inside: np.ndarray | None
+                 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The distinct stream ids of the records ``inside`` selects (all when None), and each one's summed
+    length inside the window (``lengths``, or the whole record when None), block by block."""
     lo, hi = int(ids.min()), int(ids.max())
-    if lo == hi:
-        return np.array([lo], dtype=np.int64), np.array([float(w.sum())])
-    if hi - lo < 1 << 16:
-        rel = ids.astype(np.int64) - lo
-        per = np.bincount(rel, weights=w)
-        # an id without time has no records, or only zero-length ones (still a used stream):
-        # count records only then (the per-id array is small, the recount rare)
-        used = np.arange(per.size) if per.all() else np.flatnonzero(np.bincount(rel))
-        return used + lo, per[used]
-    used, inverse = np.unique(ids, return_inverse=True)
-    return used, np.bincount(inverse.reshape(-1), weights=w, minlength=used.size)
+    if hi - lo >= 1 << 16:  # sparse ids: one pass with a sort
+        m = slice(None) if inside is None else inside
+        w = (e - s) if lengths is None else lengths
+        used, inverse = np.unique(ids[m], return_inverse=True)
+        return used, np.bincount(inverse.reshape(-1), weights=w[m], minlength=used.size)
+    per = np.zeros(hi - lo + 1, dtype=np.float64)
+    seen = np.zeros(hi - lo + 1, dtype=np.int64)  # a stream with records but no time still counts
+    for b0 in range(0, ids.size, iv.BLOCK):
+        sl = slice(b0, b0 + iv.BLOCK)
+        rel = ids[sl].astype(np.int64) - lo
+        w = (e[sl] - s[sl]) if lengths is None else lengths[sl]
+        if inside is not None:
+            rel, w = rel[inside[sl]], w[inside[sl]]
+        per += np.bincount(rel, weights=w, minlength=per.size)
+        seen += np.bincount(rel, minlength=per.size)
+    used = np.flatnonzero(seen)
+    return used + lo, per[used]
 
 
 def working_streams(per_stream_ns: np.ndarray) -> int:
@@ -48,10 +62,11 @@ def working_streams(per_stream_ns: np.ndarray) -> int:
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
 class Clipped:
-    """One engine's records against the window: the busy set, which records overlap it and how
-    much of each lies inside (None: every record lies wholly inside), and the bytes inside."""
+    """One engine's records against the window: its busy time there (the union's length), which
+    records overlap it and how much of each lies inside (None: every record lies wholly inside),
+    and the bytes inside."""
 
-    busy: iv.Intervals
+    busy_ns: int
     inside: np.ndarray | None
     lengths: np.ndarray | None
     nbytes: int | None
@@ -60,26 +75,40 @@ class Clipped:
         return n if self.inside is None else int(self.inside.sum())
 
 
-def clip_records(s: np.ndarray, e: np.ndarray, b: np.ndarray | None, window: iv.Intervals) -> Clipped:
-    ps, pe, owner = iv.clip(s, e, window)
-    busy = iv.union(ps, pe)  # = union(records) ∩ window
-    if owner is None:  # every record lies wholly inside the window
-        return Clipped(busy, None, None, int(b.sum()) if b is not None else None)
-    n = s.size
-    dur = e - s
-    clipped = np.bincount(owner, weights=(pe - ps), minlength=n).astype(np.int64)
+def busy_length(s: np.ndarray, e: np.ndarray, window: iv.Intervals) -> int:
+    """The length of the union of some records inside the window (block by block; no set is built)."""
+    lists = [(s, e) if iv.is_sorted(s) else iv.union(s, e)]
+    return iv.coverage_in_window(lists, window, 0)[0][0]
+
+
+def clip_records(s: np.ndarray, e: np.ndarray, b: np.ndarray | None, window: iv.Intervals, busy_ns: int | None = None) -> Clipped:
+    """One engine's records against the window (a per-record length: no copy of the records);
+    ``busy_ns``: their busy time in the window when the caller has it already."""
+    if busy_ns is None:
+        busy_ns = busy_length(s, e, window)
+    clipped = iv.clipped_lengths(s, e, window)
+    whole = np.empty(s.shape, dtype=bool)
+    for b0 in range(0, s.size, iv.BLOCK):  # in blocks: no full-size duration array
+        sl = slice(b0, b0 + iv.BLOCK)
+        np.equal(clipped[sl], e[sl] - s[sl], out=whole[sl])
+    if bool(whole.all()) and bool((clipped > 0).all()):  # every record lies wholly inside the window
+        return Clipped(busy_ns, None, None, int(b.sum()) if b is not None else None)
     inside = clipped > 0
-    zero = dur <= 0
-    if zero.any():
-        inside = inside | (zero & iv.points_inside(s, window))
+    zero = np.flatnonzero(e <= s)
+    if zero.size:
+        inside[zero] |= iv.points_inside(s[zero], window)
     nbytes = None
     if b is not None:
-        full = inside & ((clipped == dur) | zero)
+        full = inside & whole
+        if zero.size:
+            full[zero] = inside[zero]
         part = inside & ~full
         nbytes = int(b[full].sum())
+        del full
         if part.any():
-            nbytes += int(round(float((b[part] * (clipped[part] / dur[part])).sum())))
-    return Clipped(busy, inside, clipped, nbytes)
+            pi = np.flatnonzero(part)
+            nbytes += int(round(float((b[pi] * (clipped[pi] / (e[pi] - s[pi]))).sum())))
+    return Clipped(busy_ns, inside, clipped, nbytes)
 
 
 def engine_stats(name: str, busy_ns: int, count: int, nbytes: int | None, window_ns: int, frames: int | None,
@@ -97,13 +126,17 @@ def engine_stats(name: str, busy_ns: int, count: int, nbytes: int | None, window
     )
 
 
-def _table(engines: dict[str, EngineRecords], window: iv.Intervals, frames: int | None, per_stream: bool
-           ) -> tuple[dict[str, EngineStats], list[iv.Intervals], dict[str, tuple[np.ndarray, np.ndarray]]]:  # fmt: skip
-    """Per engine: its figures, its busy set, and (with ``per_stream``) the streams it used in the
-    window with each one's time (the sum of its records' lengths inside the window)."""
+def _lists(engines: dict[str, EngineRecords]) -> list[iv.Intervals]:
+    """Each engine's records as a list sorted by start (a union where they come unsorted)."""
+    return [(r.start_ns, r.end_ns) if iv.is_sorted(r.start_ns) else iv.union(r.start_ns, r.end_ns) for r in engines.values()]
+
+
+def _table(engines: dict[str, EngineRecords], window: iv.Intervals, frames: int | None, per_stream: bool,
+           busy: dict[str, int] | None = None) -> tuple[dict[str, EngineStats], dict[str, tuple[np.ndarray, np.ndarray]]]:  # fmt: skip
+    """Per engine: its figures, and (with ``per_stream``) the streams it used in the window with each
+    one's time (the sum of its records' lengths inside the window)."""
     window_ns = iv.length(window)
     stats: dict[str, EngineStats] = {}
-    sets: list[iv.Intervals] = []
     used: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name in S.ENGINES:
         r = engines.get(name)
@@ -111,26 +144,25 @@ def _table(engines: dict[str, EngineRecords], window: iv.Intervals, frames: int 
             if name in S.ALWAYS_REPORTED:
                 stats[name] = engine_stats(name, 0, 0, 0, window_ns, frames)
             continue
-        c = clip_records(r.start_ns, r.end_ns, r.bytes, window)
+        c = clip_records(r.start_ns, r.end_ns, r.bytes, window, None if busy is None else busy[name])
         count = c.count(len(r))
         if count == 0 and name not in S.ALWAYS_REPORTED:
             continue
         n_streams = 0
         if per_stream and count:
-            ids, w = r.stream, (r.end_ns - r.start_ns) if c.lengths is None else c.lengths
-            if c.inside is not None:
-                ids, w = ids[c.inside], w[c.inside]
-            used[name] = _stream_time(ids, w)
+            used[name] = _stream_time(r.stream, r.start_ns, r.end_ns, c.lengths, c.inside)
             n_streams = working_streams(used[name][1])
-        sets.append(c.busy)
-        stats[name] = engine_stats(name, iv.length(c.busy), count, c.nbytes, window_ns, frames, n_streams)
-    return stats, sets, used
+        stats[name] = engine_stats(name, c.busy_ns, count, c.nbytes, window_ns, frames, n_streams)
+        del c
+    return stats, used
 
 
-def measure(g: GroupTrace, window: iv.Intervals, frames: int | None, by_stream: bool = False) -> tuple[Busy, list[iv.Intervals]]:
-    """The engines of ``g`` over ``window``; also each engine's busy set (for the gaps)."""
+def measure(g: GroupTrace, window: iv.Intervals, frames: int | None, by_stream: bool = False) -> Busy:
+    """The engines of ``g`` over ``window``."""
     window_ns = iv.length(window)
-    stats, sets, used = _table(g.engines, window, frames, per_stream=True)
+    # every engine's union, one or more at once: block by block in time
+    per, (any_busy_ns, overlap) = iv.coverage_in_window(_lists(g.engines), window, 2)
+    stats, used = _table(g.engines, window, frames, per_stream=True, busy=dict(zip(g.engines, per)))
     for name, r in g.implausible.items():
         inside = (iv.clipped_lengths(r.start_ns, r.end_ns, window) > 0) | iv.points_inside(r.start_ns, window)
         if not inside.any():
@@ -143,7 +175,6 @@ def measure(g: GroupTrace, window: iv.Intervals, frames: int | None, by_stream: 
             implausible_max_gbps=top, implausible_limit_gbps=RATE_CEILING_GBPS[name],
         )  # fmt: skip
     stats = {n: stats[n] for n in S.ENGINES if n in stats}  # display order, also for added engines
-    any_busy_ns, overlap_ns = iv.coverage_lengths(sets, 2)
     total = sum(st.busy_ns for st in stats.values())
 
     streams = None
@@ -153,10 +184,11 @@ def measure(g: GroupTrace, window: iv.Intervals, frames: int | None, by_stream: 
         for sid in ids.tolist():
             sub = {n: r.select(r.stream == sid) for n, r in g.engines.items()}
             sub = {n: r for n, r in sub.items() if len(r)}
-            sstats, ssets, _ = _table(sub, window, frames, per_stream=False)
+            sper, (sany,) = iv.coverage_in_window(_lists(sub), window, 1)
+            sstats, _ = _table(sub, window, frames, per_stream=False, busy=dict(zip(sub, sper)))
             sstats = {k: v for k, v in sstats.items() if v.count > 0}
             if sstats:  # else the stream has no activity inside the window
-                out.append(StreamStats(int(sid), sstats, iv.coverage_lengths(ssets, 1)[0]))
+                out.append(StreamStats(int(sid), sstats, sany))
         streams = tuple(out)
 
     per_stream: dict[int, float] = {}
@@ -175,7 +207,7 @@ def measure(g: GroupTrace, window: iv.Intervals, frames: int | None, by_stream: 
         engines=stats,
         any_busy_ns=any_busy_ns,
         idle_ns=window_ns - any_busy_ns,
-        overlap_ns=overlap_ns,
+        overlap_ns=overlap,
         serialization=(total / any_busy_ns) if any_busy_ns > 0 else None,
         n_streams=working_streams(np.array(list(per_stream.values()), dtype=np.float64)) if per_stream else 0,
         engine_streams={n: working_streams(per) for n, (_, per) in used.items()},
@@ -184,7 +216,7 @@ def measure(g: GroupTrace, window: iv.Intervals, frames: int | None, by_stream: 
         pageable_bytes=pageable_bytes,
         pageable_known=g.srckind_read,
     )
-    return busy, sets
+    return busy
 
 
 def roofline(busy: Busy, threads: tuple[ThreadStats, ...], frames: int | None) -> tuple[Roofline, Busy]:

@@ -75,7 +75,7 @@ def parse(text: str | None, frames_arg: int | None = None) -> FramesSpec | None:
             raise InputError(f"--frames {text!r}: not a regular expression ({exc})", hint=FRAMES_HINT) from None
         return FramesSpec("kernel", pattern=rest)
     if sep and kind == "range":
-        name, at, domain = rest.rpartition("@") if "@" in rest else (rest, "", "")
+        name, _, domain = rest.rpartition("@") if "@" in rest else (rest, "", "")
         if not name:
             raise InputError(f"--frames {text!r}: range:NAME needs a range name", hint=FRAMES_HINT)
         return FramesSpec("range", pattern=name, domain=domain or None)

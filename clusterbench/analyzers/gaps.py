@@ -22,11 +22,11 @@ from __future__ import annotations
 import numpy as np
 
 from clusterbench.analyzers import intervals as iv
-from clusterbench.analyzers.model import GroupTrace
+from clusterbench.analyzers.model import HOLE_NS, GroupTrace
 from clusterbench.analyzers.records import GAP_CAUSES, Gaps, WorkNotTraced
 from clusterbench.io.nsys import schema as S
 
-GAP_NS = 100_000  # an idle gap this long (0.1 ms) counts: ~10 frames at 10 µs/frame
+GAP_NS = HOLE_NS  # an idle gap this long (0.1 ms) counts: ~10 frames at 10 µs/frame
 HIDDEN_GAP_NS = 1_000_000  # a wait this long with the GPU idle is not a synchronize's wake-up latency
 HIDDEN_SHARE = 0.10  # such waits over this share of the window: the GPU's work is not in the trace
 
@@ -41,9 +41,19 @@ _ISSUE[[S.API_CODE[c] for c in S.ISSUE_CATEGORIES]] = True
 _PICK_ORDER = (_ALLOC, _PROF, _SYNC, _HOST)
 
 
-def idle(busy: iv.Intervals, window: iv.Intervals, threshold: int = GAP_NS) -> iv.Intervals:
-    """The idle stretches of ``window`` (outside ``busy``) at least ``threshold`` long."""
-    s, e = iv.subtract(window, busy)
+def idle(g: GroupTrace, window: iv.Intervals, threshold: int = GAP_NS) -> iv.Intervals:
+    """The idle stretches of ``window`` (no engine of ``g`` busy) at least ``threshold`` long."""
+    if threshold < HOLE_NS:
+        raise ValueError(f"gap threshold {threshold} ns is below the {HOLE_NS} ns the model keeps holes of")
+    ws, we = window
+    if ws.size == 0:
+        return ws, we
+    lo, hi = min(int(ws[0]), g.first_ns), max(int(we[-1]), g.last_ns)
+    # before the first record, the holes, after the last one (clipping to the window only shortens them)
+    hs = np.concatenate([[lo], g.holes[0], [g.last_ns]])
+    he = np.concatenate([[g.first_ns], g.holes[1], [hi]])
+    keep = he > hs
+    s, e = iv.intersect(window, (hs[keep], he[keep]))
     keep = (e - s) >= threshold
     return s[keep], e[keep]
 
@@ -74,10 +84,10 @@ def issue_spans(g: GroupTrace) -> dict[int, tuple[int, int]]:
     return out
 
 
-CHUNK = 1 << 20  # API rows per pass step: bounds the memory of the pieces cut out of the gaps
+CHUNK = 1 << 18  # API rows per pass step: bounds the memory of the pieces cut out of the gaps
 
 
-def _pieces(g: GroupTrace, gaps: iv.Intervals, threads: np.ndarray, relevant: np.ndarray):  # noqa: ANN202
+def _pieces(g: GroupTrace, gaps: iv.Intervals, threads: np.ndarray, relevant: np.ndarray):
     """Chunk by chunk: (piece length, gap index, state, label) of the kept API calls and the profiler
     rows that fall in the gaps, on threads that count for the gap. Labels index api.names, then the
     profiler rows' names after them."""

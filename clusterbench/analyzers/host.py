@@ -35,7 +35,7 @@ def _check_plan(g: GroupTrace, window: iv.Intervals) -> None:
         raise ValueError("the API calls were summed over a zone outside this window: read the trace for this window")
 
 
-CHUNK = 1 << 20  # API rows per step: bounds the memory of the clipped lengths
+CHUNK = iv.BLOCK  # API rows per step: bounds the memory of the clipped lengths
 
 
 def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frames: int | None) -> Host:
@@ -83,38 +83,46 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
         first[t], last[t] = min(first[t], a), max(last[t], b)
         issues[t] |= bool(_ISSUE[c]) and n_calls > 0
 
-    # blocking waits: kept one by one (the reader keeps every wait call), unions per thread
-    wait_rows = np.flatnonzero(mine[api.thread] & (kind_of_name[api.name] == _KINDS.index("wait"))) if len(api) else np.empty(0, dtype=np.int64)
-    ws, we, owner = iv.clip(api.start_ns[wait_rows], api.end_ns[wait_rows], window)
-    wrow = wait_rows if owner is None else wait_rows[owner]
-    wth = api.thread[wrow]
+    # blocking waits: kept one by one (the reader keeps every wait call); unions per thread, and their
+    # lengths inside the window, the steady window and each thread's busy stretch
+    is_wait = kind_of_name == _KINDS.index("wait")
+    wait_rows = np.flatnonzero(mine[api.thread] & is_wait[api.name]) if len(api) else np.empty(0, dtype=np.int64)
+    w_s, w_e = api.start_ns[wait_rows], api.end_ns[wait_rows]  # kept calls come sorted by start
+    wthread = api.thread[wait_rows]
     threads = []
     for t in np.flatnonzero(issues).tolist():
-        m = wth == t
-        waits = iv.union(ws[m], we[m])
-        steady_waits = iv.intersect(waits, steady)
-        active = iv.intersect(window, (np.array([first[t]], dtype=np.int64), np.array([last[t]], dtype=np.int64)))
-        busy = iv.subtract(iv.intersect(active, steady), waits)
+        m = wthread == t
+        waits = iv.union(w_s, w_e) if bool(m.all()) else iv.union(w_s[m], w_e[m])
+        del m
+        active = iv.intersect(steady, (np.array([first[t]], dtype=np.int64), np.array([last[t]], dtype=np.int64)))
+        busy_ns = iv.length(active) - int(iv.clipped_lengths(waits[0], waits[1], active).sum())
         row = ns[t * nk : (t + 1) * nk].astype(np.int64)
-        row[_KINDS.index("wait")] = iv.length(steady_waits)
+        row[_KINDS.index("wait")] = int(iv.clipped_lengths(waits[0], waits[1], steady).sum())
+        del waits, active
         c = calls[t * nk : (t + 1) * nk]
         info = api.threads[t]
+        window_active = iv.intersect(window, (np.array([first[t]], dtype=np.int64), np.array([last[t]], dtype=np.int64)))
         threads.append(ThreadStats(
             thread=ThreadRef(info.pid, info.tid, info.name),
             launch_ns=int(row[0]), launch_calls=int(c[0]), copy_ns=int(row[1]), copy_calls=int(c[1]),
             wait_ns=int(row[2]), wait_calls=int(c[2]), other_ns=int(row[3]), other_calls=int(c[3]),
-            active_ns=iv.length(active), busy_ns=iv.length(busy), frames=frames,
+            active_ns=iv.length(window_active), busy_ns=busy_ns, frames=frames,
         ))  # fmt: skip
     threads.sort(key=lambda x: (-x.busy_ns, x.thread.tid))
+    del wthread
 
-    # the process's blocking calls (every thread), as in version 1
-    touching = np.unique(wrow)
-    zero = wait_rows[(api.end_ns[wait_rows] == api.start_ns[wait_rows]) & iv.points_inside(api.start_ns[wait_rows], window)]
-    in_window = np.union1d(touching, zero)
-    host_sync_ns = iv.length(iv.union(ws, we))
-    names_in = sorted({api.names[i] for i in np.unique(api.name[in_window]).tolist()})
-    cm = sync_copy[api.name[wrow]]
-    sync_copy_ns = iv.length(iv.union(ws[cm], we[cm]))
-    copies = in_window[sync_copy[api.name[in_window]]]
-    sync_copy_names = tuple(sorted({api.names[i] for i in np.unique(api.name[copies]).tolist()}))
+    # the process's blocking calls (every thread), as in version 1: the union clipped to the window
+    clipped = iv.clipped_lengths(w_s, w_e, window)
+    in_window = (clipped > 0) | ((w_e == w_s) & iv.points_inside(w_s, window))
+    del clipped
+    every = iv.union(w_s, w_e)
+    host_sync_ns = int(iv.clipped_lengths(every[0], every[1], window).sum())
+    del every, w_s, w_e
+    touching = wait_rows[in_window]
+    del wait_rows, in_window
+    names_in = sorted({api.names[i] for i in np.flatnonzero(np.bincount(api.name[touching], minlength=len(api.names))).tolist()})
+    copies = touching[sync_copy[api.name[touching]]]
+    cu = iv.union(api.start_ns[copies], api.end_ns[copies])
+    sync_copy_ns = int(iv.clipped_lengths(cu[0], cu[1], window).sum())
+    sync_copy_names = tuple(sorted({api.names[i] for i in np.flatnonzero(np.bincount(api.name[copies], minlength=len(api.names))).tolist()}))
     return Host(True, tuple(threads), host_sync_ns, tuple(names_in), sync_copy_ns, int(copies.size), sync_copy_names)

@@ -2,7 +2,9 @@
 
 An interval set is a pair ``(starts, ends)`` of int64 arrays (ns), half-open [start, end).
 A *disjoint* set is sorted by start with every interval ending before the next one starts;
-``union`` produces one. Everything is vectorized: no Python loop per interval.
+``union`` produces one. Everything is vectorized: no Python loop per interval. Large inputs go
+through in blocks of BLOCK intervals, so that the temporaries stay a few MB: ``union_stats`` and
+``coverage_in_window`` measure unions of millions of records without building them.
 """
 
 from __future__ import annotations
@@ -20,8 +22,68 @@ def empty() -> Intervals:
     return _EMPTY, _EMPTY
 
 
-def _is_sorted(x: np.ndarray) -> bool:
-    return bool(x.size < 2 or (x[1:] >= x[:-1]).all())
+BLOCK = 1 << 18  # intervals per step: the temporaries stay a few MB whatever the input size
+
+
+def is_sorted(x: np.ndarray) -> bool:
+    """Whether ``x`` never decreases (checked in blocks)."""
+    if x.size < 2:
+        return True
+    for b0 in range(0, x.size - 1, BLOCK):  # in blocks: no full-size temporary
+        blk = x[b0 : b0 + BLOCK + 1]
+        if not bool((blk[1:] >= blk[:-1]).all()):
+            return False
+    return True
+
+
+def _runs(blocks):  # noqa: ANN001, ANN202
+    """The union of intervals that come sorted by start, block by block (an iterable of (s, e) arrays):
+    yields, per block, the merged intervals that are complete, as (starts, ends) arrays, and last the
+    one still open. Zero-length intervals are left out."""
+    carry_s = carry_e = None  # the merged interval still open at the end of the last block
+    for sb, eb in blocks:
+        keep = eb > sb
+        if not keep.all():
+            sb, eb = sb[keep], eb[keep]
+        if sb.size == 0:
+            continue
+        reach = np.maximum.accumulate(eb)
+        if carry_e is not None:
+            np.maximum(reach, carry_e, out=reach)
+        # a merged interval begins where the start lies beyond every end seen so far
+        new = np.empty(sb.size, dtype=bool)
+        new[0] = carry_e is None or bool(sb[0] > carry_e)
+        np.greater(sb[1:], reach[:-1], out=new[1:])
+        idx = np.flatnonzero(new)
+        starts, ends = sb[idx], reach[idx[1:] - 1]  # each new interval but the last closes in the block
+        if carry_e is not None and new[0]:  # the open one closed before the block
+            starts, ends = np.concatenate([[carry_s], starts]), np.concatenate([[carry_e], ends])
+        elif carry_e is not None and idx.size:  # the block continues the open one, then new ones start
+            starts, ends = np.concatenate([[carry_s], starts]), np.concatenate([[reach[idx[0] - 1]], ends])
+        elif carry_e is not None:  # the whole block continues the open one
+            starts, ends = np.array([carry_s], dtype=np.int64), _EMPTY
+        if ends.size:
+            yield starts[: ends.size], ends
+        carry_s, carry_e = int(starts[-1]), int(reach[-1])
+    if carry_e is not None:
+        yield np.array([carry_s], dtype=np.int64), np.array([carry_e], dtype=np.int64)
+
+
+def _union_pass(blocks, capacity: int) -> Intervals:  # noqa: ANN001
+    """The union of intervals that come sorted by start, block by block, written into buffers of
+    ``capacity`` (pages never written take no memory)."""
+    out_s = np.empty(capacity, dtype=np.int64)
+    out_e = np.empty(capacity, dtype=np.int64)
+    m = 0
+    for s, e in _runs(blocks):
+        out_s[m : m + s.size] = s
+        out_e[m : m + s.size] = e
+        m += s.size
+    if m == 0:
+        return empty()
+    if m < capacity // 2:  # let the large buffers go
+        return out_s[:m].copy(), out_e[:m].copy()
+    return out_s[:m], out_e[:m]
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
@@ -31,21 +93,82 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     keep = ends > starts
     if not keep.all():
         starts, ends = starts[keep], ends[keep]
+    del keep
     if starts.size == 0:
         return empty()
-    if _is_sorted(starts):  # exports are written in time order: skip the sort
+    if is_sorted(starts):  # exports are written in time order: skip the sort
         s, e = starts, ends
+        if _apart(s, e):  # already disjoint (records that never touch): the set is the records themselves
+            return s, e
     else:
         order = np.argsort(starts, kind="stable")
         s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    # a merged interval begins where the start lies beyond every end seen so far
-    new = np.empty(s.size, dtype=bool)
-    new[0] = True
-    np.greater(s[1:], reach[:-1], out=new[1:])
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, s.size - 1)
-    return s[first], reach[last]
+        del order
+    n = s.size
+    return _union_pass(((s[b0 : b0 + BLOCK], e[b0 : b0 + BLOCK]) for b0 in range(0, n, BLOCK)), n)
+
+
+def _apart(s: np.ndarray, e: np.ndarray) -> bool:
+    """Sorted intervals that each end before the next one starts."""
+    for b0 in range(0, s.size - 1, BLOCK):
+        if not bool((s[b0 + 1 : b0 + 1 + BLOCK] > e[b0 : b0 + BLOCK][: s[b0 + 1 : b0 + 1 + BLOCK].size]).all()):
+            return False
+    return True
+
+
+def _merged_blocks(sets: list[Intervals]):
+    """Blocks of the intervals of several lists (each sorted by start), merged in start order."""
+    total = sum(int(x[0].size) for x in sets)
+    big = max(sets, key=lambda x: x[0].size)[0]
+    step = max(1, int(BLOCK * big.size / total))  # a block holds about BLOCK intervals of all the sets
+    cuts = big[step::step]
+    bounds = [np.concatenate([[0], np.searchsorted(x[0], cuts, side="left"), [x[0].size]]) for x in sets]
+    for j in range(cuts.size + 1):
+        parts = [(x[0][b[j] : b[j + 1]], x[1][b[j] : b[j + 1]]) for x, b in zip(sets, bounds)]
+        s = np.concatenate([p[0] for p in parts])
+        e = np.concatenate([p[1] for p in parts])
+        order = np.argsort(s, kind="stable")
+        yield s[order], e[order]
+
+
+def union_stats(sets: Sequence[Intervals], hole_ns: int | None = None) -> tuple[int, int, int, Intervals]:
+    """Over the union of interval lists (each sorted by start), without building it: (first start,
+    last end, total length, the holes between its intervals at least ``hole_ns`` long). (0, 0, 0,
+    empty) for no interval."""
+    sets = [x for x in sets if x[0].size]
+    if not sets:
+        return 0, 0, 0, empty()
+    blocks = _merged_blocks(sets) if len(sets) > 1 else ((x[0][b0 : b0 + BLOCK], x[1][b0 : b0 + BLOCK]) for x in sets for b0 in range(0, x[0].size, BLOCK))
+    first = last = None
+    total = 0
+    hs, he = [], []
+    for s, e in _runs(blocks):
+        if first is None:
+            first = int(s[0])
+        total += int((e - s).sum())
+        if hole_ns is not None:
+            before = np.concatenate([[last], e[:-1]]) if last is not None else e[:-1]
+            after = s if last is not None else s[1:]
+            k = np.flatnonzero((after - before) >= hole_ns)
+            hs.append(before[k])
+            he.append(after[k])
+        last = int(e[-1])
+    if first is None:
+        return 0, 0, 0, empty()
+    holes = (np.concatenate(hs), np.concatenate(he)) if hs else empty()
+    return first, last, total, holes
+
+
+def union_of(sets: Sequence[Intervals]) -> Intervals:
+    """The union of interval lists each sorted by start (disjoint or not), merged block by block in
+    time (no full-size sort)."""
+    sets = [x for x in sets if x[0].size]
+    if not sets:
+        return empty()
+    if len(sets) == 1:
+        return union(*sets[0])
+    total = sum(int(x[0].size) for x in sets)
+    return _union_pass(_merged_blocks(sets), total)
 
 
 def length(iv: Intervals) -> int:
@@ -68,26 +191,42 @@ def _intersect_general(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: n
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:
-    """Intersection of two disjoint sets, as a disjoint set."""
+    """Intersection of two disjoint sets, as a disjoint set (``a`` in blocks: the temporaries stay small;
+    when every interval of ``a`` lies inside ``b``, ``a`` itself comes back)."""
     (a_s, a_e), (b_s, b_e) = a, b
     if a_s.size == 0 or b_s.size == 0:
         return empty()
-    if b_s.size == 1:
-        s = np.maximum(a_s, b_s[0])
-        e = np.minimum(a_e, b_e[0])
-        keep = e > s
-        return s[keep], e[keep]
-    # fast path: intervals of a that lie inside one interval of b stay as they are
-    i = np.searchsorted(b_s, a_s, side="right") - 1
-    k = np.maximum(i, 0)
-    inside = (i >= 0) & (a_e <= b_e[k])
-    if inside.all():
+    out_s, out_e = [], []
+    whole = True
+    for b0 in range(0, a_s.size, BLOCK):
+        s, e = a_s[b0 : b0 + BLOCK], a_e[b0 : b0 + BLOCK]
+        if b_s.size == 1:
+            ps, pe = np.maximum(s, b_s[0]), np.minimum(e, b_e[0])
+            keep = pe > ps
+            if keep.all() and bool((ps == s).all()) and bool((pe == e).all()):
+                out_s.append(s)
+                out_e.append(e)
+                continue
+            whole = False
+            out_s.append(ps[keep])
+            out_e.append(pe[keep])
+            continue
+        # fast path: intervals of a that lie inside one interval of b stay as they are
+        inside = _contained(s, e, b_s, b_e)
+        if inside.all():
+            out_s.append(s)
+            out_e.append(e)
+            continue
+        whole = False
+        rest_s, rest_e = _intersect_general(s[~inside], e[~inside], b_s, b_e)
+        ps = np.concatenate([s[inside], rest_s])
+        pe = np.concatenate([e[inside], rest_e])
+        order = np.argsort(ps, kind="stable")
+        out_s.append(ps[order])
+        out_e.append(pe[order])
+    if whole:
         return a_s, a_e
-    rest_s, rest_e = _intersect_general(a_s[~inside], a_e[~inside], b_s, b_e)
-    s = np.concatenate([a_s[inside], rest_s])
-    e = np.concatenate([a_e[inside], rest_e])
-    order = np.argsort(s, kind="stable")
-    return s[order], e[order]
+    return np.concatenate(out_s), np.concatenate(out_e)
 
 
 def subtract(a: Intervals, b: Intervals) -> Intervals:
@@ -134,13 +273,53 @@ def coverage_lengths(sets: Sequence[Intervals], max_k: int = 2) -> tuple[int, ..
     return tuple(int(seg[dep >= k].sum()) for k in range(1, max_k + 1))
 
 
-def coverage_at_least(sets: Sequence[Intervals], k: int) -> Intervals:
-    """Where at least ``k`` of the disjoint sets are active, as a disjoint set."""
-    t, depth = _sweep(sets)
-    if t.size == 0 or k < 1:
-        return empty()
-    on = depth[:-1] >= k
-    return union(t[:-1][on], t[1:][on])  # union merges pieces split at tied events
+def coverage_in_window(lists: Sequence[Intervals], window: Intervals, max_k: int = 2) -> tuple[list[int], tuple[int, ...]]:
+    """For interval lists each sorted by start (one engine's records each): the length of each list's
+    union inside ``window``, and for k = 1..max_k the time at least k of the unions are active inside
+    it. Computed block by block in time (no union is built whole)."""
+    lists = [(np.asarray(s_, dtype=np.int64), np.asarray(e_, dtype=np.int64)) for s_, e_ in lists]
+    per = [0] * len(lists)
+    cov = [0] * max_k
+    ws, we = window
+    sizes = [x[0].size for x in lists]
+    if not any(sizes) or ws.size == 0:
+        return per, tuple(cov)
+    total = sum(sizes)
+    big = lists[int(np.argmax(sizes))][0]
+    step = max(1, int(BLOCK * big.size / total))
+    cuts = big[step::step]
+    edges = [None] + cuts.tolist() + [None]
+    pos = [0] * len(lists)
+    carry: list[int | None] = [None] * len(lists)  # the furthest end of a list's records started before the block
+    lo_all = min(int(x[0][0]) for x in lists if x[0].size)
+    hi_all = max(int(x[1].max()) for x in lists if x[1].size)
+    for j in range(len(edges) - 1):
+        t0 = lo_all if edges[j] is None else int(edges[j])
+        t1 = hi_all + 1 if edges[j + 1] is None else int(edges[j + 1])
+        if t1 <= t0:
+            continue
+        # the window within [t0, t1)
+        a = int(np.searchsorted(we, t0, side="right"))
+        b = int(np.searchsorted(ws, t1, side="left"))
+        w_s, w_e = np.maximum(ws[a:b], t0), np.minimum(we[a:b], t1)
+        sets = []
+        for i, (s_, e_) in enumerate(lists):
+            k = int(np.searchsorted(s_, t1, side="left"))
+            bs, be = s_[pos[i] : k], e_[pos[i] : k]
+            pos[i] = k
+            if carry[i] is not None and carry[i] > t0:
+                bs = np.concatenate([[t0], bs])
+                be = np.concatenate([[carry[i]], be])
+            if be.size:
+                top = int(be.max())
+                carry[i] = top if carry[i] is None else max(carry[i], top)
+            u = intersect(union(bs, be), (w_s, w_e)) if w_s.size else empty()
+            per[i] += length(u)
+            sets.append(u)
+        if max_k:
+            for k_, v in enumerate(coverage_lengths(sets, max_k)):
+                cov[k_] += v
+    return per, tuple(cov)
 
 
 def clip(
@@ -167,8 +346,8 @@ def clip(
         pe = np.minimum(ends, hi)
         keep = pe > ps
         return ps[keep], pe[keep], np.flatnonzero(keep)
-    i = np.searchsorted(ws, starts, side="right") - 1
-    inside = (i >= 0) & (ends <= we[np.maximum(i, 0)]) & (ends > starts)
+    inside = _contained(starts, ends, ws, we)
+    inside &= ends > starts
     if inside.all():
         return starts, ends, None
     idx_in = np.flatnonzero(inside)
@@ -189,16 +368,24 @@ def clip(
     )
 
 
+def _contained(starts: np.ndarray, ends: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
+    """Per interval, whether it lies inside one interval of the disjoint set (ws, we) (in blocks)."""
+    out = np.empty(starts.shape, dtype=bool)
+    for b0 in range(0, starts.size, BLOCK):
+        s, e = starts[b0 : b0 + BLOCK], ends[b0 : b0 + BLOCK]
+        i = np.searchsorted(ws, s, side="right") - 1
+        np.logical_and(i >= 0, e <= we[np.maximum(i, 0)], out=out[b0 : b0 + BLOCK])
+    return out
+
+
 def clipped_lengths(starts: np.ndarray, ends: np.ndarray, window: Intervals) -> np.ndarray:
-    """Per interval, the length that lies inside the disjoint ``window`` set."""
+    """Per interval, the length that lies inside the disjoint ``window`` set (in blocks)."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     ws, we = window
+    out = np.zeros(starts.shape, dtype=np.int64)
     if ws.size == 0:
-        return np.zeros(starts.shape, dtype=np.int64)
-    if ws.size == 1:
-        lo, hi = ws[0], we[0]
-        return np.maximum(np.clip(ends, lo, hi) - np.clip(starts, lo, hi), 0)
+        return out
     widths = we - ws
     cum = np.concatenate([[0], np.cumsum(widths)])
 
@@ -209,21 +396,29 @@ def clipped_lengths(starts: np.ndarray, ends: np.ndarray, window: Intervals) -> 
         inside = np.clip(t - ws[k], 0, widths[k])
         return np.where(i >= 0, cum[k] + inside, 0)
 
-    # fast path: an interval inside one window keeps its whole length
-    i = np.searchsorted(ws, starts, side="right") - 1
-    contained = (i >= 0) & (ends <= we[np.maximum(i, 0)])
-    out = np.where(contained, ends - starts, 0)
-    if not contained.all():
-        rest = ~contained
-        out[rest] = np.maximum(covered_before(ends[rest]) - covered_before(starts[rest]), 0)
+    for b0 in range(0, starts.size, BLOCK):
+        s, e, o = starts[b0 : b0 + BLOCK], ends[b0 : b0 + BLOCK], out[b0 : b0 + BLOCK]
+        if ws.size == 1:
+            np.maximum(np.clip(e, ws[0], we[0]) - np.clip(s, ws[0], we[0]), 0, out=o)
+            continue
+        # fast path: an interval inside one window keeps its whole length
+        contained = _contained(s, e, ws, we)
+        np.subtract(e, s, out=o, where=contained)
+        if not contained.all():
+            rest = ~contained
+            o[rest] = np.maximum(covered_before(e[rest]) - covered_before(s[rest]), 0)
     return out
 
 
 def points_inside(t: np.ndarray, window: Intervals) -> np.ndarray:
-    """Whether each time point lies in the window (closed intervals)."""
+    """Whether each time point lies in the window (closed intervals), in blocks."""
     ws, we = window
     t = np.asarray(t, dtype=np.int64)
+    out = np.zeros(t.shape, dtype=bool)
     if ws.size == 0:
-        return np.zeros(t.shape, dtype=bool)
-    i = np.searchsorted(ws, t, side="right") - 1
-    return (i >= 0) & (t <= we[np.maximum(i, 0)])
+        return out
+    for b0 in range(0, t.size, BLOCK):
+        x = t[b0 : b0 + BLOCK]
+        i = np.searchsorted(ws, x, side="right") - 1
+        np.logical_and(i >= 0, x <= we[np.maximum(i, 0)], out=out[b0 : b0 + BLOCK])
+    return out

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from clusterbench.analyzers import intervals as iv
-from clusterbench.analyzers.busy import clip_records
+from clusterbench.analyzers.busy import busy_length, clip_records
 from clusterbench.analyzers.model import GroupTrace
 from clusterbench.analyzers.records import CopyClass, KernelStats
 from clusterbench.io.nsys import schema as S
@@ -35,30 +35,55 @@ def by_name(g: GroupTrace, window: iv.Intervals, frames: int | None, kernel_busy
     if r is None:
         return ()
     c = clip_records(r.start_ns, r.end_ns, None, window)
-    idx = np.arange(len(r)) if c.inside is None else np.flatnonzero(c.inside)
-    if idx.size == 0:
+    inside = c.inside
+    del c
+    counts = np.zeros(len(g.kernel_names), dtype=np.int64)
+    for b0 in range(0, len(r), iv.BLOCK):  # launches per name, in blocks
+        nm = r.name[b0 : b0 + iv.BLOCK]
+        counts += np.bincount(nm if inside is None else nm[inside[b0 : b0 + iv.BLOCK]], minlength=counts.size)
+    present = np.flatnonzero(counts)
+    if present.size == 0:
         return ()
-    names = r.name[idx]
-    order = np.argsort(names, kind="stable")
-    idx, names = idx[order], names[order]
-    cuts = np.flatnonzero(np.diff(names)) + 1
     out = []
-    for part in np.split(idx, cuts):
-        s, e = r.start_ns[part], r.end_ns[part]
-        busy = iv.length(iv.intersect(iv.union(s, e), window))
-        dur = e - s
+    for name in present.tolist():
+        if present.size == 1 and r.name.size and bool((r.name == name).all()):
+            s, e = r.start_ns, r.end_ns  # one name: its records are the engine's (no copy)
+        else:
+            m = r.name == name
+            s, e = r.start_ns[m], r.end_ns[m]
+        # the records of this name outside the window add nothing once intersected with it
+        busy = busy_length(s, e, window)
+        inside_name = inside if inside is None or s is r.start_ns else inside[r.name == name]
+        dur = _durations(s, e, inside_name)
+        del s, e
+        n = int(dur.size)
+        lo, hi = int(dur.min()), int(dur.max())
+        mid = n // 2  # the median, with the array partitioned in place (no sorted copy)
+        dur.partition(mid)
+        median = float(dur[mid]) if n % 2 else (float(dur[:mid].max()) + float(dur[mid])) / 2
+        del dur
         out.append(KernelStats(
-            name=g.kernel_names[int(r.name[part[0]])],
-            launches=int(part.size),
-            busy_ns=busy,
+            name=g.kernel_names[name], launches=n, busy_ns=busy,
             us_per_frame=(busy / 1000.0 / frames) if frames else None,
             share=(busy / kernel_busy_ns) if kernel_busy_ns > 0 else None,
-            min_ns=int(dur.min()),
-            median_ns=float(np.median(dur)),
-            max_ns=int(dur.max()),
+            min_ns=lo, median_ns=median, max_ns=hi,
         ))  # fmt: skip
     out.sort(key=lambda k: (-k.busy_ns, k.name))
     return tuple(out)
+
+
+def _durations(s: np.ndarray, e: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
+    """end - start of the records ``keep`` selects (all when None), block by block."""
+    n = s.size if keep is None else int(keep.sum())
+    out = np.empty(n, dtype=np.int64)
+    pos = 0
+    for b0 in range(0, s.size, iv.BLOCK):
+        d = e[b0 : b0 + iv.BLOCK] - s[b0 : b0 + iv.BLOCK]
+        if keep is not None:
+            d = d[keep[b0 : b0 + iv.BLOCK]]
+        out[pos : pos + d.size] = d
+        pos += d.size
+    return out
 
 
 def size_class(nbytes: int) -> str:
@@ -79,11 +104,15 @@ def copy_classes(g: GroupTrace, window: iv.Intervals, frames: int | None) -> tup
             m = (r.bytes >= lo) if hi is None else ((r.bytes >= lo) & (r.bytes < hi))
             if not m.any():
                 continue
-            c = clip_records(r.start_ns[m], r.end_ns[m], r.bytes[m], window)
+            if m.all():  # one class: no copy
+                c = clip_records(r.start_ns, r.end_ns, r.bytes, window)
+            else:
+                c = clip_records(r.start_ns[m], r.end_ns[m], r.bytes[m], window)
             count = c.count(int(m.sum()))
+            del m
             if count == 0:
                 continue
-            busy = iv.length(c.busy)
+            busy = c.busy_ns
             nbytes = int(c.nbytes or 0)
             out.append(CopyClass(
                 engine=name, size_class=label, min_bytes=lo, max_bytes=hi, count=count, bytes=nbytes, busy_ns=busy,

@@ -4,11 +4,13 @@
 per engine the start, end, bytes, stream (and kernel name) of its records, as views into the read
 arrays when the trace holds one group. Records whose bytes over duration exceed any physical rate
 (RATE_CEILING_GBPS) are set apart here, so that no figure uses them; the busy analyzer reports them.
-The union of every engine's records (``busy``) is computed once, over the whole trace.
+Over the union of every engine's records, computed once per group and block by block (never
+built whole): the GPU activity span and the idle holes of at least HOLE_NS (the gaps analyzer reads them).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,13 +20,15 @@ from clusterbench.io.nsys import schema as S
 from clusterbench.io.nsys.reader import ApiCalls, ProfilerOverhead, TraceData
 from clusterbench.model.engines import RATE_CEILING_GBPS
 
+HOLE_NS = 100_000  # the shortest idle hole kept: the gap threshold (gaps.GAP_NS) cannot go below it
+
 # per engine code; inf where records carry no bytes (kernel, graph)
 _CEILING = np.array([RATE_CEILING_GBPS.get(e, np.inf) for e in S.ENGINES], dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class EngineRecords:
-    """The records of one engine in one group (sorted as the export wrote them)."""
+    """The records of one engine in one group, in start order."""
 
     engine: str
     start_ns: np.ndarray
@@ -38,7 +42,7 @@ class EngineRecords:
         return int(self.start_ns.size)
 
     def select(self, m: np.ndarray) -> EngineRecords:
-        def pick(a):  # noqa: ANN001, ANN202
+        def pick(a):
             return None if a is None else a[m]
 
         return EngineRecords(self.engine, self.start_ns[m], self.end_ns[m], pick(self.bytes), self.stream[m],
@@ -55,12 +59,13 @@ class GroupTrace:
     engines: dict[str, EngineRecords]  # engines with at least one plausible record, in ENGINES order
     implausible: dict[str, EngineRecords]  # records set apart: bytes over duration above the ceiling
     kernel_names: tuple[str, ...]
-    busy: iv.Intervals  # the union of every engine's records, over the whole trace
+    first_ns: int  # the GPU activity span: first record start, last record end
+    last_ns: int
+    holes: iv.Intervals  # idle stretches between them (no engine busy) of at least HOLE_NS
     api: ApiCalls
     overhead: ProfilerOverhead
     graph_trace: str | None
     srckind_read: bool
-    ranges_pid_any: bool = True
 
     @property
     def n_records(self) -> int:
@@ -69,8 +74,7 @@ class GroupTrace:
     @property
     def span(self) -> tuple[int, int]:
         """First record start to last record end (the GPU activity span)."""
-        s, e = self.busy
-        return (int(s[0]), int(e[-1])) if s.size else (0, 0)
+        return self.first_ns, self.last_ns
 
     def all_starts(self) -> np.ndarray:
         return np.concatenate([r.start_ns for r in self.engines.values()]) if self.engines else np.empty(0, dtype=np.int64)
@@ -87,8 +91,12 @@ def groups_of(data: TraceData) -> list[tuple[int, int]]:
     return [(int(k >> 32), int(k & 0xFFFFFFFF)) for k in uniq.tolist()]
 
 
-def build(data: TraceData, pid: int, device: int) -> GroupTrace:
-    """The group (pid, device) of ``data`` as a GroupTrace."""
+def build(data: TraceData, pid: int, device: int, cache: dict | None = None) -> GroupTrace:
+    """The group (pid, device) of ``data`` as a GroupTrace. ``cache`` (a dict the caller keeps) holds the
+    groups already built from the same activity, so that reading and analysis build each one once."""
+    key = (id(data.activity), pid, device)
+    if cache is not None and key in cache:
+        return dataclasses.replace(cache[key], api=data.api, overhead=data.overhead)
     act = data.activity
     one_group = act.pid.strides == (0,) and act.device.strides == (0,)
     engines: dict[str, EngineRecords] = {}
@@ -121,10 +129,16 @@ def build(data: TraceData, pid: int, device: int) -> GroupTrace:
                 rec = rec.select(~over)
         if len(rec):
             engines[name] = rec
-    unions = [iv.union(r.start_ns, r.end_ns) for r in engines.values()]
-    busy = iv.union(np.concatenate([u[0] for u in unions]), np.concatenate([u[1] for u in unions])) if unions else iv.empty()
-    return GroupTrace(
+    # records sorted by start merge as they are; an engine whose records are not is made a union first
+    first, last, _, holes = iv.union_stats(
+        [(r.start_ns, r.end_ns) if iv.is_sorted(r.start_ns) else iv.union(r.start_ns, r.end_ns) for r in engines.values()],
+        hole_ns=HOLE_NS,
+    )  # fmt: skip
+    out = GroupTrace(
         pid=pid, device=device, gpu_name=data.gpu_name(device), engines=engines, implausible=bad,
-        kernel_names=act.kernel_names, busy=busy, api=data.api, overhead=data.overhead, graph_trace=data.graph_trace,
+        kernel_names=act.kernel_names, first_ns=first, last_ns=last, holes=holes, api=data.api, overhead=data.overhead, graph_trace=data.graph_trace,
         srckind_read=data.srckind_read,
     )  # fmt: skip
+    if cache is not None:
+        cache[key] = out
+    return out

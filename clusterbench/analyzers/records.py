@@ -30,7 +30,7 @@ GAP_CAUSES = ("module_load", "alloc", "sync", "host", "profiler", "unknown")
 SETUP_CAUSES = frozenset({"module_load", "alloc", "profiler"})  # not the pipeline's own loop
 
 
-def _us(ns: float | int | None, frames: int | None) -> float | None:
+def _us(ns: float | None, frames: int | None) -> float | None:
     return (ns / 1000.0 / frames) if (frames and ns is not None) else None
 
 
@@ -513,7 +513,9 @@ class GroupAnalysis:
         return tuple(f.message for f in self.findings)
 
     def to_json(self) -> dict:
-        b, gp, h, t = self.busy, self.gaps, self.host, self.throughput
+        gp, h, t = self.gaps, self.host, self.throughput
+        busy = self.busy.to_json()  # engines, any_busy_ns, idle_ns, overlap_ns, serialization, streams, pageable_*
+        streams = busy.pop("streams", None)
         out = {
             "pid": self.pid,
             "device": self.device,
@@ -523,23 +525,15 @@ class GroupAnalysis:
             "window_source": self.window.source,
             "window_ranges": self.window.ranges,
             "window": self.window.to_json(),
-            "engines": b.to_json()["engines"],
+            **busy,
             "roofline": self.roofline.to_json(),
-            "any_busy_ns": b.any_busy_ns,
-            "idle_ns": b.idle_ns,
-            "overlap_ns": b.overlap_ns,
             "host_sync_ns": h.host_sync_ns,
             "host_sync_calls": list(h.host_sync_calls),
-            "serialization": b.serialization,
             "measured_us_per_frame": t.measured_us_per_frame,
             "efficiency": t.efficiency,
             "steady": t.to_json(),
-            "n_streams": b.n_streams,
-            "engine_streams": dict(b.engine_streams),
             "sync_copy_ns": h.sync_copy_ns,
             "sync_copy_calls": h.sync_copy_calls,
-            "pageable_count": b.pageable_count if b.pageable_known else None,
-            "pageable_bytes": b.pageable_bytes if b.pageable_known else None,
             "idle_gap_count": len(gp),
             "idle_gap_ns": int(gp.lengths_ns.sum()),
             "longest_idle_ns": int(gp.lengths_ns.max()) if len(gp) else 0,
@@ -555,8 +549,8 @@ class GroupAnalysis:
             "notes": list(self.notes),
             "rules": [f.to_json() for f in self.findings],
         }
-        if b.streams is not None:
-            out["streams"] = [s.to_json() for s in b.streams]
+        if streams is not None:
+            out["streams"] = streams
         return out
 
 

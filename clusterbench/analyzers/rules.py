@@ -135,7 +135,7 @@ def _work_not_traced(g: GroupAnalysis):
     return (
         f"the GPU's work is not in the trace: for {w.waited_ns / 1e6:,.3f} ms ({w.share:.0%} of the window) the launching "
         f"threads waited in {calls} while the trace shows no GPU activity. Likely: {w.why}. The idle figures, the "
-        "roofline and the advice would mislead, so they are left out.",
+        f"roofline and the advice would mislead, so they are left out. To see the work: {w.hint}.",
         w.share,
     )
 
@@ -271,9 +271,21 @@ def _calls(g: GroupAnalysis) -> str:
     return ", ".join(g.host.host_sync_calls) or "synchronize calls"
 
 
+def _waits_in_loop_gaps(g: GroupAnalysis) -> bool:
+    """The loop's idle gaps (when it has any) fall mostly where a launching thread was in a wait: the
+    waits are what leaves the GPU idle. Without loop gaps of the threshold's length, the idle time
+    lies in shorter gaps that the trace cannot tell apart: the coincidence is taken as it is."""
+    gp = g.gaps
+    loop = ~gp.setup_mask()
+    if not loop.any():
+        return True
+    waited = loop & (gp.parts_ns[:, GAP_CAUSES.index("sync")] > 0)
+    return int(gp.lengths_ns[waited].sum()) >= 0.5 * int(gp.lengths_ns[loop].sum())
+
+
 def _sync_drains(g: GroupAnalysis):
     sync, idle = _frac(g.host.host_sync_ns, g), _steady_idle(g)
-    if g.roofline.engine is None or sync < HOST_SYNC_FRACTION or idle < IDLE_FRACTION:
+    if g.roofline.engine is None or sync < HOST_SYNC_FRACTION or idle < IDLE_FRACTION or not _waits_in_loop_gaps(g):
         return None
     e = g.busy.engines
     copies = any(st.busy_ns > 0 for n, st in e.items() if n in ("h2d", "d2h", "um_h2d", "um_d2h"))
@@ -426,7 +438,8 @@ RULES: tuple[Rule, ...] = (
          "serialization >= 1.05 with 2+ engines busy and a GPU engine binding",
          "", _overlap),
     Rule("sync_drains", "host sync drains the GPU", "cuda_api_sync", HOST_SYNC_FRACTION,
-         "host sync >= 20 % of the window and idle >= 10 % of it without set-up gaps",
+         "host sync >= 20 % of the window, idle >= 10 % of it without set-up gaps, and the loop's idle gaps (if any) "
+         "mostly begin while a launching thread waits",
          "Wait on per-buffer events instead, with more batches in flight.", _sync_drains),
     Rule("sync_ahead", "host sync while the GPU is busy", "cuda_api_sync", HOST_SYNC_FRACTION,
          "host sync >= 20 % of the window and idle < 10 % of it without set-up gaps", "", _sync_ahead),

@@ -13,10 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from clusterbench.analyzers.records import GroupAnalysis
 from clusterbench.errors import InputError
 from clusterbench.io.nsys import schema as S
-
-from clusterbench.analyzers.records import GroupAnalysis
 
 ASSUMPTION = (
     "engines scale independently and their overlap is kept, so the tallest bar still binds; "

@@ -28,7 +28,7 @@ import numpy as np
 
 from clusterbench.analyzers import intervals as iv
 from clusterbench.analyzers.model import GroupTrace
-from clusterbench.analyzers.records import GAP_CAUSES, SETUP_CAUSES, Gaps, Window
+from clusterbench.analyzers.records import GAP_CAUSES, Gaps, Window
 from clusterbench.errors import InputError, TraceError
 from clusterbench.io.nsys.reader import DEFAULT_PASS_PREFIXES, NvtxRanges
 
@@ -56,7 +56,7 @@ class WindowSpec:
         return self.kind
 
 
-_RANGE_RE = re.compile(r"^(?P<name>.*?)(?:@(?P<domain>[^@#]+))?(?:#(?P<n>\d+))?$", re.S)
+_RANGE_RE = re.compile(r"^(?P<name>.*?)(?:@(?P<domain>[^@#]+))?(?:#(?P<n>\d+))?$", re.DOTALL)
 _MS_RE = re.compile(r"^\s*(?P<a>[0-9]*\.?[0-9]+)\s*-\s*(?P<b>[0-9]*\.?[0-9]+)\s*$")
 
 
@@ -109,7 +109,7 @@ def _word_prefix(text: str, prefix: str) -> bool:
     return len(text) == len(prefix) or not (text[len(prefix)].isalnum() or text[len(prefix)] == "_")
 
 
-def select_ranges(ranges: NvtxRanges, pid: int, accept, domain: str | None = None) -> tuple[NvtxRanges, bool]:  # noqa: ANN001
+def select_ranges(ranges: NvtxRanges, pid: int, accept, domain: str | None = None) -> tuple[NvtxRanges, bool]:
     """The ranges whose text ``accept`` takes (and in ``domain``, when given), of process ``pid``
     when it has any, else of every process; and whether they are the process's own."""
     if len(ranges) == 0:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -27,39 +26,39 @@ HELP = (
 @boundary
 def analyze(
     trace: Path = typer.Argument(..., help="nsys SQLite export (.sqlite) or report (.nsys-rep, .qdrep).", show_default=False),
-    frames: Optional[int] = typer.Argument(None, help="Frames processed inside the window (a count; see --frames for other ways).", show_default=False),
-    window: Optional[str] = options.TRACE_WINDOW,
-    range_name: Optional[str] = typer.Option(None, "--range", help="Same as --window range:NAME.", metavar="NAME"),
-    frames_spec: Optional[str] = typer.Option(
+    frames: int | None = typer.Argument(None, help="Frames processed inside the window (a count; see --frames for other ways).", show_default=False),
+    window: str | None = options.TRACE_WINDOW,
+    range_name: str | None = typer.Option(None, "--range", help="Same as --window range:NAME.", metavar="NAME"),
+    frames_spec: str | None = typer.Option(
         None, "--frames", metavar="SPEC",
         help="Frames in the window: N, kernel:REGEX (launches of matching kernels starting in the window), "
-        "range:NAME[@DOMAIN] (NVTX ranges starting in it), graph (CUDA graph launches), or h2d-bytes:N "
+        "range:NAME\\[@DOMAIN] (NVTX ranges starting in it), graph (CUDA graph launches), or h2d-bytes:N "
         "(H2D bytes / N bytes per frame).",
     ),  # fmt: skip
-    device: Optional[int] = typer.Option(None, "--device", help="Only this CUDA device id."),
-    pid: Optional[int] = typer.Option(None, "--pid", help="Only this process id."),
+    device: int | None = typer.Option(None, "--device", help="Only this CUDA device id."),
+    pid: int | None = typer.Option(None, "--pid", help="Only this process id."),
     by_stream: bool = typer.Option(False, "--by-stream", help="Add a per-stream breakdown."),
     by_kernel: bool = typer.Option(False, "--by-kernel", help="Add kernels by name (launches, busy ms, µs/frame, share, min/median/max µs) and copies by size class (GB/s). --json always has both."),
     mangled: bool = typer.Option(False, "--mangled", help="Kernel names in full (mangled) instead of base names."),
-    what_if: Optional[List[str]] = typer.Option(
+    what_if: list[str] | None = typer.Option(
         None, "--what-if", metavar="SPEC",
         help="ENGINE=FACTOR or COPY_gbps=RATE: recompute the bars and the roofline as if ENGINE's busy time were "
         "times FACTOR (kernel=0.5; host=0.5 for the busiest launching thread), or a copy engine moved its bytes "
         "at RATE GB/s (h2d_gbps=375). Repeatable. Engines scale independently; overlap is kept.",
     ),  # fmt: skip
-    plot: Optional[Path] = typer.Option(
+    plot: Path | None = typer.Option(
         None, "--plot", metavar="FILE",
         help="Draw a timeline (one lane per engine and stream, idle gaps marked by cause) and the per-engine "
         "bars into FILE (.png, .svg or .pdf; needs matplotlib: pip install 'clusterbench\\[plot]').",
     ),  # fmt: skip
-    plot_span: Optional[float] = typer.Option(
+    plot_span: float | None = typer.Option(
         None, "--plot-span", metavar="MS", help="Timeline length in ms (default: about 3 batches)."
     ),
-    plot_start: Optional[str] = typer.Option(
+    plot_start: str | None = typer.Option(
         None, "--plot-start", metavar="MS|longest-gap",
         help="Timeline start, in ms from the window start, or longest-gap (just before the longest idle gap).",
     ),
-    export_trace: Optional[Path] = typer.Option(
+    export_trace: Path | None = typer.Option(
         None, "--export-trace", metavar="FILE",
         help="Write the window as a Chrome trace-event JSON file (opens in ui.perfetto.dev): one track per engine "
         "and stream, one per launching host thread, idle gaps labelled by cause.",
@@ -84,9 +83,10 @@ def analyze(
         from clusterbench.render.timeline import check_export_path
 
         check_export_path(export_trace)
+    cache: dict = {}
     with _progress(trace) as on_progress:
-        data = core.load_trace(trace, req=req, on_progress=on_progress)
-        result = core.analyze(data, trace_label=str(trace), req=req)
+        data = core.load_trace(trace, req=req, on_progress=on_progress, cache=cache)
+        result = core.analyze(data, trace_label=str(trace), req=req, cache=cache)
 
     from clusterbench.render import analyze as render
 
@@ -150,7 +150,7 @@ class _progress:
         self.bar = None
         self.tasks: dict[str, object] = {}
 
-    def __enter__(self):  # noqa: ANN204
+    def __enter__(self):
         con = stderr_console()
         if not con.is_terminal:
             return None
@@ -167,6 +167,6 @@ class _progress:
             task = self.tasks[what] = self.bar.add_task(f"reading {self.trace.name}: {what}", total=total)
         self.bar.update(task, completed=done, total=total)
 
-    def __exit__(self, *exc) -> None:  # noqa: ANN002
+    def __exit__(self, *exc) -> None:
         if self.bar is not None:
             self.bar.stop()

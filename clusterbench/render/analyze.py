@@ -126,7 +126,7 @@ class _Bullets:
         self.title = title
         self.items = items
 
-    def __rich_console__(self, console, options):  # noqa: ANN001, ANN204 (rich protocol)
+    def __rich_console__(self, console, options):
         from rich.text import Text
 
         yield Text(self.title, style="bold")
@@ -165,23 +165,28 @@ def _head(a: TraceAnalysis, g: GroupAnalysis) -> RenderableType:
     return head
 
 
-def _engine_table(g: GroupAnalysis) -> RenderableType:
+def _grid(columns: list[str], title: str | None = None, left: int = 1, first_width: int | None = None):
+    """A table in the one style of this output (80 columns: short headers, units on the next line):
+    the first ``left`` columns left-aligned (the first at most ``first_width`` wide), the rest right-aligned."""
     from rich import box
     from rich.table import Table
 
+    t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0), title_justify="left")
+    for i, name in enumerate(columns):
+        if i == 0 and first_width:
+            t.add_column(name, no_wrap=True, max_width=first_width, overflow="ellipsis")
+        else:
+            t.add_column(name, justify="left" if i < left else "right", no_wrap=True)
+    return t
+
+
+PER_FRAME_US = "per\nframe\nµs"
+
+
+def _engine_table(g: GroupAnalysis) -> RenderableType:
     per_frame = g.frames.count is not None
-    # Laid out to fit 80 columns: short headers, units on the second line.
-    t = Table(title=None, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
-    t.add_column("engine", no_wrap=True)
-    t.add_column("busy\nms", justify="right", no_wrap=True)
-    t.add_column("count", justify="right", no_wrap=True)
-    if per_frame:
-        t.add_column("per\nframe\nµs", justify="right", no_wrap=True)
-    t.add_column("duty\n%", justify="right", no_wrap=True)
-    t.add_column("bytes", justify="right", no_wrap=True)
-    t.add_column("rate\nGB/s", justify="right", no_wrap=True)
-    t.add_column("streams", justify="right", no_wrap=True)
-    t.add_column("head-\nroom\n×", justify="right", no_wrap=True)
+    t = _grid(["engine", "busy\nms", "count"] + ([PER_FRAME_US] if per_frame else [])
+              + ["duty\n%", "bytes", "rate\nGB/s", "streams", "head-\nroom\n×"])  # fmt: skip
     for st in g.busy.engines.values():
         row = [st.engine, f"{st.busy_ns / 1e6:,.3f}", f"{st.count:,}"]
         if per_frame:
@@ -275,8 +280,6 @@ def _figures(g: GroupAnalysis) -> RenderableType:
 
 
 def _threads_table(g: GroupAnalysis) -> RenderableType | None:
-    from rich import box
-    from rich.table import Table
 
     h = g.host
     if not h.threads:
@@ -287,11 +290,7 @@ def _threads_table(g: GroupAnalysis) -> RenderableType | None:
     from rich.text import Text
 
     head = Text(f"launching threads, {unit} (busy: first to last CUDA call, less its waits and the set-up gaps):")
-    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
-    t.add_column("thread", no_wrap=True, max_width=22, overflow="ellipsis")
-    for col in ("launch", "copy", "wait", "other", "busy"):
-        t.add_column(col, justify="right", no_wrap=True)
-    t.add_column("calls", justify="right", no_wrap=True)
+    t = _grid(["thread", "launch", "copy", "wait", "other", "busy", "calls"], first_width=22)
 
     def v(ns: int) -> str:
         return f"{ns / 1000 / g.frames.count:,.3f}" if per_frame else f"{ns / 1e6:,.3f}"
@@ -308,23 +307,13 @@ def _threads_table(g: GroupAnalysis) -> RenderableType | None:
 
 
 def _kernels_tables(g: GroupAnalysis) -> list[RenderableType]:
-    from rich import box
-    from rich.table import Table
 
     per_frame = g.frames.count is not None
     out: list[RenderableType] = []
     if g.kernels:
-        t = Table(title="kernels by name (share: of the kernel bar)", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
-                  title_justify="left")  # fmt: skip
-        t.add_column("kernel", no_wrap=True, max_width=26, overflow="ellipsis")
-        t.add_column("launches", justify="right", no_wrap=True)
-        t.add_column("busy\nms", justify="right", no_wrap=True)
-        if per_frame:
-            t.add_column("per\nframe\nµs", justify="right", no_wrap=True)
-        t.add_column("share\n%", justify="right", no_wrap=True)
-        t.add_column("min\nµs", justify="right", no_wrap=True)
-        t.add_column("median\nµs", justify="right", no_wrap=True)
-        t.add_column("max\nµs", justify="right", no_wrap=True)
+        t = _grid(["kernel", "launches", "busy\nms"] + ([PER_FRAME_US] if per_frame else [])
+                  + ["share\n%", "min\nµs", "median\nµs", "max\nµs"], "kernels by name (share: of the kernel bar)",
+                  first_width=26)  # fmt: skip
         for k in g.kernels:
             row = [k.name, f"{k.launches:,}", f"{k.busy_ns / 1e6:,.3f}"]
             if per_frame:
@@ -333,16 +322,8 @@ def _kernels_tables(g: GroupAnalysis) -> list[RenderableType]:
             t.add_row(*row)
         out.append(t)
     if g.copies:
-        t = Table(title="copies and memsets by size", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-                  padding=(0, 1, 0, 0), title_justify="left")  # fmt: skip
-        t.add_column("engine", no_wrap=True)
-        t.add_column("size", no_wrap=True)
-        t.add_column("count", justify="right", no_wrap=True)
-        t.add_column("bytes", justify="right", no_wrap=True)
-        t.add_column("busy\nms", justify="right", no_wrap=True)
-        if per_frame:
-            t.add_column("per\nframe\nµs", justify="right", no_wrap=True)
-        t.add_column("rate\nGB/s", justify="right", no_wrap=True)
+        t = _grid(["engine", "size", "count", "bytes", "busy\nms"] + ([PER_FRAME_US] if per_frame else []) + ["rate\nGB/s"],
+                  "copies and memsets by size", left=2)  # fmt: skip
         for c in g.copies:
             row = [c.engine, c.size_class, f"{c.count:,}", _bytes(c.bytes), f"{c.busy_ns / 1e6:,.3f}"]
             if per_frame:
@@ -354,8 +335,6 @@ def _kernels_tables(g: GroupAnalysis) -> list[RenderableType]:
 
 
 def render_group(a: TraceAnalysis, g: GroupAnalysis, by_kernel: bool = False) -> list[RenderableType]:
-    from rich import box
-    from rich.table import Table
     from rich.text import Text
 
     out: list[RenderableType] = [_head(a, g)]
@@ -373,14 +352,8 @@ def render_group(a: TraceAnalysis, g: GroupAnalysis, by_kernel: bool = False) ->
 
     per_frame = g.frames.count is not None
     if g.busy.streams:
-        st_t = Table(title="per stream", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
-        st_t.add_column("stream", justify="right")
-        st_t.add_column("engine")
-        st_t.add_column("busy\nms", justify="right")
-        st_t.add_column("count", justify="right")
-        if per_frame:
-            st_t.add_column("per frame\nµs", justify="right")
-        st_t.add_column("rate\nGB/s", justify="right")
+        st_t = _grid(["stream", "engine", "busy\nms", "count"] + ([PER_FRAME_US] if per_frame else []) + ["rate\nGB/s"],
+                     "per stream", left=2)  # fmt: skip
         for s in g.busy.streams:
             for st in s.engines.values():
                 row = [str(s.stream), st.engine, f"{st.busy_ns / 1e6:,.3f}", f"{st.count:,}"]
@@ -400,18 +373,11 @@ def render_group(a: TraceAnalysis, g: GroupAnalysis, by_kernel: bool = False) ->
 
 def render_what_if(wi) -> RenderableType:
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
-
-    from rich import box
 
     per_frame = any(b.us_per_frame is not None for b in wi.bars)
     unit = "µs/frame" if per_frame else "ms"
-    t = Table(title=None, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
-    t.add_column("engine")
-    t.add_column(f"now\n{unit}", justify="right")
-    t.add_column(f"what if\n{unit}", justify="right")
-    t.add_column("", justify="left")
+    t = _grid(["engine", f"now\n{unit}", f"what if\n{unit}", ""])
     for b in wi.bars:
         if per_frame:
             now = "–" if b.us_per_frame is None else f"{b.us_per_frame:.3f}"

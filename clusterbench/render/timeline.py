@@ -17,10 +17,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clusterbench.render.plot import check_plot_path as _check_plot_path
-from clusterbench.render.plot import load_matplotlib
 from clusterbench.errors import InputError
 from clusterbench.model.engines import COLOURS
+from clusterbench.render.plot import check_plot_path as _check_plot_path
+from clusterbench.render.plot import load_matplotlib
 
 if TYPE_CHECKING:
     from clusterbench.analyzers.records import GroupAnalysis, TraceAnalysis
@@ -40,7 +40,7 @@ def check_plot_path(path: str | Path) -> tuple[Path, str]:
     return p, _check_plot_path(p)
 
 
-def require_matplotlib():  # noqa: ANN201
+def require_matplotlib():
     """(Figure, FigureCanvasAgg), or EnvironmentFailure with the install hint when matplotlib is missing."""
     figure, canvas, _patch = load_matplotlib()
     return figure, canvas

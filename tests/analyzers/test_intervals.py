@@ -35,8 +35,7 @@ def test_coverage_lengths_counts_one_and_two_fold() -> None:
     sets = [(a(0), a(100)), (a(50), a(150)), (a(90), a(95))]
     # any: [0,150) = 150; >=2: [50,100) = 50
     assert iv.coverage_lengths(sets, 2) == (150, 50)
-    s, e = iv.coverage_at_least(sets, 3)
-    assert s.tolist() == [90] and e.tolist() == [95]
+    assert iv.coverage_lengths(sets, 3)[2] == 5  # all three: [90,95)
 
 
 def test_clip_splits_an_interval_spanning_windows() -> None:
@@ -85,10 +84,8 @@ def test_random_cases_match_a_brute_force_timeline() -> None:
 
 
 def _gaps(sets, window) -> list[int]:  # noqa: ANN001
-    from clusterbench.analyzers.gaps import idle
-
-    busy = iv.union(np.concatenate([x[0] for x in sets] or [a()]), np.concatenate([x[1] for x in sets] or [a()]))
-    s, e = idle(busy, window, threshold=1)
+    busy = iv.union_of(sets)
+    s, e = iv.subtract(window, busy)
     return (e - s).tolist()
 
 
@@ -140,3 +137,72 @@ def test_subtract_by_hand() -> None:
     assert iv.subtract((a(0), a(10)), iv.empty())[0].tolist() == [0]
     assert iv.subtract(iv.empty(), (a(0), a(10)))[0].size == 0
     assert iv.subtract((a(5), a(10)), (a(0), a(20)))[0].size == 0  # wholly covered
+
+
+def test_union_stats_against_brute_force() -> None:
+    # several lists each sorted by start (overlapping, touching, nested), merged in blocks of 3
+    import clusterbench.analyzers.intervals as ivm
+
+    rng = np.random.default_rng(11)
+    old = ivm.BLOCK
+    ivm.BLOCK = 3
+    try:
+        for _ in range(60):
+            sets = []
+            for _k in range(int(rng.integers(1, 4))):
+                s = np.sort(rng.integers(0, 500, int(rng.integers(0, 12))))
+                sets.append((s, s + rng.integers(0, 40, s.size)))
+            t = np.zeros(600, dtype=bool)
+            for s, e in sets:
+                for x, y in zip(s.tolist(), e.tolist()):
+                    t[x:y] = True
+            first, last, total, holes = iv.union_stats(sets, hole_ns=5)
+            busy = np.flatnonzero(t)
+            assert total == int(t.sum())
+            if busy.size:
+                assert (first, last) == (int(busy[0]), int(busy[-1]) + 1)
+                runs, n = [], 0  # the holes between busy stretches, at least 5 long
+                for x in range(int(busy[0]), int(busy[-1]) + 1):
+                    if not t[x]:
+                        n += 1
+                    elif n:
+                        runs.append((x - n, x))
+                        n = 0
+                assert list(zip(holes[0].tolist(), holes[1].tolist())) == [r for r in runs if r[1] - r[0] >= 5]
+            u = iv.union_of(sets)
+            assert int((u[1] - u[0]).sum()) == int(t.sum())
+    finally:
+        ivm.BLOCK = old
+
+
+def test_coverage_in_window_against_brute_force() -> None:
+    # lists sorted by start (overlapping records, long ones spanning several blocks), a window of
+    # several intervals, blocks of 2 intervals: each list's union inside the window, and the time
+    # one or more / two or more of them are busy there
+    import clusterbench.analyzers.intervals as ivm
+
+    rng = np.random.default_rng(5)
+    old = ivm.BLOCK
+    ivm.BLOCK = 2
+    try:
+        for _ in range(80):
+            lists = []
+            for _k in range(int(rng.integers(1, 4))):
+                s = np.sort(rng.integers(0, 500, int(rng.integers(0, 10))))
+                lists.append((s, s + rng.integers(0, 120, s.size)))
+            window = iv.union(np.sort(rng.integers(0, 600, 3)), np.sort(rng.integers(0, 600, 3)) + 50)
+            inside = np.zeros(800, dtype=bool)
+            for x, y in zip(window[0].tolist(), window[1].tolist()):
+                inside[x:y] = True
+            busy = []
+            for s, e in lists:
+                t = np.zeros(800, dtype=bool)
+                for x, y in zip(s.tolist(), e.tolist()):
+                    t[x:y] = True
+                busy.append(t & inside)
+            per, (one, two) = iv.coverage_in_window(lists, window, 2)
+            depth = np.sum(busy, axis=0)
+            assert per == [int(b.sum()) for b in busy]
+            assert (one, two) == (int((depth >= 1).sum()), int((depth >= 2).sum()))
+    finally:
+        ivm.BLOCK = old

@@ -73,3 +73,24 @@ def test_default_span_skips_a_long_wait_before_the_first_batch(tmp_path: Path) -
     tl = build_timeline(data, analyze(data).primary)
     assert (tl.span_start_ns, tl.span_end_ns) == (10_000, 13_300)
     assert "after an idle gap of 0.010 ms" in tl.span_source
+
+
+def test_gaps_are_marked_and_the_span_can_start_at_the_longest(tmp_path: Path) -> None:
+    # kernels [0,10 µs) and [5 ms, 5.01 ms), a cuModuleLoadData in between: one 4.99 ms module_load gap
+    from fake_nsys import Api
+
+    t = Trace(kernels=[Kernel(0, 10_000), Kernel(5_000_000, 5_010_000)],
+              api=[Api(0, 100, "cudaLaunchKernel_v7000"), Api(4_800_000, 4_900_000, "cuModuleLoadData"),
+                   Api(4_990_000, 4_991_000, "cudaLaunchKernel_v7000")])  # fmt: skip
+    data = load_trace(build(tmp_path / "g.sqlite", t))
+    r = analyze(data)
+    tl = build_timeline(data, r.primary, at_longest_gap=True)
+    # the gap [10,000, 5,000,000): the span starts a quarter of it earlier (clipped at 0) and runs 1.5
+    # gaps long (clipped at the window's end, 5.01 ms)
+    gap = 4_990_000
+    assert (tl.span_start_ns, tl.span_end_ns) == (0, min(5_010_000, int(1.5 * gap)))
+    assert [(m.start_ns, m.end_ns, m.cause) for m in tl.gaps] == [(10_000, 5_000_000, "module_load")]
+    assert tl.span_source == "around the longest idle gap (4.990 ms, module_load)"
+    with pytest.raises(InputError, match="no idle gap"):
+        build_timeline(data, analyze(load_trace(build(tmp_path / "n.sqlite", Trace(kernels=[Kernel(0, 10)])))).primary,
+                       at_longest_gap=True)  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -193,3 +194,100 @@ def test_what_if_in_table_and_json() -> None:
     assert js["engines"]["kernel"]["new_busy_ns"] == 2 * js["engines"]["kernel"]["busy_ns"]
     bad = run(str(REAL), "--what-if", "warp=2")
     assert bad.exit_code == 2 and bad.stderr.startswith("Error: --what-if 'warp=2': unknown engine") and bad.stdout == ""
+
+
+# --------------------------------------------------------------------------- windows, frames, gaps, host, export
+
+DEV_7X7 = H200_DIR / "dev_7x7_s3_b250_async.sqlite"
+
+
+def test_make_run_names_the_module_load_gap_and_advises_no_starvation() -> None:
+    for trace in (REAL, DEV_7X7):
+        res = CliRunner().invoke(app, ["analyze", str(trace)], env={"COLUMNS": "80"})
+        assert res.exit_code == 0, res.output
+        text = " ".join(res.stdout.split())
+        assert "longest gap:" in text and "the host compiled and loaded GPU code (cuModuleLoadData;" in text
+        assert "[setup_gaps]" in text and "without set-up gaps:" in text
+        assert "[gpu_starvation]" not in text and "[low_utilization]" not in text and "starves" not in text
+
+
+def test_json_version_3_keys() -> None:
+    js = json.loads(run(str(REAL), "--json").stdout)
+    assert js["version"] == 3
+    for key in ("window", "frames_definition", "gaps", "gap_summary", "steady", "kernels", "copies", "host", "pacing", "work_not_traced"):
+        assert key in js, key
+    gap = js["gaps"][0]
+    assert set(gap) == {"start_ns", "length_ns", "cause", "api", "setup", "parts_ns"}
+    assert js["window"]["mode"] == "pass-range" and js["frames_definition"] == "range-text"
+    assert [k["name"] for k in js["kernels"]] == ["scan"] and js["kernels"][0]["launches"] == 20
+    assert js["host"]["threads"][0]["tid"] == 462 and js["host"]["threads"][0]["name"] == "python3"
+    assert js["pacing"]["events"] == 20 and js["pacing"]["frames_per_event"] == 500
+
+
+def test_window_and_frames_options(tmp_path: Path) -> None:
+    js = json.loads(run(str(REAL), "--window", "span", "--frames", "kernel:^scan$", "--json").stdout)
+    assert js["window"]["mode"] == "span" and js["frames"] == 20 and js["frames_definition"] == "kernel:^scan$"
+    res = run(str(REAL), "--window", "range:pass", "--by-kernel")
+    assert res.exit_code == 0 and "kernels by name" in res.stdout and "copies and memsets by size" in res.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--window", "bogus"], "--window 'bogus' is not a window"),
+    (["--frames", "kernel:("], "not a regular expression"),
+    (["--plot-start", "soon"], "--plot-start 'soon' is neither"),
+    (["--window", "range:nothere"], "no NVTX range starts with 'nothere'"),
+    (["--frames", "5", "5"], "cannot be combined"),
+])  # fmt: skip
+def test_bad_options_are_one_error_line(args: list[str], message: str) -> None:
+    res = run(str(REAL), *args)
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert lines[0].startswith("Error: ") and message in lines[0] and lines[1].startswith("Hint: ")
+    assert "Traceback" not in res.stderr and res.stdout == ""
+
+
+def test_unknown_range_lists_the_ranges_there_are() -> None:
+    res = run(str(REAL), "--range", "nothere")
+    assert "pass frames=10000" in res.stderr and "pedestal" in res.stderr
+
+
+def test_export_trace_writes_chrome_trace_events(tmp_path: Path) -> None:
+    out = tmp_path / "w.json"
+    res = run(str(REAL), "--export-trace", str(out), "--json")
+    assert res.exit_code == 0, res.output
+    json.loads(res.stdout)  # stdout stays JSON only; the note goes to stderr
+    assert "trace: wrote" in res.stderr
+    doc = json.loads(out.read_text())
+    ev = doc["traceEvents"]
+    procs = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+    threads = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert procs == {"GPU", "host"}
+    assert {"kernel · stream 13", "H2D · stream 14", "thread 462 (python3)", "idle gaps ≥ 0.1 ms"} <= threads
+    xs = [e for e in ev if e["ph"] == "X"]
+    con = sqlite3.connect(f"file:{REAL}?mode=ro", uri=True)
+    (lo, hi), = con.execute("SELECT start, end FROM NVTX_EVENTS WHERE text LIKE 'pass%'").fetchall()
+    n_gpu = sum(con.execute(f"SELECT count(*) FROM {t} WHERE end > ? AND start < ?", (lo, hi)).fetchone()[0]
+                for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"))  # fmt: skip
+    n_api = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE end >= ? AND start <= ?", (lo, hi)).fetchone()[0]
+    con.close()
+    n_gaps = len(json.loads(run(str(REAL), "--json").stdout)["gaps"])
+    assert len(xs) == n_gpu + n_api + n_gaps
+    assert any(e["name"] == "idle: module_load (cuModuleLoadData)" for e in xs)
+    assert any(e["name"] == "scan" for e in xs) and any(e["name"] == "H2D 160 MB" for e in xs)
+    assert min(e["ts"] for e in xs if e["name"] == "scan") >= 0  # µs from the window start
+
+
+def test_plot_can_start_at_the_longest_gap(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "g.png"
+    res = run(str(REAL), "--plot", str(out), "--plot-start", "longest-gap")
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size > 0 and "around the longest idle gap (80.665 ms, module_load)" in res.stdout
+
+
+def test_help_explains_the_new_options() -> None:
+    res = CliRunner().invoke(app, ["analyze", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(res.stdout.split())
+    for word in ("--window", "range:NAME[@DOMAIN][#N]", "ms:A-B", "--frames", "kernel:REGEX", "h2d-bytes:N", "--by-kernel",
+                 "--mangled", "--export-trace", "longest-gap", "host=0.5", "Exit codes"):  # fmt: skip
+        assert word in text, word

@@ -269,3 +269,57 @@ def test_path_with_uri_characters(tmp_path: Path) -> None:
     shutil.copyfile(REAL, p)
     data = read_trace(p)
     assert len(data.activity) == int(np.int64(24 + 41))
+
+
+# --------------------------------------------------------------------------- the host side and NVTX domains
+
+
+def test_domains_threads_overhead_and_driver_table(tmp_path: Path) -> None:
+    from fake_nsys import Overhead
+
+    t = Trace(
+        kernels=[Kernel(0, 10, name="zoo_calib")],
+        api=[Api(0, 5, "cudaLaunchKernel_v7000", tid=101), Api(6, 8, "cuModuleLoadData", tid=101)],
+        ranges=[Range(0, 50, "event loop", domain="zoo_daq"), Range(10, 20, "batch", domain="zoo_daq", event_type=60, by_id=True),
+                Range(0, 60, "pass frames=2")],
+        overhead=[Overhead(30, 40, "CUPTI Buffer flush", tid=999)],
+        thread_names={(100, 101): "zoo-feed-0"},
+        driver_table=True,
+    )  # fmt: skip
+    path = build(tmp_path / "d.sqlite", t)
+    data = read_trace(path, range_prefixes=("event", "batch", "pass"))
+    assert data.ranges.domains == {1: "zoo_daq"}
+    got = sorted((data.ranges.text_of(i), data.ranges.domain_of(i)) for i in range(len(data.ranges)))
+    assert got == [("batch", "zoo_daq"), ("event loop", "zoo_daq"), ("pass frames=2", None)]
+    api = data.api
+    assert set(api.tables) == {"CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"}
+    assert sorted(api.names[i] for i in api.name.tolist()) == ["cuModuleLoadData", "cudaLaunchKernel"]
+    assert [(th.pid, th.tid, th.name) for th in api.threads] == [(100, 101, "zoo-feed-0")]
+    ov = data.overhead
+    assert (ov.start_ns.tolist(), ov.tid.tolist(), ov.name) == ([30], [999], ("CUPTI Buffer flush",))
+    assert data.activity.kernel_names == ("zoo_calib",)
+    assert read_trace(path, kernel_names="mangled").activity.kernel_names == ("_Zzoo_calib",)
+
+
+def test_api_plan_keeps_sums_and_drops(tmp_path: Path) -> None:
+    from clusterbench.io.nsys import ApiPlan
+
+    iv = lambda *p: (np.array([a for a, _ in p], dtype=np.int64), np.array([b for _, b in p], dtype=np.int64))  # noqa: E731
+    t = Trace(kernels=[Kernel(0, 10)], api=[
+        Api(100, 110, "cudaLaunchKernel_v7000"),       # inside the aggregate zone [100, 200): summed
+        Api(120, 125, "cudaMemcpyAsync_v3020"),        # summed
+        Api(130, 140, "cudaStreamSynchronize_v3020"),  # a wait: always kept
+        Api(150, 160, "cudaEventRecord_v3020"),        # touches the keep interval [155, 158]: kept
+        Api(195, 205, "cudaLaunchKernel_v7000"),       # crosses the zone's end: kept
+        Api(300, 310, "cudaLaunchKernel_v7000"),       # in the region, outside the zone: kept
+        Api(500, 510, "cudaLaunchKernel_v7000"),       # outside the region [90, 400]: dropped
+        Api(120, 130, "cudaLaunchKernel_v7000", pid=7),  # another process, not in the plan: dropped
+    ])  # fmt: skip
+    plan = ApiPlan(region={100: iv((90, 400))}, keep={100: iv((155, 158))}, aggregate={100: iv((100, 200))})
+    api = read_trace(build(tmp_path / "p.sqlite", t), api_plan=plan).api
+    assert list(zip(api.start_ns.tolist(), (api.names[i] for i in api.name.tolist()))) == [
+        (130, "cudaStreamSynchronize"), (150, "cudaEventRecord"), (195, "cudaLaunchKernel"), (300, "cudaLaunchKernel")]
+    tot = {S.API_CATEGORIES[c]: (n, k, a, b) for c, n, k, a, b in zip(api.totals.category.tolist(), api.totals.ns.tolist(),
+                                                                      api.totals.calls.tolist(), api.totals.first_ns.tolist(),
+                                                                      api.totals.last_ns.tolist())}  # fmt: skip
+    assert tot == {"launch": (10, 1, 100, 110), "copy": (5, 1, 120, 125)}

@@ -21,15 +21,16 @@ PARAMS = WorkloadParams(rows=400, cols=400, pedestal_frames=50, cluster=3, cap=5
 def check_bytes(sqlite: Path) -> None:
     from clusterbench.analyzers import analyze_trace
 
-    a = analyze_trace(sqlite, range_name="clusterbench:pass")
-    assert a.frames == 400  # from the range text "clusterbench:pass frames=400"
+    a = analyze_trace(sqlite, range_name="clusterbench:pass").primary
+    e = a.busy.engines
+    assert a.frames.count == 400  # from the range text "clusterbench:pass frames=400"
     # by hand: every frame goes in once (400*400 uint16) and its whole D2H slot comes out (4 + 500*40 B),
     # one copy per batch of 100; at the end of the pass the two uint64 cluster totals (found, dropped)
     # come back once: 16 B in a fifth D2H copy.
-    assert a.engines["h2d"].bytes == 400 * 400 * 400 * 2
-    assert a.engines["d2h"].bytes == 400 * (4 + 500 * (4 + 4 * 9)) + 2 * 8
-    assert a.engines["d2h"].count == 400 // 100 + 1
-    assert a.engines["kernel"].busy_ns > 0 and a.roofline.engine in ("kernel", "h2d", "d2h")
+    assert e["h2d"].bytes == 400 * 400 * 400 * 2
+    assert e["d2h"].bytes == 400 * (4 + 500 * (4 + 4 * 9)) + 2 * 8
+    assert e["d2h"].count == 400 // 100 + 1
+    assert e["kernel"].busy_ns > 0 and a.roofline.engine in ("kernel", "h2d", "d2h")
 
 
 def _job(tmp_path: Path, label: str):

@@ -64,19 +64,19 @@ Intervals = tuple[np.ndarray, np.ndarray]
 @dataclass(frozen=True, slots=True, eq=False)
 class Activity:
     """GPU activity records, one array element per record, grouped by engine: the records of engine
-    code ``c`` are ``sections[c]`` = [lo, hi), in the order of the export within each table. pid and
+    code ``c`` are ``sections[c]`` = [lo, hi), in start order (stable: ties keep the export's order). pid and
     device may be read-only broadcasts of one value when every record shares it."""
 
-    start_ns: np.ndarray  # int64
+    start_ns: np.ndarray  # int64, in start order within each engine
     end_ns: np.ndarray  # int64
     pid: np.ndarray
     device: np.ndarray
     engine: np.ndarray  # int8 index into schema.ENGINES
-    bytes: np.ndarray  # int64; 0 for kernels and graphs
-    stream: np.ndarray  # int32 streamId, keyed inside its (pid, device)
+    bytes: np.ndarray  # int32, or int64 when a record needs it; 0 for kernels and graphs
+    stream: np.ndarray  # streamId (int16, or int64 when one needs it), keyed inside its (pid, device)
     pageable: np.ndarray  # bool: a memcpy with pageable host memory on either side (srcKind/dstKind 0)
     sections: tuple[tuple[int, int], ...]  # per engine code
-    kernel_name: np.ndarray  # int32 per kernel record (the kernel section comes first): index into kernel_names
+    kernel_name: np.ndarray  # int16 (int32 past 32,767 names) per kernel record (the kernel section comes first): index into kernel_names
     kernel_names: tuple[str, ...]
 
     def __len__(self) -> int:
@@ -165,8 +165,8 @@ class ApiCalls:
 
     start_ns: np.ndarray
     end_ns: np.ndarray
-    thread: np.ndarray  # int32 index into threads
-    name: np.ndarray  # int32 index into names
+    thread: np.ndarray  # int16 (int32 past 32,767 threads) index into threads
+    name: np.ndarray  # int16 (int32 past 32,767 names) index into names
     names: tuple[str, ...]  # base names (cudaStreamSynchronize, not cudaStreamSynchronize_v3020)
     name_category: np.ndarray  # int8 per name: index into schema.API_CATEGORIES
     threads: tuple[Thread, ...]
@@ -357,6 +357,29 @@ def _results(path: Path, futures: list[Future]) -> list:
         raise _corrupt(path, exc) from None
 
 
+def _read_small(conn: sqlite3.Connection, path: Path, tables: frozenset[str], prefixes: tuple[str, ...]) -> tuple:
+    return (_read_meta(conn, tables), _read_gpu_names(conn, tables), _read_ranges(conn, path, tables, prefixes),
+            _read_thread_names(conn, tables), _read_overhead(conn, path, tables))  # fmt: skip
+
+
+def _consume(path: Path, jobs: list[tuple[str, Future]], sink: _ActivitySink) -> _ActivitySink | None:
+    """Copy the activity chunks into ``sink`` in order, emptying ``jobs`` as it goes (a future keeps its
+    result while it lives); None (and the rest cancelled) when a chunk holds records of another process
+    or device than the first record's."""
+    jobs.reverse()
+    while jobs:
+        table, f = jobs.pop()
+        chunk = _results(path, [f])[0]
+        del f
+        if chunk["mismatch"]:
+            for _, rest in jobs:
+                rest.cancel()
+            jobs.clear()
+            return None
+        sink.add(table, chunk)
+    return sink
+
+
 def _report(on_progress: Callable[[str, int, int], None] | None, what: str, futures: list[Future]) -> None:
     """Call ``on_progress(what, done, total)`` as each future finishes."""
     if on_progress is None or not futures:
@@ -451,11 +474,11 @@ def _activity_job(path: Path, table: str, sql: str, names: tuple[str, ...], lo: 
             kinds = np.where(kinds <= S.MAX_COPY_KIND, kinds, 0)  # unknown kinds -> other
         out["engine"] = _KIND_TO_ENGINE[kinds]
         out["pageable"] = (code & _PACK_PAGEABLE) != 0
-        out["stream"] = (code >> 8).astype(np.int32)
+        out["stream"] = code >> 8
     else:
         engine = {S.KERNEL_TABLE: "kernel", S.GRAPH_TRACE_TABLE: "graph"}.get(table, "memset")
         out["engine"] = np.full(n, S.ENGINE_CODE[engine], dtype=np.int8)
-        out["stream"] = row["stream"].astype(np.int32)
+        out["stream"] = row["stream"]
     if "bytes" in row:
         out["bytes"] = row["bytes"]
     if "name" in row:
@@ -465,66 +488,82 @@ def _activity_job(path: Path, table: str, sql: str, names: tuple[str, ...], lo: 
     return out
 
 
-def _concat(parts: list[dict], key: str, dtype, n: int) -> np.ndarray:
-    """One column of every chunk into one array; each chunk's piece is dropped once copied."""
-    out = np.empty(n, dtype=dtype)
-    pos = 0
-    for p in parts:
-        v = p.pop(key, None)
-        m = p["_n"]
-        if v is None:
-            out[pos : pos + m] = 0
-        else:
-            out[pos : pos + m] = v
-        pos += m
-    return out
+class _ActivitySink:
+    """The activity arrays, filled chunk by chunk as the read threads hand them over (in the order of
+    the tables: kernels, graphs, copies, memsets), each chunk dropped once copied. The arrays are
+    allocated for every rowid of the tables; pages never written (rowid holes) take no memory."""
 
+    # bytes are int32 and streams int16 until a record needs more (then the column is widened once)
+    COLUMNS = (("start", np.int64), ("end", np.int64), ("engine", np.int8), ("bytes", np.int32), ("stream", np.int16),
+               ("pageable", bool))  # fmt: skip
+    WIDER = (("bytes", np.int64), ("stream", np.int64))
 
-def _build_activity(parts_by_table: dict[str, list[dict]], uniform: tuple | None, kernel_names: tuple[str, ...]) -> Activity:
-    """Every table's chunks into one Activity: kernels, then graphs, then copies and memsets ordered
-    by engine (a stable sort, so each engine keeps the export's order)."""
-    order = [t for t in (S.KERNEL_TABLE, S.GRAPH_TRACE_TABLE, S.MEMCPY_TABLE, S.MEMSET_TABLE) if t in parts_by_table]
-    parts = [p for t in order for p in parts_by_table[t]]
-    for p in parts:
-        p["_n"] = p["start"].shape[0]
-    n = sum(p["_n"] for p in parts)
-    n_kernel = sum(p["_n"] for p in parts_by_table.get(S.KERNEL_TABLE, []))
-    kernel_name = np.empty(n_kernel, dtype=np.int32)
-    pos = 0
-    for p in parts_by_table.get(S.KERNEL_TABLE, []):
-        kernel_name[pos : pos + p["_n"]] = p.pop("name")
-        pos += p["_n"]
-    cols = {
-        "engine": _concat(parts, "engine", np.int8, n),
-        "start": _concat(parts, "start", np.int64, n),
-        "end": _concat(parts, "end", np.int64, n),
-        "bytes": _concat(parts, "bytes", np.int64, n),
-        "stream": _concat(parts, "stream", np.int32, n),
-        "pageable": _concat(parts, "pageable", bool, n),
-    }
-    if uniform is None:
-        cols["key"] = _concat(parts, "key", np.int64, n)
-    # copies and memsets come after kernels and graphs: order them by engine code
-    first_byte_record = n_kernel + sum(p["_n"] for p in parts_by_table.get(S.GRAPH_TRACE_TABLE, []))
-    tail = cols["engine"][first_byte_record:]
-    if tail.size > 1 and bool((tail[1:] < tail[:-1]).any()):
-        perm = np.argsort(tail, kind="stable")
-        for k, v in cols.items():
-            v[first_byte_record:] = v[first_byte_record:][perm]
-    counts = np.bincount(cols["engine"], minlength=len(S.ENGINES)) if n else np.zeros(len(S.ENGINES), dtype=np.int64)
-    edges = np.concatenate([[0], np.cumsum(counts)]).tolist()
-    sections = tuple((int(edges[i]), int(edges[i + 1])) for i in range(len(S.ENGINES)))
-    if uniform is None:
-        key = cols.pop("key")
-        pid, device = key % _PACK_DEVICE, key // _PACK_DEVICE
-    else:  # one value for every record: no memory per record
-        pid = np.broadcast_to(np.int64(uniform[0]), (n,))
-        device = np.broadcast_to(np.int64(uniform[1]), (n,))
-    return Activity(
-        start_ns=cols["start"], end_ns=cols["end"], pid=pid, device=device, engine=cols["engine"],
-        bytes=cols["bytes"], stream=cols["stream"], pageable=cols["pageable"], sections=sections,
-        kernel_name=kernel_name, kernel_names=kernel_names,
-    )  # fmt: skip
+    def __init__(self, capacity: int, kernel_capacity: int, with_key: bool) -> None:
+        self.cols = {k: np.empty(capacity, dtype=dt) for k, dt in self.COLUMNS}
+        if with_key:
+            self.cols["key"] = np.empty(capacity, dtype=np.int64)
+        self.kernel_ids = np.empty(kernel_capacity, dtype=np.int64)
+        self.n = 0
+        self.n_kernel = 0
+        self.first_byte_record: int | None = None
+
+    def add(self, table: str, chunk: dict) -> None:
+        m = chunk["start"].shape[0]
+        if table in (S.MEMCPY_TABLE, S.MEMSET_TABLE) and self.first_byte_record is None:
+            self.first_byte_record = self.n
+        sl = slice(self.n, self.n + m)
+        for k, wide in self.WIDER:
+            v = chunk.get(k)
+            col = self.cols[k]
+            if v is not None and v.size and col.dtype != wide:
+                info = np.iinfo(col.dtype)
+                if int(v.max()) > info.max or int(v.min()) < info.min:
+                    self.cols[k] = col.astype(wide)
+        for k, col in self.cols.items():
+            v = chunk.get(k)
+            col[sl] = 0 if v is None else v
+        if table == S.KERNEL_TABLE:
+            self.kernel_ids[self.n_kernel : self.n_kernel + m] = chunk.get("name", -1)
+            self.n_kernel += m
+        self.n += m
+
+    def finish(self, uniform: tuple | None, kernel_index: np.ndarray, kernel_names: tuple[str, ...]) -> Activity:
+        n = self.n
+        cols = {k: v[:n] for k, v in self.cols.items()}
+        # copies and memsets come after kernels and graphs: order them by engine code (a stable sort,
+        # so each engine keeps the export's order), one column at a time
+        first = self.first_byte_record
+        if first is not None:
+            tail = cols["engine"][first:]
+            if tail.size > 1 and bool((tail[1:] < tail[:-1]).any()):
+                perm = np.argsort(tail, kind="stable")
+                for v in cols.values():
+                    v[first:] = v[first:][perm]
+                del perm
+        counts = np.bincount(cols["engine"], minlength=len(S.ENGINES)) if n else np.zeros(len(S.ENGINES), dtype=np.int64)
+        edges = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        sections = tuple((int(edges[i]), int(edges[i + 1])) for i in range(len(S.ENGINES)))
+        # each engine's records in start order (exports are written nearly so: usually nothing to do)
+        for code, (lo, hi) in enumerate(sections):
+            start = cols["start"][lo:hi]
+            if hi - lo > 1 and bool((start[1:] < start[:-1]).any()):
+                order = np.argsort(start, kind="stable")
+                for v in cols.values():
+                    v[lo:hi] = v[lo:hi][order]
+                if code == S.ENGINE_CODE["kernel"]:
+                    kernel_index = kernel_index[order]
+                del order
+        if uniform is None:
+            key = cols.pop("key")
+            pid, device = key % _PACK_DEVICE, key // _PACK_DEVICE
+        else:  # one value for every record: no memory per record
+            pid = np.broadcast_to(np.int64(uniform[0]), (n,))
+            device = np.broadcast_to(np.int64(uniform[1]), (n,))
+        return Activity(
+            start_ns=cols["start"], end_ns=cols["end"], pid=pid, device=device, engine=cols["engine"],
+            bytes=cols["bytes"], stream=cols["stream"], pageable=cols["pageable"], sections=sections,
+            kernel_name=kernel_index, kernel_names=kernel_names,
+        )  # fmt: skip
 
 
 def _kernel_name_column(cols: frozenset[str], kind: str) -> str | None:
@@ -554,6 +593,8 @@ def _resolve_kernel_names(conn: sqlite3.Connection, tables: frozenset[str], ids:
             q = f"SELECT id, value FROM {S.STRINGS_TABLE} WHERE id IN ({','.join('?' * len(part))})"
             found.update({int(i): str(v) for i, v in conn.execute(q, part)})
     names = tuple(found.get(int(i) - 1, f"(kernel name id {int(i) - 1})") if i > 0 else "(no name)" for i in present.tolist())
+    if present.size < np.iinfo(np.int16).max:
+        lut = lut.astype(np.int16)
     return lut[shifted], names
 
 
@@ -716,8 +757,9 @@ def _api_job(path: Path, sql: str, lo: int, hi: int, box: _PlanBox, names: _Name
 
 
 def _start_api(path: Path, conn: sqlite3.Connection, tables: frozenset[str], pool: ThreadPoolExecutor, box: _PlanBox
-               ) -> tuple[list[Future], _Names, _Threads, tuple[str, ...]]:  # fmt: skip
-    """Start reading every API table in chunks on ``pool``; each chunk waits for ``box``'s plan."""
+               ) -> tuple[list[Future], _Names, _Threads, tuple[str, ...], int]:  # fmt: skip
+    """Start reading every API table in chunks on ``pool``; each chunk waits for ``box``'s plan. Also
+    returns the number of rowids the tables span (at least their rows)."""
     api_tables = tuple(t for t in S.API_TABLES if t in tables and _table_has_rows(conn, t))
     names, threads = _Names(), _Threads()
     sql = (
@@ -725,43 +767,65 @@ def _start_api(path: Path, conn: sqlite3.Connection, tables: frozenset[str], poo
         "group_concat(nameId) FROM [{table}] WHERE rowid > ? AND rowid <= ?"
     )
     futures = []
+    capacity = 0
     for t in api_tables:
         _require(conn, path, t)
         q = sql.format(mask=_TID48, table=t)
-        futures += [pool.submit(_api_job, path, q, a, b, box, names, threads) for a, b in _chunks(*_rowid_span(conn, t))]
-    return futures, names, threads, api_tables
+        lo, hi = _rowid_span(conn, t)
+        capacity += hi - lo + 1
+        futures += [pool.submit(_api_job, path, q, a, b, box, names, threads) for a, b in _chunks(lo, hi)]
+    return futures, names, threads, api_tables, capacity
 
 
 _EMPTY_IV: Intervals = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
 
 
-def _build_api(results: list[dict | None], plan: ApiPlan, names: _Names, threads: _Threads, thread_names: dict[int, str],
-               tables: tuple[str, ...]) -> ApiCalls:  # fmt: skip
-    parts = [r for r in results if r is not None]
-    n = sum(p["start"].shape[0] for p in parts)
-    cols = {}
-    for k, dt in (("start", np.int64), ("end", np.int64), ("thread", np.int32), ("name", np.int32)):
-        out = np.empty(n, dtype=dt)
-        pos = 0
-        for p in parts:
-            v = p.pop(k)
-            out[pos : pos + v.shape[0]] = v
-            pos += v.shape[0]
-        cols[k] = out
-    if n and cols["start"].size > 1 and bool((cols["start"][1:] < cols["start"][:-1]).any()):
+def _build_api(path: Path, futures: list[Future], plan: ApiPlan, names: _Names, threads: _Threads,
+               thread_names: dict[int, str], tables: tuple[str, ...], capacity: int = 0) -> ApiCalls:  # fmt: skip
+    """The kept calls of every chunk, in order, into one set of arrays (each chunk dropped once copied),
+    and the chunks' totals summed. The arrays are allocated for every row of the API tables (``capacity``);
+    the pages past the calls kept are never written and take no memory."""
+    cap = max(1, capacity)
+    # thread and name indices are int16 until one needs more (then the column is widened once)
+    cols = {k: np.empty(cap, dtype=dt) for k, dt in (("start", np.int64), ("end", np.int64), ("thread", np.int16), ("name", np.int16))}
+    n = 0
+    tparts: list[dict] = []
+    futures.reverse()  # popped in order: a future keeps its result while it lives
+    while futures:
+        f = futures.pop()
+        part = _results(path, [f])[0]
+        del f
+        if part is None:
+            continue
+        m = part["start"].shape[0]
+        if n + m > cap:  # rows past the rowid span: cannot happen in SQLite, but never write past the end
+            cap = max(2 * cap, n + m)
+            for k, v in cols.items():
+                grown = np.empty(cap, dtype=v.dtype)
+                grown[:n] = v[:n]
+                cols[k] = grown
+        for k in list(cols):
+            v = part.pop(k)
+            if cols[k].dtype == np.int16 and v.size and int(v.max()) > np.iinfo(np.int16).max:
+                cols[k] = cols[k].astype(np.int32)
+            cols[k][n : n + m] = v
+        n += m
+        if "t_key" in part:
+            tparts.append(part)
+    cols = {k: v[:n] for k, v in cols.items()}
+    if n > 1 and bool((cols["start"][1:] < cols["start"][:-1]).any()):
         order = np.argsort(cols["start"], kind="stable")
         cols = {k: v[order] for k, v in cols.items()}
-    tkey = [p["t_key"] for p in parts if "t_key" in p]
-    if tkey:
-        allk = np.concatenate(tkey)
+    if tparts:
+        allk = np.concatenate([p["t_key"] for p in tparts])
         uk, inv = np.unique(allk, return_inverse=True)
         inv = inv.reshape(-1)
-        ns = np.bincount(inv, weights=np.concatenate([p["t_ns"] for p in parts if "t_key" in p]), minlength=uk.size)
-        calls = np.bincount(inv, weights=np.concatenate([p["t_calls"] for p in parts if "t_key" in p]), minlength=uk.size)
+        ns = np.bincount(inv, weights=np.concatenate([p["t_ns"] for p in tparts]), minlength=uk.size)
+        calls = np.bincount(inv, weights=np.concatenate([p["t_calls"] for p in tparts]), minlength=uk.size)
         first = np.full(uk.size, np.iinfo(np.int64).max, dtype=np.int64)
         last = np.full(uk.size, np.iinfo(np.int64).min, dtype=np.int64)
-        np.minimum.at(first, inv, np.concatenate([p["t_first"] for p in parts if "t_key" in p]))
-        np.maximum.at(last, inv, np.concatenate([p["t_last"] for p in parts if "t_key" in p]))
+        np.minimum.at(first, inv, np.concatenate([p["t_first"] for p in tparts]))
+        np.maximum.at(last, inv, np.concatenate([p["t_last"] for p in tparts]))
         totals = ApiTotals(
             thread=(uk // len(S.API_CATEGORIES)).astype(np.int32), category=(uk % len(S.API_CATEGORIES)).astype(np.int8),
             ns=ns.astype(np.int64), calls=calls.astype(np.int64), first_ns=first, last_ns=last,
@@ -797,28 +861,25 @@ def _read_ranges(conn: sqlite3.Connection, path: Path, tables: frozenset[str], p
     dom = "ifnull(n.domainId, 0)" if "domainId" in cols else "0"
     kind = f"n.eventType IN ({','.join(str(t) for t in S.NVTX_RANGE_TYPES)}) AND " if "eventType" in cols else ""
     match = " OR ".join(f"substr({text}, 1, {len(p)}) = ?" for p in prefixes)
+    # one row per distinct text, its ranges' columns joined: no Python object per range
     sql = (
-        f"SELECT n.start, n.end, {text}, {tid}, {dom} FROM {S.NVTX_TABLE} n {join} "
-        f"WHERE {kind}n.end IS NOT NULL AND n.end >= n.start AND ({match}) ORDER BY n.start"
+        f"SELECT {text}, group_concat(n.start), group_concat(n.end), group_concat({tid}), group_concat({dom}) "
+        f"FROM {S.NVTX_TABLE} n {join} WHERE {kind}n.end IS NOT NULL AND n.end >= n.start AND ({match}) GROUP BY 1"
     )
-    rows = conn.execute(sql, prefixes).fetchall()
+    groups = conn.execute(sql, prefixes).fetchall()
     domains: dict[int, str] = {}
     if "eventType" in cols and "domainId" in cols:
         q = f"SELECT n.domainId, {text} FROM {S.NVTX_TABLE} n {join} WHERE n.eventType = {S.NVTX_DOMAIN_CREATE}"
         domains = {int(d): str(t) for d, t in conn.execute(q) if d is not None and t is not None}
-    if not rows:
+    if not groups:
         return no_ranges()
-    starts, ends, texts, pids, doms = zip(*rows)
-    uniq, index = np.unique(np.array(texts, dtype=object), return_inverse=True)
-    return NvtxRanges(
-        start_ns=np.array(starts, dtype=np.int64),
-        end_ns=np.array(ends, dtype=np.int64),
-        pid=np.array(pids, dtype=np.int64),
-        text_index=index.astype(np.int64).reshape(-1),
-        texts=tuple(str(t) for t in uniq),
-        domain=np.array(doms, dtype=np.int64),
-        domains=domains,
-    )
+    texts = tuple(str(g[0]) for g in groups)
+    cols_ = [[_ints(g[k].encode() if isinstance(g[k], str) else g[k]) for g in groups] for k in range(1, 5)]
+    index = np.concatenate([np.full(c.size, i, dtype=np.int64) for i, c in enumerate(cols_[0])])
+    start, end, pid, domain = (np.concatenate(c) for c in cols_)
+    order = np.argsort(start, kind="stable")
+    return NvtxRanges(start_ns=start[order], end_ns=end[order], pid=pid[order], text_index=index[order], texts=texts,
+                      domain=domain[order], domains=domains)  # fmt: skip
 
 
 def nvtx_ranges(path: str | os.PathLike[str], prefixes: tuple[str, ...]) -> NvtxRanges:
@@ -946,6 +1007,20 @@ def _no_gpu_work(conn: sqlite3.Connection, path: Path, tables: frozenset[str]) -
 # --------------------------------------------------------------------------- the read
 
 
+def _fixed_mmap_threshold() -> None:
+    """Large arrays come and go while a big export is read and analyzed; glibc's malloc raises its
+    mmap threshold after each large free, and the memory of the arrays of a few MB after that stays
+    with the process. A fixed threshold of 1 MiB gives every such array back when it is freed. A no-op
+    where the C library is not glibc."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD; fixing it also stops the dynamic adjustment
+    except (OSError, AttributeError):
+        pass
+
+
 def read_trace(
     path: str | os.PathLike[str],
     *,
@@ -967,6 +1042,7 @@ def read_trace(
         raise ValueError(f"kernel_names must be 'short' or 'mangled', not {kernel_names!r}")
     path = Path(path)
     check_sqlite_file(path)
+    _fixed_mmap_threshold()
     conn = connect_read_only(path)
     # two pools: the API chunks block their threads until the plan is known, which needs the
     # activity read on the other pool
@@ -1012,43 +1088,31 @@ def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_po
             out += [(table, pool.submit(_activity_job, path, table, sql, names, a, b)) for a, b in _chunks(*spans[table])]
         return out
 
-    # The activity and the API tables read on their pools while the small tables are read here.
+    # The activity and the API tables read on their pools; the small tables on the activity pool
+    # too (on this thread's connection, which this thread leaves alone meanwhile); this thread
+    # copies the activity chunks into place as they come.
     act_jobs = submit_activity(uniform)
-    api_jobs, names, threads, api_tables = _start_api(path, conn, tables, api_pool, box)
+    api_jobs, names, threads, api_tables, api_capacity = _start_api(path, conn, tables, api_pool, box)
+    small = pool.submit(_read_small, conn, path, tables, prefixes)
     _report(on_progress, "GPU activity", [f for _, f in act_jobs])
     _report(on_progress, "CUDA API calls", api_jobs)
-    meta = _read_meta(conn, tables)
-    gpu_names = _read_gpu_names(conn, tables)
-    ranges = _read_ranges(conn, path, tables, prefixes)
-    thread_names = _read_thread_names(conn, tables)
-    overhead = _read_overhead(conn, path, tables)
-
-    parts = _results(path, [f for _, f in act_jobs])
-    if any(p["mismatch"] for p in parts):  # several processes or devices: read again with per-row keys
+    capacity = sum(hi - lo + 1 for lo, hi in spans.values())
+    kernel_capacity = spans[S.KERNEL_TABLE][1] - spans[S.KERNEL_TABLE][0] + 1 if S.KERNEL_TABLE in spans else 0
+    sink = _consume(path, act_jobs, _ActivitySink(capacity, kernel_capacity, with_key=False))
+    if sink is None:  # several processes or devices: read again with per-row keys
         uniform = None
-        del parts
         act_jobs = submit_activity(None)
         _report(on_progress, "GPU activity (per process)", [f for _, f in act_jobs])
-        parts = _results(path, [f for _, f in act_jobs])
-    by_table: dict[str, list[dict]] = {}
-    for (table, _), p in zip(act_jobs, parts):
-        by_table.setdefault(table, []).append(p)
-    del parts
-    kernel_ids = np.concatenate([p["name"] for p in by_table.get(S.KERNEL_TABLE, [])]) if name_col else None
-    kernel_index, kernel_name_list = (np.empty(0, dtype=np.int32), ())
-    if kernel_ids is not None:
-        kernel_index, kernel_name_list = _resolve_kernel_names(conn, tables, kernel_ids)
-        pos = 0
-        for p in by_table.get(S.KERNEL_TABLE, []):
-            m = p["start"].shape[0]
-            p["name"] = kernel_index[pos : pos + m]
-            pos += m
+        sink = _consume(path, act_jobs, _ActivitySink(capacity, kernel_capacity, with_key=True))
+        assert sink is not None
+    meta, gpu_names, ranges, thread_names, overhead = _results(path, [small])[0]
+    if name_col is not None:
+        kernel_index, kernel_name_list = _resolve_kernel_names(conn, tables, sink.kernel_ids[: sink.n_kernel])
     else:
-        for p in by_table.get(S.KERNEL_TABLE, []):
-            p["name"] = np.zeros(p["start"].shape[0], dtype=np.int32)
-        kernel_name_list = ("(no name)",) if S.KERNEL_TABLE in by_table else ()
-    activity = _build_activity(by_table, uniform, kernel_name_list)
-    del by_table
+        kernel_index = np.zeros(sink.n_kernel, dtype=np.int32)
+        kernel_name_list = ("(no name)",) if sink.n_kernel else ()
+    activity = sink.finish(uniform, kernel_index, kernel_name_list)
+    del sink
 
     if S.GRAPH_TRACE_TABLE in present:
         graph_trace = "graph"
@@ -1057,7 +1121,7 @@ def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_po
     else:
         graph_trace = None
     memcpy_cols = columns.get(S.MEMCPY_TABLE)
-    empty_api = _build_api([], KEEP_ALL, _Names(), _Threads(), thread_names, ())
+    empty_api = _build_api(path, [], KEEP_ALL, _Names(), _Threads(), thread_names, ())
     data = TraceData(
         path=path, tables=tables, schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
         nsys_version=meta.get("EXPORT_PRODUCT_VERSION"), activity=activity, ranges=ranges, range_prefixes=prefixes,
@@ -1068,8 +1132,7 @@ def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_po
     plan = api_plan(data) if callable(api_plan) else api_plan
     box.plan = plan
     box.ready.set()
-    results = _results(path, api_jobs)
-    api = _build_api(results, plan, names, threads, thread_names, api_tables)
+    api = _build_api(path, api_jobs, plan, names, threads, thread_names, api_tables, api_capacity)
     return TraceData(
         path=data.path, tables=data.tables, schema_version=data.schema_version, nsys_version=data.nsys_version,
         activity=activity, ranges=ranges, range_prefixes=prefixes, gpu_names=gpu_names, api=api, overhead=overhead,
@@ -1091,9 +1154,8 @@ def read_api_window(path: str | os.PathLike[str], pid: int, start_ns: int, end_n
     box.ready.set()
     try:
         tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
-        futures, names, threads, api_tables = _start_api(path, conn, tables, pool, box)
-        results = _results(path, futures)
-        return _build_api(results, plan, names, threads, _read_thread_names(conn, tables), api_tables)
+        futures, names, threads, api_tables, capacity = _start_api(path, conn, tables, pool, box)
+        return _build_api(path, futures, plan, names, threads, _read_thread_names(conn, tables), api_tables, capacity)
     except sqlite3.DatabaseError as exc:
         raise _corrupt(path, exc) from None
     finally:

@@ -70,7 +70,13 @@ NVTX_DOMAIN_CREATE = 75
 NVTX_RANGE_TYPES = (NVTX_PUSH_POP, NVTX_START_END)
 
 # The engines and their codes: the engine table (clusterbench.model.engines).
-from clusterbench.model.engines import ALWAYS_REPORTED, BYTE_ENGINES, COPY_ENGINES, ENGINE_CODE, ENGINES  # noqa: E402,F401
+from clusterbench.model.engines import (  # noqa: F401
+    ALWAYS_REPORTED,
+    BYTE_ENGINES,
+    COPY_ENGINES,
+    ENGINE_CODE,
+    ENGINES,
+)
 
 # CUPTI copyKind (CUpti_ActivityMemcpyKind); ENUM_CUDA_MEMCPY_OPER is missing before 2022.4.
 COPY_KIND_LABELS = {

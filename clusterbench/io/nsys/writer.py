@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from clusterbench.errors import InputError
 from clusterbench.io.nsys.schema import PID_MASK, PID_SHIFT
