@@ -241,7 +241,7 @@ def test_window_and_frames_options(tmp_path: Path) -> None:
 def test_bad_options_are_one_error_line(args: list[str], message: str) -> None:
     res = run(str(REAL), *args)
     assert res.exit_code == 2, res.output
-    lines = res.stderr.strip().splitlines()
+    lines = messages(res.stderr)  # each message wrapped at the output's width, read back as one line
     assert lines[0].startswith("Error: ") and message in lines[0] and lines[1].startswith("Hint: ")
     assert "Traceback" not in res.stderr and res.stdout == ""
 
