@@ -868,9 +868,10 @@ class ConfigRun:
         self._on_phase(name, detail)
 
     def _close_phase(self) -> None:
+        """Time the last phase (nothing is reported)."""
         if self._phase is not None:
-            self.phase("done")
-            self.phase_s.pop("done", None)
+            name, since = self._phase
+            self.phase_s[name] = round(self.phase_s.get(name, 0.0) + time.monotonic() - since, 3)
             self._phase = None
 
     def _save(self, **changes: Any) -> None:
@@ -907,8 +908,8 @@ class ConfigRun:
             else:
                 self._analyzed(self._analyze(traced), job)
                 merge_results(self.out_dir, ResultSet(rows=(self._row(None),)))  # the traced figures are safe
-        self.phase("sustained")
         try:
+            self.phase("sustained")
             sustained_run = self._sustained(job, run_gpus)
         except BaseException:
             if self._pending is not None:  # the traced row is kept, as when the analysis came first

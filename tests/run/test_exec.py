@@ -353,3 +353,20 @@ def test_a_scan_of_a_placeholder_the_command_lacks_is_refused(monkeypatch, tmp_p
         plan_probe(req)
     with pytest.raises(InputError, match="--scan 'strems=1,2': 'strems' is not a placeholder \\(did you mean 'streams'"):
         plan_probe(ProbeRequest(program=req.program, rate=req.rate, scan=("strems=1,2",)))
+
+
+def test_aares_event_kernel_time_against_its_kernel_bar_on_the_h200() -> None:
+    """probes/aare_cuda.py's result records on the H200 (2026-12-01) carry aare's own kernel time per frame
+    from its CUDA events; the trace's kernel bar of the same pass is in probes.csv. At 3x3 on one stream
+    aare's events read 9.60 µs/frame against a 3.62 µs bar: 2.65x, so the check says believe the bar."""
+    from clusterbench.run.checks import check_kernel_time
+
+    d = Path(__file__).resolve().parents[2] / "results" / "2026-12-01_f32_aare-cuda"
+    record = json.loads((d / "3x3_s1_uncontended.pass.json").read_text())
+    events_us = record["extra"]["avg_kernel_us_per_frame_cuda_events"]  # the key's name in that version
+    bar_us = float(rows_of(d)["3x3_s1_uncontended"]["kernel_us"])
+    assert round(events_us, 2) == 9.60 and round(bar_us, 2) == 3.62
+    check = check_kernel_time(events_us, "its result record's extra.kernel_us_per_frame", bar_us)
+    assert (check.status, check.reason) == ("disagree", "events_longer")
+    assert check.ratio == pytest.approx(9.5966 / 3.6189, rel=1e-3)
+    assert "believe the kernel bar" in check.message

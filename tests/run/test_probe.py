@@ -366,3 +366,34 @@ def test_env_json_keeps_one_kernel_hash_set_as_a_mapping() -> None:
                                 "b": ConfigEntry(kernel_sha256=dict(same))}).to_json()
     assert env["kernel_sha256"] == same
     assert json.loads(json.dumps(env))["configs"]["a"]["kernel_sha256"] == same
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_the_analysis_beside_the_sustained_runs_gives_the_same_rows(monkeypatch, config_path: Path, tmp_path: Path,
+                                                                    overlap: bool) -> None:
+    edges = Edges(monkeypatch, tmp_path)
+    monkeypatch.setattr(probe_mod, "OVERLAP_MIN_CPUS", 1 if overlap else 10_000)
+    req = request(config_path, tmp_path, only=("a",))
+    plan = plan_probe(req)
+    events: list = []
+    outcome = run_probe(plan, req, on_event=events.append, nsys=edges.nsys)
+    (row,) = outcome.rows
+    assert row.kernel_us == pytest.approx(0.3) and row.sustained_fps == 2000.0 and row.serial_us == pytest.approx(0.5)
+    phases = [e.phase for e in events if e.kind == "phase" and e.label == "a" and e.phase != "export"]
+    phases = [p for k, p in enumerate(phases) if k == 0 or p != phases[k - 1]]  # a round repeats its phase
+    # beside: the analysis starts before the sustained runs and is joined after them
+    assert phases[:3] == ["trace", "analyze", "sustained"] and (phases[3:] == ["analyze"]) == overlap
+    env = json.loads((plan.results_dir / "env.json").read_text())["configs"]["a"]
+    assert set(env["phase_s"]) >= {"trace", "analyze", "sustained"} and env["analysis"]["processes"] == 1
+
+
+def test_ctrl_c_during_sustained_keeps_the_traced_row_when_the_analysis_runs_beside(monkeypatch, config_path: Path,
+                                                                                     tmp_path: Path) -> None:
+    edges = Edges(monkeypatch, tmp_path)
+    monkeypatch.setattr(probe_mod, "OVERLAP_MIN_CPUS", 1)
+    req = request(config_path, tmp_path, repeat=1, only=("b",))
+    plan = plan_probe(req)
+    with pytest.raises(ProbeInterrupted, match="b's traced row is kept without sustained FPS"):
+        run_probe(plan, req, on_event=_interrupt_at("b", "sustained"), nsys=edges.nsys)
+    rows = read_csv(plan.results_dir / "probes.csv")
+    assert rows[0]["sustained_fps"] == "" and float(rows[0]["kernel_us"]) == pytest.approx(0.15)
