@@ -226,9 +226,15 @@ def render_scan(points: Sequence[ScanPoint], scans: Sequence[Scan], width: int |
 
 def render_dry_run(dry: DryRun) -> str:
     """``probe --dry-run``: every command line with its placeholders filled in, and the guards (pure)."""
+    import os
     import shlex
 
-    lines = ["clusterbench probe --dry-run: nothing runs; this is the plan",
+    here = os.getcwd().rstrip("/") + "/"
+
+    def show(argv: Sequence[str]) -> str:  # paths under the current folder, relative to it
+        return shlex.join(a.replace(here, "") if here in a else a for a in argv)
+
+    lines = ["clusterbench probe --dry-run: nothing runs; this is the plan (paths relative to this folder)",
              f"results dir: {dry.results_dir}",
              f"tracer: {dry.tracer}" + (f" ({dry.nsys})" if dry.nsys else " (nsys is not found here: the GPU machine "
                                                                           "needs it on PATH)" if dry.tracer == "nsys"
@@ -239,19 +245,20 @@ def render_dry_run(dry: DryRun) -> str:
     lines += [f"  - {g}" for g in dry.guards]
     for c in dry.configs:
         lines.append("")
-        lines.append(f"config {c.label} ({c.workload})" + (f", in {c.cwd}" if c.cwd else ""))
+        where = "" if not c.cwd else (", run in this folder" if c.cwd + "/" == here else f", run in {c.cwd}")
+        lines.append(f"config {c.label} ({c.workload}){where}")
         if c.placeholders:
             shown = ", ".join(f"{k}={v}" for k, v in c.placeholders.items() if v is not None)
             lines.append(f"  placeholders: {shown}")
         if c.trace is not None:
             env = " ".join(f"{k}={v}" for k, v in c.trace_env.items())
-            lines.append("  trace:    " + (env + " " if env else "") + shlex.join(c.trace))
+            lines.append("  trace:    " + (env + " " if env else "") + show(c.trace))
         if c.export is not None:
-            lines.append("  export:   (only where the profile wrote no .sqlite) " + shlex.join(c.export))
+            lines.append("  export:   (only where the profile wrote no .sqlite) " + show(c.export))
         if c.analysis is not None:
             lines.append(f"  analyze:  {c.analysis}")
         for argv in c.sustained:
-            lines.append("  untraced: " + shlex.join(argv))
+            lines.append("  untraced: " + show(argv))
         lines.append(f"  sustained FPS ({c.sustained_source}): {c.sustained_note}")
     for w in dry.warnings:
         lines.append(f"warning: {w}")
