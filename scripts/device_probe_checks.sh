@@ -17,21 +17,12 @@
 # and the others go on; the exit status is 1 when any step failed.
 # Environment (optional): WORK, OUT, PYTHON (python3), REPEAT (untraced runs per probe, 2).
 set -u
-usage() {
-    echo "usage: bash scripts/device_probe_checks.sh ZOO_DIR  (GPU only: needs an NVIDIA GPU and Nsight Systems)"
-    awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "${BASH_SOURCE[0]}"
-}
-case "${1:-}" in
-    -h|--help) usage; exit 0 ;;
-esac
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# GPU only: say so before any work
-if ! command -v nsys >/dev/null 2>&1 || ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-    echo "Error: scripts/device_probe_checks.sh needs an NVIDIA GPU and Nsight Systems: $(command -v nsys >/dev/null 2>&1 \
-        && echo 'no NVIDIA GPU or driver (nvidia-smi -L failed)' || echo 'nsys is not on PATH')" >&2
-    echo "Hint: run it on the GPU machine with nsys on PATH" >&2
-    exit 1
-fi
+. "$root/scripts/lib/gpu_script.sh"
+case "${1:-}" in
+    -h|--help) gpu_script_usage "${BASH_SOURCE[0]}" "bash scripts/device_probe_checks.sh ZOO_DIR"; exit 0 ;;
+esac
+require_gpu_and_nsys scripts/device_probe_checks.sh  # GPU only: say so before any work
 if [ -z "${1:-}" ]; then
     echo "Error: no ZOO_DIR given" >&2
     echo "Hint: bash tests/zoo/build.sh ZOO_DIR, then bash scripts/device_probe_checks.sh ZOO_DIR" >&2

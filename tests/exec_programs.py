@@ -13,10 +13,10 @@ program, so a program can print what it printed under the profiler.
 from __future__ import annotations
 
 import json
-import stat
-import sys
 import textwrap
 from pathlib import Path
+
+import protocol_programs
 
 FAKE_NSYS = textwrap.dedent('''\
     #!{python}
@@ -79,11 +79,7 @@ PROGRAM = textwrap.dedent('''\
 
 
 def write_fake_nsys(folder: Path) -> Path:
-    exe = folder / "bin" / "nsys"
-    exe.parent.mkdir(parents=True, exist_ok=True)
-    exe.write_text(FAKE_NSYS.format(python=sys.executable))
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    return exe
+    return protocol_programs.write_fake_nsys(folder, FAKE_NSYS)
 
 
 def write_program(folder: Path) -> Path:

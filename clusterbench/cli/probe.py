@@ -159,7 +159,7 @@ def probe(
     from clusterbench.errors import InputError
     from clusterbench.render.probe import ProbeProgress, outcome_json, render_checks, render_dry_run, render_footer
     from clusterbench.run.campaign import executor_options_for
-    from clusterbench.run.config import DEFAULT_CONFIG_FILE
+    from clusterbench.run.config import DEFAULT_CONFIG_FILE, ExecOptions
     from clusterbench.run.probe import ProbeRequest, dry_run as plan_dry_run, plan_probe, preflight, require_no_failures, run_probe
 
     argv = tuple(["clusterbench", *sys.argv[1:]])
@@ -177,9 +177,10 @@ def probe(
             config_path=Path(DEFAULT_CONFIG_FILE) if config is None else config, only=tuple(only or ()),
             frames=count, tag=tag, tracer=tracer, repeat=repeat, results_root=results_dir, max_util_pct=max_util,
             require_clean=require_clean, force=force, data=data, argv=argv, gpus=gpus,
-            program=tuple(program or ()), label=label, frames_spec=spec, window=window, capture=capture, rate=rate,
-            rate_unit=rate_unit, kernel_time=kernel_time, kernel_time_unit=kernel_time_unit, sustained=sustained,
-            wall_start=wall_start, wall_end=wall_end, timeout_s=timeout, scan=tuple(scan or ()),
+            program=tuple(program or ()), label=label, timeout_s=timeout, scan=tuple(scan or ()),
+            measure=ExecOptions(frames_spec=spec, window=window, capture=capture, rate=rate, rate_unit=rate_unit,
+                                kernel_time=kernel_time, kernel_time_unit=kernel_time_unit, sustained=sustained,
+                                wall_start=wall_start, wall_end=wall_end),
         )
     plan = plan_probe(request)  # step 1: config and option errors exit 2 before any GPU call
     if plot is not None:

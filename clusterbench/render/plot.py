@@ -71,6 +71,16 @@ def check_plot_path(path: Path) -> str:
     return fmt
 
 
+def _save(fig, path: Path, fmt: str) -> Path:  # noqa: ANN001 - a matplotlib Figure
+    """Lay the figure out and write it; InputError when it cannot be written."""
+    fig.tight_layout()
+    try:
+        fig.savefig(path, format=fmt)
+    except OSError as exc:
+        raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint=_PLOT_HINT) from None
+    return path
+
+
 def render_compare_plot(cmp: Comparison, path: Path) -> Path:
     """Grouped bars per config label: kernel/h2d/d2h before (light, hatched) and after (solid),
     in µs per frame; the tallest (binding) bar of each side is marked. Writes PNG, SVG or PDF by
@@ -132,12 +142,7 @@ def render_compare_plot(cmp: Comparison, path: Path) -> Path:
     ]
     ax.legend(handles=handles, fontsize=8, ncol=3, loc="upper left")
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    try:
-        fig.savefig(path, format=fmt)
-    except OSError as exc:
-        raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint=_PLOT_HINT) from None
-    return path
+    return _save(fig, path, fmt)
 
 
 def render_scan_plot(points, scans, path: Path) -> Path:  # noqa: ANN001 - run.scan's ScanPoint and Scan
@@ -177,12 +182,7 @@ def render_scan_plot(points, scans, path: Path) -> Path:  # noqa: ANN001 - run.s
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     ax.set_title(f"FPS against {x_name}: sustained, the roofline and the one-stream bound", fontsize=10)
-    fig.tight_layout()
-    try:
-        fig.savefig(path, format=fmt)
-    except OSError as exc:
-        raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint=_PLOT_HINT) from None
-    return path
+    return _save(fig, path, fmt)
 
 
 def _is_number(text: str) -> bool:

@@ -133,16 +133,12 @@ class WorkloadSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class ExecSpec:
-    """How a program probed as it is (``workload = "exec"``) is measured: the placeholder values its
-    config gives (our finder's keys, optional: ``values``, as WorkloadParams fields), its frames (a count
-    ``frames``, also ``{frames}``, and/or a definition ``frames_spec`` as analyze takes it, which the
-    analysis then uses), the analysis
-    ``window``, an nsys ``capture`` range, its own ``rate`` line and unit, a ``kernel_time`` line, the
-    ``sustained`` source, and the ``wall_start``/``wall_end`` markers."""
+class ExecOptions:
+    """How a program probed as it is is measured, as the user says it (configs.toml keys, or probe's
+    options; None: not said): the frames definition (``frames_spec``, as analyze takes it), the analysis
+    ``window``, an nsys ``capture`` range, its own ``rate`` line and unit, a ``kernel_time`` line and unit,
+    the ``sustained`` source, and the ``wall_start``/``wall_end`` markers."""
 
-    values: Mapping[str, Any] = field(default_factory=dict)
-    frames: int | None = None
     frames_spec: str | None = None
     window: str | None = None
     capture: str | None = None
@@ -153,6 +149,36 @@ class ExecSpec:
     sustained: str | None = None
     wall_start: str | None = None
     wall_end: str | None = None
+
+    def given(self) -> dict[str, str]:
+        """The options said, by field name."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(ExecOptions)
+                if getattr(self, f.name) is not None}
+
+    def to_json(self) -> dict[str, str | None]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(ExecOptions)}
+
+    @classmethod
+    def from_json(cls, doc: object) -> "ExecOptions":
+        """ValueError naming the first bad key (the reader of a request file turns it into an input error)."""
+        names = [f.name for f in dataclasses.fields(ExecOptions)]
+        if not isinstance(doc, Mapping) or set(doc) != set(names):
+            raise ValueError(f"must be an object with the keys {', '.join(names)}")
+        bad = next((k for k in names if doc[k] is not None and not isinstance(doc[k], str)), None)
+        if bad is not None:
+            raise ValueError(f"key {bad!r} must be a string or null, got {doc[bad]!r}")
+        return cls(**{k: doc[k] for k in names})
+
+
+@dataclass(frozen=True, slots=True)
+class ExecSpec(ExecOptions):
+    """How a program probed as it is (``workload = "exec"``) is measured (its :class:`ExecOptions`), with
+    the placeholder values its config gives (our finder's keys, optional: ``values``, as WorkloadParams
+    fields) and its frame count ``frames`` (also ``{frames}``; a ``frames_spec``, where given, is what the
+    analysis counts by). Checked when built."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+    frames: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "values", dict(self.values))
@@ -181,8 +207,7 @@ class ExecSpec:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"values": dict(self.values), **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                                               if f.name != "values"}}
+        return {**ExecOptions.to_json(self), "values": dict(self.values), "frames": self.frames}
 
 
 def parse_capture(text: str | None) -> tuple[str, str | None] | None:
@@ -755,10 +780,10 @@ def with_frames(cfg: ProbeConfig, frames: int) -> ProbeConfig:
     return dataclasses.replace(cfg, params=cfg.params.replace(frames=frames, batch=min(cfg.params.batch, frames)))
 
 
-def with_exec(cfg: ProbeConfig, **changes: Any) -> ProbeConfig:
-    """An exec config with measuring keys of the command line (``--window``, ``--frames kernel:...``,
+def with_exec(cfg: ProbeConfig, options: ExecOptions) -> ProbeConfig:
+    """An exec config with the measuring options of the command line (``--window``, ``--frames kernel:...``,
     ``--rate`` ...) over its own; ConfigError (exit 2) for another workload, whose pass range gives them."""
-    given = {k: v for k, v in changes.items() if v is not None}
+    given: dict[str, Any] = dict(options.given())
     if not given:
         return cfg
     if cfg.exec is None:

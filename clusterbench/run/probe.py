@@ -57,7 +57,7 @@ from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
 from clusterbench.model.results import ConfigEntry, ResultRow, ResultSet
 from clusterbench.model.workload import WorkloadResult
 from clusterbench.run.clocks import ClockSample, ClockVerdict, clock_summary, judge_clocks
-from clusterbench.run.config import DEFAULT_CONFIG_FILE, EXEC, ConfigFile, ProbeConfig
+from clusterbench.run.config import DEFAULT_CONFIG_FILE, EXEC, ConfigFile, ExecOptions, ProbeConfig
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT
 from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity, trace_figures
 from clusterbench.run.tracers import TRACERS, GRAPH_VARIANT, NsysTracer, TracedRun, Tracer, TracerSetup, WorkloadJob
@@ -96,8 +96,7 @@ class ProbeInterrupted(ClusterbenchError):
 
 REQUEST_SCHEMA = "clusterbench.probe-request"
 # ProbeRequest.to_json (a campaign task's request file). History: 1: first version. 2: adds program, label,
-# frames_spec, window, capture, rate, rate_unit, kernel_time, kernel_time_unit, sustained, wall_start, wall_end,
-# timeout_s and scan (a program probed as it is, time limits, scans).
+# measure (the ExecOptions of a program probed as it is), timeout_s and scan.
 REQUEST_VERSION = 2
 
 
@@ -105,8 +104,8 @@ REQUEST_VERSION = 2
 class ProbeRequest:
     """What the user asked for (the CLI's options, as values). Crosses to a campaign's tasks as JSON
     (:meth:`to_json`; ``clusterbench probe --request FILE``). ``program``: a program given on the command
-    line (``-- PROGRAM ARGS...``) instead of configs.toml, named ``label``; the exec options (window,
-    frames_spec, capture, rate ...) apply to every exec config."""
+    line (``-- PROGRAM ARGS...``) instead of configs.toml, named ``label``; ``measure`` (--window,
+    --frames DEFINITION, --capture, --rate ...) applies to every exec config."""
 
     config_path: Path = Path(DEFAULT_CONFIG_FILE)
     only: tuple[str, ...] = ()
@@ -123,31 +122,16 @@ class ProbeRequest:
     gpus: str | None = None  # --gpus all|0,2: each config on these GPUs at once (docs/scaling.md)
     program: tuple[str, ...] = ()
     label: str | None = None
-    frames_spec: str | None = None
-    window: str | None = None
-    capture: str | None = None
-    rate: str | None = None
-    rate_unit: str | None = None
-    kernel_time: str | None = None
-    kernel_time_unit: str | None = None
-    sustained: str | None = None
-    wall_start: str | None = None
-    wall_end: str | None = None
+    measure: ExecOptions = ExecOptions()
     timeout_s: float = DEFAULT_TIMEOUT_S
     scan: tuple[str, ...] = ()
-
-    def exec_options(self) -> dict[str, str | None]:
-        """The options that set how a program probed as it is is measured, by ExecSpec field."""
-        return {"frames_spec": self.frames_spec, "window": self.window, "capture": self.capture, "rate": self.rate,
-                "rate_unit": self.rate_unit, "kernel_time": self.kernel_time,
-                "kernel_time_unit": self.kernel_time_unit, "sustained": self.sustained,
-                "wall_start": self.wall_start, "wall_end": self.wall_end}
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"schema": REQUEST_SCHEMA, "version": REQUEST_VERSION}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            out[f.name] = str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
+            out[f.name] = (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple)
+                           else v.to_json() if isinstance(v, ExecOptions) else v)
         return out
 
     @classmethod
@@ -180,6 +164,11 @@ class ProbeRequest:
                 values[f.name] = float(v)
             elif kind in ("str", "int", "bool") and type(v) is {"str": str, "int": int, "bool": bool}[kind]:
                 values[f.name] = v
+            elif kind == "options":
+                try:
+                    values[f.name] = ExecOptions.from_json(v)
+                except ValueError as exc:
+                    raise InputError(f"{source}: field {f.name!r} {exc}", hint=hint) from None
             else:
                 want = {"strings": "a list of strings", "path": "a path string", "number": "a number"}.get(kind, kind)
                 raise InputError(f"{source}: field {f.name!r} must be {want}{' or null' if optional else ''}, "
@@ -191,9 +180,7 @@ class ProbeRequest:
 _FIELD_KINDS = {"config_path": "path", "only": "strings", "frames": "int?", "tag": "str?", "tracer": "str",
                 "repeat": "int", "results_root": "path", "max_util_pct": "number", "require_clean": "bool",
                 "force": "bool", "data": "path?", "argv": "strings", "gpus": "str?", "program": "strings",
-                "label": "str?", "frames_spec": "str?", "window": "str?", "capture": "str?", "rate": "str?",
-                "rate_unit": "str?", "kernel_time": "str?", "kernel_time_unit": "str?", "sustained": "str?",
-                "wall_start": "str?", "wall_end": "str?", "timeout_s": "number", "scan": "strings"}
+                "label": "str?", "measure": "options", "timeout_s": "number", "scan": "strings"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,7 +355,7 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
         raise ConfigError(f"{request.config_path}: no [[config]] to probe", hint="add a [[config]] table")
     if request.frames is not None:
         configs = tuple(with_frames(c, request.frames) for c in configs)
-    configs = tuple(with_exec(c, **request.exec_options()) for c in configs)
+    configs = tuple(with_exec(c, request.measure) for c in configs)
     if request.data is not None:
         configs = tuple(with_data(c, request.data) for c in configs)
     configs = expand(configs, scans)

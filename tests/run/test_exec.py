@@ -9,6 +9,7 @@ own ground truth (their ZOO lines) or are worked out by hand below.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from clusterbench.errors import ConfigError, EnvironmentFailure, InputError
+from clusterbench.run.config import ExecOptions
 from clusterbench.run.probe import ProbeRequest, plan_probe, require_no_failures, run_probe
 from exec_programs import traces_env, write_fake_nsys, write_program
 from fake_nsys import Copy, Kernel, Trace, build
@@ -47,10 +49,17 @@ class Edges(FakeMachine):
         return [json.loads(ln) for ln in self.calls.read_text().splitlines()] if self.calls.exists() else []
 
 
+def request(program: tuple[str, ...], results_root: Path, **kw) -> ProbeRequest:
+    """A probe of a program as it is; the measuring options (rate=..., frames_spec=...) go to ExecOptions."""
+    names = {f.name for f in dataclasses.fields(ExecOptions)}
+    measure = ExecOptions(**{k: v for k, v in kw.items() if k in names})
+    return ProbeRequest(program=program, results_root=results_root, argv=("clusterbench", "probe"), measure=measure,
+                        **{k: v for k, v in kw.items() if k not in names})
+
+
 def probe(tmp_path: Path, args: list[str], nsys: Path | None = None, **kw):
     prog = write_program(tmp_path / "prog")
-    req = ProbeRequest(program=(sys.executable, str(prog), *args), results_root=tmp_path / "results",
-                       argv=("clusterbench", "probe"), **kw)
+    req = request((sys.executable, str(prog), *args), tmp_path / "results", **kw)
     plan = plan_probe(req)
     return plan, run_probe(plan, req, nsys=nsys)
 
@@ -179,9 +188,9 @@ def test_a_wrong_self_reported_rate_is_flagged_against_the_trace(monkeypatch, tm
     assert truth["rate_bug"] is True and truth["rate_bug_factor"] == 10
     warnings: list[str] = []
     prog = write_program(tmp_path / "prog")
-    req = ProbeRequest(program=(sys.executable, str(prog), "--traced", str(_stdout(tmp_path, "multi_kernel_ratebug"))),
-                       results_root=tmp_path / "results", label="ratebug", frames_spec="kernel:zoo_calib",
-                       rate=r"throughput: ([0-9.]+)", sustained="trace")
+    req = request((sys.executable, str(prog), "--traced", str(_stdout(tmp_path, "multi_kernel_ratebug"))),
+                  tmp_path / "results", label="ratebug", frames_spec="kernel:zoo_calib", rate=r"throughput: ([0-9.]+)",
+                  sustained="trace")
     outcome = run_probe(plan_probe(req), req, on_event=lambda e: warnings.append(e.message or ""), nsys=edges.nsys)
     require_no_failures(outcome)
     (row,) = outcome.rows
@@ -205,9 +214,8 @@ def test_device_launched_graphs_are_traced_again_at_graph_level(monkeypatch, tmp
     truth = zoo_truth("device_graph_graph")
     warnings: list[str] = []
     prog = write_program(tmp_path / "prog")
-    req = ProbeRequest(program=(sys.executable, str(prog), "--traced", str(_stdout(tmp_path, "device_graph_graph"))),
-                       results_root=tmp_path / "results", label="dgraph", frames_spec="graph",
-                       rate=r"rate: ([0-9.]+)", sustained="trace")
+    req = request((sys.executable, str(prog), "--traced", str(_stdout(tmp_path, "device_graph_graph"))),
+                  tmp_path / "results", label="dgraph", frames_spec="graph", rate=r"rate: ([0-9.]+)", sustained="trace")
     plan = plan_probe(req)
     outcome = run_probe(plan, req, on_event=lambda e: warnings.append(e.message or ""), nsys=edges.nsys)
     require_no_failures(outcome)
@@ -347,12 +355,12 @@ def test_a_scan_runs_each_point_with_its_value(monkeypatch, tmp_path: Path) -> N
 
 def test_a_scan_of_a_placeholder_the_command_lacks_is_refused(monkeypatch, tmp_path: Path) -> None:
     prog = write_program(tmp_path / "prog")
-    req = ProbeRequest(program=(sys.executable, str(prog), "--streams", "{streams}"), tracer="none",
-                       rate="rate: ([0-9.]+)", scan=("streams=1,2", "batch=200,2000"), results_root=tmp_path / "r")
+    req = request((sys.executable, str(prog), "--streams", "{streams}"), tmp_path / "r", tracer="none",
+                  rate="rate: ([0-9.]+)", scan=("streams=1,2", "batch=200,2000"))
     with pytest.raises(ConfigError, match=r"--scan batch: config 'toy_exec.py' runs .* which never uses \{batch\}"):
         plan_probe(req)
     with pytest.raises(InputError, match="--scan 'strems=1,2': 'strems' is not a placeholder \\(did you mean 'streams'"):
-        plan_probe(ProbeRequest(program=req.program, rate=req.rate, scan=("strems=1,2",)))
+        plan_probe(dataclasses.replace(req, scan=("strems=1,2",)))
 
 
 def test_aares_event_kernel_time_against_its_kernel_bar_on_the_h200() -> None:
