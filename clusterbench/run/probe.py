@@ -282,6 +282,14 @@ def program_label(argv: tuple[str, ...] | list[str] | str) -> str:
     return name or "program"
 
 
+def _base_label(name: str, labels: tuple[str, ...] | list[str]) -> str:
+    """The config a ``--only`` name picks: a label, or the label a scan point's name starts with."""
+    if name in labels:
+        return name
+    bases = [label for label in labels if name.startswith(label + ".")]
+    return max(bases, key=len) if bases else name
+
+
 def program_config(request: ProbeRequest, cwd: Path | None = None) -> ConfigFile:
     """The one exec config of a program given on the command line (``-- PROGRAM ARGS...``), run in the
     current folder. ConfigError (exit 2) for a program that is not found or a bad placeholder."""
@@ -339,10 +347,11 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
     _check_results_root(request.results_root)
     scans = parse_scans(request.scan)
     if request.program:
-        if request.only:
+        config_file = program_config(request)
+        label = config_file.configs[0].label
+        if any(_base_label(n, (label,)) != label for n in request.only):
             raise InputError("--only picks configs of configs.toml; a program given after -- is the one config",
                              hint="drop --only, or drop the program and use --config")
-        config_file = program_config(request)
         configs = config_file.configs
     else:
         if request.label is not None:
@@ -350,7 +359,7 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
                              "PROGRAM ARGS...); configs.toml's configs have their own labels",
                              hint="drop --label, or give the program after --")
         config_file = load_configs(request.config_path)
-        configs = select(config_file, list(request.only))
+        configs = select(config_file, [_base_label(n, config_file.labels) for n in request.only])
     if not configs:
         raise ConfigError(f"{request.config_path}: no [[config]] to probe", hint="add a [[config]] table")
     if request.frames is not None:
@@ -359,6 +368,14 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
     if request.data is not None:
         configs = tuple(with_data(c, request.data) for c in configs)
     configs = expand(configs, scans)
+    points = {n for n in request.only if n not in {c.scanned_from or c.label for c in configs}}
+    if points:  # --only names points of a scan (a campaign's task runs one): those points alone
+        every = configs
+        configs = tuple(c for c in every if c.label in points or (c.scanned_from or c.label) in request.only)
+        missing = sorted(points - {c.label for c in configs})
+        if missing:
+            raise ConfigError(f"--only {missing[0]!r}: no point of the scan has that label",
+                              hint="the points: " + ", ".join(c.label for c in every))
     tracer_cls = TRACERS[request.tracer]
     for c in configs:
         for problem in exec_placeholder_problems(c):

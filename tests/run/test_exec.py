@@ -378,3 +378,17 @@ def test_aares_event_kernel_time_against_its_kernel_bar_on_the_h200() -> None:
     assert (check.status, check.reason) == ("disagree", "events_longer")
     assert check.ratio == pytest.approx(9.5966 / 3.6189, rel=1e-3)
     assert "believe the kernel bar" in check.message
+
+
+def test_only_picks_points_of_a_scan_as_a_campaign_task_does(tmp_path: Path) -> None:
+    prog = write_program(tmp_path / "prog")
+    req = request((sys.executable, str(prog), "--streams", "{streams}"), tmp_path / "r", tracer="none",
+                  rate="rate: ([0-9.]+)", scan=("streams=1,2,4",), label="mk")
+    assert [c.label for c in plan_probe(req).configs] == ["mk.streams1", "mk.streams2", "mk.streams4"]
+    task = dataclasses.replace(req, only=("mk.streams2",))  # what a campaign's task for one point asks
+    assert [c.label for c in plan_probe(task).configs] == ["mk.streams2"]
+    assert len(plan_probe(dataclasses.replace(req, only=("mk",))).configs) == 3
+    with pytest.raises(ConfigError, match="--only 'mk.streams3': no point of the scan has that label"):
+        plan_probe(dataclasses.replace(req, only=("mk.streams3",)))
+    with pytest.raises(InputError, match="--only picks configs of configs.toml"):
+        plan_probe(dataclasses.replace(req, only=("other",)))
