@@ -1010,6 +1010,9 @@ class ConfigRun:
         return {"trace": self.traced.sqlite.name, "graph_trace": self.traced.graph_trace,
                 "graph_trace_reason": self.graph_reason, "window": p.window.to_json(), "frames": p.frames.to_json(),
                 "capture": None if self.cfg.exec is None else self.cfg.exec.capture, "processes": figs.groups,
+                # as analyze takes them: clusterbench analyze TRACE --window W --frames F gives the row's figures
+                "window_spec": None if self.cfg.exec is None else (self.cfg.exec.window or "auto"),
+                "frames_spec": None if self.cfg.exec is None else self.cfg.exec.analysis_frames,
                 "groups": [{"pid": g.pid, "device": g.device, "frames": g.frames.count,
                             "window_ns": g.window.length_ns, "binds": g.roofline.engine,
                             "roofline_fps": g.roofline.fps, "measured_us": g.throughput.measured_us_per_frame,

@@ -392,3 +392,18 @@ def test_only_picks_points_of_a_scan_as_a_campaign_task_does(tmp_path: Path) -> 
         plan_probe(dataclasses.replace(req, only=("mk.streams3",)))
     with pytest.raises(InputError, match="--only picks configs of configs.toml"):
         plan_probe(dataclasses.replace(req, only=("other",)))
+
+
+def test_verify_probes_reads_a_program_as_it_is_the_way_its_row_was_made(monkeypatch, tmp_path: Path) -> None:
+    import subprocess
+
+    edges = Edges(monkeypatch, tmp_path, default=ZOO / "zoo_nvtx_domain.sqlite")
+    plan, outcome = probe(tmp_path, [], nsys=edges.nsys, label="daq", frames_spec="kernel:zoo_calib",
+                          window="range:event loop@zoo_daq", sustained="trace")
+    require_no_failures(outcome)
+    assert outcome.rows[0].frames == zoo_truth("nvtx_domain")["frames"]  # 1,000 launches inside 'event loop'
+    script = Path(__file__).resolve().parents[2] / "scripts" / "verify_probes.py"
+    res = subprocess.run([sys.executable, str(script), str(plan.results_dir)], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "verify_probes: 1 rows, 0 mismatches" in res.stdout
