@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fake_nsys import Api, Copy, Graph, Kernel, Memset, Overhead, Range, Trace
+from fake_nsys import Api, Copy, Graph, Kernel, Memset, Overhead, Range, Sync, Trace
 
 US = 1_000
 MS = 1_000_000
@@ -83,6 +83,7 @@ class Program:
         done = max([self.stream_end.get(s, 0) for s in streams] + [a])
         end = max(a + 1 * US, done + WAKE)
         self.trace.api.append(Api(a, end, name, pid=100, tid=None if tid == 100 else tid))
+        self.trace.syncs += [Sync(a, end - WAKE // 2, stream=s) for s in streams]  # CUPTI's own record of the wait
         self.clock[tid] = end
         return a, end
 

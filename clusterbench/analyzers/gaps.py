@@ -12,9 +12,11 @@ memsets) were doing during it, from the CUDA API rows and PROFILER_OVERHEAD:
   was queued), ``host`` (running host code, or CUDA calls that only issue or query work);
 - ``unknown``: the trace has no API rows for the process's launching threads.
 
-A thread counts for a gap when its first-to-last issuing call overlaps the gap (the threads that
-feed the loop), or, when no thread does, every launching thread of the process. module_load,
-alloc and profiler gaps are set-up: not the pipeline's own loop.
+A thread counts for a gap when the gap begins between its first and its last issuing call (the
+threads that were feeding the loop), or, when no thread was, every launching thread of the process.
+module_load, alloc and profiler gaps are set-up: not the pipeline's own loop; so is a gap that began
+while no thread was feeding (``between``: a hand-over between threads, a warm-up thread that stopped
+before the workers start).
 """
 
 from __future__ import annotations
@@ -35,8 +37,6 @@ _STATE_OF_CATEGORY = np.full(len(S.API_CATEGORIES), _HOST, dtype=np.int64)
 _STATE_OF_CATEGORY[S.API_CODE["module_load"]] = _ML
 _STATE_OF_CATEGORY[S.API_CODE["alloc"]] = _ALLOC
 _STATE_OF_CATEGORY[S.API_CODE["wait"]] = _SYNC
-_ISSUE = np.zeros(len(S.API_CATEGORIES), dtype=bool)
-_ISSUE[[S.API_CODE[c] for c in S.ISSUE_CATEGORIES]] = True
 # a cause is picked by the most time; ties go to the earlier of these
 _PICK_ORDER = (_ALLOC, _PROF, _SYNC, _HOST)
 
@@ -60,28 +60,13 @@ def idle(g: GroupTrace, window: iv.Intervals, threshold: int = GAP_NS) -> iv.Int
 
 def issue_spans(g: GroupTrace) -> dict[int, tuple[int, int]]:
     """The launching threads of the group's process: thread index -> (first issuing call's start,
-    last issuing call's end), over the calls the reader kept or summed."""
+    last issuing call's end), over every call of the trace."""
     api = g.api
-    out: dict[int, tuple[int, int]] = {}
     if not len(api.threads):
-        return out
+        return {}
     tpid = api.thread_pid()
-    if len(api):
-        cat = api.category
-        sync_copy = np.array([n in S.SYNC_COPY_CALLS for n in api.names] + [False], dtype=bool)
-        m = (tpid[api.thread] == g.pid) & (_ISSUE[cat] | sync_copy[api.name])
-        if m.any():
-            th, st, en = api.thread[m], api.start_ns[m], api.end_ns[m]
-            for t in np.unique(th).tolist():
-                k = th == t
-                out[t] = (int(st[k].min()), int(en[k].max()))
-    tot = api.totals
-    if tot.thread.size:
-        m = (tpid[tot.thread] == g.pid) & _ISSUE[tot.category] & (tot.calls > 0)
-        for t, a, b in zip(tot.thread[m].tolist(), tot.first_ns[m].tolist(), tot.last_ns[m].tolist()):
-            lo, hi = out.get(t, (a, b))
-            out[t] = (min(lo, a), max(hi, b))
-    return out
+    return {t: (int(api.issue_first_ns[t]), int(api.issue_last_ns[t])) for t in range(len(api.threads))
+            if tpid[t] == g.pid and api.issue_last_ns[t] >= 0}  # fmt: skip
 
 
 CHUNK = 1 << 18  # API rows per pass step: bounds the memory of the pieces cut out of the gaps
@@ -135,9 +120,11 @@ def classify(g: GroupTrace, gaps: iv.Intervals, window_start_ns: int, threshold:
     threads = np.array(sorted(spans), dtype=np.int64)
     first = np.array([spans[t][0] for t in threads.tolist()], dtype=np.int64)
     last = np.array([spans[t][1] for t in threads.tolist()], dtype=np.int64)
-    # relevant[j, k]: thread k's issuing span overlaps gap j; a gap no span overlaps takes every thread
-    relevant = (first[None, :] <= ge[:, None]) & (last[None, :] >= gs[:, None])
-    relevant[~relevant.any(axis=1), :] = True
+    # relevant[j, k]: thread k was feeding the GPU when gap j began (its issuing span holds the gap's
+    # start); a gap no thread was feeding at takes every thread, and is a hand-over ("between")
+    relevant = (first[None, :] <= gs[:, None]) & (last[None, :] >= gs[:, None])
+    between = ~relevant.any(axis=1)
+    relevant[between, :] = True
     n_rel = relevant.sum(axis=1)
 
     # pass 1: time per (gap, state), summed over the threads that count
@@ -172,7 +159,7 @@ def classify(g: GroupTrace, gaps: iv.Intervals, window_start_ns: int, threshold:
         best_label[j[top[better]]] = lab[top[better]]
     labels = list(g.api.names) + list(g.overhead.name)
     api_name = tuple(labels[i] if i >= 0 else None for i in best_label.tolist())
-    return Gaps(threshold, gs, lengths, cause, api_name, parts, window_start_ns)
+    return Gaps(threshold, gs, lengths, cause, api_name, parts, window_start_ns, between=between if between.any() else None)
 
 
 def work_not_traced(g: GroupTrace, gaps: Gaps, window_ns: int) -> WorkNotTraced | None:

@@ -2,9 +2,9 @@
 
 The completions are the ends of the frame events when the frames were counted from events
 (``kernel:``, ``range:``, graph-level ``graph``). When frames are a plain number (FRAMES, ``frames=N``
-in the range text, ``h2d-bytes:``), the completions are those of the kernel name with the most
-launches in the window whose launch count divides the frames (one launch per batch of frames),
-if there is one. The median, the 99th percentile (nearest rank) and the maximum of the intervals
+in the range text, ``h2d-bytes:``), the completions are those of the kernel name (or the graph
+executions of a graph-level trace) with the most launches in the window whose count divides the
+frames (one launch per batch of frames), if there is one. The median, the 99th percentile (nearest rank) and the maximum of the intervals
 are given, also per frame (divided by the frames per event).
 
 The longest interval is the longest stall. Its cause: the cause of the longest idle gap inside it
@@ -31,25 +31,36 @@ def _completions(g: GroupTrace, frames: Frames, window: iv.Intervals) -> tuple[n
         return None, None, 1.0, "frames are unknown"
     if frames.completions_ns is not None:
         return frames.completions_ns, frames.events_source, frames.frames_per_event or 1.0, None
-    r = g.engines.get("kernel")
-    if r is None:
-        return None, None, 1.0, f"frames come from {frames.definition}, which has no completion times, and the window has no kernel"
     ws, we = window
-    i = np.searchsorted(ws, r.start_ns, side="right") - 1
-    m = (i >= 0) & (r.start_ns < we[np.maximum(i, 0)])
-    if not m.any():
-        return None, None, 1.0, "no kernel starts in the window"
-    ids, counts = np.unique(r.name[m], return_counts=True)
-    for j in np.argsort(-counts, kind="stable").tolist():
-        c = int(counts[j])
+
+    def starting(starts: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(ws, starts, side="right") - 1
+        return (i >= 0) & (starts < we[np.maximum(i, 0)])
+
+    # the candidates: each kernel name, and the graph executions of a graph-level trace
+    candidates: list[tuple[int, str, np.ndarray]] = []
+    r = g.engines.get("kernel")
+    if r is not None:
+        m = starting(r.start_ns)
+        ids, counts = np.unique(r.name[m], return_counts=True)
+        for i, c in zip(ids.tolist(), counts.tolist()):
+            candidates.append((int(c), f"launches of {g.kernel_names[i]}", m & (r.name == i)))
+    gr = g.engines.get("graph")
+    if gr is not None:
+        m = starting(gr.start_ns)
+        if m.any():
+            candidates.append((int(m.sum()), "CUDA graph executions", m))
+    if not candidates:
+        return None, None, 1.0, f"frames come from {frames.definition}, which has no completion times, and no kernel or graph starts in the window"
+    candidates.sort(key=lambda x: -x[0])
+    for c, source, m in candidates:
         if c >= 2 and frames.count % c == 0:
-            sel = m & (r.name == ids[j])
-            name = g.kernel_names[int(ids[j])]
-            return np.sort(r.end_ns[sel]), f"launches of {name}", frames.count / c, None
-    top = g.kernel_names[int(ids[np.argmax(counts)])]
+            rec = r if source.startswith("launches") else gr
+            return np.sort(rec.end_ns[m]), source, frames.count / c, None
+    c, source, _ = candidates[0]
     return None, None, 1.0, (
-        f"frames ({frames.count:,}, from {frames.definition}) are not a multiple of any kernel's launches in the window "
-        f"(most: {top}, {int(counts.max()):,}); count frames with --frames kernel:REGEX to see the pacing"
+        f"frames ({frames.count:,}, from {frames.definition}) are not a multiple of the {source} in the window "
+        f"(the most: {c:,}); count frames with --frames kernel:REGEX to see the pacing"
     )
 
 

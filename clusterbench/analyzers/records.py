@@ -255,13 +255,18 @@ class Gaps:
     api: tuple[str | None, ...]  # per gap: the call that names the cause, if any
     parts_ns: np.ndarray  # (n, len(GAP_CAUSES)) int64
     window_start_ns: int
+    # per gap: no launching thread's issuing span overlaps it (a hand-over between threads, or before the
+    # first launch): not the loop's own gap whatever its cause; None: no such gap
+    between: np.ndarray | None = None
     listed: int = 10_000  # --json lists at most this many gaps (the longest), in time order
 
     def __len__(self) -> int:
         return int(self.starts_ns.size)
 
     def setup_mask(self) -> np.ndarray:
-        return np.isin(self.cause, [GAP_CAUSES.index(c) for c in SETUP_CAUSES])
+        """Set-up gaps: a set-up cause, or no launching thread feeding the GPU around them."""
+        m = np.isin(self.cause, [GAP_CAUSES.index(c) for c in SETUP_CAUSES])
+        return m if self.between is None else m | self.between
 
     def cause_of(self, i: int) -> str:
         return GAP_CAUSES[int(self.cause[i])]
@@ -299,7 +304,8 @@ class Gaps:
             "length_ns": int(self.lengths_ns[i]),
             "cause": self.cause_of(i),
             "api": self.api[i],
-            "setup": self.cause_of(i) in SETUP_CAUSES,
+            "setup": bool(self.setup_mask()[i]),
+            "between_threads": bool(self.between[i]) if self.between is not None else False,
             "parts_ns": {c: int(self.parts_ns[i, k]) for k, c in enumerate(GAP_CAUSES) if self.parts_ns[i, k]},
         }
 

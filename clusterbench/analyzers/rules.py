@@ -414,7 +414,7 @@ RULES: tuple[Rule, ...] = (
     Rule("graph_level", "graph-level CUDA graph trace", None, None, "any graph-trace record inside the window",
          "", _graph_level),
     Rule("setup_gaps", "set-up inside the window", None, SETUP_FRACTION,
-         "set-up gaps (module_load, alloc, profiler) >= 1 % of the window",
+         "set-up gaps (module_load, alloc, profiler, hand-overs between threads) >= 1 % of the window",
          "Warm up before the part you measure (compile and load the kernels, allocate the buffers), or pick a window "
          "without them (--window).", _setup_gaps),
     Rule("binds", "the binding engine", None, None, "always (the tallest bar, engines and launching threads)", "", _binds),
@@ -451,7 +451,8 @@ RULES: tuple[Rule, ...] = (
          "copies with pageable host memory (srcKind/dstKind 0) carry >= 1 % of the bytes copied in the window",
          "Allocate the host buffers pinned (cudaHostAlloc, cupy.cuda.alloc_pinned_memory).", _pageable),
     Rule("gpu_starvation", "GPU starvation gaps in the loop", "gpu_gaps", GAP_FRACTION,
-         "the loop's idle gaps (>= 0.1 ms; causes sync, host, unknown) add up to >= 5 % of the window without set-up gaps",
+         "the loop's idle gaps (>= 0.1 ms; causes sync, host, unknown; no hand-over) add up to >= 5 % of the window "
+         "without set-up gaps",
          "Keep more batches in flight (streams, buffers).", _starvation),
     Rule("low_utilization", "low GPU utilization", "gpu_time_util", IDLE_FRACTION,
          "idle >= 10 % of the window without set-up gaps",

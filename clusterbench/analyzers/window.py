@@ -13,7 +13,7 @@
 Ranges of the group's own process are used when it has any; otherwise matching ranges of any process.
 
 Trimming: the span is cut into segments at its separating gaps: set-up gaps (module_load, alloc,
-profiler), and host gaps of at least SEPARATOR_HOST_NS that are at least SEPARATOR_FACTOR times the
+profiler, hand-overs between threads), and host gaps of at least SEPARATOR_HOST_NS that are at least SEPARATOR_FACTOR times the
 (lower) median of the span's other loop gaps. Leading segments are cut off while they hold less than
 TRIM_SHARE of the span's records in all; trailing ones likewise. What is cut is said with the window.
 """

@@ -267,11 +267,12 @@ def _figures(g: GroupAnalysis) -> RenderableType:
         p = g.pacing
         per = p.frames_per_event
         each = "" if per == 1 else f", {per:,.4g} frames each"
-        stall = f"{p.stall_cause}" + (f": {p.stall_api}" if p.stall_api else "")
+        stall = ("the GPU was busy all through it" if p.stall_cause == "busy"
+                 else f"an idle gap, {p.stall_cause}" + (f" ({p.stall_api})" if p.stall_api else ""))  # fmt: skip
         lines.append(
             f"pacing (completions: {p.events:,} {p.source}{each}): median {p.median_ns / 1000 / per:,.3f}, p99 {p.p99_ns / 1000 / per:,.3f}, "
-            f"max {p.max_ns / 1000 / per:,.3f} µs/frame; longest stall {_ms(p.max_ns)} at "
-            f"{(p.stall_start_ns - p.window_start_ns) / 1e6:,.3f} ms ({stall})\n"
+            f"max {p.max_ns / 1000 / per:,.3f} µs/frame; the longest interval, {_ms(p.max_ns)} at "
+            f"{(p.stall_start_ns - p.window_start_ns) / 1e6:,.3f} ms: {stall}\n"
         )
     elif g.pacing_note:
         lines.append(f"pacing: not measured: {g.pacing_note}\n", style="dim")

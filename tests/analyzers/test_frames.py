@@ -28,7 +28,7 @@ def test_frames_argument_and_option_are_one_or_the_other() -> None:
     assert parse(None, frames_arg=7).count == 7 and parse(None) is None
 
 
-def _starting_in(recs, lo: int, hi: int) -> int:  # noqa: ANN001
+def _starting_in(recs, lo: int, hi: int) -> int:
     return sum(1 for r in recs if lo <= r.start < hi)
 
 

@@ -22,7 +22,7 @@ GAP = (B + 10 * US, B + 5 * MS)
 GAP_NS = GAP[1] - GAP[0]
 
 
-def one_gap(tmp_path: Path, api=(), overhead=(), name: str = "g", **kw):  # noqa: ANN001, ANN201
+def one_gap(tmp_path: Path, api=(), overhead=(), name: str = "g", **kw):
     launches = [Api(B - 5 * US, B - 3 * US, "cudaLaunchKernel_v7000"), Api(B + 5 * MS - 4 * US, B + 5 * MS - 2 * US, "cudaLaunchKernel_v7000")]
     t = Trace(kernels=[Kernel(B, B + 10 * US), Kernel(B + 5 * MS, B + 5 * MS + 10 * US)], api=launches + list(api),
               overhead=list(overhead), **kw)  # fmt: skip
@@ -32,7 +32,7 @@ def one_gap(tmp_path: Path, api=(), overhead=(), name: str = "g", **kw):  # noqa
     return r, gp
 
 
-def parts(gp) -> dict:  # noqa: ANN001
+def parts(gp) -> dict:
     return {c: int(gp.parts_ns[0, k]) for k, c in enumerate(GAP_CAUSES) if gp.parts_ns[0, k]}
 
 
@@ -52,7 +52,7 @@ def test_module_load_in_the_gap_makes_it_set_up(tmp_path: Path) -> None:
 
 def test_a_module_load_wins_over_a_longer_allocation(tmp_path: Path) -> None:
     # cudaMalloc 3 ms, then a 0.1 ms load: a module load in the gap makes it module_load
-    r, gp = one_gap(tmp_path, [Api(B + 100 * US, B + 3_100 * US, "cudaMalloc_v3020"),
+    _, gp = one_gap(tmp_path, [Api(B + 100 * US, B + 3_100 * US, "cudaMalloc_v3020"),
                               Api(B + 4_000 * US, B + 4_100 * US, "cuModuleLoadData")])  # fmt: skip
     assert gp.cause_of(0) == "module_load"
     assert parts(gp) == {"module_load": 100 * US, "alloc": 3 * MS, "host": GAP_NS - 3_100 * US}
@@ -141,3 +141,27 @@ def test_the_gap_threshold_is_0_1_ms(tmp_path: Path, length: int, listed: int) -
     t = Trace(kernels=[Kernel(0, 10), Kernel(10 + length, 20 + length)])
     g = analyze_trace(build(tmp_path / f"t{length}.sqlite", t), window="span").primary
     assert len(g.gaps) == listed and g.busy.idle_ns == length
+
+
+def test_a_hand_over_between_threads_is_set_up(tmp_path: Path) -> None:
+    # the main thread launches the warm-up kernel and issues nothing more; a worker starts issuing
+    # 3 ms later: when the gap began no thread was feeding the GPU, so it is not the loop's own gap
+    t = Trace(
+        kernels=[Kernel(B, B + 10 * US), Kernel(B + 5 * MS, B + 5 * MS + 10 * US)],
+        api=[Api(B - 5 * US, B - 3 * US, "cudaLaunchKernel_v7000"),
+             Api(B + 3 * MS, B + 3 * MS + 10 * US, "cudaSetDevice_v3020", tid=101),
+             Api(B + 5 * MS - 4 * US, B + 5 * MS - 2 * US, "cudaLaunchKernel_v7000", tid=101)],
+    )  # fmt: skip
+    r = analyze_trace(build(tmp_path / "h.sqlite", t), window="span")
+    gp = r.primary.gaps
+    assert gp.cause_of(0) == "host" and gp.between.tolist() == [True] and gp.setup_mask().tolist() == [True]
+    js = r.to_json()["gaps"][0]
+    assert js["setup"] is True and js["between_threads"] is True
+    assert "gpu_starvation" not in [f.code for f in r.primary.findings]
+
+
+def test_issuing_spans_count_calls_outside_the_window(tmp_path: Path) -> None:
+    # the window is the span [B, B + 5.01 ms); the launch of its first kernel comes before B: the thread
+    # was feeding the GPU when the gap began, though the reader kept no call of it from before the window
+    _, gp = one_gap(tmp_path)
+    assert gp.between is None

@@ -83,7 +83,7 @@ def test_random_cases_match_a_brute_force_timeline() -> None:
         assert iv.coverage_lengths([u, iv.union(s2, e2)], 2) == (int((busy | busy2).sum()), int((busy & busy2).sum()))
 
 
-def _gaps(sets, window) -> list[int]:  # noqa: ANN001
+def _gaps(sets, window) -> list[int]:
     busy = iv.union_of(sets)
     s, e = iv.subtract(window, busy)
     return (e - s).tolist()

@@ -18,7 +18,7 @@ from clusterbench.errors import InputError, TraceError
 from fake_nsys import Kernel, Range, Trace, build
 
 
-def bounds(r) -> tuple[int, int]:  # noqa: ANN001
+def bounds(r) -> tuple[int, int]:
     w = r.primary.window
     return w.start_ns, w.end_ns
 

@@ -12,7 +12,7 @@ from fake_nsys import build
 from oracle import clip, gpu_intervals, idle_gaps, total, union
 
 
-def codes(g) -> list[str]:  # noqa: ANN001
+def codes(g) -> list[str]:
     return [f.code for f in g.findings]
 
 

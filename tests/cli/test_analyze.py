@@ -149,7 +149,7 @@ GRAPH = H200_DIR / "tracking_3x3_s1_b500_f2000_graph.sqlite"
 
 @pytest.mark.parametrize("trace", sorted(H200_DIR.glob("*.sqlite")), ids=lambda p: p.name)
 def test_table_fits_80_columns_when_piped(trace: Path) -> None:
-    res = CliRunner().invoke(app, ["analyze", str(trace), "--by-stream", "--what-if", "h2d_gbps=375"], env={"COLUMNS": "80"})
+    res = CliRunner().invoke(app, ["analyze", str(trace), "--by-stream", "--by-kernel", "--what-if", "h2d_gbps=375"], env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert max(len(ln) for ln in lines) <= 80, max(lines, key=len)
@@ -217,7 +217,7 @@ def test_json_version_3_keys() -> None:
     for key in ("window", "frames_definition", "gaps", "gap_summary", "steady", "kernels", "copies", "host", "pacing", "work_not_traced"):
         assert key in js, key
     gap = js["gaps"][0]
-    assert set(gap) == {"start_ns", "length_ns", "cause", "api", "setup", "parts_ns"}
+    assert set(gap) == {"start_ns", "length_ns", "cause", "api", "setup", "between_threads", "parts_ns"}
     assert js["window"]["mode"] == "pass-range" and js["frames_definition"] == "range-text"
     assert [k["name"] for k in js["kernels"]] == ["scan"] and js["kernels"][0]["launches"] == 20
     assert js["host"]["threads"][0]["tid"] == 462 and js["host"]["threads"][0]["name"] == "python3"

@@ -304,7 +304,7 @@ def test_domains_threads_overhead_and_driver_table(tmp_path: Path) -> None:
 def test_api_plan_keeps_sums_and_drops(tmp_path: Path) -> None:
     from clusterbench.io.nsys import ApiPlan
 
-    iv = lambda *p: (np.array([a for a, _ in p], dtype=np.int64), np.array([b for _, b in p], dtype=np.int64))  # noqa: E731
+    iv = lambda *p: (np.array([a for a, _ in p], dtype=np.int64), np.array([b for _, b in p], dtype=np.int64))
     t = Trace(kernels=[Kernel(0, 10)], api=[
         Api(100, 110, "cudaLaunchKernel_v7000"),       # inside the aggregate zone [100, 200): summed
         Api(120, 125, "cudaMemcpyAsync_v3020"),        # summed

@@ -173,6 +173,11 @@ class ApiCalls:
     totals: ApiTotals
     plan: ApiPlan
     tables: tuple[str, ...]
+    # per thread, over every call of the tables whatever the plan kept: the start of its first and the
+    # end of its last call that issues GPU work (a launch, an asynchronous or synchronous copy, a
+    # memset); -1 for a thread that issues none
+    issue_first_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    issue_last_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])
@@ -610,10 +615,11 @@ class _Names:
         self.lut = np.full(0, -1, dtype=np.int32)
         self.names: list[str] = []
         self.categories = np.empty(0, dtype=np.int8)
+        self.issues = np.empty(0, dtype=bool)  # per name: the call issues GPU work
         self.index: dict[str, int] = {}
 
-    def map(self, path: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(name index, category code) per call."""
+    def map(self, path: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(name index, category code, issues GPU work) per call."""
         if ids.size and int(ids.min()) < 0:
             raise TraceError(f"a CUDA API row has a negative nameId: {path}", hint="re-export the trace with a current nsys")
         with self.lock:
@@ -627,9 +633,9 @@ class _Names:
                 missing = [int(i) for i in present[self.lut[present] < 0].tolist()]
                 if missing:
                     self._add(path, missing)
-            lut, cats = self.lut, self.categories
+            lut, cats, issues = self.lut, self.categories, self.issues
         name = lut[ids] if ids.size else ids.astype(np.int32)
-        return name, cats[name]
+        return name, cats[name], issues[name]
 
     def _add(self, path: Path, ids: list[int]) -> None:
         values: dict[int, str] = {}
@@ -646,10 +652,13 @@ class _Names:
             if j is None:
                 j = self.index[base] = len(self.names)
                 self.names.append(base)
-                added.append(S.API_CODE[S.api_category(base)])
+                added.append(base)
             self.lut[i] = j
         if added:
-            self.categories = np.concatenate([self.categories, np.asarray(added, dtype=np.int8)])
+            cats = [S.API_CODE[S.api_category(b)] for b in added]
+            self.categories = np.concatenate([self.categories, np.asarray(cats, dtype=np.int8)])
+            issues = [S.api_category(b) in S.ISSUE_CATEGORIES or b in S.SYNC_COPY_CALLS for b in added]
+            self.issues = np.concatenate([self.issues, np.asarray(issues, dtype=bool)])
 
 
 class _Threads:
@@ -707,12 +716,25 @@ def _api_job(path: Path, sql: str, lo: int, hi: int, box: _PlanBox, names: _Name
     n = start.shape[0]
     if dur.shape[0] != n or key.shape[0] != n or name_id.shape[0] != n:
         raise TraceError(f"a CUDA API table has NULL values in core columns: {path}", hint="re-export the trace with a current nsys")
-    name, cat = names.map(path, name_id)
+    name, cat, issues = names.map(path, name_id)
     del name_id
+    # every thread's first and last issuing call, whatever the plan keeps (computed before waiting for it)
+    out: dict = {}
+    ii = np.flatnonzero(issues)
+    if ii.size:
+        th = threads.map(key[ii])
+        u, inv = np.unique(th, return_inverse=True)
+        inv = inv.reshape(-1)
+        first = np.full(u.size, np.iinfo(np.int64).max, dtype=np.int64)
+        last = np.full(u.size, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(first, inv, start[ii])
+        np.maximum.at(last, inv, start[ii] + dur[ii])
+        out["i_thread"], out["i_first"], out["i_last"] = u, first, last
+    del issues, ii
     box.ready.wait()
     plan = box.plan
     if plan is None or n == 0:
-        return None
+        return out or None
     end = start + dur
     del dur
     pid = key >> 24
@@ -734,7 +756,6 @@ def _api_job(path: Path, sql: str, lo: int, hi: int, box: _PlanBox, names: _Name
             agg = inreg & ~k & _inside(ms, me, plan.aggregate.get(int(p), _EMPTY_IV))
             keep[m] = inreg & ~agg
             total[m] = agg
-    out: dict = {}
     ki = np.flatnonzero(keep)
     out["start"], out["end"] = start[ki], end[ki]
     out["thread"] = threads.map(key[ki])
@@ -790,12 +811,17 @@ def _build_api(path: Path, futures: list[Future], plan: ApiPlan, names: _Names, 
     cols = {k: np.empty(cap, dtype=dt) for k, dt in (("start", np.int64), ("end", np.int64), ("thread", np.int16), ("name", np.int16))}
     n = 0
     tparts: list[dict] = []
+    ispans: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     futures.reverse()  # popped in order: a future keeps its result while it lives
     while futures:
         f = futures.pop()
         part = _results(path, [f])[0]
         del f
         if part is None:
+            continue
+        if "i_thread" in part:
+            ispans.append((part.pop("i_thread"), part.pop("i_first"), part.pop("i_last")))
+        if "start" not in part:
             continue
         m = part["start"].shape[0]
         if n + m > cap:  # rows past the rowid span: cannot happen in SQLite, but never write past the end
@@ -835,9 +861,17 @@ def _build_api(path: Path, futures: list[Future], plan: ApiPlan, names: _Names, 
         totals = ApiTotals(e.astype(np.int32), e.astype(np.int8), e, e, e, e)
     thread_records = tuple(Thread(int(k) >> 24, int(k) & 0xFFFFFF, thread_names.get(int(k))) for k in threads.keys)
     name_category = names.categories.copy()
+    ifirst = np.full(len(thread_records), np.iinfo(np.int64).max, dtype=np.int64)
+    ilast = np.full(len(thread_records), np.iinfo(np.int64).min, dtype=np.int64)
+    for th, a, b in ispans:
+        np.minimum.at(ifirst, th.astype(np.int64), a)
+        np.maximum.at(ilast, th.astype(np.int64), b)
+    none = ilast < ifirst
+    ifirst[none] = ilast[none] = -1
     return ApiCalls(
         start_ns=cols["start"], end_ns=cols["end"], thread=cols["thread"], name=cols["name"], names=tuple(names.names),
         name_category=name_category, threads=thread_records, totals=totals, plan=plan, tables=tables,
+        issue_first_ns=ifirst, issue_last_ns=ilast,
     )  # fmt: skip
 
 
