@@ -671,12 +671,20 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
 
     emit(ProbeEvent("phase", phase="guard", total=len(plan.configs)))
     versions_job = _start(read_child_versions, nsys)  # a child asks CuPy while the guards sample the GPU
+    frame_cache = _frame_cache(plan)
+    frames_job = _start(_build_frames, plan, frame_cache)  # and the configs' frames are drawn meanwhile
     try:
         gpu_plan = plan_gpus(plan.gpus, plan.config_file, max_util_pct=request.max_util_pct,
                              window_s=DEFAULT_WINDOW_S, require_clean=request.require_clean, force=request.force)
-    except KeyboardInterrupt:
-        raise ProbeInterrupted("interrupted during the guards, before any config ran: nothing was written") from None
+    except BaseException as exc:
+        if frame_cache is not None:
+            shutil.rmtree(frame_cache, ignore_errors=True)
+        if isinstance(exc, KeyboardInterrupt):
+            raise ProbeInterrupted("interrupted during the guards, before any config ran: nothing was written") from None
+        raise
     verdict = gpu_plan.verdict
+    if verdict.refused and frame_cache is not None:
+        shutil.rmtree(frame_cache, ignore_errors=True)
     require_guard_pass(verdict)  # CheckFailed (exit 3): a busy GPU or a stale build, without --force
     if verdict.forced:
         warn(verdict.message, verdict.hint)
@@ -690,7 +698,6 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     label: str | None = None
     phase = "setup"
     write_env: Callable[[], None] | None = None
-    frame_cache = None
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         gpu = gpu_identity(verdict.reading)
@@ -702,7 +709,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         tracer = TRACERS[plan.tracer](TracerSetup(nsys=nsys, nsys_version=None if nsys_version is None
                                                   else str(nsys_version)))
         gpu_runs: dict[str, MultiGpuSustained] = {}
-        frame_cache = _frame_cache(plan)
+        _joined(*frames_job)
         env = _child_env(frame_cache)
 
         def write_env() -> None:
@@ -785,6 +792,30 @@ def _frame_cache(plan: ProbePlan) -> Path | None:
         return Path(tempfile.mkdtemp(prefix=FRAME_CACHE_PREFIX))
     except OSError:
         return None
+
+
+def _build_frames(plan: ProbePlan, cache: Path | None) -> None:
+    """Draw the synthetic frames of every config of our finder into the frame cache, so that none of its
+    processes draws them (pure CPU work, while the guards sample the GPU; a protocol program that builds
+    the same frames, such as probes/aare_cuda.py, fills the cache from its first process). A failure here
+    only leaves the cache empty: each process then draws its own."""
+    from clusterbench.workloads.synth import build_frames
+
+    if cache is None:
+        return
+    seen: set[tuple[object, ...]] = set()
+    for c in plan.configs:
+        p = c.params
+        if p is None or p.data is not None or c.workload.kind != "cupy":
+            continue
+        key = (p.rows, p.cols, p.pedestal_frames, min(p.pool, p.frames), p.occupancy, p.seed)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            build_frames(p, cache_dir=cache)
+        except (OSError, MemoryError, ValueError):
+            return
 
 
 def _child_env(frame_cache: Path | None) -> dict[str, str]:

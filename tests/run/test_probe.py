@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy
 import pytest
 
 import clusterbench.run.guards as guards
@@ -397,3 +398,23 @@ def test_ctrl_c_during_sustained_keeps_the_traced_row_when_the_analysis_runs_bes
         run_probe(plan, req, on_event=_interrupt_at("b", "sustained"), nsys=edges.nsys)
     rows = read_csv(plan.results_dir / "probes.csv")
     assert rows[0]["sustained_fps"] == "" and float(rows[0]["kernel_us"]) == pytest.approx(0.15)
+
+
+def test_the_frames_of_our_finder_are_drawn_once_into_the_cache_its_processes_read(monkeypatch, tmp_path) -> None:
+    """Our finder's configs get their frames drawn while the guards sample; the cache is the children's
+    (CLUSTERBENCH_FRAME_CACHE), the same frames, and it is gone when the probe ends."""
+    from clusterbench.run.config import parse_configs
+    from clusterbench.workloads import synth
+
+    cfg = parse_configs('[defaults]\ndetector = [20, 24]\npedestal_frames = 4\npool = 3\n'
+                        '[[config]]\nlabel = "a"\ncluster = 3\ncap = 10\nstreams = 1\nbatch = 5\nframes = 10\n'
+                        '[[config]]\nlabel = "b"\ncluster = 5\ncap = 10\nstreams = 2\nbatch = 5\nframes = 10\n')
+    plan = probe_mod.ProbePlan(cfg, cfg.configs, tmp_path / "r", "none", 1, ())
+    cache = probe_mod._frame_cache(plan)
+    probe_mod._build_frames(plan, cache)
+    files = sorted(p.name for p in cache.iterdir())
+    assert len(files) == 2 and files[0].endswith(".dark.npy")  # one set: a and b draw the same frames
+    drawn = synth.synthetic_frames(20, 24, 4, 3, 130.0, 0)
+    served = synth.build_frames(cfg.configs[1].params, cache_dir=cache)
+    assert numpy.array_equal(served.dark, drawn.dark) and numpy.array_equal(served.pool, drawn.pool)
+    assert probe_mod._child_env(cache)[synth.FRAME_CACHE_ENV] == str(cache)
