@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence
 
 import typer
+from rich.text import Text
 
 from clusterbench.cli import options
 from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
@@ -223,8 +224,8 @@ def probe(
         _print_summary(outcome.rows, f"clusterbench probe: {plan.results_dir}", wide)
         if plan.scans:
             _print_scan(outcome, plan)
-        for line in render_checks(outcome.checks):
-            err.print(line, markup=False, highlight=False, soft_wrap=True)
+        for line in render_checks(outcome.checks):  # wrapped at stderr's width, like every message
+            err.print(Text(line), highlight=False, soft_wrap=False)
         err.print(render_footer(outcome), markup=False, highlight=False)
     require_no_failures(outcome)  # a config failed: exit 1 now that every config ran and its row is written
 

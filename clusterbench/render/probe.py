@@ -196,8 +196,9 @@ _STATUS_WORDS = {"agree": "agrees with", "disagree": "DISAGREES with", "unchecke
 
 
 def render_checks(checks: Mapping[str, Sequence[Any]]) -> list[str]:
-    """The program's own figures against the trace, one message per check (pure)."""
-    return [f"{label}: {c.message}" for label, cs in checks.items() for c in cs]
+    """The program's own figures against the trace that agreed or could not be checked, one message per
+    check with its figures (pure); a disagreement was a warning when it was found."""
+    return [f"{label}: {c.message}" for label, cs in checks.items() for c in cs if c.status != "disagree"]
 
 
 def render_scan(points: Sequence[ScanPoint], scans: Sequence[Scan], width: int | None = None) -> RenderableType:
