@@ -15,7 +15,12 @@ synthetic generator with the config's seed, occupancy and pool, or the ``data`` 
    ``frames`` frames through ``submit_batch``/``collect`` (two batches in flight) inside
    ``clusterbench:pass frames=N``; sustained mode: ``repeat`` such passes untraced, the pedestal
    pushed afresh (untimed) before each;
-4. writes the result record to ``--result``.
+4. writes the result record to ``--result``, with aare's own kernel time per frame from its CUDA
+   events as ``extra.kernel_us_per_frame``, which probe sets against the trace's kernel bar.
+
+What it adds over probing aare's own harness as it is (docs/aare-cuda.md, "aare as it is"): the same
+frames and parameters as clusterbench's finder, config for config, so that compare can put the two
+side by side; a pass of exactly the config's frames, streams and batch; and the kernel-time check.
 
 Input: the data frames sit in one registered (pinned) host array of pool + batch frames, frame g
 of the pass at ``ring[g % pool]``, so every batch is one contiguous slice and the pass has no
@@ -206,7 +211,8 @@ def run(args) -> dict:
         pedestal_s=pedestal_s, finder=FINDER, data_source=fs.source,
         extra={"aare": _where(Path(aare.__file__).parent), "class": type(cf).__name__,
                "frames_at_cap": int(at_cap),  # frames whose count reached the cap: possibly truncated
-               "avg_kernel_us_per_frame_cuda_events": kernel_ms * 1000.0,
+               # aare's own kernel time per frame (CUDA-event pairs): probe sets it against the kernel bar
+               "kernel_us_per_frame": kernel_ms * 1000.0,
                "input": f"registered pinned ring of {len(ring)} frames (pool {len(fs.pool)} + batch "
                         f"{params.batch}); no host copy inside the pass",
                "warm_up": f"pedestal, then {2 * params.batch} dark frames through both output slots; "

@@ -2,7 +2,7 @@
 # Builds aare's own CUDA cluster-finder test harness (src/ClusterFinderCUDA.test.cu at 5922c73, a
 # standalone main() that no CMake target builds), unmodified, against a kit build made by
 # `make aare-cuda`; writes its two .npy inputs; prints the command line that runs it.
-# docs/aare-harness-notes.txt says what the harness measures and what its printed rates include.
+# docs/aare-cuda.md ("aare as it is") says what the harness measures and what its printed rates include.
 #
 #   bash scripts/aare_harness.sh [BUILD_DIR [OUT_DIR [PEDESTAL_FRAMES DATA_FRAMES]]]
 #
@@ -97,7 +97,7 @@ out=$(cd "$out" && pwd)
 exe=$out/aare_cf_cuda_test
 
 # --- compile ----------------------------------------------------------------------------------
-# The flags (docs/aare-harness-notes.txt): aare's own src/Makefile recipe for this file
+# The flags: aare's own src/Makefile recipe for this file
 # (-Xptxas=-v -std=c++17 -O3 --extended-lambda, AARE_LOG_LEVEL, -laare_core -lfmt), with -arch=sm_90
 # for the H200 and the kit's paths; -DNDEBUG as in the kit's Release build of libaare_core.a.
 # -Xptxas=-v only logs the kernel's registers and shared memory into the build log.

@@ -3,8 +3,9 @@
     python scripts/verify_probes.py results/<date>_f32
 
 For every row with a trace, runs `python -m clusterbench analyze TRACE FRAMES --range
-clusterbench:pass --json` in a fresh process and compares kernel_us, h2d_us, d2h_us,
-roofline_us and binds with the row. Needs the traces that probe wrote beside probes.csv
+clusterbench:pass --json` in a fresh process (for a program probed as it is, `--window W
+--frames F` as env.json's configs.<label>.analysis says) and compares kernel_us, h2d_us,
+d2h_us, roofline_us and binds with the row. A row that adds up several processes is skipped. Needs the traces that probe wrote beside probes.csv
 (*.sqlite): run it on a dir a probe has just filled, since committed results dirs keep no
 traces. No GPU needed. Exits 1 on any mismatch beyond float round-off, 2 when the dir has no
 probes.csv or lacks a trace.
@@ -40,15 +41,27 @@ def main(argv: list[str]) -> int:
         print("Hint: run this in a results dir that a probe just wrote; committed results dirs keep only probes.csv "
               "and env.json", file=sys.stderr)
         return 2
+    try:
+        configs = json.loads((rdir / "env.json").read_text()).get("configs") or {}
+    except (OSError, ValueError):
+        configs = {}
     bad = 0
     for row in rows:
         trace = row.get("trace")
         if not trace:
             print(f"{row['label']}: no trace (tracer {row.get('tracer')}), skipped")
             continue
-        cmd = [sys.executable, "-m", "clusterbench", "analyze", str(rdir / trace), row["frames"],
-               "--range", "clusterbench:pass", "--json"]
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        if int(row.get("processes") or 1) > 1:
+            print(f"{row['label']}: {row['processes']} processes added up, skipped (analyze shows them under 'groups')")
+            continue
+        cmd = [sys.executable, "-m", "clusterbench", "analyze", str(rdir / trace), "--json"]
+        analysis = (configs.get(row.get("config") or row["label"]) or {}).get("analysis") or {}
+        if row.get("workload") == "exec":
+            cmd += ["--window", analysis.get("window_spec") or "auto"]
+            cmd += ["--frames", analysis["frames_spec"]] if analysis.get("frames_spec") else []
+        else:
+            cmd += ["--frames", row["frames"], "--range", "clusterbench:pass"]
+        res = subprocess.run(cmd, capture_output=True, text=True)  # in a fresh process
         if res.returncode != 0:
             print(f"{row['label']}: analyze failed ({res.returncode}): {res.stderr.strip()}")
             bad += 1

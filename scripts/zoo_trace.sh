@@ -19,21 +19,12 @@
 # --capture-range-end of the two capture-range variants ("stop" lets the program finish and print
 # its ZOO line; nsys's default, stop-shutdown, ends the program at the end of the range).
 set -u
-usage() {  # the header above, from its second line
-    echo "usage: bash scripts/zoo_trace.sh OUTDIR  (GPU only: needs an NVIDIA GPU and Nsight Systems)"
-    awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "${BASH_SOURCE[0]}"
-}
-case "${1:-}" in
-    -h|--help) usage; exit 0 ;;
-esac
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# GPU only: say so before any work
-if ! command -v nsys >/dev/null 2>&1 || ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-    echo "Error: scripts/zoo_trace.sh needs an NVIDIA GPU and Nsight Systems: $(command -v nsys >/dev/null 2>&1 \
-        && echo 'no NVIDIA GPU or driver (nvidia-smi -L failed)' || echo 'nsys is not on PATH')" >&2
-    echo "Hint: run it on a GPU machine with nsys on PATH" >&2
-    exit 1
-fi
+. "$root/scripts/lib/gpu_script.sh"
+case "${1:-}" in
+    -h|--help) gpu_script_usage "${BASH_SOURCE[0]}" "bash scripts/zoo_trace.sh OUTDIR"; exit 0 ;;
+esac
+require_gpu_and_nsys scripts/zoo_trace.sh  # GPU only: say so before any work
 if [ -z "${1:-}" ]; then
     echo "Error: no OUTDIR given" >&2
     echo "Hint: bash scripts/zoo_trace.sh OUTDIR (bash scripts/zoo_trace.sh --help)" >&2

@@ -76,10 +76,11 @@ def write_program(folder: Path, behaviour: str = "ok") -> Path:
     return path
 
 
-def write_fake_nsys(folder: Path) -> Path:
+def write_fake_nsys(folder: Path, text: str = FAKE_NSYS) -> Path:
+    """A stand-in nsys at ``folder/bin/nsys``: ``text`` with ``{python}`` this interpreter."""
     exe = folder / "bin" / "nsys"
     exe.parent.mkdir(parents=True, exist_ok=True)
-    exe.write_text(FAKE_NSYS.format(python=sys.executable))
+    exe.write_text(text.format(python=sys.executable))
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     return exe
 

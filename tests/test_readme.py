@@ -39,7 +39,8 @@ NAMES = {"clusterbench", "python", "python3", "python3 -m clusterbench", "python
 OUTPUT_ARGS = {"--plot", "--json", "--out", "-o", "--result"}  # the file after these is written, not read
 GPU_SCRIPTS = {"benchmarks/bench_workload.py", "benchmarks/bench_ablate.py", "benchmarks/bench_sync.py",
                "benchmarks/ab_sustained.py", "benchmarks/bench_host_copy.py", "probes/aare_cuda.py",
-               "examples/minimal_workload.py", "scripts/device_campaign.sh", "scripts/zoo_trace.sh"}
+               "examples/minimal_workload.py", "scripts/device_campaign.sh", "scripts/zoo_trace.sh",
+               "scripts/device_probe_checks.sh", "benchmarks/bench_probe_time.py"}
 SLOW_SCRIPTS = {"benchmarks/bench_analyze.py"}  # minutes of work: `make bench`, not a test
 
 

@@ -40,6 +40,8 @@ GPU_ONLY = {
                             "needs aare's CUDA build (make aare-cuda) and an NVIDIA GPU"),
     "scripts/device_campaign.sh": ([], "needs an NVIDIA GPU, CuPy and Nsight Systems"),
     "scripts/zoo_trace.sh": (["{tmp}/zoo"], "needs an NVIDIA GPU and Nsight Systems"),
+    "scripts/device_probe_checks.sh": (["{tmp}/zoo"], "needs an NVIDIA GPU and Nsight Systems"),
+    "benchmarks/bench_probe_time.py": ([], "needs an NVIDIA GPU and Nsight Systems"),
 }
 FAST_S = 15  # --help and the GPU refusal: no heavy import, no work before the arguments are parsed
 
@@ -145,3 +147,22 @@ def test_results_helpers_run_on_committed_results_dirs() -> None:
     proc, _ = _run([sys.executable, str(ROOT / "scripts/verify_probes.py"), "results/2026-12-01_f32"])
     assert proc.returncode == 2 and proc.stderr.startswith("Error: ") and "Hint: " in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_device_probe_checks_refuses_a_zoo_dir_that_is_not_built_before_any_work(tmp_path: Path) -> None:
+    env = _fake_gpu_path(tmp_path)
+    (tmp_path / "zoo").mkdir()
+    proc, _ = _run(["bash", str(ROOT / "scripts/device_probe_checks.sh"), str(tmp_path / "zoo")], env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"Error: {tmp_path / 'zoo'}/no_nvtx is not there") and "tests/zoo/build.sh" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_device_probe_checks_probes_every_zoo_program_with_its_frames() -> None:
+    """Each zoo program of tests/zoo/README.md is probed as it is, with a frames definition, and every step
+    prints its command first (the run function)."""
+    text = (ROOT / "scripts/device_probe_checks.sh").read_text()
+    for prog in ("no_nvtx", "nvtx_domain", "multi_kernel", "threads", "device_graph", "host_bound"):
+        assert re.search(rf'-- "\$zoo/{prog}"', text), prog
+    assert text.count("--frames ") >= 12 and "--scan streams=1,2,4" in text and "--capture cudaProfilerApi" in text
+    assert "printf '$'; printf ' %q' \"$@\"" in text  # the command, before it runs

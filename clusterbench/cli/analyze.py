@@ -27,19 +27,9 @@ HELP = (
 def analyze(
     trace: Path = typer.Argument(..., help="nsys SQLite export (.sqlite) or report (.nsys-rep, .qdrep).", show_default=False),
     frames: int | None = typer.Argument(None, help="Frames processed inside the window (a count; see --frames for other ways).", show_default=False),
-    window: str | None = typer.Option(
-        None, "--window", metavar="SPEC",
-        help="The part of the trace to measure: auto (default), span (first to last GPU record), "
-        "range:NAME\\[@DOMAIN]\\[#N] (NVTX ranges whose text starts with NAME, in DOMAIN; #N: the N-th), or ms:A-B "
-        "(A to B ms on nsys's timeline).",
-    ),  # fmt: skip
-    range_name: str | None = typer.Option(None, "--range", help="Same as --window range:NAME.", metavar="NAME"),
-    frames_spec: str | None = typer.Option(
-        None, "--frames", metavar="SPEC",
-        help="Frames in the window: N, kernel:REGEX (launches of matching kernels starting in the window), "
-        "range:NAME\\[@DOMAIN] (NVTX ranges starting in it), graph (CUDA graph launches), or h2d-bytes:N "
-        "(H2D bytes / N bytes per frame).",
-    ),  # fmt: skip
+    window: str | None = options.TRACE_WINDOW,
+    range_name: str | None = options.TRACE_RANGE,
+    frames_spec: str | None = options.TRACE_FRAMES,
     device: int | None = typer.Option(None, "--device", help="Only this CUDA device id."),
     pid: int | None = typer.Option(None, "--pid", help="Only this process id."),
     by_stream: bool = typer.Option(False, "--by-stream", help="Add a per-stream breakdown."),

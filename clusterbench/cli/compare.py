@@ -89,11 +89,9 @@ def compare(
     floors_file: Optional[Path] = typer.Option(
         None, "--floors", metavar="FILE", help="Judge with this floors file (clusterbench floors writes them)."),
     db: Optional[Path] = options.DB,
-    frames: Optional[str] = typer.Option(None, "--frames", metavar="N", help="Traces: frames inside the window."),
-    range_name: Optional[str] = typer.Option(None, "--range", metavar="NAME",
-                                             help="Traces: every NVTX range starting with NAME is the window."),
-    window: Optional[str] = typer.Option(None, "--window", metavar="SPEC", help="Traces: the window, as analyze "
-                                                                                "takes it."),
+    frames: Optional[str] = options.TRACE_FRAMES,
+    range_name: Optional[str] = options.TRACE_RANGE,
+    window: Optional[str] = options.TRACE_WINDOW,
 ) -> None:
     db = default_db(Path(DEFAULT_RESULTS_ROOT)) if db is None else db
     if sum((json_out, markdown, wide)) > 1:

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence
 
 import typer
+from rich.text import Text
 
 from clusterbench.cli import options
 from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
+from clusterbench.run.probe import DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
     from clusterbench.run.probe import ProbeEvent, ProbePlan, ProbeRequest
     from clusterbench.run.tasks import ExecutorOptions
 
 HELP = (
-    "Trace every config of configs.toml on the GPU and write results/<date>_<f32|f64>[_tag]/.\n\n"
+    "Trace every config of configs.toml on the GPU and write results/<date>_<f32|f64|exec>[_tag]/; or probe "
+    "one program as it is: clusterbench probe \\[options] -- PROGRAM ARGS...\n\n"
     "Per config: one workload process (pedestal, one batched pass, exit) traced with nsys (or the "
     "in-process CUPTI tracer): clusterbench's CuPy finder, or with workload = \"command\" any program "
     "that speaks the protocol of docs/workloads.md. Its SQLite export is analyzed over the pass range into per-engine µs per frame and "
@@ -25,7 +29,16 @@ HELP = (
     "runs), shown against the roofline with the profiler overhead. probes.csv keeps one row per "
     "config: re-running one config replaces its row only. The config is validated before any GPU "
     "call; the idle-GPU and fresh-build guards run before tracing (exit 3 when they refuse, unless "
-    "--force). Ctrl-C keeps finished rows (exit 130).\n\n"
+    "--force). Ctrl-C keeps finished rows (exit 130). A config that fails (its --timeout, an exit "
+    "status) gets a row marked failed and the others go on (exit 1 at the end).\n\n"
+    "A program as it is (workload = \"exec\", or after --) needs no NVTX range and no result record: it is "
+    "traced whole (or inside --capture), analyzed over --window with --frames as analyze takes them, and "
+    "its sustained figure comes from its own printed rate (--rate REGEX), its wall time (--sustained wall, "
+    "with --frames N) or the traced window (--sustained trace, the default without --rate, under the "
+    "profiler). Its own rate (--rate) and kernel time (--kernel-time) are set against the trace. A program "
+    "whose device-launched CUDA graphs a node-level trace loses is traced again at graph level. --scan "
+    "NAME=V1,V2 runs every config at every value of a placeholder its command takes. --dry-run prints "
+    "every command line and exits 0, with or without a GPU (docs/probe.md).\n\n"
     "--gpus all|0,2 runs each config on several GPUs of this node at once: every GPU gets its own guard "
     "(a busy one refuses the run, or with --force is left out) and its own process, named by UUID and "
     "pinned to the GPU's nearest CPU cores and memory node; per config the trace runs on the first GPU, "
@@ -40,14 +53,18 @@ HELP = (
 # The options --request replaces: a request file says all of them.
 _REQUEST_REPLACES = ("frames", "only", "tag", "config", "tracer", "repeat", "results_dir", "max_util",
                      "require_clean", "force", "data", "gpus", "executor", "partition", "gpus_per_task",
-                     "array_parallelism")
+                     "array_parallelism", "label", "window", "capture", "rate", "rate_unit", "kernel_time",
+                     "kernel_time_unit", "sustained", "wall_start", "wall_end", "timeout", "scan", "program")
 
 
 @boundary
 def probe(
     ctx: typer.Context,
-    frames: Optional[int] = typer.Option(
-        None, "--frames", help="Data frames per config, overriding configs.toml (2000 for a smoke run)."),
+    frames: Optional[str] = typer.Option(
+        None, "--frames", metavar="N|DEFINITION",
+        help="Data frames per config, overriding configs.toml (2000 for a smoke run). For a program as it is, "
+             "also how the analysis counts the window's frames, as analyze takes it: kernel:REGEX, "
+             "range:NAME\\[@DOMAIN], graph or h2d-bytes:N."),
     only: Optional[List[str]] = typer.Option(None, "--only", help="Probe only this config label; repeat for more."),
     tag: Optional[str] = typer.Option(None, "--tag", help="Suffix for the results dir: results/<date>_<f32|f64>_TAG."),
     config: Optional[Path] = options.CONFIG,
@@ -96,27 +113,107 @@ def probe(
         None, "--request", metavar="FILE",
         help="Run the probe a request file describes (JSON, as a campaign writes for each of its tasks: "
              "<task dir>/request.json) instead of one given by options; only --json and --wide go with it."),
+    label: Optional[str] = typer.Option(
+        None, "--label", help="The label of a program given after -- (default: the program's file name)."),
+    window: Optional[str] = options.TRACE_WINDOW,
+    capture: Optional[str] = typer.Option(
+        None, "--capture", metavar="nvtx:NAME[@DOMAIN]|cudaProfilerApi",
+        help="A program as it is: trace only inside this NVTX range (any domain; strings need not be registered) "
+             "or between its cudaProfilerStart and Stop; the program then runs on to its end."),
+    rate: Optional[str] = typer.Option(
+        None, "--rate", metavar="REGEX",
+        help="A program as it is: the line where it prints its own rate; the number is the regex's group "
+             "'value' or first group, its unit --rate-unit or the word after it (fps, Hz, GB/s, ms/frame, "
+             "us/frame). The sustained figure then comes from it (the last match of each untraced run), and it "
+             "is set against the trace."),
+    rate_unit: Optional[str] = typer.Option(
+        None, "--rate-unit", metavar="fps|Hz|GB/s|ms/frame|us/frame", help="The unit of --rate's number."),
+    kernel_time: Optional[str] = typer.Option(
+        None, "--kernel-time", metavar="REGEX",
+        help="A program as it is: the line where it prints its per-frame kernel time (ms/frame or us/frame), set "
+             "against the trace's kernel bar."),
+    kernel_time_unit: Optional[str] = typer.Option(
+        None, "--kernel-time-unit", metavar="ms/frame|us/frame", help="The unit of --kernel-time's number."),
+    sustained: Optional[str] = typer.Option(
+        None, "--sustained", metavar="rate|wall|trace",
+        help="A program as it is: where the sustained figure comes from: rate (its own printed rate, --rate; the "
+             "default with --rate), wall (--frames N over its wall time between --wall-start and --wall-end, or "
+             "over its whole run, start-up included) or trace (the traced window's frames over its length, under "
+             "the profiler; the default without --rate)."),
+    wall_start: Optional[str] = typer.Option(
+        None, "--wall-start", metavar="REGEX", help="With --sustained wall: the line the timed part starts at."),
+    wall_end: Optional[str] = typer.Option(
+        None, "--wall-end", metavar="REGEX", help="With --sustained wall: the line the timed part ends at."),
+    timeout: float = typer.Option(
+        DEFAULT_TIMEOUT_S, "--timeout", metavar="S",
+        help="Seconds each run of a config's program may take (traced or not); past it its process group is "
+             "ended, its row marked failed with the program's last lines, and the other configs go on."),
+    scan: Optional[List[str]] = typer.Option(
+        None, "--scan", metavar="NAME=V1,V2,...",
+        help="Run every config at each value of placeholder NAME (streams, batch, ...; repeat for a grid); a "
+             "command must use {NAME}. The summary adds each point's sustained FPS against its roofline (the "
+             "tallest bar) and its one-stream bound (the sum of the bars)."),
+    plot: Optional[Path] = typer.Option(
+        None, "--plot", metavar="FILE",
+        help="With --scan: draw FPS against the first scanned placeholder to FILE (.png, .svg or .pdf; needs "
+             "matplotlib)."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run",
+        help="Print the plan (every command line, nsys options, placeholders filled in, the guards) and exit 0, "
+             "with or without a GPU."),
+    program: Optional[List[str]] = typer.Argument(
+        None, metavar="-- PROGRAM ARGS",
+        help="A program to probe as it is (after --), instead of configs.toml."),
 ) -> None:
+    from clusterbench.errors import InputError
     from clusterbench.io.history import check_session_name, default_db
-    from clusterbench.render.probe import ProbeProgress, outcome_json, render_footer
+    from clusterbench.render.probe import ProbeProgress, outcome_json, render_checks, render_dry_run, render_footer
     from clusterbench.run.campaign import executor_options_for
-    from clusterbench.run.config import DEFAULT_CONFIG_FILE
-    from clusterbench.run.probe import ProbeRequest, plan_probe, preflight, run_probe
+    from clusterbench.run.config import DEFAULT_CONFIG_FILE, ExecOptions
+    from clusterbench.run.probe import ProbeRequest, dry_run as plan_dry_run, plan_probe, preflight, require_no_failures, run_probe
 
     argv = tuple(["clusterbench", *sys.argv[1:]])
+    if as_json and wide:
+        raise InputError("--json and --wide cannot go together: --wide lays out the table, --json prints no table",
+                         hint="drop one of them")
     if request_file is not None:
         request = _read_request(ctx, request_file, argv)
     else:
+        if program and config is not None:
+            raise InputError("give a program after -- or --config, not both",
+                             hint="clusterbench probe [options] -- PROGRAM ARGS..., or clusterbench probe --config FILE")
+        count, spec = _frames_option(frames)
         request = ProbeRequest(
             config_path=Path(DEFAULT_CONFIG_FILE) if config is None else config, only=tuple(only or ()),
-            frames=frames, tag=tag, tracer=tracer, repeat=repeat, results_root=results_dir, max_util_pct=max_util,
+            frames=count, tag=tag, tracer=tracer, repeat=repeat, results_root=results_dir, max_util_pct=max_util,
             require_clean=require_clean, force=force, data=data, argv=argv, gpus=gpus,
             session=None if session is None else check_session_name(session),
             history_db=default_db(results_dir) if db is None else db,
+            program=tuple(program or ()), label=label, timeout_s=timeout, scan=tuple(scan or ()),
+            measure=ExecOptions(frames_spec=spec, window=window, capture=capture, rate=rate, rate_unit=rate_unit,
+                                kernel_time=kernel_time, kernel_time_unit=kernel_time_unit, sustained=sustained,
+                                wall_start=wall_start, wall_end=wall_end),
         )
     plan = plan_probe(request)  # step 1: config and option errors exit 2 before any GPU call
+    if plot is not None:
+        from clusterbench.render.plot import check_plot_path
+
+        if not plan.scans:
+            raise InputError("--plot draws FPS against a scanned placeholder: give --scan NAME=V1,V2,...",
+                             hint="add --scan (e.g. --scan streams=1,2,4), or drop --plot")
+        check_plot_path(plot)
     campaign_dir = plan.results_dir.with_name(plan.results_dir.name + ".campaign")
     opts = executor_options_for(executor, campaign_dir, tuple(partition or ()), gpus_per_task, array_parallelism)
+    if dry_run:
+        if opts is not None:
+            raise InputError("--dry-run shows what this machine would run; a campaign's tasks run elsewhere",
+                             hint="drop --executor to see one task's plan")
+        dry = plan_dry_run(plan, request)
+        if as_json:
+            typer.echo(json.dumps(dry.to_json(), indent=2, allow_nan=False))
+        else:
+            stdout_console().print(render_dry_run(dry), markup=False, highlight=False, soft_wrap=True)
+        return
     if opts is not None:  # the parent of a campaign touches no GPU: the tasks probe on their nodes
         _campaign(request, plan, opts, as_json, wide)
         return
@@ -130,11 +227,49 @@ def probe(
                 progress(event)
 
         outcome = run_probe(plan, request, on_event=on_event, nsys=nsys)
+    if plot is not None:
+        _plot_scan(outcome, plan, plot)
     if as_json:
         typer.echo(json.dumps(outcome_json(outcome), indent=2, allow_nan=False))
-        return
-    _print_summary(outcome.rows, f"clusterbench probe: {plan.results_dir}", wide)
-    err.print(render_footer(outcome), markup=False, highlight=False)
+    else:
+        _print_summary(outcome.rows, f"clusterbench probe: {plan.results_dir}", wide)
+        if plan.scans:
+            _print_scan(outcome, plan)
+        for line in render_checks(outcome.checks):  # wrapped at stderr's width, like every message
+            err.print(Text(line), highlight=False, soft_wrap=False)
+        err.print(render_footer(outcome), markup=False, highlight=False)
+    require_no_failures(outcome)  # a config failed: exit 1 now that every config ran and its row is written
+
+
+def _frames_option(text: Optional[str]) -> tuple[Optional[int], Optional[str]]:
+    """--frames: a count (data frames, or an exec program's frame count), or a frames definition."""
+    from clusterbench.errors import InputError
+
+    if text is None:
+        return None, None
+    t = text.strip()
+    if re.fullmatch(r"[+-]?\d+", t):
+        n = int(t)
+        if n < 1:
+            raise InputError(f"--frames must be a positive integer or a frames definition, got {text!r}",
+                             hint="use e.g. --frames 2000, or --frames kernel:REGEX for a program as it is")
+        return n, None
+    return None, t
+
+
+def _print_scan(outcome: object, plan: object) -> None:
+    from clusterbench.render.probe import render_scan
+    from clusterbench.run.scan import scan_points
+
+    out = stdout_console()
+    out.print(render_scan(scan_points(outcome.rows, plan.configs), plan.scans, out.width))  # type: ignore[attr-defined]
+
+
+def _plot_scan(outcome: object, plan: object, path: Path) -> None:
+    from clusterbench.render.plot import render_scan_plot
+    from clusterbench.run.scan import scan_points
+
+    render_scan_plot(scan_points(outcome.rows, plan.configs), plan.scans, path)  # type: ignore[attr-defined]
 
 
 def _read_request(ctx: typer.Context, path: Path, argv: tuple[str, ...]) -> ProbeRequest:

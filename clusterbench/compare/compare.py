@@ -579,7 +579,8 @@ def _compare_row(
     gpu_b, gpu_a = row_gpu(before, rb), row_gpu(after, ra)
     sb, sa = row_session(rb, sides[0]), row_session(ra, sides[1])
     same_session = sb is not None and sb == sa
-    multi = streams > 1 or ra.streams > 1
+    # a row without a stream count (a program probed as it is) is judged as multi-stream, as noise.py does
+    multi = any(s is None or s > 1 for s in (streams, ra.streams))
     mismatches = _mismatches(rb, ra, across)
     notes: list[str] = []
     if gpus_differ(gpu_b, gpu_a):
@@ -610,8 +611,9 @@ def _compare_row(
         m_across = tuple(mm.column for mm in mismatches if n in mm.affects and mm.across)
         metrics.append(
             compare_metric(
-                n, rb.number(n), ra.number(n), streams=max(streams, ra.streams), floors=floors,
-                drift_bound_pct=bound, same_session=same_session,
+                n, rb.number(n), ra.number(n),
+                streams=None if streams is None or ra.streams is None else max(streams, ra.streams),
+                floors=floors, drift_bound_pct=bound, same_session=same_session,
                 spread_before=rb.number(n + SPREAD_SUFFIX), spread_after=ra.number(n + SPREAD_SUFFIX),
                 samples_before=_samples(rb, n), samples_after=_samples(ra, n),
                 not_comparable=ncr, across=m_across, note=kernel_note if n == "kernel_us" else None, alpha=alpha,

@@ -73,7 +73,11 @@ SAMPLES_SCHEMA = "clusterbench.samples"
 #     row with every column; label is derived from the key. samples.json holds every row's raw samples
 #     keyed by row key; env.json drops configs.<label>.sustained_fps, the derived top-level clocks and
 #     probes_csv_version, and its configs entries name their config and variant.
-RESULTS_VERSION = 3
+#   4: probes.csv adds serial_us, sustained_source, rate_check, kernel_check, processes and error, and a row of
+#     an exec workload (a program probed as it is) may leave cluster, cap, streams, batch and frames empty;
+#     binds may be "host"; env.json configs entries add analysis, sustained, checks, error and phase_s.
+#     A version-3 dir reads as it is (its rows lack the new columns: not measured).
+RESULTS_VERSION = 4
 
 # The config columns a row that lacks them takes from env.json (older and hand-written dirs): its config
 # entry, else the dir's value. A clusterbench dir that names no workload ran the CuPy workload.
@@ -81,15 +85,16 @@ FILLED_COLUMNS = ("tracer", "transfer", "pedestal", "pedestal_dtype", "workload"
 DEFAULT_WORKLOAD = "cupy"
 
 _TAG_RE = re.compile(r"^[A-Za-z0-9._-]+$")
-_DTYPE_TAGS = {"f32": "f32", "f64": "f64", "float32": "f32", "float64": "f64"}
+_DTYPE_TAGS = {"f32": "f32", "f64": "f64", "float32": "f32", "float64": "f64", "exec": "exec"}
 
 
 def results_dir_for(root: Path, date: datetime.date, dtype_tag: str, tag: str | None = None) -> Path:
-    """``root/<YYYY-MM-DD>_<f32|f64>[_tag]``. Accepts f32/f64 or float32/float64."""
+    """``root/<YYYY-MM-DD>_<f32|f64|exec>[_tag]``. Accepts f32/f64, float32/float64, or exec (programs
+    probed as they are, which have no pedestal type)."""
     short = _DTYPE_TAGS.get(dtype_tag)
     if short is None:
         raise InputError(
-            f"pedestal dtype tag must be f32 or f64, got {dtype_tag!r}",
+            f"pedestal dtype tag must be f32 or f64 (or exec), got {dtype_tag!r}",
             hint="set pedestal_dtype to float32 or float64 in configs.toml",
         )
     name = f"{date.isoformat()}_{short}"
@@ -296,7 +301,7 @@ def _read_json(path: Path, what: str) -> dict:
 
 
 LEGACY_ENV_KEYS: tuple[str, ...] = ("gpu", "driver", "pedestal_dtype", "git_rev", "dirty")
-_READABLE = "3, 2 and 1 (and legacy aare-perf dirs, which have none)"
+_READABLE = "4, 3, 2 and 1 (and legacy aare-perf dirs, which have none)"
 
 
 def dir_version(doc: Mapping[str, object], path: Path) -> int:
@@ -403,6 +408,7 @@ _READERS: dict[int, _Reader] = {
     LEGACY_VERSION: _Reader(_env_legacy, _OLD_KINDS, _key_v1_v2, "none"),
     1: _Reader(_env_v1_v2, _OLD_KINDS, _key_v1_v2, "matched"),
     2: _Reader(_env_v1_v2, _OLD_KINDS, _key_v1_v2, "matched"),
+    3: _Reader(_env_v3, COLUMN_KINDS, _key_v3, "file"),
     RESULTS_VERSION: _Reader(_env_v3, COLUMN_KINDS, _key_v3, "file"),
 }
 

@@ -20,6 +20,8 @@ JsonValue = object  # a value json.dumps accepts
 
 # The metric of the untraced sustained run: frames per second of each timed pass.
 SUSTAINED_FPS = "sustained_fps"
+# A program that reports its speed in GB/s only (read from its output): GB/s of each run.
+SUSTAINED_GBPS = "sustained_gbps"
 
 
 @dataclass(frozen=True, slots=True)

@@ -177,24 +177,37 @@ class ResultRow:
     host_sync_us: float | None = None
     serialization: float | None = None
     measured_us: float | None = None
+    # the sum of the GPU engines' bars (µs per frame): what a pipeline whose engines take turns pays per frame
+    # (one stream); the roofline (the tallest bar) is what overlapping streams pay
+    serial_us: float | None = None
     efficiency: float | None = None
     sustained_fps: float | None = None
     sustained_fps_spread: float | None = None
     sustained_repeats: int | None = None
     sustained_gbps: float | None = None
+    # where the sustained figure came from: result (the workload's result records), rate (the program's own
+    # printed rate, untraced), wall (frames over the program's wall time between two printed markers),
+    # wall-run (frames over its whole run, start-up included), trace (frames over the traced window, under
+    # the profiler)
+    sustained_source: str | None = None
     fps_efficiency: float | None = None
     profiler_overhead: float | None = None
+    # the program's own figures set against the trace (clusterbench.run.checks): agree, disagree or unchecked
+    rate_check: str | None = None
+    kernel_check: str | None = None
     clusters_per_frame: float | None = None
     dropped_clusters: int | None = None
     pedestal_dtype: str | None = None
     pedestal: str | None = None
     transfer: str | None = None
     workload: str | None = None
+    processes: int | None = None  # (process, device) groups of the trace the figures aggregate
     finder: str | None = None
     tracer: str | None = None
     trace: str | None = None
     session: str | None = None
     timestamp: str | None = None
+    error: str | None = None  # the config failed (a time limit, an exit status, a broken protocol): why, in one line
     # where the row was measured (rows of a --gpus probe or a campaign merge)
     gpu_name: str | None = None
     gpu_uuid: str | None = None
@@ -219,7 +232,7 @@ class ResultRow:
         for name, kind in VALUE_KINDS.items():
             v = getattr(self, name)
             if v is None:
-                if name in REQUIRED_FIELDS:
+                if name in REQUIRED_FIELDS and self.workload != EXEC_WORKLOAD:
                     raise RowValueError(f"column {name} may not be empty")
                 continue
             if kind is str:
@@ -302,7 +315,10 @@ def _kinds() -> dict[str, type]:
 # Every value field of a row and its kind (int, float or str); the columns of probes.csv in order;
 # those every row carries (the contract: any probes.csv has at least these, label first).
 VALUE_KINDS: dict[str, type] = _kinds()
+# A row of an exec workload (a program probed as it is) may leave them empty: they are our finder's
+# parameters, which such a program has only where its command takes them as placeholders.
 REQUIRED_FIELDS = frozenset({"cluster", "cap", "streams", "batch", "frames"})
+EXEC_WORKLOAD = "exec"
 KEY_COLUMNS: tuple[str, ...] = ("config", "gpu", "role", "variant")
 _CONTRACT_FIELDS = ("cluster", "cap", "streams", "batch", "frames", "kernel_us", "h2d_us", "d2h_us", "roofline_us",
                     "binds")
@@ -315,7 +331,10 @@ SPREAD_SUFFIX = "_spread"
 # empty cell, never 0). Every other numeric column (duty, idle, overlap, spreads, counts) must be >= 0.
 POSITIVE_COLUMNS = frozenset({"kernel_us", "h2d_us", "d2h_us", "roofline_us", "measured_us", "roofline_fps",
                               "sustained_fps", "cluster", "cap", "streams", "batch", "frames", "gpus", "gpu_min_fps",
-                              "solo_fps"})
+                              "solo_fps", "serial_us", "processes"})
+CHECK_STATUSES = ("agree", "disagree", "unchecked")
+# What may bind: a GPU engine, or the host (a launching thread whose busy time per frame is the tallest bar)
+BINDERS: tuple[str, ...] = (*ENGINES, "host")
 
 
 def _check_values(row: ResultRow) -> None:
@@ -338,8 +357,13 @@ def _check_values(row: ResultRow) -> None:
         if v < 0:
             raise RowValueError(f"column {column}: must be >= 0, got {v!r}",
                                 hint=f"fix the value, or re-run clusterbench probe --only {row.key.config}")
-    if row.binds is not None and row.binds not in ENGINES:
-        raise RowValueError(f"column binds: {row.binds!r} is not an engine (one of {', '.join(ENGINES)})",
+    for column in ("rate_check", "kernel_check"):
+        v = getattr(row, column)
+        if v is not None and v not in CHECK_STATUSES:
+            raise RowValueError(f"column {column}: must be one of {', '.join(CHECK_STATUSES)}, got {v!r}",
+                                hint=f"re-run clusterbench probe --only {row.key.config}")
+    if row.binds is not None and row.binds not in BINDERS:
+        raise RowValueError(f"column binds: {row.binds!r} is not an engine (one of {', '.join(BINDERS)})",
                             hint="binds names the engine with the largest busy time; fix it or re-run "
                                  f"clusterbench probe --only {row.key.config}")
     metrics = [m.metric for m in row.measurements]
@@ -369,6 +393,13 @@ class ConfigEntry:
     trace: str | None = None
     clocks: Mapping[str, JsonValue] | None = None
     kernel_sha256: Mapping[str, str] | None = None
+    # an exec workload (or any traced one): the window and frames the figures cover, the trace's CUDA-graph
+    # mode and why, and every (process, device) group's own figures
+    analysis: Mapping[str, JsonValue] | None = None
+    sustained: Mapping[str, JsonValue] | None = None  # where the sustained figure came from, and how
+    checks: Mapping[str, JsonValue] | None = None  # the program's own figures against the trace: verdicts
+    error: Mapping[str, JsonValue] | None = None  # the config failed: message, hint, the output's tail, log
+    phase_s: Mapping[str, float] | None = None  # wall seconds of each phase (trace, export, analyze, sustained)
     extra: Mapping[str, JsonValue] = field(default_factory=dict)  # keys this version does not know, kept
 
     def to_json(self) -> dict[str, JsonValue]:
@@ -378,6 +409,9 @@ class ConfigEntry:
                     "command": None if self.command is None else list(self.command), "finder": self.finder,
                     "trace": self.trace, "clocks": None if self.clocks is None else dict(self.clocks),
                     "kernel_sha256": None if self.kernel_sha256 is None else dict(self.kernel_sha256)})
+        for name in _ENTRY_BLOCKS:
+            v = getattr(self, name)
+            out[name] = None if v is None else dict(v)
         return out
 
     @classmethod
@@ -393,7 +427,13 @@ class ConfigEntry:
             finder=doc.get("finder"), trace=doc.get("trace"),  # type: ignore[arg-type]
             clocks=dict(doc["clocks"]) if isinstance(doc.get("clocks"), Mapping) else None,  # type: ignore[call-overload]
             kernel_sha256=dict(sha) if isinstance(sha, Mapping) else None,
+            **{name: dict(doc[name]) if isinstance(doc.get(name), Mapping) else None  # type: ignore[call-overload]
+               for name in _ENTRY_BLOCKS},
             extra={k: v for k, v in doc.items() if k not in names and k not in KEY_COLUMNS})
+
+
+# ConfigEntry's blocks that are JSON objects kept as they are (written once, in to_json and from_json)
+_ENTRY_BLOCKS = ("analysis", "sustained", "checks", "error", "phase_s")
 
 
 @dataclass(frozen=True, slots=True)

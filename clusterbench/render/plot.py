@@ -73,6 +73,16 @@ def check_plot_path(path: Path) -> str:
     return fmt
 
 
+def _save(fig, path: Path, fmt: str) -> Path:  # noqa: ANN001 - a matplotlib Figure
+    """Lay the figure out and write it; InputError when it cannot be written."""
+    fig.tight_layout()
+    try:
+        fig.savefig(path, format=fmt)
+    except OSError as exc:
+        raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint=_PLOT_HINT) from None
+    return path
+
+
 def render_compare_plot(cmp: Comparison, path: Path) -> Path:
     """Grouped bars per config label: kernel/h2d/d2h before (light, hatched) and after (solid),
     in µs per frame; the tallest (binding) bar of each side is marked. Writes PNG, SVG or PDF by
@@ -134,12 +144,55 @@ def render_compare_plot(cmp: Comparison, path: Path) -> Path:
     ]
     ax.legend(handles=handles, fontsize=8, ncol=3, loc="upper left")
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
+    return _save(fig, path, fmt)
+
+
+def render_scan_plot(points, scans, path: Path) -> Path:  # noqa: ANN001 - run.scan's ScanPoint and Scan
+    """FPS against the first scanned parameter: per config (and per value of any other scan) the sustained
+    FPS (solid, dots), the roofline FPS (dashed: the tallest bar) and the one-stream bound (dotted: the sum
+    of the bars). Writes PNG, SVG or PDF by the extension of ``path``; returns path."""
+    path = Path(path)
+    fmt = check_plot_path(path)
+    Figure, FigureCanvasAgg, _Patch = load_matplotlib()
+    x_name = scans[0].name
+    order = {v: i for i, v in enumerate(scans[0].values)}
+    numeric = all(_is_number(v) for v in scans[0].values)
+    series: dict[str, list] = {}
+    for p in points:
+        values = dict(p.values)
+        rest = ", ".join(f"{n}={v}" for n, v in p.values if n != x_name)
+        series.setdefault(p.config + (f" ({rest})" if rest else ""), []).append((values[x_name], p))
+    fig = Figure(figsize=(7.5, 4.8), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for k, (name, pts) in enumerate(series.items()):
+        pts.sort(key=lambda vp: float(vp[0]) if numeric else order[vp[0]])
+        xs = [float(v) if numeric else order[v] for v, _ in pts]
+        colour = f"C{k % 10}"
+        for attr, style, what in (("sustained_fps", "o-", "sustained"), ("roofline_fps", "--", "roofline (tallest bar)"),
+                                  ("serial_fps", ":", "sum of the bars (one stream)")):
+            ys = [getattr(p, attr) for _, p in pts]
+            keep = [(x, y) for x, y in zip(xs, ys) if y]
+            if keep:
+                ax.plot([x for x, _ in keep], [y for _, y in keep], style, color=colour, label=f"{name}: {what}")
+    if not numeric:
+        ax.set_xticks(range(len(scans[0].values)))
+        ax.set_xticklabels(list(scans[0].values))
+    ax.set_xlabel(x_name)
+    ax.set_ylabel("frames per second")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    ax.set_title(f"FPS against {x_name}: sustained, the roofline and the one-stream bound", fontsize=10)
+    return _save(fig, path, fmt)
+
+
+def _is_number(text: str) -> bool:
     try:
-        fig.savefig(path, format=fmt)
-    except OSError as exc:
-        raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint=_PLOT_HINT) from None
-    return path
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 # ----------------------------------------------------------------------------- history trend

@@ -12,8 +12,8 @@ from rich.text import Text
 
 from clusterbench.model.engines import display_name
 from clusterbench.model.results import ResultRow, RowRole
-from clusterbench.run.probe import PHASES, ProbeEvent, ProbeOutcome
-
+from clusterbench.run.probe import PHASES, DryRun, ProbeEvent, ProbeOutcome
+from clusterbench.run.scan import Scan, ScanPoint
 
 
 def _num(value: Any, fmt: str, unit: str = "") -> str:
@@ -41,6 +41,8 @@ def _cells(r: ResultRow) -> dict[str, str]:
     if r.sustained_fps is not None and r.sustained_fps_spread is not None:
         sustained += f" ± {r.sustained_fps_spread:,.0f}"
     eff = r.fps_efficiency
+    if r.sustained_fps is None and r.sustained_gbps is not None and r.sustained_source not in (None, "result"):
+        sustained = f"{r.sustained_gbps:,.3g} GB/s"  # a program that reports GB/s only
     return {
         "config": r.label,
         "frames": _num(r.frames, ",d"),
@@ -53,6 +55,7 @@ def _cells(r: ResultRow) -> dict[str, str]:
         "sustained": sustained,
         "efficiency": _num(None if eff is None else 100 * eff, ".0f"),
         "overhead": _num(r.profiler_overhead, ".2f"),
+        "source": "failed" if r.error else (r.sustained_source or "-"),
     }
 
 
@@ -69,18 +72,31 @@ _COLUMNS: dict[str, tuple[str, bool]] = {
     "sustained": ("sustained\nFPS", True),
     "efficiency": ("sustained/\nroofline %", True),
     "overhead": ("profiler\noverhead ×", True),
+    "source": ("sustained\nfrom", False),
 }
 # the narrow layout's throughput table: shorter headers, spelled out in NARROW_CAPTION
 _NARROW_HEADERS: dict[str, tuple[str, bool]] = {
     "efficiency": ("% of\nroofline", True),
     "overhead": ("profiler\n×", True),
+    "source": ("from", False),
 }
 NARROW_CAPTION = ("µs per frame from the trace; FPS untraced: median of the repeats ± half their range; "
                   "% of roofline = sustained FPS / roofline FPS; profiler × = untraced FPS / traced FPS "
                   "(the profiler's overhead)")
 TRACE_KEYS = ("config", "frames", "kernel", "h2d", "d2h", "roofline", "binds")
 FPS_KEYS = ("config", "roofline_fps", "sustained", "efficiency", "overhead")
-WIDE_KEYS = tuple(_COLUMNS)
+WIDE_KEYS = tuple(k for k in _COLUMNS if k != "source")
+# the sustained figure's source, spelled out under the table when a row's is not the result records'
+SOURCE_CAPTION = ("from: result = the workload's result records (untraced); rate = the program's own printed rate "
+                  "(untraced); wall = frames over its wall time between its markers; wall-run = over its whole run, "
+                  "start-up included; trace = frames over the traced window, under the profiler")
+
+
+def _with_source(keys: tuple[str, ...], rows: Sequence[ResultRow]) -> tuple[str, ...]:
+    """The sustained figure's source gets a column when any row's is not the result records'."""
+    if any((r.sustained_source or "result") != "result" or r.error for r in rows):
+        return (*keys, "source")
+    return keys
 
 
 def _table(keys: Sequence[str], cells: Sequence[Mapping[str, str]], title: str | None,
@@ -140,17 +156,114 @@ def render_summary(rows: Sequence[ResultRow], title: str | None = None, width: i
     it fits ``width`` and ``width`` is at least WIDE_MIN_WIDTH. No figure is left out either way.
     """
     cells = [_cells(r) for r in rows]
-    notes = scaling_notes(rows)
+    notes = scaling_notes(rows) + row_notes(rows)
+    wide_keys, fps_keys = _with_source(WIDE_KEYS, rows), _with_source(FPS_KEYS, rows)
     if wide is None:
-        wide = width is None or (width >= WIDE_MIN_WIDTH and table_width(WIDE_KEYS, cells) <= width)
+        wide = width is None or (width >= WIDE_MIN_WIDTH and table_width(wide_keys, cells) <= width)
     # the legend follows the tables as text, wrapped at the output's width rather than the table's
     if wide:
-        parts: list[RenderableType] = [_table(WIDE_KEYS, cells, title, None), Text(CAPTION)]
+        parts: list[RenderableType] = [_table(wide_keys, cells, title, None), Text(CAPTION)]
     else:
         parts = [_table(TRACE_KEYS, cells, title, None, narrow=True), Text(""),
-                 _table(FPS_KEYS, cells, None, None, narrow=True), Text(NARROW_CAPTION)]
+                 _table(fps_keys, cells, None, None, narrow=True), Text(NARROW_CAPTION)]
+    if "source" in fps_keys:
+        parts.append(Text(SOURCE_CAPTION))
     parts.extend(Text(n) for n in notes)
     return Group(*parts)
+
+
+def row_notes(rows: Sequence[ResultRow]) -> list[str]:
+    """One line per row that failed, aggregates several processes, or whose program's figures were set
+    against the trace (pure)."""
+    out = []
+    for r in rows:
+        if r.error:
+            out.append(f"{r.label}: FAILED in {r.error}")
+        if r.processes and r.processes > 1:
+            out.append(f"{r.label}: {r.processes} (process, device) groups in the trace: frames and busy times "
+                       "added up, roofline FPS summed over them")
+        for what, status in (("rate", r.rate_check), ("kernel time", r.kernel_check)):
+            if status is not None:
+                out.append(f"{r.label}: the program's own {what} {_STATUS_WORDS[status]} the trace")
+        if r.sustained_source == "trace":
+            out.append(f"{r.label}: sustained FPS from the traced window, under the profiler")
+        elif r.sustained_source == "wall-run":
+            out.append(f"{r.label}: sustained FPS over the program's whole run, start-up included")
+    return out
+
+
+_STATUS_WORDS = {"agree": "agrees with", "disagree": "DISAGREES with", "unchecked": "could not be checked against"}
+
+
+def render_checks(checks: Mapping[str, Sequence[Any]]) -> list[str]:
+    """The program's own figures against the trace that agreed or could not be checked, one message per
+    check with its figures (pure); a disagreement was a warning when it was found."""
+    return [f"{label}: {c.message}" for label, cs in checks.items() for c in cs if c.status != "disagree"]
+
+
+def render_scan(points: Sequence[ScanPoint], scans: Sequence[Scan], width: int | None = None) -> RenderableType:
+    """The scan: per point its values, sustained FPS against the roofline (the tallest bar) and against the
+    one-stream bound (the sum of the bars), and which of the two it is nearer (pure)."""
+    names = [s.name for s in scans]
+    table = Table(title="scan", title_justify="left", header_style="bold", box=SIMPLE_HEAD, padding=(0, 1, 0, 0),
+                  pad_edge=False, show_edge=False)
+    table.add_column("config", overflow="fold")
+    for n in names:
+        table.add_column(n, justify="right")
+    for header in ("sustained\nFPS", "roofline\nFPS", "sum of\nbars FPS"):
+        table.add_column(header, justify="right")
+    table.add_column("binds")
+    table.add_column("nearer")
+    for p in points:
+        values = dict(p.values)
+        sustained = _num(p.sustained_fps, ",.0f") + ("" if p.source in (None, "result") else f" ({p.source})")
+        table.add_row(p.config, *(values.get(n, "-") for n in names), "failed" if p.error else sustained,
+                      _num(p.roofline_fps, ",.0f"), _num(p.serial_fps, ",.0f"), display_name(p.binds) if p.binds else "-",
+                      p.nearer or "-")
+    caption = Text("roofline FPS: the tallest bar, what streams that overlap pay; sum of bars FPS: the bars added "
+                   "up, what one stream (engines taking turns) pays; nearer: the bound the sustained FPS is closer to")
+    return Group(table, caption)
+
+
+def render_dry_run(dry: DryRun) -> str:
+    """``probe --dry-run``: every command line with its placeholders filled in, and the guards (pure)."""
+    import os
+    import shlex
+
+    here = os.getcwd().rstrip("/") + "/"
+
+    def show(argv: Sequence[str]) -> str:  # paths under the current folder, relative to it
+        return shlex.join(a.replace(here, "") if here in a else a for a in argv)
+
+    lines = ["clusterbench probe --dry-run: nothing runs; this is the plan (paths relative to this folder)",
+             f"results dir: {dry.results_dir}",
+             f"tracer: {dry.tracer}" + (f" ({dry.nsys})" if dry.nsys else " (nsys is not found here: the GPU machine "
+                                                                          "needs it on PATH)" if dry.tracer == "nsys"
+                                                                          else ""),
+             f"every run: at most {dry.timeout_s:g} s (--timeout), then its process group is ended",
+             f"GPUs: {dry.gpus or 'the first this process may use'}",
+             "guards, before any config runs:"]
+    lines += [f"  - {g}" for g in dry.guards]
+    for c in dry.configs:
+        lines.append("")
+        where = "" if not c.cwd else (", run in this folder" if c.cwd + "/" == here else f", run in {c.cwd}")
+        lines.append(f"config {c.label} ({c.workload}){where}")
+        if c.placeholders:
+            shown = ", ".join(f"{k}={v}" for k, v in c.placeholders.items() if v is not None)
+            lines.append(f"  placeholders: {shown}")
+        if c.trace is not None:
+            env = " ".join(f"{k}={v}" for k, v in c.trace_env.items())
+            lines.append("  trace:    " + (env + " " if env else "") + show(c.trace))
+        if c.export is not None:
+            lines.append("  export:   (only where the profile wrote no .sqlite) " + show(c.export))
+        if c.analysis is not None:
+            lines.append(f"  analyze:  {c.analysis}")
+        for argv in c.sustained:
+            lines.append("  untraced: " + show(argv))
+        lines.append(f"  sustained FPS ({c.sustained_source}): {c.sustained_note}")
+    for w in dry.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
 
 
 def render_footer(outcome: ProbeOutcome) -> str:
@@ -178,6 +291,8 @@ def outcome_json(outcome: ProbeOutcome) -> dict[str, object]:
         "session": outcome.session_id,
         "rows": [r.to_json() for r in outcome.rows],
         "warnings": list(outcome.warnings),
+        "failures": [f.to_json() for f in outcome.failures],
+        "checks": {label: [c.to_json() for c in cs] for label, cs in outcome.checks.items() if cs},
     }
 
 
@@ -227,3 +342,5 @@ class ProbeProgress:
             self.progress.update(task, completed=self.phases.index(event.phase), phase=event.message or event.phase)
         elif event.kind == "row":
             self.progress.update(task, completed=len(self.phases), phase="done")
+        elif event.kind == "failed":
+            self.progress.update(task, phase="failed")

@@ -1,8 +1,11 @@
 """SM clocks during a traced pass: sample them with NVML, then judge whether they ramped.
 
-Short runs do not let the clocks reach their steady value: the reference campaign saw the
-kernel read about 7 % slow at 2000 frames (docs/facts.md, "Reading rules"). The sampler is I/O; the
-verdict (:func:`judge_clocks`) is a pure function over the samples.
+A pass whose SM clock stays below its steady value reads slow. The verdict (:func:`judge_clocks`) is
+a pure function over the samples: it warns only when the clock NVML read over the pass (or, for a pass
+shorter than one sample period, just before it) sits below RAMPED_FRACTION of the maximum. A short pass
+at full clock is not warned about here: what makes a short pass read slow is that it holds few launches
+per stream, whose fill and drain nothing overlaps, and the config's own warning says so
+(:func:`clusterbench.run.config.config_warnings`). The sampler is I/O.
 """
 
 from __future__ import annotations
@@ -15,10 +18,6 @@ from dataclasses import dataclass
 # A pass whose median SM clock is below this fraction of the maximum SM clock ran before the
 # clocks settled (H200: 1980 MHz max; a ramping GPU sits hundreds of MHz below it).
 RAMPED_FRACTION = 0.90
-# A pass shorter than this cannot be trusted to have run at steady clocks even when the few
-# samples look high: NVML's clock reading is itself averaged over tens of ms, and the
-# reference campaign's 2000-frame passes (tens of ms) read the kernel about 7 % slow.
-MIN_PASS_S = 0.1
 # NVML sampling period while the child runs.
 SAMPLE_INTERVAL_S = 0.02
 
@@ -52,7 +51,8 @@ class ClockVerdict:
         }
 
 
-_HINT = "quote figures from full-length runs (make sweep), or raise --frames until this warning goes away"
+_HINT = ("quote figures from full-length runs (make sweep), or warm the GPU up before the pass; raise --frames "
+         "until this warning goes away")
 
 
 def judge_clocks(
@@ -64,8 +64,9 @@ def judge_clocks(
 ) -> ClockVerdict:
     """Judge the SM clocks over the pass window [pass_start_s, pass_end_s].
 
-    Ramped means: the pass lasted at least MIN_PASS_S and its median SM clock reached
-    RAMPED_FRACTION of the maximum (the device's max SM clock, else the highest seen).
+    Ramped means: the median SM clock over the pass (for a pass shorter than one sample period, the
+    last sample before its end) reached RAMPED_FRACTION of the maximum (the device's max SM clock, else
+    the highest seen).
     """
     if pass_start_s is not None and pass_end_s is not None:
         window = tuple(s for s in samples if pass_start_s <= s.t_s <= pass_end_s)
@@ -73,6 +74,7 @@ def judge_clocks(
     else:
         window, pass_s = (), None
     # fall back to the last sample before the window when the pass was shorter than one period
+    inside = bool(window)
     if not window and pass_end_s is not None:
         before = [s for s in samples if s.t_s <= pass_end_s]
         window = (before[-1],) if before else ()
@@ -85,22 +87,32 @@ def judge_clocks(
 
     if pass_s is None and med is None:
         return ClockVerdict(0, None, None, None, max_clock_mhz, None, frames, None, None, None)
-    if pass_s is not None and pass_s < MIN_PASS_S:
-        ms = pass_s * 1e3
-        clock_txt = f" (SM clock {med:.0f} of {reference} MHz max)" if med is not None and reference else ""
-        warning = (
-            f"the pass lasted only {ms:.1f} ms{frames_txt}{clock_txt}: too short for the SM clocks to "
-            f"settle; the reference campaign read kernels about 7 % slow at 2000 frames"
-        )
-        return ClockVerdict(len(mhz), lo, med, hi, max_clock_mhz, pass_s, frames, False, warning, _HINT)
     if med is not None and reference and med < RAMPED_FRACTION * reference:
-        warning = (
-            f"SM clock reached only {med:.0f} MHz (median) of {reference} MHz max during the pass{frames_txt}; "
-            f"the kernel reads slow until the clocks ramp (about 7 % at 2000 frames)"
-        )
+        if inside:
+            warning = (f"SM clock reached only {med:.0f} MHz (median) of {reference} MHz max during the "
+                       f"pass{frames_txt}; the kernel reads slow until the clocks ramp")
+        else:
+            ms = (pass_s or 0.0) * 1e3
+            warning = (f"the SM clock read {med:.0f} of {reference} MHz max just before the pass{frames_txt}, which "
+                       f"lasted {ms:.1f} ms, less than NVML's {SAMPLE_INTERVAL_S * 1e3:.0f} ms clock sample: the "
+                       "clock was not read during it, and may not have ramped")
         return ClockVerdict(len(mhz), lo, med, hi, max_clock_mhz, pass_s, frames, False, warning, _HINT)
     ramped = None if med is None or not reference else True
     return ClockVerdict(len(mhz), lo, med, hi, max_clock_mhz, pass_s, frames, ramped, None, None)
+
+
+def clock_summary(samples: tuple[ClockSample, ...], start_s: float | None, end_s: float | None,
+                  max_clock_mhz: int | None) -> ClockVerdict:
+    """The SM clock over a whole run [start_s, end_s], without a verdict (``ramped`` None, no warning): a
+    program probed as it is has no pass of its own to judge, and its start-up and host phases leave the
+    GPU idle, where its clock reads low by design."""
+    window = tuple(s for s in samples if start_s is None or end_s is None or start_s <= s.t_s <= end_s)
+    mhz = [s.sm_mhz for s in window]
+    run_s = None if start_s is None or end_s is None else max(end_s - start_s, 0.0)
+    if not mhz:
+        return ClockVerdict(0, None, None, None, max_clock_mhz, run_s, None, None, None, None)
+    return ClockVerdict(len(mhz), min(mhz), float(statistics.median(mhz)), max(mhz), max_clock_mhz, run_s, None, None,
+                        None, None)
 
 
 class ClockSampler:

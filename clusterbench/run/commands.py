@@ -62,19 +62,35 @@ def nsys_graph_trace_mode(version_text: str | None) -> str:
     return "node" if v is not None and v[:2] >= GRAPH_TRACE_NODE_SINCE else "graph"
 
 
-def nsys_profile_command(nsys: Path | str, out_base: Path, child: Sequence[str],
-                         graph_trace: str = "node") -> list[str]:
+def nsys_profile_command(nsys: Path | str, out_base: Path, child: Sequence[str], graph_trace: str = "node",
+                         capture: tuple[str, str | None] | None = None, export_sqlite: bool = False) -> list[str]:
     """nsys traces CUDA and NVTX only: no CPU sampling, no context switches (they cost and we never read them).
 
     ``out_base`` is the report path without extension; nsys adds ``.nsys-rep``. ``graph_trace``
     'node' adds ``--cuda-graph-trace=node`` so that graph kernel nodes are kernel rows; 'graph'
     leaves nsys at its default (one row per graph execution, for nsys before 2023.3).
+    ``capture`` (``clusterbench.run.config.parse_capture``): trace only inside an NVTX range
+    (``("nvtx", "NAME[@DOMAIN]")``) or between cudaProfilerStart and Stop (``("cudaProfilerApi", None)``),
+    then let the program run on to its end (``--capture-range-end=stop``). ``export_sqlite``: nsys writes
+    ``<out_base>.sqlite`` itself at the end of the profile (one nsys run instead of profile, then export).
     """
     if graph_trace not in ("node", "graph"):
         raise ValueError(f"graph_trace must be 'node' or 'graph', got {graph_trace!r}")
     graph = ["--cuda-graph-trace=node"] if graph_trace == "node" else []
-    return [str(nsys), "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none", *graph,
+    window: list[str] = []
+    if capture is not None:
+        kind, name = capture
+        window = ([f"--capture-range={kind}"] + ([f"--nvtx-capture={name}"] if kind == "nvtx" else [])
+                  + ["--capture-range-end=stop"])
+    export = ["--export=sqlite"] if export_sqlite else []
+    return [str(nsys), "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none", *graph, *window, *export,
             "--force-overwrite=true", "-o", str(out_base), *child]
+
+
+def nsys_capture_env(capture: tuple[str, str | None] | None) -> dict[str, str]:
+    """What nsys's environment needs for ``capture``: an NVTX capture range on a string the program did not
+    register (nvtxDomainRegisterString) is only seen with NSYS_NVTX_PROFILER_REGISTER_ONLY=0."""
+    return {"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"} if capture is not None and capture[0] == "nvtx" else {}
 
 
 def cupti_command(params_json: str, sqlite_out: Path, result_json: Path, *, python: str | None = None) -> list[str]:

@@ -327,6 +327,9 @@ class GuardVerdict:
 # --------------------------------------------------------------------------- NVML I/O
 
 
+INSTALL_GPU_EXTRAS = "pip install -e '.[gpu]' (nvidia-ml-py, cupy), or pip install nvidia-ml-py"
+
+
 def _no_gpu(reason: str) -> EnvironmentFailure:
     return EnvironmentFailure(
         f"no NVIDIA GPU/driver found: {reason}",
@@ -357,15 +360,54 @@ def _import_pynvml() -> Any:
         import pynvml  # the nvidia-ml-py package
     except ImportError:
         gpus = _nvidia_smi_gpus()
-        if gpus:
-            raise EnvironmentFailure(
-                f"the NVML Python bindings are missing (module pynvml), though nvidia-smi sees "
-                f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}",
-                hint="Install them: pip install nvidia-ml-py (or pip install -e '.[gpu]').",
-            ) from None
-        smi = "nvidia-smi is not installed" if gpus is None else "nvidia-smi lists no GPU"
-        raise _no_gpu(f"the NVML bindings (pynvml, package nvidia-ml-py) are not installed and {smi}") from None
+        raise no_bindings(gpus) from None
     return pynvml
+
+
+def no_bindings(gpus: list[str] | None) -> EnvironmentFailure:
+    """The NVML Python bindings are missing: what nvidia-smi says of the GPUs (``gpus``: its lines, None
+    without nvidia-smi), and the fix."""
+    if gpus:
+        return EnvironmentFailure(
+            f"the NVML Python bindings are missing (module pynvml, package nvidia-ml-py), though nvidia-smi sees "
+            f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}",
+            hint=f"Install them: {INSTALL_GPU_EXTRAS}.")
+    smi = "nvidia-smi is not installed either" if gpus is None else "nvidia-smi lists no GPU"
+    return EnvironmentFailure(
+        f"the NVML Python bindings are missing (module pynvml, package nvidia-ml-py), and {smi}",
+        hint=f"On the GPU machine, install them: {INSTALL_GPU_EXTRAS}. Here, clusterbench analyze TRACE reads an "
+             "nsys export, and probe --dry-run shows what a probe would run.")
+
+
+def no_gpu_failure(what: str = "probe") -> EnvironmentFailure:
+    """Why there is no usable GPU, as one failure that names the cause and its fix: the NVML bindings
+    missing, the driver missing or not loaded, or NVML seeing no device (exit 1). ``what`` needs the GPU."""
+    try:
+        import pynvml  # the nvidia-ml-py package
+    except ImportError:
+        return no_bindings(_nvidia_smi_gpus())
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, _DriverNotLoaded, a broken libnvidia-ml
+        return EnvironmentFailure(
+            f"no NVIDIA driver: NVML did not initialise ({_text(exc)}): {what} needs an NVIDIA GPU and its driver",
+            hint="Install or load the NVIDIA driver (nvidia-smi must list the GPU); in a container, run it with the "
+                 "GPU passed through (docker --gpus all). Here, clusterbench analyze TRACE reads an nsys export.")
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+    except Exception as exc:
+        count, why = 0, f" ({_text(exc)})"
+    else:
+        why = ""
+    finally:
+        _optional(pynvml.nvmlShutdown)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    limit = f"; CUDA_VISIBLE_DEVICES={visible!r} may hide it" if visible is not None and count else ""
+    return EnvironmentFailure(
+        f"no NVIDIA GPU: the driver is loaded but NVML sees {count} device{'s' if count != 1 else ''}{why}{limit}: "
+        f"{what} needs one",
+        hint="Run on the GPU machine (nvidia-smi -L lists its GPUs); here, clusterbench analyze TRACE reads an nsys "
+             "export, and probe --dry-run shows what a probe would run.")
 
 
 def _nvml_init(pynvml: Any) -> None:

@@ -1,17 +1,25 @@
 """The probe: validate, guard, trace each config, analyze, write its row, measure sustained FPS.
 
 This is the library behind ``clusterbench probe``; it never prints, exits or imports a UI
-or GPU library. Every config's workload (clusterbench's CuPy finder, or any program that speaks
-the protocol of docs/workloads.md) goes through the same steps:
+or GPU library. Every config's workload (clusterbench's CuPy finder, any program that speaks
+the protocol of docs/workloads.md, or any program as it is: ``workload = "exec"``) goes through the
+same steps:
 
-1. :func:`plan_probe` validates the config and the options (no GPU or NVML call).
+1. :func:`plan_probe` validates the configs and the options (no GPU or NVML call), applies
+   ``--frames``, the exec options, ``--data`` and ``--scan``; :func:`dry_run` describes what would run.
 2. :func:`run_probe` checks for a GPU (and nsys), picks the GPUs and guards them with one verdict
    (:func:`clusterbench.run.gpus.plan_gpus`), then for each config:
-3. traces one process (pedestal, one batched pass, exit) on the solo GPU and exports SQLite;
-4. analyzes the trace over the probe's pass range;
+3. traces one process on the solo GPU and exports SQLite (a program whose device-launched CUDA graphs a
+   node-level trace loses is traced again at graph level);
+4. analyzes the trace: a protocol workload over its pass range, an exec program over its ``--window``
+   with its ``--frames``; sets the program's own rate and kernel time against the trace;
 5. upserts the config's row into probes.csv (atomic, locked: :mod:`clusterbench.io.results`);
-6. measures sustained FPS without a profiler (:mod:`clusterbench.run.sustained`) and upserts the
-   completed row.
+6. measures sustained FPS without a profiler (:mod:`clusterbench.run.sustained`; an exec program: its
+   own rate, or frames over its wall time, or the traced window) and upserts the completed row.
+
+A config that fails (a time limit, an exit status, a broken protocol, a frames definition that
+counts nothing) gets its row marked failed with why, and the others go on; ``outcome.failures`` holds
+them and :func:`require_no_failures` raises (exit 1) once every config has run.
 
 One flow for 1..N GPUs: without ``--gpus`` the run is on one GPU (the first this process may use);
 ``ProbeRequest.gpus`` (``--gpus all|0,2``) selects several, and step 6 then runs solo, then on every
@@ -28,39 +36,57 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import math
+import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from clusterbench.errors import (EXIT_INTERRUPTED, ClusterbenchError, ConfigError, EnvironmentFailure, InputError,
                                  WorkloadProtocolError)
-from clusterbench.model.measurement import Measurement
+from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
 from clusterbench.model.results import ConfigEntry, ResultRow, ResultSet
 from clusterbench.model.workload import WorkloadResult
 from clusterbench.io.history import record_probe
-from clusterbench.run.clocks import ClockSample, ClockVerdict, judge_clocks
-from clusterbench.run.config import DEFAULT_CONFIG_FILE, ConfigFile, ProbeConfig
+from clusterbench.run.clocks import ClockSample, ClockVerdict, clock_summary, judge_clocks
+from clusterbench.run.config import DEFAULT_CONFIG_FILE, EXEC, ConfigFile, ExecOptions, ProbeConfig
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT
-from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity
-from clusterbench.run.tracers import TRACERS, TracedRun, Tracer, TracerSetup, WorkloadJob
+from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity, trace_figures
+from clusterbench.run.tracers import TRACERS, GRAPH_VARIANT, NsysTracer, TracedRun, Tracer, TracerSetup, WorkloadJob
 from clusterbench.workloads.protocol import PASS_RANGE, Workload, pass_range_text, workload_for
 
 if TYPE_CHECKING:
     from clusterbench.analyzers.records import TraceAnalysis
+    from clusterbench.run.checks import FigureCheck
     from clusterbench.run.guards import GuardVerdict
     from clusterbench.run.gpus import GpuPlan
     from clusterbench.run.machine import GpuSelection
     from clusterbench.run.rows import MultiGpuSustained
+    from clusterbench.run.scan import Scan
 
 PHASES = ("guard", "trace", "export", "analyze", "sustained")
 DEFAULT_REPEAT = 3
 MAX_REPEAT = 100
 DEFAULT_TRACER = "nsys"
 DEFAULT_RESULTS_ROOT = "results"
+# Every run of a config's program (traced or not) may take this long before its process group is ended:
+# generous, since a long pass or a slow program start is legitimate; --timeout S sets it.
+DEFAULT_TIMEOUT_S = 1800.0
+# With at least this many CPUs to this process, the analysis of a trace runs while the config's sustained
+# runs go (it is CPU work in this process, beside one pinned child); with fewer, after them.
+OVERLAP_MIN_CPUS = 8
+# The synthetic frames our finder's processes build are kept here for the probe's other processes
+# (clusterbench.workloads.synth.FRAME_CACHE_ENV), in a temporary folder removed when the probe ends.
+FRAME_CACHE_PREFIX = "clusterbench-frames-"
 
 
 class ProbeInterrupted(ClusterbenchError):
@@ -70,14 +96,17 @@ class ProbeInterrupted(ClusterbenchError):
 
 
 REQUEST_SCHEMA = "clusterbench.probe-request"
-# ProbeRequest.to_json (a campaign task's request file). History: 1: first version.
-REQUEST_VERSION = 1
+# ProbeRequest.to_json (a campaign task's request file). History: 1: first version. 2: adds program, label,
+# measure (the ExecOptions of a program probed as it is), timeout_s and scan.
+REQUEST_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
 class ProbeRequest:
     """What the user asked for (the CLI's options, as values). Crosses to a campaign's tasks as JSON
-    (:meth:`to_json`; ``clusterbench probe --request FILE``)."""
+    (:meth:`to_json`; ``clusterbench probe --request FILE``). ``program``: a program given on the command
+    line (``-- PROGRAM ARGS...``) instead of configs.toml, named ``label``; ``measure`` (--window,
+    --frames DEFINITION, --capture, --rate ...) applies to every exec config."""
 
     config_path: Path = Path(DEFAULT_CONFIG_FILE)
     only: tuple[str, ...] = ()
@@ -92,16 +121,21 @@ class ProbeRequest:
     data: Path | None = None
     argv: tuple[str, ...] = ()
     gpus: str | None = None  # --gpus all|0,2: each config on these GPUs at once (docs/scaling.md)
+    program: tuple[str, ...] = ()
+    label: str | None = None
+    measure: ExecOptions = ExecOptions()
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    scan: tuple[str, ...] = ()
     session: str | None = None  # --session NAME: join this probe to a named session (else a fresh id)
     history_db: Path | None = None  # --db PATH: record every row written in this history database
 
     def to_json(self) -> dict[str, object]:
-        return {"schema": REQUEST_SCHEMA, "version": REQUEST_VERSION, "config_path": str(self.config_path),
-                "only": list(self.only), "frames": self.frames, "tag": self.tag, "tracer": self.tracer,
-                "repeat": self.repeat, "results_root": str(self.results_root), "max_util_pct": self.max_util_pct,
-                "require_clean": self.require_clean, "force": self.force,
-                "data": None if self.data is None else str(self.data), "argv": list(self.argv), "gpus": self.gpus,
-                "session": self.session, "history_db": None if self.history_db is None else str(self.history_db)}
+        out: dict[str, object] = {"schema": REQUEST_SCHEMA, "version": REQUEST_VERSION}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple)
+                           else v.to_json() if isinstance(v, ExecOptions) else v)
+        return out
 
     @classmethod
     def from_json(cls, doc: object, source: str = "probe request") -> "ProbeRequest":
@@ -118,35 +152,45 @@ class ProbeRequest:
         if unknown or missing:
             what = f"unknown field {unknown[0]!r}" if unknown else f"missing field {missing[0]!r}"
             raise InputError(f"{source}: {what}", hint=hint)
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            v, kind = doc[f.name], _FIELD_KINDS[f.name]
+            optional = kind.endswith("?")
+            kind = kind.rstrip("?")
+            if v is None and optional:
+                values[f.name] = None
+            elif kind == "strings" and isinstance(v, list) and all(isinstance(x, str) for x in v):
+                values[f.name] = tuple(v)
+            elif kind == "path" and isinstance(v, str):
+                values[f.name] = Path(v)
+            elif kind == "number" and type(v) in (int, float):
+                values[f.name] = float(v)
+            elif kind in ("str", "int", "bool") and type(v) is {"str": str, "int": int, "bool": bool}[kind]:
+                values[f.name] = v
+            elif kind == "options":
+                try:
+                    values[f.name] = ExecOptions.from_json(v)
+                except ValueError as exc:
+                    raise InputError(f"{source}: field {f.name!r} {exc}", hint=hint) from None
+            else:
+                want = {"strings": "a list of strings", "path": "a path string", "number": "a number"}.get(kind, kind)
+                raise InputError(f"{source}: field {f.name!r} must be {want}{' or null' if optional else ''}, "
+                                 f"got {v!r}", hint=hint)
+        return cls(**values)
 
-        def value(name: str, kinds: tuple[type, ...], optional: bool = False) -> Any:
-            v = doc[name]
-            if (v is None and optional) or type(v) in kinds:
-                return v
-            want = " or ".join(k.__name__ for k in kinds) + (" or null" if optional else "")
-            raise InputError(f"{source}: field {name!r} must be {want}, got {v!r}", hint=hint)
 
-        def strings(name: str) -> tuple[str, ...]:
-            v = doc[name]
-            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-                raise InputError(f"{source}: field {name!r} must be a list of strings, got {v!r}", hint=hint)
-            return tuple(v)
-
-        data = value("data", (str,), optional=True)
-        return cls(config_path=Path(value("config_path", (str,))), only=strings("only"),
-                   frames=value("frames", (int,), optional=True), tag=value("tag", (str,), optional=True),
-                   tracer=value("tracer", (str,)), repeat=value("repeat", (int,)),
-                   results_root=Path(value("results_root", (str,))),
-                   max_util_pct=float(value("max_util_pct", (int, float))),
-                   require_clean=value("require_clean", (bool,)), force=value("force", (bool,)),
-                   data=None if data is None else Path(data), argv=strings("argv"),
-                   gpus=value("gpus", (str,), optional=True), session=value("session", (str,), optional=True),
-                   history_db=None if (db := value("history_db", (str,), optional=True)) is None else Path(db))
+# ProbeRequest's fields and their JSON kinds ("?": may be null), for from_json.
+_FIELD_KINDS = {"config_path": "path", "only": "strings", "frames": "int?", "tag": "str?", "tracer": "str",
+                "repeat": "int", "results_root": "path", "max_util_pct": "number", "require_clean": "bool",
+                "force": "bool", "data": "path?", "argv": "strings", "gpus": "str?", "program": "strings",
+                "label": "str?", "measure": "options", "timeout_s": "number", "scan": "strings",
+                "session": "str?", "history_db": "path?"}
 
 
 @dataclass(frozen=True, slots=True)
 class ProbePlan:
-    """A validated request: the configs to run (with --frames and --data applied) and where results go."""
+    """A validated request: the configs to run (with --frames, the exec options, --data and --scan
+    applied) and where results go."""
 
     config_file: ConfigFile
     configs: tuple[ProbeConfig, ...]
@@ -155,11 +199,14 @@ class ProbePlan:
     repeat: int
     warnings: tuple[str, ...]
     gpus: GpuSelection | None = None  # None: no --gpus (one GPU: the first this process may use)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    scans: tuple[Scan, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class ProbeEvent:
-    """One progress report. kind: "start" (a config begins), "phase", "warning", "row" (a row was written)."""
+    """One progress report. kind: "start" (a config begins), "phase", "warning", "row" (a row was written),
+    "failed" (a config failed: its row says why; the others go on)."""
 
     kind: str
     label: str | None = None
@@ -172,28 +219,122 @@ class ProbeEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigFailure:
+    """A config that failed: its label, the phase it failed in, and the error (its message and hint)."""
+
+    label: str
+    phase: str
+    error: ClusterbenchError
+
+    @property
+    def message(self) -> str:
+        return str(self.error)
+
+    def to_json(self) -> dict[str, object]:
+        return {"label": self.label, "phase": self.phase, "message": str(self.error), "hint": self.error.hint,
+                "exit_code": self.error.exit_code}
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeOutcome:
     """What a probe wrote. ``rows``: per config its plain row, then (with --gpus) its solo,
-    per-GPU and aggregate rows, as written to probes.csv."""
+    per-GPU and aggregate rows, as written to probes.csv. ``failures``: the configs that failed (their
+    rows are marked failed)."""
 
     results_dir: Path
     session_id: str
     rows: tuple[ResultRow, ...]
     warnings: tuple[str, ...]
     guard: GuardVerdict
+    failures: tuple[ConfigFailure, ...] = ()
+    checks: Mapping[str, tuple[FigureCheck, ...]] = field(default_factory=dict)  # per config label
 
 
 EventCallback = Callable[[ProbeEvent], None]
 
 
+def require_no_failures(outcome: ProbeOutcome) -> None:
+    """Raise once every config has run, when any failed: the one failure's own error (its exit code and
+    hint), or an EnvironmentFailure (exit 1) naming each."""
+    if not outcome.failures:
+        return
+    if len(outcome.failures) == 1:
+        raise outcome.failures[0].error
+    lines = "\n".join(f"{f.label} ({f.phase}): {f.message.splitlines()[0]}" for f in outcome.failures)
+    raise EnvironmentFailure(f"{len(outcome.failures)} of the configs failed (their rows say why):\n{lines}",
+                             hint=f"read their logs in {outcome.results_dir}, and env.json's configs.<label>.error")
+
+
 # ----------------------------------------------------------------------------- step 1: plan
+
+_PROGRAM_LABEL = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+_INTERPRETERS = re.compile(r"^(python[0-9.]*|bash|sh|env|perl|ruby|node|mpirun|mpiexec|srun)$")
+
+
+def program_label(argv: tuple[str, ...] | list[str] | str) -> str:
+    """A config label from a program's command line: the program's file name (the script's, where the
+    program is an interpreter or launcher such as python or mpirun), with any other character than letters,
+    digits, '.', '_' and '-' made '-' (pure)."""
+    args = [argv] if isinstance(argv, str) else list(argv)
+    name = Path(args[0]).name if args else ""
+    if _INTERPRETERS.match(name):
+        script = next((a for a in args[1:] if not a.startswith("-") and "{" not in a), None)
+        name = Path(script).name if script else name
+    name = _PROGRAM_LABEL.sub("-", name).lstrip("._-")
+    return name or "program"
+
+
+def _base_label(name: str, labels: tuple[str, ...] | list[str]) -> str:
+    """The config a ``--only`` name picks: a label, or the label a scan point's name starts with."""
+    if name in labels:
+        return name
+    bases = [label for label in labels if name.startswith(label + ".")]
+    return max(bases, key=len) if bases else name
+
+
+def program_config(request: ProbeRequest, cwd: Path | None = None) -> ConfigFile:
+    """The one exec config of a program given on the command line (``-- PROGRAM ARGS...``), run in the
+    current folder. ConfigError (exit 2) for a program that is not found or a bad placeholder."""
+    from clusterbench.run.config import ExecSpec, WorkloadSpec
+    from clusterbench.workloads.protocol import command_problems
+
+    base = (cwd or Path.cwd()).resolve()
+    command = tuple(request.program)
+    problems = command_problems(command, base, kind=EXEC)
+    if problems:
+        raise ConfigError(f"the program {command[0]!r}: {problems[0]}",
+                          hint="give the program as a path (./prog) or a name on PATH, after --; write {{ and }} for "
+                               "literal braces in its arguments")
+    label = request.label if request.label is not None else program_label(command)
+    cfg = ProbeConfig(label=label, params=None, workload=WorkloadSpec(EXEC, command, base), exec=ExecSpec())
+    return ConfigFile(path=base / "<command line>", configs=(cfg,))
+
+
+def _check_results_root(root: Path) -> None:
+    """The results root must be a folder, or creatable as one (InputError, exit 2, before any GPU call)."""
+    p = Path(root)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"--results-dir {root}: is a file, not a folder",
+                         hint="give a folder (created when missing), e.g. --results-dir results")
+    ancestor = p
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if ancestor.exists() and not ancestor.is_dir():
+        raise InputError(f"--results-dir {root}: {ancestor} is a file, so the folder cannot be made",
+                         hint="give a folder under an existing folder")
+    if ancestor.exists() and not os.access(ancestor, os.W_OK | os.X_OK):
+        raise InputError(f"--results-dir {root}: {ancestor} is not writable", hint="give a folder you may write to")
 
 
 def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> ProbePlan:
     """Validate everything that can be checked without a GPU. Raises ConfigError/InputError (exit 2)."""
     from clusterbench.io.results import results_dir_for
-    from clusterbench.run.config import config_warnings, load_configs, select, with_data, with_frames
+    from clusterbench.run.config import (config_warnings, exec_placeholder_problems, load_configs, select, with_data,
+                                         with_exec, with_frames)
     from clusterbench.run.guards import check_settings
+    from clusterbench.run.scan import expand, parse_scans
 
     if request.tracer not in TRACERS:
         raise InputError(
@@ -203,21 +344,59 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
     if not isinstance(request.repeat, int) or not 1 <= request.repeat <= MAX_REPEAT:
         raise InputError(f"--repeat must be an integer from 1 to {MAX_REPEAT}, got {request.repeat!r}",
                          hint=f"use --repeat {DEFAULT_REPEAT} (the default) or more for a tighter spread")
+    if not isinstance(request.timeout_s, (int, float)) or not math.isfinite(request.timeout_s) or request.timeout_s <= 0:
+        raise InputError(f"--timeout must be a number of seconds > 0, got {request.timeout_s!r}",
+                         hint=f"use --timeout {DEFAULT_TIMEOUT_S:g} (the default) or what one run may take")
     check_settings(request.max_util_pct)
-    config_file = load_configs(request.config_path)
-    configs = select(config_file, list(request.only))
+    _check_results_root(request.results_root)
+    scans = parse_scans(request.scan)
+    if request.program:
+        config_file = program_config(request)
+        label = config_file.configs[0].label
+        if any(_base_label(n, (label,)) != label for n in request.only):
+            raise InputError("--only picks configs of configs.toml; a program given after -- is the one config",
+                             hint="drop --only, or drop the program and use --config")
+        configs = config_file.configs
+    else:
+        if request.label is not None:
+            raise InputError("--label names a program given on the command line (clusterbench probe [options] -- "
+                             "PROGRAM ARGS...); configs.toml's configs have their own labels",
+                             hint="drop --label, or give the program after --")
+        config_file = load_configs(request.config_path)
+        configs = select(config_file, [_base_label(n, config_file.labels) for n in request.only])
     if not configs:
         raise ConfigError(f"{request.config_path}: no [[config]] to probe", hint="add a [[config]] table")
     if request.frames is not None:
         configs = tuple(with_frames(c, request.frames) for c in configs)
+    configs = tuple(with_exec(c, request.measure) for c in configs)
     if request.data is not None:
         configs = tuple(with_data(c, request.data) for c in configs)
+    configs = expand(configs, scans)
+    points = {n for n in request.only if n not in {c.scanned_from or c.label for c in configs}}
+    if points:  # --only names points of a scan (a campaign's task runs one): those points alone
+        every = configs
+        configs = tuple(c for c in every if c.label in points or (c.scanned_from or c.label) in request.only)
+        missing = sorted(points - {c.label for c in configs})
+        if missing:
+            raise ConfigError(f"--only {missing[0]!r}: no point of the scan has that label",
+                              hint="the points: " + ", ".join(c.label for c in every))
     tracer_cls = TRACERS[request.tracer]
     for c in configs:
+        for problem in exec_placeholder_problems(c):
+            raise ConfigError(f"config {c.label!r}: {problem}", hint="docs/probe.md, \"A program as it is\"")
         problem = tracer_cls.check_workload(workload_of(c))
         if problem:
             raise ConfigError(f"config {c.label!r}: key 'workload': {problem}",
                               hint="use --tracer nsys, or --tracer none for sustained FPS only")
+        if c.exec is not None and c.exec.source == "trace" and request.tracer == "none":
+            raise ConfigError(f"config {c.label!r}: --tracer none traces nothing, and this program's sustained figure "
+                              "would come from its trace",
+                              hint="give the program's own rate (--rate REGEX) or time it (--sustained wall with "
+                                   "--frames N), or trace it (--tracer nsys)")
+        if c.exec is not None and c.exec.source == "trace" and request.gpus is not None:
+            raise ConfigError(f"config {c.label!r}: --gpus runs the sustained figure on every GPU at once, untraced; "
+                              "this program's comes from its trace",
+                              hint="give the program's own rate (--rate REGEX) or time it (--sustained wall)")
     warnings: list[str] = []
     for c in configs:
         warnings.extend(config_warnings(c))
@@ -228,14 +407,15 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
         from clusterbench.run.machine import parse_gpu_selection
 
         gpus = parse_gpu_selection(request.gpus)  # InputError (exit 2), before any NVML call
-    return ProbePlan(config_file, configs, results_dir, request.tracer, request.repeat, tuple(warnings), gpus)
+    return ProbePlan(config_file, configs, results_dir, request.tracer, request.repeat, tuple(warnings), gpus,
+                     float(request.timeout_s), scans)
 
 
 # ----------------------------------------------------------------------------- pure pieces
 
 
 def workload_of(cfg: ProbeConfig) -> Workload:
-    return workload_for(cfg.workload.kind, cfg.workload.command, cfg.workload.base_dir)
+    return workload_for(cfg.workload.kind, cfg.workload.command, cfg.workload.base_dir)  # type: ignore[return-value]
 
 
 def clock_verdict_for(samples: tuple[ClockSample, ...], max_clock_mhz: int | None, result: WorkloadResult,
@@ -243,6 +423,15 @@ def clock_verdict_for(samples: tuple[ClockSample, ...], max_clock_mhz: int | Non
     """The clocks over the traced pass: the workload wrote its result right after the pass ended."""
     start = pass_end_s - result.pass_s[0]
     return judge_clocks(samples, start, pass_end_s, max_clock_mhz, result.frames)
+
+
+def job_for(cfg: ProbeConfig, out_dir: Path, gpu: Any = None, timeout_s: float | None = None,
+            base_env: Mapping[str, str] | None = None) -> WorkloadJob:
+    """The traced run of ``cfg`` (pure)."""
+    spec = cfg.exec
+    return WorkloadJob(cfg.label, cfg.params, workload_of(cfg), out_dir, gpu,
+                       values=None if spec is None else spec.placeholder_values(),
+                       capture=None if spec is None else spec.capture, timeout_s=timeout_s, base_env=base_env)
 
 
 # ----------------------------------------------------------------------------- I/O helpers
@@ -265,14 +454,14 @@ def read_child_versions(nsys: Path | None) -> dict[str, object]:
                              env=child_env())
         if res.returncode == 0:
             out.update(json.loads(res.stdout.strip().splitlines()[-1]))
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         pass
     if nsys is not None:
         try:
             res = subprocess.run([str(nsys), "--version"], capture_output=True, text=True, timeout=60)
             if res.returncode == 0 and res.stdout.strip():
                 out["nsys"] = res.stdout.strip().splitlines()[-1]
-        except (OSError, subprocess.TimeoutExpired):
+        except (OSError, subprocess.SubprocessError):
             pass
     return out
 
@@ -306,15 +495,13 @@ _UNSET: Path = Path("\0unset")
 
 
 def preflight(plan: ProbePlan) -> Path | None:
-    """Is there a GPU, and (for --tracer nsys) an nsys? Returns the nsys path. Raises EnvironmentFailure (exit 1)."""
+    """Is there a GPU, and (for --tracer nsys) an nsys? Returns the nsys path. Raises EnvironmentFailure (exit 1)
+    naming the real cause: no NVML bindings, no driver, no device; or no nsys."""
     from clusterbench.run import guards
     from clusterbench.io.nsys import export as nsys_export
 
     if not guards.gpu_present():
-        raise EnvironmentFailure(
-            "no NVIDIA GPU found (NVML reports no usable device): probe needs one",
-            hint="run probe on the GPU machine; here, clusterbench analyze TRACE reads an existing nsys export",
-        )
+        raise guards.no_gpu_failure("probe")
     if plan.tracer != "nsys":
         return None
     nsys = nsys_export.find_nsys()
@@ -326,13 +513,148 @@ def preflight(plan: ProbePlan) -> Path | None:
     return nsys
 
 
+@dataclass(frozen=True, slots=True)
+class DryRunConfig:
+    """What a probe would run for one config: the traced command, the export (when nsys does not export
+    at the end of the profile), the analysis, the untraced runs, and the placeholders filled in."""
+
+    label: str
+    workload: str
+    placeholders: Mapping[str, object]
+    trace: tuple[str, ...] | None
+    trace_env: Mapping[str, str]
+    export: tuple[str, ...] | None
+    analysis: str | None
+    sustained: tuple[tuple[str, ...], ...]
+    sustained_source: str
+    sustained_note: str
+    cwd: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"label": self.label, "workload": self.workload, "placeholders": dict(self.placeholders),
+                "trace": None if self.trace is None else list(self.trace), "trace_env": dict(self.trace_env),
+                "export": None if self.export is None else list(self.export), "analysis": self.analysis,
+                "sustained": [list(a) for a in self.sustained], "sustained_source": self.sustained_source,
+                "sustained_note": self.sustained_note, "cwd": self.cwd}
+
+
+@dataclass(frozen=True, slots=True)
+class DryRun:
+    """A probe's plan, every command line filled in, without running anything: ``probe --dry-run``."""
+
+    results_dir: Path
+    tracer: str
+    nsys: str | None  # the nsys it would run (None: none found here; 'nsys' stands in for it)
+    repeat: int
+    timeout_s: float
+    guards: tuple[str, ...]
+    configs: tuple[DryRunConfig, ...]
+    warnings: tuple[str, ...]
+    gpus: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"dry_run": True, "results_dir": str(self.results_dir), "tracer": self.tracer, "nsys": self.nsys,
+                "repeat": self.repeat, "timeout_s": self.timeout_s, "gpus": self.gpus, "guards": list(self.guards),
+                "configs": [c.to_json() for c in self.configs], "warnings": list(self.warnings)}
+
+
+def dry_run(plan: ProbePlan, request: ProbeRequest) -> DryRun:
+    """What :func:`run_probe` would run, with every placeholder filled in, without a GPU, NVML or any child
+    (it looks for nsys on this machine only to name it)."""
+    from clusterbench.io.nsys import export as nsys_export
+    from clusterbench.io.nsys.export import nsys_export_command
+    from clusterbench.run.commands import nsys_capture_env, nsys_profile_command
+    from clusterbench.run.config import parse_capture
+    from clusterbench.run.sustained import exec_command, workload_command
+    from clusterbench.run.tracers import partial_paths, workload_cwd
+
+    found = nsys_export.find_nsys() if plan.tracer == "nsys" else None
+    nsys = str(found) if found is not None else "nsys"
+    out = plan.results_dir
+    configs = []
+    for cfg in plan.configs:
+        job = job_for(cfg, out, timeout_s=plan.timeout_s)
+        result = (out / f"{cfg.label}.pass.json").resolve()
+        child = job.argv(result, "pass")
+        trace = export = None
+        env: dict[str, str] = {}
+        if plan.tracer == "nsys":
+            capture = parse_capture(job.capture)
+            base = (out / f"{cfg.label}.partial").resolve()
+            trace = tuple(nsys_profile_command(nsys, base, child, "node", capture=capture, export_sqlite=True))
+            rep, sqlite = partial_paths(out, cfg.label)[:2]
+            export = tuple(nsys_export_command(nsys, rep, sqlite))
+            env = nsys_capture_env(capture)
+        elif plan.tracer == "cupti":
+            trace = tuple(child)
+        if plan.tracer == "none":
+            analysis = None
+        elif cfg.exec is not None:
+            analysis = (f"analyze_trace({cfg.label}.sqlite, window={cfg.exec.window or 'auto'!r}, "
+                        f"frames={cfg.exec.analysis_frames!r})")
+        else:
+            analysis = f"analyze_trace({cfg.label}.sqlite, frames={cfg.frames}, range_name={PASS_RANGE!r})"
+        if cfg.exec is not None:
+            source = cfg.exec.source
+            if source == "trace":
+                sustained: tuple[tuple[str, ...], ...] = ()
+                note = "frames over the traced window, under the profiler (no untraced run)"
+            else:
+                command = exec_command(child, cfg.exec, plan.repeat)
+                sustained = tuple(tuple(command.argv(None, result)) for _ in range(command.rounds))  # type: ignore[arg-type]
+                note = (f"the program's own rate: the last line matching {cfg.exec.rate!r} in each run" if source == "rate"
+                        else f"{cfg.exec.frames:,} frames over each run's wall time "
+                        + (f"from {cfg.exec.wall_start!r} to {cfg.exec.wall_end!r}" if cfg.exec.wall_start
+                           else "(the whole run, start-up included)"))
+        else:
+            source = "result"
+            command = workload_command(job.workload, cfg.label, cfg.params, plan.repeat)
+            stem = f"{cfg.label}.sustained"
+            sustained = tuple(tuple(command.argv(None, (out / f"{stem}{f'.r{k}' if command.rounds > 1 else ''}.gpu<N>.json")
+                                                 .resolve()))  # type: ignore[arg-type]
+                              for k in range(command.rounds))
+            note = "frames / pass_s of each timed pass in the result records"
+        configs.append(DryRunConfig(cfg.label, cfg.workload.kind, cfg.placeholders(), trace, env,
+                                    export, analysis, sustained, source, note, workload_cwd(job.workload)))
+    g = ["idle GPU: every selected GPU's utilization over 1 s at most "
+         f"{request.max_util_pct:g} %, no other compute process (NVML)",
+         "clocks: the SM clock and throttle reasons (NVML), reported",
+         "fresh build: this checkout's kernel sources as the package hashes them"
+         + (", and [build]'s artifact newer than its sources" if plan.config_file.build else ""),
+         "git: the checkout's rev" + (", clean (--require-clean)" if request.require_clean else " and dirty flag")]
+    return DryRun(plan.results_dir, plan.tracer, None if found is None else str(found), plan.repeat, plan.timeout_s,
+                  tuple(g), tuple(configs), plan.warnings, request.gpus)
+
+
+def _start(fn: Callable[..., Any], *args: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    """Run ``fn(*args)`` in a thread; the dict gets its ``value`` or ``error``."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box["error"] = exc
+
+    t = threading.Thread(target=target, name="clusterbench-probe", daemon=True)
+    t.start()
+    return t, box
+
+
+def _joined(t: threading.Thread, box: dict[str, Any]) -> Any:
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | None = None,
               nsys: Path | None = _UNSET) -> ProbeOutcome:
     """Run the planned probe (steps 2-6). ``nsys`` is :func:`preflight`'s answer; it is asked when not given.
 
-    Raises InputError (exit 2: a ``--gpus`` index NVML does not list), EnvironmentFailure (exit 1;
-    WorkloadProtocolError when a workload breaks the protocol), CheckFailed (exit 3),
-    ProbeInterrupted (exit 130).
+    A config that fails gets a failed row and its failure in ``outcome.failures``; the others go on
+    (:func:`require_no_failures` raises once all have run). Raises InputError (exit 2: a ``--gpus`` index
+    NVML does not list), CheckFailed (exit 3), ProbeInterrupted (exit 130).
     """
     from clusterbench.io.results import merge_results
     from clusterbench.run.gpus import plan_gpus
@@ -352,12 +674,21 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     nsys = preflight(plan) if nsys is _UNSET else nsys
 
     emit(ProbeEvent("phase", phase="guard", total=len(plan.configs)))
+    versions_job = _start(read_child_versions, nsys)  # a child asks CuPy while the guards sample the GPU
+    frame_cache = _frame_cache(plan)
+    frames_job = _start(_build_frames, plan, frame_cache)  # and the configs' frames are drawn meanwhile
     try:
         gpu_plan = plan_gpus(plan.gpus, plan.config_file, max_util_pct=request.max_util_pct,
                              window_s=DEFAULT_WINDOW_S, require_clean=request.require_clean, force=request.force)
-    except KeyboardInterrupt:
-        raise ProbeInterrupted("interrupted during the guards, before any config ran: nothing was written") from None
+    except BaseException as exc:
+        if frame_cache is not None:
+            shutil.rmtree(frame_cache, ignore_errors=True)
+        if isinstance(exc, KeyboardInterrupt):
+            raise ProbeInterrupted("interrupted during the guards, before any config ran: nothing was written") from None
+        raise
     verdict = gpu_plan.verdict
+    if verdict.refused and frame_cache is not None:
+        shutil.rmtree(frame_cache, ignore_errors=True)
     require_guard_pass(verdict)  # CheckFailed (exit 3): a busy GPU or a stale build, without --force
     if verdict.forced:
         warn(verdict.message, verdict.hint)
@@ -365,6 +696,8 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     session_id = request.session or uuid.uuid4().hex
     out_dir = plan.results_dir
     rows: list[ResultRow] = []
+    failures: list[ConfigFailure] = []
+    checks: dict[str, tuple[FigureCheck, ...]] = {}
     total = len(plan.configs)
     label: str | None = None
     phase = "setup"
@@ -372,7 +705,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         gpu = gpu_identity(verdict.reading)
-        versions = read_child_versions(nsys)
+        versions = _joined(*versions_job)
         git = {"git_rev": verdict.git_rev, "git_dirty": verdict.git_dirty}
         guard_json = _guard_json(verdict)
         per_config: dict[str, ConfigEntry] = {}
@@ -380,20 +713,23 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         tracer = TRACERS[plan.tracer](TracerSetup(nsys=nsys, nsys_version=None if nsys_version is None
                                                   else str(nsys_version)))
         gpu_runs: dict[str, MultiGpuSustained] = {}
+        _joined(*frames_job)
+        env = _child_env(frame_cache)
 
         def write_env() -> None:
             # merged into the dir: the entries, rows and blocks of configs this probe does not run stay
-            env = build_env(session_id=session_id, argv=request.argv, configs=plan.configs,
-                            tracer=plan.tracer, gpu=gpu, versions=versions, git=git,
-                            guard=guard_json, per_config=per_config, kernel_sources=verdict.kernel_sources)
+            env_record = build_env(session_id=session_id, argv=request.argv, configs=plan.configs,
+                                   tracer=plan.tracer, gpu=gpu, versions=versions, git=git,
+                                   guard=guard_json, per_config=per_config, kernel_sources=verdict.kernel_sources)
             if plan.gpus is not None:
-                env = dataclasses.replace(env, multi_gpu=gpu_plan.env_block(
+                env_record = dataclasses.replace(env_record, multi_gpu=gpu_plan.env_block(
                     {k: r.summary for k, r in gpu_runs.items()}, {k: r.overlap_s for k, r in gpu_runs.items()}))
-            merge_results(out_dir, ResultSet(env))
+            merge_results(out_dir, ResultSet(env_record))
 
         write_env()
         for index, cfg in enumerate(plan.configs):
             label = cfg.label
+            phase = "setup"
 
             def on_phase(p: str, detail: str | None = None, _label: str = cfg.label, _index: int = index) -> None:
                 nonlocal phase
@@ -401,10 +737,27 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
                 emit(ProbeEvent("phase", label=_label, phase=p, index=_index, total=total, message=detail))
 
             emit(ProbeEvent("start", label=label, index=index, total=total))
-            record, gpu_rows, figures = _run_config(cfg, plan, gpu_plan, tracer, out_dir, session_id, on_phase, warn,
-                                                    per_config)
+            run = ConfigRun(cfg, plan, gpu_plan, tracer, out_dir, session_id, on_phase, warn, per_config, env)
+            try:
+                record, gpu_rows, figures = run.run()
+            except ProbeInterrupted:
+                raise
+            except ClusterbenchError as exc:
+                failure = ConfigFailure(cfg.label, phase, exc)
+                failures.append(failure)
+                discard_partials(out_dir, cfg.label)
+                record = run.failed_row(failure)
+                merge_results(out_dir, ResultSet(rows=(record,)))
+                write_env()
+                emit(ProbeEvent("failed", label=label, index=index, total=total, row=record, message=str(exc),
+                                hint=exc.hint))
+                rows.append(record)
+                checks[cfg.label] = run.checks
+                continue
             merge_results(out_dir, ResultSet(rows=(record,)))
-            gpu_runs[cfg.label] = figures
+            if figures is not None:
+                gpu_runs[cfg.label] = figures
+            checks[cfg.label] = run.checks
             write_env()
             emit(ProbeEvent("row", label=label, index=index, total=total, row=record))
             if (problem := record_probe(request.history_db, out_dir)) is not None:
@@ -430,7 +783,56 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         if label:
             discard_partials(out_dir, label)
         raise
-    return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), verdict)
+    finally:
+        if frame_cache is not None:
+            shutil.rmtree(frame_cache, ignore_errors=True)
+    return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), verdict, tuple(failures), checks)
+
+
+def _frame_cache(plan: ProbePlan) -> Path | None:
+    """A temporary folder where our finder's processes leave the synthetic frames they built for the
+    probe's next process of the same frames (None: no config of ours builds frames)."""
+    if not any(c.params is not None and c.params.data is None for c in plan.configs):
+        return None
+    try:
+        return Path(tempfile.mkdtemp(prefix=FRAME_CACHE_PREFIX))
+    except OSError:
+        return None
+
+
+def _build_frames(plan: ProbePlan, cache: Path | None) -> None:
+    """Draw the synthetic frames of every config of our finder into the frame cache, so that none of its
+    processes draws them (pure CPU work, while the guards sample the GPU; a protocol program that builds
+    the same frames, such as probes/aare_cuda.py, fills the cache from its first process). A failure here
+    only leaves the cache empty: each process then draws its own."""
+    from clusterbench.workloads.synth import build_frames
+
+    if cache is None:
+        return
+    seen: set[tuple[object, ...]] = set()
+    for c in plan.configs:
+        p = c.params
+        if p is None or p.data is not None or c.workload.kind != "cupy":
+            continue
+        key = (p.rows, p.cols, p.pedestal_frames, min(p.pool, p.frames), p.occupancy, p.seed)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            build_frames(p, cache_dir=cache)
+        except (OSError, MemoryError, ValueError):
+            return
+
+
+def _child_env(frame_cache: Path | None) -> dict[str, str]:
+    """The children's environment: this checkout first on PYTHONPATH, and the frame cache."""
+    from clusterbench.run.commands import child_env
+    from clusterbench.workloads.synth import FRAME_CACHE_ENV
+
+    env = child_env()
+    if frame_cache is not None:
+        env[FRAME_CACHE_ENV] = str(frame_cache)
+    return env
 
 
 def analyze_pass(traced: TracedRun, cfg: ProbeConfig) -> TraceAnalysis:
@@ -441,76 +843,324 @@ def analyze_pass(traced: TracedRun, cfg: ProbeConfig) -> TraceAnalysis:
     from clusterbench.run.supervisor import log_tail
 
     try:
-        return analyze_trace(traced.sqlite, frames=cfg.params.frames, range_name=PASS_RANGE)
+        return analyze_trace(traced.sqlite, frames=cfg.frames, range_name=PASS_RANGE)
     except TraceError as exc:
         if "no NVTX range" not in str(exc):
             raise
         raise WorkloadProtocolError(
             f"config {cfg.label!r}: the workload's trace {traced.sqlite.name} has no NVTX pass range: no range "
-            f"starts with {PASS_RANGE!r} (expected {pass_range_text(cfg.params.frames)!r}); last lines of "
+            f"starts with {PASS_RANGE!r} (expected {pass_range_text(cfg.frames or 0)!r}); last lines of "
             f"{traced.log.name}:\n{log_tail(traced.log)}",
             hint="push the range clusterbench:pass frames=N around the one batched pass (docs/workloads.md)",
         ) from None
 
 
-def _run_config(cfg: ProbeConfig, plan: ProbePlan, gpu_plan: GpuPlan, tracer: Tracer, out_dir: Path,
-                session_id: str, on_phase: Callable[..., None], warn: Callable[..., None],
-                per_config: dict[str, ConfigEntry]
-                ) -> tuple[ResultRow, tuple[ResultRow, ...], MultiGpuSustained]:
-    """One config: trace on the solo GPU, analyze, sustained FPS on the GPUs the guards let run. Returns
-    the plain row (the solo GPU's trace and its solo sustained FPS), with ``--gpus`` the solo, per-GPU
-    and aggregate rows (already written), and the sustained figures."""
-    from clusterbench.io.results import merge_results
-    from clusterbench.run.sustained import measure_sustained, workload_command
-    from clusterbench.run.tracers import workload_cwd
+def analyze_exec(traced: TracedRun, cfg: ProbeConfig) -> TraceAnalysis:
+    """An exec program's trace over its window (``--window``, default auto) with its frames (``--frames``)."""
+    from clusterbench.analyzers import analyze_trace
 
-    run_gpus = gpu_plan.run_gpus
-    job = WorkloadJob(cfg.label, cfg.params, workload_of(cfg), out_dir, run_gpus[0])
-    entry = ConfigEntry(session=session_id, tracer=plan.tracer, frames=cfg.params.frames, params=cfg.params.to_json(),
-                        workload=cfg.workload.kind, command=cfg.workload.command)
-    per_config[cfg.label] = entry
-    analysis: TraceAnalysis | None = None
-    traced = tracer.trace(job, on_phase)
-    if traced is not None:
-        verdict = clock_verdict_for(traced.clocks, traced.max_clock_mhz, traced.result, traced.pass_end_s)
-        entry = dataclasses.replace(entry, clocks=verdict.to_json(), kernel_sha256=traced.result.kernel_sha256,
-                                    trace=traced.sqlite.name, finder=traced.result.finder)
-        per_config[cfg.label] = entry
-        if verdict.warning:
-            warn(f"{cfg.label}: {verdict.warning}", verdict.hint, cfg.label)
-        on_phase("analyze")
-        analysis = analyze_pass(traced, cfg)
+    assert cfg.exec is not None
+    return analyze_trace(traced.sqlite, window=cfg.exec.window, frames_spec=cfg.exec.analysis_frames)
+
+
+def work_not_traced(analysis: TraceAnalysis) -> Any:
+    """The first group whose work the trace does not show (analyze's ``work_not_traced``), or None."""
+    return next((g.work_not_traced for g in analysis.groups if g.work_not_traced is not None), None)
+
+
+def _busy_ns(analysis: TraceAnalysis) -> int:
+    return sum(g.busy.any_busy_ns for g in analysis.groups)
+
+
+class ConfigRun:
+    """One config's steps 3-6: trace, analyze (and trace again at graph level where a node-level trace
+    lost the work), set the program's own figures against the trace, measure sustained FPS, and build its
+    rows; or, when a step fails, its failed row (:meth:`failed_row`) with whatever was measured before."""
+
+    def __init__(self, cfg: ProbeConfig, plan: ProbePlan, gpu_plan: GpuPlan, tracer: Tracer, out_dir: Path,
+                 session_id: str, on_phase: Callable[..., None], warn: Callable[..., None],
+                 per_config: dict[str, ConfigEntry], env: Mapping[str, str]) -> None:
+        self.cfg, self.plan, self.gpu_plan, self.tracer = cfg, plan, gpu_plan, tracer
+        self.out_dir, self.session_id, self.warn, self.per_config, self.env = out_dir, session_id, warn, per_config, env
+        self._on_phase = on_phase
+        self.phase_s: dict[str, float] = {}
+        self._phase: tuple[str, float] | None = None
+        self.traced: TracedRun | None = None
+        self.analysis: TraceAnalysis | None = None
+        self.result: WorkloadResult | None = None
+        self.checks: tuple[FigureCheck, ...] = ()
+        self.graph_reason: str | None = None
+        self._pending: tuple[threading.Thread, dict[str, Any]] | None = None
+        self.entry = ConfigEntry(session=session_id, tracer=plan.tracer, frames=cfg.frames,
+                                 params=cfg.params.to_json() if cfg.params is not None else dict(cfg.placeholders()),
+                                 workload=cfg.workload.kind, command=cfg.workload.command)
+        self._save()
+
+    # -- bookkeeping
+
+    def phase(self, name: str, detail: str | None = None) -> None:
+        """Report a phase, and time the one before it (``phase_s``)."""
+        now = time.monotonic()
+        if self._phase is not None and self._phase[0] != name:
+            prev, since = self._phase
+            self.phase_s[prev] = round(self.phase_s.get(prev, 0.0) + now - since, 3)
+        if self._phase is None or self._phase[0] != name:
+            self._phase = (name, now)
+        self._on_phase(name, detail)
+
+    def _close_phase(self) -> None:
+        """Time the last phase (nothing is reported)."""
+        if self._phase is not None:
+            name, since = self._phase
+            self.phase_s[name] = round(self.phase_s.get(name, 0.0) + time.monotonic() - since, 3)
+            self._phase = None
+
+    def _save(self, **changes: Any) -> None:
+        self.entry = dataclasses.replace(self.entry, **changes)
+        self.per_config[self.cfg.label] = self.entry
+
+    @property
+    def trace_name(self) -> str | None:
+        return None if self.traced is None else self.traced.sqlite.name
+
+    def _row(self, sustained: Measurement | None, error: str | None = None, overhead: float | None = None) -> ResultRow:
+        return build_row(self.cfg, self.analysis, sustained, self.result, self.plan.tracer, self.trace_name,
+                         self.session_id, checks={c.what: c.status for c in self.checks}, error=error,
+                         profiler_overhead=overhead)
+
+    # -- the steps
+
+    def run(self) -> tuple[ResultRow, tuple[ResultRow, ...], MultiGpuSustained | None]:
+        from clusterbench.io.results import merge_results
+
+        cfg, plan = self.cfg, self.plan
+        run_gpus = self.gpu_plan.run_gpus
+        job = job_for(cfg, self.out_dir, run_gpus[0], plan.timeout_s, self.env)
+        traced = self.tracer.trace(job, self.phase)
+        overlap = False
+        if traced is not None:
+            self.traced = traced
+            self.result = traced.result
+            self._clocks(traced)
+            self.phase("analyze")
+            overlap = cfg.exec is None and _cpus() >= OVERLAP_MIN_CPUS
+            if overlap:  # the analysis runs while the sustained runs go: the row is written after them
+                self._pending = _start(analyze_pass, traced, cfg)
+            else:
+                self._analyzed(self._analyze(traced), job)
+                merge_results(self.out_dir, ResultSet(rows=(self._row(None),)))  # the traced figures are safe
+        try:
+            self.phase("sustained")
+            sustained_run = self._sustained(job, run_gpus)
+        except BaseException:
+            if self._pending is not None:  # the traced row is kept, as when the analysis came first
+                try:
+                    self._analyzed(_joined(*self._pending), job, retrace=False)
+                    merge_results(self.out_dir, ResultSet(rows=(self._row(None),)))
+                except ClusterbenchError:
+                    pass
+                self._pending = None
+            raise
+        if self._pending is not None:
+            self.phase("analyze")
+            pending, self._pending = self._pending, None
+            self._analyzed(_joined(*pending), job)
+        figures = sustained_run.figures if sustained_run is not None else None
+        if self.result is None and sustained_run is not None:
+            self.result = sustained_run.last_result
+        if traced is None and sustained_run is not None and sustained_run.clocks:
+            samples = sustained_run.clocks  # no trace: the clocks over the whole untraced run
+            verdict = judge_clocks(samples, samples[0].t_s, samples[-1].t_s, sustained_run.max_clock_mhz, cfg.frames)
+            self._save(clocks=verdict.to_json())
+        if self.result is not None:
+            self._save(finder=self.entry.finder or self.result.finder)
+        solo = figures.solo if figures is not None else self._traced_sustained()
+        self.checks = self._figure_checks(solo)
+        for c in self.checks:
+            if c.status == "disagree":
+                self.warn(f"{cfg.label}: {c.message}", label=cfg.label)
+        self._close_phase()
+        self._save(checks={c.what: c.to_json() for c in self.checks} or None, phase_s=dict(self.phase_s),
+                   sustained=None if solo is None else {"source": solo.metadata.get("source") or "result",
+                                                        **dict(solo.metadata)})
+
+        def row_for(s: Measurement) -> ResultRow:
+            return self._row(s)
+
+        gpu_rows: tuple[ResultRow, ...] = ()
+        if plan.gpus is not None and figures is not None:
+            gpu_rows = config_rows(row_for, figures, self.gpu_plan.gpus, socket.gethostname())
+            merge_results(self.out_dir, ResultSet(rows=gpu_rows))
+        return self._row(solo), gpu_rows, figures
+
+    def _analyze(self, traced: TracedRun) -> TraceAnalysis:
+        return analyze_exec(traced, self.cfg) if self.cfg.exec is not None else analyze_pass(traced, self.cfg)
+
+    def _analyzed(self, analysis: TraceAnalysis, job: WorkloadJob, retrace: bool = True) -> None:
+        """Keep the analysis; trace again at graph level where a node-level trace lost the GPU's work."""
+        cfg = self.cfg
+        assert self.traced is not None
+        lost = work_not_traced(analysis)
+        if (retrace and lost is not None and isinstance(self.tracer, NsysTracer) and self.traced.graph_trace == "node"
+                and "graph" in lost.why):
+            first = self.traced
+            self.warn(f"{cfg.label}: the node-level trace (--cuda-graph-trace=node) shows the GPU idle while the "
+                      f"launching threads waited {lost.share:.0%} of the window: {lost.why}. Tracing it again at graph "
+                      "level.", label=cfg.label)
+            again = self.tracer.trace(job, self.phase, graph_trace="graph", variant=GRAPH_VARIANT)
+            self.phase("analyze")
+            second = self._analyze(again)
+            if work_not_traced(second) is None or _busy_ns(second) > _busy_ns(analysis):
+                self.graph_reason = (f"the node-level trace {first.sqlite.name} left the GPU's work out ({lost.why}; "
+                                     f"the launching threads waited {lost.share:.0%} of its window); the graph-level "
+                                     f"trace {again.sqlite.name} shows it")
+                self.warn(f"{cfg.label}: used the graph-level trace {again.sqlite.name}: at node level the work of "
+                          "graphs launched from the device is not in the trace; at graph level each graph execution "
+                          "is one row (its kernels are not told apart)", label=cfg.label)
+                self.traced, analysis = again, second
+                if self.result is None or cfg.exec is None:
+                    self.result = again.result if again.result is not None else self.result
+            else:
+                self.warn(f"{cfg.label}: the graph-level trace {again.sqlite.name} does not show the work either; "
+                          f"the figures are from {first.sqlite.name}, where the GPU's work is missing: "
+                          f"{lost.hint}", label=cfg.label)
+        self.analysis = analysis
         for w in analysis.warnings:
-            warn(f"{cfg.label}: {w}", label=cfg.label)
-        if traced.result.frames != cfg.params.frames:
-            warn(f"{cfg.label}: the workload reports {traced.result.frames} frames in its pass, "
-                 f"the config asked for {cfg.params.frames}; per-frame figures use {cfg.params.frames}",
-                 label=cfg.label)
-        row = build_row(cfg, analysis, None, traced.result, plan.tracer, traced.sqlite.name, session_id)
-        merge_results(out_dir, ResultSet(rows=(row,)))  # step 5: the traced figures are safe before the untraced run
+            self.warn(f"{cfg.label}: {w}", label=cfg.label)
+        result = self.traced.result
+        if result is not None and cfg.frames is not None and result.frames != cfg.frames:
+            self.warn(f"{cfg.label}: the workload reports {result.frames} frames in its pass, "
+                      f"the config asked for {cfg.frames}; per-frame figures use {cfg.frames}", label=cfg.label)
+        if cfg.exec is not None and analysis.primary.frames.count is None:
+            hint = analysis.primary.frames.hint
+            self.warn(f"{cfg.label}: the window's frames are unknown, so there are no per-frame figures"
+                      + (f" ({hint})" if hint else ""), "give --frames N or a frames definition (--frames kernel:REGEX)",
+                      label=cfg.label)
+        self._save(trace=self.traced.sqlite.name, analysis=self._analysis_json(analysis),
+                   kernel_sha256=result.kernel_sha256 if result is not None else None,
+                   finder=result.finder if result is not None else self.entry.finder)
 
-    on_phase("sustained")
-    sustained = measure_sustained(run_gpus, gpu_plan.tools, workload_command(job.workload, cfg.label, cfg.params,
-                                                                              plan.repeat),
-                                  out_dir, cfg.label, input_bytes_per_frame=cfg.params.frame_bytes,
-                                  cwd=workload_cwd(job.workload),
-                                  on_round=lambda p, k: on_phase("sustained", None if p == "sustained" else p))
-    figures = sustained.figures
-    result = traced.result if traced is not None else sustained.last_result
-    entry = dataclasses.replace(entry, finder=entry.finder or result.finder)
-    if traced is None and sustained.clocks:
-        # no trace: judge the clocks over the whole untraced run instead
-        samples = sustained.clocks
-        verdict = judge_clocks(samples, samples[0].t_s, samples[-1].t_s, sustained.max_clock_mhz, cfg.params.frames)
-        entry = dataclasses.replace(entry, clocks=verdict.to_json())
-    per_config[cfg.label] = entry
-    trace_name = traced.sqlite.name if traced is not None else None
+    def _analysis_json(self, analysis: TraceAnalysis) -> dict[str, object]:
+        assert self.traced is not None
+        p = analysis.primary
+        figs = trace_figures(analysis)
+        return {"trace": self.traced.sqlite.name, "graph_trace": self.traced.graph_trace,
+                "graph_trace_reason": self.graph_reason, "window": p.window.to_json(), "frames": p.frames.to_json(),
+                "capture": None if self.cfg.exec is None else self.cfg.exec.capture, "processes": figs.groups,
+                # as analyze takes them: clusterbench analyze TRACE --window W --frames F gives the row's figures
+                "window_spec": None if self.cfg.exec is None else (self.cfg.exec.window or "auto"),
+                "frames_spec": None if self.cfg.exec is None else self.cfg.exec.analysis_frames,
+                "groups": [{"pid": g.pid, "device": g.device, "frames": g.frames.count,
+                            "window_ns": g.window.length_ns, "binds": g.roofline.engine,
+                            "roofline_fps": g.roofline.fps, "measured_us": g.throughput.measured_us_per_frame,
+                            "engines_us": {n: st.us_per_frame for n, st in g.busy.engines.items()},
+                            "work_not_traced": None if g.work_not_traced is None else g.work_not_traced.to_json()}
+                           for g in analysis.groups]}
 
-    def row_for(s: Measurement) -> ResultRow:
-        return build_row(cfg, analysis, s, result, plan.tracer, trace_name, session_id)
+    def _clocks(self, traced: TracedRun) -> None:
+        cfg = self.cfg
+        if traced.result is not None and traced.pass_end_s is not None:
+            verdict = clock_verdict_for(traced.clocks, traced.max_clock_mhz, traced.result, traced.pass_end_s)
+            if verdict.warning:
+                self.warn(f"{cfg.label}: {verdict.warning}", verdict.hint, cfg.label)
+        else:  # a program without a pass record: the clocks over its whole run, without a verdict
+            verdict = clock_summary(traced.clocks, traced.started_s, traced.ended_s, traced.max_clock_mhz)
+        self._save(clocks=verdict.to_json())
 
-    gpu_rows: tuple[ResultRow, ...] = ()
-    if plan.gpus is not None:
-        gpu_rows = config_rows(row_for, figures, gpu_plan.gpus, socket.gethostname())
-        merge_results(out_dir, ResultSet(rows=gpu_rows))
-    return row_for(figures.solo), gpu_rows, figures
+    def _sustained(self, job: WorkloadJob, run_gpus: Any) -> Any:
+        """The untraced runs, or None (an exec program whose figure is its trace's)."""
+        from clusterbench.run.sustained import exec_command, measure_sustained, workload_command
+        from clusterbench.run.tracers import workload_cwd
+
+        cfg, plan = self.cfg, self.plan
+        if cfg.exec is not None:
+            if cfg.exec.source == "trace":
+                return None
+            command = exec_command(job.argv(self.out_dir / "unused", "pass"), cfg.exec, plan.repeat)
+        else:
+            command = workload_command(job.workload, cfg.label, cfg.params, plan.repeat)
+        return measure_sustained(run_gpus, self.gpu_plan.tools, command, self.out_dir, cfg.label,
+                                 input_bytes_per_frame=None if cfg.params is None else cfg.params.frame_bytes,
+                                 base_env=self.env, cwd=workload_cwd(job.workload), timeout_s=plan.timeout_s,
+                                 on_round=lambda p, k: self.phase("sustained", None if p == "sustained" else p))
+
+    def _traced_sustained(self) -> Measurement | None:
+        """An exec program's sustained figure from its trace: the window's frames over its length, under the
+        profiler (None: nothing traced, or the frames are unknown)."""
+        if self.cfg.exec is None or self.cfg.exec.source != "trace" or self.analysis is None:
+            return None
+        figs = trace_figures(self.analysis)
+        if not figs.measured_us:
+            self.warn(f"{self.cfg.label}: no sustained figure: the traced window's frames are unknown",
+                      "give --frames N or a frames definition, or the program's own rate (--rate REGEX)",
+                      label=self.cfg.label)
+            return None
+        return Measurement(SUSTAINED_FPS, (1e6 / figs.measured_us,), metadata={
+            "source": "trace", "under_profiler": True, "frames": figs.frames, "window_ns": figs.window_ns,
+            "note": "frames over the traced window, under the profiler: the profiler's own cost is in it"})
+
+    def _figure_checks(self, sustained: Measurement | None) -> tuple[FigureCheck, ...]:
+        """The program's own rate and kernel time against the trace."""
+        from clusterbench.run.checks import TraceRate, check_kernel_time, check_rate
+        from clusterbench.run.rates import compile_pattern, read_figure
+
+        cfg, traced, analysis = self.cfg, self.traced, self.analysis
+        figs = trace_figures(analysis) if analysis is not None else None
+        output = traced.child.output() if traced is not None and traced.child is not None else ""
+        out: list[FigureCheck] = []
+        spec = cfg.exec
+        if spec is not None and spec.rate is not None:
+            try:
+                printed = read_figure(output, compile_pattern(spec.rate, "--rate"), spec.rate_unit) if output else None
+            except ValueError as exc:
+                self.warn(f"{cfg.label}: the traced run's rate line: {exc}", label=cfg.label)
+                printed = None
+            untraced = (sustained.samples if sustained is not None and sustained.metadata.get("source") == "rate"
+                        else ())
+            metric = ("GB/s" if (printed is not None and printed.unit == "GB/s") or spec.rate_unit == "GB/s"
+                      or (sustained is not None and sustained.metric != SUSTAINED_FPS) else "fps")
+            trace = None
+            if figs is not None and analysis is not None:
+                p = analysis.primary
+                trace = TraceRate(figs.frames, p.frames.source, figs.window_ns, p.window.source, figs.h2d_bytes,
+                                  figs.idle_share, figs.groups)
+            out.append(check_rate(printed, untraced, metric, trace))
+        kernel_us = figs.engine_us("kernel") if figs is not None else None
+        if spec is not None and spec.kernel_time is not None:
+            program_us, source = None, "its output"
+            try:
+                reading = read_figure(output, compile_pattern(spec.kernel_time, "--kernel-time"),
+                                      spec.kernel_time_unit) if output else None
+                if reading is not None:
+                    program_us, source = reading.us_per_frame, f"its line {reading.line!r}"
+            except ValueError as exc:
+                source = f"its output ({exc})"
+            out.append(check_kernel_time(program_us, source, kernel_us))
+        elif self.result is not None and "kernel_us_per_frame" in self.result.extra:
+            value = self.result.extra["kernel_us_per_frame"]
+            program_us = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+            out.append(check_kernel_time(program_us, "its result record's extra.kernel_us_per_frame", kernel_us))
+        return tuple(out)
+
+    def failed_row(self, failure: ConfigFailure) -> ResultRow:
+        """The config's row marked failed: why in one line, with whatever was measured before."""
+        if self._pending is not None:
+            try:
+                self.analysis = _joined(*self._pending)
+            except BaseException:  # noqa: BLE001 - the failure already says what went wrong
+                pass
+            self._pending = None
+        self._close_phase()
+        lines = [ln for ln in failure.message.splitlines() if ln.strip()]
+        first = lines[0] if lines else type(failure.error).__name__
+        tail = "\n".join(lines[1:])
+        self._save(error={"phase": failure.phase, "message": first, "hint": failure.error.hint, "tail": tail or None,
+                          "exit_code": failure.error.exit_code}, phase_s=dict(self.phase_s))
+        return self._row(None, error=f"{failure.phase}: {first}")
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from clusterbench import __version__
-from clusterbench.model.measurement import Measurement
+from clusterbench.model.measurement import SUSTAINED_FPS, SUSTAINED_GBPS, Measurement
 from clusterbench.model.results import ConfigEntry, EnvRecord, ResultRow, RowKey, RowRole
 from clusterbench.model.workload import WorkloadResult
 from clusterbench.run.commands import nsys_graph_trace_mode
@@ -22,7 +22,7 @@ from clusterbench.run.machine import GpuInfo, Pinning
 from clusterbench.run.supervisor import GpuOutcome
 
 if TYPE_CHECKING:
-    from clusterbench.analyzers.records import EngineStats, TraceAnalysis
+    from clusterbench.analyzers.records import TraceAnalysis
     from clusterbench.run.config import ProbeConfig
     from clusterbench.run.guards import NvmlReading
 
@@ -95,13 +95,16 @@ def aggregate_row(base: ResultRow, summary: ScalingSummary, host: str, gpus: Seq
     ``base`` has it."""
     per_fps_gbps = (base.sustained_gbps / base.sustained_fps
                     if base.sustained_fps and base.sustained_gbps is not None else None)
+    in_gbps = base.sustained_fps is None and base.sustained_gbps is not None  # a program that reports GB/s only
     names = sorted({g.name for g in gpus if g.index in summary.gpus})
     return ResultRow(
         key=RowKey(base.key.config, role=RowRole.AGGREGATE, variant=base.key.variant), cluster=base.cluster,
         cap=base.cap, streams=base.streams, batch=base.batch, frames=base.frames,
-        sustained_fps=summary.total_fps, sustained_fps_spread=summary.total_fps_spread,
-        sustained_repeats=base.sustained_repeats,
-        sustained_gbps=None if per_fps_gbps is None else summary.total_fps * per_fps_gbps,
+        sustained_fps=None if in_gbps else summary.total_fps,
+        sustained_fps_spread=None if in_gbps else summary.total_fps_spread,
+        sustained_repeats=base.sustained_repeats, sustained_source=base.sustained_source,
+        sustained_gbps=summary.total_fps if in_gbps else (None if per_fps_gbps is None
+                                                           else summary.total_fps * per_fps_gbps),
         pedestal_dtype=base.pedestal_dtype, pedestal=base.pedestal, transfer=base.transfer, workload=base.workload,
         finder=base.finder, tracer=base.tracer, session=base.session, timestamp=base.timestamp,
         gpu_name=", ".join(names) or None, host=host, gpus=summary.n, gpu_min_fps=summary.min_fps,
@@ -142,6 +145,102 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
+@dataclass(frozen=True, slots=True)
+class EngineFigure:
+    """One engine over the window: busy ns, bytes (copies), and per frame, duty and GB/s."""
+
+    busy_ns: int
+    bytes: int | None
+    us_per_frame: float | None
+    duty: float | None
+    gbps: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TraceFigures:
+    """What a row takes from a trace analysis: one (process, device) group's figures, or, where the trace
+    has several (MPI ranks, one process per GPU), all of them summed: frames and engine busy times add up,
+    per-frame figures are totals over total frames, the roofline FPS is the groups' roofline FPS added
+    (each runs beside the others), the binding engine that of the slowest group, and the measured time
+    per frame is the span of all windows over the total frames."""
+
+    groups: int
+    frames: int | None
+    window_ns: int
+    engines: Mapping[str, EngineFigure]
+    binds: str | None
+    roofline_fps: float | None
+    roofline_us: float | None
+    idle_ns: int
+    overlap_ns: int
+    host_sync_ns: int
+    serialization: float | None
+    measured_us: float | None
+    h2d_bytes: int | None
+    idle_share: float | None
+
+    @property
+    def serial_us(self) -> float | None:
+        """The sum of the engines' bars per frame: what a pipeline whose engines take turns pays."""
+        bars = [e.us_per_frame for e in self.engines.values() if e.us_per_frame]
+        return sum(bars) if bars and self.frames else None
+
+    @property
+    def efficiency(self) -> float | None:
+        """Roofline time per frame over the measured time per frame."""
+        return _ratio(self.roofline_us, self.measured_us)
+
+    def engine_us(self, name: str) -> float | None:
+        e = self.engines.get(name)
+        return None if e is None else e.us_per_frame
+
+
+def trace_figures(analysis: TraceAnalysis) -> TraceFigures:
+    """The figures of every (process, device) group of ``analysis``, summed where there are several (pure)."""
+    groups = tuple(analysis.groups) or (analysis.primary,)
+    counts = [g.frames.count for g in groups]
+    frames = sum(counts) if all(counts) else None  # type: ignore[arg-type]
+    windows = [g.window for g in groups]
+    window_ns = sum(w.length_ns for w in windows)
+    names = list(dict.fromkeys(n for g in groups for n in g.busy.engines))
+    engines: dict[str, EngineFigure] = {}
+    for name in names:
+        stats = [g.busy.engines[name] for g in groups if name in g.busy.engines]
+        busy = sum(st.busy_ns for st in stats)
+        nbytes = [st.bytes for st in stats if st.bytes is not None]
+        total_bytes = sum(nbytes) if nbytes else None
+        if len(groups) == 1:
+            st = stats[0]
+            engines[name] = EngineFigure(busy, st.bytes, st.us_per_frame, st.duty, st.gbps)
+        else:
+            engines[name] = EngineFigure(busy, total_bytes, _per_frame_us(busy, frames), _ratio(busy, window_ns),
+                                         _ratio(total_bytes, busy) if total_bytes else None)
+    if len(groups) == 1:
+        g = groups[0]
+        roof = g.roofline
+        binds, roof_fps, roof_us = roof.engine, roof.fps, roof.us_per_frame
+        measured = g.throughput.measured_us_per_frame
+        serialization = g.busy.serialization
+    else:
+        fps = [g.roofline.fps for g in groups]
+        roof_fps = sum(fps) if all(fps) else None  # type: ignore[arg-type]
+        roof_us = 1e6 / roof_fps if roof_fps else None
+        slowest = min(groups, key=lambda g: g.roofline.fps or 0.0)
+        binds = slowest.roofline.engine
+        span = max(w.end_ns for w in windows) - min(w.start_ns for w in windows)
+        measured = _per_frame_us(span, frames)
+        total_busy = sum(st.busy_ns for g in groups for st in g.busy.engines.values())
+        any_busy = sum(g.busy.any_busy_ns for g in groups)
+        serialization = _ratio(total_busy, any_busy)
+    idle = sum(g.busy.idle_ns for g in groups)
+    h2d = engines.get("h2d")
+    return TraceFigures(
+        groups=len(groups), frames=frames or None, window_ns=window_ns, engines=engines, binds=binds,
+        roofline_fps=roof_fps, roofline_us=roof_us, idle_ns=idle, overlap_ns=sum(g.busy.overlap_ns for g in groups),
+        host_sync_ns=sum(g.host.host_sync_ns for g in groups), serialization=serialization, measured_us=measured,
+        h2d_bytes=None if h2d is None else h2d.bytes, idle_share=_ratio(idle, window_ns))
+
+
 def build_row(
     cfg: ProbeConfig,
     analysis: TraceAnalysis | None,
@@ -151,57 +250,78 @@ def build_row(
     trace_name: str | None,
     session: str,
     timestamp: str | None = None,
+    *,
+    checks: Mapping[str, str] | None = None,
+    error: str | None = None,
+    profiler_overhead: float | None = None,
 ) -> ResultRow:
     """One probes.csv row from a config, its trace analysis, its pass result and its sustained FPS (pure).
 
     ``analysis`` is None with ``--tracer none``; ``sustained`` (the row keeps its samples) is None until
-    it is measured;
-    ``result`` is the traced pass's result record (None without a trace). Every ``*_us`` is
-    microseconds per frame; absent means not measured.
+    it is measured; its metadata's ``source`` says where it came from (``result`` when it says nothing);
+    ``result`` is the traced pass's result record (None without a trace, or for an exec program).
+    ``checks``: the status of each of the program's own figures against the trace (``rate``,
+    ``kernel_time``); ``error``: why the config failed. ``profiler_overhead``: the program's own untraced
+    over traced rate, for a sustained figure that was itself traced. Every ``*_us`` is microseconds per
+    frame; absent means not measured.
     """
     p = cfg.params
-    trace_figures: dict[str, object] = {}
-    g = analysis.primary if analysis is not None else None
-    if g is not None:
-        engines = g.busy.engines
-        roof = g.roofline
-        frames = g.frames.count or None
+    figs = trace_figures(analysis) if analysis is not None else None
+    trace_cols: dict[str, object] = {}
+    if figs is not None:
+        frames = figs.frames
 
-        def stat(name: str) -> EngineStats | None:
-            return engines.get(name)
+        def eng(name: str, what: str) -> object:
+            e = figs.engines.get(name)  # an engine with no work in the window is an empty cell, not 0
+            return None if e is None or not e.busy_ns else getattr(e, what)
 
-        kernel, h2d, d2h = stat("kernel"), stat("h2d"), stat("d2h")
-        trace_figures = {
-            "kernel_us": kernel.us_per_frame if kernel else None, "h2d_us": h2d.us_per_frame if h2d else None,
-            "d2h_us": d2h.us_per_frame if d2h else None,
-            "roofline_us": roof.us_per_frame, "binds": roof.engine, "roofline_fps": roof.fps,
-            "kernel_duty": kernel.duty if kernel else None, "h2d_duty": h2d.duty if h2d else None,
-            "d2h_duty": d2h.duty if d2h else None,
-            "h2d_gbps": h2d.gbps if h2d else None, "d2h_gbps": d2h.gbps if d2h else None,
-            "idle_us": _per_frame_us(g.busy.idle_ns, frames),
-            "overlap_us": _per_frame_us(g.busy.overlap_ns, frames),
-            "host_sync_us": _per_frame_us(g.host.host_sync_ns, frames),
-            "serialization": g.busy.serialization, "measured_us": g.throughput.measured_us_per_frame,
-            "efficiency": g.throughput.efficiency,
+        trace_cols = {
+            "kernel_us": eng("kernel", "us_per_frame"), "h2d_us": eng("h2d", "us_per_frame"),
+            "d2h_us": eng("d2h", "us_per_frame"),
+            "roofline_us": figs.roofline_us if frames else None, "binds": figs.binds,
+            "roofline_fps": figs.roofline_fps,
+            "kernel_duty": eng("kernel", "duty"), "h2d_duty": eng("h2d", "duty"), "d2h_duty": eng("d2h", "duty"),
+            "h2d_gbps": eng("h2d", "gbps"), "d2h_gbps": eng("d2h", "gbps"),
+            "idle_us": _per_frame_us(figs.idle_ns, frames),
+            "overlap_us": _per_frame_us(figs.overlap_ns, frames),
+            "host_sync_us": _per_frame_us(figs.host_sync_ns, frames),
+            "serialization": figs.serialization, "measured_us": figs.measured_us, "serial_us": figs.serial_us,
+            "efficiency": figs.efficiency if frames else None, "processes": figs.groups,
         }
-    measured = g.throughput.measured_us_per_frame if g is not None else None
+    measured = figs.measured_us if figs is not None else None
     traced_fps = 1e6 / measured if measured else None
-    roofline_fps = g.roofline.fps if g is not None else None
-    sustained_fps = sustained.median if sustained is not None else None
+    roofline_fps = figs.roofline_fps if figs is not None else None
+    fps = sustained if sustained is not None and sustained.metric == SUSTAINED_FPS else None
+    gbps = sustained if sustained is not None and sustained.metric == SUSTAINED_GBPS else None
+    sustained_fps = fps.median if fps is not None else None
+    source = None if sustained is None else str(sustained.metadata.get("source") or "result")
+    if cfg.exec is not None:
+        values = cfg.exec.values
+        keys = {k: values.get(k) for k in ("cluster", "cap", "streams", "batch")}
+        frames_col = figs.frames if figs is not None and figs.frames else cfg.exec.frames
+        setup = {k: values.get(k) for k in ("pedestal_dtype", "pedestal", "transfer")}
+    else:
+        assert p is not None
+        keys = {"cluster": p.cluster, "cap": p.cap, "streams": p.streams, "batch": p.batch}
+        frames_col = p.frames
+        setup = {"pedestal_dtype": p.pedestal_dtype, "pedestal": p.pedestal, "transfer": p.transfer}
+    overhead = profiler_overhead if source == "trace" else _ratio(sustained_fps, traced_fps)
     return ResultRow(
-        key=RowKey(cfg.label), cluster=p.cluster, cap=p.cap, streams=p.streams, batch=p.batch, frames=p.frames,
-        **trace_figures,  # type: ignore[arg-type]
+        key=RowKey(cfg.label), **keys, frames=frames_col,  # type: ignore[arg-type]
+        **trace_cols,  # type: ignore[arg-type]
         sustained_fps=sustained_fps,
-        sustained_fps_spread=sustained.spread if sustained is not None else None,
+        sustained_fps_spread=fps.spread if fps is not None else None,
         sustained_repeats=sustained.repeats if sustained is not None else None,
-        sustained_gbps=sustained.input_gbps if sustained is not None else None,
+        sustained_gbps=fps.input_gbps if fps is not None else (gbps.median if gbps is not None else None),
+        sustained_source=source,
         fps_efficiency=_ratio(sustained_fps, roofline_fps),
-        profiler_overhead=_ratio(sustained_fps, traced_fps),
+        profiler_overhead=overhead,
+        rate_check=(checks or {}).get("rate"), kernel_check=(checks or {}).get("kernel_time"),
         clusters_per_frame=result.clusters_found / result.frames if result is not None else None,
         dropped_clusters=result.clusters_dropped if result is not None else None,
-        pedestal_dtype=p.pedestal_dtype, pedestal=p.pedestal, transfer=p.transfer,
+        **setup,  # type: ignore[arg-type]
         workload=cfg.workload.kind, finder=result.finder if result is not None else None,
-        tracer=tracer, trace=trace_name, session=session, timestamp=timestamp or utc_now(),
+        tracer=tracer, trace=trace_name, session=session, timestamp=timestamp or utc_now(), error=error,
         measurements=() if sustained is None else (sustained,),
     )
 
@@ -223,8 +343,8 @@ def build_env(
 ) -> EnvRecord:
     """env.json of a probe (pure): ``per_config`` holds the entries of the configs it ran, by label. Merged
     into a results dir (:meth:`clusterbench.model.results.ResultSet.merge`), it keeps every other entry."""
-    dtypes = sorted({c.params.pedestal_dtype for c in configs})
-    modes = sorted({c.params.pedestal for c in configs})
+    dtypes = sorted({c.params.pedestal_dtype for c in configs if c.params is not None})
+    modes = sorted({c.params.pedestal for c in configs if c.params is not None})
     kinds = sorted({c.workload.kind for c in configs})
     # the kernel sources each traced workload compiled (file -> sha256), once per distinct set
     distinct = {json.dumps(dict(v.kernel_sha256), sort_keys=True): dict(v.kernel_sha256)
@@ -246,7 +366,8 @@ def build_env(
         cuda_runtime=text(versions.get("cuda_runtime")), cupy=text(versions.get("cupy")), nsys_version=nsys,
         nsys_cuda_graph_trace=nsys_graph_trace_mode(nsys) if tracer == "nsys" else None,
         python=text(versions.get("python", sys.version.split()[0])),
-        pedestal_dtype=",".join(dtypes), pedestal=",".join(modes), tracer=tracer, workloads=",".join(kinds),
+        pedestal_dtype=",".join(dtypes) or None, pedestal=",".join(modes) or None, tracer=tracer,
+        workloads=",".join(kinds),
         kernel_sha256=hashes[0] if len(hashes) == 1 else (hashes or None),
         kernel_sources=dict(kernel_sources) if kernel_sources else None,
         guard=dict(guard) if guard is not None else None,

@@ -11,7 +11,10 @@ run through :func:`run_children`:
   group of every child still running gets SIGTERM, then SIGKILL after a grace period, so no orphan
   keeps a GPU busy;
 - the outcome (:class:`ChildOutcome`) says whether it started, its exit status, whether it ran
-  past its time limit, and its log's last lines.
+  past its time limit, its log's last lines, and where in the log its own output lies;
+- a child may have lines to watch for (``watch``: regexes): its output then passes through a pipe,
+  line by line, and the outcome gives the times at which each pattern matched (a program's own
+  markers around the part it times).
 
 A GPU's child (:func:`plan_gpu_children`) is a child with only that GPU visible, pinned near it.
 Nothing here prints, exits, or imports typer, rich or CuPy.
@@ -21,9 +24,11 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +66,7 @@ class ChildSpec:
 
     ``env`` None: this process's environment. ``cpus``: cores to pin it to with sched_setaffinity
     before exec (empty: not pinned that way). ``timeout_s`` None: no time limit. ``append``: add to
-    the log rather than start it afresh."""
+    the log rather than start it afresh. ``watch``: regexes whose matching output lines are timed."""
 
     argv: tuple[str, ...]
     log_path: Path
@@ -72,6 +77,7 @@ class ChildSpec:
     timeout_s: float | None = None
     grace_s: float = STOP_GRACE_S
     append: bool = False
+    watch: tuple[str, ...] = ()
 
     @property
     def command_line(self) -> str:
@@ -79,15 +85,19 @@ class ChildSpec:
         return shlex.join(self.argv)
 
 
-# ChildOutcome.to_json. History: 1: first version.
-CHILD_OUTCOME_VERSION = 1
+# ChildOutcome.to_json. History: 1: first version. 2: adds output_start, output_end (where the child's own
+# output lies in its log) and marks (the times its watched lines appeared); version 1 reads with none.
+CHILD_OUTCOME_VERSION = 2
+MAX_MARKS = 10_000  # times kept per watched pattern
 
 
 @dataclass(frozen=True, slots=True)
 class ChildOutcome:
     """What one child did. ``returncode`` None: it never started (``start_error`` says why); negative:
     ended by that signal. ``started_s``/``ended_s``: seconds since :func:`run_children` began.
-    ``tail``: the log's last lines."""
+    ``tail``: the log's last lines. ``output_start``/``output_end``: the byte range of the log that holds
+    the child's own output (after the header and ``$`` lines). ``marks``: per watched pattern, the times
+    (seconds since the child started) of its matching lines."""
 
     argv: tuple[str, ...]
     log_path: Path
@@ -98,6 +108,9 @@ class ChildOutcome:
     timed_out: bool = False
     start_error: str | None = None
     tail: str = ""
+    output_start: int = 0
+    output_end: int | None = None
+    marks: tuple[tuple[float, ...], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -132,17 +145,31 @@ class ChildOutcome:
         return {"version": CHILD_OUTCOME_VERSION, "argv": list(self.argv), "log_path": str(self.log_path),
                 "returncode": self.returncode, "started_s": self.started_s, "ended_s": self.ended_s,
                 "timeout_s": self.timeout_s, "timed_out": self.timed_out, "start_error": self.start_error,
-                "tail": self.tail}
+                "tail": self.tail, "output_start": self.output_start, "output_end": self.output_end,
+                "marks": [list(m) for m in self.marks]}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> ChildOutcome:
-        if doc.get("version") != CHILD_OUTCOME_VERSION:
-            raise InputError(f"child outcome: version {doc.get('version')!r}, this clusterbench reads version "
-                             f"{CHILD_OUTCOME_VERSION}", hint="read it with the clusterbench version that wrote it")
+        if doc.get("version") not in (1, CHILD_OUTCOME_VERSION):
+            raise InputError(f"child outcome: version {doc.get('version')!r}, this clusterbench reads versions 1 "
+                             f"and {CHILD_OUTCOME_VERSION}", hint="read it with the clusterbench version that wrote it")
+        end = doc.get("output_end")
         return cls(argv=tuple(str(a) for a in doc["argv"]), log_path=Path(doc["log_path"]),
                    returncode=doc["returncode"], started_s=float(doc["started_s"]), ended_s=float(doc["ended_s"]),
                    timeout_s=doc.get("timeout_s"), timed_out=bool(doc.get("timed_out")),
-                   start_error=doc.get("start_error"), tail=str(doc.get("tail") or ""))
+                   start_error=doc.get("start_error"), tail=str(doc.get("tail") or ""),
+                   output_start=int(doc.get("output_start") or 0), output_end=None if end is None else int(end),
+                   marks=tuple(tuple(float(t) for t in m) for m in doc.get("marks") or ()))
+
+    def output(self) -> str:
+        """The child's own output (stdout and stderr, as its log holds them), without the header lines."""
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(self.output_start)
+                data = fh.read() if self.output_end is None else fh.read(max(0, self.output_end - self.output_start))
+        except OSError:
+            return ""
+        return data.decode(errors="replace")
 
 
 def _signal_name(number: int) -> str:
@@ -177,21 +204,54 @@ class _Running:
             self.log.write(f"# {spec.header}\n")
         self.log.write(f"$ {spec.command_line}\n")
         self.log.flush()
+        self.output_start = self.log.tell()
+        self.patterns = [re.compile(p) for p in spec.watch]
+        self.marks: list[list[float]] = [[] for _ in self.patterns]
+        self.reader: threading.Thread | None = None
         preexec = functools.partial(os.sched_setaffinity, 0, set(spec.cpus)) if spec.cpus else None
         try:
-            self.proc = subprocess.Popen(list(spec.argv), stdout=self.log, stderr=subprocess.STDOUT,
-                                         env=None if spec.env is None else dict(spec.env), cwd=spec.cwd,
-                                         start_new_session=True, preexec_fn=preexec)
+            self.proc = subprocess.Popen(list(spec.argv), stdout=subprocess.PIPE if self.patterns else self.log,
+                                         stderr=subprocess.STDOUT, env=None if spec.env is None else dict(spec.env),
+                                         cwd=spec.cwd, start_new_session=True, preexec_fn=preexec)
         except (OSError, subprocess.SubprocessError) as exc:  # the latter: sched_setaffinity failed in the child
             self.error = f"cannot start {spec.argv[0]}: {exc}"
             self.log.write(self.error + "\n")
             self.ended_s = self.started_s
+            return
+        self.t_child = time.monotonic()
+        if self.patterns:
+            self.reader = threading.Thread(target=self._read, name="clusterbench-watch", daemon=True)
+            self.reader.start()
+
+    def _read(self) -> None:
+        """Copy the child's output into its log line by line, timing the watched lines."""
+        assert self.proc is not None and self.proc.stdout is not None
+        for raw in iter(self.proc.stdout.readline, b""):
+            t = time.monotonic() - self.t_child
+            line = raw.decode(errors="replace")
+            self.log.write(line)
+            self.log.flush()
+            for k, rx in enumerate(self.patterns):
+                if len(self.marks[k]) < MAX_MARKS and rx.search(line):
+                    self.marks[k].append(t)
+
+    def finish_output(self) -> None:
+        """Wait (briefly) for the watched output to reach the log after the child has gone."""
+        if self.reader is not None:
+            self.reader.join(timeout=5.0)
+            if self.proc is not None and self.proc.stdout is not None and not self.reader.is_alive():
+                self.proc.stdout.close()
 
     def outcome(self) -> ChildOutcome:
         rc = None if self.proc is None else self.proc.returncode
+        try:
+            end: int | None = os.path.getsize(self.spec.log_path)
+        except OSError:
+            end = None
         return ChildOutcome(self.spec.argv, self.spec.log_path, rc, self.started_s,
                             self.started_s if self.ended_s is None else self.ended_s, self.spec.timeout_s,
-                            self.timed_out, self.error, log_tail(self.spec.log_path))
+                            self.timed_out, self.error, log_tail(self.spec.log_path), self.output_start, end,
+                            tuple(tuple(m) for m in self.marks))
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -267,6 +327,7 @@ def run_children(specs: Sequence[ChildSpec], *,
         raise
     finally:
         for r in running:
+            r.finish_output()
             r.log.close()
     return tuple(r.outcome() for r in running)
 
@@ -300,7 +361,7 @@ class GpuChild:
 def plan_gpu_children(gpus: Sequence[GpuInfo], tools: PinTools,
                       command: Callable[[GpuInfo, Path], Sequence[str]], out_dir: Path, stem: str,
                       base_env: Mapping[str, str], cwd: str | None = None,
-                      timeout_s: float | None = None) -> tuple[GpuChild, ...]:
+                      timeout_s: float | None = None, watch: tuple[str, ...] = ()) -> tuple[GpuChild, ...]:
     """One child per GPU (pure). ``command(gpu, result_path)`` gives the workload's argv, e.g.
     ``lambda g, r: workload.argv(label, params, r, "sustained", repeat)``; files are
     ``<out_dir>/<stem>.gpu<index>.json`` and ``.log``."""
@@ -312,16 +373,17 @@ def plan_gpu_children(gpus: Sequence[GpuInfo], tools: PinTools,
         cpus = pin.cpus if pin.method is PinMethod.SCHED_SETAFFINITY else ()
         spec = ChildSpec(argv, Path(out_dir) / f"{stem}.gpu{g.index}.log",
                          header=f"GPU {g.key}; pinning: {pin.message}", env=gpu_env(g, base_env), cwd=cwd,
-                         cpus=cpus, timeout_s=timeout_s)
+                         cpus=cpus, timeout_s=timeout_s, watch=watch)
         children.append(GpuChild(g, pin, spec, result))
     return tuple(children)
 
 
 @dataclass(frozen=True, slots=True)
 class GpuOutcome:
-    """What one GPU's child did and the result record it wrote. ``error``: why it gives no figure (the
-    child's failure with its log's last lines, or the result record breaking the workload protocol,
-    then ``protocol_error``)."""
+    """What one GPU's child did: the result record it wrote (a protocol workload) and ``values``, the
+    figures it gave (its timed passes' FPS; an exec program's figure read from its output), in the unit of
+    ``metric``. ``error``: why it gives no figure (the child's failure with its log's last lines, or its
+    record or output missing what was asked, then ``protocol_error``)."""
 
     gpu: GpuInfo
     pinning: Pinning
@@ -329,10 +391,12 @@ class GpuOutcome:
     result: WorkloadResult | None
     error: str | None = None
     protocol_error: bool = False
+    values: tuple[float, ...] = ()
+    metric: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.result is not None
+        return self.error is None and bool(self.values)
 
 
 def overlap_s(outcomes: Sequence[GpuOutcome]) -> float:

@@ -8,6 +8,8 @@ mode it runs ``{repeat}`` timed passes untraced instead. Two kinds:
 - ``cupy``: clusterbench's own CuPy finder (``python -m clusterbench.workloads.cupy.run``), the first
   implementation of the protocol; it can also be hosted in-process by the CUPTI tracer.
 - ``command``: any program, ``command = ["prog", "arg", "{cluster}", ...]`` in configs.toml.
+- ``exec``: any program as it is, with no NVTX ranges and no result record (docs/probe.md): only
+  ``{label}``, ``{python}`` and the parameter values its config gives are placeholders.
 
 Everything here is pure (no GPU): building argv from a template, and checking a template.
 """
@@ -39,6 +41,8 @@ RUN_PLACEHOLDERS: Mapping[str, str] = {
     "python": "this Python interpreter (so a Python program runs with clusterbench importable)",
 }
 PLACEHOLDERS: tuple[str, ...] = tuple(sorted(set(FIELD_NAMES) | set(RUN_PLACEHOLDERS)))
+# The placeholders of the protocol itself: an exec program (no result record, no modes) takes none of them.
+PROTOCOL_PLACEHOLDERS: tuple[str, ...] = ("result", "mode", "repeat", "params_json")
 
 
 def pass_range_text(frames: int) -> str:
@@ -75,9 +79,10 @@ def command_shape_problem(value: object) -> str | None:
     return None
 
 
-def command_problems(command: Sequence[str], base_dir: Path) -> list[str]:
+def command_problems(command: Sequence[str], base_dir: Path, kind: str = "command") -> list[str]:
     """Problems of a command template: unknown or malformed placeholders, a program not found.
-    Relative program paths resolve against ``base_dir`` (the config file's folder, where it runs)."""
+    Relative program paths resolve against ``base_dir`` (the config file's folder, where it runs). An
+    ``exec`` command may use no placeholder of the protocol (``{result}``, ``{mode}`` ...)."""
     out: list[str] = []
     for arg in command:
         try:
@@ -93,6 +98,10 @@ def command_problems(command: Sequence[str], base_dir: Path) -> list[str]:
                 guess = f" (did you mean {{{close[0]}}}?)" if close else ""
                 out.append(f"unknown placeholder {{{name}}} in {arg!r}{guess}; known: "
                            + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS))
+            elif kind == "exec" and name in PROTOCOL_PLACEHOLDERS:
+                out.append(f"{{{name}}} in {arg!r} belongs to the result-record protocol: a program probed as it "
+                           "is (workload = \"exec\") writes no result record and has no modes; use workload = "
+                           "\"command\" for a program that speaks the protocol (docs/workloads.md)")
     if out:
         return out
     problem = program_problem(command, base_dir)
@@ -199,14 +208,36 @@ class CommandWorkload(_TemplateWorkload):
     cupti_hostable: ClassVar[bool] = False  # the CUPTI tracer hosts only our own finder in-process
 
 
-WORKLOADS: Mapping[str, type] = {"cupy": CupyWorkload, "command": CommandWorkload}
+@dataclass(frozen=True, slots=True)
+class ExecWorkload:
+    """A program probed as it is: its argv is its command with the config's values in the placeholders;
+    it writes no result record (what it prints is all probe reads of it) and runs in the config file's
+    folder (a command-line program: the current one)."""
+
+    kind: ClassVar[str] = "exec"
+    cupti_hostable: ClassVar[bool] = False
+    template: tuple[str, ...]
+    cwd: Path | None = None
+
+    @property
+    def runs_sustained(self) -> bool:
+        return False
+
+    def exec_argv(self, label: str, values: Mapping[str, object]) -> tuple[str, ...]:
+        """The argv with ``{label}``, ``{python}`` and the config's values filled in (pure)."""
+        filled = {name: "" if v is None else str(v) for name, v in values.items()}
+        filled.update(label=label, python=sys.executable)
+        return expand(self.template, filled)
 
 
-def workload_for(kind: str, command: Sequence[str] | None = None, cwd: Path | None = None) -> Workload:
+WORKLOADS: Mapping[str, type] = {"cupy": CupyWorkload, "command": CommandWorkload, "exec": ExecWorkload}
+
+
+def workload_for(kind: str, command: Sequence[str] | None = None, cwd: Path | None = None) -> Workload | ExecWorkload:
     """The workload of a config (``config.WorkloadSpec`` fields)."""
     if kind == "cupy":
         return CupyWorkload()
-    if kind == "command":
-        assert command is not None, "a command workload without a command passed validation"
-        return CommandWorkload(tuple(command), cwd)
+    if kind in ("command", "exec"):
+        assert command is not None, f"a {kind} workload without a command passed validation"
+        return CommandWorkload(tuple(command), cwd) if kind == "command" else ExecWorkload(tuple(command), cwd)
     raise ValueError(f"unknown workload kind {kind!r}")

@@ -9,11 +9,19 @@ generator seeded with (seed, kind, i), so any frame can be rebuilt alone, anywhe
 
 The pass reuses a pool of distinct data frames cyclically: global frame g is ``pool[g % len(pool)]``.
 Every frame still crosses PCIe on its own; only host memory and generation time are saved.
+
+A probe runs our finder in one process per traced pass and per sustained run, each needing the same
+frames: it names a folder in ``$CLUSTERBENCH_FRAME_CACHE`` (FRAME_CACHE_ENV), where the first process
+leaves the frames it built (two .npy files, written whole and renamed into place) and the others load
+them. The frames are the same either way (each is drawn from its own generator); only the time differs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +40,9 @@ _KIND_DARK, _KIND_DATA, _KIND_MAPS = 1, 2, 0
 # Frames are drawn on this many threads at most: NumPy's generators and ufuncs release the GIL on
 # whole arrays, and every frame has its own generator, so the frames are the same on any count.
 MAX_THREADS = 16
+FRAME_CACHE_ENV = "CLUSTERBENCH_FRAME_CACHE"  # a folder the processes of one probe share their frames in
+# The cached frames' format; change it with the generator, so that a cache never serves other frames.
+CACHE_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +114,51 @@ def data_frame(model: DetectorModel, seed: int, index: int, occupancy: float) ->
     return _to_adu(model.pedestal_adu + noise + signal)
 
 
+def cache_key(rows: int, cols: int, n_dark: int, n_data: int, occupancy: float, seed: int) -> str:
+    """The name of one set of synthetic frames in a frame cache (pure)."""
+    doc = {"version": CACHE_VERSION, "rows": rows, "cols": cols, "dark": n_dark, "data": n_data,
+           "occupancy": float(occupancy), "seed": seed}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _cached(cache_dir: Path, key: str, shape: tuple[int, int, int]) -> np.ndarray | None:
+    path = cache_dir / f"{key}.npy"
+    try:
+        arr = np.load(path, mmap_mode="r")
+    except (OSError, ValueError):
+        return None
+    return arr if arr.shape == shape and arr.dtype == np.uint16 else None
+
+
+def _store(cache_dir: Path, key: str, arr: np.ndarray) -> None:
+    """Write ``arr`` whole, then rename it into place: a reader never sees half a file. A cache that
+    cannot be written (a full disk) is only a cache: the run goes on."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=cache_dir)
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, arr)
+        os.replace(tmp, cache_dir / f"{key}.npy")
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except (OSError, UnboundLocalError):
+            pass
+
+
 def synthetic_frames(rows: int, cols: int, n_dark: int, n_data: int, occupancy: float, seed: int,
-                     out_pool: np.ndarray | None = None) -> FrameSet:
-    """Build n_dark dark frames and n_data data frames; ``out_pool`` (e.g. pinned) receives the data."""
+                     out_pool: np.ndarray | None = None, cache_dir: Path | str | None = None) -> FrameSet:
+    """Build n_dark dark frames and n_data data frames; ``out_pool`` (e.g. pinned) receives the data.
+    ``cache_dir``: load them from there when an earlier process left them, else leave them there."""
+    source = f"synthetic(seed={seed}, occupancy={occupancy:g} photons/frame)"
+    key = cache_key(rows, cols, n_dark, n_data, occupancy, seed) if cache_dir is not None else None
+    if key is not None:
+        cache = Path(cache_dir)  # type: ignore[arg-type]
+        dark_c = _cached(cache, key + ".dark", (n_dark, rows, cols))
+        pool_c = _cached(cache, key + ".pool", (n_data, rows, cols))
+        if dark_c is not None and pool_c is not None:
+            pool = out_pool if out_pool is not None else np.empty((n_data, rows, cols), np.uint16)
+            pool[:] = pool_c
+            return FrameSet(dark=np.asarray(dark_c), pool=pool, source=source)
     model = detector_model(rows, cols, seed)
     dark = np.empty((n_dark, rows, cols), np.uint16)
     pool = out_pool if out_pool is not None else np.empty((n_data, rows, cols), np.uint16)
@@ -126,7 +179,10 @@ def synthetic_frames(rows: int, cols: int, n_dark: int, n_data: int, occupancy: 
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="clusterbench-synth") as ex:
             for _ in ex.map(fill, jobs, chunksize=8):
                 pass
-    return FrameSet(dark=dark, pool=pool, source=f"synthetic(seed={seed}, occupancy={occupancy:g} photons/frame)")
+    if key is not None:
+        _store(Path(cache_dir), key + ".pool", pool)  # type: ignore[arg-type]
+        _store(Path(cache_dir), key + ".dark", dark)  # type: ignore[arg-type]
+    return FrameSet(dark=dark, pool=pool, source=source)
 
 
 def load_npy_frames(path: str, rows: int, cols: int, n_dark: int, n_pool: int) -> FrameSet:
@@ -161,13 +217,19 @@ def pool_size(params: WorkloadParams) -> int:
     return min(params.pool, params.frames)
 
 
-def build_frames(params: WorkloadParams, out_pool: np.ndarray | None = None) -> FrameSet:
-    """The frames a run uses: real data when ``params.data`` is set, else synthetic."""
+def build_frames(params: WorkloadParams, out_pool: np.ndarray | None = None,
+                 cache_dir: Path | str | None = None) -> FrameSet:
+    """The frames a run uses: real data when ``params.data`` is set, else synthetic (through the frame
+    cache ``cache_dir``, by default the folder $CLUSTERBENCH_FRAME_CACHE names, when it names one)."""
     if params.data is not None:
         fs = load_npy_frames(params.data, params.rows, params.cols, params.pedestal_frames, pool_size(params))
         if out_pool is not None:
             out_pool[: len(fs.pool)] = fs.pool
             return FrameSet(dark=fs.dark, pool=out_pool[: len(fs.pool)], source=fs.source)
         return fs
+    if cache_dir is None:
+        cache_dir = os.environ.get(FRAME_CACHE_ENV) or None
+    if cache_dir is not None and not Path(cache_dir).is_dir():
+        cache_dir = None
     return synthetic_frames(params.rows, params.cols, params.pedestal_frames, pool_size(params),
-                            params.occupancy, params.seed, out_pool=out_pool)
+                            params.occupancy, params.seed, out_pool=out_pool, cache_dir=cache_dir)

@@ -334,7 +334,7 @@ def _broken(tmp_path: Path, what: str) -> Path:
         ("binds banana", "Error: probes.csv row '9x9_s1_uncontended' column binds: 'banana' is not an engine"),
         ("no env.json", "Error: no env.json in results dir: "),
         ("malformed env.json", "Error: env.json is not valid JSON: "),
-        ("unknown version", "Error: env.json has schema_version 7; this clusterbench reads versions 3, 2 and 1"),
+        ("unknown version", "Error: env.json has schema_version 7; this clusterbench reads versions 4, 3, 2 and 1"),
         ("no version, not legacy", "Error: env.json has no version and is not a legacy aare-perf stamp either"),
     ],
 )  # fmt: skip

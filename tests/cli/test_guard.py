@@ -89,7 +89,8 @@ def test_no_bindings_no_smi_exit_1(runner: CliRunner, outside: Path, monkeypatch
     monkeypatch.setenv("PATH", str(outside))
     res = runner.invoke(app, ["guard"])
     assert res.exit_code == 1
-    assert res.stderr.startswith("Error: no NVIDIA GPU/driver found: ")
+    assert res.stderr.startswith("Error: the NVML Python bindings are missing (module pynvml, package")
+    assert "pip install -e '.[gpu]'" in res.stderr  # the fix, as probe names it too
 
 
 def test_broken_config_is_exit_2_before_any_nvml_call(runner: CliRunner, outside: Path,

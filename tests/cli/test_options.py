@@ -14,8 +14,9 @@ from clusterbench.run.probe import DEFAULT_REPEAT, DEFAULT_RESULTS_ROOT, DEFAULT
 COMMANDS = {name: cmd for name, cmd in get_command(app).commands.items()}
 
 
-def _params(option: str) -> dict[str, object]:
-    return {name: p for name, cmd in COMMANDS.items() for p in cmd.params if option in getattr(p, "opts", ())}
+def _params(option: str, commands: set[str] | None = None) -> dict[str, object]:
+    return {name: p for name, cmd in COMMANDS.items() for p in cmd.params if option in getattr(p, "opts", ())
+            and (commands is None or name in commands)}
 
 
 @pytest.mark.parametrize("option, commands, default", [
@@ -25,7 +26,9 @@ def _params(option: str) -> dict[str, object]:
     ("--force", {"guard", "probe"}, False),
     ("--require-clean", {"guard", "probe"}, False),
     ("--gpus", {"guard", "probe"}, None),
-    ("--sample-window", {"guard"}, DEFAULT_WINDOW_S),
+    ("--sample-window", {"guard"}, DEFAULT_WINDOW_S),  # guard's: seconds of NVML samples
+    ("--window", {"analyze", "probe", "compare"}, None),  # the trace window, as analyze takes it
+    ("--range", {"analyze", "compare"}, None),
     ("--results-dir", {"probe", "floors"}, Path(DEFAULT_RESULTS_ROOT)),
     ("--db", {"compare", "history", "probe"}, None),
     ("--repeat", {"probe"}, DEFAULT_REPEAT),
@@ -33,8 +36,9 @@ def _params(option: str) -> dict[str, object]:
 ])
 def test_a_shared_option_is_one_definition_with_the_cores_default(option: str, commands: set[str],
                                                                   default: object) -> None:
-    params = _params(option)
+    params = _params(option, commands)
     assert set(params) == commands
+    assert set(_params(option)) == commands  # no command outside these defines it
     assert {p.help for p in params.values()} == {next(iter(params.values())).help}  # one help text
     assert all(p.default == default for p in params.values()), {n: p.default for n, p in params.items()}
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
+import os
 import re
 import sys
 from pathlib import Path
 
+import numpy
 import pytest
 from cli_output import messages
 from typer.testing import CliRunner
@@ -68,11 +71,14 @@ def test_unknown_label_and_bad_tracer_are_exit_2(good: Path) -> None:
 
 def test_valid_config_without_gpu_is_exit_1_with_one_clear_line(monkeypatch, good: Path, tmp_path: Path) -> None:
     monkeypatch.setattr(guards, "gpu_present", lambda: False)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # a machine without the NVML bindings ...
+    monkeypatch.setenv("PATH", str(tmp_path))  # ... and without nvidia-smi
     res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path / "r")])
     assert res.exit_code == 1
     lines = messages(res.stderr)
-    assert lines[0] == "Error: no NVIDIA GPU found (NVML reports no usable device): probe needs one"
-    assert lines[1].startswith("Hint:") and len(lines) == 2
+    assert lines[0] == ("Error: the NVML Python bindings are missing (module pynvml, package nvidia-ml-py), and "
+                        "nvidia-smi is not installed either")
+    assert lines[1].startswith("Hint:") and "pip install -e '.[gpu]'" in lines[1] and len(lines) == 2
     assert res.stdout == ""
     assert not (tmp_path / "r").exists()
 
@@ -130,8 +136,16 @@ def test_summary_table_goes_to_stdout_with_units(monkeypatch, good: Path, tmp_pa
 def test_data_must_exist_and_reaches_every_config(monkeypatch, good: Path, tmp_path: Path) -> None:
     res = runner().invoke(app, ["probe", "--config", str(good), "--data", str(tmp_path / "none.npy")])
     assert res.exit_code == 2 and messages(res.stderr)[0].startswith(f"Error: --data {tmp_path / 'none.npy'}: no such file")
+    text = tmp_path / "frames.txt"
+    text.write_text("not frames\n")
+    res = runner().invoke(app, ["probe", "--config", str(good), "--data", str(text)])
+    assert res.exit_code == 2 and messages(res.stderr)[0].startswith(f"Error: --data {text}: not a .npy file")
     npy = tmp_path / "frames.npy"
-    npy.write_bytes(b"")  # validated by the workload when it loads it; the plan only needs the path
+    numpy.save(npy, numpy.zeros((3, 2, 2), numpy.float32))
+    res = runner().invoke(app, ["probe", "--config", str(good), "--data", str(npy)])
+    assert res.exit_code == 2 and messages(res.stderr)[0] == (
+        f"Error: --data {npy}: holds float32 with shape (3, 2, 2), not uint16 (frames, rows, cols)")
+    numpy.save(npy, numpy.zeros((3, 2, 2), numpy.uint16))  # the header is all the plan reads
     seen: dict = {}
     fake_run(monkeypatch, seen)
     res = runner().invoke(app, ["probe", "--config", str(good), "--data", str(npy), "--results-dir", str(tmp_path)])
@@ -359,6 +373,146 @@ def test_a_bad_request_file_is_exit_2(tmp_path: Path) -> None:
     res = runner().invoke(app, ["probe", "--request", str(tmp_path / "missing.json")])
     assert res.exit_code == 2 and messages(res.stderr)[0] == f"Error: --request {tmp_path / 'missing.json'}: no such file"
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"schema": "clusterbench.probe-request", "version": 1}))
+    bad.write_text(json.dumps({"schema": "clusterbench.probe-request", "version": 2}))
     res = runner().invoke(app, ["probe", "--request", str(bad)])
     assert res.exit_code == 2 and messages(res.stderr)[0].startswith(f"Error: {bad}: missing field ")
+
+
+# ----------------------------------------------------------------------------- a program as it is, checks first
+
+
+def _refuse_gpu_calls(monkeypatch) -> None:
+    """Any GPU or NVML call fails the test: what is checked here is checked before them."""
+    import clusterbench.run.machine as machine
+
+    def refuse(*a, **k):
+        raise AssertionError("a GPU or NVML call before the options were checked")
+
+    monkeypatch.setattr(guards, "gpu_present", refuse)
+    monkeypatch.setattr(guards, "read_nvml", refuse)
+    monkeypatch.setattr(machine, "read_gpu_topology", refuse)
+
+
+def test_dry_run_prints_every_command_without_a_gpu(monkeypatch, good: Path, tmp_path: Path) -> None:
+    from exec_programs import write_program
+
+    _refuse_gpu_calls(monkeypatch)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nsys here either
+    prog = write_program(tmp_path / "prog")
+    res = runner().invoke(app, ["probe", "--dry-run", "--results-dir", str(tmp_path / "r"), "--frames", "kernel:calib",
+                                "--rate", "rate: ([0-9.]+)", "--scan", "streams=1,4", "--capture", "nvtx:loop@daq",
+                                "--", sys.executable, str(prog), "--streams", "{streams}"], env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.stderr
+    out = res.stdout
+    assert "nothing runs" in out and "nsys is not found here" in out
+    assert "config toy_exec.py.streams1 (exec)" in out and "config toy_exec.py.streams4 (exec)" in out
+    assert "placeholders: streams=4" in out
+    # the traced command: nsys with the capture range and the program, its placeholders filled in
+    trace = next(ln for ln in out.splitlines() if ln.strip().startswith("trace:") and "streams4" in ln)
+    assert "NSYS_NVTX_PROFILER_REGISTER_ONLY=0 nsys profile -t cuda,nvtx" in trace
+    assert "--capture-range=nvtx --nvtx-capture=loop@daq --capture-range-end=stop --export=sqlite" in trace
+    assert trace.endswith(f"{prog} --streams 4")
+    assert "analyze:  analyze_trace(toy_exec.py.streams4.sqlite, window='auto', frames='kernel:calib')" in out
+    # paths inside the working folder are shown relative to it ("paths relative to this folder")
+    here = str(Path.cwd()) + os.sep
+    python = sys.executable[len(here):] if sys.executable.startswith(here) else sys.executable
+    assert out.count(f"untraced: {python} {prog} --streams 4") == 3  # --repeat 3 runs
+    assert "idle GPU: every selected GPU's utilization over 1 s at most 5 %" in out
+    assert not (tmp_path / "r").exists()  # nothing written
+    res = runner().invoke(app, ["probe", "--dry-run", "--json", "--config", str(good), "--results-dir",
+                                str(tmp_path / "r")])
+    doc = json.loads(res.stdout)
+    assert doc["dry_run"] is True and doc["configs"][0]["label"] == "3x3_s1"
+    assert doc["configs"][0]["sustained"][0][-4:] == ["--mode", "sustained", "--repeat", "3"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--max-util", "-5"], "--max-util must be between 0 and 100 %, got -5 %"),
+    (["--results-dir", "{file}"], "is a file, not a folder"),
+    (["--data", "{file}"], "not a .npy file"),
+    (["--json", "--wide"], "--json and --wide cannot go together"),
+    (["--timeout", "0"], "--timeout must be a number of seconds > 0, got 0.0"),
+    (["--repeat", "0"], "--repeat must be an integer from 1 to 100"),
+    (["--scan", "streams"], "--scan 'streams': expected NAME=V1,V2,..."),
+    (["--scan", "streams=1,1"], "'1' is given twice"),
+    (["--frames", "kernel:x"], "--frames is for a program probed as it is"),
+    (["--window", "span"], "--window is for a program probed as it is"),
+    (["--rate", "x ([0-9]+)"], "--rate is for a program probed as it is"),
+    (["--label", "x"], "--label names a program given on the command line"),
+    (["--plot", "{tmp}/p.png"], "--plot draws FPS against a scanned placeholder"),
+    (["--frames", "0"], "--frames must be a positive integer or a frames definition"),
+])
+def test_every_flag_is_refused_before_the_gpu_check(monkeypatch, good: Path, tmp_path: Path, args, words) -> None:
+    _refuse_gpu_calls(monkeypatch)
+    afile = tmp_path / "afile.txt"
+    afile.write_text("text\n")
+    args = [a.replace("{file}", str(afile)).replace("{tmp}", str(tmp_path)) for a in args]
+    res = runner().invoke(app, ["probe", "--config", str(good), *args])
+    assert res.exit_code == 2, res.stderr
+    assert words in messages(res.stderr)[0] and res.stdout == ""
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--rate", "([0-9"], "--rate: --rate '([0-9' is not a regular expression"),
+    (["--rate", "r ([0-9.]+)", "--rate-unit", "furlongs"], "--rate-unit must be one of fps, Hz, GB/s, ms/frame"),
+    (["--sustained", "wall"], "sustained = \"wall\" divides frames by the program's wall time: give a frame count"),
+    (["--sustained", "rate"], "sustained = \"rate\" reads the program's own rate: give rate = REGEX"),
+    (["--window", "bogus"], "--window: --window 'bogus' is not a window"),
+    (["--frames", "kernel:("], "not a regular expression"),
+    (["--capture", "nvtx:"], "nvtx:NAME[@DOMAIN] needs a range name"),
+    (["--wall-start", "a"], "give both markers"),
+    (["--tracer", "none"], "--tracer none traces nothing, and this program's sustained figure would come from its trace"),
+    (["--tracer", "cupti"], "the CUPTI tracer cannot host it"),
+    (["--config", "{good}"], "give a program after -- or --config, not both"),
+    (["--only", "a"], "--only picks configs of configs.toml"),
+])
+def test_a_programs_flags_are_refused_before_the_gpu_check(monkeypatch, good: Path, tmp_path: Path, args,
+                                                            words) -> None:
+    _refuse_gpu_calls(monkeypatch)
+    args = [a.replace("{good}", str(good)) for a in args]
+    res = runner().invoke(app, ["probe", *args, "--", sys.executable, "-c", "print('rate: 1 fps')"])
+    assert res.exit_code == 2, res.stderr
+    assert words in messages(res.stderr)[0], messages(res.stderr)
+
+
+def test_a_program_missing_or_with_a_protocol_placeholder_is_refused(monkeypatch, tmp_path: Path) -> None:
+    _refuse_gpu_calls(monkeypatch)
+    res = runner().invoke(app, ["probe", "--", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and "program not found" in messages(res.stderr)[0]
+    res = runner().invoke(app, ["probe", "--", sys.executable, "--result", "{result}"])
+    assert res.exit_code == 2 and "{result} in '{result}' belongs to the result-record protocol" in messages(res.stderr)[0]
+
+
+def test_a_program_through_the_cli_with_tracer_none(monkeypatch, tmp_path: Path) -> None:
+    from exec_programs import write_program
+    from gpu_edges import FakeMachine
+
+    FakeMachine(monkeypatch, 1)  # the GPU check and NVML, injected
+    prog = write_program(tmp_path / "prog")
+    res = runner().invoke(app, ["probe", "--tracer", "none", "--repeat", "2", "--results-dir", str(tmp_path / "r"),
+                                "--rate", r"rate: ([0-9.]+)", "--scan", "streams=1,3", "--",
+                                sys.executable, str(prog), "--streams", "{streams}"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.stderr
+    out = res.stdout
+    assert "toy_exec.py.streams1" in out and "toy_exec.py.streams3" in out
+    assert "3,000" in out and "rate" in out  # the sustained figure and where it came from
+    assert "from: result = the workload's result records" in out  # the legend of the source column
+    scan = out[out.index("scan"):]
+    assert "streams" in scan and "sum of" in scan and "nearer" in scan
+    assert all(len(line) <= 80 for line in out.splitlines()), max(out.splitlines(), key=len)
+    rows = {r["label"]: r for r in csv.DictReader(open(next((tmp_path / "r").glob("*_exec")) / "probes.csv"))}
+    assert float(rows["toy_exec.py.streams3"]["sustained_fps"]) == 3000.0
+
+
+def test_a_failed_config_prints_its_row_and_exits_1(monkeypatch, tmp_path: Path) -> None:
+    from exec_programs import write_program
+    from gpu_edges import FakeMachine
+
+    FakeMachine(monkeypatch, 1)
+    prog = write_program(tmp_path / "prog")
+    res = runner().invoke(app, ["probe", "--tracer", "none", "--repeat", "1", "--results-dir", str(tmp_path / "r"),
+                                "--rate", r"rate: ([0-9.]+)", "--timeout", "1", "--",
+                                sys.executable, str(prog), "--sleep", "30"], env={"COLUMNS": "80"})
+    assert res.exit_code == 1
+    assert "toy_exec.py: FAILED in sustained: the sustained-FPS run of config" in " ".join(res.stdout.split())
+    assert "time limit of 1 s" in messages(res.stderr)[0]

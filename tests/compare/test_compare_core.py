@@ -743,3 +743,23 @@ def test_whole_dirs_of_two_gpus_are_marked_across_gpu_per_row_when_allowed(tmp_p
     assert row.gpu_differs and row.metric("roofline_us").across == ("gpu",)
     assert row.metric("roofline_us").verdict is Verdict.SAME  # identical values: the verdict is kept
     assert any("different GPUs: 'NVIDIA H200' before" in w.message for w in c.warnings)  # the dir-level warning
+
+
+def test_rows_of_a_program_probed_as_it_is_compare_without_a_stream_count(tmp_path) -> None:
+    """An exec row has no streams unless its config gives them: compare judges it by the multi-stream rule."""
+    from clusterbench.compare.compare import compare_results
+    from clusterbench.io.results import load_results, merge_results
+    from clusterbench.model.results import EnvRecord, ResultRow, ResultSet, RowKey
+
+    def row(kernel_us: float, session: str) -> ResultRow:
+        return ResultRow(key=RowKey("smc"), cluster=None, cap=None, streams=None, batch=None, frames=1000,
+                         kernel_us=kernel_us, h2d_us=6.0, d2h_us=1.0, roofline_us=6.0, binds="h2d", workload="exec",
+                         session=session, tracer="nsys")
+
+    for name, k in (("a", 2.0), ("b", 1.0)):
+        merge_results(tmp_path / name, ResultSet(EnvRecord(session_id=name, gpu_name="NVIDIA H200"), (row(k, name),)))
+    cmp = compare_results(load_results(tmp_path / "a"), load_results(tmp_path / "b"))
+    (r,) = cmp.rows
+    kernel = r.metric("kernel_us")
+    # 2.0 -> 1.0 µs: far beyond any floor, and read with the multi-stream (unknown stream count) floor
+    assert r.streams is None and kernel.verdict.value == "FASTER"

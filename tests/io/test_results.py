@@ -86,8 +86,11 @@ def test_probe_columns_start_with_the_design_contract() -> None:
     # version 3: the key right after the contract, every column of version 2 and its per-GPU and campaign
     # columns, without the ones the key replaced (config_label, gpu_index; gpu is now an index)
     assert COLUMNS[11:15] == ("config", "gpu", "role", "variant")
-    assert len(set(COLUMNS)) == len(COLUMNS) == 40 + 4 + 12
-    assert COLUMNS[37:44] == ("transfer", "workload", "finder", "tracer", "trace", "session", "timestamp")
+    # version 4 adds serial_us, sustained_source, rate_check, kernel_check, processes and error
+    assert len(set(COLUMNS)) == len(COLUMNS) == 40 + 4 + 12 + 6
+    assert COLUMNS[41:50] == ("transfer", "workload", "processes", "finder", "tracer", "trace", "session",
+                              "timestamp", "error")
+    assert {"serial_us", "sustained_source", "rate_check", "kernel_check"} <= set(COLUMNS)
     assert COLUMNS[-2:] == ("task", "source_dir")
 
 
@@ -257,7 +260,7 @@ def test_env_json_is_versioned_sorted_and_keeps_blocks_it_does_not_know(tmp_path
     text = (tmp_path / "env.json").read_text()
     data = json.loads(text)
     assert list(data) == sorted(data)
-    assert (data["schema"], data["version"]) == ("clusterbench.results", 3)
+    assert (data["schema"], data["version"]) == ("clusterbench.results", 4)
     assert "schema_version" not in data and "clocks" not in data  # version 3 dropped them
     env = load_results(tmp_path).env
     assert (env.gpu_name, env.driver, dict(env.blocks)) == ("NVIDIA H200", "580.1", {"zeta": {"any": [1, 2]}})
@@ -279,8 +282,8 @@ def test_env_errors(tmp_path: Path) -> None:
     (tmp_path / "env.json").write_text('{"schema_version": 99}')
     with pytest.raises(InputError, match="schema_version 99"):
         load_results(tmp_path)
-    (tmp_path / "env.json").write_text('{"schema": "clusterbench.results", "version": 4}')
-    with pytest.raises(InputError, match="version 4; this clusterbench reads 'clusterbench.results' versions 3, 2"):
+    (tmp_path / "env.json").write_text('{"schema": "clusterbench.results", "version": 5}')
+    with pytest.raises(InputError, match="version 5; this clusterbench reads 'clusterbench.results' versions 4, 3, 2"):
         load_results(tmp_path)
 
 

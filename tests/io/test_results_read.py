@@ -88,7 +88,7 @@ def test_env_versions_1_and_2_are_read(tmp_path: Path, version: int) -> None:
 def test_other_versions_are_refused_by_name(tmp_path: Path, version: object) -> None:
     d = _dir(tmp_path, f"{HEADER}\n{GOOD}\n", raw_env={"schema_version": version, "gpu_name": "NVIDIA H200"})
     with pytest.raises(InputError, match=rf"env.json has schema_version {version!r}; this clusterbench reads "
-                                         r"versions 3, 2 and 1 \(and legacy aare-perf dirs"):
+                                         r"versions 4, 3, 2 and 1 \(and legacy aare-perf dirs"):
         load_results(d)
 
 
@@ -163,7 +163,7 @@ def test_version_3_samples_go_with_their_row_only(tmp_path: Path) -> None:
     write(tmp_path, [{**base, "sustained_fps": 100.0, "samples": {"sustained_fps": [99.0, 100.0, 103.0]}}],
           {"gpu_name": "G"})
     doc = json.loads((tmp_path / "samples.json").read_text())
-    assert (doc["schema"], doc["version"]) == ("clusterbench.samples", 3)
+    assert (doc["schema"], doc["version"]) == ("clusterbench.samples", 4)
     assert doc["rows"][0]["key"] == {"config": "a", "gpu": None, "role": None, "variant": None}
     assert _samples(load_results(tmp_path)) == (99.0, 100.0, 103.0)
     # a samples entry of another run of the row (written before a crash kept the new probes.csv) is not used
@@ -186,5 +186,5 @@ def test_samples_that_do_not_have_the_rows_median_are_bad_input(tmp_path: Path) 
     with pytest.raises(InputError, match=r"row 'a' column sustained_fps: 101.0 is not the median 100.0 of its samples"):
         load_results(tmp_path)
     (tmp_path / "samples.json").write_text(json.dumps({"schema": "clusterbench.samples", "version": 2, "rows": []}))
-    with pytest.raises(InputError, match="samples.json is not 'clusterbench.samples' version 3"):
+    with pytest.raises(InputError, match="samples.json is not 'clusterbench.samples' version 4"):
         load_results(tmp_path)

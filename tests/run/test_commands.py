@@ -77,3 +77,22 @@ def test_child_env_puts_this_checkout_first_once() -> None:
     assert child_env({})["PYTHONPATH"] == str(root)
 
 
+
+
+def test_nsys_capture_ranges_and_the_export_at_the_end_of_the_profile(tmp_path: Path) -> None:
+    from clusterbench.run.commands import nsys_capture_env
+    from clusterbench.run.config import parse_capture
+
+    child = ["./daq"]
+    nvtx = parse_capture("nvtx:event loop@zoo_daq")
+    cmd = nsys_profile_command("nsys", tmp_path / "a.partial", child, "node", capture=nvtx, export_sqlite=True)
+    assert cmd[7:13] == ["--cuda-graph-trace=node", "--capture-range=nvtx", "--nvtx-capture=event loop@zoo_daq",
+                         "--capture-range-end=stop", "--export=sqlite", "--force-overwrite=true"]
+    assert nsys_capture_env(nvtx) == {"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"}  # unregistered strings seen too
+    api = parse_capture("cudaProfilerApi")
+    cmd = nsys_profile_command("nsys", tmp_path / "a.partial", child, "graph", capture=api)
+    assert "--capture-range=cudaProfilerApi" in cmd and "--nvtx-capture" not in " ".join(cmd)
+    assert "--export=sqlite" not in cmd and nsys_capture_env(api) == {} and nsys_capture_env(None) == {}
+    for bad in ("nvtx", "nvtx:", "profiler"):
+        with pytest.raises(ValueError):
+            parse_capture(bad)

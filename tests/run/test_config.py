@@ -352,8 +352,15 @@ def test_config_warnings_for_partial_launches_and_idle_streams() -> None:
     (c,) = parse_configs(GOOD).configs[:1]  # batch 2000, 4 streams
     assert config_warnings(c) == ()  # 20000 frames: 10 full launches
     w = config_warnings(with_frames(c, 5000))
-    assert w == ("config '3x3_s4': frames 5000 is not a multiple of batch 2000: the last of 3 launches carries 1000 frames",
-                 "config '3x3_s4': 5000 frames make 3 launches of batch 2000 for 4 streams: 1 stream stays idle")
+    assert w[:2] == ("config '3x3_s4': frames 5000 is not a multiple of batch 2000: the last of 3 launches carries "
+                     "1000 frames",
+                     "config '3x3_s4': 5000 frames make 3 launches of batch 2000 for 4 streams: 1 stream stays idle")
+    # 3 launches on the 3 busy streams: one each, so nothing overlaps a stream's copy in or its result out
+    assert w[2].startswith("config '3x3_s4': the pass is 3 launches of batch 2000 on 3 streams (1 per stream): "
+                           "the first copy in and the last result out overlap nothing")
+    assert w[2].endswith("(frames >= 12,000, or a smaller batch)") and len(w) == 3  # 2 x 3 streams x 2000
+    # make run's smoke configs (8,000 frames, batch 200: 40 launches, 10 per stream at 4 streams) are not warned
+    assert config_warnings(with_frames(dataclasses.replace(c, params=c.params.replace(batch=200)), 8000)) == ()
 
 
 def test_config_file_labels() -> None:
@@ -369,3 +376,73 @@ def test_kernel_choice_reaches_the_params_record() -> None:
     (c,) = parse_configs('[defaults]\npedestal = "tracking"\ntracking_kernel = "flags"\n' + ONE).configs
     assert c.params.tracking_kernel == "flags"
     assert c.params.to_json()["tracking_kernel"] == "flags"
+
+
+# ----------------------------------------------------------------------------- a program as it is (exec)
+
+EXEC = '''\
+[defaults]
+streams = 4
+
+[[config]]
+label = "smc"
+workload = "exec"
+command = ["/bin/echo", "--streams", "{streams}", "{label}"]
+frames = "kernel:calib"
+window = "range:event loop@daq"
+rate = 'rate: ([0-9.]+) frames/s'
+'''
+
+
+def test_an_exec_config_needs_only_a_label_and_a_command() -> None:
+    (c,) = parse_configs('[[config]]\nlabel = "p"\nworkload = "exec"\ncommand = ["/bin/true"]\n').configs
+    assert c.params is None and c.exec is not None and c.dtype_tag == "exec" and c.frames is None
+    assert c.exec.source == "trace" and c.exec.values == {}  # no rate: the traced window gives the figure
+
+
+def test_an_exec_configs_keys_and_placeholder_values() -> None:
+    (c,) = parse_configs(EXEC).configs
+    spec = c.exec
+    assert spec.values == {"streams": 4}  # from [defaults]; our finder's other keys stay unset
+    assert (spec.frames, spec.frames_spec, spec.window) == (None, "kernel:calib", "range:event loop@daq")
+    assert spec.source == "rate" and spec.analysis_frames == "kernel:calib"
+    assert c.workload.kind == "exec" and c.workload.command == ("/bin/echo", "--streams", "{streams}", "{label}")
+    counted = parse_configs(EXEC.replace('frames = "kernel:calib"', "frames = 1000")).configs[0]
+    assert counted.exec.frames == 1000 and counted.exec.analysis_frames == "1000" and counted.frames == 1000
+
+
+@pytest.mark.parametrize("line, words", [
+    ('frames = "kernel:("', "key 'frames': --frames 'kernel:(': not a regular expression"),
+    ('window = "range:"', "key 'window'"),
+    ('capture = "nvtx"', "key 'capture': 'nvtx' is not a capture range"),
+    ('sustained = "wall"', "give a frame count, frames = N"),
+    ('rate_unit = "furlongs"', "--rate-unit must be one of"),
+    ('wall_end = "end"', "give both markers"),
+    ('streams = 0', "key 'streams': must be >= 1, got 0"),
+])
+def test_an_exec_configs_bad_keys_are_named(line: str, words: str) -> None:
+    key = line.split(" =")[0]
+    text = "\n".join(ln for ln in EXEC.splitlines() if not ln.startswith(key + " ="))  # one value per key
+    err = _error(text.replace("rate = ", line + "\nrate = "))
+    assert "config 'smc'" in str(err) and words in str(err), str(err)
+
+
+def test_an_exec_command_takes_no_protocol_placeholder_and_its_keys_stay_on_exec() -> None:
+    err = _error(EXEC.replace('"{label}"]', '"{result}"]'))
+    assert "{result} in '{result}' belongs to the result-record protocol" in str(err)
+    err = _error(GOOD.replace("[[config]]", "[[config]]\nrate = 'x ([0-9]+)'", 1))
+    assert "rate = 'x ([0-9]+)' is for a program probed as it is (workload = \"exec\")" in str(err)
+
+
+def test_a_scan_point_gets_its_value_and_refuses_what_the_finder_refuses() -> None:
+    from clusterbench.run.scan import expand, parse_scans
+
+    configs = parse_configs(GOOD).configs[:1]  # 3x3_s4: our finder takes every parameter
+    points = expand(configs, parse_scans(["streams=1,2", "batch=1000,2000"]))
+    assert [p.label for p in points] == ["3x3_s4.streams1.batch1000", "3x3_s4.streams1.batch2000",
+                                         "3x3_s4.streams2.batch1000", "3x3_s4.streams2.batch2000"]
+    assert [(p.params.streams, p.params.batch) for p in points] == [(1, 1000), (1, 2000), (2, 1000), (2, 2000)]
+    assert points[0].scanned_from == "3x3_s4" and points[0].point == (("streams", "1"), ("batch", "1000"))
+    with pytest.raises(ConfigError, match=r"--scan: config '3x3_s4' at cluster=4: workload parameter 'cluster': "
+                                          "must be odd"):
+        expand(configs, parse_scans(["cluster=3,4"]))

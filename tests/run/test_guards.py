@@ -40,6 +40,7 @@ from clusterbench.run.guards import (
     find_checkout,
     gpu_present,
     judge,
+    no_gpu_failure,
     read_nvml,
     require_guard_pass,
     run_guards,
@@ -557,9 +558,13 @@ def test_missing_bindings_without_nvidia_smi(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
     with pytest.raises(EnvironmentFailure) as info:
         read_nvml(window_s=0.01)
-    assert str(info.value) == ("no NVIDIA GPU/driver found: the NVML bindings (pynvml, package nvidia-ml-py) "
-                               "are not installed and nvidia-smi is not installed")
+    assert str(info.value) == ("the NVML Python bindings are missing (module pynvml, package nvidia-ml-py), and "
+                               "nvidia-smi is not installed either")
+    assert "pip install -e '.[gpu]'" in info.value.hint
     assert gpu_present() is False
+    # probe's own check names the same cause and fix
+    failure = no_gpu_failure("probe")
+    assert str(failure) == str(info.value) and failure.hint == info.value.hint and failure.exit_code == 1
 
 
 def test_missing_bindings_with_a_gpu_says_install_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -571,8 +576,30 @@ def test_missing_bindings_with_a_gpu_says_install_them(monkeypatch: pytest.Monke
     with pytest.raises(EnvironmentFailure) as info:
         read_nvml(window_s=0.01)
     assert "NVML Python bindings are missing" in str(info.value) and "sees 1 GPU" in str(info.value)
-    assert "nvidia-ml-py" in info.value.hint
+    assert "nvidia-ml-py" in info.value.hint and "pip install -e '.[gpu]'" in info.value.hint
     assert gpu_present() is True
+
+
+class _NvmlError(Exception):
+    pass
+
+
+@pytest.mark.parametrize("init_error, count, words", [
+    ("Driver Not Loaded", None, "no NVIDIA driver: NVML did not initialise (Driver Not Loaded): probe needs"),
+    (None, 0, "no NVIDIA GPU: the driver is loaded but NVML sees 0 devices: probe needs one"),
+])
+def test_no_gpu_names_the_driver_or_the_device(monkeypatch: pytest.MonkeyPatch, init_error, count, words) -> None:
+    import types
+
+    def init() -> None:
+        if init_error:
+            raise _NvmlError(init_error)
+
+    fake = types.SimpleNamespace(nvmlInit=init, nvmlDeviceGetCount=lambda: count, nvmlShutdown=lambda: None)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    failure = no_gpu_failure("probe")
+    assert str(failure).startswith(words) and failure.exit_code == 1
+    assert ("driver" in failure.hint) if init_error else ("nvidia-smi -L" in failure.hint)
 
 
 def test_gpu_present_through_nvml(monkeypatch: pytest.MonkeyPatch) -> None:

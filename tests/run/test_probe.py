@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy
 import pytest
 
 import clusterbench.run.guards as guards
@@ -94,19 +95,28 @@ def cfg(label: str = "9x9_s1", **kw) -> ProbeConfig:
     return ProbeConfig(label=label, params=WorkloadParams(**base))
 
 
-def engine(us, duty, gbps=None):
-    return SimpleNamespace(us_per_frame=us, duty=duty, gbps=gbps)
+def engine(us, duty, gbps=None, frames=20000):
+    busy = int(us * 1000 * frames)
+    return SimpleNamespace(us_per_frame=us, duty=duty, gbps=gbps, busy_ns=busy,
+                           bytes=None if gbps is None else int(gbps * busy))
+
+
+def group(engines, frames=20000, window_ns=500_000_000, roof_us=15.0, binds="kernel", start_ns=0):
+    """One (process, device) group of an analysis, as analyze's records hold it."""
+    return SimpleNamespace(
+        frames=SimpleNamespace(count=frames), window=SimpleNamespace(length_ns=window_ns, start_ns=start_ns,
+                                                                      end_ns=start_ns + window_ns),
+        busy=SimpleNamespace(engines=engines, idle_ns=40_000_000, overlap_ns=100_000_000, serialization=1.3,
+                             any_busy_ns=window_ns - 40_000_000),
+        roofline=SimpleNamespace(engine=binds, us_per_frame=roof_us, fps=1e6 / roof_us),
+        host=SimpleNamespace(host_sync_ns=2_000_000),
+        throughput=SimpleNamespace(measured_us_per_frame=window_ns / 1000 / frames, efficiency=0.6))
 
 
 def test_build_row_by_hand() -> None:
     engines = {"kernel": engine(15.0, 0.6, None), "h2d": engine(6.0, 0.24, 53.3), "d2h": engine(10.0, 0.4, 55.8)}
-    analysis = SimpleNamespace(primary=SimpleNamespace(
-        frames=SimpleNamespace(count=20000),
-        busy=SimpleNamespace(engines=engines, idle_ns=40_000_000, overlap_ns=100_000_000, serialization=1.3),
-        roofline=SimpleNamespace(engine="kernel", us_per_frame=15.0, fps=1e6 / 15.0),
-        host=SimpleNamespace(host_sync_ns=2_000_000),
-        throughput=SimpleNamespace(measured_us_per_frame=25.0, efficiency=0.6),
-    ))
+    primary = group(engines)  # a 500 ms window of 20000 frames: 25 µs per frame
+    analysis = SimpleNamespace(primary=primary, groups=(primary,))
     sustained = Measurement(SUSTAINED_FPS, (50_000.0, 60_000.0, 55_000.0), 17_600 * 20)
     passed = WorkloadResult(mode="pass", frames=20000, pass_s=(0.5,), clusters_found=2_600_000, clusters_dropped=12,
                             finder="toy")
@@ -125,6 +135,9 @@ def test_build_row_by_hand() -> None:
     assert row["sustained_repeats"] == 3 and row["sustained_gbps"] == pytest.approx(55_000 * 352_000 / 1e9)
     assert row["fps_efficiency"] == pytest.approx(55_000 / 66_666.67, rel=1e-6)  # 0.825
     assert row["profiler_overhead"] == pytest.approx(55_000 / 40_000)  # traced fps = 1e6 / 25 us
+    assert row["serial_us"] == pytest.approx(31.0)  # the bars added up: 15 + 6 + 10
+    assert row["efficiency"] == pytest.approx(15.0 / 25.0) and row["processes"] == 1
+    assert row["sustained_source"] == "result" and row["error"] is None
     assert row["clusters_per_frame"] == pytest.approx(130.0)
     assert row["dropped_clusters"] == 12
     assert (row["workload"], row["finder"]) == ("cupy", "toy")
@@ -227,7 +240,7 @@ def test_run_probe_writes_rows_env_and_events(monkeypatch, config_path: Path, tm
     assert (plan.results_dir / "a.sustained.gpu0.json").is_file()
     assert "CUDA_VISIBLE_DEVICES" not in __import__("os").environ
     assert env["cupy"] == "13.6.0" and env["argv"] == ["clusterbench", "probe"]
-    assert env["workloads"] == "command" and (env["schema"], env["version"]) == ("clusterbench.results", 3)
+    assert env["workloads"] == "command" and (env["schema"], env["version"]) == ("clusterbench.results", 4)
     assert env["configs"]["a"]["workload"] == "command"
     assert env["configs"]["a"]["command"][:2] == ["{python}", "toy_ok.py"]  # as configs.toml gives it
     assert env["configs"]["a"]["finder"] == "toy finder"
@@ -303,10 +316,15 @@ def test_ctrl_c_keeps_finished_rows_and_drops_the_partial_trace(monkeypatch, con
     assert "env.json" in names
 
 
-def test_no_gpu_is_an_environment_failure(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+def test_no_gpu_is_an_environment_failure_naming_its_cause(monkeypatch, config_path: Path, tmp_path: Path) -> None:
+    import sys
+
     monkeypatch.setattr(guards, "gpu_present", lambda: False)
-    with pytest.raises(EnvironmentFailure, match="no NVIDIA GPU found"):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # this machine: no NVML bindings
+    monkeypatch.setenv("PATH", str(tmp_path))  # and no nvidia-smi
+    with pytest.raises(EnvironmentFailure, match="the NVML Python bindings are missing") as err:
         probe_mod.preflight(plan_probe(request(config_path, tmp_path)))
+    assert "pip install -e '.[gpu]'" in err.value.hint and err.value.exit_code == 1
 
 
 def test_missing_nsys_suggests_cupti(monkeypatch, config_path: Path, tmp_path: Path) -> None:
@@ -349,3 +367,54 @@ def test_env_json_keeps_one_kernel_hash_set_as_a_mapping() -> None:
                                 "b": ConfigEntry(kernel_sha256=dict(same))}).to_json()
     assert env["kernel_sha256"] == same
     assert json.loads(json.dumps(env))["configs"]["a"]["kernel_sha256"] == same
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_the_analysis_beside_the_sustained_runs_gives_the_same_rows(monkeypatch, config_path: Path, tmp_path: Path,
+                                                                    overlap: bool) -> None:
+    edges = Edges(monkeypatch, tmp_path)
+    monkeypatch.setattr(probe_mod, "OVERLAP_MIN_CPUS", 1 if overlap else 10_000)
+    req = request(config_path, tmp_path, only=("a",))
+    plan = plan_probe(req)
+    events: list = []
+    outcome = run_probe(plan, req, on_event=events.append, nsys=edges.nsys)
+    (row,) = outcome.rows
+    assert row.kernel_us == pytest.approx(0.3) and row.sustained_fps == 2000.0 and row.serial_us == pytest.approx(0.5)
+    phases = [e.phase for e in events if e.kind == "phase" and e.label == "a" and e.phase != "export"]
+    phases = [p for k, p in enumerate(phases) if k == 0 or p != phases[k - 1]]  # a round repeats its phase
+    # beside: the analysis starts before the sustained runs and is joined after them
+    assert phases[:3] == ["trace", "analyze", "sustained"] and (phases[3:] == ["analyze"]) == overlap
+    env = json.loads((plan.results_dir / "env.json").read_text())["configs"]["a"]
+    assert set(env["phase_s"]) >= {"trace", "analyze", "sustained"} and env["analysis"]["processes"] == 1
+
+
+def test_ctrl_c_during_sustained_keeps_the_traced_row_when_the_analysis_runs_beside(monkeypatch, config_path: Path,
+                                                                                     tmp_path: Path) -> None:
+    edges = Edges(monkeypatch, tmp_path)
+    monkeypatch.setattr(probe_mod, "OVERLAP_MIN_CPUS", 1)
+    req = request(config_path, tmp_path, repeat=1, only=("b",))
+    plan = plan_probe(req)
+    with pytest.raises(ProbeInterrupted, match="b's traced row is kept without sustained FPS"):
+        run_probe(plan, req, on_event=_interrupt_at("b", "sustained"), nsys=edges.nsys)
+    rows = read_csv(plan.results_dir / "probes.csv")
+    assert rows[0]["sustained_fps"] == "" and float(rows[0]["kernel_us"]) == pytest.approx(0.15)
+
+
+def test_the_frames_of_our_finder_are_drawn_once_into_the_cache_its_processes_read(monkeypatch, tmp_path) -> None:
+    """Our finder's configs get their frames drawn while the guards sample; the cache is the children's
+    (CLUSTERBENCH_FRAME_CACHE), the same frames, and it is gone when the probe ends."""
+    from clusterbench.run.config import parse_configs
+    from clusterbench.workloads import synth
+
+    cfg = parse_configs('[defaults]\ndetector = [20, 24]\npedestal_frames = 4\npool = 3\n'
+                        '[[config]]\nlabel = "a"\ncluster = 3\ncap = 10\nstreams = 1\nbatch = 5\nframes = 10\n'
+                        '[[config]]\nlabel = "b"\ncluster = 5\ncap = 10\nstreams = 2\nbatch = 5\nframes = 10\n')
+    plan = probe_mod.ProbePlan(cfg, cfg.configs, tmp_path / "r", "none", 1, ())
+    cache = probe_mod._frame_cache(plan)
+    probe_mod._build_frames(plan, cache)
+    files = sorted(p.name for p in cache.iterdir())
+    assert len(files) == 2 and files[0].endswith(".dark.npy")  # one set: a and b draw the same frames
+    drawn = synth.synthetic_frames(20, 24, 4, 3, 130.0, 0)
+    served = synth.build_frames(cfg.configs[1].params, cache_dir=cache)
+    assert numpy.array_equal(served.dark, drawn.dark) and numpy.array_equal(served.pool, drawn.pool)
+    assert probe_mod._child_env(cache)[synth.FRAME_CACHE_ENV] == str(cache)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from clusterbench.errors import CheckFailed, EnvironmentFailure, InputError
-from clusterbench.run.probe import ProbeRequest, plan_probe, run_probe
+from clusterbench.run.probe import ProbeRequest, plan_probe, require_no_failures, run_probe
 from clusterbench.io.results import load_results
 from clusterbench.model.measurement import SUSTAINED_FPS
 from clusterbench.model.results import RowKey, RowRole
@@ -174,14 +174,18 @@ def test_a_failing_gpu_child_is_exit_1_naming_it_and_keeps_the_traced_row(monkey
     monkeypatch.setenv("TOY_FAIL_ON", "GPU-0001")
     req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results", gpus="all")
     plan = plan_probe(req)
+    outcome = run_probe(plan, req, nsys=nsys)  # the config fails; its row says so
+    assert [f.label for f in outcome.failures] == ["a"] and outcome.failures[0].phase == "sustained"
     with pytest.raises(EnvironmentFailure) as err:
-        run_probe(plan, req, nsys=nsys)
+        require_no_failures(outcome)
     assert str(err.value).startswith("the concurrent sustained-FPS run of config 'a': 1 of 2 GPU processes failed:\n"
                                      "GPU 1 failed with exit status 1; last lines of a.concurrent.gpu1.log:\n")
     assert "toy: CUDA error on GPU-0001" in str(err.value)
     assert str(plan.results_dir / "a.concurrent.gpu1.log") in err.value.hint
     rows = _rows(plan.results_dir / "probes.csv")
     assert list(rows) == ["a"] and rows["a"]["sustained_fps"] == ""  # traced figures kept, nothing summed
+    assert rows["a"]["kernel_us"] != "" and rows["a"]["error"].startswith(
+        "sustained: the concurrent sustained-FPS run of config 'a': 1 of 2 GPU processes failed:")
 
 
 def test_tracer_none_with_gpus(monkeypatch, config_path: Path, tmp_path: Path) -> None:

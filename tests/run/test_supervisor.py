@@ -111,12 +111,27 @@ def test_a_missing_program_is_an_outcome(tmp_path: Path) -> None:
 
 def test_the_outcome_round_trips_through_json(tmp_path: Path) -> None:
     out = sup.ChildOutcome(("a", "b"), tmp_path / "x.log", -15, 0.5, 2.0, timeout_s=1.5, timed_out=True,
-                           tail="last\nlines")
+                           tail="last\nlines", output_start=12, output_end=40, marks=((0.25, 1.5), ()))
     doc = json.loads(json.dumps(out.to_json()))
-    assert doc["version"] == 1 and doc["timed_out"] is True and doc["returncode"] == -15
+    assert doc["version"] == 2 and doc["timed_out"] is True and doc["returncode"] == -15
     assert sup.ChildOutcome.from_json(doc) == out
-    with pytest.raises(InputError, match="child outcome: version 2"):
-        sup.ChildOutcome.from_json({**doc, "version": 2})
+    # a version-1 outcome (no output range, no marks) reads with none
+    old = {k: v for k, v in doc.items() if k not in ("output_start", "output_end", "marks")}
+    assert sup.ChildOutcome.from_json({**old, "version": 1}) == sup.ChildOutcome(
+        ("a", "b"), tmp_path / "x.log", -15, 0.5, 2.0, timeout_s=1.5, timed_out=True, tail="last\nlines")
+    with pytest.raises(InputError, match="child outcome: version 3"):
+        sup.ChildOutcome.from_json({**doc, "version": 3})
+
+
+def test_watched_lines_are_timed_and_the_output_is_the_childs_own(tmp_path: Path) -> None:
+    # the child prints 'start', sleeps 0.3 s, prints 'end': the marks are 0.3 s apart (give or take the poll)
+    code = "import time\nprint('start', flush=True)\ntime.sleep(0.3)\nprint('end', flush=True)"
+    out = sup.run_child(sup.ChildSpec((sys.executable, "-c", code), tmp_path / "w.log", header="watched",
+                                      watch=("^start", "^end")))
+    assert out.ok and len(out.marks) == 2 and len(out.marks[0]) == 1 and len(out.marks[1]) == 1
+    assert 0.25 <= out.marks[1][0] - out.marks[0][0] <= 1.0
+    assert out.output() == "start\nend\n"  # without the header and command lines of the log
+    assert (tmp_path / "w.log").read_text().startswith("# watched\n$ ")
 
 
 def test_log_tail_quotes_the_last_non_empty_lines(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import clusterbench.run.guards as guards
 from clusterbench.cli import app
 from clusterbench.run.config import load_configs, parse_configs
 from clusterbench.errors import ConfigError, EnvironmentFailure, WorkloadProtocolError
-from clusterbench.run.probe import ProbeRequest, plan_probe, run_probe
+from clusterbench.run.probe import ProbeRequest, plan_probe, require_no_failures, run_probe
 from clusterbench.model.params import WorkloadParams
 from clusterbench.workloads.protocol import PLACEHOLDERS, CommandWorkload, CupyWorkload, expand, placeholder_values
 from cli_output import messages
@@ -59,7 +59,7 @@ def problem_of(text: str, tmp_path: Path) -> str:
 
 def test_unknown_workload_names_config_and_key(tmp_path: Path) -> None:
     msg = problem_of(BASE + 'workload = "comand"\n', tmp_path)
-    assert "config 'toy': key 'workload': must be one of 'cupy', 'command', got 'comand'" in msg
+    assert "config 'toy': key 'workload': must be one of 'cupy', 'command', 'exec', got 'comand'" in msg
     assert "(did you mean 'command'?)" in msg and "c.toml:8:" in msg
 
 
@@ -168,7 +168,9 @@ def _probe(tmp_path: Path, behaviour: str, tracer: str = "none", repeat: int = 2
     path.write_text(config or command_config(prog))
     req = ProbeRequest(config_path=path, tracer=tracer, repeat=repeat, results_root=tmp_path / "results")
     plan = plan_probe(req)
-    return plan, run_probe(plan, req, nsys=nsys)
+    outcome = run_probe(plan, req, nsys=nsys)
+    require_no_failures(outcome)  # a config that failed: its own error, once every config has run
+    return plan, outcome
 
 
 def test_a_program_that_keeps_the_protocol_gives_a_row(monkeypatch, tmp_path: Path) -> None:

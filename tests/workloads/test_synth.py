@@ -89,3 +89,26 @@ def test_threaded_generation_gives_each_frame_from_its_own_generator(monkeypatch
     monkeypatch.setattr(synth.os, "cpu_count", lambda: 1)
     one = synthetic_frames(24, 32, 19, 13, 6.0, seed=5)
     assert np.array_equal(one.dark, fs.dark) and np.array_equal(one.pool, fs.pool)
+
+
+def test_the_frame_cache_serves_the_same_frames_to_the_next_process(tmp_path, monkeypatch) -> None:
+    from clusterbench.workloads import synth
+
+    cache = tmp_path / "frames"
+    cache.mkdir()
+    first = synth.synthetic_frames(24, 20, 3, 5, 130.0, 7, cache_dir=cache)
+    assert sorted(p.name.split(".", 1)[1] for p in cache.iterdir()) == ["dark.npy", "pool.npy"]
+    # the next process: no generator call at all, the same bytes
+    monkeypatch.setattr(synth, "data_frame", lambda *a: (_ for _ in ()).throw(AssertionError("generated again")))
+    monkeypatch.setattr(synth, "dark_frame", lambda *a: (_ for _ in ()).throw(AssertionError("generated again")))
+    again = synth.synthetic_frames(24, 20, 3, 5, 130.0, 7, cache_dir=cache)
+    assert np.array_equal(again.dark, first.dark) and np.array_equal(again.pool, first.pool)
+    assert again.source == first.source
+    monkeypatch.undo()
+    # other frames (another seed) are other files; a file of another shape is not served
+    synth.synthetic_frames(24, 20, 3, 5, 130.0, 8, cache_dir=cache)
+    assert len(list(cache.iterdir())) == 4
+    key = synth.cache_key(24, 20, 3, 5, 130.0, 7)
+    np.save(cache / f"{key}.pool.npy", np.zeros((2, 2, 2), np.uint16))
+    fresh = synth.synthetic_frames(24, 20, 3, 5, 130.0, 7, cache_dir=cache)
+    assert np.array_equal(fresh.pool, first.pool)

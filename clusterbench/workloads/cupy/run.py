@@ -7,7 +7,9 @@
 warm-up launch first; then the pedestal inside the NVTX range ``clusterbench:pedestal`` and one
 batched pass inside ``clusterbench:pass frames=N``, each range closed after a device synchronize
 so that it covers the GPU work. ``--mode sustained``: untraced, R timed passes after a warm-up.
-Either way it writes one :class:`~clusterbench.model.workload.WorkloadResult` (docs/workloads.md).
+Either way it writes one :class:`~clusterbench.model.workload.WorkloadResult` (docs/workloads.md),
+whose ``extra.timings_s`` says where the process's time went (frames, pipeline set-up, warm-up,
+pedestal, passes; ``imports`` from the interpreter's start), for benchmarks/bench_probe_time.py.
 
 Exit codes: 0 success; 1 no GPU / CUDA failure; 2 bad input (params, data file).
 """
@@ -15,9 +17,12 @@ Exit codes: 0 success; 1 no GPU / CUDA failure; 2 bad input (params, data file).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
+
+_T_IMPORT = time.perf_counter()
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -65,10 +70,19 @@ def run_config(params: WorkloadParams, *, nvtx: bool = True, on_range: RangeCall
     ("pop", text) right before it is popped, after a device synchronize."""
     from clusterbench.workloads.cupy.pipeline import Pipeline, require_cupy
 
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
     cp = require_cupy()
+    timings["import_cupy"] = time.perf_counter() - t
+    t = time.perf_counter()
     frameset = frames if frames is not None else _frames_for(params)
+    timings["frames"] = time.perf_counter() - t
+    t = time.perf_counter()
     with Pipeline(params, frameset) as pipe:
+        timings["pipeline"] = time.perf_counter() - t
+        t = time.perf_counter()
         _warm_up(pipe)
+        timings["warm_up"] = time.perf_counter() - t
 
         def push(text: str) -> None:
             cp.cuda.Device().synchronize()
@@ -92,15 +106,21 @@ def run_config(params: WorkloadParams, *, nvtx: bool = True, on_range: RangeCall
         pop(PEDESTAL_RANGE)
 
         text = pass_range_text(params.frames)
+        t = time.perf_counter()
         push(text)
         out = pipe.run_pass(params.frames)
         pop(text)
+        timings["pedestal"], timings["pass"] = pedestal_s, time.perf_counter() - t
         pool = pipe.pool_n
     return WorkloadResult(mode="pass", frames=out.frames, pass_s=(out.wall_s,), clusters_found=out.clusters_found,
                           clusters_dropped=out.clusters_dropped, pedestal_s=pedestal_s,
                           finder=f"{FINDER} ({_kernel_name(pipe, params)})",
                           kernel_sha256=kernel_sources(), data_source=frameset.source,
-                          extra={"params": params.to_json(), "pool_frames": pool})
+                          extra={"params": params.to_json(), "pool_frames": pool, "timings_s": _rounded(timings)})
+
+
+def _rounded(timings: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 4) for k, v in timings.items()}
 
 
 def _kernel_name(pipe: Any, params: WorkloadParams) -> str:
@@ -120,20 +140,30 @@ def sustained_passes(params: WorkloadParams, repeats: int = 3, frames: FrameSet 
 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise InputError(f"repeats must be a positive integer, got {repeats!r}", hint="use e.g. --repeat 3")
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
     frameset = frames if frames is not None else _frames_for(params)
+    timings["frames"] = time.perf_counter() - t
     seconds: list[float] = []
+    t = time.perf_counter()
     with Pipeline(params, frameset, frozen_kernel=frozen_kernel) as pipe:
+        timings["pipeline"] = time.perf_counter() - t
+        t = time.perf_counter()
         pipe.compute_pedestal()
         pipe.run_pass(min(params.frames, 2 * params.streams * params.batch))
+        timings["warm_up"] = time.perf_counter() - t
+        t = time.perf_counter()
         for _ in range(repeats):
             pipe.reset_pedestal()
             out = pipe.run_pass(params.frames)
             seconds.append(out.wall_s)
+        timings["passes"] = time.perf_counter() - t
         kernel = _kernel_name(pipe, params)
     return WorkloadResult(mode="sustained", frames=params.frames, pass_s=tuple(seconds),
                           clusters_found=out.clusters_found, clusters_dropped=out.clusters_dropped,
                           finder=f"{FINDER} ({kernel})", kernel_sha256=kernel_sources(),
-                          data_source=frameset.source, extra={"params": params.to_json()})
+                          data_source=frameset.source,
+                          extra={"params": params.to_json(), "timings_s": _rounded(timings)})
 
 
 def measure_sustained(params: WorkloadParams, repeats: int = 3, frames: FrameSet | None = None,
@@ -171,6 +201,19 @@ def _load_params(text: str) -> WorkloadParams:
     return WorkloadParams.from_json(doc)
 
 
+def _process_start() -> float:
+    """When this process started, on time.perf_counter's clock (Linux: /proc/self/stat), else now."""
+    try:
+        import os
+
+        ticks = os.sysconf("SC_CLK_TCK")
+        start = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / ticks
+        uptime = float(open("/proc/uptime").read().split()[0])
+        return time.perf_counter() - (uptime - start)
+    except (OSError, ValueError, IndexError):
+        return time.perf_counter()
+
+
 def _cuda_errors() -> tuple[type[BaseException], ...]:
     try:
         import cupy
@@ -190,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
                 result = sustained_passes(params, repeats=args.repeat)
             else:
                 result = run_config(params, nvtx=not args.no_nvtx)
+            timings = dict(result.extra.get("timings_s") or {})  # type: ignore[call-overload]
+            timings["imports"] = round(_T_IMPORT - _process_start(), 4)
+            result = dataclasses.replace(result, extra={**result.extra, "timings_s": timings})
         except _cuda_errors() as exc:
             raise EnvironmentFailure(f"CUDA failure: {exc}", hint="check that the GPU is idle and healthy (nvidia-smi)") from None
         doc = json.dumps(result.to_json(), indent=2)

@@ -1,0 +1,188 @@
+"""Scans: one config over a grid of placeholder values (``--scan NAME=V1,V2,...``), pure.
+
+Each ``--scan`` names a placeholder (a parameter of our finder, e.g. ``streams``, ``batch``) and its
+values; several scans make a grid (every combination). Each point is its own config, labelled
+``<label>.<name><value>[.<name><value>...]`` (e.g. ``multi_kernel.streams4``), so that its row, trace
+and logs are its own. A scan must reach the program: our CuPy finder takes every parameter; a command
+(or exec) workload only those its command uses (``{name}``, or for a protocol command
+``{params_json}``). A scan of a placeholder the command lacks is refused: it would probe one program N
+times under N labels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from clusterbench.errors import ConfigError, InputError
+from clusterbench.model.params import FIELD_NAMES, WorkloadParams
+from clusterbench.model.results import ResultRow
+from clusterbench.run.config import ProbeConfig
+from clusterbench.workloads.protocol import template_fields
+
+SCAN_HINT = "write --scan NAME=V1,V2,... with NAME a placeholder, e.g. --scan streams=1,2,4 --scan batch=200,2000"
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+MAX_POINTS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """One placeholder and the values it takes, as given."""
+
+    name: str
+    values: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "values": list(self.values)}
+
+
+def parse_scan(text: str) -> Scan:
+    """``NAME=V1,V2,...`` -> Scan; InputError (exit 2) naming what is wrong."""
+    name, sep, rest = str(text).partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise InputError(f"--scan {text!r}: expected NAME=V1,V2,...", hint=SCAN_HINT)
+    if name not in FIELD_NAMES:
+        import difflib
+
+        close = difflib.get_close_matches(name, FIELD_NAMES, n=1, cutoff=0.6)
+        guess = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InputError(f"--scan {text!r}: {name!r} is not a placeholder{guess}; one of {', '.join(FIELD_NAMES)}",
+                         hint=SCAN_HINT)
+    values = tuple(v.strip() for v in rest.split(","))
+    if not values or any(not v for v in values):
+        raise InputError(f"--scan {text!r}: every value must be non-empty", hint=SCAN_HINT)
+    if len(set(values)) != len(values):
+        dup = next(v for v in values if values.count(v) > 1)
+        raise InputError(f"--scan {text!r}: {dup!r} is given twice", hint=SCAN_HINT)
+    return Scan(name, values)
+
+
+def parse_scans(texts: Sequence[str]) -> tuple[Scan, ...]:
+    scans = tuple(parse_scan(t) for t in texts)
+    names = [s.name for s in scans]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise InputError(f"--scan {dup} is given twice", hint="give each placeholder's values in one --scan")
+    points = 1
+    for s in scans:
+        points *= len(s.values)
+    if points > MAX_POINTS:
+        raise InputError(f"the scans make {points:,} points per config, more than {MAX_POINTS:,}",
+                         hint="scan fewer values")
+    return scans
+
+
+def _typed(name: str, text: str) -> Any:
+    """A scan value as its parameter's type (int, float or text)."""
+    default = WorkloadParams.__dataclass_fields__[name].default
+    if isinstance(default, bool) or default is None or isinstance(default, str):
+        return text
+    try:
+        return int(text) if isinstance(default, int) else float(text)
+    except ValueError:
+        kind = "an integer" if isinstance(default, int) else "a number"
+        raise InputError(f"--scan {name}: {text!r} is not {kind}", hint=SCAN_HINT) from None
+
+
+def reaches(cfg: ProbeConfig, name: str) -> bool:
+    """Does ``cfg``'s program get placeholder ``name``? Our finder gets every parameter; a command only
+    the placeholders it uses (a protocol command also through ``{params_json}``)."""
+    if cfg.workload.command is None:
+        return True  # the CuPy finder: its template passes {params_json}
+    used = {f for arg in cfg.workload.command for f in template_fields(arg)}
+    return name in used or (cfg.exec is None and "params_json" in used)
+
+
+def point_label(label: str, point: Sequence[tuple[str, str]]) -> str:
+    return ".".join([label, *(f"{name}{_SAFE.sub('-', value)}" for name, value in point)])
+
+
+def expand(configs: Sequence[ProbeConfig], scans: Sequence[Scan]) -> tuple[ProbeConfig, ...]:
+    """Every config at every point of the grid, in config order then grid order; ConfigError (exit 2)
+    for a placeholder a config's command does not use, or a value its parameters refuse."""
+    if not scans:
+        return tuple(configs)
+    out: list[ProbeConfig] = []
+    for cfg in configs:
+        for s in scans:
+            if not reaches(cfg, s.name):
+                raise ConfigError(
+                    f"--scan {s.name}: config {cfg.label!r} runs {' '.join(cfg.workload.command or ())!r}, which never "
+                    f"uses {{{s.name}}}: each point would run the same program",
+                    hint=f"put {{{s.name}}} in the command where the program takes it, or drop the scan")
+        for combo in itertools.product(*[[(s.name, v) for v in s.values] for s in scans]):
+            label = point_label(cfg.label, combo)
+            values = {name: _typed(name, v) for name, v in combo}
+            try:
+                if cfg.exec is not None:
+                    spec = cfg.exec
+                    frames = values.pop("frames", spec.frames)
+                    spec = dataclasses.replace(spec, values={**spec.values, **values}, frames=frames)
+                    out.append(dataclasses.replace(cfg, label=label, exec=spec, scanned_from=cfg.label, point=combo))
+                else:
+                    assert cfg.params is not None
+                    params = cfg.params.replace(**values)
+                    if "frames" in values and "batch" not in values:
+                        params = params.replace(batch=min(params.batch, params.frames))
+                    out.append(dataclasses.replace(cfg, label=label, params=params, scanned_from=cfg.label,
+                                                   point=combo))
+            except ConfigError as exc:
+                raise ConfigError(f"--scan: config {cfg.label!r} at {', '.join(f'{n}={v}' for n, v in combo)}: {exc}",
+                                  hint=exc.hint) from None
+    labels = [c.label for c in out]
+    dup = next((x for x in labels if labels.count(x) > 1), None)
+    if dup is not None:
+        raise ConfigError(f"--scan: two points are both labelled {dup!r}", hint="scan values that differ in letters "
+                          "or digits, not only in other characters")
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class ScanPoint:
+    """One point of a scan as the summary shows it: its values, its sustained FPS (and where from), the
+    roofline (the tallest bar: what streams that overlap pay) and the one-stream bound (the sum of the
+    bars: what engines that take turns pay), both in FPS, and the engine that binds; or why it failed."""
+
+    config: str
+    label: str
+    values: tuple[tuple[str, str], ...]
+    sustained_fps: float | None
+    source: str | None
+    roofline_fps: float | None
+    serial_fps: float | None
+    binds: str | None
+    error: str | None = None
+
+    @property
+    def nearer(self) -> str | None:
+        """``roofline`` or ``sum``: the bound the sustained FPS is nearer (by ratio); None when unknown."""
+        import math
+
+        if not (self.sustained_fps and self.roofline_fps and self.serial_fps):
+            return None
+        to_roof = abs(math.log(self.sustained_fps / self.roofline_fps))
+        to_sum = abs(math.log(self.sustained_fps / self.serial_fps))
+        return "roofline" if to_roof <= to_sum else "sum"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"config": self.config, "label": self.label, "values": dict(self.values),
+                "sustained_fps": self.sustained_fps, "sustained_source": self.source,
+                "roofline_fps": self.roofline_fps, "serial_fps": self.serial_fps, "binds": self.binds,
+                "nearer": self.nearer, "error": self.error}
+
+
+def scan_points(rows: Sequence[ResultRow], configs: Sequence[ProbeConfig]) -> tuple[ScanPoint, ...]:
+    """The points of the scanned configs, in plan order, from their plain rows (pure)."""
+    by_label = {r.key.config: r for r in rows if r.key.gpu is None and r.key.role is None}
+    out = []
+    for c in configs:
+        if c.scanned_from is None or c.label not in by_label:
+            continue
+        r = by_label[c.label]
+        out.append(ScanPoint(c.scanned_from, c.label, c.point, r.sustained_fps, r.sustained_source, r.roofline_fps,
+                             1e6 / r.serial_us if r.serial_us else None, r.binds, r.error))
+    return tuple(out)
