@@ -12,8 +12,9 @@ memsets) were doing during it, from the CUDA API rows and PROFILER_OVERHEAD:
   was queued), ``host`` (running host code, or CUDA calls that only issue or query work);
 - ``unknown``: the trace has no API rows for the process's launching threads.
 
-A thread counts for a gap when the gap begins between its first and its last issuing call (the
-threads that were feeding the loop), or, when no thread was, every launching thread of the process.
+A thread counts for a gap when the gap begins between the starts of its first and its last issuing
+call (the threads that were feeding the loop: each issues more work after the gap began), or, when
+no thread was, every launching thread of the process.
 module_load, alloc and profiler gaps are set-up: not the pipeline's own loop; so is a gap that began
 while no thread was feeding (``between``: a hand-over between threads, a warm-up thread that stopped
 before the workers start).
@@ -60,7 +61,9 @@ def idle(g: GroupTrace, window: iv.Intervals, threshold: int = GAP_NS) -> iv.Int
 
 def issue_spans(g: GroupTrace) -> dict[int, tuple[int, int]]:
     """The launching threads of the group's process: thread index -> (first issuing call's start,
-    last issuing call's end), over every call of the trace."""
+    last issuing call's start), over every call of the trace. A thread whose last launch returns
+    after the GPU ran out of work (the warm-up kernel ends while its launch call is returning) issues
+    nothing after the gap begins: it is not feeding the GPU then."""
     api = g.api
     if not len(api.threads):
         return {}

@@ -174,7 +174,7 @@ class ApiCalls:
     plan: ApiPlan
     tables: tuple[str, ...]
     # per thread, over every call of the tables whatever the plan kept: the start of its first and the
-    # end of its last call that issues GPU work (a launch, an asynchronous or synchronous copy, a
+    # start of its last call that issues GPU work (a launch, an asynchronous or synchronous copy, a
     # memset); -1 for a thread that issues none
     issue_first_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     issue_last_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
@@ -728,7 +728,7 @@ def _api_job(path: Path, sql: str, lo: int, hi: int, box: _PlanBox, names: _Name
         first = np.full(u.size, np.iinfo(np.int64).max, dtype=np.int64)
         last = np.full(u.size, np.iinfo(np.int64).min, dtype=np.int64)
         np.minimum.at(first, inv, start[ii])
-        np.maximum.at(last, inv, start[ii] + dur[ii])
+        np.maximum.at(last, inv, start[ii])
         out["i_thread"], out["i_first"], out["i_last"] = u, first, last
     del issues, ii
     box.ready.wait()
