@@ -75,6 +75,19 @@ def issue_spans(g: GroupTrace) -> dict[int, tuple[int, int]]:
 CHUNK = 1 << 18  # API rows per pass step: bounds the memory of the pieces cut out of the gaps
 
 
+def _outermost(s: np.ndarray, e: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Each row's start moved past the ends of the earlier rows of the same key (a row inside another
+    ends up empty): nsys writes its overhead as rows inside rows ("Unknown" holding "CUDA profiling
+    memory allocation" holding "TLS allocation"), and the time counts once, in the outermost row."""
+    out = s.copy()
+    for k in np.unique(key).tolist():
+        rows = np.flatnonzero(key == k)
+        rows = rows[np.argsort(s[rows], kind="stable")]
+        before = np.maximum.accumulate(e[rows])[:-1]
+        out[rows[1:]] = np.minimum(np.maximum(s[rows[1:]], before), e[rows[1:]])
+    return out
+
+
 def _pieces(g: GroupTrace, gaps: iv.Intervals, threads: np.ndarray, relevant: np.ndarray):
     """Chunk by chunk: (piece length, gap index, state, label) of the kept API calls and the profiler
     rows that fall in the gaps, on threads that count for the gap. Labels index api.names, then the
@@ -99,7 +112,11 @@ def _pieces(g: GroupTrace, gaps: iv.Intervals, threads: np.ndarray, relevant: np
         th = np.array([key.get((int(p), int(t)), -1) for p, t in zip(ov.pid.tolist(), ov.tid.tolist())], dtype=np.int64)
         idx = np.flatnonzero(np.isin(th, threads))
         if idx.size:
-            ps, pe, owner = iv.clip(ov.start_ns[idx], ov.end_ns[idx], gaps)
+            s0 = _outermost(ov.start_ns[idx], ov.end_ns[idx], th[idx])
+            keep = ov.end_ns[idx] > s0
+            idx, s0 = idx[keep], s0[keep]
+            e0 = ov.end_ns[idx]
+            ps, pe, owner = iv.clip(s0, e0, gaps)
             rows = idx if owner is None else idx[owner]
             j = np.searchsorted(gs, ps, side="right") - 1
             ok = relevant[j, np.searchsorted(threads, th[rows])]

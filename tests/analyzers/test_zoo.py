@@ -150,3 +150,15 @@ def test_a_warm_up_kernel_that_ends_inside_its_launch_call_leaves_a_hand_over() 
     assert main[-1].start < hand.start < main[-1].end  # still in its last launch call when the GPU ran out
     i = int(np.flatnonzero(g.gaps.starts_ns == hand.start)[0])
     assert bool(g.gaps.between[i]) and bool(g.gaps.setup_mask()[i]) and g.gaps.cause_of(i) == hand.cause
+
+
+def test_nested_profiler_rows_count_once() -> None:
+    # nsys's overhead on the worker's first call: "Unknown" holding "CUDA profiling memory allocation"
+    # holding "TLS allocation"; the gap's profiler part is the time they cover, not their sum
+    raw, truth, g, ref = _span("threads_t1s4")
+    (prof,) = [x for x in ref if x.cause == "profiler"]
+    worker = truth["per_thread"][0]["tid"]
+    rows = [(s, e) for s, e, tid, _ in raw.overhead if tid == worker and s < prof.end and e > prof.start]
+    assert len(rows) >= 3 and sum(min(e, prof.end) - max(s, prof.start) for s, e in rows) > prof.end - prof.start
+    i = int(np.flatnonzero(g.gaps.starts_ns == prof.start)[0])
+    assert g.gaps.gap_json(i)["parts_ns"]["profiler"] == total(clip(union(rows), prof.start, prof.end)) == prof.parts["profiler"]
