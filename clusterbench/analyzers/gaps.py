@@ -182,6 +182,41 @@ def classify(g: GroupTrace, gaps: iv.Intervals, window_start_ns: int, threshold:
     return Gaps(threshold, gs, lengths, cause, api_name, parts, window_start_ns, between=between if between.any() else None)
 
 
+LAZY_LEAD = 0.10  # a first-launch load begins within this share of its gap from the gap's start
+
+
+def first_launch_loads(g: GroupTrace, gaps: Gaps) -> np.ndarray:
+    """Per gap, whether it is a module_load gap that only a kernel's first launch made: the runtime
+    loading the kernel's module as it launches it (CUDA's lazy loading, the default since CUDA 12.2).
+    Such a gap begins with the load (within LAZY_LEAD of its length: no compile or other set-up comes
+    first), and after the load the thread issues one call before the gap ends, a kernel launch: the
+    launch whose kernel ends the gap. Still set-up, but no boundary between phases of the program."""
+    out = np.zeros(len(gaps), dtype=bool)
+    cand = np.flatnonzero(gaps.cause == _ML)
+    api = g.api
+    if cand.size == 0 or not len(api):
+        return out
+    mine = api.thread_pid()[api.thread] == g.pid
+    cat = api.category
+    load = np.flatnonzero(mine & (cat == S.API_CODE["module_load"]))
+    issue_cat = np.array([c in S.ISSUE_CATEGORIES for c in S.API_CATEGORIES], dtype=bool)
+    sync_copy = np.array([n in S.SYNC_COPY_CALLS for n in api.names], dtype=bool)
+    issue = np.flatnonzero(mine & (issue_cat[cat] | sync_copy[api.name]))
+    for j in cand.tolist():
+        gs = int(gaps.starts_ns[j])
+        ge = gs + int(gaps.lengths_ns[j])
+        loads = load[(api.start_ns[load] < ge) & (api.end_ns[load] > gs)]
+        if loads.size == 0:
+            continue
+        first = loads[np.argmin(api.start_ns[loads])]
+        if int(api.start_ns[first]) - gs > LAZY_LEAD * (ge - gs):
+            continue
+        after = issue[(api.thread[issue] == api.thread[first]) & (api.start_ns[issue] >= api.end_ns[first])
+                      & (api.start_ns[issue] < ge)]  # fmt: skip
+        out[j] = after.size == 1 and int(cat[after[0]]) == S.API_CODE["launch"]
+    return out
+
+
 def work_not_traced(g: GroupTrace, gaps: Gaps, window_ns: int) -> WorkNotTraced | None:
     """The GPU's work is missing from the trace when the launching threads wait in a synchronize
     through idle gaps of at least HIDDEN_GAP_NS that add up to HIDDEN_SHARE of the window."""

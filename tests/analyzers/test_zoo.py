@@ -162,3 +162,16 @@ def test_nested_profiler_rows_count_once() -> None:
     assert len(rows) >= 3 and sum(min(e, prof.end) - max(s, prof.start) for s, e in rows) > prof.end - prof.start
     i = int(np.flatnonzero(g.gaps.starts_ns == prof.start)[0])
     assert g.gaps.gap_json(i)["parts_ns"]["profiler"] == total(clip(union(rows), prof.start, prof.end)) == prof.parts["profiler"]
+
+
+NAMES = sorted(EXPECT)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_window_auto_picks(name: str) -> None:
+    c = case(name)
+    w = c.g.window
+    assert c.g.pid == c.truth["pid"]
+    assert (w.start_ns, w.end_ns, w.length_ns) == (c.lo, c.hi, c.hi - c.lo)
+    first = min(r.start for r in c.raw.recs if r.pid == c.truth["pid"])
+    assert w.cut_before_ns == c.lo - first and w.cut_after_ns == 0
