@@ -4,7 +4,9 @@
 - ``N``: a number;
 - ``kernel:REGEX``: launches of the kernels whose name matches REGEX (Python ``re.search``; base
   names, or full names with ``--mangled``) that start in the window;
-- ``range:NAME[@DOMAIN]``: NVTX ranges whose text starts with NAME (in DOMAIN) that start in the window;
+- ``range:NAME[@DOMAIN]``: NVTX ranges whose text starts with NAME (in DOMAIN) that lie mostly in the
+  window (their midpoint inside it): a range is host time, and a batch's range opens before its GPU
+  work does, so a window cut at the GPU's first record would miss it by its start;
 - ``graph``: CUDA graph launches starting in the window: graph-level rows, or in a node-level trace
   the process's ``cudaGraphLaunch`` calls;
 - ``h2d-bytes:N``: the H2D bytes moved in the window divided by N (bytes per frame), rounded.
@@ -116,6 +118,11 @@ def _starting_in(starts: np.ndarray, window: Window) -> np.ndarray:
     return (i >= 0) & (starts < we[np.maximum(i, 0)])
 
 
+def _midpoint_in(starts: np.ndarray, ends: np.ndarray, window: Window) -> np.ndarray:
+    """Which intervals lie mostly in the window: their midpoint inside it (a midpoint at its end does not)."""
+    return _starting_in(starts + (ends - starts) // 2, window)
+
+
 def count(g: GroupTrace, spec: FramesSpec | None, window: Window, window_ranges: NvtxRanges | None, ranges: NvtxRanges,
           h2d_bytes: int | None, warnings: list[str]) -> Frames:  # fmt: skip
     """The frames of the window (``window_ranges``: the NVTX ranges that form it, if any); warnings (a
@@ -157,13 +164,13 @@ def count(g: GroupTrace, spec: FramesSpec | None, window: Window, window_ranges:
                       spec.describe(), ends, f"launches of {what}", 1.0)  # fmt: skip
     if spec.kind == "range":
         used, _ = select_ranges(ranges, g.pid, lambda t: t.startswith(spec.pattern), spec.domain)
-        m = _starting_in(used.start_ns, window) if len(used) else np.zeros(0, dtype=bool)
+        m = _midpoint_in(used.start_ns, used.end_ns, window) if len(used) else np.zeros(0, dtype=bool)
         if not m.any():
             dom = f" in domain {spec.domain}" if spec.domain else ""
-            raise InputError(f"--frames {spec.describe()}: no NVTX range starting with {spec.pattern!r}{dom} starts in the window",
+            raise InputError(f"--frames {spec.describe()}: no NVTX range starting with {spec.pattern!r}{dom} lies in the window",
                              hint="check the name and the window (--window)")  # fmt: skip
         ends = np.sort(used.end_ns[m])
-        return Frames(int(ends.size), f"{ends.size:,} NVTX ranges '{spec.pattern}' starting in the window ({spec.describe()})",
+        return Frames(int(ends.size), f"{ends.size:,} NVTX ranges '{spec.pattern}' in the window ({spec.describe()})",
                       spec.describe(), ends, f"NVTX ranges '{spec.pattern}'", 1.0)  # fmt: skip
     if spec.kind == "graph":
         r = g.engines.get("graph")

@@ -175,3 +175,49 @@ def test_the_window_auto_picks(name: str) -> None:
     assert (w.start_ns, w.end_ns, w.length_ns) == (c.lo, c.hi, c.hi - c.lo)
     first = min(r.start for r in c.raw.recs if r.pid == c.truth["pid"])
     assert w.cut_before_ns == c.lo - first and w.cut_after_ns == 0
+
+
+# --------------------------------------------------------------------------- each trace's own points
+
+
+def _range(c: Case, text: str, n: int | None = None) -> tuple[int, int]:
+    rows = [(s, e) for tx, dom, s, e in c.raw.ranges if tx == text and dom == "zoo_daq"]
+    return rows[n - 1] if n else rows[0]
+
+
+def test_nvtx_domain_windows_and_batches() -> None:
+    c = case("nvtx_domain")
+    t = c.truth
+    # auto: the warm-up (H2D + zoo_calib) is cut off at the 50 ms host sleep
+    assert "1 separating gap (1 host) and 2 GPU records" in c.g.window.cut_note
+    sleep = next(p for p in t["phases"] if p["what"] == "sleep")
+    gap = max(ref_gaps(c.raw, t["pid"], min(r.start for r in c.raw.recs), c.hi), key=lambda x: x.end - x.start)
+    assert gap.end == c.lo and gap.cause == "host"
+    assert (sleep["end_ns"] - sleep["start_ns"]) / 1e6 == pytest.approx(t["sleep_ms"], rel=0.01)
+    assert gap.end - gap.start >= sleep["end_ns"] - sleep["start_ns"]  # the GPU idles through the whole sleep
+    path = ZOO / "zoo_nvtx_domain.sqlite"
+    loop = analyze_trace(path, window="range:event loop@zoo_daq", frames_spec="kernel:zoo_calib").primary
+    assert (loop.window.start_ns, loop.window.end_ns) == _range(c, "event loop") and loop.frames.count == t["frames"]
+    b3 = analyze_trace(path, window="range:batch@zoo_daq#3", frames_spec="kernel:zoo_calib").primary
+    s3, e3 = _range(c, "batch", 3)
+    assert (b3.window.start_ns, b3.window.end_ns) == (s3, e3)
+    assert b3.frames.count == t["batch"] == len([r for r in c.raw.of("kernel") if s3 <= r.start < e3])
+    # ten batches: the frames and the pacing's events, with the intervals between the batches' ends
+    batches = analyze_trace(path, frames_spec="range:batch@zoo_daq").primary
+    ends = sorted(e for tx, dom, _, e in c.raw.ranges if tx == "batch")
+    assert batches.frames.count == batches.pacing.events == t["batches"] == len(ends) == 10
+    d = [b - a for a, b in zip(ends, ends[1:])]
+    assert (batches.pacing.median_ns, batches.pacing.max_ns) == (median(d), max(d))
+
+
+@pytest.mark.parametrize("name", ["nvtx_domain_profilerapi", "nvtx_domain_nvtxrange"])
+def test_a_capture_holds_the_loop_without_set_up(name: str) -> None:
+    c = case(name)
+    t = c.truth
+    assert c.g.window.cut_note is None and len(c.gaps) == len(c.g.gaps) == 0
+    kernels = c.raw.of("kernel")
+    assert len(kernels) == t["in_profiler_range"]["launches"]["zoo_calib"] == c.g.frames.count
+    assert len(c.raw.of("h2d")) == t["in_profiler_range"]["h2d"] and len(c.raw.of("d2h")) == t["in_profiler_range"]["d2h"]
+    assert "setup_gaps" not in codes(c.g)
+    batches = analyze_trace(ZOO / f"zoo_{name}.sqlite", frames_spec="range:batch@zoo_daq").primary
+    assert batches.frames.count == t["batches"]
