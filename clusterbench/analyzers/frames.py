@@ -7,8 +7,9 @@
 - ``range:NAME[@DOMAIN]``: NVTX ranges whose text starts with NAME (in DOMAIN) that lie mostly in the
   window (their midpoint inside it): a range is host time, and a batch's range opens before its GPU
   work does, so a window cut at the GPU's first record would miss it by its start;
-- ``graph``: CUDA graph launches starting in the window: graph-level rows, or in a node-level trace
-  the process's ``cudaGraphLaunch`` calls;
+- ``graph``: CUDA graph executions starting in the window: graph-level rows, or in a node-level trace
+  the executions of the process's ``cudaGraphLaunch`` calls (their kernel nodes' rows), else the
+  ``cudaGraphLaunch`` calls themselves;
 - ``h2d-bytes:N``: the H2D bytes moved in the window divided by N (bytes per frame), rounded.
 Without either, ``frames=N`` in the text of the window's NVTX ranges (summed over the ranges, when
 every one carries it); else frames are unknown and per-frame figures are left out.
@@ -26,7 +27,7 @@ from clusterbench.analyzers.records import Frames, Window
 from clusterbench.analyzers.window import select_ranges
 from clusterbench.errors import InputError
 from clusterbench.io.nsys import schema as S
-from clusterbench.io.nsys.reader import NvtxRanges
+from clusterbench.io.nsys.reader import GraphRuns, NvtxRanges
 
 _FRAMES_RE = re.compile(r"(?:^|[\s,;:(])frames\s*=\s*(\d+)")
 FRAMES_HINT = "use N, kernel:REGEX, range:NAME[@DOMAIN], graph or h2d-bytes:N (e.g. 10000, kernel:zoo_calib, graph, h2d-bytes:320000)"
@@ -124,9 +125,10 @@ def _midpoint_in(starts: np.ndarray, ends: np.ndarray, window: Window) -> np.nda
 
 
 def count(g: GroupTrace, spec: FramesSpec | None, window: Window, window_ranges: NvtxRanges | None, ranges: NvtxRanges,
-          h2d_bytes: int | None, warnings: list[str]) -> Frames:  # fmt: skip
-    """The frames of the window (``window_ranges``: the NVTX ranges that form it, if any); warnings (a
-    FRAMES that contradicts the range text) go to ``warnings``."""
+          h2d_bytes: int | None, warnings: list[str], graph_runs: GraphRuns | None = None) -> Frames:  # fmt: skip
+    """The frames of the window (``window_ranges``: the NVTX ranges that form it, if any; ``graph_runs``:
+    a node-level trace's graph executions, for ``graph``); warnings (a FRAMES that contradicts the range
+    text) go to ``warnings``."""
     text = _from_text(window_ranges) if window_ranges is not None and len(window_ranges) else None
     if spec is None:
         if text is None or text[0] is None:
@@ -180,6 +182,13 @@ def count(g: GroupTrace, spec: FramesSpec | None, window: Window, window_ranges:
             if ends.size:
                 return Frames(int(ends.size), f"{ends.size:,} CUDA graph executions starting in the window (graph-level rows)",
                               "graph", ends, "CUDA graph executions", 1.0)  # fmt: skip
+        if graph_runs is not None and len(graph_runs):
+            mine = (graph_runs.pid == g.pid) & (graph_runs.device == g.device)
+            m = mine & _starting_in(graph_runs.start_ns, window)
+            if m.any():
+                ends = np.sort(graph_runs.end_ns[m])
+                return Frames(int(ends.size), f"{ends.size:,} CUDA graph executions starting in the window (node-level: "
+                              "the kernel nodes of each cudaGraphLaunch)", "graph", ends, "CUDA graph executions", 1.0)  # fmt: skip
         launches = _graph_launches(g, window)
         if launches == 0:
             raise InputError("--frames graph: no CUDA graph launch in the window (no graph-level row, no cudaGraphLaunch call)",

@@ -37,7 +37,7 @@ def analyze(
     frames_spec: str | None = typer.Option(
         None, "--frames", metavar="SPEC",
         help="Frames in the window: N, kernel:REGEX (launches of matching kernels starting in the window), "
-        "range:NAME\\[@DOMAIN] (NVTX ranges starting in it), graph (CUDA graph launches), or h2d-bytes:N "
+        "range:NAME\\[@DOMAIN] (NVTX ranges lying mostly in it), graph (CUDA graph executions), or h2d-bytes:N "
         "(H2D bytes / N bytes per frame).",
     ),  # fmt: skip
     device: int | None = typer.Option(None, "--device", help="Only this CUDA device id."),

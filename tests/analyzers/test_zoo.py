@@ -221,3 +221,12 @@ def test_a_capture_holds_the_loop_without_set_up(name: str) -> None:
     assert "setup_gaps" not in codes(c.g)
     batches = analyze_trace(ZOO / f"zoo_{name}.sqlite", frames_spec="range:batch@zoo_daq").primary
     assert batches.frames.count == t["batches"]
+
+
+def test_device_graph_host_launched_frames_are_the_graph_launches() -> None:
+    for name in ("device_graph_host_node", "device_graph_host_graph"):
+        c = case(name)
+        launches = [x for x in c.raw.calls if x.name == "cudaGraphLaunch"]
+        assert c.g.frames.count == len(launches) == c.truth["graph"]["host_graph_launches"] == 2000, name
+    node = case("device_graph_host_node").g
+    assert node.roofline.engine == "kernel" and node.pacing.events == 2000
