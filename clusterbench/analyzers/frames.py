@@ -134,9 +134,7 @@ def count(g: GroupTrace, spec: FramesSpec | None, window: Window, window_ranges:
         if text is None or text[0] is None:
             if text is not None and text[2]:
                 warnings.append(text[2])
-            top = _kernel_names_in(g, window)[:1]
-            hint = f"the window holds {top[0][1]:,} launches of {top[0][0]}: --frames kernel:{re.escape(top[0][0])}" if top else None
-            return Frames(None, None, None, hint=hint)
+            return Frames(None, None, None, hint=_hint(g, window))
         return Frames(text[0], text[1], "range-text")
     if spec.kind == "count":
         if text is not None and text[0] is not None and text[0] != spec.count:
@@ -202,6 +200,20 @@ def count(g: GroupTrace, spec: FramesSpec | None, window: Window, window_ranges:
                          hint="check the bytes per frame, or count frames another way")  # fmt: skip
     exact = "" if nbytes == frames * spec.bytes_per_frame else f" (rounded from {nbytes / spec.bytes_per_frame:,.2f})"
     return Frames(frames, f"{nbytes:,} H2D bytes in the window / {spec.bytes_per_frame:,} per frame{exact}", spec.describe())
+
+
+def _hint(g: GroupTrace, window: Window) -> str | None:
+    """A frame definition for a window whose frames are unknown: the kernel with the most launches, and
+    what ``kernel:NAME`` would count (a regex: it matches every name that contains NAME)."""
+    top = _kernel_names_in(g, window)
+    if not top:
+        return None
+    name = top[0][0]
+    rx = re.compile(re.escape(name))
+    hits = [(n, c) for n, c in top if rx.search(n)]
+    n = sum(c for _, c in hits)
+    what = name if len(hits) == 1 else f"kernels matching {name} ({', '.join(h for h, _ in hits)})"
+    return f"the window holds {n:,} launches of {what}: --frames kernel:{re.escape(name)}"
 
 
 def _kernel_names_in(g: GroupTrace, window: Window) -> list[tuple[str, int]]:

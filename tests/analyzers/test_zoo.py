@@ -164,6 +164,16 @@ def test_nested_profiler_rows_count_once() -> None:
     assert g.gaps.gap_json(i)["parts_ns"]["profiler"] == total(clip(union(rows), prof.start, prof.end)) == prof.parts["profiler"]
 
 
+def test_the_frames_hint_counts_what_its_regex_matches() -> None:
+    # no_nvtx without frames: the most launched kernel is zoo_calib_jit (500), but kernel:zoo_calib_jit
+    # matches zoo_calib_jit2 too and counts 1,000: the hint says so
+    raw = read_raw(ZOO / "zoo_no_nvtx.sqlite")
+    hint = analyze_trace(ZOO / "zoo_no_nvtx.sqlite").primary.frames.hint
+    n = len([r for r in raw.of("kernel") if re.search("zoo_calib_jit", r.name)])
+    assert n == 1000 and hint == (f"the window holds {n:,} launches of kernels matching zoo_calib_jit (zoo_calib_jit, "
+                                  "zoo_calib_jit2): --frames kernel:zoo_calib_jit")  # fmt: skip
+
+
 NAMES = sorted(EXPECT)
 
 
