@@ -30,6 +30,7 @@ GAP_FRACTION = 0.05  # the loop's idle gaps adding up to at least this share of 
 SETUP_FRACTION = 0.01  # set-up gaps taking at least this share of the window
 SYNC_COPY_FRACTION = 0.01  # synchronous copy calls blocking the host this share of the window
 PAGEABLE_BYTES_FRACTION = 0.01  # pageable copies carry at least this share of the copied bytes
+DRAIN_SHARE = 0.5  # the idle stretches where the waits end hold at least this share of the idle time
 
 GRAPH_WARNING = (
     "graph-level CUDA graph trace: the `graph` engine is the GPU time of whole graph executions "
@@ -271,21 +272,10 @@ def _calls(g: GroupAnalysis) -> str:
     return ", ".join(g.host.host_sync_calls) or "synchronize calls"
 
 
-def _waits_in_loop_gaps(g: GroupAnalysis) -> bool:
-    """The loop's idle gaps (when it has any) fall mostly where a launching thread was in a wait: the
-    waits are what leaves the GPU idle. Without loop gaps of the threshold's length, the idle time
-    lies in shorter gaps that the trace cannot tell apart: the coincidence is taken as it is."""
-    gp = g.gaps
-    loop = ~gp.setup_mask()
-    if not loop.any():
-        return True
-    waited = loop & (gp.parts_ns[:, GAP_CAUSES.index("sync")] > 0)
-    return int(gp.lengths_ns[waited].sum()) >= 0.5 * int(gp.lengths_ns[loop].sum())
-
-
 def _sync_drains(g: GroupAnalysis):
-    sync, idle = _frac(g.host.host_sync_ns, g), _steady_idle(g)
-    if g.roofline.engine is None or sync < HOST_SYNC_FRACTION or idle < IDLE_FRACTION or not _waits_in_loop_gaps(g):
+    sync, idle, t = _frac(g.host.host_sync_ns, g), _steady_idle(g), g.throughput
+    drained = g.host.drain_idle_ns / t.steady_ns if t.steady_ns > 0 else 0.0
+    if g.roofline.engine is None or sync < HOST_SYNC_FRACTION or idle < IDLE_FRACTION or drained < DRAIN_SHARE * idle:
         return None
     e = g.busy.engines
     copies = any(st.busy_ns > 0 for n, st in e.items() if n in ("h2d", "d2h", "um_h2d", "um_d2h"))
@@ -296,7 +286,7 @@ def _sync_drains(g: GroupAnalysis):
     )
     return (
         f"the host waits in {_calls(g)} for {sync:.0%} of the window and the GPU is idle {idle:.0%} of it (set-up gaps "
-        f"left out): each wait drains the pipeline, {effect}.",
+        f"left out), {drained:.0%} of it where the waits end: each wait drains the pipeline, {effect}.",
         sync,
     )
 
@@ -438,8 +428,8 @@ RULES: tuple[Rule, ...] = (
          "serialization >= 1.05 with 2+ engines busy and a GPU engine binding",
          "", _overlap),
     Rule("sync_drains", "host sync drains the GPU", "cuda_api_sync", HOST_SYNC_FRACTION,
-         "host sync >= 20 % of the window, idle >= 10 % of it without set-up gaps, and the loop's idle gaps (if any) "
-         "mostly begin while a launching thread waits",
+         "host sync >= 20 % of the window, idle >= 10 % of it without set-up gaps, and at least half of that idle time "
+         "in the idle stretches where the waits end",
          "Wait on per-buffer events instead, with more batches in flight.", _sync_drains),
     Rule("sync_ahead", "host sync while the GPU is busy", "cuda_api_sync", HOST_SYNC_FRACTION,
          "host sync >= 20 % of the window and idle < 10 % of it without set-up gaps", "", _sync_ahead),

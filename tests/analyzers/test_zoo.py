@@ -174,6 +174,19 @@ def test_the_frames_hint_counts_what_its_regex_matches() -> None:
                                   "zoo_calib_jit2): --frames kernel:zoo_calib_jit")  # fmt: skip
 
 
+@pytest.mark.parametrize("name", ["no_nvtx", "nvtx_domain", "threads_t2s2", "device_graph_host_node", "device_graph_host_graph"])
+def test_waits_that_do_not_drain_the_gpu_earn_no_drain_note(name: str) -> None:
+    # the host waits 20 % of the window or more and the GPU idles 10 % or more, but the GPU idles between
+    # queued work (one stream's turns, graph launches), not where the waits end
+    raw = read_raw(ZOO / f"zoo_{name}.sqlite")
+    g = analyze_trace(ZOO / f"zoo_{name}.sqlite").primary
+    setup = [(int(s), int(s + n)) for s, n, m in zip(g.gaps.starts_ns, g.gaps.lengths_ns, g.gaps.setup_mask()) if m]
+    steady = minus([(g.window.start_ns, g.window.end_ns)], setup)
+    assert g.host.drain_idle_ns == drained(raw, g.pid, steady)
+    assert g.host.host_sync_ns >= 0.2 * g.window.length_ns and g.throughput.steady_idle_ns >= 0.1 * g.throughput.steady_ns
+    assert g.host.drain_idle_ns < 0.5 * g.throughput.steady_idle_ns and "sync_drains" not in codes(g)
+
+
 NAMES = sorted(EXPECT)
 
 
