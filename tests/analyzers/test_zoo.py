@@ -187,6 +187,25 @@ def test_waits_that_do_not_drain_the_gpu_earn_no_drain_note(name: str) -> None:
     assert g.host.drain_idle_ns < 0.5 * g.throughput.steady_idle_ns and "sync_drains" not in codes(g)
 
 
+def test_a_binding_thread_that_waits_for_the_gpu_says_so() -> None:
+    # no_nvtx: the host thread is the tallest bar (10.76 µs/frame) but waits for the GPU 60 % of its
+    # time: one stream's turns (11.33 µs/frame of bars, plus the GPU's latency between them) set the pace
+    g = analyze_trace(ZOO / "zoo_no_nvtx.sqlite", frames_spec="kernel:zoo_calib_jit").primary
+    t = g.host.busiest
+    assert g.roofline.engine == "host" and t.wait_ns > t.busy_ns
+    note = next(f.message for f in g.findings if f.code == "host_binds")
+    assert "the GPU is behind it and sets the rate measured" in note and "does not raise throughput" not in note
+    assert f"({t.wait_ns / (t.busy_ns + t.wait_ns):.0%} of its time)" in note
+    turns = next(f.message for f in g.findings if f.code == "serialized_one_stream")
+    bars = sum(st.busy_ns for st in g.busy.engines.values())
+    assert bars >= 1.05 * t.busy_ns and f"at least the sum of the bars ({bars / 1000 / g.frames.count:.2f} µs/frame" in turns
+    # host_bound: the thread hardly waits, and then a faster GPU would not help
+    hb = analyze_trace(ZOO / "zoo_host_bound.sqlite", frames_spec="kernel:zoo_calib").primary
+    x = hb.host.busiest
+    assert x.wait_ns < 0.1 * (x.busy_ns + x.wait_ns)
+    assert "a faster GPU, kernel or link does not raise throughput" in next(f.message for f in hb.findings if f.code == "host_binds")
+
+
 NAMES = sorted(EXPECT)
 
 
