@@ -46,7 +46,7 @@ def cause_phrase(cause: str, api: str | None) -> str:
     """What the launching threads did in a gap, as it reads in a sentence."""
     call = api or "a CUDA call"
     return {
-        "module_load": f"the host compiled and loaded GPU code ({call}; the compile itself is not traced)",
+        "module_load": f"the host loaded GPU code ({call}; a compile before it, if any, is not traced)",
         "alloc": f"the host allocated or freed memory ({call})",
         "sync": f"the launching threads waited in {api or 'a synchronize'} with nothing queued",
         "host": "the launching threads ran host code" + (f" (longest CUDA call: {api})" if api else ""),
@@ -346,7 +346,7 @@ def _pageable(g: GroupAnalysis):
     if b.pageable_count == 0 or copied <= 0 or b.pageable_bytes < PAGEABLE_BYTES_FRACTION * copied:
         return None
     return (
-        f"{b.pageable_count:,} cop{'ies' if b.pageable_count != 1 else 'y'} ({b.pageable_bytes / 1e6:,.1f} MB) move pageable host memory: the driver "
+        f"{b.pageable_count:,} cop{'ies' if b.pageable_count != 1 else 'y'} ({b.pageable_bytes:,} bytes) move pageable host memory: the driver "
         f"stages them through its own pinned buffer ({b.pageable_bytes / copied:.0%} of the bytes copied), so "
         "they run below the link rate and cudaMemcpyAsync on them blocks the host like a synchronous copy.",
         b.pageable_bytes / copied,
