@@ -219,7 +219,116 @@ def test_the_window_auto_picks(name: str) -> None:
     assert w.cut_before_ns == c.lo - first and w.cut_after_ns == 0
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_frames_and_kernels_by_name(name: str) -> None:
+    c = case(name)
+    g, t, pid = c.g, c.truth, c.truth["pid"]
+    events = frame_events(c)
+    assert g.frames.count == len(events)
+    # the ground truth: the loop's frames, and the warm-up's when the window keeps it
+    kept_warm_up = EXPECT[name].warm_up
+    if name == "device_graph_node":
+        assert g.frames.count == 1 < t["graph"]["executions"]  # nsys wrote only the first execution's rows
+    elif EXPECT[name].frames == "graph":
+        assert g.frames.count == t["graph"]["executions"] == t["events"]
+    else:
+        assert g.frames.count == t["frames"] + (1 if kept_warm_up else 0)
+    inside = [r for r in c.raw.of("kernel") if r.pid == pid and min(r.end, c.hi) > max(r.start, c.lo)]
+    expect = {}
+    for n in {r.name for r in inside}:
+        rows = [(r.start, r.end) for r in inside if r.name == n]
+        expect[n] = (len(rows), total(clip(union(rows), c.lo, c.hi)))
+    assert {k.name: (k.launches, k.busy_ns) for k in g.kernels} == expect
+    if EXPECT[name].frames != "graph":
+        warm = t.get("warmup_launches") or {}
+        assert {n: v[0] for n, v in expect.items()} == {n: k - (0 if kept_warm_up else warm.get(n, 0)) for n, k in t["launches"].items()}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_gap_and_its_cause(name: str) -> None:
+    c = case(name)
+    gp = c.g.gaps
+    got = [(int(gp.starts_ns[i]), int(gp.starts_ns[i] + gp.lengths_ns[i]), gp.cause_of(i), bool(gp.setup_mask()[i]),
+            bool(gp.between[i]) if gp.between is not None else False) for i in range(len(gp))]  # fmt: skip
+    assert got == [(x.start, x.end, x.cause, x.setup, x.between) for x in c.gaps]
+    for i, x in enumerate(c.gaps):  # the time per state, averaged over the threads that count (rounded to the ns)
+        parts = {k: v for k, v in gp.gap_json(i)["parts_ns"].items()}
+        assert parts == {k: round(v / x.threads) for k, v in x.parts.items() if round(v / x.threads)}, (name, i)
+        assert sum(parts.values()) <= x.end - x.start + len(parts), (name, i)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_launching_threads(name: str) -> None:
+    c = case(name)
+    setup = [(x.start, x.end) for x in c.gaps if x.setup]
+    ref = ref_threads(c.raw, c.truth["pid"], [(c.lo, c.hi)], setup)
+    got = {t.thread.tid: t for t in c.g.host.threads}
+    assert set(got) == set(ref)
+    for tid, r in ref.items():
+        t = got[tid]
+        assert t.thread.name == c.raw.thread_names.get(tid)
+        assert (t.launch_calls, t.copy_calls, t.wait_calls, t.other_calls) == (r.calls["launch"], r.calls["copy"], r.calls["wait"], r.calls["other"])
+        assert (t.launch_ns, t.copy_ns, t.wait_ns, t.other_ns) == (r.ns["launch"], r.ns["copy"], r.ns["wait"], r.ns["other"])
+        assert (t.busy_ns, t.active_ns) == (r.busy, r.active)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pacing(name: str) -> None:
+    c = case(name)
+    ends = sorted(e for _, e in frame_events(c))
+    if len(ends) < 3:
+        assert c.g.pacing is None
+        return
+    d = [b - a for a, b in zip(ends, ends[1:])]
+    p = c.g.pacing
+    assert (p.events, p.median_ns, p.p99_ns, p.max_ns) == (len(ends), median(d), nearest_rank(d, 0.99), max(d))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_what_binds(name: str) -> None:
+    c = case(name)
+    pid = c.truth["pid"]
+    bars = {e: total(clip(union(c.raw.intervals(e)), c.lo, c.hi))
+            for e in {r.engine for r in c.raw.recs if r.pid == pid}}  # fmt: skip
+    setup = [(x.start, x.end) for x in c.gaps if x.setup]
+    threads = ref_threads(c.raw, pid, [(c.lo, c.hi)], setup)
+    top = max(bars.values())
+    host = max(threads.values(), key=lambda r: r.busy)
+    r = c.g.roofline
+    if name == "device_graph_node":  # the work is not in the trace: no rate is given
+        assert r.fps is None and r.us_per_frame is None
+    if host.busy > top:
+        assert (r.engine, r.thread.tid, r.busy_ns) == ("host", host.tid, host.busy)
+    else:
+        order = ["kernel", "graph", "h2d", "d2h", "d2d", "p2p", "memset"]  # ties go to the engine listed first
+        assert (r.engine, r.busy_ns) == (min((e for e, v in bars.items() if v == top), key=order.index), top)
+
+
 # --------------------------------------------------------------------------- each trace's own points
+
+
+def test_no_nvtx_mid_loop_gap_is_one_module_load_with_its_allocation() -> None:
+    c = case("no_nvtx")
+    g, t = c.g, c.truth
+    # one gap in the window: at frame 500, between the last zoo_calib_jit and the first zoo_calib_jit2
+    jit = [r for r in c.raw.of("kernel") if r.name == "zoo_calib_jit"]
+    jit2 = [r for r in c.raw.of("kernel") if r.name == "zoo_calib_jit2"]
+    assert len(jit) == len(jit2) == t["switch_frame"] == 500
+    (gap,) = c.gaps
+    assert max(r.end for r in jit) <= gap.start < gap.end <= min(r.start for r in jit2)
+    assert len(g.gaps) == 1 and g.gaps.cause_of(0) == "module_load" and g.gaps.api[0] == "cuModuleLoadData"
+    assert bool(g.gaps.setup_mask()[0])
+    # its alloc part: the 2 GiB cudaMalloc and cudaFree the program made there (ZOO big_alloc_free)
+    alloc = [x for x in c.raw.calls if x.name in ("cudaMalloc", "cudaFree") and gap.start < x.end and x.start < gap.end]
+    assert [x.name for x in alloc] == ["cudaMalloc", "cudaFree"] and t["big_alloc_bytes"] == 2 << 30
+    assert g.gaps.gap_json(0)["parts_ns"]["alloc"] == sum(min(x.end, gap.end) - max(x.start, gap.start) for x in alloc)
+    # the window starts at the loop's first H2D: the set-up H2D and the first compile are cut off
+    h2d = c.raw.of("h2d")
+    assert g.window.start_ns == h2d[1].start and "1 separating gap (1 module_load) and 1 GPU record" in g.window.cut_note
+    assert g.frames.count == t["frames"] and "zoo_calib_jit, zoo_calib_jit2" in g.frames.source
+    c_ = codes(g)
+    assert "setup_gaps" in c_ and "serialized_one_stream" in c_ and "gpu_starvation" not in c_
+    assert g.pacing.stall_cause == "module_load" and g.pacing.stall_api == "cuModuleLoadData"
 
 
 def _range(c: Case, text: str, n: int | None = None) -> tuple[int, int]:
@@ -265,6 +374,95 @@ def test_a_capture_holds_the_loop_without_set_up(name: str) -> None:
     assert batches.frames.count == t["batches"]
 
 
+@pytest.mark.parametrize("name", ["multi_kernel", "multi_kernel_ratebug"])
+def test_multi_kernel_four_streams_and_its_warm_up_frame(name: str) -> None:
+    c = case(name)
+    g, t = c.g, c.truth
+    assert {k.name: k.launches for k in g.kernels} == t["launches"] == {"zoo_calib": 601, "zoo_reduce": 601}
+    got = {(x.engine, x.size_class): x.count for x in g.copies}
+    assert got == {("h2d", "64 kB-1 MB"): t["copies"]["h2d"], ("d2h", "< 4 kB"): t["copies"]["d2h"],
+                   ("memset", "< 4 kB"): t["copies"]["memset"]}  # fmt: skip
+    assert t["copies"] == {"h2d": 601, "d2h": 600, "memset": 601}
+    # streams: each carries 1 % or more of every engine's time in the window (raw rows, by stream)
+    for engine in ("kernel", "h2d", "d2h", "memset"):
+        per: dict[int, int] = {}
+        for r in c.raw.of(engine):
+            per[r.stream] = per.get(r.stream, 0) + r.end - r.start
+        working = [s for s, v in per.items() if v >= 0.01 * sum(per.values())]
+        assert g.busy.engine_streams[engine] == len(working) == t["streams"], engine
+    assert g.busy.n_streams == t["streams"] == 4
+    assert [x.thread.tid for x in g.host.threads] == [t["pid"]]  # one launching thread: the main one
+    # the lazy load at the warm-up's first launch is a set-up gap inside the window
+    (gap,) = c.gaps
+    assert gap.cause == "module_load" and gap.setup
+    assert any(x.name == "cuLibraryLoadData" and x.start < gap.end and x.end > gap.start for x in c.raw.calls)
+
+
+def test_threads_two_threads_two_streams() -> None:
+    c = case("threads_t2s2")
+    g, t = c.g, c.truth
+    per = {p["tid"]: p for p in t["per_thread"]}
+    got = {x.thread.tid: x for x in g.host.threads}
+    assert set(got) == set(per)  # the main thread launches nothing in the loop
+    for tid, x in got.items():
+        assert x.launch_calls == per[tid]["frames"] == 500
+        assert x.copy_calls == 2 * per[tid]["frames"]  # an H2D and a D2H per frame
+        assert x.wait_calls == per[tid]["stream_syncs"]
+        assert x.thread.name is None and tid not in c.raw.thread_names  # named after nsys read the names
+    # the hand-over (the main thread's warm-up stopped, the workers not started yet) cuts the warm-up
+    assert "1 separating gap (1 hand-over) and 2 GPU records" in g.window.cut_note
+    assert g.busy.engines["h2d"].count == t["copies"]["h2d"] - 1
+
+
+def test_threads_one_thread_four_streams() -> None:
+    c = case("threads_t1s4")
+    g, t = c.g, c.truth
+    (worker,) = t["per_thread"]
+    (x,) = g.host.threads
+    assert x.thread.tid == worker["tid"] == 1684 and x.thread.name is None and 1684 not in c.raw.thread_names
+    assert (x.launch_calls, x.copy_calls, x.wait_calls) == (worker["frames"], 2 * worker["frames"], worker["stream_syncs"])
+    assert (x.launch_calls, x.copy_calls, x.wait_calls) == (1000, 2000, 40)
+    # the main thread's warm-up kernel ends while its launch call returns: the GPU idles after the
+    # warm-up with no thread feeding it (a hand-over), though the main thread was still in its call
+    assert "1 separating gap (1 hand-over) and 2 GPU records" in g.window.cut_note
+    assert g.busy.engine_streams["h2d"] == t["streams"] == 4
+    # nsys's own overhead on the worker's first call: a profiler gap, set-up, inside the window
+    (gap,) = c.gaps
+    assert gap.cause == "profiler" and gap.setup
+    prof = union([(s, e) for s, e, tid, _ in c.raw.overhead if tid == worker["tid"]])
+    assert c.g.gaps.gap_json(0)["parts_ns"]["profiler"] == total(clip(prof, gap.start, gap.end)) <= gap.end - gap.start
+
+
+def test_device_graph_at_node_level_says_the_work_is_not_traced() -> None:
+    c = case("device_graph_node")
+    g = c.g
+    assert codes(g) == ["work_not_traced"]
+    assert g.throughput.efficiency is None and g.roofline.fps is None
+    longest = max(c.gaps, key=lambda x: x.end - x.start)
+    i = g.gaps.longest()
+    assert g.gaps.cause_of(i) == longest.cause == "sync" and g.gaps.api[i] == "cudaStreamSynchronize"
+    # the host waited in one cudaStreamSynchronize while the device relaunched the graph 1,999 times
+    waits = [x for x in c.raw.calls if x.name == "cudaStreamSynchronize" and x.start < longest.end and x.end > longest.start]
+    (w,) = waits
+    waited = min(w.end, longest.end) - max(w.start, longest.start)
+    assert w.start <= longest.start and waited >= 0.99 * (longest.end - longest.start)  # then the read-back's cudaMemcpy
+    copies = [x for x in c.raw.calls if x.name == "cudaMemcpy" and x.start < longest.end and x.end > longest.start]
+    read_back = sum(min(x.end, longest.end) - max(x.start, longest.start) for x in copies)
+    assert g.gaps.gap_json(i)["parts_ns"]["sync"] == waited + read_back  # a synchronous copy waits too
+    assert g.work_not_traced.waited_ns == longest.end - longest.start
+    assert c.truth["graph"]["device_graph_launches"] == c.truth["events"] - 1
+
+
+def test_device_graph_at_graph_level_binds_on_the_graph() -> None:
+    c = case("device_graph_graph")
+    g = c.g
+    graph = total(clip(union(c.raw.intervals("graph")), c.lo, c.hi))
+    assert g.roofline.engine == "graph" and g.busy.engines["graph"].busy_ns == graph
+    assert graph / (c.hi - c.lo) > 0.99  # busy all along: the device relaunches without the host
+    assert "graph_level" in codes(g) and "compute_binds" in codes(g)
+    assert g.frames.count == len(c.raw.of("graph")) == c.truth["graph"]["executions"]
+
+
 def test_device_graph_host_launched_frames_are_the_graph_launches() -> None:
     for name in ("device_graph_host_node", "device_graph_host_graph"):
         c = case(name)
@@ -272,3 +470,61 @@ def test_device_graph_host_launched_frames_are_the_graph_launches() -> None:
         assert c.g.frames.count == len(launches) == c.truth["graph"]["host_graph_launches"] == 2000, name
     node = case("device_graph_host_node").g
     assert node.roofline.engine == "kernel" and node.pacing.events == 2000
+
+
+def test_host_bound_binds_on_the_host() -> None:
+    c = case("host_bound")
+    g, t = c.g, c.truth
+    assert g.roofline.engine == "host" and g.roofline.thread.tid == t["pid"] and t["binds"] == "host"
+    c_ = codes(g)
+    assert "host_binds" in c_ and "low_utilization" in c_
+    assert not {"serialized_one_stream", "serialized_streams", "overlap"} & set(c_)
+    x = g.host.busiest
+    # the host code between the CUDA calls holds at least the program's spin: 40 µs a frame
+    assert x.busy_ns - (x.launch_ns + x.copy_ns + x.other_ns) >= t["frames"] * t["host_spin_us_per_frame"] * 1000
+    assert "It waits for the GPU 1% of its time" in next(f.message for f in g.findings if f.code == "host_binds")
+
+
+def test_zoo_ground_truth_matches_the_rows() -> None:
+    """The ZOO lines against the traces: the counts the programs made are the rows nsys wrote (but
+    for the device-launched graph at node level, whose relaunches nsys does not write)."""
+    for name in NAMES:
+        c = case(name)
+        t = c.truth
+        if name in ("nvtx_domain_profilerapi", "nvtx_domain_nvtxrange"):
+            want = dict(t["in_profiler_range"]["launches"])
+        elif c.raw.of("graph") or name == "device_graph_node":
+            want = {}
+        else:
+            want = dict(t["launches"])
+        got: dict[str, int] = {}
+        for r in c.raw.of("kernel"):
+            got[r.name] = got.get(r.name, 0) + 1
+        if name == "device_graph_node":
+            assert sum(got.values()) < 2 * t["events"]
+        else:
+            assert got == want, name
+        if c.raw.of("graph"):
+            assert len(c.raw.of("graph")) == t["graph"]["executions"]
+
+
+def test_clip_set_and_the_window_figures_agree() -> None:
+    # the window's idle time is its length less the union of every record in it
+    for name in NAMES:
+        c = case(name)
+        busy = union([(r.start, r.end) for r in c.raw.recs if r.pid == c.truth["pid"]])
+        assert c.g.busy.any_busy_ns == total(clip_set(busy, [(c.lo, c.hi)])), name
+        assert c.g.busy.idle_ns == (c.hi - c.lo) - c.g.busy.any_busy_ns
+
+
+def test_a_wrong_self_reported_rate_shows_against_the_trace() -> None:
+    """multi_kernel --rate-bug prints 10x its true H2D GB/s. The trace's H2D bytes over the window agree
+    with the true figure within 5 % (the window runs from the warm-up's first record to the last D2H,
+    the program times its loop alone with std::chrono), and are a tenth of the reported one."""
+    c = case("multi_kernel_ratebug")
+    t = c.truth
+    h2d = c.g.busy.engines["h2d"]
+    assert h2d.bytes == sum(r.bytes for r in c.raw.of("h2d")) == t["copies"]["h2d"] * t["h2d_bytes_per_frame"]
+    gbps = h2d.bytes / c.g.window.length_ns
+    assert gbps == pytest.approx(t["true_throughput_gbps"], rel=0.05)
+    assert t["reported"]["throughput_gbps"] / gbps == pytest.approx(t["rate_bug_factor"], rel=0.05)
