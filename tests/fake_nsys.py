@@ -43,6 +43,7 @@ class Kernel:
     device: int = 0
     name: str = "find_clusters"
     graph_node: int | None = None  # graphNodeId: set for kernel nodes of a node-level graph trace
+    corr: int | None = None  # correlationId, when it must be shared (the nodes of one graph launch); else a fresh one
 
 
 @dataclass
@@ -189,6 +190,8 @@ def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
         rows = []
         for k in trace.kernels:
             row = common(k.start, k.end, k.device, k.stream, k.pid)
+            if k.corr is not None:
+                row["correlationId"] = k.corr
             row.update({"demangledName": sid(k.name), "shortName": sid(k.name)})
             if year >= 2022.1:
                 row["mangledName"] = sid("_Z" + k.name)

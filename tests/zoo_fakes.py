@@ -258,9 +258,10 @@ def device_graph(events: int = 200, node_level: bool = True, per_event: int = 8 
     work_end = first + events * per_event
     if node_level:
         p.trace.graph_nodes = True
-        p.trace.kernels += [Kernel(first, first + 5 * US, stream=9, name="zoo_calib", graph_node=1),
-                            Kernel(first + 5 * US, first + 8 * US, stream=9, name="zoo_reduce", graph_node=2),
-                            Kernel(first + 8 * US, first + 13 * US, stream=9, name="zoo_calib", graph_node=1)]  # fmt: skip
+        # the rows nsys writes share one correlationId (on the H200: that of the one host cudaGraphLaunch)
+        p.trace.kernels += [Kernel(first, first + 5 * US, stream=9, name="zoo_calib", graph_node=1, corr=1 << 30),
+                            Kernel(first + 5 * US, first + 8 * US, stream=9, name="zoo_reduce", graph_node=2, corr=1 << 30),
+                            Kernel(first + 8 * US, first + 13 * US, stream=9, name="zoo_calib", graph_node=1, corr=1 << 30)]  # fmt: skip
     else:
         p.trace.graphs += [Graph(first + e * per_event, first + (e + 1) * per_event - 100, stream=9) for e in range(events)]
     p.stream_end[9] = work_end

@@ -167,8 +167,13 @@ def load_trace(path: str | os.PathLike[str], range_name: str | None = None, req:
     sqlite_path = resolve_trace(path)
     check_sqlite_file(sqlite_path)
     _check_ranges(sqlite_path, req)
-    return read_trace(sqlite_path, range_prefixes=req.range_prefixes(), kernel_names="mangled" if req.mangled else "short",
+    data = read_trace(sqlite_path, range_prefixes=req.range_prefixes(), kernel_names="mangled" if req.mangled else "short",
                       api_plan=api_plan(req, cache), on_progress=on_progress)  # fmt: skip
+    if req.frames is not None and req.frames.kind == "graph" and data.graph_trace == "node":
+        from clusterbench.io.nsys.reader import graph_runs
+
+        data = dataclasses.replace(data, graph_runs=graph_runs(sqlite_path))
+    return data
 
 
 # --------------------------------------------------------------------------- analysis
@@ -188,7 +193,7 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     h2d_bytes = None
     if req.frames is not None and req.frames.kind == "h2d-bytes" and h2d is not None:
         h2d_bytes = busy_mod.clip_records(h2d.start_ns, h2d.end_ns, h2d.bytes, w.intervals).nbytes
-    frames = frames_mod.count(g, req.frames, w, used, data.ranges, h2d_bytes, warnings)
+    frames = frames_mod.count(g, req.frames, w, used, data.ranges, h2d_bytes, warnings, data.graph_runs)
     n = frames.count
     busy = busy_mod.measure(g, w.intervals, n, req.by_stream)
     for name, st in busy.engines.items():

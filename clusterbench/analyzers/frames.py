@@ -4,9 +4,12 @@
 - ``N``: a number;
 - ``kernel:REGEX``: launches of the kernels whose name matches REGEX (Python ``re.search``; base
   names, or full names with ``--mangled``) that start in the window;
-- ``range:NAME[@DOMAIN]``: NVTX ranges whose text starts with NAME (in DOMAIN) that start in the window;
-- ``graph``: CUDA graph launches starting in the window: graph-level rows, or in a node-level trace
-  the process's ``cudaGraphLaunch`` calls;
+- ``range:NAME[@DOMAIN]``: NVTX ranges whose text starts with NAME (in DOMAIN) that lie mostly in the
+  window (their midpoint inside it): a range is host time, and a batch's range opens before its GPU
+  work does, so a window cut at the GPU's first record would miss it by its start;
+- ``graph``: CUDA graph executions starting in the window: graph-level rows, or in a node-level trace
+  the executions of the process's ``cudaGraphLaunch`` calls (their kernel nodes' rows), else the
+  ``cudaGraphLaunch`` calls themselves;
 - ``h2d-bytes:N``: the H2D bytes moved in the window divided by N (bytes per frame), rounded.
 Without either, ``frames=N`` in the text of the window's NVTX ranges (summed over the ranges, when
 every one carries it); else frames are unknown and per-frame figures are left out.
@@ -24,7 +27,7 @@ from clusterbench.analyzers.records import Frames, Window
 from clusterbench.analyzers.window import select_ranges
 from clusterbench.errors import InputError
 from clusterbench.io.nsys import schema as S
-from clusterbench.io.nsys.reader import NvtxRanges
+from clusterbench.io.nsys.reader import GraphRuns, NvtxRanges
 
 _FRAMES_RE = re.compile(r"(?:^|[\s,;:(])frames\s*=\s*(\d+)")
 FRAMES_HINT = "use N, kernel:REGEX, range:NAME[@DOMAIN], graph or h2d-bytes:N (e.g. 10000, kernel:zoo_calib, graph, h2d-bytes:320000)"
@@ -116,18 +119,22 @@ def _starting_in(starts: np.ndarray, window: Window) -> np.ndarray:
     return (i >= 0) & (starts < we[np.maximum(i, 0)])
 
 
+def _midpoint_in(starts: np.ndarray, ends: np.ndarray, window: Window) -> np.ndarray:
+    """Which intervals lie mostly in the window: their midpoint inside it (a midpoint at its end does not)."""
+    return _starting_in(starts + (ends - starts) // 2, window)
+
+
 def count(g: GroupTrace, spec: FramesSpec | None, window: Window, window_ranges: NvtxRanges | None, ranges: NvtxRanges,
-          h2d_bytes: int | None, warnings: list[str]) -> Frames:  # fmt: skip
-    """The frames of the window (``window_ranges``: the NVTX ranges that form it, if any); warnings (a
-    FRAMES that contradicts the range text) go to ``warnings``."""
+          h2d_bytes: int | None, warnings: list[str], graph_runs: GraphRuns | None = None) -> Frames:  # fmt: skip
+    """The frames of the window (``window_ranges``: the NVTX ranges that form it, if any; ``graph_runs``:
+    a node-level trace's graph executions, for ``graph``); warnings (a FRAMES that contradicts the range
+    text) go to ``warnings``."""
     text = _from_text(window_ranges) if window_ranges is not None and len(window_ranges) else None
     if spec is None:
         if text is None or text[0] is None:
             if text is not None and text[2]:
                 warnings.append(text[2])
-            top = _kernel_names_in(g, window)[:1]
-            hint = f"the window holds {top[0][1]:,} launches of {top[0][0]}: --frames kernel:{re.escape(top[0][0])}" if top else None
-            return Frames(None, None, None, hint=hint)
+            return Frames(None, None, None, hint=_hint(g, window))
         return Frames(text[0], text[1], "range-text")
     if spec.kind == "count":
         if text is not None and text[0] is not None and text[0] != spec.count:
@@ -157,13 +164,13 @@ def count(g: GroupTrace, spec: FramesSpec | None, window: Window, window_ranges:
                       spec.describe(), ends, f"launches of {what}", 1.0)  # fmt: skip
     if spec.kind == "range":
         used, _ = select_ranges(ranges, g.pid, lambda t: t.startswith(spec.pattern), spec.domain)
-        m = _starting_in(used.start_ns, window) if len(used) else np.zeros(0, dtype=bool)
+        m = _midpoint_in(used.start_ns, used.end_ns, window) if len(used) else np.zeros(0, dtype=bool)
         if not m.any():
             dom = f" in domain {spec.domain}" if spec.domain else ""
-            raise InputError(f"--frames {spec.describe()}: no NVTX range starting with {spec.pattern!r}{dom} starts in the window",
+            raise InputError(f"--frames {spec.describe()}: no NVTX range starting with {spec.pattern!r}{dom} lies in the window",
                              hint="check the name and the window (--window)")  # fmt: skip
         ends = np.sort(used.end_ns[m])
-        return Frames(int(ends.size), f"{ends.size:,} NVTX ranges '{spec.pattern}' starting in the window ({spec.describe()})",
+        return Frames(int(ends.size), f"{ends.size:,} NVTX ranges '{spec.pattern}' in the window ({spec.describe()})",
                       spec.describe(), ends, f"NVTX ranges '{spec.pattern}'", 1.0)  # fmt: skip
     if spec.kind == "graph":
         r = g.engines.get("graph")
@@ -173,6 +180,13 @@ def count(g: GroupTrace, spec: FramesSpec | None, window: Window, window_ranges:
             if ends.size:
                 return Frames(int(ends.size), f"{ends.size:,} CUDA graph executions starting in the window (graph-level rows)",
                               "graph", ends, "CUDA graph executions", 1.0)  # fmt: skip
+        if graph_runs is not None and len(graph_runs):
+            mine = (graph_runs.pid == g.pid) & (graph_runs.device == g.device)
+            m = mine & _starting_in(graph_runs.start_ns, window)
+            if m.any():
+                ends = np.sort(graph_runs.end_ns[m])
+                return Frames(int(ends.size), f"{ends.size:,} CUDA graph executions starting in the window (node-level: "
+                              "the kernel nodes of each cudaGraphLaunch)", "graph", ends, "CUDA graph executions", 1.0)  # fmt: skip
         launches = _graph_launches(g, window)
         if launches == 0:
             raise InputError("--frames graph: no CUDA graph launch in the window (no graph-level row, no cudaGraphLaunch call)",
@@ -186,6 +200,20 @@ def count(g: GroupTrace, spec: FramesSpec | None, window: Window, window_ranges:
                          hint="check the bytes per frame, or count frames another way")  # fmt: skip
     exact = "" if nbytes == frames * spec.bytes_per_frame else f" (rounded from {nbytes / spec.bytes_per_frame:,.2f})"
     return Frames(frames, f"{nbytes:,} H2D bytes in the window / {spec.bytes_per_frame:,} per frame{exact}", spec.describe())
+
+
+def _hint(g: GroupTrace, window: Window) -> str | None:
+    """A frame definition for a window whose frames are unknown: the kernel with the most launches, and
+    what ``kernel:NAME`` would count (a regex: it matches every name that contains NAME)."""
+    top = _kernel_names_in(g, window)
+    if not top:
+        return None
+    name = top[0][0]
+    rx = re.compile(re.escape(name))
+    hits = [(n, c) for n, c in top if rx.search(n)]
+    n = sum(c for _, c in hits)
+    what = name if len(hits) == 1 else f"kernels matching {name} ({', '.join(h for h, _ in hits)})"
+    return f"the window holds {n:,} launches of {what}: --frames kernel:{re.escape(name)}"
 
 
 def _kernel_names_in(g: GroupTrace, window: Window) -> list[tuple[str, int]]:

@@ -12,8 +12,9 @@ memsets) were doing during it, from the CUDA API rows and PROFILER_OVERHEAD:
   was queued), ``host`` (running host code, or CUDA calls that only issue or query work);
 - ``unknown``: the trace has no API rows for the process's launching threads.
 
-A thread counts for a gap when the gap begins between its first and its last issuing call (the
-threads that were feeding the loop), or, when no thread was, every launching thread of the process.
+A thread counts for a gap when the gap begins between the starts of its first and its last issuing
+call (the threads that were feeding the loop: each issues more work after the gap began), or, when
+no thread was, every launching thread of the process.
 module_load, alloc and profiler gaps are set-up: not the pipeline's own loop; so is a gap that began
 while no thread was feeding (``between``: a hand-over between threads, a warm-up thread that stopped
 before the workers start).
@@ -60,7 +61,9 @@ def idle(g: GroupTrace, window: iv.Intervals, threshold: int = GAP_NS) -> iv.Int
 
 def issue_spans(g: GroupTrace) -> dict[int, tuple[int, int]]:
     """The launching threads of the group's process: thread index -> (first issuing call's start,
-    last issuing call's end), over every call of the trace."""
+    last issuing call's start), over every call of the trace. A thread whose last launch returns
+    after the GPU ran out of work (the warm-up kernel ends while its launch call is returning) issues
+    nothing after the gap begins: it is not feeding the GPU then."""
     api = g.api
     if not len(api.threads):
         return {}
@@ -70,6 +73,19 @@ def issue_spans(g: GroupTrace) -> dict[int, tuple[int, int]]:
 
 
 CHUNK = 1 << 18  # API rows per pass step: bounds the memory of the pieces cut out of the gaps
+
+
+def _outermost(s: np.ndarray, e: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Each row's start moved past the ends of the earlier rows of the same key (a row inside another
+    ends up empty): nsys writes its overhead as rows inside rows ("Unknown" holding "CUDA profiling
+    memory allocation" holding "TLS allocation"), and the time counts once, in the outermost row."""
+    out = s.copy()
+    for k in np.unique(key).tolist():
+        rows = np.flatnonzero(key == k)
+        rows = rows[np.argsort(s[rows], kind="stable")]
+        before = np.maximum.accumulate(e[rows])[:-1]
+        out[rows[1:]] = np.minimum(np.maximum(s[rows[1:]], before), e[rows[1:]])
+    return out
 
 
 def _pieces(g: GroupTrace, gaps: iv.Intervals, threads: np.ndarray, relevant: np.ndarray):
@@ -96,7 +112,11 @@ def _pieces(g: GroupTrace, gaps: iv.Intervals, threads: np.ndarray, relevant: np
         th = np.array([key.get((int(p), int(t)), -1) for p, t in zip(ov.pid.tolist(), ov.tid.tolist())], dtype=np.int64)
         idx = np.flatnonzero(np.isin(th, threads))
         if idx.size:
-            ps, pe, owner = iv.clip(ov.start_ns[idx], ov.end_ns[idx], gaps)
+            s0 = _outermost(ov.start_ns[idx], ov.end_ns[idx], th[idx])
+            keep = ov.end_ns[idx] > s0
+            idx, s0 = idx[keep], s0[keep]
+            e0 = ov.end_ns[idx]
+            ps, pe, owner = iv.clip(s0, e0, gaps)
             rows = idx if owner is None else idx[owner]
             j = np.searchsorted(gs, ps, side="right") - 1
             ok = relevant[j, np.searchsorted(threads, th[rows])]
@@ -160,6 +180,41 @@ def classify(g: GroupTrace, gaps: iv.Intervals, window_start_ns: int, threshold:
     labels = list(g.api.names) + list(g.overhead.name)
     api_name = tuple(labels[i] if i >= 0 else None for i in best_label.tolist())
     return Gaps(threshold, gs, lengths, cause, api_name, parts, window_start_ns, between=between if between.any() else None)
+
+
+LAZY_LEAD = 0.10  # a first-launch load begins within this share of its gap from the gap's start
+
+
+def first_launch_loads(g: GroupTrace, gaps: Gaps) -> np.ndarray:
+    """Per gap, whether it is a module_load gap that only a kernel's first launch made: the runtime
+    loading the kernel's module as it launches it (CUDA's lazy loading, the default since CUDA 12.2).
+    Such a gap begins with the load (within LAZY_LEAD of its length: no compile or other set-up comes
+    first), and after the load the thread issues one call before the gap ends, a kernel launch: the
+    launch whose kernel ends the gap. Still set-up, but no boundary between phases of the program."""
+    out = np.zeros(len(gaps), dtype=bool)
+    cand = np.flatnonzero(gaps.cause == _ML)
+    api = g.api
+    if cand.size == 0 or not len(api):
+        return out
+    mine = api.thread_pid()[api.thread] == g.pid
+    cat = api.category
+    load = np.flatnonzero(mine & (cat == S.API_CODE["module_load"]))
+    issue_cat = np.array([c in S.ISSUE_CATEGORIES for c in S.API_CATEGORIES], dtype=bool)
+    sync_copy = np.array([n in S.SYNC_COPY_CALLS for n in api.names], dtype=bool)
+    issue = np.flatnonzero(mine & (issue_cat[cat] | sync_copy[api.name]))
+    for j in cand.tolist():
+        gs = int(gaps.starts_ns[j])
+        ge = gs + int(gaps.lengths_ns[j])
+        loads = load[(api.start_ns[load] < ge) & (api.end_ns[load] > gs)]
+        if loads.size == 0:
+            continue
+        first = loads[np.argmin(api.start_ns[loads])]
+        if int(api.start_ns[first]) - gs > LAZY_LEAD * (ge - gs):
+            continue
+        after = issue[(api.thread[issue] == api.thread[first]) & (api.start_ns[issue] >= api.end_ns[first])
+                      & (api.start_ns[issue] < ge)]  # fmt: skip
+        out[j] = after.size == 1 and int(cat[after[0]]) == S.API_CODE["launch"]
+    return out
 
 
 def work_not_traced(g: GroupTrace, gaps: Gaps, window_ns: int) -> WorkNotTraced | None:

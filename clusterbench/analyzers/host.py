@@ -11,7 +11,9 @@ asynchronous copy or memset, or a synchronous copy. For each, from the CUDA API 
   idle by this measure except while it waits on the GPU: host code and CUDA calls both keep it
   busy. Its busy time per frame is its bar: when it is taller than every engine's, the host binds.
 
-The process's blocking calls, as a union over its threads, are ``host_sync_ns`` (as in version 1).
+The process's blocking calls, as a union over its threads, are ``host_sync_ns`` (as in version 1);
+``drain_idle_ns`` is the GPU's idle time in the stretches where they end (each wait that returns to
+an idle GPU drained the pipeline: the GPU waits for the host's next work).
 """
 
 from __future__ import annotations
@@ -117,6 +119,7 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
     del clipped
     every = iv.union(w_s, w_e)
     host_sync_ns = int(iv.clipped_lengths(every[0], every[1], window).sum())
+    drain_ns = _drained(g, every[1][iv.points_inside(every[1], steady)], steady)
     del every, w_s, w_e
     touching = wait_rows[in_window]
     del wait_rows, in_window
@@ -125,4 +128,19 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
     cu = iv.union(api.start_ns[copies], api.end_ns[copies])
     sync_copy_ns = int(iv.clipped_lengths(cu[0], cu[1], window).sum())
     sync_copy_names = tuple(sorted({api.names[i] for i in np.flatnonzero(np.bincount(api.name[copies], minlength=len(api.names))).tolist()}))
-    return Host(True, tuple(threads), host_sync_ns, tuple(names_in), sync_copy_ns, int(copies.size), sync_copy_names)
+    return Host(True, tuple(threads), host_sync_ns, tuple(names_in), sync_copy_ns, int(copies.size), sync_copy_names, drain_ns)
+
+
+def _drained(g: GroupTrace, wait_ends: np.ndarray, steady: iv.Intervals) -> int:
+    """The GPU's idle time in the stretches where the waits end (from the GPU's last record before the
+    wait returned to its next one after), inside ``steady``: what the waits cost when each one drains
+    the pipeline. Each stretch counts once, however many waits end in it."""
+    if wait_ends.size == 0 or not g.engines:
+        return 0
+    lists = [(r.start_ns, r.end_ns) if iv.is_sorted(r.start_ns) else iv.union(r.start_ns, r.end_ns) for r in g.engines.values()]
+    lo, hi = iv.idle_around(lists, np.sort(wait_ends))
+    keep = hi > lo
+    pairs = np.unique(np.stack([lo[keep], hi[keep]], axis=1), axis=0)
+    if pairs.size == 0:
+        return 0
+    return int(iv.clipped_lengths(pairs[:, 0], pairs[:, 1], steady).sum())

@@ -422,3 +422,30 @@ def points_inside(t: np.ndarray, window: Intervals) -> np.ndarray:
         i = np.searchsorted(ws, x, side="right") - 1
         np.logical_and(i >= 0, x <= we[np.maximum(i, 0)], out=out[b0 : b0 + BLOCK])
     return out
+
+
+def idle_around(lists: Sequence[Intervals], t: np.ndarray) -> Intervals:
+    """For interval lists each sorted by start (one engine's records each) and sorted time points
+    ``t``: the idle stretch (no interval active) that holds each point or ends at it, from the last end
+    of the intervals starting before the point to the next start at or after it; (p, p) where an
+    interval started before the point and ends after it, and (last end, INT64 max) past the last start.
+    Distinct points in one stretch get the same one. One pass over each list in blocks: the running
+    maximum of the ends is never built whole."""
+    t = np.asarray(t, dtype=np.int64)
+    prev = np.full(t.shape, np.iinfo(np.int64).min, dtype=np.int64)
+    nxt = np.full(t.shape, np.iinfo(np.int64).max, dtype=np.int64)
+    for s, e in lists:
+        if s.size == 0:
+            continue
+        k = np.searchsorted(s, t, side="left") - 1  # the last interval starting before the point
+        j = np.searchsorted(s, t, side="left")  # the first starting at or after it
+        has = j < s.size
+        nxt[has] = np.minimum(nxt[has], s[j[has]])
+        run = np.iinfo(np.int64).min
+        for b0 in range(0, s.size, BLOCK):  # the running maximum of the ends, at each point's k
+            cm = np.maximum.accumulate(np.maximum(e[b0 : b0 + BLOCK], run))
+            q = np.flatnonzero((k >= b0) & (k < b0 + cm.size))
+            prev[q] = np.maximum(prev[q], cm[k[q] - b0])
+            run = int(cm[-1])
+    busy = prev > t
+    return np.where(busy, t, prev), np.where(busy, t, nxt)

@@ -434,13 +434,15 @@ class Host:
     sync_copy_ns: int = 0  # union of synchronous copy calls (cudaMemcpy, cuMemcpy*), clipped to the window
     sync_copy_calls: int = 0
     sync_copy_names: tuple[str, ...] = ()
+    # the GPU's idle time, without set-up gaps, in the idle stretches where the process's blocking waits end
+    drain_idle_ns: int = 0
 
     @property
     def busiest(self) -> ThreadStats | None:
         return self.threads[0] if self.threads else None
 
     def to_json(self) -> dict:
-        return {"known": self.known, "threads": [t.to_json() for t in self.threads]}
+        return {"known": self.known, "threads": [t.to_json() for t in self.threads], "drain_idle_ns": self.drain_idle_ns}
 
 
 # --------------------------------------------------------------------------- pacing

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from clusterbench.analyzers.gaps import GAP_NS
-from clusterbench.analyzers.records import GAP_CAUSES, Finding, GroupAnalysis
+from clusterbench.analyzers.records import GAP_CAUSES, Finding, GroupAnalysis, ThreadStats
 
 # Thresholds (judgement calls; each is printed in the docs table and in the finding).
 NO_OVERLAP_SERIALIZATION = 1.05  # serialization below this: the engines practically take turns
@@ -30,6 +30,8 @@ GAP_FRACTION = 0.05  # the loop's idle gaps adding up to at least this share of 
 SETUP_FRACTION = 0.01  # set-up gaps taking at least this share of the window
 SYNC_COPY_FRACTION = 0.01  # synchronous copy calls blocking the host this share of the window
 PAGEABLE_BYTES_FRACTION = 0.01  # pageable copies carry at least this share of the copied bytes
+DRAIN_SHARE = 0.5  # the idle stretches where the waits end hold at least this share of the idle time
+HOST_WAIT_FRACTION = 0.10  # a binding thread that waits less than this share of its time is not held up by the GPU
 
 GRAPH_WARNING = (
     "graph-level CUDA graph trace: the `graph` engine is the GPU time of whole graph executions "
@@ -44,7 +46,7 @@ def cause_phrase(cause: str, api: str | None) -> str:
     """What the launching threads did in a gap, as it reads in a sentence."""
     call = api or "a CUDA call"
     return {
-        "module_load": f"the host compiled and loaded GPU code ({call}; the compile itself is not traced)",
+        "module_load": f"the host loaded GPU code ({call}; a compile before it, if any, is not traced)",
         "alloc": f"the host allocated or freed memory ({call})",
         "sync": f"the launching threads waited in {api or 'a synchronize'} with nothing queued",
         "host": "the launching threads ran host code" + (f" (longest CUDA call: {api})" if api else ""),
@@ -183,13 +185,26 @@ def _host_binds(g: GroupAnalysis):
     gpu = _tallest_engine(g)
     above = f"above the tallest GPU bar ({gpu} at {_bar(g, gpu)})" if gpu else "and the GPU has no busy time"
     calls = t.launch_ns + t.copy_ns + t.other_ns
+    waited = _waited(t)
+    if waited < HOST_WAIT_FRACTION:
+        then = (f"It waits for the GPU {waited:.0%} of its time: a faster GPU, kernel or link does not raise "
+                "throughput.")  # fmt: skip
+    else:
+        then = (f"It also waits for the GPU {_per_frame(g, t.wait_ns)} ({waited:.0%} of its time): as the work is "
+                "ordered now, the GPU is behind it and sets the rate measured; this bar is the limit once the GPU "
+                "keeps up.")  # fmt: skip
     return (
         f"{t.thread.label()} is busy {_per_frame(g, t.busy_ns)} (its waits and the set-up gaps left out), {above}: of that, "
         f"CUDA calls take {_per_frame(g, calls)} (launch {_per_frame(g, t.launch_ns)}, copy issue {_per_frame(g, t.copy_ns)}, "
         f"other {_per_frame(g, t.other_ns)}) and the host code between them {_per_frame(g, max(0, t.busy_ns - calls))}. "
-        "A faster GPU, kernel or link does not raise throughput.",
+        + then,
         t.busy_ns / r.busy_ns if r.busy_ns else None,
     )
+
+
+def _waited(t: ThreadStats) -> float:
+    """The share of a thread's time (busy or waiting, set-up gaps left out) that it waits for the GPU."""
+    return t.wait_ns / (t.busy_ns + t.wait_ns) if (t.busy_ns + t.wait_ns) > 0 else 0.0
 
 
 def _kernel_hidden(g: GroupAnalysis):
@@ -222,13 +237,23 @@ def _gpu_binds(g: GroupAnalysis) -> bool:
 
 
 def _serialized(g: GroupAnalysis) -> bool:
-    """The engines take turns, a GPU engine binds (so the frame time follows the GPU's bars), and the
-    other bars add at least TURNS_GAIN of the tallest one (else taking turns costs little)."""
+    """The engines take turns, and the sum of the GPU's bars (the frame time when they take turns) is
+    at least TURNS_GAIN above the tallest bar: with a GPU engine binding, the other bars add at least
+    that share of it (else taking turns costs little); with a launching thread binding, the GPU's turns
+    take longer than the thread's bar, so they, not the host, set the pace."""
     b = g.busy
-    if not _gpu_binds(g) or len(_active(g)) < 2 or b.serialization is None or b.serialization >= NO_OVERLAP_SERIALIZATION:
+    if g.roofline.engine is None or len(_active(g)) < 2 or b.serialization is None or b.serialization >= NO_OVERLAP_SERIALIZATION:
         return False
     total = sum(st.busy_ns for st in b.engines.values())
     return total - g.roofline.busy_ns >= TURNS_GAIN * g.roofline.busy_ns
+
+
+def _above_host(g: GroupAnalysis) -> str:
+    r = g.roofline
+    if r.engine != "host":
+        return ""
+    who = r.thread.label() if r.thread else "the busiest launching thread"
+    return f", above the tallest bar ({who} at {_per_frame(g, r.busy_ns)})"
 
 
 def _one_stream(g: GroupAnalysis):
@@ -237,8 +262,8 @@ def _one_stream(g: GroupAnalysis):
         return None
     return (
         f"engines take turns (serialization {b.serialization:.2f}x, overlap {b.overlap_ns / 1e6:.3f} ms): all GPU "
-        "work ran on one stream, and one stream runs its work in order, so the frame time is the sum of the bars "
-        f"({_sum_of_bars(g)}), not the tallest one.",
+        "work ran on one stream, and one stream runs its work in order, so the frame time is at least the sum of the "
+        f"bars ({_sum_of_bars(g)}{_above_host(g)}), not the tallest one.",
         b.serialization,
     )
 
@@ -250,8 +275,8 @@ def _streams_serialized(g: GroupAnalysis):
     per = ", ".join(f"{n} on {c}" for n, c in b.engine_streams.items() if c)
     return (
         f"engines take turns (serialization {b.serialization:.2f}x, overlap {b.overlap_ns / 1e6:.3f} ms) although "
-        f"GPU work ran on {b.n_streams} streams ({per}): something orders the streams, so the frame time is the sum "
-        f"of the bars ({_sum_of_bars(g)}).",
+        f"GPU work ran on {b.n_streams} streams ({per}): something orders the streams, so the frame time is at least "
+        f"the sum of the bars ({_sum_of_bars(g)}{_above_host(g)}).",
         b.serialization,
     )
 
@@ -271,21 +296,10 @@ def _calls(g: GroupAnalysis) -> str:
     return ", ".join(g.host.host_sync_calls) or "synchronize calls"
 
 
-def _waits_in_loop_gaps(g: GroupAnalysis) -> bool:
-    """The loop's idle gaps (when it has any) fall mostly where a launching thread was in a wait: the
-    waits are what leaves the GPU idle. Without loop gaps of the threshold's length, the idle time
-    lies in shorter gaps that the trace cannot tell apart: the coincidence is taken as it is."""
-    gp = g.gaps
-    loop = ~gp.setup_mask()
-    if not loop.any():
-        return True
-    waited = loop & (gp.parts_ns[:, GAP_CAUSES.index("sync")] > 0)
-    return int(gp.lengths_ns[waited].sum()) >= 0.5 * int(gp.lengths_ns[loop].sum())
-
-
 def _sync_drains(g: GroupAnalysis):
-    sync, idle = _frac(g.host.host_sync_ns, g), _steady_idle(g)
-    if g.roofline.engine is None or sync < HOST_SYNC_FRACTION or idle < IDLE_FRACTION or not _waits_in_loop_gaps(g):
+    sync, idle, t = _frac(g.host.host_sync_ns, g), _steady_idle(g), g.throughput
+    drained = g.host.drain_idle_ns / t.steady_ns if t.steady_ns > 0 else 0.0
+    if g.roofline.engine is None or sync < HOST_SYNC_FRACTION or idle < IDLE_FRACTION or drained < DRAIN_SHARE * idle:
         return None
     e = g.busy.engines
     copies = any(st.busy_ns > 0 for n, st in e.items() if n in ("h2d", "d2h", "um_h2d", "um_d2h"))
@@ -296,7 +310,7 @@ def _sync_drains(g: GroupAnalysis):
     )
     return (
         f"the host waits in {_calls(g)} for {sync:.0%} of the window and the GPU is idle {idle:.0%} of it (set-up gaps "
-        f"left out): each wait drains the pipeline, {effect}.",
+        f"left out), {drained:.0%} of it where the waits end: each wait drains the pipeline, {effect}.",
         sync,
     )
 
@@ -332,7 +346,7 @@ def _pageable(g: GroupAnalysis):
     if b.pageable_count == 0 or copied <= 0 or b.pageable_bytes < PAGEABLE_BYTES_FRACTION * copied:
         return None
     return (
-        f"{b.pageable_count:,} cop{'ies' if b.pageable_count != 1 else 'y'} ({b.pageable_bytes / 1e6:,.1f} MB) move pageable host memory: the driver "
+        f"{b.pageable_count:,} cop{'ies' if b.pageable_count != 1 else 'y'} ({b.pageable_bytes:,} bytes) move pageable host memory: the driver "
         f"stages them through its own pinned buffer ({b.pageable_bytes / copied:.0%} of the bytes copied), so "
         "they run below the link rate and cudaMemcpyAsync on them blocks the host like a synchronous copy.",
         b.pageable_bytes / copied,
@@ -418,7 +432,9 @@ RULES: tuple[Rule, ...] = (
          "Warm up before the part you measure (compile and load the kernels, allocate the buffers), or pick a window "
          "without them (--window).", _setup_gaps),
     Rule("binds", "the binding engine", None, None, "always (the tallest bar, engines and launching threads)", "", _binds),
-    Rule("host_binds", "a launching thread binds", None, None, "a launching thread's busy time is the tallest bar",
+    Rule("host_binds", "a launching thread binds", None, HOST_WAIT_FRACTION,
+         "a launching thread's busy time is the tallest bar (it says a faster GPU does not help only when the thread "
+         "waits for the GPU < 10 % of its time)",
          "Issue less per frame (several frames per launch and copy, or a CUDA graph per batch), move host work off the "
          "launching threads, or feed the GPU from more threads.", _host_binds),
     Rule("kernel_hidden", "kernel below the tallest bar", None, None, "kernel busy > 0 and a copy engine binds",
@@ -426,20 +442,21 @@ RULES: tuple[Rule, ...] = (
     Rule("compute_binds", "kernel or graph is the tallest bar", None, None, "kernel or graph binds", "",
          _compute_binds),
     Rule("serialized_one_stream", "engines take turns on one stream", None, NO_OVERLAP_SERIALIZATION,
-         "serialization < 1.05 with 2+ engines busy, a GPU engine binds, the other bars >= 5 % of it, all work on 1 stream "
-         "(a stream counts with >= 1 % of the GPU time)",
+         "serialization < 1.05 with 2+ engines busy, the sum of the GPU bars >= 1.05 x the tallest bar (an engine's or a "
+         "launching thread's), all work on 1 stream (a stream counts with >= 1 % of the GPU time)",
          "Spread the batches over several streams, with cudaMemcpyAsync into pinned host memory, so one batch's "
          "copies run under another batch's kernel.", _one_stream),
     Rule("serialized_streams", "engines take turns across streams", None, NO_OVERLAP_SERIALIZATION,
-         "serialization < 1.05 with 2+ engines busy, a GPU engine binds, the other bars >= 5 % of it, work on 2+ streams",
+         "serialization < 1.05 with 2+ engines busy, the sum of the GPU bars >= 1.05 x the tallest bar (an engine's or a "
+         "launching thread's), work on 2+ streams",
          "Look for a synchronize per batch, cudaStreamWaitEvent chains, pageable host buffers, or work on the "
          "legacy default stream, which waits for every other stream.", _streams_serialized),
     Rule("overlap", "engines overlap", None, NO_OVERLAP_SERIALIZATION,
          "serialization >= 1.05 with 2+ engines busy and a GPU engine binding",
          "", _overlap),
     Rule("sync_drains", "host sync drains the GPU", "cuda_api_sync", HOST_SYNC_FRACTION,
-         "host sync >= 20 % of the window, idle >= 10 % of it without set-up gaps, and the loop's idle gaps (if any) "
-         "mostly begin while a launching thread waits",
+         "host sync >= 20 % of the window, idle >= 10 % of it without set-up gaps, and at least half of that idle time "
+         "in the idle stretches where the waits end",
          "Wait on per-buffer events instead, with more batches in flight.", _sync_drains),
     Rule("sync_ahead", "host sync while the GPU is busy", "cuda_api_sync", HOST_SYNC_FRACTION,
          "host sync >= 20 % of the window and idle < 10 % of it without set-up gaps", "", _sync_ahead),

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from clusterbench.analyzers import intervals as iv
+from clusterbench.analyzers.gaps import first_launch_loads
 from clusterbench.analyzers.model import GroupTrace
 from clusterbench.analyzers.records import GAP_CAUSES, Gaps, Window
 from clusterbench.errors import InputError, TraceError
@@ -190,9 +191,16 @@ def span(g: GroupTrace) -> Window:
                   np.array([s1], dtype=np.int64), span_start_ns=s0, span_end_ns=s1)  # fmt: skip
 
 
-def separators(gaps: Gaps) -> np.ndarray:
-    """Which of the span's gaps separate set-up from the loop (see the module docstring)."""
-    setup = gaps.setup_mask()
+def separators(gaps: Gaps, first_launch: np.ndarray | None = None) -> np.ndarray:
+    """Which of the span's gaps separate set-up from the loop (see the module docstring);
+    ``first_launch``: the gaps that only a kernel's first launch made (gaps.first_launch_loads)."""
+    # nsys's own overhead and a kernel's first launch are set-up, but mark no boundary between phases;
+    # a hand-over between threads always does
+    setup = gaps.setup_mask() & (gaps.cause != GAP_CAUSES.index("profiler"))
+    if first_launch is not None:
+        setup &= ~first_launch
+    if gaps.between is not None:
+        setup |= gaps.between
     host = gaps.cause == GAP_CAUSES.index("host")
     loop = ~setup
     others = gaps.lengths_ns[loop]
@@ -218,10 +226,10 @@ def edge_zones(g: GroupTrace) -> tuple[int, int]:
 def trim(g: GroupTrace, gaps: Gaps) -> Window:
     """The span with its leading and trailing set-up cut off (``gaps``: the span's gaps, classified)."""
     s0, s1 = g.span
-    sep = np.flatnonzero(separators(gaps))
+    sep = np.flatnonzero(separators(gaps, first_launch_loads(g, gaps)))
     if sep.size == 0:
         w = span(g)
-        return Window("trimmed-span", "GPU activity span (no set-up gap to cut)", w.starts_ns, w.ends_ns,
+        return Window("trimmed-span", "GPU activity span (no gap separates set-up from the loop)", w.starts_ns, w.ends_ns,
                       span_start_ns=s0, span_end_ns=s1)  # fmt: skip
     sep_s = gaps.starts_ns[sep]
     sep_e = sep_s + gaps.lengths_ns[sep]
@@ -245,7 +253,7 @@ def trim(g: GroupTrace, gaps: Gaps) -> Window:
     def what(ns: int, side: str, idx: np.ndarray, records: int) -> str:
         causes: dict[str, int] = {}
         for i in idx.tolist():
-            c = gaps.cause_of(int(i))
+            c = "hand-over" if gaps.between is not None and gaps.between[int(i)] else gaps.cause_of(int(i))
             causes[c] = causes.get(c, 0) + 1
         shown = ", ".join(f"{n} {c}" for c, n in causes.items())
         return (f"{ns / 1e6:,.3f} ms {side}: {len(idx)} separating gap{'s' if len(idx) != 1 else ''} ({shown}) and "

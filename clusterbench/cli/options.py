@@ -72,7 +72,7 @@ TRACE_WINDOW = typer.Option(
 TRACE_FRAMES = typer.Option(
     None, "--frames", metavar="SPEC",
     help="Frames in the window: N, kernel:REGEX (launches of matching kernels starting in the window), "
-         "range:NAME\\[@DOMAIN] (NVTX ranges starting in it), graph (CUDA graph launches), or h2d-bytes:N "
+         "range:NAME\\[@DOMAIN] (NVTX ranges lying mostly in it), graph (CUDA graph executions), or h2d-bytes:N "
          "(H2D bytes / N bytes per frame).")
 
 TRACE_RANGE = typer.Option(None, "--range", metavar="NAME", help="Same as --window range:NAME.")

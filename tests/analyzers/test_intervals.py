@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from clusterbench.analyzers import intervals as iv
 
@@ -206,3 +207,32 @@ def test_coverage_in_window_against_brute_force() -> None:
             assert (one, two) == (int((depth >= 1).sum()), int((depth >= 2).sum()))
     finally:
         ivm.BLOCK = old
+
+
+def test_idle_around_against_brute_force(monkeypatch: pytest.MonkeyPatch) -> None:
+    # lists sorted by start (overlapping, nested, touching), points anywhere, blocks of 3: the idle
+    # stretch that holds each point or ends at it, walked out on a timeline of unit cells
+    monkeypatch.setattr(iv, "BLOCK", 3)
+    rng = np.random.default_rng(5)
+    for _ in range(80):
+        sets = [(s, s + rng.integers(1, 40, s.size)) for s in
+                (np.sort(rng.integers(0, 300, int(rng.integers(0, 10)))) for _k in range(int(rng.integers(1, 4))))]  # fmt: skip
+        busy = np.zeros(400, dtype=bool)
+        for s, e in sets:
+            for x, y in zip(s.tolist(), e.tolist()):
+                busy[x:y] = True
+        starts = [x for s, _ in sets for x in s.tolist()]
+        t = np.sort(rng.integers(0, 360, 6))
+        lo, hi = iv.idle_around(sets, t)
+        for p, got in zip(t.tolist(), zip(lo.tolist(), hi.tolist())):
+            if p > 0 and busy[p - 1] and busy[p]:  # busy on both sides of the point
+                assert got == (p, p)
+                continue
+            a0, b0 = p, p  # walk left over idle cells, and right up to the first busy cell
+            while a0 > 0 and not busy[a0 - 1]:
+                a0 -= 1
+            while b0 < busy.size and not busy[b0]:
+                b0 += 1
+            want_lo = a0 if busy[:a0].any() else np.iinfo(np.int64).min
+            want_hi = b0 if any(x >= p for x in starts) else np.iinfo(np.int64).max
+            assert got == (want_lo, want_hi), (p, sets)

@@ -72,7 +72,7 @@ def test_two_threads_each_feeding_a_stream(tmp_path: Path) -> None:
     # (the main thread had stopped, the workers had not started), so that gap is set-up and separates it
     assert set(by) == {101, 102} and g.frames.count == p.facts["frames"]
     first_h2d = min(c.start for c in p.trace.copies if c.kind == 1 and c.start >= p.facts["go"])
-    assert lo == first_h2d and "1 separating gap (1 host) and 2 GPU records" in g.window.cut_note
+    assert lo == first_h2d and "1 separating gap (1 hand-over) and 2 GPU records" in g.window.cut_note
     for tid in (101, 102):
         t = by[tid]
         calls = _calls(p.trace, tid, lo, hi)

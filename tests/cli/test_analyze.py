@@ -206,7 +206,7 @@ def test_make_run_names_the_module_load_gap_and_advises_no_starvation() -> None:
         res = CliRunner().invoke(app, ["analyze", str(trace)], env={"COLUMNS": "80"})
         assert res.exit_code == 0, res.output
         text = " ".join(res.stdout.split())
-        assert "longest gap:" in text and "the host compiled and loaded GPU code (cuModuleLoadData;" in text
+        assert "longest gap:" in text and "the host loaded GPU code (cuModuleLoadData;" in text
         assert "[setup_gaps]" in text and "without set-up gaps:" in text
         assert "[gpu_starvation]" not in text and "[low_utilization]" not in text and "starves" not in text
 

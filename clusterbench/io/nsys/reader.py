@@ -174,7 +174,7 @@ class ApiCalls:
     plan: ApiPlan
     tables: tuple[str, ...]
     # per thread, over every call of the tables whatever the plan kept: the start of its first and the
-    # end of its last call that issues GPU work (a launch, an asynchronous or synchronous copy, a
+    # start of its last call that issues GPU work (a launch, an asynchronous or synchronous copy, a
     # memset); -1 for a thread that issues none
     issue_first_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     issue_last_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
@@ -207,6 +207,21 @@ class ProfilerOverhead:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class GraphRuns:
+    """The executions of CUDA graphs in a node-level trace, one per cudaGraphLaunch whose kernel nodes
+    have rows (the rows share that launch's correlationId), in start order: the first node's start
+    and the last node's end."""
+
+    pid: np.ndarray
+    device: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class TraceData:
     path: Path
     tables: frozenset[str]
@@ -224,6 +239,7 @@ class TraceData:
     srckind_read: bool = True  # the memcpy table has srcKind/dstKind (pageable copies can be seen)
     thread_names: dict[int, str] = field(default_factory=dict)  # globalTid & 2**48-1 -> name
     kernel_name_kind: str = "short"  # "short" (base names) or "mangled"
+    graph_runs: GraphRuns | None = None  # node-level graph executions, when asked for (graph_runs())
 
     def gpu_name(self, device: int) -> str | None:
         names = dict(self.gpu_names)
@@ -728,7 +744,7 @@ def _api_job(path: Path, sql: str, lo: int, hi: int, box: _PlanBox, names: _Name
         first = np.full(u.size, np.iinfo(np.int64).max, dtype=np.int64)
         last = np.full(u.size, np.iinfo(np.int64).min, dtype=np.int64)
         np.minimum.at(first, inv, start[ii])
-        np.maximum.at(last, inv, start[ii] + dur[ii])
+        np.maximum.at(last, inv, start[ii])
         out["i_thread"], out["i_first"], out["i_last"] = u, first, last
     del issues, ii
     box.ready.wait()
@@ -926,6 +942,28 @@ def nvtx_ranges(path: str | os.PathLike[str], prefixes: tuple[str, ...]) -> Nvtx
         raise _corrupt(Path(path), exc) from None
     finally:
         conn.close()
+
+
+def graph_runs(path: str | os.PathLike[str]) -> GraphRuns | None:
+    """The node-level graph executions of an export (a quick read: one query over the kernel rows that
+    are graph nodes); None when it has no such rows (no kernel table, no graphNodeId, or none set)."""
+    conn = connect_read_only(Path(path))
+    try:
+        tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
+        if S.KERNEL_TABLE not in tables or not {"graphNodeId", "correlationId"} <= _columns(conn, S.KERNEL_TABLE):
+            return None
+        rows = conn.execute(
+            f"SELECT {_pid_sql('globalPid')}, deviceId, min(start), max(end) FROM {S.KERNEL_TABLE} "
+            "WHERE graphNodeId IS NOT NULL AND correlationId IS NOT NULL GROUP BY 1, 2, correlationId ORDER BY 3"
+        ).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise _corrupt(Path(path), exc) from None
+    finally:
+        conn.close()
+    if not rows:
+        return None
+    pid, dev, start, end = (np.array(c, dtype=np.int64) for c in zip(*rows))
+    return GraphRuns(pid, dev, start, end)
 
 
 def range_texts(path: str | os.PathLike[str], limit: int = 12) -> tuple[str, ...]:
