@@ -66,8 +66,16 @@ def test_nsys_tracer_writes_an_analyzable_trace(tmp_path: Path) -> None:
 
 
 def test_cupy_sustained_mode_speaks_the_protocol(tmp_path: Path) -> None:
-    from clusterbench.run.tracers import measure_sustained
+    # the one sustained-FPS runner, on the first GPU NVML lists, with our finder's sustained mode:
+    # one process runs both timed passes and writes one result record of mode "sustained"
+    from clusterbench.run.machine import find_pin_tools, read_gpu_topology
+    from clusterbench.run.sustained import measure_sustained, workload_command
+    from clusterbench.workloads.protocol import CupyWorkload
 
-    run = measure_sustained(_job(tmp_path, "sustained_smoke"), 2)
-    assert run.fps.repeats == 2 and len(run.results) == 1 and run.results[0].mode == "sustained"
-    assert run.fps.median > 0
+    gpu = read_gpu_topology()[0]
+    run = measure_sustained((gpu,), find_pin_tools(), workload_command(CupyWorkload(), "sustained_smoke", PARAMS, 2),
+                            tmp_path, "sustained_smoke", input_bytes_per_frame=PARAMS.frame_bytes)
+    solo = run.figures.solo
+    assert solo.repeats == 2 and solo.median > 0
+    assert run.last_result.mode == "sustained" and run.last_result.frames == PARAMS.frames
+    assert len(run.last_result.pass_s) == 2
