@@ -626,6 +626,26 @@ def dry_run(plan: ProbePlan, request: ProbeRequest) -> DryRun:
                   tuple(g), tuple(configs), plan.warnings, request.gpus)
 
 
+# Sustained FPS above the trace's roofline by more than this share (or the repeats' spread, if larger)
+# cannot be right: no pipeline runs faster than its tallest bar (docs/probe.md, "Figures that cannot be right").
+ROOFLINE_EXCESS = 0.02
+
+
+def roofline_exceeded(row: ResultRow, sustained: Measurement | None) -> str | None:
+    """Why the row's sustained FPS cannot be squared with its roofline, or None (pure): the untraced runs
+    beat the tallest bar of the traced pass beyond the noise, so the traced pass ran slower than they did."""
+    fps, roof = row.sustained_fps, row.roofline_fps
+    if fps is None or roof is None or sustained is None:
+        return None
+    allowed = max(ROOFLINE_EXCESS, sustained.spread / fps)
+    if fps <= roof * (1 + allowed):
+        return None
+    return (f"sustained {fps:,.0f} FPS is {100 * (fps / roof - 1):.1f} % above the roofline of its trace "
+            f"({roof:,.0f} FPS, {row.binds} the tallest bar), beyond the ±{100 * allowed:.1f} % noise: no pipeline "
+            "runs faster than its tallest bar, so the traced pass ran slower than the untraced runs (the "
+            "profiler's overhead, or other work during the trace) and the trace's bars overstate the costs")
+
+
 def _start(fn: Callable[..., Any], *args: Any) -> tuple[threading.Thread, dict[str, Any]]:
     """Run ``fn(*args)`` in a thread; the dict gets its ``value`` or ``error``."""
     box: dict[str, Any] = {}
@@ -991,7 +1011,12 @@ class ConfigRun:
         if plan.gpus is not None and figures is not None:
             gpu_rows = config_rows(row_for, figures, self.gpu_plan.gpus, socket.gethostname())
             merge_results(self.out_dir, ResultSet(rows=gpu_rows))
-        return self._row(solo), gpu_rows, figures
+        row = self._row(solo)
+        above = roofline_exceeded(row, solo)
+        if above is not None:
+            self.warn(f"{cfg.label}: {above}", "probe the config again: if it repeats, the trace's bars are upper "
+                      "bounds (compare the profiler × column)", label=cfg.label)
+        return row, gpu_rows, figures
 
     def _analyze(self, traced: TracedRun) -> TraceAnalysis:
         return analyze_exec(traced, self.cfg) if self.cfg.exec is not None else analyze_pass(traced, self.cfg)

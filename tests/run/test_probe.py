@@ -418,3 +418,26 @@ def test_the_frames_of_our_finder_are_drawn_once_into_the_cache_its_processes_re
     served = synth.build_frames(cfg.configs[1].params, cache_dir=cache)
     assert numpy.array_equal(served.dark, drawn.dark) and numpy.array_equal(served.pool, drawn.pool)
     assert probe_mod._child_env(cache)[synth.FRAME_CACHE_ENV] == str(cache)
+
+
+def test_sustained_fps_above_the_roofline_is_said_to_be_impossible() -> None:
+    from clusterbench.model.results import ResultRow
+    from clusterbench.run.probe import roofline_exceeded
+
+    def row(fps: float, roof: float) -> ResultRow:
+        return ResultRow(key=RowKey("a"), cluster=3, cap=10, streams=4, batch=200, frames=8000, roofline_fps=roof,
+                         binds="h2d", sustained_fps=fps)
+
+    # by hand: 145,000 FPS against a 138,000 FPS roofline is 5.07 % above it; the repeats 144,000 and
+    # 146,000 spread ±1,000 FPS (0.69 %), so the noise is the 2 % floor and the excess is beyond it
+    tight = Measurement(SUSTAINED_FPS, (144_000.0, 146_000.0))
+    msg = roofline_exceeded(row(145_000.0, 138_000.0), tight)
+    assert msg is not None and "5.1 % above the roofline" in msg and "±2.0 % noise" in msg and "h2d" in msg
+    # 1.5 % above it is within the 2 % floor: nothing to say
+    assert roofline_exceeded(row(140_070.0, 138_000.0), tight) is None
+    # repeats spread ±6 % (136,300 and 153,700 around 145,000): 5 % above the roofline is within that noise
+    wide = Measurement(SUSTAINED_FPS, (136_300.0, 153_700.0))
+    assert roofline_exceeded(row(145_000.0, 138_000.0), wide) is None
+    # below the roofline, or without one, nothing to say
+    assert roofline_exceeded(row(120_000.0, 138_000.0), tight) is None
+    assert roofline_exceeded(row(145_000.0, None), tight) is None  # type: ignore[arg-type]
