@@ -6,8 +6,7 @@ from pathlib import Path
 
 import typer
 
-from clusterbench.cli import options
-from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
+from clusterbench.cli.common import JSON, boundary, stderr_console, stdout_console, warn
 
 HELP = (
     "Per-engine GPU time per frame, the roofline (engines and launching host threads), the idle gaps "
@@ -68,7 +67,7 @@ def analyze(
         help="Write the window as a Chrome trace-event JSON file (opens in ui.perfetto.dev): one track per engine "
         "and stream, one per launching host thread, idle gaps labelled by cause.",
     ),  # fmt: skip
-    as_json: bool = options.JSON,
+    as_json: bool = JSON,
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV to stdout (one row per group and engine)."),
 ) -> None:
     from clusterbench.analyzers import analysis as core

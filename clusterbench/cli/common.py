@@ -29,6 +29,9 @@ EXIT_CODES_HELP = (
 )
 
 
+JSON = typer.Option(False, "--json", help="Print only JSON to stdout (warnings and errors still go to stderr).")
+
+
 def hide_flag_metavars() -> None:
     """Show no metavar after on/off flags in ``--help`` (typer's rich help prints ``<bool>``).
 

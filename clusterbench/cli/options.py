@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from clusterbench.cli import common
 from clusterbench.io.history import DEFAULT_DB_NAME
 from clusterbench.run.config import DEFAULT_CONFIG_FILE
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT, DEFAULT_WINDOW_S, MAX_WINDOW_S
@@ -16,7 +17,7 @@ from clusterbench.run.probe import (
     MAX_REPEAT,
 )
 
-JSON = typer.Option(False, "--json", help="Print only JSON to stdout (warnings and errors still go to stderr).")
+JSON = common.JSON  # defined in common: analyze takes it without the imports above
 
 CONFIG = typer.Option(
     None, "--config", metavar="FILE",
