@@ -422,6 +422,16 @@ def clipped_lengths(starts: np.ndarray, ends: np.ndarray, window: Intervals) -> 
     return out
 
 
+def touching(starts: np.ndarray, ends: np.ndarray, clipped: np.ndarray, window: Intervals) -> np.ndarray:
+    """Per interval, whether it touches the window: some length inside it (``clipped``, from
+    ``clipped_lengths``), or, for a zero-length one, its point inside it (looked up for those alone)."""
+    out = clipped > 0
+    zero = np.flatnonzero(ends == starts)
+    if zero.size:
+        out[zero] |= points_inside(starts[zero], window)
+    return out
+
+
 def points_inside(t: np.ndarray, window: Intervals) -> np.ndarray:
     """Whether each time point lies in the window (closed intervals), in blocks."""
     ws, we = window
