@@ -144,7 +144,7 @@ def classify(g: GroupTrace, gaps: iv.Intervals, window_start_ns: int, threshold:
     # longest piece with its label (the call that names the cause, once the cause is known)
     per = np.zeros(n * ns, dtype=np.float64)
     best_len = np.zeros(n * ns, dtype=np.int64)
-    best_label = np.full(n * ns, -1, dtype=np.int64)
+    best_label = np.full(n * ns, -1, dtype=np.int32)
     for plen, j, st, lab in _pieces(g, gaps, threads, relevant):
         if plen.size:
             key = j * ns + st
@@ -156,13 +156,13 @@ def classify(g: GroupTrace, gaps: iv.Intervals, window_start_ns: int, threshold:
     # work count as host: the thread was not blocked)
     blocked = per[:, _ML] + per[:, _ALLOC] + per[:, _SYNC] + per[:, _PROF]
     per[:, _HOST] = np.maximum(lengths * n_rel - blocked, 0)
-    parts = np.rint(per / n_rel[:, None]).astype(np.int64)
     order = np.array(_PICK_ORDER)
     picked = order[np.argmax(per[:, order], axis=1)]  # argmax takes the first of equal maxima
     cause = np.where(per[:, _ML] > 0, _ML, picked).astype(np.int8)
-
     # the call that names the cause: the longest piece in that state (for host, the longest CUDA call)
     best_label = best_label[np.arange(n) * ns + cause]
+    del best_len
+    parts = np.rint(per / n_rel[:, None]).astype(np.int64)
     labels = list(g.api.names) + list(g.overhead.name)
     api_name = tuple(labels[i] if i >= 0 else None for i in best_label.tolist())
     return Gaps(threshold, gs, lengths, cause, api_name, parts, window_start_ns, between=between if between.any() else None)
