@@ -124,6 +124,19 @@ def _pieces(g: GroupTrace, gaps: iv.Intervals, threads: np.ndarray, relevant: np
             yield (pe - ps)[ok], j[ok], np.full(rows.size, _PROF, dtype=np.int64), len(api.names) + rows.astype(np.int64)
 
 
+def _longest(plen: np.ndarray, key: np.ndarray, lab: np.ndarray, best_len: np.ndarray, best_label: np.ndarray) -> None:
+    """Per key of one chunk of pieces, its longest piece (of equal ones, the last), kept in
+    ``best_len``/``best_label`` where it is longer than the longest of the chunks before."""
+    want = np.flatnonzero(plen > 0)
+    if want.size == 0:
+        return
+    srt = want[np.lexsort((plen[want], key[want]))]
+    top = srt[np.flatnonzero(np.append(key[srt][1:] != key[srt][:-1], True))]
+    better = top[plen[top] > best_len[key[top]]]
+    best_len[key[better]] = plen[better]
+    best_label[key[better]] = lab[better]
+
+
 def classify(g: GroupTrace, gaps: iv.Intervals, window_start_ns: int, threshold: int = GAP_NS) -> Gaps:
     """Each gap of ``gaps`` (disjoint, in time order) with its cause; see the module docstring."""
     gs, ge = gaps
@@ -147,36 +160,29 @@ def classify(g: GroupTrace, gaps: iv.Intervals, window_start_ns: int, threshold:
     relevant[between, :] = True
     n_rel = relevant.sum(axis=1)
 
-    # pass 1: time per (gap, state), summed over the threads that count
+    # one pass over the pieces: per (gap, state), the time summed over the threads that count, and the
+    # longest piece with its label (the call that names the cause, once the cause is known)
     per = np.zeros(n * ns, dtype=np.float64)
-    for plen, j, st, _ in _pieces(g, gaps, threads, relevant):
+    best_len = np.zeros(n * ns, dtype=np.int64)
+    best_label = np.full(n * ns, -1, dtype=np.int32)
+    for plen, j, st, lab in _pieces(g, gaps, threads, relevant):
         if plen.size:
             key = j * ns + st
             base = int(key.min())
             per[base : int(key.max()) + 1] += np.bincount(key - base, weights=plen)
+            _longest(plen, key, lab, best_len, best_label)
     per = per.reshape(n, ns).astype(np.int64)
     # host: the threads' time in the gap that no other state takes (CUDA calls that issue or query
     # work count as host: the thread was not blocked)
     blocked = per[:, _ML] + per[:, _ALLOC] + per[:, _SYNC] + per[:, _PROF]
     per[:, _HOST] = np.maximum(lengths * n_rel - blocked, 0)
-    parts = np.rint(per / n_rel[:, None]).astype(np.int64)
     order = np.array(_PICK_ORDER)
     picked = order[np.argmax(per[:, order], axis=1)]  # argmax takes the first of equal maxima
     cause = np.where(per[:, _ML] > 0, _ML, picked).astype(np.int8)
-
-    # pass 2: the call that names the cause: the longest piece in that state (for host, the
-    # longest CUDA call)
-    best_len = np.zeros(n, dtype=np.int64)
-    best_label = np.full(n, -1, dtype=np.int64)
-    for plen, j, st, lab in _pieces(g, gaps, threads, relevant):
-        want = np.flatnonzero((st == cause[j]) & (plen > 0))
-        if want.size == 0:
-            continue
-        srt = want[np.lexsort((plen[want], j[want]))]
-        top = srt[np.flatnonzero(np.append(j[srt][1:] != j[srt][:-1], True))]
-        better = plen[top] > best_len[j[top]]
-        best_len[j[top[better]]] = plen[top[better]]
-        best_label[j[top[better]]] = lab[top[better]]
+    # the call that names the cause: the longest piece in that state (for host, the longest CUDA call)
+    best_label = best_label[np.arange(n) * ns + cause]
+    del best_len
+    parts = np.rint(per / n_rel[:, None]).astype(np.int64)
     labels = list(g.api.names) + list(g.overhead.name)
     api_name = tuple(labels[i] if i >= 0 else None for i in best_label.tolist())
     return Gaps(threshold, gs, lengths, cause, api_name, parts, window_start_ns, between=between if between.any() else None)

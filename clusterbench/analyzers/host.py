@@ -49,6 +49,7 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
     n_threads = len(api.threads)
     tpid = api.thread_pid()
     mine = tpid == g.pid
+    all_mine = bool(mine.all())
     sync_copy = np.array([n in S.SYNC_COPY_CALLS for n in api.names] + [False], dtype=bool)
     issue_of_name = _ISSUE[api.name_category] | sync_copy[: len(api.names)] if len(api.names) else np.zeros(0, dtype=bool)
     kind_of_name = _KIND_OF_CATEGORY[api.name_category] if len(api.names) else np.zeros(0, dtype=np.int64)
@@ -61,16 +62,18 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
     for c0 in range(0, len(api), CHUNK):
         sl = slice(c0, c0 + CHUNK)
         s, e, th, nm = api.start_ns[sl], api.end_ns[sl], api.thread[sl], api.name[sl]
-        inside_len = iv.clipped_lengths(s, e, window)
-        touch = mine[th] & ((inside_len > 0) | ((e == s) & iv.points_inside(s, window)))
+        touch = iv.touching(s, e, iv.clipped_lengths(s, e, window), window)
+        if not all_mine:
+            touch &= mine[th]
         if not touch.any():
             continue
         t = th[touch].astype(np.int64)
         np.minimum.at(first, t, s[touch])
         np.maximum.at(last, t, e[touch])
-        issues[np.unique(t[issue_of_name[nm[touch]]])] = True
-        steady_len = iv.clipped_lengths(s[touch], e[touch], steady)
-        counted = (steady_len > 0) | ((e[touch] == s[touch]) & iv.points_inside(s[touch], steady))
+        issues[t[issue_of_name[nm[touch]]]] = True
+        ts, te = s[touch], e[touch]
+        steady_len = iv.clipped_lengths(ts, te, steady)
+        counted = iv.touching(ts, te, steady_len, steady)
         key = t[counted] * nk + kind_of_name[nm[touch][counted]]
         ns += np.bincount(key, weights=steady_len[counted], minlength=n_threads * nk)
         calls += np.bincount(key, minlength=n_threads * nk)
@@ -114,9 +117,7 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
     del wthread
 
     # the process's blocking calls (every thread), as in version 1: the union clipped to the window
-    clipped = iv.clipped_lengths(w_s, w_e, window)
-    in_window = (clipped > 0) | ((w_e == w_s) & iv.points_inside(w_s, window))
-    del clipped
+    in_window = iv.touching(w_s, w_e, iv.clipped_lengths(w_s, w_e, window), window)
     every = iv.union(w_s, w_e)
     host_sync_ns = int(iv.clipped_lengths(every[0], every[1], window).sum())
     drain_ns = _drained(g, every[1][iv.points_inside(every[1], steady)], steady)

@@ -34,7 +34,7 @@ def _completions(g: GroupTrace, frames: Frames, window: iv.Intervals) -> tuple[n
     ws, we = window
 
     def starting(starts: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(ws, starts, side="right") - 1
+        i = iv.search(ws, starts, side="right") - 1
         return (i >= 0) & (starts < we[np.maximum(i, 0)])
 
     # the candidates: each kernel name, and the graph executions of a graph-level trace
@@ -42,8 +42,9 @@ def _completions(g: GroupTrace, frames: Frames, window: iv.Intervals) -> tuple[n
     r = g.engines.get("kernel")
     if r is not None:
         m = starting(r.start_ns)
-        ids, counts = np.unique(r.name[m], return_counts=True)
-        for i, c in zip(ids.tolist(), counts.tolist()):
+        counts = np.bincount(r.name[m])
+        ids = np.flatnonzero(counts)
+        for i, c in zip(ids.tolist(), counts[ids].tolist()):
             candidates.append((int(c), f"launches of {g.kernel_names[i]}", m & (r.name == i)))
     gr = g.engines.get("graph")
     if gr is not None:
@@ -72,7 +73,7 @@ def measure(g: GroupTrace, frames: Frames, window: iv.Intervals, gaps: Gaps) -> 
         return None, f"{ends.size} frame completion(s) in the window: too few for intervals"
     d = np.diff(ends)
     srt = np.sort(d)
-    median = float(np.median(d))
+    median = float(np.median(srt))  # of the sorted intervals: no second partition
     p99 = float(srt[max(0, math.ceil(0.99 * srt.size) - 1)])
     k = int(np.argmax(d))
     a, b = int(ends[k]), int(ends[k + 1])

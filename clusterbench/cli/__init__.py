@@ -9,19 +9,15 @@ from clusterbench.cli.common import EXIT_CODES_HELP, hide_flag_metavars
 
 hide_flag_metavars()
 
-app = typer.Typer(
-    name="clusterbench",
-    help=(
-        "What does your GPU photon cluster-finder pipeline really cost?\n\n"
-        "probe traces the CuPy cluster finder under Nsight Systems; analyze turns an nsys "
-        "SQLite export into per-engine GPU time per frame and the roofline; compare puts two "
-        "result dirs (or two traces) side by side; guard runs the idle-GPU and fresh-build checks alone; "
-        "floors measures compare's noise floors from A/A dirs; history and baseline keep every probe row.\n\n"
-        + EXIT_CODES_HELP
-    ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_show_locals=False,
+# each in the module of its name (clusterbench.cli.analyze...), imported only when the command is built
+COMMANDS = ("analyze", "probe", "compare", "guard", "floors", "history", "baseline")
+HELP = (
+    "What does your GPU photon cluster-finder pipeline really cost?\n\n"
+    "probe traces the CuPy cluster finder under Nsight Systems; analyze turns an nsys "
+    "SQLite export into per-engine GPU time per frame and the roofline; compare puts two "
+    "result dirs (or two traces) side by side; guard runs the idle-GPU and fresh-build checks alone; "
+    "floors measures compare's noise floors from A/A dirs; history and baseline keep every probe row.\n\n"
+    + EXIT_CODES_HELP
 )
 
 
@@ -31,7 +27,6 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
@@ -40,22 +35,36 @@ def _root(
     """Root options."""
 
 
-from clusterbench.cli import analyze as _analyze  # noqa: E402
-from clusterbench.cli import compare as _compare  # noqa: E402
-from clusterbench.cli import baseline as _baseline  # noqa: E402
-from clusterbench.cli import floors as _floors  # noqa: E402
-from clusterbench.cli import history as _history  # noqa: E402
-from clusterbench.cli import guard as _guard  # noqa: E402
-from clusterbench.cli import probe as _probe  # noqa: E402
+def build_app(only: str | None = None) -> typer.Typer:
+    """The clusterbench app with every command, or with command ``only`` alone: the modules of the
+    other commands (the probe's, history's, the guards') are then never imported, which saves a
+    fresh ``clusterbench analyze`` their start-up time."""
+    import importlib
 
-app.command("analyze", help=_analyze.HELP, epilog=EXIT_CODES_HELP)(_analyze.analyze)
-app.command("probe", help=_probe.HELP, epilog=EXIT_CODES_HELP)(_probe.probe)
-app.command("compare", help=_compare.HELP, epilog=EXIT_CODES_HELP)(_compare.compare)
-app.command("guard", help=_guard.HELP, epilog=EXIT_CODES_HELP)(_guard.guard)
-app.command("floors", help=_floors.HELP, epilog=EXIT_CODES_HELP)(_floors.floors)
-app.command("history", help=_history.HELP, epilog=EXIT_CODES_HELP)(_history.history)
-app.add_typer(_baseline.app, name="baseline")
+    app = typer.Typer(name="clusterbench", help=HELP, no_args_is_help=True, add_completion=False,
+                      pretty_exceptions_show_locals=False)  # fmt: skip
+    app.callback()(_root)
+    for name in COMMANDS if only is None else (only,):
+        mod = importlib.import_module(f"clusterbench.cli.{name}")
+        if name == "baseline":
+            app.add_typer(mod.app, name="baseline")
+        else:
+            app.command(name, help=mod.HELP, epilog=EXIT_CODES_HELP)(getattr(mod, name))
+    return app
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``clusterbench.cli.app``: the app with every command, built on first use."""
+    if name == "app":
+        app = build_app()
+        globals()["app"] = app
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
-    app()
+    """The console script: the command named on the command line alone, when it names one."""
+    import sys
+
+    word = sys.argv[1] if len(sys.argv) > 1 else None
+    build_app(word if word in COMMANDS else None)()

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import typer
 
-from clusterbench.cli import options
-from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
+from clusterbench.cli.common import JSON, TRACE_FRAMES, TRACE_RANGE, TRACE_WINDOW, boundary, stderr_console, stdout_console, warn
 
 HELP = (
     "Per-engine GPU time per frame, the roofline (engines and launching host threads), the idle gaps "
@@ -27,9 +26,9 @@ HELP = (
 def analyze(
     trace: Path = typer.Argument(..., help="nsys SQLite export (.sqlite) or report (.nsys-rep, .qdrep).", show_default=False),
     frames: int | None = typer.Argument(None, help="Frames processed inside the window (a count; see --frames for other ways).", show_default=False),
-    window: str | None = options.TRACE_WINDOW,
-    range_name: str | None = options.TRACE_RANGE,
-    frames_spec: str | None = options.TRACE_FRAMES,
+    window: str | None = TRACE_WINDOW,
+    range_name: str | None = TRACE_RANGE,
+    frames_spec: str | None = TRACE_FRAMES,
     device: int | None = typer.Option(None, "--device", help="Only this CUDA device id."),
     pid: int | None = typer.Option(None, "--pid", help="Only this process id."),
     by_stream: bool = typer.Option(False, "--by-stream", help="Add a per-stream breakdown."),
@@ -58,7 +57,7 @@ def analyze(
         help="Write the window as a Chrome trace-event JSON file (opens in ui.perfetto.dev): one track per engine "
         "and stream, one per launching host thread, idle gaps labelled by cause.",
     ),  # fmt: skip
-    as_json: bool = options.JSON,
+    as_json: bool = JSON,
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV to stdout (one row per group and engine)."),
 ) -> None:
     from clusterbench.analyzers import analysis as core

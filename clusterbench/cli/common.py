@@ -29,6 +29,24 @@ EXIT_CODES_HELP = (
 )
 
 
+JSON = typer.Option(False, "--json", help="Print only JSON to stdout (warnings and errors still go to stderr).")
+
+TRACE_WINDOW = typer.Option(
+    None, "--window", metavar="SPEC",
+    help="The part of the trace to measure: auto (default: the probe's pass range, else the GPU activity span with "
+         "its leading and trailing set-up cut off), span (first to last GPU record), range:NAME\\[@DOMAIN]\\[#N] "
+         "(NVTX ranges whose text starts with NAME, in DOMAIN; #N: the N-th), or ms:A-B (A to B ms on nsys's "
+         "timeline). probe: for a program probed as it is; compare: for two traces.")
+
+TRACE_FRAMES = typer.Option(
+    None, "--frames", metavar="SPEC",
+    help="Frames in the window: N, kernel:REGEX (launches of matching kernels starting in the window), "
+         "range:NAME\\[@DOMAIN] (NVTX ranges lying mostly in it), graph (CUDA graph executions), or h2d-bytes:N "
+         "(H2D bytes / N bytes per frame).")
+
+TRACE_RANGE = typer.Option(None, "--range", metavar="NAME", help="Same as --window range:NAME.")
+
+
 def hide_flag_metavars() -> None:
     """Show no metavar after on/off flags in ``--help`` (typer's rich help prints ``<bool>``).
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from clusterbench.cli import common
 from clusterbench.io.history import DEFAULT_DB_NAME
 from clusterbench.run.config import DEFAULT_CONFIG_FILE
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT, DEFAULT_WINDOW_S, MAX_WINDOW_S
@@ -16,7 +17,7 @@ from clusterbench.run.probe import (
     MAX_REPEAT,
 )
 
-JSON = typer.Option(False, "--json", help="Print only JSON to stdout (warnings and errors still go to stderr).")
+JSON = common.JSON  # defined in common: analyze takes it without the imports above
 
 CONFIG = typer.Option(
     None, "--config", metavar="FILE",
@@ -62,17 +63,6 @@ TRACER = typer.Option(
     DEFAULT_TRACER, "--tracer",
     help="nsys (Nsight Systems), cupti (in-process, no nsys needed) or none (sustained FPS only).")
 
-TRACE_WINDOW = typer.Option(
-    None, "--window", metavar="SPEC",
-    help="The part of the trace to measure: auto (default: the probe's pass range, else the GPU activity span with "
-         "its leading and trailing set-up cut off), span (first to last GPU record), range:NAME\\[@DOMAIN]\\[#N] "
-         "(NVTX ranges whose text starts with NAME, in DOMAIN; #N: the N-th), or ms:A-B (A to B ms on nsys's "
-         "timeline). probe: for a program probed as it is; compare: for two traces.")
+# the trace options: defined in common, so that analyze takes them without the imports above
+TRACE_WINDOW, TRACE_FRAMES, TRACE_RANGE = common.TRACE_WINDOW, common.TRACE_FRAMES, common.TRACE_RANGE
 
-TRACE_FRAMES = typer.Option(
-    None, "--frames", metavar="SPEC",
-    help="Frames in the window: N, kernel:REGEX (launches of matching kernels starting in the window), "
-         "range:NAME\\[@DOMAIN] (NVTX ranges lying mostly in it), graph (CUDA graph executions), or h2d-bytes:N "
-         "(H2D bytes / N bytes per frame).")
-
-TRACE_RANGE = typer.Option(None, "--range", metavar="NAME", help="Same as --window range:NAME.")

@@ -37,6 +37,10 @@ from clusterbench.io.nsys import schema as S
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_HEADER_BYTES = 100
 MMAP_BYTES = 0  # no mmap: faulting in a mapped 100 MB+ file cost more than pread copies (measured)
+# SQLite's page cache per connection, in KiB: a rowid-range scan reads each page once and needs only the
+# b-tree's few inner pages again. SQLite's default of 2,000 KiB, times one connection per read thread
+# (32 on 16 cores), took 60 MB at 5M records; 128 KiB costs no CPU time (measured).
+CACHE_KIB = 128
 
 # Default window: the probe's own pass range, else the dev traces' bare "pass" range.
 DEFAULT_PASS_PREFIXES = ("clusterbench:pass", "pass")
@@ -46,8 +50,18 @@ TRACE_CUDA_HINT = (
     "then: nsys export --type sqlite -o run.sqlite run.nsys-rep"
 )
 
-# Read threads: SQLite decodes rows on one core per connection; more threads than cores only wait.
-READ_THREADS = max(2, min(8, os.cpu_count() or 2))
+
+def _cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 2
+
+
+# Read threads per pool: SQLite decodes rows on one core per connection; more threads than cores only
+# wait. Up to 16, the cores of the H200 machine (a 1M-record export is 40 activity and 96 API chunks).
+READ_THREADS = max(2, min(16, _cores()))
 ROWS_PER_CHUNK = 25_000  # rowids per read job: balances the threads; small strings reuse freed memory
 
 _PACK_DEVICE = 1 << 24  # key = pid + 2**24*device (pid < 2**24)
@@ -293,6 +307,7 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         conn.execute("PRAGMA query_only = 1")
         conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
     except sqlite3.Error as exc:
         raise TraceError(f"cannot open trace as SQLite ({exc}): {path}", hint="check that it is an nsys SQLite export") from None
     return conn
@@ -678,26 +693,38 @@ class _Names:
 
 
 class _Threads:
-    """globalTid & 2**48-1 -> thread index, shared by the read threads."""
+    """globalTid & 2**48-1 -> thread index, shared by the read threads. A thread's index is its order of
+    first sight; the keys seen so far are also kept sorted, so that a chunk's keys are looked up with
+    one binary search over the few threads (no sort of the chunk)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.index: dict[int, int] = {}
         self.keys: list[int] = []
+        # the keys seen, sorted, and their thread indices: one tuple, replaced whole (read without the lock)
+        self.sorted: tuple[np.ndarray, np.ndarray] = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32))
 
     def map(self, keys: np.ndarray) -> np.ndarray:
         if keys.size == 0:
             return keys.astype(np.int32)
-        uniq, inverse = np.unique(keys, return_inverse=True)
+        known, index = self.sorted
+        if known.size:
+            pos = np.minimum(np.searchsorted(known, keys), known.size - 1)
+            hit = known[pos] == keys
+            if bool(hit.all()):
+                return index[pos]
+            new = np.unique(keys[~hit])
+        else:
+            new = np.unique(keys)
         with self.lock:
-            idx = []
-            for k in uniq.tolist():
-                j = self.index.get(k)
-                if j is None:
-                    j = self.index[k] = len(self.keys)
+            for k in new.tolist():  # in key order, as they come first in this chunk
+                if k not in self.index:
+                    self.index[k] = len(self.keys)
                     self.keys.append(k)
-                idx.append(j)
-        return np.asarray(idx, dtype=np.int32)[inverse.reshape(-1)]
+            seen = np.asarray(self.keys, dtype=np.int64)
+            order = np.argsort(seen)
+            self.sorted = (seen[order], order.astype(np.int32))
+        return self.map(keys)
 
 
 class _PlanBox:
@@ -738,13 +765,8 @@ def _api_job(path: Path, sql: str, lo: int, hi: int, box: _PlanBox, names: _Name
     out: dict = {}
     ii = np.flatnonzero(issues)
     if ii.size:
-        th = threads.map(key[ii])
-        u, inv = np.unique(th, return_inverse=True)
-        inv = inv.reshape(-1)
-        first = np.full(u.size, np.iinfo(np.int64).max, dtype=np.int64)
-        last = np.full(u.size, np.iinfo(np.int64).min, dtype=np.int64)
-        np.minimum.at(first, inv, start[ii])
-        np.maximum.at(last, inv, start[ii])
+        # a thread feeds the GPU from the start of its first issuing call to the start of its last one
+        u, _, first, last = _min_max_by(threads.map(key[ii]), start[ii], start[ii])
         out["i_thread"], out["i_first"], out["i_last"] = u, first, last
     del issues, ii
     box.ready.wait()
@@ -761,11 +783,12 @@ def _api_job(path: Path, sql: str, lo: int, hi: int, box: _PlanBox, names: _Name
         keep = np.zeros(n, dtype=bool)
         total = np.zeros(n, dtype=bool)
         always = np.isin(cat, [S.API_CODE[c] for c in plan.keep_categories])
-        for p in np.unique(pid).tolist():
+        one = int(pid.min()) == int(pid.max())  # most chunks hold one process: no sort
+        for p in [int(pid[0])] if one else np.unique(pid).tolist():
             region = plan.region.get(int(p))
             if region is None:
                 continue
-            m = np.flatnonzero(pid == p)
+            m = slice(None) if one else np.flatnonzero(pid == p)
             ms, me = start[m], end[m]
             inreg = _touches(ms, me, region)
             k = inreg & (always[m] | _touches(ms, me, plan.keep.get(int(p), _EMPTY_IV)))
@@ -778,19 +801,25 @@ def _api_job(path: Path, sql: str, lo: int, hi: int, box: _PlanBox, names: _Name
     out["name"] = name[ki]
     if total.any():
         ti = np.flatnonzero(total)
-        th = threads.map(key[ti])
-        k = th.astype(np.int64) * len(S.API_CATEGORIES) + cat[ti]
-        uk, inv = np.unique(k, return_inverse=True)
-        inv = inv.reshape(-1)
-        out["t_key"] = uk
-        out["t_ns"] = np.bincount(inv, weights=(end[ti] - start[ti]), minlength=uk.size).astype(np.int64)
-        out["t_calls"] = np.bincount(inv, minlength=uk.size).astype(np.int64)
-        first = np.full(uk.size, np.iinfo(np.int64).max, dtype=np.int64)
-        last = np.full(uk.size, np.iinfo(np.int64).min, dtype=np.int64)
-        np.minimum.at(first, inv, start[ti])
-        np.maximum.at(last, inv, end[ti])
-        out["t_first"], out["t_last"] = first, last
+        k = threads.map(key[ti]).astype(np.int64) * len(S.API_CATEGORIES) + cat[ti]
+        uk, calls, first, last = _min_max_by(k, start[ti], end[ti])
+        out["t_key"], out["t_calls"], out["t_first"], out["t_last"] = uk, calls, first, last
+        ns = np.bincount(k, weights=(end[ti] - start[ti]))
+        out["t_ns"] = ns[uk].astype(np.int64)
     return out
+
+
+def _min_max_by(key: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For small non-negative keys (a thread index, or thread and category): the keys present, and per
+    key its rows, the least ``lo`` and the greatest ``hi`` (bins over the key range: no sort)."""
+    size = int(key.max()) + 1
+    rows = np.bincount(key, minlength=size)
+    first = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(size, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, key, lo)
+    np.maximum.at(last, key, hi)
+    present = np.flatnonzero(rows)
+    return present, rows[present], first[present], last[present]
 
 
 def _start_api(path: Path, conn: sqlite3.Connection, tables: frozenset[str], pool: ThreadPoolExecutor, box: _PlanBox
