@@ -212,7 +212,8 @@ def probe(
         if as_json:
             typer.echo(json.dumps(dry.to_json(), indent=2, allow_nan=False))
         else:
-            stdout_console().print(render_dry_run(dry), markup=False, highlight=False, soft_wrap=True)
+            con = stdout_console()
+            con.print(render_dry_run(dry, con.width), markup=False, highlight=False, soft_wrap=True)
         return
     if opts is not None:  # the parent of a campaign touches no GPU: the tasks probe on their nodes
         _campaign(request, plan, opts, as_json, wide)

@@ -225,44 +225,74 @@ def render_scan(points: Sequence[ScanPoint], scans: Sequence[Scan], width: int |
     return Group(table, caption)
 
 
-def render_dry_run(dry: DryRun) -> str:
-    """``probe --dry-run``: every command line with its placeholders filled in, and the guards (pure)."""
+def _wrap_command(head: str, words: Sequence[str], width: int) -> list[str]:
+    """A command line at ``width``: broken only between words, each broken line ending in `` \\`` and
+    the next indented under the first word, so that the lines copy back into a shell as one command;
+    a word longer than the width stays whole on its own line."""
+    indent = " " * len(head)
+    lines, line = [], head
+    for w in words:
+        if line.strip() and line != head and len(line) + 1 + len(w) + 2 > width:
+            lines.append(line + " \\")
+            line = indent + w
+        else:
+            line = line + (" " if line != head else "") + w
+    lines.append(line)
+    return lines
+
+
+def render_dry_run(dry: DryRun, width: int = 80) -> str:
+    """``probe --dry-run``: every command line with its placeholders filled in, and the guards (pure);
+    prose wrapped at ``width`` between words, command lines broken shell-style (`` \\``)."""
     import os
     import shlex
+    import textwrap
 
     here = os.getcwd().rstrip("/") + "/"
 
-    def show(argv: Sequence[str]) -> str:  # paths under the current folder, relative to it
-        return shlex.join(a.replace(here, "") if here in a else a for a in argv)
+    def words(argv: Sequence[str]) -> list[str]:  # paths under the current folder, relative to it
+        return [shlex.quote(a.replace(here, "") if here in a else a) for a in argv]
 
-    lines = ["clusterbench probe --dry-run: nothing runs; this is the plan (paths relative to this folder)",
-             f"results dir: {dry.results_dir}",
-             f"tracer: {dry.tracer}" + (f" ({dry.nsys})" if dry.nsys else " (nsys is not found here: the GPU machine "
-                                                                          "needs it on PATH)" if dry.tracer == "nsys"
-                                                                          else ""),
-             f"every run: at most {dry.timeout_s:g} s (--timeout), then its process group is ended",
-             f"GPUs: {dry.gpus or 'the first this process may use'}",
-             "guards, before any config runs:"]
-    lines += [f"  - {g}" for g in dry.guards]
+    out: list[str] = []
+
+    def prose(text: str, indent: str = "") -> None:
+        out.extend(textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                                 break_long_words=False, break_on_hyphens=False) or [""])
+
+    def command(head: str, argv_words: Sequence[str]) -> None:
+        out.extend(_wrap_command(head, argv_words, width))
+
+    prose("clusterbench probe --dry-run: nothing runs; this is the plan (paths relative to this folder)")
+    prose(f"results dir: {dry.results_dir}")
+    prose(f"tracer: {dry.tracer}" + (f" ({dry.nsys})" if dry.nsys else " (nsys is not found here: the GPU machine "
+                                                                        "needs it on PATH)" if dry.tracer == "nsys"
+                                                                        else ""))
+    prose(f"every run: at most {dry.timeout_s:g} s (--timeout), then its process group is ended")
+    prose(f"GPUs: {dry.gpus or 'the first this process may use'}")
+    prose("guards, before any config runs:")
+    for g in dry.guards:
+        prose(f"- {g}", "  ")
     for c in dry.configs:
-        lines.append("")
+        out.append("")
         where = "" if not c.cwd else (", run in this folder" if c.cwd + "/" == here else f", run in {c.cwd}")
-        lines.append(f"config {c.label} ({c.workload}){where}")
+        prose(f"config {c.label} ({c.workload}){where}")
         if c.placeholders:
             shown = ", ".join(f"{k}={v}" for k, v in c.placeholders.items() if v is not None)
-            lines.append(f"  placeholders: {shown}")
+            prose(f"placeholders: {shown}", "  ")
         if c.trace is not None:
-            env = " ".join(f"{k}={v}" for k, v in c.trace_env.items())
-            lines.append("  trace:    " + (env + " " if env else "") + show(c.trace))
+            env = [f"{k}={v}" for k, v in c.trace_env.items()]
+            command("  trace:    ", [*env, *words(c.trace)])
         if c.export is not None:
-            lines.append("  export:   (only where the profile wrote no .sqlite) " + show(c.export))
+            command("  export:   ", words(c.export))
+            prose("(the export runs only where the profile wrote no .sqlite)", " " * 12)
         if c.analysis is not None:
-            lines.append(f"  analyze:  {c.analysis}")
+            prose(f"analyze:  {c.analysis}", "  ")
         for argv in c.sustained:
-            lines.append("  untraced: " + show(argv))
-        lines.append(f"  sustained FPS ({c.sustained_source}): {c.sustained_note}")
+            command("  untraced: ", words(argv))
+        prose(f"sustained FPS ({c.sustained_source}): {c.sustained_note}", "  ")
     for w in dry.warnings:
-        lines.append(f"warning: {w}")
+        prose(f"warning: {w}")
+    lines = out
     return "\n".join(lines)
 
 

@@ -403,7 +403,7 @@ def test_dry_run_prints_every_command_without_a_gpu(monkeypatch, good: Path, tmp
                                 "--rate", "rate: ([0-9.]+)", "--scan", "streams=1,4", "--capture", "nvtx:loop@daq",
                                 "--", sys.executable, str(prog), "--streams", "{streams}"], env={"COLUMNS": "400"})
     assert res.exit_code == 0, res.stderr
-    out = res.stdout
+    out = re.sub(r" \\\n\s+", " ", res.stdout)  # long command lines come back whole (shell-style " \\")
     assert "nothing runs" in out and "nsys is not found here" in out
     assert "config toy_exec.py.streams1 (exec)" in out and "config toy_exec.py.streams4 (exec)" in out
     assert "placeholders: streams=4" in out
@@ -516,3 +516,23 @@ def test_a_failed_config_prints_its_row_and_exits_1(monkeypatch, tmp_path: Path)
     assert res.exit_code == 1
     assert "toy_exec.py: FAILED in sustained: the sustained-FPS run of config" in " ".join(res.stdout.split())
     assert "time limit of 1 s" in messages(res.stderr)[0]
+
+
+def test_dry_run_at_80_columns_wraps_prose_between_words_and_commands_shell_style(monkeypatch, tmp_path: Path) -> None:
+    from exec_programs import write_program
+
+    _refuse_gpu_calls(monkeypatch)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    prog = write_program(tmp_path / "prog")
+    res = runner().invoke(app, ["probe", "--dry-run", "--results-dir", str(tmp_path / "r"), "--frames", "kernel:calib",
+                                "--rate", "rate: ([0-9.]+)", "--", sys.executable, str(prog), "--streams", "4"],
+                          env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    for line in lines:  # at most 80 columns, unless one word alone is longer (a long path is not cut)
+        assert len(line) <= 80 or len(line.strip().split()) == 1 or len(line.strip().rstrip(" \\").split()) == 1, line
+    # a broken command line ends in " \\" and its next line is indented: joined, it is the command again
+    joined = re.sub(r" \\\n\s+", " ", res.stdout)
+    untraced = [ln.strip() for ln in joined.splitlines() if ln.strip().startswith("untraced:")]
+    assert untraced and all(ln.endswith(f"{prog} --streams 4") for ln in untraced)
+    assert any(ln.endswith(" \\") for ln in lines)  # the nsys line is longer than 80 columns: it was broken
