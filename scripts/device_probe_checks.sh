@@ -121,7 +121,12 @@ d = json.load(sys.stdin)
 w = d["window"]
 gaps = [g for g in d["gaps"] if g["cause"] == "host" and g["length_ns"] >= 100_000_000]
 a = w["start_ns"] + gaps[-1]["start_ns"] + gaps[-1]["length_ns"] if gaps else w["start_ns"]
-print(f"ms:{a / 1e6:.3f}-{w[\"end_ns\"] / 1e6 + 0.001:.3f}")')
+end = w["end_ns"]
+print(f"ms:{a / 1e6:.3f}-{end / 1e6 + 0.001:.3f}")')
+        if [ -z "$window" ]; then
+            echo "aare_async_phase: could not find the async phase in $trace" >&2
+            window=span
+        fi
         printed=$(grep -a -E 'GPU\(async pipeline\):\s+[0-9.]+ ms/frame' "$work/logs/aare_harness.log" | tail -n 1)
         echo "aare's own line in the traced run: ${printed:-none}"
         run aare_async_phase - "${cb[@]}" analyze "$trace" --window "$window" \
