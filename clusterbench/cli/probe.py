@@ -123,11 +123,15 @@ def probe(
     rate: Optional[str] = typer.Option(
         None, "--rate", metavar="REGEX",
         help="A program as it is: the line where it prints its own rate; the number is the regex's group "
-             "'value' or first group, its unit --rate-unit or the word after it (fps, Hz, GB/s, ms/frame, "
+             "'value' or first group, its unit --rate-unit or the word after it (fps, frames/s, events/s or Hz, "
+             "each with an optional k or M prefix: kHz is 1,000 FPS; MB/s, GB/s, GiB/s..., made GB/s; ms/frame, "
              "us/frame). The sustained figure then comes from it (the last match of each untraced run), and it "
              "is set against the trace."),
     rate_unit: Optional[str] = typer.Option(
-        None, "--rate-unit", metavar="fps|Hz|GB/s|ms/frame|us/frame", help="The unit of --rate's number."),
+        None, "--rate-unit", metavar="UNIT",
+        help="The unit of --rate's number, where the program prints none after it: fps, frames/s, events/s, Hz "
+             "(each with an optional k or M prefix: kfps, k frames/s, kHz, MHz), B/s, kB/s, MB/s, GB/s, TB/s, "
+             "KiB/s, MiB/s, GiB/s, ms/frame or us/frame. Frame rates become FPS, byte rates GB/s."),
     kernel_time: Optional[str] = typer.Option(
         None, "--kernel-time", metavar="REGEX",
         help="A program as it is: the line where it prints its per-frame kernel time (ms/frame or us/frame), set "
@@ -170,7 +174,8 @@ def probe(
     from clusterbench.render.probe import ProbeProgress, outcome_json, render_checks, render_dry_run, render_footer
     from clusterbench.run.campaign import executor_options_for
     from clusterbench.run.config import DEFAULT_CONFIG_FILE, ExecOptions
-    from clusterbench.run.probe import ProbeRequest, dry_run as plan_dry_run, plan_probe, preflight, require_no_failures, run_probe
+    from clusterbench.run.probe import (REPLACE_HINT, ProbeRequest, dry_run as plan_dry_run, plan_probe, preflight,
+                                        replace_notice, require_no_failures, run_probe)
 
     argv = tuple(["clusterbench", *sys.argv[1:]])
     if as_json and wide:
@@ -215,6 +220,9 @@ def probe(
             con = stdout_console()
             con.print(render_dry_run(dry, con.width), markup=False, highlight=False, soft_wrap=True)
         return
+    notice = replace_notice(plan)  # which rows this probe replaces, said before any GPU work
+    if notice is not None:
+        warn(notice, REPLACE_HINT)
     if opts is not None:  # the parent of a campaign touches no GPU: the tasks probe on their nodes
         _campaign(request, plan, opts, as_json, wide)
         return
@@ -222,6 +230,8 @@ def probe(
     err = stderr_console()
     with ProbeProgress(err, [c.label for c in plan.configs]) as progress:
         def on_event(event: ProbeEvent) -> None:
+            if event.kind == "warning" and event.message == notice:
+                return  # said above, before the GPU was asked
             if event.kind == "warning":  # above the bars, through the one message formatter
                 warn(str(event.message), event.hint, console=progress.console)
             else:

@@ -263,7 +263,11 @@ def render_dry_run(dry: DryRun, width: int = 80) -> str:
         out.extend(_wrap_command(head, argv_words, width))
 
     prose("clusterbench probe --dry-run: nothing runs; this is the plan (paths relative to this folder)")
-    prose(f"results dir: {dry.results_dir}")
+    if dry.existing is None:
+        prose(f"results dir: {dry.results_dir} (new)")
+    else:
+        prose(f"results dir: {dry.results_dir}")
+        prose(dry.existing.notice(dry_run=True), "  ")
     prose(f"tracer: {dry.tracer}" + (f" ({dry.nsys})" if dry.nsys else " (nsys is not found here: the GPU machine "
                                                                         "needs it on PATH)" if dry.tracer == "nsys"
                                                                         else ""))

@@ -158,7 +158,8 @@ def check_rate(printed: Reading | None, untraced: Sequence[float], metric: str, 
         p = printed.converted
         ratio = p / t
         ok = 1 / (1 + tol) <= ratio <= 1 + tol
-        said = f"it prints {_show(p, metric)} ({printed.value:g} {printed.unit}) in the traced run"
+        said = (f"it prints {_show(p, metric)} ({printed.conversion or f'{printed.value:g} {printed.unit}'}) in the "
+                "traced run")
         untraced_txt = (f"; untraced it prints {_show(u_med, metric)}, so the profiler slowed it "
                         f"{overhead:.2f}×" if overhead is not None else "")
     else:

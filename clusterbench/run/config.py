@@ -402,7 +402,8 @@ _KEY_HINTS = {
               '"graph" or "h2d-bytes:N" (docs/analyze.md).',
     "capture": 'Write capture = "nvtx:NAME[@DOMAIN]" or "cudaProfilerApi" (an nsys capture range).',
     "rate": "Write rate = 'rate: ([0-9.]+) frames/s': a regex whose first group is the program's own figure.",
-    "rate_unit": 'Write rate_unit = "fps", "Hz", "GB/s", "ms/frame" or "us/frame".',
+    "rate_unit": 'Write rate_unit = "fps", "kHz", "k frames/s", "MB/s", "GB/s", "GiB/s", "ms/frame", "us/frame" or '
+                 'another unit docs/probe.md lists.',
     "kernel_time": "Write kernel_time = 'kernel: ([0-9.]+) us/frame': the program's per-frame kernel time.",
     "kernel_time_unit": 'Write kernel_time_unit = "ms/frame" or "us/frame".',
     "sustained": 'Write sustained = "rate" (the program\'s own rate), "wall" (frames over its wall time) or '

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from clusterbench.errors import (EXIT_INTERRUPTED, ClusterbenchError, ConfigError, EnvironmentFailure, InputError,
                                  WorkloadProtocolError)
 from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
-from clusterbench.model.results import ConfigEntry, ResultRow, ResultSet
+from clusterbench.model.results import ConfigEntry, ResultRow, ResultSet, RowKey
 from clusterbench.model.workload import WorkloadResult
 from clusterbench.io.history import record_probe
 from clusterbench.run.clocks import ClockSample, ClockVerdict, clock_summary, judge_clocks
@@ -201,6 +201,49 @@ class ProbePlan:
     gpus: GpuSelection | None = None  # None: no --gpus (one GPU: the first this process may use)
     timeout_s: float = DEFAULT_TIMEOUT_S
     scans: tuple[Scan, ...] = ()
+    existing: ExistingRows | None = None  # the results dir exists already: what it holds that this probe replaces
+
+
+@dataclass(frozen=True, slots=True)
+class ReplacedRow:
+    """A row of the results dir that a probe writes again: its key, and when and in which session it was
+    measured (as the row says; None where it does not)."""
+
+    key: RowKey
+    timestamp: str | None
+    session: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.key.to_json(), "label": self.key.label, "timestamp": self.timestamp, "session": self.session}
+
+
+@dataclass(frozen=True, slots=True)
+class ExistingRows:
+    """A results dir that exists before the probe: how many rows it holds, those the probe replaces (every
+    other row is kept), or why its rows could not be read (``problem``)."""
+
+    path: Path
+    rows: int
+    replaced: tuple[ReplacedRow, ...]
+    problem: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": str(self.path), "rows": self.rows, "replaced": [r.to_json() for r in self.replaced],
+                "problem": self.problem}
+
+    def notice(self, dry_run: bool = False) -> str:
+        """What the probe does to the dir, in words (pure)."""
+        would = "would replace" if dry_run else "replaces"
+        if self.problem is not None:
+            return f"results dir {self.path} exists, and its rows cannot be read ({self.problem})"
+        if not self.replaced:
+            keeps = f"its {self.rows} row(s) are kept" if self.rows else "it holds no rows yet"
+            return f"results dir {self.path} exists: this probe adds its rows; {keeps}"
+        listed = "; ".join(f"{r.key.label}" + (f" (measured {r.timestamp})" if r.timestamp else "")
+                           for r in self.replaced)
+        kept = self.rows - len(self.replaced)
+        return (f"results dir {self.path} exists and holds {self.rows} row(s): this probe {would} "
+                f"{len(self.replaced)} of them: {listed}" + (f"; the other {kept} are kept" if kept else ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,7 +451,50 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
 
         gpus = parse_gpu_selection(request.gpus)  # InputError (exit 2), before any NVML call
     return ProbePlan(config_file, configs, results_dir, request.tracer, request.repeat, tuple(warnings), gpus,
-                     float(request.timeout_s), scans)
+                     float(request.timeout_s), scans, existing_rows(results_dir, configs, gpus))
+
+
+REPLACE_HINT = "give --tag T (or another --results-dir) to keep them, or --only LABEL to probe fewer configs"
+
+
+def replace_notice(plan: ProbePlan) -> str | None:
+    """Which rows of an existing results dir the probe replaces (or that they cannot be read), in words;
+    None when it replaces none: said on stderr before any GPU work."""
+    existing = plan.existing
+    if existing is None or not (existing.replaced or existing.problem):
+        return None
+    return existing.notice()
+
+
+def replaces(key: RowKey, labels: frozenset[str], gpus: GpuSelection | None) -> bool:
+    """Whether a probe of the configs ``labels`` (with ``--gpus`` selection ``gpus``) writes the row of ``key``
+    again (pure): each config's plain row; with ``--gpus`` also its aggregate row and its rows of the
+    selected GPUs (with ``all``: of any GPU). Rows of a campaign's variants are never a probe's."""
+    if key.config not in labels or key.variant is not None:
+        return False
+    if key.role is None:
+        return True
+    if gpus is None:
+        return False
+    return key.gpu is None or gpus.all or key.gpu in gpus.indices
+
+
+def existing_rows(results_dir: Path, configs: tuple[ProbeConfig, ...], gpus: GpuSelection | None) -> ExistingRows | None:
+    """What ``results_dir`` already holds that a probe of ``configs`` would replace; None when it does not
+    exist (reads its files, touches no GPU)."""
+    from clusterbench.io.results import load_results
+
+    if not results_dir.is_dir():
+        return None
+    if not (results_dir / "probes.csv").is_file():
+        return ExistingRows(results_dir, 0, ())
+    try:
+        held = load_results(results_dir)
+    except ClusterbenchError as exc:
+        return ExistingRows(results_dir, 0, (), str(exc).splitlines()[0])
+    labels = frozenset(c.label for c in configs)
+    replaced = tuple(ReplacedRow(r.key, r.timestamp, r.session) for r in held.rows if replaces(r.key, labels, gpus))
+    return ExistingRows(results_dir, len(held.rows), replaced)
 
 
 # ----------------------------------------------------------------------------- pure pieces
@@ -551,9 +637,13 @@ class DryRun:
     configs: tuple[DryRunConfig, ...]
     warnings: tuple[str, ...]
     gpus: str | None
+    existing: ExistingRows | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {"dry_run": True, "results_dir": str(self.results_dir), "tracer": self.tracer, "nsys": self.nsys,
+        return {"dry_run": True, "results_dir": str(self.results_dir),
+                "results_dir_exists": self.existing is not None,
+                "existing": None if self.existing is None else self.existing.to_json(),
+                "tracer": self.tracer, "nsys": self.nsys,
                 "repeat": self.repeat, "timeout_s": self.timeout_s, "gpus": self.gpus, "guards": list(self.guards),
                 "configs": [c.to_json() for c in self.configs], "warnings": list(self.warnings)}
 
@@ -623,7 +713,7 @@ def dry_run(plan: ProbePlan, request: ProbeRequest) -> DryRun:
          + (", and [build]'s artifact newer than its sources" if plan.config_file.build else ""),
          "git: the checkout's rev" + (", clean (--require-clean)" if request.require_clean else " and dirty flag")]
     return DryRun(plan.results_dir, plan.tracer, None if found is None else str(found), plan.repeat, plan.timeout_s,
-                  tuple(g), tuple(configs), plan.warnings, request.gpus)
+                  tuple(g), tuple(configs), plan.warnings, request.gpus, plan.existing)
 
 
 # Sustained FPS above the trace's roofline by more than this share (or the repeats' spread, if larger)
@@ -688,6 +778,9 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         warnings.append(message)
         emit(ProbeEvent("warning", label=label, message=message, hint=hint))
 
+    notice = replace_notice(plan)
+    if notice is not None:
+        warn(notice, REPLACE_HINT)
     for w in plan.warnings:
         emit(ProbeEvent("warning", message=w))
 
@@ -1127,7 +1220,7 @@ class ConfigRun:
     def _figure_checks(self, sustained: Measurement | None) -> tuple[FigureCheck, ...]:
         """The program's own rate and kernel time against the trace."""
         from clusterbench.run.checks import TraceRate, check_kernel_time, check_rate
-        from clusterbench.run.rates import compile_pattern, read_figure
+        from clusterbench.run.rates import UNIT_HINT, compile_pattern, parse_unit, read_figure
 
         cfg, traced, analysis = self.cfg, self.traced, self.analysis
         figs = trace_figures(analysis) if analysis is not None else None
@@ -1138,11 +1231,13 @@ class ConfigRun:
             try:
                 printed = read_figure(output, compile_pattern(spec.rate, "--rate"), spec.rate_unit) if output else None
             except ValueError as exc:
-                self.warn(f"{cfg.label}: the traced run's rate line: {exc}", label=cfg.label)
+                self.warn(f"{cfg.label}: the traced run's rate line: {exc}", UNIT_HINT, label=cfg.label)
                 printed = None
             untraced = (sustained.samples if sustained is not None and sustained.metadata.get("source") == "rate"
                         else ())
-            metric = ("GB/s" if (printed is not None and printed.unit == "GB/s") or spec.rate_unit == "GB/s"
+            given = parse_unit(spec.rate_unit) if spec.rate_unit is not None else None
+            metric = ("GB/s" if (printed is not None and printed.metric == "GB/s")
+                      or (given is not None and given.metric == "GB/s")
                       or (sustained is not None and sustained.metric != SUSTAINED_FPS) else "fps")
             trace = None
             if figs is not None and analysis is not None:

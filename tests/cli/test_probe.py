@@ -426,6 +426,34 @@ def test_dry_run_prints_every_command_without_a_gpu(monkeypatch, good: Path, tmp
     assert doc["configs"][0]["sustained"][0][-4:] == ["--mode", "sustained", "--repeat", "3"]
 
 
+def test_a_probe_says_which_rows_it_replaces_before_any_gpu_call(monkeypatch, good: Path, tmp_path: Path) -> None:
+    import datetime
+
+    from results_data import write
+
+    day = datetime.date.today().isoformat()
+    target = tmp_path / "r" / f"{day}_f32"
+    stamp = "2026-11-30T09:15:00Z"
+    write(target, [dict(ROW.to_json(), timestamp=stamp, session="s1"),
+                   dict(ROW.to_json(), label="9x9_s1", config="9x9_s1", timestamp=stamp)],
+          {"session_id": "s1"})
+    _refuse_gpu_calls(monkeypatch)  # the notice comes first; then the GPU check refuses (the test's guard)
+    res = runner().invoke(app, ["probe", "--config", str(good), "--results-dir", str(tmp_path / "r")],
+                          env={"COLUMNS": "300"})
+    lines = messages(res.stderr)
+    assert lines[0] == (f"Warning: results dir {target} exists and holds 2 row(s): this probe replaces 1 of them: "
+                        f"3x3_s1 (measured {stamp}); the other 1 are kept")
+    assert lines[1].startswith("Hint: give --tag T")
+    res = runner().invoke(app, ["probe", "--dry-run", "--config", str(good), "--results-dir", str(tmp_path / "r")],
+                          env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.stderr
+    assert f"results dir: {target}\n" in res.stdout
+    assert f"this probe would replace 1 of them: 3x3_s1 (measured {stamp})" in res.stdout
+    res = runner().invoke(app, ["probe", "--dry-run", "--config", str(good), "--results-dir", str(tmp_path / "new")],
+                          env={"COLUMNS": "300"})
+    assert "results dir: " in res.stdout and "(new)" in res.stdout
+
+
 @pytest.mark.parametrize("args, words", [
     (["--max-util", "-5"], "--max-util must be between 0 and 100 %, got -5 %"),
     (["--results-dir", "{file}"], "is a file, not a folder"),
@@ -454,7 +482,7 @@ def test_every_flag_is_refused_before_the_gpu_check(monkeypatch, good: Path, tmp
 
 @pytest.mark.parametrize("args, words", [
     (["--rate", "([0-9"], "--rate: --rate '([0-9' is not a regular expression"),
-    (["--rate", "r ([0-9.]+)", "--rate-unit", "furlongs"], "--rate-unit must be one of fps, Hz, GB/s, ms/frame"),
+    (["--rate", "r ([0-9.]+)", "--rate-unit", "furlongs"], "--rate-unit must be one of fps, frames/s, events/s or Hz with an optional k or M prefix"),
     (["--sustained", "wall"], "sustained = \"wall\" divides frames by the program's wall time: give a frame count"),
     (["--sustained", "rate"], "sustained = \"rate\" reads the program's own rate: give rate = REGEX"),
     (["--window", "bogus"], "--window: --window 'bogus' is not a window"),

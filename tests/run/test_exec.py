@@ -92,6 +92,10 @@ def test_an_exec_program_under_tracer_none_gives_its_own_rate(monkeypatch, tmp_p
     ("250 us/frame", None, "sustained_fps", 4000.0),  # 10^6 / 250 µs
     ("12.5", "GB/s", "sustained_gbps", 12.5),  # GB/s stays GB/s: no frame size to turn it into frames
     ("80 Hz", None, "sustained_fps", 80.0),
+    ("71.87 kHz", None, "sustained_fps", 71_870.0),  # the LCLS DAQ's line: 71.87 x 1000
+    ("1.5 k frames/s", None, "sustained_fps", 1_500.0),
+    ("420 MB/s", None, "sustained_gbps", 0.42),  # 420 x 10^6 B/s
+    ("2", "GiB/s", "sustained_gbps", 2.147483648),  # 2 x 2^30 B/s
 ])
 def test_each_rate_unit(monkeypatch, tmp_path: Path, printed: str, unit, metric: str, value: float) -> None:
     FakeMachine(monkeypatch, 1)

@@ -272,6 +272,51 @@ def test_rerunning_one_config_replaces_only_its_row(monkeypatch, config_path: Pa
     assert edges.sampled == [0, 0]  # one reading per probe
 
 
+def test_a_probe_into_a_dir_with_rows_says_which_it_replaces_before_any_gpu_work(monkeypatch, config_path: Path,
+                                                                              tmp_path: Path) -> None:
+    edges = Edges(monkeypatch, tmp_path)
+    req = request(config_path, tmp_path, tracer="none")
+    assert plan_probe(req).existing is None  # a new dir: nothing to say
+    first = run_probe(plan_probe(req), req, nsys=None)
+    stamps = {r.label: r.timestamp for r in first.rows}
+    req_b = request(config_path, tmp_path, only=("b",), tracer="none")
+    plan = plan_probe(req_b)
+    assert plan.existing is not None and plan.existing.rows == 2
+    assert [(r.key, r.timestamp, r.session) for r in plan.existing.replaced] == [
+        (RowKey("b"), stamps["b"], first.session_id)]
+    notice = probe_mod.replace_notice(plan)
+    assert notice == (f"results dir {plan.results_dir} exists and holds 2 row(s): this probe replaces 1 of them: "
+                      f"b (measured {stamps['b']}); the other 1 are kept")
+    # the notice is the first thing the probe says, before the GPU is asked (no NVML reading yet)
+    seen_before: list = []
+
+    def on_event(e) -> None:
+        if e.kind == "warning" and e.message == notice:
+            seen_before.append(list(edges.sampled))
+
+    second = run_probe(plan, req_b, on_event=on_event, nsys=None)
+    assert seen_before == [[0]] and notice in second.warnings  # one reading so far: the first probe's
+    dry = probe_mod.dry_run(plan_probe(req_b), req_b)
+    assert dry.to_json()["results_dir_exists"] is True
+    assert [r["label"] for r in dry.to_json()["existing"]["replaced"]] == ["b"]
+
+
+def test_which_rows_a_probe_replaces_with_and_without_gpus() -> None:
+    from clusterbench.model.results import RowRole
+    from clusterbench.run.machine import parse_gpu_selection
+
+    labels = frozenset({"a"})
+    plain, solo2 = RowKey("a"), RowKey("a", 2, RowRole.SOLO)
+    conc0, agg = RowKey("a", 0, RowRole.CONCURRENT), RowKey("a", role=RowRole.AGGREGATE)
+    assert probe_mod.replaces(plain, labels, None) and not probe_mod.replaces(RowKey("b"), labels, None)
+    assert not probe_mod.replaces(conc0, labels, None) and not probe_mod.replaces(agg, labels, None)
+    assert not probe_mod.replaces(RowKey("a", variant="h100"), labels, None)  # a campaign's variant row
+    two = parse_gpu_selection("2,3")
+    assert probe_mod.replaces(solo2, labels, two) and probe_mod.replaces(agg, labels, two)
+    assert not probe_mod.replaces(conc0, labels, two)
+    assert probe_mod.replaces(conc0, labels, parse_gpu_selection("all"))
+
+
 def test_guard_refusal_is_exit_3_unless_forced(monkeypatch, config_path: Path, tmp_path: Path) -> None:
     Edges(monkeypatch, tmp_path, guard_fail=True)
     req = request(config_path, tmp_path, tracer="none", repeat=1)

@@ -8,7 +8,8 @@ import pytest
 
 from clusterbench.errors import InputError
 from clusterbench.run.checks import TraceRate, check_kernel_time, check_rate
-from clusterbench.run.rates import Reading, canonical_unit, check_unit, compile_pattern, read_figure, wall_between
+from clusterbench.run.rates import (TIME_UNITS, Reading, canonical_unit, check_unit, compile_pattern, parse_unit,
+                                    read_figure, wall_between)
 
 OUTPUT = """starting
 rate: 1000.0 frames/s
@@ -23,7 +24,7 @@ kernel 12.5 µs/frame
 
 def test_the_last_matching_line_and_its_unit_after_the_number() -> None:
     r = read_figure(OUTPUT, re.compile(r"rate: ([0-9.,]+)"))
-    assert r == Reading(81242.0, "fps", "rate: 81242.0 frames/s") and r.converted == 81242.0
+    assert r == Reading(81242.0, "frames/s", "rate: 81242.0 frames/s") and r.converted == 81242.0
     gbps = read_figure(OUTPUT, re.compile(r"throughput: ([0-9.]+)"))
     assert (gbps.unit, gbps.metric, gbps.converted) == ("GB/s", "GB/s", 25.997)
     ms = read_figure(OUTPUT, re.compile(r"GPU\(async pipeline\):\s+([0-9.]+) ms/frame"))
@@ -35,8 +36,10 @@ def test_the_last_matching_line_and_its_unit_after_the_number() -> None:
 
 def test_a_given_unit_wins_and_a_missing_one_is_said() -> None:
     assert read_figure("took 4 per frame\n", re.compile(r"took ([0-9]+)"), "ms/frame").converted == 250.0
-    with pytest.raises(ValueError, match="prints no unit after 4"):
+    with pytest.raises(ValueError, match="prints 'per' after 4, a unit probe does not know .*--rate-unit"):
         read_figure("took 4 per frame\n", re.compile(r"took ([0-9]+)"))
+    with pytest.raises(ValueError, match="prints no unit after 4: give it with --rate-unit"):
+        read_figure("took 4\n", re.compile(r"took ([0-9]+)"))
     with pytest.raises(ValueError, match="gives 0: a rate or time must be a number > 0"):
         read_figure("rate: 0 fps\n", re.compile(r"rate: ([0-9]+)"))
     with pytest.raises(ValueError, match="holds no number"):
@@ -44,14 +47,76 @@ def test_a_given_unit_wins_and_a_missing_one_is_said() -> None:
 
 
 def test_units_and_patterns_are_checked_before_any_run() -> None:
-    assert [canonical_unit(u) for u in ("Hz", "frames/s", "µs/frame", "GB/s")] == ["fps", "fps", "us/frame", "GB/s"]
-    assert check_unit("Hz", "--rate-unit") == "fps" and check_unit(None, "--rate-unit") is None
-    with pytest.raises(InputError, match="--rate-unit must be one of fps, Hz, GB/s, ms/frame, us/frame"):
+    assert [canonical_unit(u) for u in ("Hz", "frames/sec", "µs/frame", "GB/s", "KHz")] == [
+        "Hz", "frames/s", "us/frame", "GB/s", "kHz"]
+    assert check_unit("hz", "--rate-unit") == "Hz" and check_unit(None, "--rate-unit") is None
+    with pytest.raises(InputError, match="--rate-unit must be one of fps, frames/s, events/s or Hz") as err:
         check_unit("furlongs", "--rate-unit")
+    assert "--rate-unit UNIT" in (err.value.hint or "")
+    with pytest.raises(InputError, match="--kernel-time-unit must be one of ms/frame, us/frame"):
+        check_unit("kHz", "--kernel-time-unit", TIME_UNITS)
     with pytest.raises(InputError, match="matches an empty line"):
         compile_pattern("(x)?", "--rate")
     with pytest.raises(InputError, match="is not a regular expression"):
         compile_pattern("([0-9", "--rate")
+
+
+# Every unit, worked by hand: (what the program prints after the number, the number, the row's figure, its metric).
+UNIT_CASES = [
+    ("fps", 1500.0, 1500.0, "fps"), ("FPS", 1500.0, 1500.0, "fps"),
+    ("kfps", 1.5, 1500.0, "fps"), ("k fps", 1.5, 1500.0, "fps"), ("Mfps", 0.25, 250_000.0, "fps"),
+    ("frames/s", 81242.0, 81242.0, "fps"), ("frames/sec", 10.0, 10.0, "fps"), ("frame/s", 10.0, 10.0, "fps"),
+    ("k frames/s", 12.5, 12_500.0, "fps"), ("kframes/s", 12.5, 12_500.0, "fps"),
+    ("M frames/s", 0.2, 200_000.0, "fps"),
+    ("events/s", 980.0, 980.0, "fps"), ("k events/s", 15.0, 15_000.0, "fps"), ("M events/s", 1.2, 1_200_000.0, "fps"),
+    ("Hz", 120.0, 120.0, "fps"), ("hz", 120.0, 120.0, "fps"),
+    ("kHz", 71.87, 71_870.0, "fps"), ("KHz", 15.0, 15_000.0, "fps"), ("MHz", 1.2, 1_200_000.0, "fps"),
+    ("B/s", 2_000_000_000.0, 2.0, "GB/s"), ("kB/s", 500_000.0, 0.5, "GB/s"), ("MB/s", 420.0, 0.42, "GB/s"),
+    ("GB/s", 25.997, 25.997, "GB/s"), ("TB/s", 1.5, 1500.0, "GB/s"),
+    ("KiB/s", 1000.0, 1.024e-3, "GB/s"),  # 1000 x 1024 B/s
+    ("MiB/s", 1000.0, 1.048576, "GB/s"),  # 1000 x 1,048,576 B/s
+    ("GiB/s", 2.0, 2.147483648, "GB/s"),  # 2 x 1,073,741,824 B/s
+    ("ms/frame", 0.022, 1000 / 0.022, "fps"), ("us/frame", 12.5, 80_000.0, "fps"),
+    ("µs/frame", 8.0, 125_000.0, "fps"), ("ms/event", 4.0, 250.0, "fps"),
+]
+
+
+@pytest.mark.parametrize(("unit", "value", "expected", "metric"), UNIT_CASES)
+def test_every_unit_after_the_number(unit: str, value: float, expected: float, metric: str) -> None:
+    line = f"rate: {value:g} {unit} (overall)"
+    r = read_figure(f"warming up\n{line}\n", re.compile(r"rate: ([0-9.e+]+)"))
+    assert r is not None and r.value == value and r.metric == metric
+    assert r.converted == pytest.approx(expected, rel=1e-12)
+    # the same as --rate-unit, where the program prints no unit
+    given = read_figure(f"rate: {value:g}\n", re.compile(r"rate: ([0-9.e+]+)"), unit)
+    assert given.converted == pytest.approx(expected, rel=1e-12) and given.unit == r.unit
+
+
+def test_the_lcls_daq_rate_in_khz() -> None:
+    """The DAQ prints `rate: 71.87 kHz`; a regex that spells the unit itself must give 71,870 FPS."""
+    r = read_figure("evt 1\nrate: 71.87 kHz\n", re.compile(r"rate: ([0-9.]+) kHz"))
+    assert r == Reading(71.87, "kHz", "rate: 71.87 kHz")
+    assert r.converted == pytest.approx(71_870.0) and r.metric == "fps"
+    assert r.conversion == "71.87 kHz = 71,870 FPS (× 1000)"
+    assert read_figure("rate: 2 GiB/s\n", re.compile(r"rate: ([0-9]+)")).conversion == "2 GiB/s = 2.15 GB/s (× 1.07374)"
+    assert read_figure("rate: 2 frames/s\n", re.compile(r"rate: ([0-9]+)")).conversion == ""  # nothing converted
+
+
+@pytest.mark.parametrize("printed", ["mHz", "Gb/s", "gb/s", "frames", "furlongs/s", "mfps"])
+def test_an_unknown_unit_lists_the_known_ones_and_suggests_rate_unit(printed: str) -> None:
+    with pytest.raises(ValueError) as err:
+        read_figure(f"rate: 71.87 {printed}\n", re.compile(r"rate: ([0-9.]+)"))
+    msg = str(err.value)
+    assert f"prints {printed!r} after 71.87, a unit probe does not know" in msg
+    assert "kHz" in msg and "GiB/s" in msg and "ms/frame" in msg and "--rate-unit" in msg
+    assert parse_unit(printed) is None
+
+
+def test_a_unit_is_not_read_out_of_a_longer_word() -> None:
+    with pytest.raises(ValueError, match="'fpsx'"):
+        read_figure("rate: 3 fpsx\n", re.compile(r"rate: ([0-9]+)"))
+    with pytest.raises(ValueError, match="prints no unit after 3"):
+        read_figure("rate: 3 (avg)\n", re.compile(r"rate: ([0-9]+)"))
 
 
 def test_wall_between_markers() -> None:
