@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from clusterbench.errors import EnvironmentFailure, InputError
-from clusterbench.io.results import load_results
+from clusterbench.io.results import digests_from_text, load_results
 from clusterbench.model.results import VALUE_KINDS, EnvRecord, ResultRow, ResultSet
 
 HISTORY_SCHEMA = "clusterbench.io.history"
@@ -291,7 +291,8 @@ def record_probe(db_path: Path | None, results_dir: Path) -> str | None:
 
 def _point(r: dict, metric: str) -> HistoryPoint:
     row = ResultRow.from_json(json.loads(r["row_json"]))
-    env = EnvRecord.from_json(json.loads(r["env_json"])) if r["env_json"] else None
+    # an env.json recorded from a dir of version 1 may hold its kernel digests as text
+    env = EnvRecord.from_json(digests_from_text(json.loads(r["env_json"]))) if r["env_json"] else None
     return HistoryPoint(r["dir_id"], r["path"], r["name"], row.label, metric, row.number(metric) if metric else None,
                         r["measured_utc"], r["git_rev"], None if r["git_dirty"] is None else bool(r["git_dirty"]),
                         r["gpu_name"], r["host"], r["session"], row, env)

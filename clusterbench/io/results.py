@@ -20,6 +20,7 @@ that round-trips), ints as ints, ``None`` ("not measured") as an empty cell.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import csv
 import dataclasses
@@ -38,9 +39,10 @@ from typing import Callable, Iterator, Mapping
 
 from clusterbench.errors import InputError
 from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
+from clusterbench.model.jsontypes import check_json, json_value_words
 from clusterbench.model.results import (COLUMN_KINDS, COLUMNS, KEY_COLUMNS, LEGACY_VERSION, REQUIRED_COLUMNS,
-                                        SPREAD_SUFFIX, EnvRecord, ResultRow, ResultSet, RowKey, RowRole,
-                                        RowValueError)
+                                        SPREAD_SUFFIX, ConfigEntry, EnvRecord, ResultRow, ResultSet, RowKey,
+                                        RowRole, RowValueError)
 from clusterbench.model.stats import median
 
 PROBES_CSV = "probes.csv"
@@ -86,6 +88,10 @@ DEFAULT_WORKLOAD = "cupy"
 
 _TAG_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 _DTYPE_TAGS = {"f32": "f32", "f64": "f64", "float32": "f32", "float64": "f64", "exec": "exec"}
+# The hints of a results file that cannot be read as it is
+_FIX_BLOCK = ("fix that block by hand (docs/results-format.md lists each block and its type), or re-run "
+              "clusterbench probe into a fresh dir")
+_FIX_FILE = "fix the file by hand, or re-run clusterbench probe into a fresh dir"
 
 
 def results_dir_for(root: Path, date: datetime.date, dtype_tag: str, tag: str | None = None) -> Path:
@@ -222,7 +228,11 @@ def _read_raw(path: Path) -> tuple[list[str], list[dict[str, str]]]:
         # utf-8-sig: a probes.csv saved by a spreadsheet with a UTF-8 byte-order mark reads the same
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(f"probes.csv is not UTF-8 text: {path} ({exc.reason} at byte {exc.start})") from None
+        raise InputError(f"probes.csv is not UTF-8 text: {path} ({exc.reason} at byte {exc.start})",
+                         hint="save it as UTF-8, or re-run clusterbench probe into a fresh dir") from None
+    except OSError as exc:
+        raise InputError(f"cannot read probes.csv: {path}: {exc.strerror or exc}",
+                         hint="check its permissions, or point at another results dir") from None
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         records = list(reader)
@@ -237,7 +247,8 @@ def _read_raw(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     header = [h.strip() for h in records[0]]
     if len(set(header)) != len(header):
         dups = sorted({h for h in header if header.count(h) > 1})
-        raise InputError(f"probes.csv has duplicate columns {', '.join(dups)}: {path}")
+        raise InputError(f"probes.csv has duplicate columns {', '.join(dups)}: {path}",
+                         hint="keep one column of each name (fix the header by hand), or re-run clusterbench probe")
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise InputError(
@@ -256,13 +267,18 @@ def _read_raw(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def _parse_cell(text: str, kind: type | None, column: str, label: str, path: Path) -> object:
-    """A cell as ``kind`` (int, float, str), or for a column this version does not know: a number
+    """A cell as ``kind`` (int, float, bool, str), or for a column this version does not know: a number
     when it reads as one (a ``*_spread`` column must), else text."""
     s = text.strip()
     if kind is str:
         return s if s else None
     if s == "":
         return None
+    if kind is bool:  # written as true / false (format_cell)
+        if s.lower() in ("true", "false"):
+            return s.lower() == "true"
+        raise InputError(f"probes.csv row {label!r} column {column}: expected true or false, got {s!r}: {path}",
+                         hint="fix the value by hand, or re-run clusterbench probe --only " + label.split("@")[0])
     numeric = kind is not None or column.endswith(SPREAD_SUFFIX)
     try:
         f = float(s)
@@ -291,12 +307,15 @@ def _read_json(path: Path, what: str) -> dict:
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{what} is not valid JSON: {path} line {exc.lineno} column {exc.colno}: {exc.msg}",
-            hint="fix the file by hand or re-run clusterbench probe into a fresh dir",
+            hint=_FIX_FILE,
         ) from None
     except UnicodeDecodeError as exc:
-        raise InputError(f"{what} is not UTF-8 text: {path} ({exc.reason})") from None
+        raise InputError(f"{what} is not UTF-8 text: {path} ({exc.reason})", hint=_FIX_FILE) from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {path}: {exc.strerror or exc}",
+                         hint="check its permissions, or point at another results dir") from None
     if not isinstance(data, dict):
-        raise InputError(f"{what} must hold a JSON object, got {type(data).__name__}: {path}")
+        raise InputError(f"{what} must hold a JSON object, got {json_value_words(data)}: {path}", hint=_FIX_FILE)
     return data
 
 
@@ -338,7 +357,23 @@ def dir_version(doc: Mapping[str, object], path: Path) -> int:
 # --- env.json of each version, as the current record
 
 
+# The JSON type of the blocks only older versions have (the current ones are EnvRecord's fields): the
+# legacy aare-perf stamp, and versions 1 and 2 (a legacy stamp given a schema_version by hand keeps gpu
+# and dirty; clocks and probes_csv_version are dropped, each entry's sustained_fps read as samples).
+_LEGACY_ENV_JSON: dict[str, object] = {"gpu": str, "driver": str, "pedestal_dtype": str, "git_rev": str,
+                                       "dirty": bool | int | str}
+_V1_V2_ENV_JSON: dict[str, object] = {"gpu": str | Mapping[str, object], "dirty": bool, "probes_csv_version": int,
+                                      "clocks": Mapping[str, object]}
+
+
+def _check_old_blocks(doc: Mapping[str, object], types: Mapping[str, object]) -> None:
+    for name, hint in types.items():
+        if name in doc:
+            check_json(ENV_JSON, name, doc[name], hint)
+
+
 def _env_legacy(doc: Mapping[str, object]) -> EnvRecord:
+    _check_old_blocks(doc, _LEGACY_ENV_JSON)
     dirty = doc.get("dirty")
     upgraded = {k: v for k, v in doc.items() if k not in LEGACY_ENV_KEYS}
     upgraded.update(gpu_name=_text(doc.get("gpu")), driver=_text(doc.get("driver")),
@@ -348,20 +383,44 @@ def _env_legacy(doc: Mapping[str, object]) -> EnvRecord:
     return EnvRecord.from_json(upgraded)
 
 
+def digests_from_text(doc: Mapping[str, object]) -> Mapping[str, object]:
+    """clusterbench 0.1.0 wrote kernel_sha256 (top level and per config) as the Python text of the
+    mapping ("{'cluster_finder.cu': '1de3...'}"): the mapping that text holds, else not recorded."""
+    text = doc.get("kernel_sha256")
+    if not isinstance(text, str):
+        return doc
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    return {**doc, "kernel_sha256": value if ok else None}
+
+
 def _env_v1_v2(doc: Mapping[str, object]) -> EnvRecord:
     """Versions 1 and 2: configs keyed by (packed) label, each with its sustained FPS repeats (read as
     samples, not kept here); a derived top-level clocks; probes_csv_version."""
-    upgraded = {k: v for k, v in doc.items() if k not in ("schema_version", "probes_csv_version", "clocks")}
+    _check_old_blocks(doc, _V1_V2_ENV_JSON)
+    upgraded = {k: v for k, v in digests_from_text(doc).items()
+                if k not in ("schema_version", "probes_csv_version", "clocks")}
     # a legacy stamp given a schema_version by hand keeps its GPU and dirty flag
     for old, new in (("gpu", "gpu_name"), ("dirty", "git_dirty")):
         if new not in upgraded and old in upgraded and not isinstance(upgraded[old], Mapping):
             upgraded[new] = upgraded.pop(old)
+    raw = doc.get("configs")
+    if raw is not None and not isinstance(raw, Mapping):
+        raise ValueError("env.json block 'configs' must be an object (config label: entry) or null, got "
+                         + json_value_words(raw))
     configs = {}
-    for label, entry in (doc.get("configs") or {}).items():  # type: ignore[union-attr]
+    for label, entry in (raw or {}).items():
         if isinstance(entry, Mapping):
-            key = RowKey.from_label(str(label)).config_key
-            configs[key.label] = {**{k: v for k, v in entry.items() if k != "sustained_fps"},
-                                  "config": key.config, "variant": key.variant}
+            entry = digests_from_text(entry)
+        # named by the label as the file has it (EnvRecord names the upgraded one)
+        ConfigEntry.from_json(entry, f"configs.{label}")  # type: ignore[arg-type]
+        check_json(ENV_JSON, f"configs.{label}.sustained_fps", entry.get("sustained_fps"), tuple[float, ...])
+        key = RowKey.from_label(str(label)).config_key
+        configs[key.label] = {**{k: v for k, v in entry.items() if k != "sustained_fps"},  # type: ignore[union-attr]
+                              "config": key.config, "variant": key.variant}
     upgraded["configs"] = configs
     return EnvRecord.from_json(upgraded)
 
@@ -437,6 +496,16 @@ def load_results(directory: Path) -> ResultSet:
     return _load(directory)
 
 
+def existing_results(directory: Path) -> ResultSet | None:
+    """What a results dir a probe is about to write into holds already: None when it holds neither
+    probes.csv nor env.json (a new dir); InputError for one this clusterbench cannot read, so that the
+    probe refuses before any GPU work rather than after it."""
+    directory = Path(directory)
+    if not ((directory / PROBES_CSV).is_file() or (directory / ENV_JSON).is_file()):
+        return None
+    return _load(directory)
+
+
 def _load(directory: Path) -> ResultSet:
     """What the dir holds (either file may be missing while a writer fills a new dir)."""
     env_path, csv_path = directory / ENV_JSON, directory / PROBES_CSV
@@ -449,8 +518,7 @@ def _load(directory: Path) -> ResultSet:
             env = reader.env(doc)
         except ValueError as exc:
             msg = str(exc) if str(exc).startswith("env.json") else f"env.json: {exc}"
-            raise InputError(f"{msg}: {env_path}",
-                             hint="fix the file by hand or re-run clusterbench probe into a fresh dir") from None
+            raise InputError(f"{msg}: {env_path}", hint=_FIX_BLOCK) from None
     notes: list[str] = []
     rows: list[ResultRow] = []
     if csv_path.is_file():
@@ -459,7 +527,8 @@ def _load(directory: Path) -> ResultSet:
         for lineno, cells in enumerate(raw, start=2):
             label = cells["label"].strip() or (cells.get("config") or "").strip()
             if not label:
-                raise InputError(f"probes.csv data row {lineno} has an empty label: {csv_path}")
+                raise InputError(f"probes.csv data row {lineno} has an empty label: {csv_path}",
+                                 hint="give the row its config label (column label), or re-run clusterbench probe")
             typed = {c: _parse_cell(cells[c], reader.kinds.get(c), c, label, csv_path) for c in header}
             if isinstance(typed.get("binds"), str):
                 typed["binds"] = typed["binds"].strip().lower()  # type: ignore[union-attr]
@@ -565,37 +634,31 @@ def _matched_samples(directory: Path, label: str, row: ResultRow, doc: Mapping, 
 
 def _attach_samples(directory: Path, rows: list[ResultRow], notes: list[str]) -> list[ResultRow]:
     """samples.json: each entry's measurements go to the row of its key, when the entry names that row's
-    session and timestamp (a crash between the two writes leaves an entry of another run: ignored)."""
+    session and timestamp (a crash between the two writes leaves an entry of another run: ignored). Every
+    block is checked first: InputError naming the block for one of the wrong type."""
     path = directory / SAMPLES_JSON
     if not path.is_file():
         return rows
     doc = _read_json(path, SAMPLES_JSON)
-    if doc.get("schema") != SAMPLES_SCHEMA or doc.get("version") != RESULTS_VERSION:
-        raise InputError(f"{SAMPLES_JSON} is not {SAMPLES_SCHEMA!r} version {RESULTS_VERSION}: {path}",
-                         hint="use the clusterbench version that wrote it, or re-run clusterbench probe")
-    entries = doc.get("rows")
-    if not isinstance(entries, list):
-        raise InputError(f"{SAMPLES_JSON}: 'rows' must be a list: {path}")
+    schema, version = doc.get("schema"), doc.get("version")
+    if schema != SAMPLES_SCHEMA or type(version) is not int or not 3 <= version <= RESULTS_VERSION:
+        raise InputError(f"{SAMPLES_JSON} blocks 'schema' and 'version' must be {SAMPLES_SCHEMA!r} and "
+                         f"{RESULTS_VERSION} (or 3), got {json_value_words(schema)} and {json_value_words(version)}: "
+                         f"{path}", hint="use the clusterbench version that wrote it, or re-run clusterbench probe")
+    try:
+        entries = _samples_entries(doc)
+    except ValueError as exc:
+        raise InputError(f"{exc}: {path}", hint=_FIX_BLOCK) from None
     by_key = {r.key: i for i, r in enumerate(rows)}
     out = list(rows)
-    for entry in entries:
-        try:
-            if not isinstance(entry, Mapping):
-                raise ValueError(f"an entry must be an object, got {type(entry).__name__}")
-            key = RowKey.from_json(entry.get("key"))  # type: ignore[arg-type]
-            raw = entry.get("measurements")
-            if not isinstance(raw, list):
-                raise ValueError("an entry's measurements must be a list")
-            measurements = tuple(Measurement.from_json(m) for m in raw)
-        except ValueError as exc:
-            raise InputError(f"{SAMPLES_JSON}: {exc}: {path}", hint="re-run clusterbench probe") from None
+    for key, session, timestamp, measurements in entries:
         i = by_key.get(key)
         if i is None:
             continue  # its row was never written (an interrupted run): nothing to pair it with
         row = out[i]
-        if (entry.get("session"), entry.get("timestamp")) != (row.session, row.timestamp):
+        if (session, timestamp) != (row.session, row.timestamp):
             notes.append(f"{directory.name}: the samples recorded for {row.label} belong to another run of it "
-                         f"(session {entry.get('session')}, {entry.get('timestamp')}): ignored")
+                         f"(session {session}, {timestamp}): ignored")
             continue
         try:
             out[i] = dataclasses.replace(row, measurements=measurements)
@@ -604,3 +667,31 @@ def _attach_samples(directory: Path, rows: list[ResultRow], notes: list[str]) ->
                              hint=f"re-run clusterbench probe --only {row.key.config}") from None
     return out
 
+
+# The JSON type of each part of a samples.json row key (RowKey.to_json)
+_KEY_JSON: dict[str, object] = {"config": str, "gpu": int, "role": str, "variant": str}
+
+
+def _samples_entries(doc: Mapping[str, object]
+                     ) -> list[tuple[RowKey, str | None, str | None, tuple[Measurement, ...]]]:
+    """samples.json's entries, every block checked: ValueError naming the first of the wrong type."""
+    entries = doc.get("rows")
+    check_json(SAMPLES_JSON, "rows", entries, tuple[Mapping[str, object], ...], nullable=False)
+    out = []
+    for n, entry in enumerate(entries):  # type: ignore[arg-type]
+        block = f"rows[{n}]"
+        check_json(SAMPLES_JSON, f"{block}.key", entry.get("key"), Mapping[str, object], nullable=False)
+        for name, hint in _KEY_JSON.items():
+            check_json(SAMPLES_JSON, f"{block}.key.{name}", entry["key"].get(name), hint, nullable=name != "config")
+        for name in ("session", "timestamp"):
+            check_json(SAMPLES_JSON, f"{block}.{name}", entry.get(name), str)
+        raw = entry.get("measurements")
+        check_json(SAMPLES_JSON, f"{block}.measurements", raw, tuple[Mapping[str, object], ...], nullable=False)
+        try:
+            key = RowKey.from_json(entry["key"])
+        except ValueError as exc:
+            raise ValueError(f"{SAMPLES_JSON} block '{block}.key': {exc}") from None
+        measurements = tuple(Measurement.from_json(m, SAMPLES_JSON, f"{block}.measurements[{j}]")
+                             for j, m in enumerate(raw))  # type: ignore[arg-type]
+        out.append((key, entry.get("session"), entry.get("timestamp"), measurements))
+    return out

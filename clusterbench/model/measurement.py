@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from clusterbench.model.jsontypes import check_json, json_type_words, json_types, json_value_words
 from clusterbench.model.stats import half_range, median
 
 JsonValue = object  # a value json.dumps accepts
@@ -84,15 +85,25 @@ class Measurement:
                 "input_bytes_per_frame": self.input_bytes_per_frame, "metadata": dict(self.metadata)}
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, JsonValue]) -> "Measurement":
-        """ValueError names what is wrong (the reader of a file turns it into an input error)."""
+    def from_json(cls, doc: Mapping[str, JsonValue], file: str = "samples.json",
+                  block: str = "measurement") -> "Measurement":
+        """From the JSON of :meth:`to_json`, the block ``block`` of ``file`` (both named in errors).
+        ValueError names what is wrong (the reader of a file adds its path)."""
         if not isinstance(doc, Mapping):
-            raise ValueError(f"a measurement must be a JSON object, got {type(doc).__name__}")
-        samples = doc.get("samples")
-        if not isinstance(samples, list):
-            raise ValueError(f"a measurement's samples must be a list, got {samples!r:.60}")
-        metadata = doc.get("metadata") or {}
-        if not isinstance(metadata, Mapping):
-            raise ValueError(f"a measurement's metadata must be an object, got {metadata!r:.60}")
-        return cls(metric=doc.get("metric"), samples=tuple(samples),  # type: ignore[arg-type]
-                   input_bytes_per_frame=doc.get("input_bytes_per_frame"), metadata=metadata)  # type: ignore[arg-type]
+            raise ValueError(f"{file} block '{block}' must be an object, got {json_value_words(doc)}")
+        for name, hint in _JSON.items():
+            if name in _REQUIRED and name not in doc:
+                raise ValueError(f"{file} block '{block}' lacks '{name}' ({json_type_words(hint)})")
+            if name in doc:
+                check_json(file, f"{block}.{name}", doc[name], hint, nullable=name not in _REQUIRED)
+        try:
+            return cls(metric=doc["metric"], samples=tuple(doc["samples"]),  # type: ignore[arg-type]
+                       input_bytes_per_frame=doc.get("input_bytes_per_frame"),  # type: ignore[arg-type]
+                       metadata=doc.get("metadata") or {})  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise ValueError(f"{file} block '{block}': {exc}") from None
+
+
+# The JSON type of each block of a measurement: its field's
+_JSON: dict[str, object] = json_types(Measurement)
+_REQUIRED = ("metric", "samples")

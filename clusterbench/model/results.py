@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Mapping
 
 from clusterbench.model.engines import ENGINES
+from clusterbench.model.jsontypes import check_json, json_types, json_value_words
 from clusterbench.model.measurement import Measurement
 
 JsonValue = object  # a value json.dumps accepts
@@ -415,7 +416,14 @@ class ConfigEntry:
         return out
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, JsonValue]) -> "ConfigEntry":
+    def from_json(cls, doc: Mapping[str, JsonValue], block: str = "configs.<label>") -> "ConfigEntry":
+        """From an env.json ``configs`` entry, the block ``block`` (``configs.3x3_s1``, named in errors).
+        ValueError for a block of the wrong type."""
+        if not isinstance(doc, Mapping):
+            raise ValueError(f"env.json block '{block}' must be an object, got {json_value_words(doc)}")
+        for name, hint in _ENTRY_JSON.items():
+            if name in doc:
+                check_json("env.json", f"{block}.{name}", doc[name], hint)
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         command = doc.get("command")
         sha = doc.get("kernel_sha256")
@@ -434,6 +442,8 @@ class ConfigEntry:
 
 # ConfigEntry's blocks that are JSON objects kept as they are (written once, in to_json and from_json)
 _ENTRY_BLOCKS = ("analysis", "sustained", "checks", "error", "phase_s")
+# The JSON type of each block of a config entry: its field's, and the key's parts
+_ENTRY_JSON: dict[str, object] = {**json_types(ConfigEntry, skip=("extra",)), "config": str, "variant": str}
 
 
 @dataclass(frozen=True, slots=True)
@@ -512,24 +522,24 @@ class EnvRecord:
     def from_json(cls, doc: Mapping[str, JsonValue]) -> "EnvRecord":
         """From the current env.json shape (the store upgrades older versions first); unknown keys
         become ``blocks``."""
+        for name, hint in _ENV_JSON.items():
+            if name in doc:
+                check_json("env.json", name, doc[name], hint)
         values: dict[str, object] = {k: v for k, v in doc.items() if k in _ENV_FIELDS}
         configs: dict[RowKey, ConfigEntry] = {}
-        raw = doc.get("configs") or {}
-        if not isinstance(raw, Mapping):
-            raise ValueError(f"env.json configs must be an object, got {type(raw).__name__}")
-        for label, entry in raw.items():
-            if not isinstance(entry, Mapping):
-                raise ValueError(f"env.json configs.{label} must be an object, got {type(entry).__name__}")
+        raw = doc.get("configs")
+        if raw is not None and not isinstance(raw, Mapping):
+            raise ValueError("env.json block 'configs' must be an object (config label: entry) or null, got "
+                             + json_value_words(raw))
+        for label, entry in (raw or {}).items():
+            e = ConfigEntry.from_json(entry, f"configs.{label}")
             key = RowKey(entry.get("config"), variant=entry.get("variant"))  # type: ignore[arg-type]
             if key.label != label:
                 raise ValueError(f"env.json configs.{label} names config {key.label!r}")
-            configs[key] = ConfigEntry.from_json(entry)
+            configs[key] = e
         values["configs"] = configs
         for name in ("argv", "hosts"):
-            v = doc.get(name) or []
-            if not isinstance(v, list):
-                raise ValueError(f"env.json {name} must be a list of strings, got {v!r:.60}")
-            values[name] = tuple(v)
+            values[name] = tuple(doc.get(name) or ())  # type: ignore[arg-type]
         return cls(**values, blocks={k: v for k, v in doc.items() if k not in _ENV_FIELDS})  # type: ignore[arg-type]
 
     def merge(self, newer: "EnvRecord") -> "EnvRecord":
@@ -570,6 +580,9 @@ def _env_scalars() -> dict[str, type]:
 
 
 _ENV_SCALARS = _env_scalars()
+# The JSON type of each env.json block EnvRecord knows (configs is checked entry by entry)
+_ENV_JSON: dict[str, object] = {**json_types(EnvRecord, skip=("blocks", "configs")),
+                                "kernel_sha256": Mapping[str, str] | tuple[Mapping[str, str], ...]}
 
 
 # --------------------------------------------------------------------------- a results dir

@@ -373,7 +373,7 @@ def _check_results_root(root: Path) -> None:
 
 def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> ProbePlan:
     """Validate everything that can be checked without a GPU. Raises ConfigError/InputError (exit 2)."""
-    from clusterbench.io.results import results_dir_for
+    from clusterbench.io.results import existing_results, results_dir_for
     from clusterbench.run.config import (config_warnings, exec_placeholder_problems, load_configs, select, with_data,
                                          with_exec, with_frames)
     from clusterbench.run.guards import check_settings
@@ -445,6 +445,7 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
         warnings.extend(config_warnings(c))
     date = today or datetime.date.today()
     results_dir = results_dir_for(Path(request.results_root), date, configs[0].dtype_tag, request.tag)
+    existing_results(results_dir)  # rows go into it: one this clusterbench cannot read is refused now
     gpus: GpuSelection | None = None
     if request.gpus is not None:
         from clusterbench.run.machine import parse_gpu_selection

@@ -93,9 +93,9 @@ def test_other_versions_are_refused_by_name(tmp_path: Path, version: object) -> 
 
 
 @pytest.mark.parametrize(("env", "message"), [
-    ({"gpu_name": 7}, "env.json gpu_name must be text or null, got 7"),
-    ({"git_dirty": "yes"}, "env.json git_dirty must be true or false or null, got 'yes'"),
-    ({"argv": "clusterbench probe"}, "env.json argv must be a list of strings"),
+    ({"gpu_name": 7}, "env.json block 'gpu_name' must be text or null, got the number 7"),
+    ({"git_dirty": "yes"}, "env.json block 'git_dirty' must be true or false or null, got text 'yes'"),
+    ({"argv": "clusterbench probe"}, "env.json block 'argv' must be a list of text or null"),
     ({"configs": {"a": {"config": "b"}}}, "env.json configs.a names config 'b'"),
 ])
 def test_env_values_that_cannot_be_are_bad_input(tmp_path: Path, env: dict, message: str) -> None:
@@ -186,5 +186,40 @@ def test_samples_that_do_not_have_the_rows_median_are_bad_input(tmp_path: Path) 
     with pytest.raises(InputError, match=r"row 'a' column sustained_fps: 101.0 is not the median 100.0 of its samples"):
         load_results(tmp_path)
     (tmp_path / "samples.json").write_text(json.dumps({"schema": "clusterbench.samples", "version": 2, "rows": []}))
-    with pytest.raises(InputError, match="samples.json is not 'clusterbench.samples' version 4"):
+    with pytest.raises(InputError, match=r"samples.json blocks 'schema' and 'version' must be 'clusterbench.samples' "
+                                         r"and 4 \(or 3\), got text 'clusterbench.samples' and the number 2"):
         load_results(tmp_path)
+
+
+def test_a_version_3_dir_reads_its_samples_json_of_version_3(tmp_path: Path) -> None:
+    base = {"label": "a", "cluster": 3, "cap": 30, "streams": 1, "batch": 10, "frames": 100, "session": "s1",
+            "timestamp": "t1"}
+    write(tmp_path, [{**base, "sustained_fps": 100.0, "samples": {"sustained_fps": [99.0, 100.0, 103.0]}}],
+          {"gpu_name": "G"})
+    for name in ("env.json", "samples.json"):  # as a version-3 writer left them
+        doc = json.loads((tmp_path / name).read_text())
+        (tmp_path / name).write_text(json.dumps({**doc, "version": 3}))
+    res = load_results(tmp_path)
+    assert res.version_read == 3 and _samples(res) == (99.0, 100.0, 103.0)
+
+
+def test_version_1_kernel_digests_written_as_text_are_read_as_the_mapping(tmp_path: Path) -> None:
+    sha = {"cluster_finder.cu": "1de3de48"}
+    d = _dir(tmp_path, f"{HEADER}\n{GOOD}\n", raw_env={
+        "schema_version": 1, "gpu_name": "G", "kernel_sha256": str(sha),
+        "configs": {"3x3_s1": {"kernel_sha256": str(sha), "frames": 20000}}})
+    env = load_results(d).env
+    assert env.kernel_sha256 == sha and next(iter(env.configs.values())).kernel_sha256 == sha
+    # text that holds no such mapping: not recorded
+    d = _dir(tmp_path / "b", f"{HEADER}\n{GOOD}\n", raw_env={"schema_version": 1, "gpu_name": "G",
+                                                              "kernel_sha256": "__import__('os')"})
+    assert load_results(d).env.kernel_sha256 is None
+
+
+@pytest.mark.parametrize(("text", "value"), [("true", True), ("False", False), ("", None)])
+def test_a_true_or_false_cell(text: str, value: object) -> None:
+    from clusterbench.io.results import _parse_cell
+
+    assert _parse_cell(text, bool, "steady", "a", Path("p")) is value
+    with pytest.raises(InputError, match="row 'a' column steady: expected true or false, got 'yes'"):
+        _parse_cell("yes", bool, "steady", "a", Path("p"))
