@@ -30,6 +30,12 @@ def _with(text: str, unit_text: str, unit: bool) -> str:
     return f"{text} {unit_text}" if unit and unit_text else text
 
 
+def _fixed(v: float, digits: int | None) -> str:
+    """``digits`` decimals with thousands separators; ``None``: as few digits as the value needs (a setting
+    as the user gave it: ``5``, ``0.5``)."""
+    return f"{v:g}" if digits is None else f"{v:,.{digits}f}"
+
+
 # --------------------------------------------------------------------------- conversions
 
 
@@ -64,11 +70,11 @@ def us_per_frame(v: float | None, digits: int = 3, *, unit: bool = True) -> str:
     return _with(f"{v:,.{digits}f}", "µs/frame", unit)
 
 
-def ms(ns: float | None, digits: int = 3, *, unit: bool = True) -> str:
-    """Nanoseconds shown in milliseconds: ``80.665 ms``."""
+def ms(ns: float | None, digits: int | None = 3, *, unit: bool = True) -> str:
+    """Nanoseconds shown in milliseconds: ``80.665 ms`` (``digits=None``: a setting, ``0.1 ms``)."""
     if _missing(ns):
         return NOT_MEASURED
-    return _with(f"{ns / NS_PER_MS:,.{digits}f}", "ms", unit)
+    return _with(_fixed(ns / NS_PER_MS, digits), "ms", unit)  # type: ignore[operator]
 
 
 def seconds(s: float | None, digits: int = 1, *, unit: bool = True) -> str:
@@ -166,11 +172,11 @@ def pct(fraction: float | None, digits: int = 1, *, unit: bool = True) -> str:
     return _with(f"{100 * fraction:,.{digits}f}", "%", unit)  # type: ignore[operator]
 
 
-def pct_of(percent: float | None, digits: int = 1, *, unit: bool = True) -> str:
-    """A value already in percent: 28.6 → ``28.6 %``."""
+def pct_of(percent: float | None, digits: int | None = 1, *, unit: bool = True) -> str:
+    """A value already in percent: 28.6 → ``28.6 %`` (``digits=None``: a setting or a floor, ``5 %``)."""
     if _missing(percent):
         return NOT_MEASURED
-    return _with(f"{percent:,.{digits}f}", "%", unit)
+    return _with(_fixed(percent, digits), "%", unit)  # type: ignore[arg-type]
 
 
 def signed_pct(percent: float | None, digits: int = 2, *, unit: bool = True) -> str:

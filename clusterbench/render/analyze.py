@@ -10,6 +10,8 @@ import io
 import json
 from typing import TYPE_CHECKING
 
+from clusterbench.model import units as U
+
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
@@ -80,30 +82,6 @@ def _g(x: float | None) -> str:
     return "" if x is None else f"{x:.6g}"
 
 
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:,.3f} ms"
-
-
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f} %"
-
-
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "–"
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:,.2f} {unit}"
-    return f"{n} B"
-
-
-def _rate(gbps: float | None) -> str:
-    """GB/s with two decimals, or three significant digits below 1 (a 4-byte copy moves 0.004 GB/s)."""
-    if gbps is None:
-        return "–"
-    return f"{gbps:,.2f}" if gbps >= 1 else f"{gbps:.3g}"
-
-
 HEADROOM_LEGEND = "headroom × = roofline busy / busy: how far an engine could grow before it binds"
 
 
@@ -111,10 +89,7 @@ def _headroom(st: EngineStats, g: GroupAnalysis) -> str:
     """One notation for every row: the factor roofline busy / busy (×1.00 = binds too)."""
     if st.engine == g.roofline.engine:
         return "binds"
-    f = st.headroom_factor
-    if f is None:
-        return "–"
-    return f"×{f:,.2f}" if f < 100 else f"×{f:,.0f}"
+    return U.factor(st.headroom_factor)
 
 
 class _Bullets:
@@ -150,7 +125,7 @@ def _head(a: TraceAnalysis, g: GroupAnalysis) -> RenderableType:
     schema = f", export schema {a.schema_version}" if a.schema_version else ""
     head.append(f"GPU: {g.gpu_name or 'name not in trace'} (device {g.device}), process {g.pid}; {nsys}{schema}\n")
     w = g.window
-    head.append(f"window: {_ms(w.length_ns)} from {w.source}")
+    head.append(f"window: {U.ms(w.length_ns)} from {w.source}")
     if w.cut_note:
         head.append(f"; cut off {w.cut_note}")
     head.append("\n")
@@ -188,14 +163,14 @@ def _engine_table(g: GroupAnalysis) -> RenderableType:
     t = _grid(["engine", "busy\nms", "count"] + ([PER_FRAME_US] if per_frame else [])
               + ["duty\n%", "bytes", "rate\nGB/s", "streams", "head-\nroom\n×"])  # fmt: skip
     for st in g.busy.engines.values():
-        row = [st.engine, f"{st.busy_ns / 1e6:,.3f}", f"{st.count:,}"]
+        row = [st.engine, U.ms(st.busy_ns, unit=False), U.count(st.count)]
         if per_frame:
-            row.append("–" if st.us_per_frame is None else f"{st.us_per_frame:.3f}")
+            row.append(U.us_per_frame(st.us_per_frame, unit=False))
         row += [
-            "–" if st.duty is None else f"{100 * st.duty:.1f}",
-            _bytes(st.bytes),
-            _rate(st.gbps),
-            str(st.streams) if st.count else "–",
+            U.pct(st.duty, unit=False),
+            U.size(st.bytes),
+            U.gbps(st.gbps, unit=False),
+            str(st.streams) if st.count else U.NOT_MEASURED,
             _headroom(st, g),
         ]
         t.add_row(*row, style="bold" if st.engine == g.roofline.engine else None)
@@ -222,40 +197,42 @@ def _figures(g: GroupAnalysis) -> RenderableType:
     else:
         who = f"host, {r.thread.label()}" if r.engine == "host" and r.thread else r.engine
         if r.us_per_frame is not None and r.fps is not None:
-            lines.append(f"binds: {who} at {r.us_per_frame:.3f} µs/frame → {r.fps:,.0f} FPS\n", style="bold")
+            lines.append(f"binds: {who} at {U.us_per_frame(r.us_per_frame)} → {U.fps(r.fps)}\n", style="bold")
         else:
-            lines.append(f"binds: {who} ({_ms(r.busy_ns)} busy; FPS needs FRAMES)\n", style="bold")
+            lines.append(f"binds: {who} ({U.ms(r.busy_ns)} busy; FPS needs FRAMES)\n", style="bold")
     w = g.window.length_ns or 1
     setup = gp.setup_ns
     if t.measured_us_per_frame is not None:
-        eff = "" if t.efficiency is None else f"; efficiency (roofline / measured) {_pct(t.efficiency)}"
-        lines.append(f"measured: {t.measured_us_per_frame:.3f} µs/frame over the window → {1e6 / t.measured_us_per_frame:,.0f} FPS{eff}\n")
+        eff = "" if t.efficiency is None else f"; efficiency (roofline / measured) {U.pct(t.efficiency)}"
+        lines.append(f"measured: {U.us_per_frame(t.measured_us_per_frame)} over the window → "
+                     f"{U.fps(U.fps_of_us(t.measured_us_per_frame))}{eff}\n")
         if setup and t.steady_us_per_frame:
-            eff = "" if t.steady_efficiency is None else f"; efficiency {_pct(t.steady_efficiency)}"
-            lines.append(f"without set-up gaps: {t.steady_us_per_frame:.3f} µs/frame → {1e6 / t.steady_us_per_frame:,.0f} FPS{eff}\n")
+            eff = "" if t.steady_efficiency is None else f"; efficiency {U.pct(t.steady_efficiency)}"
+            lines.append(f"without set-up gaps: {U.us_per_frame(t.steady_us_per_frame)} → "
+                         f"{U.fps(U.fps_of_us(t.steady_us_per_frame))}{eff}\n")
     elif t.efficiency is not None:
-        lines.append(f"efficiency (roofline busy / window): {_pct(t.efficiency)}\n")
+        lines.append(f"efficiency (roofline busy / window): {U.pct(t.efficiency)}\n")
     if hidden:
         lines.append("GPU busy and idle: not shown: the GPU's work is not in the trace (see why)\n")
     else:
-        lines.append(f"GPU busy (any engine): {_ms(b.any_busy_ns)} ({_pct(b.any_busy_ns / w)}); idle: {_ms(b.idle_ns)} ({_pct(b.idle_ns / w)})\n")
+        lines.append(f"GPU busy (any engine): {U.ms(b.any_busy_ns)} ({U.pct(b.any_busy_ns / w)}); idle: {U.ms(b.idle_ns)} ({U.pct(b.idle_ns / w)})\n")
         if setup:
-            lines.append(f"idle without set-up gaps: {_ms(t.steady_idle_ns)} ({_pct(t.steady_idle_ns / (t.steady_ns or 1))} of "
-                         f"{_ms(t.steady_ns)})\n")  # fmt: skip
-    ser = "–" if b.serialization is None else f"{b.serialization:.2f}×"
-    lines.append(f"overlap (2+ engines busy): {_ms(b.overlap_ns)}; serialization (sum busy / any busy): {ser}\n")
+            lines.append(f"idle without set-up gaps: {U.ms(t.steady_idle_ns)} ({U.pct(t.steady_idle_ns / (t.steady_ns or 1))} of "
+                         f"{U.ms(t.steady_ns)})\n")  # fmt: skip
+    ser = U.times(b.serialization)
+    lines.append(f"overlap (2+ engines busy): {U.ms(b.overlap_ns)}; serialization (sum busy / any busy): {ser}\n")
     h = g.host
     calls = f" in {', '.join(h.host_sync_calls)}" if h.host_sync_calls else ""
-    lines.append(f"host sync{calls}: {_ms(h.host_sync_ns)} ({_pct(h.host_sync_ns / w)} of the window)\n")
+    lines.append(f"host sync{calls}: {U.ms(h.host_sync_ns)} ({U.pct(h.host_sync_ns / w)} of the window)\n")
     if len(gp):
         by = gp.by_cause()
         setup_part = ", ".join(f"{c} {n:,}" for c, (n, _) in by.items() if c in ("module_load", "alloc", "profiler"))
         loop_part = ", ".join(f"{c} {n:,}" for c, (n, _) in by.items() if c not in ("module_load", "alloc", "profiler"))
         n_setup = int(gp.setup_mask().sum())
         lines.append(
-            f"idle gaps ≥ {gp.threshold_ns / 1e6:g} ms: {len(gp):,} ({_ms(int(gp.lengths_ns.sum()))}); set-up {n_setup:,} "
-            f"({_ms(gp.setup_ns)}{': ' + setup_part if setup_part else ''}); loop {len(gp) - n_setup:,} "
-            f"({_ms(gp.loop_ns)}{': ' + loop_part if loop_part else ''})\n"
+            f"idle gaps ≥ {gp.threshold_ns / 1e6:g} ms: {len(gp):,} ({U.ms(int(gp.lengths_ns.sum()))}); set-up {n_setup:,} "
+            f"({U.ms(gp.setup_ns)}{': ' + setup_part if setup_part else ''}); loop {len(gp) - n_setup:,} "
+            f"({U.ms(gp.loop_ns)}{': ' + loop_part if loop_part else ''})\n"
         )
         lines.append(f"longest gap: {_gap_text(g, gp.longest())}\n")
         ll = gp.longest(setup=False)
@@ -269,10 +246,14 @@ def _figures(g: GroupAnalysis) -> RenderableType:
         each = "" if per == 1 else f", {per:,.4g} frames each"
         stall = ("the GPU was busy all through it" if p.stall_cause == "busy"
                  else f"an idle gap, {p.stall_cause}" + (f" ({p.stall_api})" if p.stall_api else ""))  # fmt: skip
+
+        def upf(ns: int) -> str:
+            return U.us_per_frame(U.us_per_frame_of(ns, per), unit=False)
+
         lines.append(
-            f"pacing (completions: {p.events:,} {p.source}{each}): median {p.median_ns / 1000 / per:,.3f}, p99 {p.p99_ns / 1000 / per:,.3f}, "
-            f"max {p.max_ns / 1000 / per:,.3f} µs/frame; the longest interval, {_ms(p.max_ns)} at "
-            f"{(p.stall_start_ns - p.window_start_ns) / 1e6:,.3f} ms: {stall}\n"
+            f"pacing (completions: {p.events:,} {p.source}{each}): median {upf(p.median_ns)}, p99 {upf(p.p99_ns)}, "
+            f"max {U.us_per_frame(U.us_per_frame_of(p.max_ns, per))}; the longest interval, {U.ms(p.max_ns)} at "
+            f"{U.ms(p.stall_start_ns - p.window_start_ns)}: {stall}\n"
         )
     elif g.pacing_note:
         lines.append(f"pacing: not measured: {g.pacing_note}\n", style="dim")
@@ -294,7 +275,7 @@ def _threads_table(g: GroupAnalysis) -> RenderableType | None:
     t = _grid(["thread", "launch", "copy", "wait", "other", "busy", "calls"], first_width=22)
 
     def v(ns: int) -> str:
-        return f"{ns / 1000 / g.frames.count:,.3f}" if per_frame else f"{ns / 1e6:,.3f}"
+        return U.us_per_frame(U.us_per_frame_of(ns, g.frames.count), unit=False) if per_frame else U.ms(ns, unit=False)
 
     for th in h.threads[:8]:
         calls = th.launch_calls + th.copy_calls + th.wait_calls + th.other_calls
@@ -316,20 +297,20 @@ def _kernels_tables(g: GroupAnalysis) -> list[RenderableType]:
                   + ["share\n%", "min\nµs", "median\nµs", "max\nµs"], "kernels by name (share: of the kernel bar)",
                   first_width=26)  # fmt: skip
         for k in g.kernels:
-            row = [k.name, f"{k.launches:,}", f"{k.busy_ns / 1e6:,.3f}"]
+            row = [k.name, U.count(k.launches), U.ms(k.busy_ns, unit=False)]
             if per_frame:
-                row.append("–" if k.us_per_frame is None else f"{k.us_per_frame:.3f}")
-            row += [_pct(k.share).replace(" %", ""), f"{k.min_ns / 1000:,.1f}", f"{k.median_ns / 1000:,.1f}", f"{k.max_ns / 1000:,.1f}"]
+                row.append(U.us_per_frame(k.us_per_frame, unit=False))
+            row += [U.pct(k.share, unit=False)] + [U.us(ns / U.NS_PER_US, 1, unit=False) for ns in (k.min_ns, k.median_ns, k.max_ns)]
             t.add_row(*row)
         out.append(t)
     if g.copies:
         t = _grid(["engine", "size", "count", "bytes", "busy\nms"] + ([PER_FRAME_US] if per_frame else []) + ["rate\nGB/s"],
                   "copies and memsets by size", left=2)  # fmt: skip
         for c in g.copies:
-            row = [c.engine, c.size_class, f"{c.count:,}", _bytes(c.bytes), f"{c.busy_ns / 1e6:,.3f}"]
+            row = [c.engine, c.size_class, U.count(c.count), U.size(c.bytes), U.ms(c.busy_ns, unit=False)]
             if per_frame:
-                row.append("–" if c.us_per_frame is None else f"{c.us_per_frame:.3f}")
-            row.append(_rate(c.gbps))
+                row.append(U.us_per_frame(c.us_per_frame, unit=False))
+            row.append(U.gbps(c.gbps, unit=False))
             t.add_row(*row)
         out.append(t)
     return out
@@ -357,10 +338,10 @@ def render_group(a: TraceAnalysis, g: GroupAnalysis, by_kernel: bool = False) ->
                      "per stream", left=2)  # fmt: skip
         for s in g.busy.streams:
             for st in s.engines.values():
-                row = [str(s.stream), st.engine, f"{st.busy_ns / 1e6:,.3f}", f"{st.count:,}"]
+                row = [str(s.stream), st.engine, U.ms(st.busy_ns, unit=False), U.count(st.count)]
                 if per_frame:
-                    row.append("–" if st.us_per_frame is None else f"{st.us_per_frame:.3f}")
-                row.append(_rate(st.gbps))
+                    row.append(U.us_per_frame(st.us_per_frame, unit=False))
+                row.append(U.gbps(st.gbps, unit=False))
                 st_t.add_row(*row)
         out.append(st_t)
 
@@ -381,10 +362,9 @@ def render_what_if(wi) -> RenderableType:
     t = _grid(["engine", f"now\n{unit}", f"what if\n{unit}", ""])
     for b in wi.bars:
         if per_frame:
-            now = "–" if b.us_per_frame is None else f"{b.us_per_frame:.3f}"
-            new = "–" if b.new_us_per_frame is None else f"{b.new_us_per_frame:.3f}"
+            now, new = U.us_per_frame(b.us_per_frame, unit=False), U.us_per_frame(b.new_us_per_frame, unit=False)
         else:
-            now, new = f"{b.busy_ns / 1e6:,.3f}", f"{b.new_busy_ns / 1e6:,.3f}"
+            now, new = U.ms(b.busy_ns, unit=False), U.ms(b.new_busy_ns, unit=False)
         mark = "binds" if b.engine == wi.engine else ("changed" if b.changed else "")
         t.add_row(b.engine, now, new, mark, style="bold" if b.engine == wi.engine else None)
     head = Text(wi.summary(), style="bold")

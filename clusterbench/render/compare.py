@@ -11,6 +11,7 @@ import re
 import textwrap
 from dataclasses import asdict
 
+from clusterbench.model import units as U
 from clusterbench.model.engines import display_name as display_engine
 from clusterbench.compare.noise import TRACE_FLOOR_MIN_PCT, FloorSet
 from clusterbench.compare.traces import TraceComparison, TraceSide
@@ -47,7 +48,7 @@ _VERDICT_TEXT = {
     Verdict.FASTER: "FASTER",
     Verdict.SLOWER: "SLOWER",
     Verdict.NOT_COMPARABLE: "NOT COMPARABLE",
-    Verdict.MISSING: "-",
+    Verdict.MISSING: U.NOT_MEASURED,
 }
 _VERDICT_STYLE = {Verdict.FASTER: "green", Verdict.SLOWER: "red", Verdict.NOT_COMPARABLE: "yellow"}
 ACROSS_MARK = "*"
@@ -147,18 +148,9 @@ def render_compare_json(cmp: Comparison, gate: GateOutcome | None = None) -> dic
 # ----------------------------------------------------------------------------- text helpers
 
 
-def _num(v: float | None, unit: str = "") -> str:
-    if v is None:
-        return "-"
-    if unit == "FPS":
-        return f"{v:,.0f}"
-    return f"{v:.2f}"
-
-
-def _pct(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v:+.2f} %" if abs(v) < 1000 else f"{v:+.0f} %"
+def _num(v: float | None, unit: str = "µs/frame") -> str:
+    """A metric's value without its unit (the header or the line says it): FPS, or µs/frame to 2 decimals."""
+    return U.fps(v, unit=False) if unit == "FPS" else U.us_per_frame(v, 2, unit=False)
 
 
 def config_name(row: RowComparison, rows: tuple[RowComparison, ...]) -> str:
@@ -294,7 +286,7 @@ def render_compare_text(cmp: Comparison, width: int = 80) -> list[str]:
                 continue
             verdict = _verdict_cell(m)
             out.append(_grid(_NAME.get(m.name, m.name), _num(m.before, m.unit), _num(m.after, m.unit),
-                             _pct(m.delta_pct), verdict, m.code.value, with_code))  # fmt: skip
+                             U.signed_pct(m.delta_pct), verdict, m.code.value, with_code))  # fmt: skip
         out += wrap(f"end to end: {r.end_to_end.value.replace('_', ' ').upper()}: {r.end_to_end_reason}", width,
                      "  ", "    ")  # fmt: skip
         for n in row_notes(r):
@@ -334,7 +326,7 @@ def render_compare_markdown(cmp: Comparison) -> str:
         elif r.presence is Presence.AFTER_ONLY:
             cfg += " (after only)"
         lines.append(
-            f"| {cfg} | {_num(k.before)} | {_num(k.after)} | {_pct(k.delta_pct)} | "
+            f"| {cfg} | {_num(k.before)} | {_num(k.after)} | {U.signed_pct(k.delta_pct)} | "
             f"{_num(roof.before)} | {_num(roof.after)} | {_binds_text(r)} |"
         )
     notes = render_compare_notes(cmp)
@@ -350,14 +342,14 @@ def render_compare_markdown(cmp: Comparison) -> str:
 
 def _cell(m: MetricDelta) -> str:
     if m.before is None and m.after is None:
-        return "-"
+        return U.NOT_MEASURED
     head = f"{_num(m.before, m.unit)}\n→ {_num(m.after, m.unit)}"
     if m.verdict is Verdict.MISSING:
         return head
     style = _VERDICT_STYLE.get(m.verdict)
     verdict = "NOT\nCOMPARABLE" if m.verdict is Verdict.NOT_COMPARABLE else _verdict_cell(m)
     verdict = f"[{style}]{verdict}[/]" if style else verdict
-    return f"{head}\n{_pct(m.delta_pct)}\n{verdict}\n{m.code.value}"
+    return f"{head}\n{U.signed_pct(m.delta_pct)}\n{verdict}\n{m.code.value}"
 
 
 def _plain_width(text: str) -> int:
@@ -379,12 +371,12 @@ def render_compare_wide(cmp: Comparison, width: int = 120) -> list[str]:
         labels.append(r.label + ("" if r.presence is Presence.BOTH else f"\n({r.presence.value.replace('_', ' ')})"))
     columns: list[tuple[str, list[str], str]] = []
     for i, n in enumerate(cmp.metric_names):
-        unit = "FPS" if n.endswith("_fps") else "µs/frame"
+        unit = U.metric_unit(n)
         columns.append((f"{_SHORT.get(n, n)}\n{unit}", [_cell(r.metrics[i]) for r in cmp.rows], "right"))
     columns.append(("binds", [_binds_text(r).replace(" -> ", "\n→ ") for r in cmp.rows], "left"))
     e2e = []
     for r in cmp.rows:
-        cell = r.end_to_end.value.replace("_", "\n") if r.presence is Presence.BOTH else "-"
+        cell = r.end_to_end.value.replace("_", "\n") if r.presence is Presence.BOTH else U.NOT_MEASURED
         e2e.append(cell + ("\nkernel\ninvisible" if r.kernel_invisible else ""))
     columns.append(("end to end", e2e, "left"))
     label_w = max([_plain_width(x) for x in labels] + [len("config")])
@@ -456,14 +448,14 @@ def render_trace_compare_text(tc: TraceComparison, width: int = 80) -> list[str]
     out.append(_grid("engine", "before", "after", "delta", "verdict", "reason", with_code).replace("→", " "))
     for m in tc.engines:
         name = "roofline" if m.name == "roofline_us" else display_engine(m.name[:-3])
-        out.append(_grid(name[:_W_NAME], _num(m.before), _num(m.after), _pct(m.delta_pct), _verdict_cell(m),
+        out.append(_grid(name[:_W_NAME], _num(m.before), _num(m.after), U.signed_pct(m.delta_pct), _verdict_cell(m),
                          m.code.value, with_code))  # fmt: skip
     if tc.kernels:
         out += ["", "kernels by name (µs/frame of each name's busy time)"]
         out.append(_grid("kernel", "before", "after", "delta", "verdict", "reason", with_code).replace("→", " "))
         for m in tc.kernels:
             name = m.name if len(m.name) <= _W_NAME else m.name[: _W_NAME - 1] + "…"
-            out.append(_grid(name, _num(m.before), _num(m.after), _pct(m.delta_pct), _verdict_cell(m),
+            out.append(_grid(name, _num(m.before), _num(m.after), U.signed_pct(m.delta_pct), _verdict_cell(m),
                              m.code.value, with_code))  # fmt: skip
         long = [m.name for m in tc.kernels if len(m.name) > _W_NAME]
         if long:
@@ -479,8 +471,8 @@ def render_trace_compare_text(tc: TraceComparison, width: int = 80) -> list[str]
     for (verdict, reason), names in grouped.items():
         out += wrap(f"{', '.join(names)} {verdict}: {reason}", width, "  - ", "    ")
     out.append("")
-    out += wrap(f"µs per frame inside each trace's window. Noise: {TRACE_FLOOR_MIN_PCT:g} % "
+    out += wrap(f"µs per frame inside each trace's window. Noise: {U.pct_of(TRACE_FLOOR_MIN_PCT, None)} "
                 "of the before value (trace figures reproduce to about 1 %); with several streams the transfer "
-                f"engines of two traces are held to the {tc.floors.drift_bound_pct:g} % drift bound "
+                f"engines of two traces are held to the {U.pct_of(tc.floors.drift_bound_pct, None)} drift bound "
                 f"({CROSS_SESSION_MARK}: beyond it, across two sessions).", width, "", "")
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clusterbench.compare.floors import FloorsOutcome, floors_to_json
+from clusterbench.model import units as U
 from clusterbench.compare.noise import FLOOR_MARGIN, FLOOR_MIN_PCT, FLOOR_STEP_PCT, TRACE_FLOOR_MIN_PCT, FloorSet
 from clusterbench.render.compare import wrap
 
@@ -33,20 +34,21 @@ def render_floors_text(outcome: FloorsOutcome, path: Path | None, previous: Floo
         for sp in outcome.spreads:
             if sp.dirs != s.dirs:
                 continue
-            within = f"±{sp.within_pct:.2f} %" if sp.within_pct is not None else "-"
+            within = f"±{U.pct_of(sp.within_pct, 2)}" if sp.within_pct is not None else U.NOT_MEASURED
             out.append(f"  {sp.label[:24]:<24} {sp.metric:<14} {sp.streams if sp.streams is not None else '?':>7} "
-                       f"{sp.max_diff_pct:>11.2f} % {within:>9}")
+                       f"{U.pct_of(sp.max_diff_pct, 2):>13} {within:>9}")
     out += ["", f"  {'metric':<18} {'streams':<7} {'worst A/A':>10} {'floor':>8} {'was':>8}"]
     for f in fs.floors:
         was = previous.floor(f.metric, 4 if f.multi_stream else 1) if previous is not None else None
-        worst = f"{f.aa_max_diff_pct:.2f} %" if f.aa_max_diff_pct is not None else "-"
+        worst = U.pct_of(f.aa_max_diff_pct, 2)
         out.append(f"  {METRIC_NAMES.get(f.metric, f.metric):<18} {'s>1' if f.multi_stream else 's1':<7} "
-                   f"{worst:>10} {f'{f.pct:g} %':>8} {(f'{was.pct:g} %' if was else '-'):>8}")
+                   f"{worst:>10} {U.pct_of(f.pct, None):>8} {U.pct_of(was.pct if was else None, None):>8}")
     out.append("")
-    out += wrap(f"floor = {FLOOR_MARGIN:g} x the worst A/A difference, rounded up to the next {FLOOR_STEP_PCT:g} %, "
-                f"at least {FLOOR_MIN_PCT:g} % (trace figures {TRACE_FLOOR_MIN_PCT:g} %); on several streams H2D, "
+    out += wrap(f"floor = {FLOOR_MARGIN:g} x the worst A/A difference, rounded up to the next "
+                f"{U.pct_of(FLOOR_STEP_PCT, None)}, at least {U.pct_of(FLOOR_MIN_PCT, None)} (trace figures "
+                f"{U.pct_of(TRACE_FLOOR_MIN_PCT, None)}); on several streams H2D, "
                 "D2H and the roofline take the worst of the three (one shared link).", width)
-    out += wrap(f"drift bound of multi-stream transfers across sessions: {fs.drift_bound_pct:g} % "
+    out += wrap(f"drift bound of multi-stream transfers across sessions: {U.pct_of(fs.drift_bound_pct, None)} "
                 f"({fs.drift_bound_source}).", width)
     if path is not None:
         out += wrap(f"Wrote {path}", width)

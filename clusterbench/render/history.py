@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 from clusterbench.compare.compare import Comparison
 from clusterbench.compare.history import HistorySeries, HistoryStep
 from clusterbench.io.history import HistoryPoint
+from clusterbench.model import units as U
 from clusterbench.render.compare import floors_json, render_compare_text, wrap
 
 HISTORY_JSON_SCHEMA = "clusterbench.compare.history/1"  # history LABEL --json; version 1: the first
@@ -22,14 +23,12 @@ PAGE_METRICS = ("kernel_us", "h2d_us", "d2h_us", "roofline_us", "sustained_fps")
 
 
 def metric_label(metric: str) -> str:
-    unit = "µs/frame" if metric.endswith("_us") else ("FPS" if metric.endswith("_fps") else "")
+    unit = U.metric_unit(metric)
     return f"{metric} ({unit})" if unit else metric
 
 
 def _value(v: float | None, metric: str) -> str:
-    if v is None:
-        return "-"
-    return f"{v:,.0f}" if metric.endswith("_fps") else f"{v:.4g}"
+    return U.metric(metric, v, unit=False)
 
 
 def _build(p: HistoryPoint) -> str:
@@ -38,8 +37,8 @@ def _build(p: HistoryPoint) -> str:
 
 def _step_word(t: HistoryStep) -> str:
     d = t.delta
-    pct = f"{d.delta_pct:+.1f} %" if d.delta_pct is not None else ""
-    word = {"NOT_COMPARABLE": "n/c", "SAME": "same", "MISSING": "-"}.get(d.verdict.value, d.verdict.value)
+    pct = U.signed_pct(d.delta_pct, 1) if d.delta_pct is not None else ""
+    word = {"NOT_COMPARABLE": "n/c", "SAME": "same", "MISSING": U.NOT_MEASURED}.get(d.verdict.value, d.verdict.value)
     return f"{word} {pct}".strip()
 
 
@@ -65,7 +64,7 @@ def render_history_text(s: HistorySeries, width: int = 80) -> list[str]:
         t = by_after.get(id(p))
         mark = ("▶ " if t.is_step else "  ") + _step_word(t) if t is not None else ""
         name = p.dir_name if len(p.dir_name) <= 24 else p.dir_name[:23] + "…"
-        out.append(f"  {i:>2} {name:<24} {(p.measured_utc or '-')[:10]:<10} {_build(p):<9} "
+        out.append(f"  {i:>2} {name:<24} {(p.measured_utc or U.NOT_MEASURED)[:10]:<10} {_build(p):<9} "
                    f"{_value(p.value, s.metric):>11}  {mark}".rstrip())
     out.append("")
     if not s.transitions:
@@ -76,7 +75,7 @@ def render_history_text(s: HistorySeries, width: int = 80) -> list[str]:
         d = t.delta
         out += wrap(f"step {t.before.dir_name} → {t.after.dir_name} (git {_build(t.before)} → {_build(t.after)}): "
                     f"{_value(d.before, s.metric)} → {_value(d.after, s.metric)} {d.unit}, "
-                    f"{d.delta_pct:+.2f} % {d.verdict.value} ({d.code.value}): {d.reason}", width, "  - ", "    ")
+                    f"{U.signed_pct(d.delta_pct)} {d.verdict.value} ({d.code.value}): {d.reason}", width, "  - ", "    ")
     out += wrap("* a dirty tree. ▶ a step: the change of build moved the metric beyond the noise (the floor of "
                 "the GPU model, or the drift bound for multi-stream transfers of two sessions); n/c: not "
                 "comparable (see --json for the reason).", width)
@@ -150,7 +149,7 @@ def render_history_site(series: Sequence[HistorySeries], db_name: str, generated
                     f"{html.escape(t.after.dir_name)}</td><td>{html.escape(_build(t.before))} → "
                     f"{html.escape(_build(t.after))}</td><td class=\"num\">{_value(d.before, s.metric)} → "
                     f"{_value(d.after, s.metric)}</td><td class=\"num\">"
-                    f"{'' if d.delta_pct is None else f'{d.delta_pct:+.2f} %'}</td>"
+                    f"{U.signed_pct(d.delta_pct)}</td>"
                     f"<td class=\"{d.verdict.value}\">{d.verdict.value}</td><td>{html.escape(d.code.value)}: "
                     f"{html.escape(d.reason)}</td><td>{link}</td></tr>")
             if rows:

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from clusterbench.compare.compare import Comparison, Presence
 from clusterbench.compare.history import HistorySeries
+from clusterbench.model import units as U
 from clusterbench.model.engines import COLOURS
 from clusterbench.model.engines import display_name as display_engine
 from clusterbench.errors import EnvironmentFailure, InputError
@@ -125,7 +126,7 @@ def render_compare_plot(cmp: Comparison, path: Path) -> Path:
                 )  # fmt: skip
                 if e == tallest:
                     ax.annotate(
-                        f"★ {v:.2f}", (x, v), xytext=(0, 3), textcoords="offset points",
+                        f"★ {U.us_per_frame(v, 2, unit=False)}", (x, v), xytext=(0, 3), textcoords="offset points",
                         ha="center", va="bottom", fontsize=7, fontweight="bold", rotation=90,
                     )  # fmt: skip
     ax.set_xticks(range(len(rows)))

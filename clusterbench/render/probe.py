@@ -10,20 +10,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from clusterbench.model import units as U
 from clusterbench.model.engines import display_name
 from clusterbench.model.results import ResultRow, RowRole
 from clusterbench.run.probe import PHASES, DryRun, ProbeEvent, ProbeOutcome
 from clusterbench.run.scan import Scan, ScanPoint
-
-
-def _num(value: Any, fmt: str, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    return f"{value:{fmt}}{unit}"
-
-
-def _fps(value: Any) -> str:
-    return "-" if value is None else f"{value:,.0f} FPS"
 
 
 # Below this many columns the one-table layout (about 115 columns for the reference labels) is
@@ -37,25 +28,25 @@ CAPTION = ("µs per frame from the trace; FPS untraced: median of the repeats ±
 
 def _cells(r: ResultRow) -> dict[str, str]:
     """Every figure of a row as text, with the units left to the headers (pure)."""
-    sustained = _num(r.sustained_fps, ",.0f")
+    sustained = U.fps(r.sustained_fps, unit=False)
     if r.sustained_fps is not None and r.sustained_fps_spread is not None:
-        sustained += f" ± {r.sustained_fps_spread:,.0f}"
+        sustained += f" ± {U.fps(r.sustained_fps_spread, unit=False)}"
     eff = r.fps_efficiency
     if r.sustained_fps is None and r.sustained_gbps is not None and r.sustained_source not in (None, "result"):
-        sustained = f"{r.sustained_gbps:,.3g} GB/s"  # a program that reports GB/s only
+        sustained = U.gbps(r.sustained_gbps)  # a program that reports GB/s only
     return {
         "config": r.label,
-        "frames": _num(r.frames, ",d"),
-        "kernel": _num(r.kernel_us, ".2f"),
-        "h2d": _num(r.h2d_us, ".2f"),
-        "d2h": _num(r.d2h_us, ".2f"),
-        "roofline": _num(r.roofline_us, ".2f"),
-        "binds": display_name(r.binds) if r.binds else "-",
-        "roofline_fps": _num(r.roofline_fps, ",.0f"),
+        "frames": U.count(r.frames),
+        "kernel": U.us_per_frame(r.kernel_us, 2, unit=False),
+        "h2d": U.us_per_frame(r.h2d_us, 2, unit=False),
+        "d2h": U.us_per_frame(r.d2h_us, 2, unit=False),
+        "roofline": U.us_per_frame(r.roofline_us, 2, unit=False),
+        "binds": display_name(r.binds) if r.binds else U.NOT_MEASURED,
+        "roofline_fps": U.fps(r.roofline_fps, unit=False),
         "sustained": sustained,
-        "efficiency": _num(None if eff is None else 100 * eff, ".0f"),
-        "overhead": _num(r.profiler_overhead, ".2f"),
-        "source": "failed" if r.error else (r.sustained_source or "-"),
+        "efficiency": U.pct(eff, 0, unit=False),
+        "overhead": U.times(r.profiler_overhead, unit=False),
+        "source": "failed" if r.error else (r.sustained_source or U.NOT_MEASURED),
     }
 
 
@@ -134,9 +125,9 @@ def scaling_notes(rows: Sequence[ResultRow]) -> list[str]:
         if r.scaling_efficiency is not None:
             parts.append(f"scaling efficiency {r.scaling_efficiency:.2f} (summed FPS / (GPUs × solo FPS))")
         if r.solo_fps is not None:
-            parts.append(f"solo {r.solo_fps:,.0f} FPS on GPU {r.solo_gpu}")
+            parts.append(f"solo {U.fps(r.solo_fps)} on GPU {r.solo_gpu}")
         if r.gpu_min_fps is not None:
-            parts.append(f"slowest GPU {r.gpu_min_index}: {r.gpu_min_fps:,.0f} FPS")
+            parts.append(f"slowest GPU {r.gpu_min_index}: {U.fps(r.gpu_min_fps)}")
         out.append("; ".join(parts))
     return out
 
@@ -216,10 +207,10 @@ def render_scan(points: Sequence[ScanPoint], scans: Sequence[Scan], width: int |
     table.add_column("nearer")
     for p in points:
         values = dict(p.values)
-        sustained = _num(p.sustained_fps, ",.0f") + ("" if p.source in (None, "result") else f" ({p.source})")
-        table.add_row(p.config, *(values.get(n, "-") for n in names), "failed" if p.error else sustained,
-                      _num(p.roofline_fps, ",.0f"), _num(p.serial_fps, ",.0f"), display_name(p.binds) if p.binds else "-",
-                      p.nearer or "-")
+        sustained = U.fps(p.sustained_fps, unit=False) + ("" if p.source in (None, "result") else f" ({p.source})")
+        table.add_row(p.config, *(values.get(n, U.NOT_MEASURED) for n in names), "failed" if p.error else sustained,
+                      U.fps(p.roofline_fps, unit=False), U.fps(p.serial_fps, unit=False),
+                      display_name(p.binds) if p.binds else U.NOT_MEASURED, p.nearer or U.NOT_MEASURED)
     caption = Text("roofline FPS: the tallest bar, what streams that overlap pay; sum of bars FPS: the bars added "
                    "up, what one stream (engines taking turns) pays; nearer: the bound the sustained FPS is closer to")
     return Group(table, caption)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clusterbench.errors import InputError
+from clusterbench.model import units as U
 from clusterbench.model.engines import COLOURS
 from clusterbench.render.plot import check_plot_path as _check_plot_path
 from clusterbench.render.plot import load_matplotlib
@@ -118,7 +119,7 @@ def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path:
     top = max(vals) if vals else 0.0
     bx.set_ylim(0, top * 1.35 if top > 0 else 1.0)
     bx.set_ylabel("µs per frame" if per_frame else "busy ms in the window")
-    fps = f"\n{g.roofline.fps:,.0f} FPS" if g.roofline.fps else ""
+    fps = f"\n{U.fps(g.roofline.fps)}" if g.roofline.fps else ""
     bx.set_title(f"per-engine bars; ★ binds: {binds or 'nothing'}{fps}", fontsize=9)
     bx.grid(axis="y", alpha=0.3)
 
@@ -136,8 +137,8 @@ def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path:
     frames = f", {g.frames.count:,} frames" if g.frames.count else ""
     fig.suptitle(
         f"{Path(a.trace).name}: pid {g.pid}, device {g.device}\n"
-        f"window {g.window.length_ns / 1e6:,.3f} ms from {g.window.source}{frames}; "
-        f"showing {tl.span_start_ns / 1e6:,.3f}–{tl.span_end_ns / 1e6:,.3f} ms",
+        f"window {U.ms(g.window.length_ns)} from {g.window.source}{frames}; "
+        f"showing {U.ms(tl.span_start_ns, unit=False)}–{U.ms(tl.span_end_ns)}",
         fontsize=9,
     )
     fig.subplots_adjust(left=0.13, right=0.98, top=0.80, bottom=0.24)
@@ -188,8 +189,8 @@ def write_chrome_trace(ex: TraceExport, path: str | Path) -> Path:
                 emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": t.name}})
                 emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
                 for s, e, k in zip(t.starts_ns.tolist(), t.ends_ns.tolist(), t.label.tolist()):
-                    emit({"ph": "X", "name": t.labels[k], "pid": pid, "tid": tid, "ts": (s - ex.window_start_ns) / 1000.0,
-                          "dur": (e - s) / 1000.0})  # fmt: skip
+                    emit({"ph": "X", "name": t.labels[k], "pid": pid, "tid": tid, "ts": (s - ex.window_start_ns) / U.NS_PER_US,
+                          "dur": (e - s) / U.NS_PER_US})  # fmt: skip
             fh.write("\n]}\n")
     except OSError as exc:
         raise InputError(f"cannot write the trace export {p}: {exc.strerror or exc}", hint=_EXPORT_HINT) from None

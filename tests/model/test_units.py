@@ -29,6 +29,8 @@ def test_times():
     assert U.us_per_frame(5.7921, unit=False) == "5.792"
     assert U.ms(80_665_000) == "80.665 ms"
     assert U.ms(1_234_567_890) == "1,234.568 ms"
+    assert U.ms(100_000, None) == "0.1 ms"  # a setting (a gap threshold) as given
+    assert U.ms(5_000_000, None) == "5 ms"
     assert U.seconds(28.14) == "28.1 s"
     assert U.duration(850) == "850 ns"
     assert U.duration(12_345) == "12.3 µs"
@@ -61,6 +63,9 @@ def test_shares_and_ratios():
     assert U.pct(0.286) == "28.6 %"
     assert U.pct(0.286, unit=False) == "28.6"
     assert U.pct_of(57.04) == "57.0 %"
+    assert U.pct_of(5.0, None) == "5 %"  # a floor as written in the floors file
+    assert U.pct_of(0.5, None) == "0.5 %"
+    assert U.pct_of(None, None) == "–"
     assert U.signed_pct(-8.094) == "-8.09 %"
     assert U.signed_pct(1.2249) == "+1.22 %"
     assert U.signed_pct(918.6) == "+918.60 %"
