@@ -38,6 +38,7 @@ from clusterbench.analyzers import window as window_mod
 from clusterbench.analyzers.records import GroupAnalysis, Throughput, TraceAnalysis
 from clusterbench.errors import InputError, TraceError
 from clusterbench.io.nsys.reader import ApiPlan, TraceData
+from clusterbench.model import units as U
 from clusterbench.model.engines import BY_NAME
 
 ABSURD_US_PER_FRAME = 0.001  # 1 ns per frame: no pipeline moves or computes a frame that fast
@@ -200,7 +201,7 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
         if st.implausible_count:
             warnings.append(
                 f"{name}: {st.implausible_count:,} record(s) of {st.implausible_bytes:,} bytes in total report up to "
-                f"{st.implausible_max_gbps:,.0f} GB/s, above the {st.implausible_limit_gbps:,.0f} GB/s that no "
+                f"{U.gbps(st.implausible_max_gbps)}, above the {U.gbps(st.implausible_limit_gbps)} that no "
                 f"{BY_NAME[name].link} reaches: the record's bytes or times are wrong. They are left out of busy time, "
                 "bytes, GB/s and the roofline."
             )
@@ -217,11 +218,11 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     window_ns = w.length_ns
     steady_ns = window_ns - gp.setup_ns
     throughput = Throughput(
-        measured_us_per_frame=(window_ns / 1000.0 / n) if n else None,
+        measured_us_per_frame=U.us_per_frame_of(window_ns, n),
         efficiency=(roof.busy_ns / window_ns) if (window_ns > 0 and roof.engine) else None,
         steady_ns=steady_ns,
         steady_idle_ns=busy.idle_ns - gp.setup_ns,
-        steady_us_per_frame=(steady_ns / 1000.0 / n) if n else None,
+        steady_us_per_frame=U.us_per_frame_of(steady_ns, n),
         steady_efficiency=(roof.busy_ns / steady_ns) if (steady_ns > 0 and roof.engine) else None,
     )
     if hidden is not None:  # the figures the missing work would change cannot be right: leave them out
@@ -229,8 +230,8 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
         throughput = dataclasses.replace(throughput, efficiency=None, steady_efficiency=None)
     if roof.us_per_frame is not None and roof.us_per_frame < ABSURD_US_PER_FRAME:
         warnings.append(
-            f"the result is absurd: {roof.us_per_frame * 1000:.3g} ns per frame for the tallest bar ({roof.engine}), "
-            f"below the {ABSURD_US_PER_FRAME * 1000:.0f} ns that no GPU pipeline reaches: frames ({n:,}, from "
+            f"the result is absurd: {U.duration(roof.us_per_frame * U.NS_PER_US)} per frame for the tallest bar "
+            f"({roof.engine}), below the {U.duration(ABSURD_US_PER_FRAME * U.NS_PER_US)} that no GPU pipeline reaches: frames ({n:,}, from "
             f"{frames.source}) is likely wrong; it must count the frames processed inside the window"
         )
     out = GroupAnalysis(

@@ -23,6 +23,7 @@ from clusterbench.analyzers.records import (
     ThreadStats,
 )
 from clusterbench.io.nsys import schema as S
+from clusterbench.model import units as U
 from clusterbench.model.engines import RATE_CEILING_GBPS
 
 STREAM_SHARE = 0.01  # a stream counts as carrying work when it has this share of the GPU time
@@ -119,7 +120,7 @@ def engine_stats(name: str, busy_ns: int, count: int, nbytes: int | None, window
         busy_ns=busy_ns,
         count=count,
         duty=(busy_ns / window_ns) if window_ns > 0 else None,
-        us_per_frame=(busy_ns / 1000.0 / frames) if frames else None,
+        us_per_frame=U.us_per_frame_of(busy_ns, frames),
         bytes=(nbytes or 0) if has_bytes else None,
         gbps=((nbytes or 0) / busy_ns if busy_ns > 0 else None) if has_bytes else None,
         streams=streams,
@@ -234,8 +235,8 @@ def roofline(busy: Busy, threads: tuple[ThreadStats, ...], frames: int | None) -
     roof = Roofline(
         engine=name,
         busy_ns=top,
-        us_per_frame=(top / 1000.0 / frames) if (frames and name) else None,
-        fps=(1e9 * frames / top) if (frames and top > 0) else None,
+        us_per_frame=U.us_per_frame_of(top, frames) if name else None,
+        fps=U.fps_of_us(U.us_per_frame_of(top, frames)),
         thread=thread,
     )
     out = {}
@@ -245,5 +246,5 @@ def roofline(busy: Busy, threads: tuple[ThreadStats, ...], frames: int | None) -
             continue
         gap = roof.busy_ns - st.busy_ns
         out[n] = dataclasses.replace(st, headroom=gap / st.busy_ns,
-                                     headroom_us_per_frame=(gap / 1000.0 / frames) if frames else None)  # fmt: skip
+                                     headroom_us_per_frame=U.us_per_frame_of(gap, frames))  # fmt: skip
     return roof, dataclasses.replace(busy, engines=out)

@@ -19,6 +19,7 @@ from clusterbench.analyzers.busy import busy_length, clip_records
 from clusterbench.analyzers.model import GroupTrace
 from clusterbench.analyzers.records import CopyClass, KernelStats
 from clusterbench.io.nsys import schema as S
+from clusterbench.model import units as U
 
 SIZE_CLASSES: tuple[tuple[int, int | None, str], ...] = (
     (0, 4_000, "< 4 kB"),
@@ -64,7 +65,7 @@ def by_name(g: GroupTrace, window: iv.Intervals, frames: int | None, kernel_busy
         del dur
         out.append(KernelStats(
             name=g.kernel_names[name], launches=n, busy_ns=busy,
-            us_per_frame=(busy / 1000.0 / frames) if frames else None,
+            us_per_frame=U.us_per_frame_of(busy, frames),
             share=(busy / kernel_busy_ns) if kernel_busy_ns > 0 else None,
             min_ns=lo, median_ns=median, max_ns=hi,
         ))  # fmt: skip
@@ -116,6 +117,6 @@ def copy_classes(g: GroupTrace, window: iv.Intervals, frames: int | None) -> tup
             nbytes = int(c.nbytes or 0)
             out.append(CopyClass(
                 engine=name, size_class=label, min_bytes=lo, max_bytes=hi, count=count, bytes=nbytes, busy_ns=busy,
-                gbps=(nbytes / busy) if busy > 0 else None, us_per_frame=(busy / 1000.0 / frames) if frames else None,
+                gbps=(nbytes / busy) if busy > 0 else None, us_per_frame=U.us_per_frame_of(busy, frames),
             ))  # fmt: skip
     return tuple(out)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from clusterbench import __version__
+from clusterbench.model import units as U
 
 # history: 1 = first release (the JSON contract of docs/facts.md plus extra keys);
 #          2 = adds the `graph` engine, `rules` (fired rules with codes), per-engine
@@ -28,10 +29,6 @@ JSON_VERSION = 3
 
 GAP_CAUSES = ("module_load", "alloc", "sync", "host", "profiler", "unknown")
 SETUP_CAUSES = frozenset({"module_load", "alloc", "profiler"})  # not the pipeline's own loop
-
-
-def _us(ns: float | None, frames: int | None) -> float | None:
-    return (ns / 1000.0 / frames) if (frames and ns is not None) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,17 +417,17 @@ class ThreadStats:
 
     @property
     def us_per_frame(self) -> float | None:
-        return _us(self.busy_ns, self.frames)
+        return U.us_per_frame_of(self.busy_ns, self.frames)
 
     def to_json(self) -> dict:
         f = self.frames
         return {
             **self.thread.to_json(),
             "busy_ns": self.busy_ns, "us_per_frame": self.us_per_frame, "active_ns": self.active_ns,
-            "launch_ns": self.launch_ns, "launch_calls": self.launch_calls, "launch_us_per_frame": _us(self.launch_ns, f),
-            "copy_ns": self.copy_ns, "copy_calls": self.copy_calls, "copy_us_per_frame": _us(self.copy_ns, f),
-            "wait_ns": self.wait_ns, "wait_calls": self.wait_calls, "wait_us_per_frame": _us(self.wait_ns, f),
-            "other_ns": self.other_ns, "other_calls": self.other_calls, "other_us_per_frame": _us(self.other_ns, f),
+            "launch_ns": self.launch_ns, "launch_calls": self.launch_calls, "launch_us_per_frame": U.us_per_frame_of(self.launch_ns, f),
+            "copy_ns": self.copy_ns, "copy_calls": self.copy_calls, "copy_us_per_frame": U.us_per_frame_of(self.copy_ns, f),
+            "wait_ns": self.wait_ns, "wait_calls": self.wait_calls, "wait_us_per_frame": U.us_per_frame_of(self.wait_ns, f),
+            "other_ns": self.other_ns, "other_calls": self.other_calls, "other_us_per_frame": U.us_per_frame_of(self.other_ns, f),
         }  # fmt: skip
 
 
@@ -479,8 +476,8 @@ class Pacing:
         return {
             "source": self.source, "events": self.events, "frames_per_event": per,
             "median_ns": self.median_ns, "p99_ns": self.p99_ns, "max_ns": self.max_ns,
-            "median_us_per_frame": self.median_ns / 1000 / per, "p99_us_per_frame": self.p99_ns / 1000 / per,
-            "max_us_per_frame": self.max_ns / 1000 / per,
+            "median_us_per_frame": U.us_per_frame_of(self.median_ns, per),
+            "p99_us_per_frame": U.us_per_frame_of(self.p99_ns, per), "max_us_per_frame": U.us_per_frame_of(self.max_ns, per),
             "longest_stall": {"start_ns": self.stall_start_ns - self.window_start_ns, "length_ns": self.max_ns,
                               "cause": self.stall_cause, "api": self.stall_api},
         }  # fmt: skip

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from clusterbench.analyzers.gaps import GAP_NS
 from clusterbench.analyzers.records import GAP_CAUSES, Finding, GroupAnalysis, ThreadStats
+from clusterbench.model import units as U
 
 # Thresholds (judgement calls; each is printed in the docs table and in the finding).
 NO_OVERLAP_SERIALIZATION = 1.05  # serialization below this: the engines practically take turns
@@ -82,8 +83,8 @@ class Rule:
 
 def _per_frame(g: GroupAnalysis, ns: int) -> str:
     if g.frames.count:
-        return f"{ns / 1000 / g.frames.count:.2f} µs/frame"
-    return f"{ns / 1e6:.3f} ms"
+        return U.us_per_frame(U.us_per_frame_of(ns, g.frames.count), 2)
+    return U.ms(ns)
 
 
 def _bar(g: GroupAnalysis, name: str) -> str:
@@ -110,7 +111,7 @@ def _sum_of_bars(g: GroupAnalysis) -> str:
 def gap_where(g: GroupAnalysis, i: int) -> str:
     """Gap i of ``g``: how long, where, and what the host did."""
     gp = g.gaps
-    return (f"{gp.lengths_ns[i] / 1e6:,.3f} ms at {(int(gp.starts_ns[i]) - g.window.start_ns) / 1e6:,.3f} ms from the "
+    return (f"{U.ms(gp.lengths_ns[i])} at {U.ms(int(gp.starts_ns[i]) - g.window.start_ns)} from the "
             f"window start: {cause_phrase(gp.cause_of(i), gp.api[i])}")  # fmt: skip
 
 
@@ -135,7 +136,7 @@ def _work_not_traced(g: GroupAnalysis):
         return None
     calls = ", ".join(w.calls) or "synchronize calls"
     return (
-        f"the GPU's work is not in the trace: for {w.waited_ns / 1e6:,.3f} ms ({w.share:.0%} of the window) the launching "
+        f"the GPU's work is not in the trace: for {U.ms(w.waited_ns)} ({U.pct(w.share, 0)} of the window) the launching "
         f"threads waited in {calls} while the trace shows no GPU activity. Likely: {w.why}. The idle figures, the "
         f"roofline and the advice would mislead, so they are left out. To see the work: {w.hint}.",
         w.share,
@@ -156,11 +157,11 @@ def _setup_gaps(g: GroupAnalysis):
         return None
     n = int(gp.setup_mask().sum())
     i = gp.longest(setup=True)
-    without = f"without them the GPU is idle {_steady_idle(g):.1%} of the window"
+    without = f"without them the GPU is idle {U.pct(_steady_idle(g))} of the window"
     if t.steady_efficiency is not None:
-        without += f" and the pipeline runs at {t.steady_efficiency:.0%} of its roofline"
+        without += f" and the pipeline runs at {U.pct(t.steady_efficiency, 0)} of its roofline"
     return (
-        f"set-up inside the window: {n:,} set-up gap{'s' if n != 1 else ''} ({setup / 1e6:,.3f} ms, {_frac(setup, g):.0%} of the "
+        f"set-up inside the window: {n:,} set-up gap{'s' if n != 1 else ''} ({U.ms(setup)}, {U.pct(_frac(setup, g), 0)} of the "
         f"window); the longest is {gap_where(g, i)}. They are not the pipeline's loop: {without}.",
         _frac(setup, g),
     )
@@ -172,9 +173,9 @@ def _binds(g: GroupAnalysis):
         return None
     if r.engine == "host":
         return (f"the host binds: {r.thread.label() if r.thread else 'a launching thread'} is the tallest bar at "
-                f"{_per_frame(g, r.busy_ns)} ({_frac(r.busy_ns, g):.0%} of the window).", _frac(r.busy_ns, g))  # fmt: skip
+                f"{_per_frame(g, r.busy_ns)} ({U.pct(_frac(r.busy_ns, g), 0)} of the window).", _frac(r.busy_ns, g))  # fmt: skip
     duty = g.busy.engines[r.engine].duty or 0.0
-    return f"{r.engine} binds: the tallest bar at {_bar(g, r.engine)} ({duty:.0%} of the window).", duty
+    return f"{r.engine} binds: the tallest bar at {_bar(g, r.engine)} ({U.pct(duty, 0)} of the window).", duty
 
 
 def _host_binds(g: GroupAnalysis):
@@ -187,10 +188,10 @@ def _host_binds(g: GroupAnalysis):
     calls = t.launch_ns + t.copy_ns + t.other_ns
     waited = _waited(t)
     if waited < HOST_WAIT_FRACTION:
-        then = (f"It waits for the GPU {waited:.0%} of its time: a faster GPU, kernel or link does not raise "
+        then = (f"It waits for the GPU {U.pct(waited, 0)} of its time: a faster GPU, kernel or link does not raise "
                 "throughput.")  # fmt: skip
     else:
-        then = (f"It also waits for the GPU {_per_frame(g, t.wait_ns)} ({waited:.0%} of its time): as the work is "
+        then = (f"It also waits for the GPU {_per_frame(g, t.wait_ns)} ({U.pct(waited, 0)} of its time): as the work is "
                 "ordered now, the GPU is behind it and sets the rate measured; this bar is the limit once the GPU "
                 "keeps up.")  # fmt: skip
     return (
@@ -261,7 +262,7 @@ def _one_stream(g: GroupAnalysis):
     if not _serialized(g) or b.n_streams != 1:
         return None
     return (
-        f"engines take turns (serialization {b.serialization:.2f}x, overlap {b.overlap_ns / 1e6:.3f} ms): all GPU "
+        f"engines take turns (serialization {U.times(b.serialization)}, overlap {U.ms(b.overlap_ns)}): all GPU "
         "work ran on one stream, and one stream runs its work in order, so the frame time is at least the sum of the "
         f"bars ({_sum_of_bars(g)}{_above_host(g)}), not the tallest one.",
         b.serialization,
@@ -274,7 +275,7 @@ def _streams_serialized(g: GroupAnalysis):
         return None
     per = ", ".join(f"{n} on {c}" for n, c in b.engine_streams.items() if c)
     return (
-        f"engines take turns (serialization {b.serialization:.2f}x, overlap {b.overlap_ns / 1e6:.3f} ms) although "
+        f"engines take turns (serialization {U.times(b.serialization)}, overlap {U.ms(b.overlap_ns)}) although "
         f"GPU work ran on {b.n_streams} streams ({per}): something orders the streams, so the frame time is at least "
         f"the sum of the bars ({_sum_of_bars(g)}{_above_host(g)}).",
         b.serialization,
@@ -286,7 +287,7 @@ def _overlap(g: GroupAnalysis):
     if not _gpu_binds(g) or len(_active(g)) < 2 or b.serialization is None or b.serialization < NO_OVERLAP_SERIALIZATION:
         return None
     return (
-        f"engines overlap for {b.overlap_ns / 1e6:.3f} ms (serialization {b.serialization:.2f}x): part of the "
+        f"engines overlap for {U.ms(b.overlap_ns)} (serialization {U.times(b.serialization)}): part of the "
         "shorter bars hides behind the others.",
         b.serialization,
     )
@@ -309,8 +310,8 @@ def _sync_drains(g: GroupAnalysis):
         else "so the GPU waits for the host's next launch"
     )
     return (
-        f"the host waits in {_calls(g)} for {sync:.0%} of the window and the GPU is idle {idle:.0%} of it (set-up gaps "
-        f"left out), {drained:.0%} of it where the waits end: each wait drains the pipeline, {effect}.",
+        f"the host waits in {_calls(g)} for {U.pct(sync, 0)} of the window and the GPU is idle {U.pct(idle, 0)} of it (set-up gaps "
+        f"left out), {U.pct(drained, 0)} of it where the waits end: each wait drains the pipeline, {effect}.",
         sync,
     )
 
@@ -322,7 +323,7 @@ def _sync_ahead(g: GroupAnalysis):
     # A host that waits while the engines stay busy is only ahead of the GPU (for example one
     # synchronize at the end of an asynchronous pass): the wait costs nothing.
     return (
-        f"the host waits in {_calls(g)} for {sync:.0%} of the window, but the GPU stays busy (idle {idle:.1%}, set-up "
+        f"the host waits in {_calls(g)} for {U.pct(sync, 0)} of the window, but the GPU stays busy (idle {U.pct(idle)}, set-up "
         "gaps left out): the host is ahead of the GPU, and the waits cost no throughput.",
         sync,
     )
@@ -335,7 +336,7 @@ def _sync_copies(g: GroupAnalysis):
         return None
     return (
         f"{h.sync_copy_calls:,} synchronous copy call{'s' if h.sync_copy_calls != 1 else ''} ({', '.join(h.sync_copy_names)}) block the host for "
-        f"{h.sync_copy_ns / 1e6:.3f} ms ({frac:.0%} of the window): while one runs, the host queues no other work.",
+        f"{U.ms(h.sync_copy_ns)} ({U.pct(frac, 0)} of the window): while one runs, the host queues no other work.",
         frac,
     )
 
@@ -347,7 +348,7 @@ def _pageable(g: GroupAnalysis):
         return None
     return (
         f"{b.pageable_count:,} cop{'ies' if b.pageable_count != 1 else 'y'} ({b.pageable_bytes:,} bytes) move pageable host memory: the driver "
-        f"stages them through its own pinned buffer ({b.pageable_bytes / copied:.0%} of the bytes copied), so "
+        f"stages them through its own pinned buffer ({U.pct(b.pageable_bytes / copied, 0)} of the bytes copied), so "
         "they run below the link rate and cudaMemcpyAsync on them blocks the host like a synchronous copy.",
         b.pageable_bytes / copied,
     )
@@ -376,8 +377,8 @@ def _starvation(g: GroupAnalysis):
     i = gp.longest(setup=False)
     without = " without set-up gaps" if gp.setup_ns else ""
     return (
-        f"the GPU starves in the loop: {n:,} idle gap{'s' if n != 1 else ''} of at least {GAP_NS / 1e6:.1f} ms "
-        f"{'add' if n != 1 else 'adds'} up to {frac:.0%} of the window{without} (the longest: {gap_where(g, i)}); in most "
+        f"the GPU starves in the loop: {n:,} idle gap{'s' if n != 1 else ''} of at least {U.ms(GAP_NS, 1)} "
+        f"{'add' if n != 1 else 'adds'} up to {U.pct(frac, 0)} of the window{without} (the longest: {gap_where(g, i)}); in most "
         f"of that time {mostly}.",
         frac,
     )
@@ -388,8 +389,8 @@ def _low_utilization(g: GroupAnalysis):
     if g.roofline.engine is None or idle < IDLE_FRACTION:
         return None
     whole = _frac(g.busy.idle_ns, g)
-    extra = f" ({whole:.0%} with the set-up gaps)" if g.gaps.setup_ns else ""
-    return f"the GPU is idle {idle:.0%} of the window without set-up gaps{extra} (no engine busy).", idle
+    extra = f" ({U.pct(whole, 0)} with the set-up gaps)" if g.gaps.setup_ns else ""
+    return f"the GPU is idle {U.pct(idle, 0)} of the window without set-up gaps{extra} (no engine busy).", idle
 
 
 def _implausible(g: GroupAnalysis):
@@ -398,7 +399,7 @@ def _implausible(g: GroupAnalysis):
         return None
     parts = "; ".join(
         f"{st.engine}: {st.implausible_count:,} records, {st.implausible_bytes:,} bytes, up to "
-        f"{st.implausible_max_gbps:,.0f} GB/s against a ceiling of {st.implausible_limit_gbps:,.0f} GB/s"
+        f"{U.gbps(st.implausible_max_gbps)} against a ceiling of {U.gbps(st.implausible_limit_gbps)}"
         for st in bad
     )
     return (
@@ -412,10 +413,10 @@ def _efficiency(g: GroupAnalysis):
     r, t = g.roofline, g.throughput
     if t.efficiency is None or t.measured_us_per_frame is None or r.us_per_frame is None:
         return None
-    text = (f"measured {t.measured_us_per_frame:.2f} µs/frame over the window against a roofline of {r.us_per_frame:.2f} "
-            f"µs/frame: {t.efficiency:.0%} of what the tallest bar allows")  # fmt: skip
+    text = (f"measured {U.us_per_frame(t.measured_us_per_frame, 2)} over the window against a roofline of "
+            f"{U.us_per_frame(r.us_per_frame, 2)}: {U.pct(t.efficiency, 0)} of what the tallest bar allows")  # fmt: skip
     if g.gaps.setup_ns and t.steady_efficiency is not None and t.steady_us_per_frame is not None:
-        text += f"; without the set-up gaps {t.steady_us_per_frame:.2f} µs/frame, {t.steady_efficiency:.0%}"
+        text += f"; without the set-up gaps {U.us_per_frame(t.steady_us_per_frame, 2)}, {U.pct(t.steady_efficiency, 0)}"
     return text + ".", t.efficiency
 
 

@@ -26,6 +26,7 @@ from clusterbench.analyzers.records import GroupAnalysis
 from clusterbench.errors import InputError
 from clusterbench.io.nsys.reader import TraceData, read_api_window
 from clusterbench.model.engines import display_name
+from clusterbench.model import units as U
 
 DEFAULT_BATCHES = 3  # the default span shows this many batches (twice the stream count, if more)
 BATCH_ENGINES = ("kernel", "graph", "h2d", "d2h")
@@ -90,7 +91,7 @@ def default_span(
     if long_before.any():
         k = int(np.flatnonzero(long_before)[-1])
         a = int(gap_e[k])
-        how = f"after an idle gap of {(gap_e[k] - gap_s[k]) / 1e6:,.3f} ms"
+        how = f"after an idle gap of {U.ms(gap_e[k] - gap_s[k])}"
     first = int(np.searchsorted(st, a, side="left"))
     if first + batches >= st.size:
         return a, w1, f"the last {st.size - first} of {st.size} batches (one {name} record each), {how}"
@@ -125,11 +126,11 @@ def build_timeline(
         i = gp.longest()
         if i is None:
             raise InputError("--plot-start longest-gap: the window has no idle gap of at least "
-                             f"{gp.threshold_ns / 1e6:g} ms", hint="give --plot-start in ms instead")  # fmt: skip
+                             f"{U.ms(gp.threshold_ns, None)}", hint="give --plot-start in ms instead")  # fmt: skip
         gs, gl = int(gp.starts_ns[i]) - w0, int(gp.lengths_ns[i])
         a = max(0, gs - int(GAP_LEAD * gl))
         b = min(extent, a + (int(round(span_ms * 1e6)) if span_ms is not None else int((1 + 2 * GAP_LEAD) * gl)))
-        how = f"around the longest idle gap ({gl / 1e6:,.3f} ms, {gp.cause_of(i)})"
+        how = f"around the longest idle gap ({U.ms(gl)}, {gp.cause_of(i)})"
     elif span_ms is None and start_ms == 0:
         starts: dict[str, np.ndarray] = {}
         pieces_s, pieces_e = [], []
@@ -148,11 +149,11 @@ def build_timeline(
         a = int(round(start_ms * 1e6))
         if a >= extent:
             raise InputError(
-                f"--plot-start {start_ms:g} ms lies past the window's end ({extent / 1e6:.3f} ms)",
+                f"--plot-start {start_ms:g} ms lies past the window's end ({U.ms(extent)})",
                 hint="pick a start inside the window",
             )
         b = extent if span_ms is None else min(extent, a + int(round(span_ms * 1e6)))
-        how = f"{a / 1e6:g} to {b / 1e6:g} ms (asked for)"
+        how = f"{U.ms(a, None, unit=False)} to {U.ms(b, None)} (asked for)"
     lo, hi = w0 + a, w0 + b
     span = iv.intersect(window, (np.array([lo], dtype=np.int64), np.array([hi], dtype=np.int64)))
     lanes: list[Lane] = []
@@ -199,10 +200,7 @@ class TraceExport:
 
 
 def _copy_label(engine: str, nbytes: int) -> str:
-    for size, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if nbytes >= size:
-            return f"{display_name(engine)} {nbytes / size:,.3g} {unit}"
-    return f"{display_name(engine)} {nbytes} B"
+    return f"{display_name(engine)} {U.size(nbytes)}"
 
 
 def build_export(data: TraceData, group: GroupAnalysis) -> TraceExport:
@@ -242,7 +240,7 @@ def build_export(data: TraceData, group: GroupAnalysis) -> TraceExport:
         labels = tuple(f"idle: {gp.cause_of(i)}" + (f" ({gp.api[i]})" if gp.api[i] else "") for i in range(len(gp)))
         uniq = tuple(dict.fromkeys(labels))
         index = {t: i for i, t in enumerate(uniq)}
-        tracks.append(Track("GPU", f"idle gaps ≥ {gp.threshold_ns / 1e6:g} ms", gp.starts_ns, gp.starts_ns + gp.lengths_ns,
+        tracks.append(Track("GPU", f"idle gaps ≥ {U.ms(gp.threshold_ns, None)}", gp.starts_ns, gp.starts_ns + gp.lengths_ns,
                             np.array([index[t] for t in labels], dtype=np.int64), uniq))  # fmt: skip
     title = f"pid {group.pid} device {group.device}: {group.window.source}"
     return TraceExport(title, w0, tuple(tracks))

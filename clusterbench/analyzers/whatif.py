@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from clusterbench.analyzers.records import GroupAnalysis
 from clusterbench.errors import InputError
 from clusterbench.io.nsys import schema as S
+from clusterbench.model import units as U
 
 ASSUMPTION = (
     "engines scale independently and their overlap is kept, so the tallest bar still binds; "
@@ -81,10 +82,10 @@ class WhatIf:
         if self.engine is None:
             return f"what if {what}: nothing would bind (no GPU activity)"
         if self.us_per_frame is not None and self.fps is not None:
-            at = f"{self.us_per_frame:.3f} µs/frame → {self.fps:,.0f} FPS"
+            at = f"{U.us_per_frame(self.us_per_frame)} → {U.fps(self.fps)}"
         else:
-            at = f"{self.busy_ns / 1e6:.3f} ms busy"
-        now = f"now {self.was_engine}" + (f" at {self.was_fps:,.0f} FPS" if self.was_fps else "")
+            at = f"{U.ms(self.busy_ns)} busy"
+        now = f"now {self.was_engine}" + (f" at {U.fps(self.was_fps)}" if self.was_fps else "")
         return f"what if {what}: would bind on {self.engine} at {at} ({now})"
 
     def to_json(self) -> dict:
@@ -152,7 +153,7 @@ def what_if(g: GroupAnalysis, changes: tuple[Change, ...]) -> WhatIf:
         elif c is not None and c.gbps is not None:
             new = int(round((nbytes or 0) / c.gbps))  # GB/s = bytes per ns
         bars.append(Bar(engine=name, busy_ns=busy_ns, new_busy_ns=new, us_per_frame=us,
-                        new_us_per_frame=(new / 1000.0 / frames) if frames else None, changed=c is not None))  # fmt: skip
+                        new_us_per_frame=U.us_per_frame_of(new, frames), changed=c is not None))  # fmt: skip
     notes = []
     have = {b.engine: b for b in bars}
     for c in changes:
@@ -167,13 +168,14 @@ def what_if(g: GroupAnalysis, changes: tuple[Change, ...]) -> WhatIf:
     for b in bars:  # ties go to the earlier engine, as in the roofline
         if b.new_busy_ns > top_busy:
             top, top_busy = b.engine, b.new_busy_ns
+    us_per_frame = U.us_per_frame_of(top_busy, frames) if top else None
     return WhatIf(
         changes=changes,
         bars=tuple(bars),
         engine=top,
         busy_ns=top_busy,
-        us_per_frame=(top_busy / 1000.0 / frames) if (frames and top) else None,
-        fps=(1e9 * frames / top_busy) if (frames and top_busy > 0) else None,
+        us_per_frame=us_per_frame,
+        fps=U.fps_of_us(us_per_frame),
         was_engine=g.roofline.engine,
         was_fps=g.roofline.fps,
         notes=tuple(notes),

@@ -31,6 +31,7 @@ from clusterbench.analyzers.gaps import first_launch_loads
 from clusterbench.analyzers.model import GroupTrace
 from clusterbench.analyzers.records import GAP_CAUSES, Gaps, Window
 from clusterbench.errors import InputError, TraceError
+from clusterbench.model import units as U
 from clusterbench.io.nsys.reader import DEFAULT_PASS_PREFIXES, NvtxRanges
 
 TRIM_SHARE = 0.10  # leading or trailing segments holding less than this share of the records are set-up
@@ -146,7 +147,7 @@ def fixed(g: GroupTrace, ranges: NvtxRanges, spec: WindowSpec) -> tuple[Window, 
         if b <= s0 or a >= s1:
             raise InputError(
                 f"--window ms:{spec.start_ms:g}-{spec.end_ms:g} holds no GPU activity of pid {g.pid} device {g.device}: "
-                f"its GPU activity runs from {s0 / 1e6:,.3f} to {s1 / 1e6:,.3f} ms on the trace's clock",
+                f"its GPU activity runs from {U.ms(s0, unit=False)} to {U.ms(s1)} on the trace's clock",
                 hint="times are ms on nsys's timeline (since the session started), as the nsys GUI shows them",
             )
         return Window("ms", f"ms {spec.start_ms:g} to {spec.end_ms:g} on the trace's clock",
@@ -256,7 +257,7 @@ def trim(g: GroupTrace, gaps: Gaps) -> Window:
             c = "hand-over" if gaps.between is not None and gaps.between[int(i)] else gaps.cause_of(int(i))
             causes[c] = causes.get(c, 0) + 1
         shown = ", ".join(f"{n} {c}" for c, n in causes.items())
-        return (f"{ns / 1e6:,.3f} ms {side}: {len(idx)} separating gap{'s' if len(idx) != 1 else ''} ({shown}) and "
+        return (f"{U.ms(ns)} {side}: {len(idx)} separating gap{'s' if len(idx) != 1 else ''} ({shown}) and "
                 f"{records:,} GPU record{'s' if records != 1 else ''}")  # fmt: skip
 
     notes = []

@@ -11,6 +11,7 @@ from clusterbench.cli import options
 from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
 from clusterbench.errors import CheckFailed, InputError
 from clusterbench.io.history import default_db
+from clusterbench.model import units as U
 from clusterbench.run.probe import DEFAULT_RESULTS_ROOT
 
 HELP = (
@@ -157,10 +158,11 @@ def compare(
             )
         if outcome.failures:
             worst = ", ".join(
-                f"{f.label} {f.before_us:.2f} -> {f.after_us:.2f} µs/frame ({f.delta_pct:+.2f} %)" for f in outcome.failures
+                f"{f.label} {U.us_per_frame(f.before_us, 2, unit=False)} -> {U.us_per_frame(f.after_us, 2)} "
+                f"({U.signed_pct(f.delta_pct)})" for f in outcome.failures
             )
             raise CheckFailed(
-                f"roofline got worse by more than {gate:g} %: {worst}",
+                f"roofline got worse by more than {U.pct_of(gate, None)}: {worst}",
                 hint="look at the binding engine of those rows; re-run with repeats to measure the noise",
             )
 

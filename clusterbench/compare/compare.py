@@ -42,6 +42,7 @@ from clusterbench.compare.noise import (COMPARED_METRICS, SEED_FLOORS, TRACE_MET
 from clusterbench.model.stats import half_range, mann_whitney_u
 from clusterbench.errors import InputError
 from clusterbench.model.engines import TRANSFER_ENGINES
+from clusterbench.model import units as U
 from clusterbench.model.engines import display_name as display_engine
 from clusterbench.model.results import SPREAD_SUFFIX, ResultRow, ResultSet, RowKey
 
@@ -304,22 +305,6 @@ class GateOutcome:
 # ----------------------------------------------------------------------------- one metric
 
 
-def metric_unit(name: str) -> str:
-    if name.endswith("_us"):
-        return "µs/frame"
-    if name.endswith("_fps"):
-        return "FPS"
-    if name.endswith("_gbps"):
-        return "GB/s"
-    return ""
-
-
-def _fmt(v: float, unit: str) -> str:
-    if unit == "FPS":
-        return f"{v:,.0f} FPS" if abs(v) >= 100 else f"{v:.3g} FPS"
-    return f"{v:.3g} {unit}".rstrip()
-
-
 _USE_TABLE = object()
 
 
@@ -346,7 +331,7 @@ def compare_metric(
 
     ``floor`` defaults to the floor of ``name`` for ``streams`` streams in ``floors``. ``drift_bound_pct``:
     the pair is a multi-stream transfer figure of two sessions, held to that bound instead of the floor."""
-    unit = metric_unit(name)
+    unit = U.metric_unit(name)
     fl: NoiseFloor | None = floors.floor(name, streams) if floor is _USE_TABLE else floor  # type: ignore[assignment]
     nb = len(samples_before) or None
     na = len(samples_after) or None
@@ -373,8 +358,8 @@ def compare_metric(
 
     if drift_bound_pct is not None:
         noise = abs(before) * drift_bound_pct / 100.0
-        bound_txt = (f"the {drift_bound_pct:g} % cross-session drift bound of multi-stream transfers "
-                     f"(±{_fmt(noise, unit)})")
+        bound_txt = (f"the {U.pct_of(drift_bound_pct, None)} cross-session drift bound of multi-stream transfers "
+                     f"({U.plus_minus(noise, unit)})")
         if not clears(noise):
             return md(Verdict.NOT_COMPARABLE, Reason.SESSION_DRIFT,
                       f"within {bound_txt}: two sessions, and drift that large is not a change", delta_pct, noise,
@@ -393,11 +378,11 @@ def compare_metric(
                   + (" and no spread of repeats" if same_session else ", and the two rows are of different sessions"),
                   delta_pct, None)  # fmt: skip
     if which == "floor":
-        noise_txt = f"±{_fmt(noise, unit)} ({floor_pct:g} % session-to-session floor)"
+        noise_txt = f"{U.plus_minus(noise, unit)} ({U.pct_of(floor_pct, None)} session-to-session floor)"
     elif floor_pct is not None:
-        noise_txt = f"±{_fmt(noise, unit)} (the spread of the repeats, above the {floor_pct:g} % floor)"
+        noise_txt = f"{U.plus_minus(noise, unit)} (the spread of the repeats, above the {U.pct_of(floor_pct, None)} floor)"
     else:
-        noise_txt = f"±{_fmt(noise, unit)} (the spread of the repeats; one session, no floor)"
+        noise_txt = f"{U.plus_minus(noise, unit)} (the spread of the repeats; one session, no floor)"
     kw = {"floor_pct": floor_pct, "noise_from": which}
     within = not clears(noise)
     if len(samples_before) >= 2 and len(samples_after) >= 2:
@@ -490,7 +475,7 @@ def _verdict_word(m: MetricDelta) -> str:
 
 
 def _delta_txt(m: MetricDelta) -> str:
-    return f"{m.delta_pct:+.2f} % " if m.delta_pct is not None else ""
+    return f"{U.signed_pct(m.delta_pct)} " if m.delta_pct is not None else ""
 
 
 def _end_to_end(kernel: MetricDelta | None, roof: MetricDelta | None, sust: MetricDelta | None,
@@ -567,7 +552,7 @@ def _compare_row(
         where = "before" if presence is Presence.BEFORE_ONLY else "after"
         gone = f"only in {where} ({(sides[0] if rb is not None else sides[1]).name})"
         metrics = tuple(
-            MetricDelta(n, metric_unit(n), rb.number(n) if rb else None, ra.number(n) if ra else None,
+            MetricDelta(n, U.metric_unit(n), rb.number(n) if rb else None, ra.number(n) if ra else None,
                         None, None, Verdict.MISSING, gone, Reason.ONE_SIDED)
             for n in metric_names
         )  # fmt: skip
@@ -630,8 +615,9 @@ def _compare_row(
             and kernel.before is not None and kernel.after is not None
             and kernel.before < tb[1] and kernel.after < ta[1]):  # fmt: skip
         notes.append(
-            f"kernel below the tallest transfer bar before ({kernel.before:.2f} < {display_engine(tb[0])} "
-            f"{tb[1]:.2f} µs/frame) and after ({kernel.after:.2f} < {display_engine(ta[0])} {ta[1]:.2f}): "
+            f"kernel below the tallest transfer bar before ({U.us_per_frame(kernel.before, 2, unit=False)} < "
+            f"{display_engine(tb[0])} {U.us_per_frame(tb[1], 2)}) and after ({U.us_per_frame(kernel.after, 2, unit=False)} "
+            f"< {display_engine(ta[0])} {U.us_per_frame(ta[1], 2, unit=False)}): "
             "the kernel change cannot move this roofline"
         )
     return RowComparison(label, presence, streams, cluster, same_session, mt, binds_before, binds_after, e2e, why,
@@ -802,7 +788,7 @@ def compare_results(
         if beyond:
             said.append(f"{', '.join(beyond)}: beyond it, judged and marked cross-session")
         warnings.append(CompareWarning(
-            f"{'; '.join(said)} (sessions {ids}; drift bound {', '.join(f'{x:g} %' for x in bounds)}); "
+            f"{'; '.join(said)} (sessions {ids}; drift bound {', '.join(U.pct_of(x, None) for x in bounds)}); "
             f"{SESSION_DEFINITION}",
             "probe both sides in one session (--session NAME) to judge multi-stream transfers by their floor",
         ))  # fmt: skip

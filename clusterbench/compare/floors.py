@@ -31,6 +31,7 @@ from clusterbench.compare.noise import (COMPARED_METRICS, FLOOR_MARGIN, FLOOR_MI
 from clusterbench.errors import InputError
 from clusterbench.io.results import _atomic_write_text
 from clusterbench.model.results import ResultSet
+from clusterbench.model import units as U
 
 FLOORS_SCHEMA = "clusterbench.compare.floors"
 FLOORS_VERSION = 1
@@ -189,13 +190,13 @@ def aa_floors(dirs: Sequence[ResultSet], now: Callable[[], str] | None = None) -
             pct = suggest_floor_pct(metric, s.max_diff_pct)
             link = f"as {s.metric} (one shared link): " if s.metric != metric else ""
             src = (f"{link}A/A {' / '.join(s.dirs)} (git {str(s.git_rev)[:12]}): {s.label} {s.metric} "
-                   f"{s.max_diff_pct:.2f} % -> {FLOOR_MARGIN:g} x {s.max_diff_pct:.2f} = "
-                   f"{FLOOR_MARGIN * s.max_diff_pct:.2f} -> {pct:g} %")
+                   f"{U.pct_of(s.max_diff_pct, 2)} -> {FLOOR_MARGIN:g} x {U.pct_of(s.max_diff_pct, 2, unit=False)} = "
+                   f"{U.pct_of(FLOOR_MARGIN * s.max_diff_pct, 2, unit=False)} -> {U.pct_of(pct, None)}")
             floors.append(NoiseFloor(metric, multi, pct, src, s.max_diff_pct))
     drift_worst = max((worst[(m, True)].max_diff_pct for m in TRANSFER_METRICS if (m, True) in worst), default=None)
     bound = drift_bound_pct(drift_worst)
     bound_src = SEED_DRIFT_SOURCE if drift_worst is None or bound == drift_bound_pct(None) else (
-        f"the floor rule of the largest multi-stream transfer A/A difference, {drift_worst:.2f} %")
+        f"the floor rule of the largest multi-stream transfer A/A difference, {U.pct_of(drift_worst, 2)}")
     created = now() if now is not None else datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     fs = FloorSet(gpu, tuple(floors), bound, bound_src, sets=tuple(sets), created_utc=created,
                   tool_version=__version__)

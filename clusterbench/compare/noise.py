@@ -29,6 +29,8 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from clusterbench.model import units as U
+
 # The metrics compare judges; all but sustained_fps are trace figures (µs per frame, from a trace).
 COMPARED_METRICS: tuple[str, ...] = ("kernel_us", "h2d_us", "d2h_us", "roofline_us", "sustained_fps")
 TRACE_METRICS = frozenset({"kernel_us", "h2d_us", "d2h_us", "roofline_us"})
@@ -50,7 +52,7 @@ TRACE_FLOOR_MIN_PCT = 1.0
 SEED_DRIFT_BOUND_PCT = 20.0
 SEED_SOURCE = "the seed's reading rules (RTX 4090 reference campaign)"
 SEED_DRIFT_SOURCE = (f"{SEED_SOURCE}: multi-stream transfer columns drifted by up to "
-                     f"{SEED_DRIFT_BOUND_PCT:g} % between sessions of one build")
+                     f"{U.pct_of(SEED_DRIFT_BOUND_PCT, None)} between sessions of one build")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +124,8 @@ class FloorSet:
         """Where these floors come from, in words."""
         if self.seed:
             return (f"no floors file{f' for {self.gpu_name}' if self.gpu_name else ''}: {SEED_SOURCE}: "
-                    f"trace figures {TRACE_FLOOR_MIN_PCT:g} %, multi-stream transfers across sessions a "
-                    f"{self.drift_bound_pct:g} % drift bound; sustained FPS has no floor, so it is judged within "
+                    f"trace figures {U.pct_of(TRACE_FLOOR_MIN_PCT, None)}, multi-stream transfers across sessions a "
+                    f"{U.pct_of(self.drift_bound_pct, None)} drift bound; sustained FPS has no floor, so it is judged within "
                     "one session only")
         where = f" from {self.path}" if self.path else ""
         return f"floors of {self.gpu_name}{where}"

@@ -23,12 +23,13 @@ from clusterbench.compare.compare import MetricDelta, Reason, Verdict, compare_m
 from clusterbench.compare.noise import SEED_FLOORS, TRACE_FLOOR_MIN_PCT, FloorSet, NoiseFloor
 from clusterbench.errors import InputError
 from clusterbench.model.engines import TRANSFER_ENGINES
+from clusterbench.model import units as U
 
 if TYPE_CHECKING:
     from clusterbench.analyzers.records import GroupAnalysis, TraceAnalysis
 
 TRACE_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
-REPRODUCIBILITY_SOURCE = f"the 1-stream reproducibility rule: trace figures reproduce to about {TRACE_FLOOR_MIN_PCT:g} %"
+REPRODUCIBILITY_SOURCE = f"the 1-stream reproducibility rule: trace figures reproduce to about {U.pct_of(TRACE_FLOOR_MIN_PCT, None)}"
 
 
 def is_trace(path: str | os.PathLike[str]) -> bool:
@@ -143,5 +144,5 @@ def compare_traces(a: TraceAnalysis, b: TraceAnalysis, kernels_a: Mapping[str, f
         kernels.append(dataclasses.replace(m, name=n))
     if multi:
         warnings.append(f"{streams} streams: the transfer engines of two traces (two sessions) are judged against "
-                        f"the {floors.drift_bound_pct:g} % drift bound, not the {TRACE_FLOOR_MIN_PCT:g} % rule")
+                        f"the {U.pct_of(floors.drift_bound_pct, None)} drift bound, not the {U.pct_of(TRACE_FLOOR_MIN_PCT, None)} rule")
     return TraceComparison(before, after, tuple(engines), tuple(kernels), floors, tuple(warnings))

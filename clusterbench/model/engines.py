@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clusterbench.model.units import NOT_MEASURED
+
 # Rate limits, GB/s = bytes per ns, above which a copy or memset record cannot be right.
 # Generous on purpose: host-link copies against 1,000 GB/s, above NVLink-C2C (GH200: 900 GB/s both
 # directions together, 450 GB/s each way) and far above PCIe (Gen5 x16 ~64 GB/s, Gen6 x16 ~128 GB/s
@@ -64,8 +66,8 @@ COLOURS = {e.name: e.colour for e in TABLE}
 
 
 def display_name(engine: str | None) -> str:
-    """h2d -> H2D, d2h -> D2H; kernel stays kernel; None -> '-'; an unknown name as it is."""
+    """h2d -> H2D, d2h -> D2H; kernel stays kernel; None -> NOT_MEASURED ('–'); an unknown name as it is."""
     if engine is None:
-        return "-"
+        return NOT_MEASURED
     e = BY_NAME.get(engine)
     return e.display if e is not None else engine

@@ -12,10 +12,15 @@ is derived one way only.
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable
 
 # The one glyph for "not measured" (an en dash), in tables, notes and messages alike.
 NOT_MEASURED = "–"
+
+# The space between a number and its unit ("20 %", "1.02 µs/frame"): text wrapped for a terminal never
+# breaks a line there.
+UNIT_GAP = re.compile(r"(?<=\d) (?=(?:%|µs|FPS|GB/s|GB\b|MB|kB|MiB|ms|ns|s\b|x\b|frames\b|repeats\b|streams?\b))")
 
 NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
@@ -86,14 +91,15 @@ def seconds(s: float | None, digits: int = 1, *, unit: bool = True) -> str:
 
 def duration(ns: float | None) -> str:
     """A duration in nanoseconds in the unit that reads best, three significant digits at least:
-    ``850 ns``, ``12.3 µs``, ``80.7 ms``, ``1.23 s`` (pyperf's format_timedelta)."""
+    ``850 ns``, ``12.3 µs``, ``80.7 ms``, ``1.23 s`` (pyperf's format_timedelta); below 100 ns three
+    significant digits, ``2.5 ns``, ``0.0001 ns``."""
     if _missing(ns):
         return NOT_MEASURED
     a = abs(ns)  # type: ignore[arg-type]
     for scale, name in ((NS_PER_S, "s"), (NS_PER_MS, "ms"), (NS_PER_US, "µs")):
         if a >= scale:
             return f"{_sig(ns / scale)} {name}"  # type: ignore[operator]
-    return f"{ns:,.0f} ns"
+    return f"{ns:,.0f} ns" if a >= 100 else f"{ns:.3g} ns"
 
 
 def _sig(x: float) -> str:
@@ -200,6 +206,15 @@ def times(x: float | None, *, unit: bool = True) -> str:
     if _missing(x):
         return NOT_MEASURED
     return f"{x:,.2f}×" if unit else f"{x:,.2f}"
+
+
+def plus_minus(v: float | None, unit_text: str = "") -> str:
+    """A noise band or bound in the unit of its metric, given as text (a compared metric's unit): three
+    significant digits, whole numbers from 100 on, as FPS are shown: ``±0.0292 µs/frame``, ``±1,540 FPS``."""
+    if _missing(v):
+        return NOT_MEASURED
+    text = f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"  # type: ignore[arg-type]
+    return "±" + _with(text, unit_text, True)
 
 
 # --------------------------------------------------------------------------- metrics by name

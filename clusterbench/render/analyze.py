@@ -93,9 +93,11 @@ def _headroom(st: EngineStats, g: GroupAnalysis) -> str:
 
 
 class _Bullets:
-    """A titled list whose items wrap at word boundaries with a hanging indent (no trailing spaces)."""
+    """A titled list whose items wrap at word boundaries with a hanging indent (no trailing spaces), never
+    between a number and its unit."""
 
     INDENT = 4
+    KEEP = "\ue000"  # holds a number to its unit while rich wraps (rich breaks at any space, a no-break one too)
 
     def __init__(self, title: str, items: list[str]) -> None:
         self.title = title
@@ -107,9 +109,9 @@ class _Bullets:
         yield Text(self.title, style="bold")
         width = max(20, options.max_width - self.INDENT)
         for item in self.items:
-            for n, line in enumerate(Text(item).wrap(console, width)):
+            for n, line in enumerate(Text(U.UNIT_GAP.sub(self.KEEP, item)).wrap(console, width)):
                 line.rstrip()
-                yield Text("  • " if n == 0 else " " * self.INDENT) + line
+                yield Text("  • " if n == 0 else " " * self.INDENT) + Text(line.plain.replace(self.KEEP, " "))
 
 
 def _bullets(title: str, items: list[str]) -> RenderableType:
@@ -230,7 +232,7 @@ def _figures(g: GroupAnalysis) -> RenderableType:
         loop_part = ", ".join(f"{c} {n:,}" for c, (n, _) in by.items() if c not in ("module_load", "alloc", "profiler"))
         n_setup = int(gp.setup_mask().sum())
         lines.append(
-            f"idle gaps ≥ {gp.threshold_ns / 1e6:g} ms: {len(gp):,} ({U.ms(int(gp.lengths_ns.sum()))}); set-up {n_setup:,} "
+            f"idle gaps ≥ {U.ms(gp.threshold_ns, None)}: {len(gp):,} ({U.ms(int(gp.lengths_ns.sum()))}); set-up {n_setup:,} "
             f"({U.ms(gp.setup_ns)}{': ' + setup_part if setup_part else ''}); loop {len(gp) - n_setup:,} "
             f"({U.ms(gp.loop_ns)}{': ' + loop_part if loop_part else ''})\n"
         )
@@ -239,7 +241,7 @@ def _figures(g: GroupAnalysis) -> RenderableType:
         if ll is not None and ll != gp.longest():
             lines.append(f"longest loop gap: {_gap_text(g, ll)}\n")
     else:
-        lines.append(f"idle gaps ≥ {gp.threshold_ns / 1e6:g} ms: none\n")
+        lines.append(f"idle gaps ≥ {U.ms(gp.threshold_ns, None)}: none\n")
     if g.pacing is not None:
         p = g.pacing
         per = p.frames_per_event

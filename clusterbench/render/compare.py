@@ -227,7 +227,6 @@ def _side_line(tag: str, side) -> str:
 
 
 # A space between a number and its unit: wrap() never breaks a line there ("20 %", "1.02 µs/frame").
-_UNIT_GAP = re.compile(r"(?<=\d) (?=(?:%|µs|FPS|GB/s|MB|kB|ms|ns|s\b|x\b|frames\b|repeats\b|streams?\b))")
 _KEEP = "\u00a0"  # textwrap does not break at a no-break space
 
 
@@ -235,7 +234,7 @@ def wrap(text: str, width: int, indent: str = "", cont: str | None = None) -> li
     """``text`` wrapped at word boundaries to ``width`` columns, never between a number and its unit;
     ``indent`` starts the first line, ``cont`` (default: indent + two spaces) the others."""
     follow = cont if cont is not None else indent + "  "
-    lines = textwrap.wrap(_UNIT_GAP.sub(_KEEP, text), width=width, initial_indent=indent, subsequent_indent=follow,
+    lines = textwrap.wrap(U.UNIT_GAP.sub(_KEEP, text), width=width, initial_indent=indent, subsequent_indent=follow,
                           break_long_words=True, break_on_hyphens=False)  # fmt: skip
     return [ln.replace(_KEEP, " ") for ln in lines] or [indent.rstrip()]
 

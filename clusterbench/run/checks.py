@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from clusterbench.model.stats import half_range, median
+from clusterbench.model import units as U
 from clusterbench.run.rates import Reading
 
 TOLERANCE = 0.10  # relative: timer edges against window edges, frames counted by launches
@@ -109,11 +110,12 @@ class TraceRate:
 
 
 def _show(value: float, unit: str) -> str:
+    """A checked figure in its unit (``GB/s``, ``us/frame``, else frames per second)."""
     if unit == "GB/s":
-        return f"{value:,.3g} GB/s" if value < 100 else f"{value:,.1f} GB/s"
+        return U.gbps(value)
     if unit == "us/frame":
-        return f"{value:,.3f} µs/frame"
-    return f"{value:,.0f} frames/s" if value >= 100 else f"{value:,.3g} frames/s"
+        return U.us_per_frame(value)
+    return U.fps(value)
 
 
 def relative_noise(samples: Sequence[float]) -> float:
@@ -150,9 +152,9 @@ def check_rate(printed: Reading | None, untraced: Sequence[float], metric: str, 
                            message="the rate was not checked: the program printed no line that --rate matches",
                            trace=t, **base)
     tol = max(TOLERANCE, NOISE_FACTOR * relative_noise(untraced))
-    frames_txt = (f"{trace.frames:,} frames ({trace.frames_source}) over its {trace.window_ns / 1e6:,.3f} ms window"
+    frames_txt = (f"{trace.frames:,} frames ({trace.frames_source}) over its {U.ms(trace.window_ns)} window"
                   if metric == "fps" else
-                  f"{trace.h2d_bytes / 1e9:,.3g} GB of H2D over its {trace.window_ns / 1e6:,.3f} ms window")
+                  f"{U.size(trace.h2d_bytes)} of H2D over its {U.ms(trace.window_ns)} window")
     where = f"{trace.window_source}"
     if printed is not None:
         p = printed.converted
@@ -161,14 +163,14 @@ def check_rate(printed: Reading | None, untraced: Sequence[float], metric: str, 
         said = (f"it prints {_show(p, metric)} ({printed.conversion or f'{printed.value:g} {printed.unit}'}) in the "
                 "traced run")
         untraced_txt = (f"; untraced it prints {_show(u_med, metric)}, so the profiler slowed it "
-                        f"{overhead:.2f}×" if overhead is not None else "")
+                        f"{U.times(overhead)}" if overhead is not None else "")
     else:
         assert u_med is not None
         p = u_med
         ratio = p / t
         ok = 1 / (1 + tol) <= ratio <= (1 + tol) * (1 + PROFILER_ALLOWANCE)
         said = (f"it prints {_show(p, metric)} untraced (the traced run printed no such line; up to "
-                f"{PROFILER_ALLOWANCE:.0%} more is allowed for the profiler's overhead)")
+                f"{U.pct(PROFILER_ALLOWANCE, 0)} more is allowed for the profiler's overhead)")
         untraced_txt = ""
     figs = dict(trace=t, ratio=ratio, tolerance=tol)
     trace_txt = (f"the trace {'counts' if metric == 'fps' else 'moved'} {frames_txt} ({where}): "
@@ -176,20 +178,20 @@ def check_rate(printed: Reading | None, untraced: Sequence[float], metric: str, 
     if ok:
         return FigureCheck(status="agree", reason="within_tolerance",
                            message=f"the program's own rate agrees with the trace: {said}; {trace_txt} "
-                                   f"({ratio - 1:+.1%}, within ±{tol:.0%}){untraced_txt}", **figs, **base)
+                                   f"({U.signed_pct(100 * (ratio - 1), 1)}, within ±{U.pct(tol, 0)}){untraced_txt}", **figs, **base)
     caveat = ""
     if trace.idle_share is not None and trace.idle_share > IDLE_CAVEAT:
-        caveat = (f" The GPU is idle {trace.idle_share:.0%} of the window: if the program times only part of "
+        caveat = (f" The GPU is idle {U.pct(trace.idle_share, 0)} of the window: if the program times only part of "
                   "the run, pick that part with --window.")
     if metric == "GB/s":
         head = (f"the program reports {_show(p, metric)}; the trace moved {_show(t, metric)} of H2D over its "
-                f"window ({trace.window_ns / 1e6:,.3f} ms, {where})")
+                f"window ({U.ms(trace.window_ns)}, {where})")
     else:
         head = (f"the program reports {_show(p, metric)}; the trace counts {frames_txt} ({where}): "
                 f"{_show(t, metric)}")
     reason = "program_higher" if ratio > 1 else "program_lower"
     return FigureCheck(status="disagree", reason=reason,
-                       message=f"{head}: the program's figure is {ratio:.2f}× the trace's, beyond ±{tol:.0%}"
+                       message=f"{head}: the program's figure is {U.times(ratio)} the trace's, beyond ±{U.pct(tol, 0)}"
                                f"{' (and the profiler allowance)' if printed is None else ''}. Check what the "
                                f"program's rate counts and over which time{untraced_txt}.{caveat}",
                        **figs, **base)
@@ -209,18 +211,18 @@ def check_kernel_time(program_us: float | None, source: str, kernel_us: float | 
     band = max(TOLERANCE * kernel_us, KERNEL_FLOOR_US)
     ratio = program_us / kernel_us
     figs = dict(trace=kernel_us, ratio=ratio, tolerance=band / kernel_us)
-    said = (f"the program times its kernel at {program_us:,.3f} µs/frame ({source}); the trace's kernel bar is "
-            f"{kernel_us:,.3f} µs/frame")
+    said = (f"the program times its kernel at {U.us_per_frame(program_us)} ({source}); the trace's kernel bar is "
+            f"{U.us_per_frame(kernel_us)}")
     if abs(program_us - kernel_us) <= band:
         return FigureCheck(status="agree", reason="within_tolerance",
-                           message=f"{said}: they agree (within ±{band:,.3f} µs)", **figs, **base)
+                           message=f"{said}: they agree (within ±{U.us(band)})", **figs, **base)
     if program_us > kernel_us:
         return FigureCheck(status="disagree", reason="events_longer",
-                           message=f"{said} ({ratio:.2f}×): believe the kernel bar. Timing a kernel with a pair "
+                           message=f"{said} ({U.times(ratio)}): believe the kernel bar. Timing a kernel with a pair "
                                    "of CUDA events counts everything between the two events on its stream: the "
                                    "time the GPU waited for the host to launch it, or for work queued before it.",
                            **figs, **base)
     return FigureCheck(status="disagree", reason="events_shorter",
-                       message=f"{said} ({ratio:.2f}×): believe the kernel bar for what the GPU spends per frame: "
+                       message=f"{said} ({U.times(ratio)}): believe the kernel bar for what the GPU spends per frame: "
                                "it is the union of every kernel of the window over its frames, and the program's "
                                "figure covers less (one kernel of several, or other frames).", **figs, **base)

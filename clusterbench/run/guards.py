@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from clusterbench.errors import CheckFailed, EnvironmentFailure, InputError
+from clusterbench.model import units as U
 
 if TYPE_CHECKING:
     from clusterbench.run.config import ConfigFile
@@ -34,7 +35,6 @@ DEFAULT_MAX_UTIL_PCT = 5.0
 DEFAULT_WINDOW_S = 1.0
 DEFAULT_INTERVAL_S = 0.05
 MAX_WINDOW_S = 60.0
-MIB = 1024 * 1024
 
 # nvmlClocksEventReasons bit masks (nvml.h; stable across driver versions, formerly "ThrottleReasons").
 THROTTLE_BITS: tuple[tuple[int, str], ...] = (
@@ -522,20 +522,16 @@ def gpu_present() -> bool:
 # --------------------------------------------------------------------------- pure checks
 
 
-def _mib(n: int | None) -> str:
-    return "n/a" if n is None else f"{n / MIB:.0f} MiB"
-
-
 def check_idle_gpu(reading: NvmlReading, max_util_pct: float = DEFAULT_MAX_UTIL_PCT,
                    own_pid: int | None = None) -> GuardCheck:
     """Fail when any utilization sample exceeds ``max_util_pct`` or another process holds a context."""
     others = tuple(p for p in reading.compute_processes if p[0] != own_pid)
     peak = reading.max_util_pct
     over = [u for u in reading.util_pct if u > max_util_pct]
-    util_text = (f"utilization max {peak:g} % (mean {reading.mean_util_pct:.1f} %, "
-                 f"{len(reading.util_pct)} samples over {reading.window_s:g} s, limit {max_util_pct:g} %)")
-    mem_text = f"memory used {_mib(reading.memory_used_bytes)} of {_mib(reading.memory_total_bytes)}"
-    proc_text = "; ".join(f"pid {pid} {pname} ({_mib(used)})" for pid, pname, used in others)
+    util_text = (f"utilization max {U.pct_of(peak, None)} (mean {U.pct_of(reading.mean_util_pct)}, "
+                 f"{len(reading.util_pct)} samples over {reading.window_s:g} s, limit {U.pct_of(max_util_pct, None)})")
+    mem_text = f"memory used {U.mib(reading.memory_used_bytes)} of {U.mib(reading.memory_total_bytes)}"
+    proc_text = "; ".join(f"pid {pid} {pname} ({U.mib(used)})" for pid, pname, used in others)
     details = {
         "max_util_pct": max_util_pct,
         "util_max_pct": peak,
@@ -798,7 +794,7 @@ def _check_window(window_s: float) -> None:
 def check_settings(max_util_pct: float, window_s: float = DEFAULT_WINDOW_S) -> None:
     """The guards' limits, before any NVML call: InputError (exit 2) outside their ranges."""
     if not 0.0 <= max_util_pct <= 100.0:
-        raise InputError(f"--max-util must be between 0 and 100 %, got {max_util_pct:g} %",
+        raise InputError(f"--max-util must be between 0 and 100 %, got {U.pct_of(max_util_pct, None)}",
                          hint=f"Use e.g. --max-util {DEFAULT_MAX_UTIL_PCT:g} (the default).")
     _check_window(window_s)
 

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from clusterbench.errors import (EXIT_INTERRUPTED, ClusterbenchError, ConfigError, EnvironmentFailure, InputError,
                                  WorkloadProtocolError)
 from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
+from clusterbench.model import units as U
 from clusterbench.model.results import ConfigEntry, ResultRow, ResultSet, RowKey
 from clusterbench.model.workload import WorkloadResult
 from clusterbench.io.history import record_probe
@@ -708,7 +709,7 @@ def dry_run(plan: ProbePlan, request: ProbeRequest) -> DryRun:
         configs.append(DryRunConfig(cfg.label, cfg.workload.kind, cfg.placeholders(), trace, env,
                                     export, analysis, sustained, source, note, workload_cwd(job.workload)))
     g = ["idle GPU: every selected GPU's utilization over 1 s at most "
-         f"{request.max_util_pct:g} %, no other compute process (NVML)",
+         f"{U.pct_of(request.max_util_pct, None)}, no other compute process (NVML)",
          "clocks: the SM clock and throttle reasons (NVML), reported",
          "fresh build: this checkout's kernel sources as the package hashes them"
          + (", and [build]'s artifact newer than its sources" if plan.config_file.build else ""),
@@ -731,8 +732,8 @@ def roofline_exceeded(row: ResultRow, sustained: Measurement | None) -> str | No
     allowed = max(ROOFLINE_EXCESS, sustained.spread / fps)
     if fps <= roof * (1 + allowed):
         return None
-    return (f"sustained {fps:,.0f} FPS is {100 * (fps / roof - 1):.1f} % above the roofline of its trace "
-            f"({roof:,.0f} FPS, {row.binds} the tallest bar), beyond the ±{100 * allowed:.1f} % noise: no pipeline "
+    return (f"sustained {U.fps(fps)} is {U.pct(fps / roof - 1)} above the roofline of its trace "
+            f"({U.fps(roof)}, {row.binds} the tallest bar), beyond the ±{U.pct(allowed)} noise: no pipeline "
             "runs faster than its tallest bar, so the traced pass ran slower than the untraced runs (the "
             "profiler's overhead, or other work during the trace) and the trace's bars overstate the costs")
 
@@ -1124,14 +1125,14 @@ class ConfigRun:
                 and "graph" in lost.why):
             first = self.traced
             self.warn(f"{cfg.label}: the node-level trace (--cuda-graph-trace=node) shows the GPU idle while the "
-                      f"launching threads waited {lost.share:.0%} of the window: {lost.why}. Tracing it again at graph "
+                      f"launching threads waited {U.pct(lost.share, 0)} of the window: {lost.why}. Tracing it again at graph "
                       "level.", label=cfg.label)
             again = self.tracer.trace(job, self.phase, graph_trace="graph", variant=GRAPH_VARIANT)
             self.phase("analyze")
             second = self._analyze(again)
             if work_not_traced(second) is None or _busy_ns(second) > _busy_ns(analysis):
                 self.graph_reason = (f"the node-level trace {first.sqlite.name} left the GPU's work out ({lost.why}; "
-                                     f"the launching threads waited {lost.share:.0%} of its window); the graph-level "
+                                     f"the launching threads waited {U.pct(lost.share, 0)} of its window); the graph-level "
                                      f"trace {again.sqlite.name} shows it")
                 self.warn(f"{cfg.label}: used the graph-level trace {again.sqlite.name}: at node level the work of "
                           "graphs launched from the device is not in the trace; at graph level each graph execution "
@@ -1214,7 +1215,7 @@ class ConfigRun:
                       "give --frames N or a frames definition, or the program's own rate (--rate REGEX)",
                       label=self.cfg.label)
             return None
-        return Measurement(SUSTAINED_FPS, (1e6 / figs.measured_us,), metadata={
+        return Measurement(SUSTAINED_FPS, (U.fps_of_us(figs.measured_us),), metadata={
             "source": "trace", "under_profiler": True, "frames": figs.frames, "window_ns": figs.window_ns,
             "note": "frames over the traced window, under the profiler: the profiler's own cost is in it"})
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from clusterbench import __version__
+from clusterbench.model import units as U
 from clusterbench.model.measurement import SUSTAINED_FPS, SUSTAINED_GBPS, Measurement
 from clusterbench.model.results import ConfigEntry, EnvRecord, ResultRow, RowKey, RowRole
 from clusterbench.model.workload import WorkloadResult
@@ -129,12 +130,6 @@ def config_rows(base_for: Callable[[Measurement], ResultRow], run: MultiGpuSusta
     return tuple(rows)
 
 
-def _per_frame_us(ns: int | None, frames: int | None) -> float | None:
-    if ns is None or not frames:
-        return None
-    return ns / 1e3 / frames
-
-
 def _ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or den == 0 or not math.isfinite(num) or not math.isfinite(den):
         return None
@@ -213,7 +208,7 @@ def trace_figures(analysis: TraceAnalysis) -> TraceFigures:
             st = stats[0]
             engines[name] = EngineFigure(busy, st.bytes, st.us_per_frame, st.duty, st.gbps)
         else:
-            engines[name] = EngineFigure(busy, total_bytes, _per_frame_us(busy, frames), _ratio(busy, window_ns),
+            engines[name] = EngineFigure(busy, total_bytes, U.us_per_frame_of(busy, frames), _ratio(busy, window_ns),
                                          _ratio(total_bytes, busy) if total_bytes else None)
     if len(groups) == 1:
         g = groups[0]
@@ -228,7 +223,7 @@ def trace_figures(analysis: TraceAnalysis) -> TraceFigures:
         slowest = min(groups, key=lambda g: g.roofline.fps or 0.0)
         binds = slowest.roofline.engine
         span = max(w.end_ns for w in windows) - min(w.start_ns for w in windows)
-        measured = _per_frame_us(span, frames)
+        measured = U.us_per_frame_of(span, frames)
         total_busy = sum(st.busy_ns for g in groups for st in g.busy.engines.values())
         any_busy = sum(g.busy.any_busy_ns for g in groups)
         serialization = _ratio(total_busy, any_busy)
@@ -282,14 +277,14 @@ def build_row(
             "roofline_fps": figs.roofline_fps,
             "kernel_duty": eng("kernel", "duty"), "h2d_duty": eng("h2d", "duty"), "d2h_duty": eng("d2h", "duty"),
             "h2d_gbps": eng("h2d", "gbps"), "d2h_gbps": eng("d2h", "gbps"),
-            "idle_us": _per_frame_us(figs.idle_ns, frames),
-            "overlap_us": _per_frame_us(figs.overlap_ns, frames),
-            "host_sync_us": _per_frame_us(figs.host_sync_ns, frames),
+            "idle_us": U.us_per_frame_of(figs.idle_ns, frames),
+            "overlap_us": U.us_per_frame_of(figs.overlap_ns, frames),
+            "host_sync_us": U.us_per_frame_of(figs.host_sync_ns, frames),
             "serialization": figs.serialization, "measured_us": figs.measured_us, "serial_us": figs.serial_us,
             "efficiency": figs.efficiency if frames else None, "processes": figs.groups,
         }
     measured = figs.measured_us if figs is not None else None
-    traced_fps = 1e6 / measured if measured else None
+    traced_fps = U.fps_of_us(measured)
     roofline_fps = figs.roofline_fps if figs is not None else None
     fps = sustained if sustained is not None and sustained.metric == SUSTAINED_FPS else None
     gbps = sustained if sustained is not None and sustained.metric == SUSTAINED_GBPS else None

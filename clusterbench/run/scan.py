@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from clusterbench.errors import ConfigError, InputError
+from clusterbench.model import units as U
 from clusterbench.model.params import FIELD_NAMES, WorkloadParams
 from clusterbench.model.results import ResultRow
 from clusterbench.run.config import ProbeConfig
@@ -184,5 +185,5 @@ def scan_points(rows: Sequence[ResultRow], configs: Sequence[ProbeConfig]) -> tu
             continue
         r = by_label[c.label]
         out.append(ScanPoint(c.scanned_from, c.label, c.point, r.sustained_fps, r.sustained_source, r.roofline_fps,
-                             1e6 / r.serial_us if r.serial_us else None, r.binds, r.error))
+                             U.fps_of_us(r.serial_us), r.binds, r.error))
     return tuple(out)

@@ -27,7 +27,7 @@ def test_sync_that_drains_the_pipeline(tmp_path: Path) -> None:
     r = analyze_trace(build(tmp_path / "drain.sqlite", t))
     assert (r.primary.window.length_ns, r.primary.busy.idle_ns, r.primary.host.host_sync_ns) == (1000, 500, 500)
     n = _note(r, "the host waits in")
-    assert "GPU is idle 50%" in n and "drains the pipeline" in n
+    assert "GPU is idle 50 %" in n and "drains the pipeline" in n
 
 
 def test_sync_while_the_gpu_stays_busy_costs_nothing(tmp_path: Path) -> None:
@@ -42,5 +42,5 @@ def test_sync_while_the_gpu_stays_busy_costs_nothing(tmp_path: Path) -> None:
     r = analyze_trace(build(tmp_path / "ahead.sqlite", t))
     assert (r.primary.busy.idle_ns, r.primary.host.host_sync_ns) == (0, 950)
     n = _note(r, "the host waits in")
-    assert "the GPU stays busy (idle 0.0%" in n and "cost no throughput" in n
+    assert "the GPU stays busy (idle 0.0 %" in n and "cost no throughput" in n
     assert not any("drains" in x for x in r.primary.notes)

@@ -139,7 +139,7 @@ def reference(raw, g) -> Ref:
 
 
 def per_frame(g, ns: float) -> str:
-    return f"{ns / 1000 / g.frames.count:.2f} µs/frame" if g.frames.count else f"{ns / 1e6:.3f} ms"
+    return f"{ns / 1000 / g.frames.count:,.2f} µs/frame" if g.frames.count else f"{ns / 1e6:,.3f} ms"
 
 
 @pytest.fixture(params=[(p, w) for p in TRACES for w in ("auto", "span")], ids=lambda x: f"{x[0].parent.name}/{x[0].stem}-{x[1]}")
@@ -162,7 +162,7 @@ def test_every_note_holds(traced) -> None:
     # the GPU's work is not in the trace: the threads waited through idle gaps of >= 1 ms, >= 10 % of the window
     assert ("work_not_traced" in notes) == (waited >= 0.10 * length)
     if "work_not_traced" in notes:
-        assert f"for {waited / 1e6:,.3f} ms ({waited / length:.0%} of the window)" in notes["work_not_traced"]
+        assert f"for {waited / 1e6:,.3f} ms ({100 * (waited / length):.0f} % of the window)" in notes["work_not_traced"]
         assert set(notes) <= {"work_not_traced", "graph_level", "implausible_rate"}
         return
 
@@ -190,8 +190,8 @@ def test_every_note_holds(traced) -> None:
         t = ref.threads[g.roofline.thread.tid]
         assert all(t.busy > v for v in ref.bars.values())  # strictly above every GPU bar
         share = t.ns["wait"] / (t.busy + t.ns["wait"])
-        assert f"waits for the GPU {per_frame(g, t.ns['wait'])} ({share:.0%}" in notes["host_binds"] or (
-            f"It waits for the GPU {share:.0%} of its time: a faster GPU" in notes["host_binds"] and share < 0.10)
+        assert f"waits for the GPU {per_frame(g, t.ns['wait'])} ({100 * share:.0f} %" in notes["host_binds"] or (
+            f"It waits for the GPU {100 * share:.0f} % of its time: a faster GPU" in notes["host_binds"] and share < 0.10)
         assert f"is busy {per_frame(g, t.busy)}" in notes["host_binds"]
     transfers = [ref.bars[e] for e in TRANSFERS if e in ref.bars]
     kernel_hidden = ref.bars.get("kernel", 0) > 0 and g.roofline.engine in TRANSFERS
@@ -215,7 +215,7 @@ def test_every_note_holds(traced) -> None:
                 assert ", ".join(f"{e} on {n}" for e, n in ref.streams.items() if n) in notes[code]
     assert ("overlap" in notes) == (len(active) >= 2 and ser >= 1.05 and g.roofline.engine != "host")
     if "overlap" in notes:
-        assert f"engines overlap for {ref.overlap / 1e6:.3f} ms (serialization {ser:.2f}x)" in notes["overlap"]
+        assert f"engines overlap for {ref.overlap / 1e6:,.3f} ms (serialization {ser:.2f}×)" in notes["overlap"]
 
     # the host's waits
     sync = ref.host_sync / length
@@ -225,9 +225,9 @@ def test_every_note_holds(traced) -> None:
     assert ("sync_ahead" in notes) == (sync >= 0.20 and idle < 0.10)
     for code in ("sync_drains", "sync_ahead"):
         if code in notes:
-            assert f"for {sync:.0%} of the window" in notes[code]
+            assert f"for {100 * sync:.0f} % of the window" in notes[code]
     if "sync_drains" in notes:
-        assert f"{drained:.0%} of it where the waits end" in notes["sync_drains"]
+        assert f"{100 * drained:.0f} % of it where the waits end" in notes["sync_drains"]
     assert ("sync_memcpy" in notes) == (ref.sync_copy >= 0.01 * length and ref.sync_copy > 0)
     assert ("pageable_memcpy" in notes) == (ref.pageable > 0 and ref.copied > 0 and ref.pageable >= 0.01 * ref.copied)
     if "pageable_memcpy" in notes:
@@ -238,8 +238,8 @@ def test_every_note_holds(traced) -> None:
     assert ("gpu_starvation" in notes) == (bool(loop) and ref.loop_gaps >= 0.05 * ref.steady)
     assert ("low_utilization" in notes) == (idle >= 0.10)
     if "low_utilization" in notes:
-        assert f"the GPU is idle {idle:.0%} of the window without set-up gaps" in notes["low_utilization"]
+        assert f"the GPU is idle {100 * idle:.0f} % of the window without set-up gaps" in notes["low_utilization"]
     assert ("implausible_rate" in notes) == (ref.implausible > 0)
     if "efficiency" in notes:
-        assert f"measured {length / 1000 / g.frames.count:.2f} µs/frame" in notes["efficiency"]
-        assert f"against a roofline of {tallest / 1000 / g.frames.count:.2f} µs/frame" in notes["efficiency"]
+        assert f"measured {length / 1000 / g.frames.count:,.2f} µs/frame" in notes["efficiency"]
+        assert f"against a roofline of {tallest / 1000 / g.frames.count:,.2f} µs/frame" in notes["efficiency"]

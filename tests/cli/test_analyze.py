@@ -273,7 +273,7 @@ def test_export_trace_writes_chrome_trace_events(tmp_path: Path) -> None:
     n_gaps = len(json.loads(run(str(REAL), "--json").stdout)["gaps"])
     assert len(xs) == n_gpu + n_api + n_gaps
     assert any(e["name"] == "idle: module_load (cuModuleLoadData)" for e in xs)
-    assert any(e["name"] == "scan" for e in xs) and any(e["name"] == "H2D 160 MB" for e in xs)
+    assert any(e["name"] == "scan" for e in xs) and any(e["name"] == "H2D 160.00 MB" for e in xs)
     assert min(e["ts"] for e in xs if e["name"] == "scan") >= 0  # µs from the window start
 
 

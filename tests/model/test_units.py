@@ -9,7 +9,7 @@ from clusterbench.model import units as U
 
 def test_not_measured_is_one_glyph_for_every_kind():
     for f in (U.us, U.us_per_frame, U.ms, U.seconds, U.duration, U.fps, U.gbps, U.hz, U.size, U.mib, U.count,
-              U.pct, U.pct_of, U.signed_pct, U.factor, U.times):
+              U.pct, U.pct_of, U.signed_pct, U.factor, U.times, U.plus_minus):
         assert f(None) == "–"
         assert f(float("nan")) == "–"
     assert U.metric("kernel_us", None) == "–"
@@ -33,6 +33,9 @@ def test_times():
     assert U.ms(5_000_000, None) == "5 ms"
     assert U.seconds(28.14) == "28.1 s"
     assert U.duration(850) == "850 ns"
+    assert U.duration(2.5) == "2.5 ns"
+    assert U.duration(0.0001) == "0.0001 ns"  # 1,000 ns over 10,000,000 frames
+    assert U.duration(1) == "1 ns"
     assert U.duration(12_345) == "12.3 µs"
     assert U.duration(80_665_000) == "80.7 ms"
     assert U.duration(1_234_000_000) == "1.23 s"
@@ -73,6 +76,13 @@ def test_shares_and_ratios():
     assert U.factor(3.906) == "×3.91"
     assert U.factor(250.2) == "×250"
     assert U.times(1.134) == "1.13×"
+    # a noise band: 3 significant digits, whole numbers from 100 on
+    assert U.plus_minus(0.029214, "µs/frame") == "±0.0292 µs/frame"
+    assert U.plus_minus(1540.4, "FPS") == "±1,540 FPS"
+    assert U.plus_minus(12.345, "FPS") == "±12.3 FPS"
+    assert U.plus_minus(1234.5, "µs/frame") == "±1,234 µs/frame"  # not 1.23e+03
+    assert U.plus_minus(0.5) == "±0.5"
+    assert U.plus_minus(None, "FPS") == "–"
 
 
 def test_metric_by_name():

@@ -204,9 +204,9 @@ def test_a_wrong_self_reported_rate_is_flagged_against_the_trace(monkeypatch, tm
     assert check.trace == pytest.approx(truth["true_throughput_gbps"], rel=0.02)  # what its loop really moved
     assert 9.5 < check.ratio < 10.5
     # the message states both figures (the program's as printed; the trace's as measured, checked above)
-    assert check.message.startswith(f"the program reports {truth['reported']['throughput_gbps']:.1f} GB/s; "
-                                    f"the trace moved {check.trace:.1f} GB/s of H2D over its window")
-    assert any("the program reports 124.9 GB/s" in w for w in warnings)  # said while the probe runs, too
+    assert check.message.startswith(f"the program reports {truth['reported']['throughput_gbps']:.2f} GB/s; "
+                                    f"the trace moved {check.trace:.2f} GB/s of H2D over its window")
+    assert any(f"the program reports {truth['reported']['throughput_gbps']:.2f} GB/s" in w for w in warnings)  # said while the probe runs, too
     assert row.rate_check == "disagree"
     # the sustained figure from the trace: frames over the window, under the profiler
     assert row.sustained_source == "trace" and row.profiler_overhead is None

@@ -68,7 +68,7 @@ def test_six_percent_over_a_five_percent_limit_fails_and_shows_the_values() -> N
     assert c.status is Status.FAIL
     assert "utilization max 6 %" in c.message and "limit 5 %" in c.message
     assert "1 of 3 samples over the limit" in c.message
-    assert "memory used 512 MiB of 143771 MiB" in c.message
+    assert "memory used 512.0 MiB of 143,771.0 MiB" in c.message
     assert c.hint
     assert c.details["util_max_pct"] == 6.0 and c.details["samples_over"] == 1
 
@@ -87,7 +87,7 @@ def test_the_limit_is_configurable() -> None:
 def test_another_process_holding_a_context_fails_even_at_zero_utilization() -> None:
     c = check_idle_gpu(reading(util=(0.0,), procs=((4242, "python", 300 * MIB),)), own_pid=1)
     assert c.status is Status.FAIL
-    assert "1 other process holds a compute context: pid 4242 python (300 MiB)" in c.message
+    assert "1 other process holds a compute context: pid 4242 python (300.0 MiB)" in c.message
     assert c.details["other_processes"] == [{"pid": 4242, "name": "python", "used_bytes": 300 * MIB}]
 
 
@@ -96,10 +96,10 @@ def test_own_process_is_not_competition() -> None:
     assert c.status is Status.PASS
 
 
-def test_unknown_process_memory_shows_na() -> None:
+def test_unknown_process_memory_shows_not_measured() -> None:
     c = check_idle_gpu(reading(procs=((5, "x", None), (6, "y", 2 * MIB))), own_pid=None)
     assert c.status is Status.FAIL
-    assert "2 other processes hold a compute context: pid 5 x (n/a); pid 6 y (2 MiB)" in c.message
+    assert "2 other processes hold a compute context: pid 5 x (–); pid 6 y (2.0 MiB)" in c.message
 
 
 def test_busy_and_contended_report_both() -> None:
