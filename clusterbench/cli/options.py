@@ -57,7 +57,9 @@ DB = typer.Option(
 
 REPEAT = typer.Option(
     DEFAULT_REPEAT, "--repeat", metavar="R",
-    help=f"Untraced sustained-FPS runs per config, 1 to {MAX_REPEAT} (median and spread).")
+    help=f"Untraced sustained-FPS runs that count per config, 1 to {MAX_REPEAT}: warm-up runs first, then runs "
+         "until the last R agree within 1 % (a program run whole: 2 %, at most R + 2 runs), or a cap; median and "
+         "spread of the last R. A result that never agreed is written, marked unsteady.")
 
 TRACER = typer.Option(
     DEFAULT_TRACER, "--tracer",

@@ -53,7 +53,7 @@ BASELINE_PREFIX = "baseline:"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _CONFIG_COLUMNS = ("cluster", "cap", "streams", "batch", "frames", "binds", "tracer", "transfer", "pedestal",
                    "pedestal_dtype", "workload")
-_NUMERIC = tuple(c for c, k in VALUE_KINDS.items() if k is not str)
+_NUMERIC = tuple(c for c, k in VALUE_KINDS.items() if k in (int, float))
 
 
 # ----------------------------------------------------------------------------- records

@@ -191,6 +191,11 @@ class ResultRow:
     # wall-run (frames over its whole run, start-up included), trace (frames over the traced window, under
     # the profiler)
     sustained_source: str | None = None
+    # whether the sustained runs reached a steady state (the counted runs agreed within the noise; None: not
+    # known, an older row or one counted run), the warm-up runs before the counted ones and their seconds
+    sustained_steady: bool | None = None
+    sustained_warmups: int | None = None
+    sustained_warmup_s: float | None = None
     fps_efficiency: float | None = None
     profiler_overhead: float | None = None
     # the program's own figures set against the trace (clusterbench.run.checks): agree, disagree or unchecked
@@ -238,6 +243,8 @@ class ResultRow:
                 continue
             if kind is str:
                 ok = isinstance(v, str)
+            elif kind is bool:
+                ok = isinstance(v, bool)
             elif isinstance(v, bool):
                 ok = False
             elif kind is int:
@@ -246,7 +253,7 @@ class ResultRow:
                 ok = isinstance(v, numbers.Real) and math.isfinite(v)
             if not ok:
                 raise RowValueError(f"column {name} must be {kind.__name__}, got {v!r}")
-            if kind is not str and type(v) is not kind:  # an int where a float goes, a NumPy scalar
+            if kind not in (str, bool) and type(v) is not kind:  # an int where a float goes, a NumPy scalar
                 object.__setattr__(self, name, kind(v))
         object.__setattr__(self, "extra", {k: v for k, v in self.extra.items() if v is not None})  # empty: absent
         object.__setattr__(self, "measurements", tuple(self.measurements))
@@ -341,7 +348,7 @@ BINDERS: tuple[str, ...] = (*ENGINES, "host")
 def _check_values(row: ResultRow) -> None:
     """Impossible values: RowValueError naming the column, with a hint."""
     label = row.label
-    numeric = [(c, row.value(c)) for c, k in VALUE_KINDS.items() if k is not str]
+    numeric = [(c, row.value(c)) for c, k in VALUE_KINDS.items() if k in (int, float)]
     numeric += [(c, v) for c, v in row.extra.items() if c.endswith(SPREAD_SUFFIX)]
     for column, v in numeric:
         if v is None:

@@ -61,7 +61,9 @@ from clusterbench.io.history import record_probe
 from clusterbench.run.clocks import ClockSample, ClockVerdict, clock_summary, judge_clocks
 from clusterbench.run.config import DEFAULT_CONFIG_FILE, EXEC, ConfigFile, ExecOptions, ProbeConfig
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT
+from clusterbench.model.steady import STEADY_HINT
 from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity, trace_figures
+from clusterbench.run.sustained import steadiness_of
 from clusterbench.run.tracers import TRACERS, GRAPH_VARIANT, NsysTracer, TracedRun, Tracer, TracerSetup, WorkloadJob
 from clusterbench.workloads.protocol import PASS_RANGE, Workload, pass_range_text, workload_for
 
@@ -75,7 +77,9 @@ if TYPE_CHECKING:
     from clusterbench.run.scan import Scan
 
 PHASES = ("guard", "trace", "export", "analyze", "sustained")
-DEFAULT_REPEAT = 3
+# --repeat: the runs that count (the last R, once they agree within the noise); 5 gives a median and a
+# bootstrap interval something to work with, at 5 x 100 ms per config for our finder (docs/probe.md)
+DEFAULT_REPEAT = 5
 MAX_REPEAT = 100
 DEFAULT_TRACER = "nsys"
 DEFAULT_RESULTS_ROOT = "results"
@@ -693,19 +697,21 @@ def dry_run(plan: ProbePlan, request: ProbeRequest) -> DryRun:
                 note = "frames over the traced window, under the profiler (no untraced run)"
             else:
                 command = exec_command(child, cfg.exec, plan.repeat)
-                sustained = tuple(tuple(command.argv(None, result)) for _ in range(command.rounds))  # type: ignore[arg-type]
+                sustained = tuple(tuple(command.argv(None, result)) for _ in range(command.rule.least_runs))  # type: ignore[arg-type]
                 note = (f"the program's own rate: the last line matching {cfg.exec.rate!r} in each run" if source == "rate"
                         else f"{cfg.exec.frames:,} frames over each run's wall time "
                         + (f"from {cfg.exec.wall_start!r} to {cfg.exec.wall_end!r}" if cfg.exec.wall_start
                            else "(the whole run, start-up included)"))
+                note += "; " + steady_plan(command)
         else:
             source = "result"
             command = workload_command(job.workload, cfg.label, cfg.params, plan.repeat)
             stem = f"{cfg.label}.sustained"
-            sustained = tuple(tuple(command.argv(None, (out / f"{stem}{f'.r{k}' if command.rounds > 1 else ''}.gpu<N>.json")
+            n = command.rule.least_runs if command.whole_runs else 1
+            sustained = tuple(tuple(command.argv(None, (out / f"{stem}{f'.r{k}' if command.whole_runs else ''}.gpu<N>.json")
                                                  .resolve()))  # type: ignore[arg-type]
-                              for k in range(command.rounds))
-            note = "frames / pass_s of each timed pass in the result records"
+                              for k in range(n))
+            note = "frames / seconds of the counted runs in the result records; " + steady_plan(command)
         configs.append(DryRunConfig(cfg.label, cfg.workload.kind, cfg.placeholders(), trace, env,
                                     export, analysis, sustained, source, note, workload_cwd(job.workload)))
     g = ["idle GPU: every selected GPU's utilization over 1 s at most "
@@ -736,6 +742,35 @@ def roofline_exceeded(row: ResultRow, sustained: Measurement | None) -> str | No
             f"({U.fps(roof)}, {row.binds} the tallest bar), beyond the ±{U.pct(allowed)} noise: no pipeline "
             "runs faster than its tallest bar, so the traced pass ran slower than the untraced runs (the "
             "profiler's overhead, or other work during the trace) and the trace's bars overstate the costs")
+
+
+def steady_plan(command: Any) -> str:
+    """When a config's sustained runs stop, in words (``command``: a sustained.SustainedCommand) (pure)."""
+    from clusterbench.model import units
+
+    rule = command.rule
+    if command.whole_runs:
+        return (f"each run is the whole program; runs until the last {rule.counted} agree within "
+                f"{units.pct(rule.spread, 0)} (range over median), {rule.max_runs} runs at most")
+    if command.own_steady:
+        return (f"in one process: {rule.min_warmups} warm-up run of one pass that sets the passes per run (runs of at "
+                f"least {units.seconds(rule.target_s)}), then runs until the last {rule.counted} agree within "
+                f"{units.pct(rule.spread, 0)}, at most {rule.max_runs} runs"
+                + (f" or {units.seconds(rule.max_s)} of runs" if rule.max_s is not None else ""))
+    return f"in one process: {rule.counted} timed passes, judged steady when they agree within {units.pct(rule.spread, 0)}"
+
+
+def sustained_block(m: Measurement) -> dict[str, object]:
+    """env.json's ``configs.<label>.sustained``: where the figure came from and how, and the steady verdict
+    without its runs (samples.json keeps them) (pure)."""
+    out: dict[str, object] = {"source": m.metadata.get("source") or "result"}
+    out.update({k: v for k, v in m.metadata.items() if k != "steady"})
+    steady = m.metadata.get("steady")
+    if isinstance(steady, Mapping):
+        out["steady"] = {k: v for k, v in steady.items() if k != "runs"}
+        runs = steady.get("runs")
+        out["steady"]["runs"] = len(runs) if isinstance(runs, list) else None  # type: ignore[index]
+    return out
 
 
 def _start(fn: Callable[..., Any], *args: Any) -> tuple[threading.Thread, dict[str, Any]]:
@@ -1051,7 +1086,13 @@ class ConfigRun:
         cfg, plan = self.cfg, self.plan
         run_gpus = self.gpu_plan.run_gpus
         job = job_for(cfg, self.out_dir, run_gpus[0], plan.timeout_s, self.env)
-        traced = self.tracer.trace(job, self.phase)
+        early = self._early_sustained(job, run_gpus)
+        try:
+            traced = self.tracer.trace(job, self.phase)
+        except BaseException:
+            if early is not None:
+                early.stop("the trace failed")
+            raise
         overlap = False
         if traced is not None:
             self.traced = traced
@@ -1066,8 +1107,12 @@ class ConfigRun:
                 merge_results(self.out_dir, ResultSet(rows=(self._row(None),)))  # the traced figures are safe
         try:
             self.phase("sustained")
-            sustained_run = self._sustained(job, run_gpus)
+            sustained_run = early.go() if early is not None else None
+            if sustained_run is None:
+                sustained_run = self._sustained(job, run_gpus)
         except BaseException:
+            if early is not None:
+                early.stop("the probe stopped")
             if self._pending is not None:  # the traced row is kept, as when the analysis came first
                 try:
                     self._analyzed(_joined(*self._pending), job, retrace=False)
@@ -1096,8 +1141,10 @@ class ConfigRun:
                 self.warn(f"{cfg.label}: {c.message}", label=cfg.label)
         self._close_phase()
         self._save(checks={c.what: c.to_json() for c in self.checks} or None, phase_s=dict(self.phase_s),
-                   sustained=None if solo is None else {"source": solo.metadata.get("source") or "result",
-                                                        **dict(solo.metadata)})
+                   sustained=None if solo is None else sustained_block(solo))
+        verdict = steadiness_of(solo)
+        if verdict is not None and verdict.steady is False:
+            self.warn(f"{cfg.label}: {verdict.message('its sustained FPS')}", STEADY_HINT, label=cfg.label)
 
         def row_for(s: Measurement) -> ResultRow:
             return self._row(s)
@@ -1187,8 +1234,22 @@ class ConfigRun:
             verdict = clock_summary(traced.clocks, traced.started_s, traced.ended_s, traced.max_clock_mhz)
         self._save(clocks=verdict.to_json())
 
-    def _sustained(self, job: WorkloadJob, run_gpus: Any) -> Any:
-        """The untraced runs, or None (an exec program whose figure is its trace's)."""
+    def _early_sustained(self, job: WorkloadJob, run_gpus: Any) -> EarlySustained | None:
+        """Our finder's sustained process, started once the traced pass has written its record, so that its
+        set-up (interpreter, CuPy, buffers, kernels, pedestal) overlaps the tracer's finish; it waits for
+        the go before its runs. None where it does not apply (another workload, several GPUs, no trace)."""
+        cfg = self.cfg
+        if (cfg.exec is not None or cfg.workload.kind != "cupy" or self.plan.gpus is not None
+                or self.plan.tracer == "none" or len(run_gpus) != 1):
+            return None
+        go_file = self.out_dir / f"{cfg.label}.sustained.go"
+        return EarlySustained(lambda go: self._sustained(job, run_gpus, go_file=go, report=False),
+                              self.out_dir / f"{cfg.label}.pass.json", go_file)
+
+    def _sustained(self, job: WorkloadJob, run_gpus: Any, go_file: Path | None = None, report: bool = True) -> Any:
+        """The untraced runs, or None (an exec program whose figure is its trace's). ``go_file``: the runs
+        wait for it (:class:`EarlySustained`); ``report``: report each round as a phase (not from another
+        thread)."""
         from clusterbench.run.sustained import exec_command, measure_sustained, workload_command
         from clusterbench.run.tracers import workload_cwd
 
@@ -1202,7 +1263,8 @@ class ConfigRun:
         return measure_sustained(run_gpus, self.gpu_plan.tools, command, self.out_dir, cfg.label,
                                  input_bytes_per_frame=None if cfg.params is None else cfg.params.frame_bytes,
                                  base_env=self.env, cwd=workload_cwd(job.workload), timeout_s=plan.timeout_s,
-                                 on_round=lambda p, k: self.phase("sustained", None if p == "sustained" else p))
+                                 on_round=(lambda p, k: self.phase("sustained", None if p == "sustained" else p))
+                                 if report else None, go_file=go_file)
 
     def _traced_sustained(self) -> Measurement | None:
         """An exec program's sustained figure from its trace: the window's frames over its length, under the
@@ -1279,6 +1341,70 @@ class ConfigRun:
         self._save(error={"phase": failure.phase, "message": first, "hint": failure.error.hint, "tail": tail or None,
                           "exit_code": failure.error.exit_code}, phase_s=dict(self.phase_s))
         return self._row(None, error=f"{failure.phase}: {first}")
+
+
+class EarlySustained:
+    """Our finder's sustained process, started while the tracer finishes (nsys flushes and exports for a
+    second or two after the traced program's pass): a thread waits until the traced pass has written its
+    result record, then starts the sustained run (``start(go_file)``), whose process sets up and waits for
+    ``go_file``. :meth:`go` writes "go" once the GPU is the sustained runs' alone and returns what they
+    measured; :meth:`stop` tells the process to stop before it measures. Where the record never appeared
+    before :meth:`go`, nothing was started and :meth:`go` returns None (the caller starts it then)."""
+
+    POLL_S = 0.005
+
+    def __init__(self, start: Callable[[Path], Any], result_path: Path, go_file: Path) -> None:
+        self.go_file = go_file
+        go_file.unlink(missing_ok=True)
+        result_path.unlink(missing_ok=True)  # a record an earlier probe left must not start it early
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._started = False
+        self._box: dict[str, Any] = {}
+
+        def watch() -> None:
+            while True:
+                with self._lock:
+                    if self._abandoned:
+                        return
+                    if result_path.exists():
+                        self._started = True
+                        break
+                time.sleep(self.POLL_S)
+            try:
+                self._box["value"] = start(go_file)
+            except BaseException as exc:  # noqa: BLE001 - handed to go() or dropped by stop()
+                self._box["error"] = exc
+
+        self._thread = threading.Thread(target=watch, name="clusterbench-early-sustained", daemon=True)
+        self._thread.start()
+
+    def _settle(self) -> bool:
+        with self._lock:
+            self._abandoned = True
+            return self._started
+
+    def go(self) -> Any:
+        """Let the runs start; what they measured (their error is raised), or None when nothing was started."""
+        if not self._settle():
+            self._thread.join()
+            return None
+        self.go_file.write_text("go\n")
+        self._thread.join()
+        self.go_file.unlink(missing_ok=True)
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box.get("value")
+
+    def stop(self, why: str) -> None:
+        """Tell a started process to stop before it measures, and wait for it; its outcome is dropped."""
+        if self._settle() and self._thread.is_alive():
+            try:
+                self.go_file.write_text(f"stop: {why}\n")
+            except OSError:
+                pass
+            self._thread.join()
+        self.go_file.unlink(missing_ok=True)
 
 
 def _cpus() -> int:

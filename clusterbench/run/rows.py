@@ -301,6 +301,8 @@ def build_row(
         frames_col = p.frames
         setup = {"pedestal_dtype": p.pedestal_dtype, "pedestal": p.pedestal, "transfer": p.transfer}
     overhead = profiler_overhead if source == "trace" else _ratio(sustained_fps, traced_fps)
+    steady = sustained.metadata.get("steady") if sustained is not None else None
+    steady = steady if isinstance(steady, Mapping) else {}
     return ResultRow(
         key=RowKey(cfg.label), **keys, frames=frames_col,  # type: ignore[arg-type]
         **trace_cols,  # type: ignore[arg-type]
@@ -309,6 +311,10 @@ def build_row(
         sustained_repeats=sustained.repeats if sustained is not None else None,
         sustained_gbps=fps.input_gbps if fps is not None else (gbps.median if gbps is not None else None),
         sustained_source=source,
+        sustained_steady=steady.get("steady") if isinstance(steady.get("steady"), bool) else None,
+        sustained_warmups=steady.get("warmups") if type(steady.get("warmups")) is int else None,
+        sustained_warmup_s=(float(steady["warmup_s"]) if isinstance(steady.get("warmup_s"), (int, float))
+                            and not isinstance(steady.get("warmup_s"), bool) else None),
         fps_efficiency=_ratio(sustained_fps, roofline_fps),
         profiler_overhead=overhead,
         rate_check=(checks or {}).get("rate"), kernel_check=(checks or {}).get("kernel_time"),

@@ -30,7 +30,7 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Sequence
 
@@ -393,6 +393,7 @@ class GpuOutcome:
     protocol_error: bool = False
     values: tuple[float, ...] = ()
     metric: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)  # how a figure read from the output was read
 
     @property
     def ok(self) -> bool:

@@ -1,26 +1,37 @@
-"""Sustained FPS without any profiler: the one runner for 1..N GPUs.
+"""Sustained FPS without any profiler: the one runner for 1..N GPUs, runs until they are steady.
 
 The first GPU (the solo GPU) runs the config alone; with more than one GPU, every GPU then runs it
 at once, one process per GPU (SOLO_DEFINITION, docs/scaling.md). With one GPU there is one round:
 the GPU alone is all the GPUs at once. Every process runs through
 :mod:`clusterbench.run.supervisor` with only its GPU visible and pinned near it, and writes a result
-record (docs/workloads.md) whose timed passes give the FPS. A workload whose command takes
-``{mode}`` runs all R repeats in one ``sustained`` process; any other runs R rounds of one ``pass``.
-A program probed as it is (``exec``) writes no record: each of its R runs gives one figure read from
-its output (its own rate, or frames over its wall time: :func:`exec_command`).
+record (docs/workloads.md) whose timed passes give the FPS.
+
+When runs stop is :mod:`clusterbench.model.steady`'s rule: warm-up runs that do not count, then runs until
+the last R (``--repeat``) agree within the noise, or a cap. Our finder runs the rule itself in its one
+``sustained`` process (runs of one or more passes, at least 100 ms each) and says in its record which runs
+counted; another workload whose command takes ``{mode}`` gives R passes in one process, judged by the same
+rule; a workload without ``{mode}`` and a program probed as it is (``exec``) run whole, one figure per run,
+until the last R agree or R + 2 runs were made (each run is a whole program run). A concurrent round
+(``--gpus``) runs a fixed plan, the solo round's, so that the GPUs run together. Every run is kept with
+the measurement (``metadata["steady"]``: its figure, time, passes, start), and so is the verdict.
 
 Files: ``<stem>.<phase>[.r<k>].gpu<index>.json`` and ``.log``, phase ``sustained`` (one GPU) or
-``solo`` and ``concurrent``. Nothing here prints, exits, or imports typer, rich or CuPy.
+``solo`` and ``concurrent``, ``.r<k>`` for the k-th run of a program run whole. Nothing here prints,
+exits, or imports typer, rich or CuPy.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from clusterbench.errors import EnvironmentFailure, WorkloadProtocolError
 from clusterbench.model.measurement import SUSTAINED_FPS, SUSTAINED_GBPS, Measurement
+from clusterbench.model.steady import Run, Steadiness, SteadyRule, judge, stop_reason, whole_runs_rule
 from clusterbench.model.workload import WorkloadResult
 from clusterbench.run.clocks import ClockSample, ClockSampler
 from clusterbench.run.commands import child_env
@@ -36,57 +47,75 @@ from clusterbench.run.supervisor import (
 )
 from clusterbench.run.tracers import read_result, result_hint
 
+# Our finder's side channels (clusterbench.workloads.cupy.run, which this module must not import: it is the
+# child's): the steady rule of a concurrent round, and the file it waits on before its runs.
+STEADY_ENV = "CLUSTERBENCH_STEADY"
+GO_ENV = "CLUSTERBENCH_GO_FILE"
 
-# An exec run's figure from its output: (metric, values) or ValueError with the user's message.
-OutputReader = Callable[[ChildOutcome], tuple[str, tuple[float, ...]]]
+# An exec run's figure from its output: (metric, value, how it was read) or ValueError with the user's message.
+OutputReader = Callable[[ChildOutcome], tuple[str, float, Mapping[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True)
 class SustainedCommand:
-    """How a workload runs untraced: ``argv(gpu, result_path)``, the rounds it takes for R repeats, and
-    the mode its result records must state; or, for a program without result records (``mode`` None),
-    ``reader``: its figure from its output, with the lines to ``watch``. ``metadata``: how the figure is
-    made, kept with the measurement; ``hint``: what to check when a run gives no figure."""
+    """How a workload runs untraced: ``argv(gpu, result_path)`` and ``rule``, when its runs stop.
+
+    ``mode``: what its result records must state (None: a program without result records, whose figure
+    ``reader`` reads from its output, with the lines to ``watch``). ``whole_runs``: each process is one run
+    (rounds until the rule stops them); else one process gives every run. ``own_steady``: the process runs
+    the rule itself and its record says which runs counted (our finder); ``go``: it waits for the probe's
+    go before its runs (GO_ENV). ``metadata``: how the figure is made, kept with the measurement;
+    ``hint``: what to check when a run gives no figure."""
 
     argv: Callable[[GpuInfo, Path], Sequence[str]]
-    rounds: int = 1
+    rule: SteadyRule = field(default_factory=SteadyRule)
     mode: str | None = "sustained"
+    whole_runs: bool = False
     reader: OutputReader | None = None
     watch: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     hint: str | None = None
+    own_steady: bool = False
+    go: bool = False
 
 
 def workload_command(workload: Any, label: str, params: Any, repeat: int) -> SustainedCommand:
-    """The untraced command of a workload of :mod:`clusterbench.workloads` (its ``argv`` and
-    ``runs_sustained``): one ``sustained`` process of ``repeat`` passes per GPU, or ``repeat`` rounds
-    of one ``pass`` each for a program without ``{mode}``."""
+    """The untraced command of a workload of :mod:`clusterbench.workloads` (its ``argv``, ``kind`` and
+    ``runs_sustained``): our finder's one ``sustained`` process that runs until steady; another program's
+    one ``sustained`` process of ``repeat`` passes; or, for a program without ``{mode}``, one ``pass`` per
+    process until the last ``repeat`` agree."""
     meta = {"source": "result"}
     if workload.runs_sustained:
-        return SustainedCommand(lambda g, result: workload.argv(label, params, result, "sustained", repeat), 1,
-                                "sustained", metadata=meta)
-    return SustainedCommand(lambda g, result: workload.argv(label, params, result, "pass"), repeat, "pass",
-                            metadata=meta)
+        ours = getattr(workload, "kind", None) == "cupy"
+        rule = SteadyRule(counted=repeat) if ours else SteadyRule(counted=repeat, min_warmups=0, max_runs=repeat)
+        return SustainedCommand(lambda g, result: workload.argv(label, params, result, "sustained", repeat), rule,
+                                "sustained", metadata=meta, own_steady=ours, go=ours)
+    return SustainedCommand(lambda g, result: workload.argv(label, params, result, "pass"), whole_runs_rule(repeat),
+                            "pass", whole_runs=True, metadata=meta)
 
 
 def exec_command(argv: Sequence[str], spec: Any, repeat: int) -> SustainedCommand:
-    """The untraced runs of a program probed as it is (``spec``: its config's ExecSpec): ``repeat`` runs,
-    each one figure: its own rate (the last line ``spec.rate`` matches, in its unit), or ``spec.frames``
-    over its wall time between the ``wall_start`` and ``wall_end`` lines (or over its whole run, start-up
-    included)."""
+    """The untraced runs of a program probed as it is (``spec``: its config's ExecSpec): whole runs until the
+    last ``repeat`` agree (at most ``repeat`` + 2), each one figure: its own rate (the last line ``spec.rate``
+    matches, in its unit), or ``spec.frames`` over its wall time between the ``wall_start`` and ``wall_end``
+    lines (or over its whole run, start-up included)."""
     from clusterbench.run.rates import compile_pattern, read_figure, wall_between
 
     source = spec.source
+    rule = whole_runs_rule(repeat)
     if source == "rate":
         rx = compile_pattern(spec.rate, "--rate")
 
-        def read_rate(child: ChildOutcome) -> tuple[str, tuple[float, ...]]:
+        def read_rate(child: ChildOutcome) -> tuple[str, float, Mapping[str, Any]]:
             reading = read_figure(child.output(), rx, spec.rate_unit)
             if reading is None:
                 raise ValueError(f"no line of its output matches --rate {spec.rate!r}")
-            return (SUSTAINED_GBPS if reading.metric == "GB/s" else SUSTAINED_FPS), (reading.converted,)
+            info = {"line": reading.line, "value": reading.value, "unit": reading.unit}
+            if reading.conversion:
+                info["conversion"] = reading.conversion
+            return (SUSTAINED_GBPS if reading.metric == "GB/s" else SUSTAINED_FPS), reading.converted, info
 
-        return SustainedCommand(lambda g, r: tuple(argv), repeat, None, read_rate,
+        return SustainedCommand(lambda g, r: tuple(argv), rule, None, True, read_rate,
                                 metadata={"source": "rate", "rate": spec.rate, "unit": spec.rate_unit},
                                 hint=f"check --rate {spec.rate!r} against the program's output in the log")
     if source != "wall":
@@ -94,7 +123,7 @@ def exec_command(argv: Sequence[str], spec: Any, repeat: int) -> SustainedComman
     frames = spec.frames
     markers = (spec.wall_start, spec.wall_end) if spec.wall_start is not None else ()
 
-    def read_wall(child: ChildOutcome) -> tuple[str, tuple[float, ...]]:
+    def read_wall(child: ChildOutcome) -> tuple[str, float, Mapping[str, Any]]:
         if markers:
             seconds = wall_between(*child.marks) if len(child.marks) == 2 else None
             if seconds is None:
@@ -102,11 +131,11 @@ def exec_command(argv: Sequence[str], spec: Any, repeat: int) -> SustainedComman
                                  f"matching --wall-end {markers[1]!r}")
         else:
             seconds = child.ended_s - child.started_s
-        return SUSTAINED_FPS, (frames / seconds,)
+        return SUSTAINED_FPS, frames / seconds, {"wall_s": seconds}
 
     meta = ({"source": "wall", "frames": frames, "wall_start": markers[0], "wall_end": markers[1]} if markers else
             {"source": "wall-run", "frames": frames, "includes": "the whole run, start-up included"})
-    return SustainedCommand(lambda g, r: tuple(argv), repeat, None, read_wall, watch=tuple(markers), metadata=meta,
+    return SustainedCommand(lambda g, r: tuple(argv), rule, None, True, read_wall, watch=tuple(markers), metadata=meta,
                             hint="check --wall-start and --wall-end against the program's output in the log")
 
 
@@ -124,22 +153,64 @@ class SustainedRun:
         """The solo GPU's last result record (finder, clusters found); None for an exec program."""
         return self.figures.solo_outcomes[-1][0].result
 
+    @property
+    def steadiness(self) -> Steadiness | None:
+        """The solo GPU's verdict: did its runs reach a steady state."""
+        return steadiness_of(self.figures.solo)
+
+
+def steadiness_of(m: Measurement | None) -> Steadiness | None:
+    """The verdict a sustained measurement carries (``metadata["steady"]``), or None."""
+    doc = None if m is None else m.metadata.get("steady")
+    if not isinstance(doc, Mapping):
+        return None
+    try:
+        return Steadiness.from_json(doc)
+    except (ValueError, TypeError):
+        return None
+
+
+def outcome_runs(o: GpuOutcome, offset_s: float = 0.0) -> tuple[tuple[Run, ...], Steadiness | None]:
+    """The runs of one GPU's child, started ``offset_s`` after the measurement began, and its own verdict
+    where its record gives one (our finder's ``extra.steady``, re-judged from its runs)."""
+    if o.result is not None:
+        doc = o.result.extra.get("steady")
+        if isinstance(doc, Mapping):
+            verdict = Steadiness.from_json(doc)
+            runs = tuple(dataclasses.replace(r, started_s=r.started_s + offset_s) for r in verdict.runs)
+            return runs, dataclasses.replace(verdict, runs=runs)
+        return tuple(Run(f, s, 1, offset_s) for f, s in zip(o.result.fps, o.result.pass_s)), None
+    return tuple(Run(v, None, 1, offset_s + o.child.started_s, o.meta) for v in o.values), None
+
 
 def sustained_by_gpu(rounds: Sequence[Sequence[GpuOutcome]], input_bytes_per_frame: int | None = None,
-                     metadata: Mapping[str, Any] | None = None) -> dict[int, Measurement]:
-    """Per GPU, every figure over one or more rounds (a ``sustained`` child reports R passes in one round;
-    a pass-only workload or an exec program runs R rounds), summarised (pure). ValueError when the runs
-    gave figures of different metrics."""
-    values: dict[int, list[float]] = {}
+                     metadata: Mapping[str, Any] | None = None, rule: SteadyRule | None = None,
+                     offsets: Sequence[float] | None = None, reason: str | None = None) -> dict[int, Measurement]:
+    """Per GPU, its runs over one or more rounds (our finder gives every run in one round, with its own
+    verdict; a program run whole gives one run per round), judged by ``rule`` (pure): the counted runs are
+    the measurement's samples, and every run with the verdict is its ``metadata["steady"]``. ValueError when
+    the runs gave figures of different metrics, or a record's steady block is malformed."""
     metrics = {o.metric or SUSTAINED_FPS for outcomes in rounds for o in outcomes if o.values}
     if len(metrics) > 1:
         raise ValueError(f"the runs gave figures in different units ({', '.join(sorted(metrics))})")
     metric = metrics.pop() if metrics else SUSTAINED_FPS
-    for outcomes in rounds:
+    runs: dict[int, list[Run]] = {}
+    own: dict[int, Steadiness] = {}
+    for k, outcomes in enumerate(rounds):
         for o in outcomes:
-            values.setdefault(o.gpu.index, []).extend(o.values)
+            got, verdict = outcome_runs(o, offsets[k] if offsets else 0.0)
+            runs.setdefault(o.gpu.index, []).extend(got)
+            if verdict is not None:
+                own[o.gpu.index] = verdict
     per_frame = input_bytes_per_frame if metric == SUSTAINED_FPS else None
-    return {i: Measurement(metric, tuple(v), per_frame, dict(metadata or {})) for i, v in sorted(values.items()) if v}
+    rule = rule or SteadyRule(counted=max(1, max((len(r) for r in runs.values()), default=1)), min_warmups=0)
+    out = {}
+    for i, r in sorted(runs.items()):
+        if not r:
+            continue
+        verdict = own.get(i) or judge(r, rule, reason)
+        out[i] = Measurement(metric, verdict.values, per_frame, {**dict(metadata or {}), "steady": verdict.to_json()})
+    return out
 
 
 def run_round(children: Sequence[GpuChild], label: str, mode: str | None,
@@ -156,21 +227,31 @@ def run_round(children: Sequence[GpuChild], label: str, mode: str | None,
             continue
         if reader is not None:
             try:
-                metric, values = reader(child)
+                metric, value, meta = reader(child)
             except ValueError as exc:
                 outcomes.append(GpuOutcome(c.gpu, c.pinning, child, None,
                                            f"config {label!r} on GPU {c.gpu.index}: {exc}; last lines of "
                                            f"{child.log_path.name}:\n{child.tail}", protocol_error=True))
                 continue
-            outcomes.append(GpuOutcome(c.gpu, c.pinning, child, None, values=values, metric=metric))
+            outcomes.append(GpuOutcome(c.gpu, c.pinning, child, None, values=(value,), metric=metric, meta=meta))
             continue
         assert mode is not None
         try:
             result = read_result(c.result_path, label, c.spec.log_path, mode)[0]
+            steady = result.extra.get("steady")
+            if steady is not None:  # our finder: its counted runs are its figures
+                values = Steadiness.from_json(steady).values  # type: ignore[arg-type]
+            else:
+                values = result.fps
         except WorkloadProtocolError as exc:
             outcomes.append(GpuOutcome(c.gpu, c.pinning, child, None, str(exc), protocol_error=True))
             continue
-        outcomes.append(GpuOutcome(c.gpu, c.pinning, child, result, values=result.fps, metric=SUSTAINED_FPS))
+        except (ValueError, TypeError) as exc:
+            outcomes.append(GpuOutcome(c.gpu, c.pinning, child, None,
+                                       f"config {label!r}: its result record {c.result_path.name}: extra.steady: "
+                                       f"{exc}", protocol_error=True))
+            continue
+        outcomes.append(GpuOutcome(c.gpu, c.pinning, child, result, values=values, metric=SUSTAINED_FPS))
     return tuple(outcomes)
 
 
@@ -194,50 +275,91 @@ def require_all_ok(outcomes: Sequence[GpuOutcome], what: str, hint: str | None =
     raise EnvironmentFailure(message, hint=f"read the whole log{'s' if len(bad) > 1 else ''}: {logs}")
 
 
-def _what(phase: str, label: str, round_index: int, rounds: int) -> str:
+def _what(phase: str, label: str, round_index: int, whole_runs: bool) -> str:
     which = {"sustained": "", "solo": "solo ", "concurrent": "concurrent "}[phase]
-    of = f" (round {round_index + 1} of {rounds})" if rounds > 1 else ""
+    of = f" (run {round_index + 1})" if whole_runs else ""
     return f"the {which}sustained-FPS run of config {label!r}{of}"
+
+
+def concurrent_rule(command: SustainedCommand, solo: Measurement) -> SteadyRule:
+    """A concurrent round's plan: the solo round's, fixed (as many warm-ups, passes per run and counted runs),
+    so that every GPU runs for as long as the others (pure)."""
+    verdict = steadiness_of(solo)
+    rule = command.rule
+    if verdict is None or not command.own_steady:
+        return dataclasses.replace(rule, fixed=True)
+    passes = verdict.runs[-1].passes if verdict.runs else None
+    return dataclasses.replace(rule, fixed=True, min_warmups=max(rule.min_warmups, verdict.warmups), passes=passes)
 
 
 def measure_sustained(gpus: Sequence[GpuInfo], tools: PinTools, command: SustainedCommand, out_dir: Path,
                       label: str, *, input_bytes_per_frame: int | None = None,
                       base_env: Mapping[str, str] | None = None, cwd: str | None = None,
                       timeout_s: float | None = None,
-                      on_round: Callable[[str, int], None] | None = None) -> SustainedRun:
-    """Sustained FPS of config ``label`` on ``gpus`` (the first is the solo GPU): one round on it alone
-    with one GPU; with several, the solo round, then every GPU at once, with the same command and
-    pinning. ``on_round(phase, k)`` reports each round as it starts. A failed child: EnvironmentFailure
-    or WorkloadProtocolError (exit 1) naming its GPU, with its log's last lines."""
+                      on_round: Callable[[str, int], None] | None = None,
+                      go_file: Path | None = None) -> SustainedRun:
+    """Sustained FPS of config ``label`` on ``gpus`` (the first is the solo GPU): its runs on it alone, until
+    the command's rule stops them; with several GPUs, then on every GPU at once with the solo round's plan.
+    ``on_round(phase, k)`` reports each process round as it starts. ``go_file``: a command that waits for
+    the probe's go (``command.go``) is told to wait for this file before its runs (the caller writes "go"
+    into it). A failed child: EnvironmentFailure or WorkloadProtocolError (exit 1) naming its GPU, with its
+    log's last lines."""
     if not gpus:
         raise ValueError("measure_sustained needs at least one GPU")
-    if command.rounds < 1:
-        raise ValueError(f"rounds must be >= 1, got {command.rounds}")
     emit = on_round or (lambda phase, k: None)
-    env = child_env() if base_env is None else base_env
+    env = dict(child_env() if base_env is None else base_env)
     solo_gpu = gpus[0]
     phases = [("sustained", (solo_gpu,))] if len(gpus) == 1 else [("solo", (solo_gpu,)), ("concurrent", tuple(gpus))]
     by_phase: dict[str, tuple[tuple[GpuOutcome, ...], ...]] = {}
+    offsets: dict[str, list[float]] = {}
+    reasons: dict[str, str | None] = {}
+    rules: dict[str, SteadyRule] = {}
+    solo: Measurement | None = None
+
+    def figures_of(phase: str) -> dict[int, Measurement]:
+        try:
+            return sustained_by_gpu(by_phase[phase], input_bytes_per_frame, command.metadata, rules[phase],
+                                    offsets[phase], reasons[phase])
+        except ValueError as exc:
+            raise EnvironmentFailure(f"the sustained runs of config {label!r}: {exc}",
+                                     hint=command.hint or "read the logs of the runs") from None
+
     with ClockSampler(solo_gpu.index) as clocks:
         for phase, selected in phases:
-            rounds = []
-            for k in range(command.rounds):
+            rule = command.rule if phase != "concurrent" or solo is None else concurrent_rule(command, solo)
+            rules[phase] = rule
+            phase_env = dict(env)
+            if phase == "concurrent" and command.own_steady:
+                phase_env[STEADY_ENV] = json.dumps(rule.to_json())
+            if go_file is not None and command.go and phase != "concurrent":
+                phase_env[GO_ENV] = str(go_file)
+            rounds, starts, runs = [], [], []
+            t0 = time.monotonic()
+            k, reason = 0, None
+            while True:
                 emit(phase, k)
-                stem = f"{label}.{phase}" + (f".r{k}" if command.rounds > 1 else "")
-                children = plan_gpu_children(selected, tools, command.argv, out_dir, stem, env, cwd, timeout_s,
+                starts.append(time.monotonic() - t0)
+                stem = f"{label}.{phase}" + (f".r{k}" if command.whole_runs else "")
+                children = plan_gpu_children(selected, tools, command.argv, out_dir, stem, phase_env, cwd, timeout_s,
                                              command.watch)
                 outcomes = run_round(children, label, command.mode, command.reader)
-                require_all_ok(outcomes, _what(phase, label, k, command.rounds), command.hint)
+                require_all_ok(outcomes, _what(phase, label, k, command.whole_runs), command.hint)
                 rounds.append(outcomes)
-            by_phase[phase] = tuple(rounds)
-    solo_rounds = by_phase.get("solo", by_phase.get("sustained", ()))
+                if not command.whole_runs:
+                    break
+                runs.extend(outcome_runs(outcomes[0], starts[-1])[0])
+                reason = stop_reason(runs, time.monotonic() - t0, rule)
+                if reason is not None:
+                    break
+                k += 1
+            by_phase[phase], offsets[phase], reasons[phase] = tuple(rounds), starts, reason
+            if phase != "concurrent":
+                solo = figures_of(phase)[solo_gpu.index]
+    solo_phase = "solo" if "solo" in by_phase else "sustained"
+    solo_rounds = by_phase[solo_phase]
     together = by_phase.get("concurrent", solo_rounds)
-    try:
-        solo = sustained_by_gpu(solo_rounds, input_bytes_per_frame, command.metadata)[solo_gpu.index]
-        concurrent = sustained_by_gpu(together, input_bytes_per_frame, command.metadata)
-    except ValueError as exc:
-        raise EnvironmentFailure(f"the sustained runs of config {label!r}: {exc}",
-                                 hint=command.hint or "read the logs of the runs") from None
+    assert solo is not None
+    concurrent = figures_of("concurrent") if "concurrent" in by_phase else {solo_gpu.index: solo}
     figures = MultiGpuSustained(solo_gpu.index, solo, concurrent, scaling_summary(solo_gpu.index, solo, concurrent),
                                 min(overlap_s(r) for r in together), solo_rounds, together)
     return SustainedRun(figures, clocks.snapshot(), clocks.max_clock_mhz)

@@ -416,14 +416,14 @@ def test_dry_run_prints_every_command_without_a_gpu(monkeypatch, good: Path, tmp
     # paths inside the working folder are shown relative to it ("paths relative to this folder")
     here = str(Path.cwd()) + os.sep
     python = sys.executable[len(here):] if sys.executable.startswith(here) else sys.executable
-    assert out.count(f"untraced: {python} {prog} --streams 4") == 3  # --repeat 3 runs
+    assert out.count(f"untraced: {python} {prog} --streams 4") == 5  # --repeat 5 runs (and 2 more at most)
     assert "idle GPU: every selected GPU's utilization over 1 s at most 5 %" in out
     assert not (tmp_path / "r").exists()  # nothing written
     res = runner().invoke(app, ["probe", "--dry-run", "--json", "--config", str(good), "--results-dir",
                                 str(tmp_path / "r")])
     doc = json.loads(res.stdout)
     assert doc["dry_run"] is True and doc["configs"][0]["label"] == "3x3_s1"
-    assert doc["configs"][0]["sustained"][0][-4:] == ["--mode", "sustained", "--repeat", "3"]
+    assert doc["configs"][0]["sustained"][0][-4:] == ["--mode", "sustained", "--repeat", "5"]
 
 
 def test_a_probe_says_which_rows_it_replaces_before_any_gpu_call(monkeypatch, good: Path, tmp_path: Path) -> None:

@@ -74,13 +74,21 @@ def test_an_exec_program_under_tracer_none_gives_its_own_rate(monkeypatch, tmp_p
                           rate=r"rate: ([0-9.]+)", label="toy")
     require_no_failures(outcome)
     (row,) = outcome.rows
-    # three untraced runs printed 1000, 3000 and 2000 frames/s: median 2000, half the range 1000
+    # the untraced runs print 1000, 3000, 2000, 1000, 3000 frames/s: the last three never agree within 2 %,
+    # so after 3 + 2 runs (the cap for a program run whole) the last three count: 2000, 1000, 3000
     assert row.sustained_fps == 2000.0 and row.sustained_fps_spread == 1000.0 and row.sustained_repeats == 3
     assert row.sustained_source == "rate" and row.workload == "exec" and row.tracer == "none"
     assert row.kernel_us is None and row.cluster is None and row.streams is None and row.error is None
+    assert (row.sustained_steady, row.sustained_warmups) == (False, 2) and row.sustained_warmup_s > 0
     assert plan.results_dir.name.endswith("_exec")
     m = row.measurements[0]
-    assert m.samples == (1000.0, 3000.0, 2000.0) and m.metadata["source"] == "rate"
+    assert m.samples == (2000.0, 1000.0, 3000.0) and m.metadata["source"] == "rate"
+    runs = m.metadata["steady"]["runs"]
+    assert [r["value"] for r in runs] == [1000.0, 3000.0, 2000.0, 1000.0, 3000.0]
+    assert runs[0]["meta"] == {"line": "rate: 1000 frames/s", "value": 1000.0, "unit": "frames/s"}
+    assert m.metadata["steady"]["reason"] == "max_runs"
+    assert any("toy: its sustained FPS did not reach a steady state: its last 3 runs spread 100.0 % of their "
+               "median, more than the 2.0 % allowed, after 5 runs (the cap)" in w for w in outcome.warnings)
     env = json.loads((plan.results_dir / "env.json").read_text())
     assert env["configs"]["toy"]["sustained"]["source"] == "rate"
     assert env["configs"]["toy"]["workload"] == "exec" and env["workloads"] == "exec"
@@ -327,7 +335,7 @@ streams = 2
     assert "was still running at its time limit of 1 s: its process group was ended" in failure.message
     assert "toy program: working" in failure.message  # its output's last lines
     rows = rows_of(plan.results_dir)
-    assert rows["hangs"]["error"].startswith("sustained: the sustained-FPS run of config 'hangs' on GPU 0 was still "
+    assert rows["hangs"]["error"].startswith("sustained: the sustained-FPS run of config 'hangs' (run 1) on GPU 0 was still "
                                              "running at its time limit of 1 s")
     assert float(rows["fine"]["sustained_fps"]) == 2000.0 and rows["fine"]["error"] == ""  # the next one ran
     assert rows["fine"]["streams"] == "2"  # a placeholder value the config gives

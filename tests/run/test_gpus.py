@@ -19,6 +19,7 @@ from clusterbench.run import machine
 from clusterbench.run import rows as rowmod
 from clusterbench.run import supervisor as sup
 from clusterbench.run import sustained as sus
+from clusterbench.model.steady import SteadyRule, whole_runs_rule
 from clusterbench.run.guards import NvmlReading
 from clusterbench.io.results import load_results, merge_results
 from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
@@ -344,7 +345,8 @@ def _command(child: Path, peers_dir: Path, peers: int, shared_s: dict[int, float
     def command(g: machine.GpuInfo, result: Path) -> list[str]:
         return [sys.executable, str(child), str(result), str(peers_dir), str(peers), "1000", str(solo_s),
                 str(shared_s[g.index]), str((fail or {}).get(g.index, 0))]
-    return sus.SustainedCommand(command, 1, "sustained")
+    # another program's sustained mode: its two passes are judged as they are (no warm-up, no more runs)
+    return sus.SustainedCommand(command, SteadyRule(counted=2, min_warmups=0, max_runs=2), "sustained")
 
 
 def _allowed() -> tuple[int, ...]:
@@ -477,15 +479,71 @@ def test_one_gpu_runs_one_round_that_is_both_solo_and_concurrent(tmp_path: Path,
                                                                "3x3_s4.sustained.gpu0.log"]
 
 
-def test_a_pass_only_program_runs_one_round_per_repeat(tmp_path: Path, child: Path) -> None:
+def test_a_program_run_whole_runs_until_its_last_runs_agree(tmp_path: Path, child: Path) -> None:
     command = _command(child, tmp_path / "peers", 1, {0: 0.02})
     run = sus.measure_sustained((_gpu(0, cpus=None),), machine.PinTools(None, True, _allowed()),
-                                sus.SustainedCommand(command.argv, 3, "sustained"), tmp_path, "a",
-                                base_env=dict(os.environ), timeout_s=60).figures
-    # the fake reports two passes per run: three runs give six passes at 50,000 FPS
-    assert run.solo.repeats == 6 and run.solo.median == pytest.approx(50_000.0)
+                                sus.SustainedCommand(command.argv, whole_runs_rule(3), "sustained", whole_runs=True),
+                                tmp_path, "a", base_env=dict(os.environ), timeout_s=60).figures
+    # the fake reports two passes per run, all at 50,000 FPS: after two runs the last three figures agree
+    assert run.solo.repeats == 3 and run.solo.median == pytest.approx(50_000.0)
     assert [p.name for p in sorted(tmp_path.glob("a.sustained.r*.gpu0.json"))] == [
-        "a.sustained.r0.gpu0.json", "a.sustained.r1.gpu0.json", "a.sustained.r2.gpu0.json"]
+        "a.sustained.r0.gpu0.json", "a.sustained.r1.gpu0.json"]
+    steady = run.solo.metadata["steady"]
+    assert steady["steady"] is True and steady["warmups"] == 1 and len(steady["runs"]) == 4
+
+
+# A stand-in for our finder's sustained mode: it runs the real steady rule over pass times given in its argv
+# (the first ``slow`` passes take ``slow_s``, the others ``fast_s``), with the rule the probe passes it.
+FAKE_STEADY_CHILD = textwrap.dedent("""
+    import json, os, sys
+    from clusterbench.model.steady import SteadyRule, run_until_steady
+    result, slow, slow_s, fast_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+    given = json.loads(os.environ.get("CLUSTERBENCH_STEADY") or "{}")
+    rule = SteadyRule.from_json({"target_s": 0.02, **given, "counted": 3})
+    state = {"passes": 0, "now": 0.0}
+    def run_passes(n):
+        s = 0.0
+        for _ in range(n):
+            state["passes"] += 1
+            s += slow_s if state["passes"] <= slow else fast_s
+        state["now"] += s
+        return s
+    v = run_until_steady(run_passes, 1000, rule, lambda: state["now"])
+    counted = v.runs[len(v.runs) - len(v.values):]
+    doc = {"schema": "clusterbench.workload-result", "version": 2, "mode": "sustained", "frames": 1000,
+           "pass_s": [r.seconds / r.passes for r in counted], "clusters_found": 7,
+           "extra": {"steady": v.to_json(), "rule_given": given}}
+    json.dump(doc, open(result, "w"))
+""")
+
+
+def test_our_finders_steady_runs_count_and_a_concurrent_round_runs_the_solo_plan(tmp_path: Path) -> None:
+    child = tmp_path / "steady_child.py"
+    child.write_text(FAKE_STEADY_CHILD)
+
+    def argv(g: machine.GpuInfo, result: Path) -> list[str]:
+        return [sys.executable, str(child), str(result), "4", "0.011", "0.010"]
+
+    command = sus.SustainedCommand(argv, SteadyRule(counted=3), "sustained", own_steady=True, go=True,
+                                   metadata={"source": "result"})
+    gpus = (_gpu(0, cpus=None), _gpu(1, cpus=None))
+    run = sus.measure_sustained(gpus, machine.PinTools(None, True, _allowed()), command, tmp_path, "c",
+                                base_env=dict(os.environ), timeout_s=60).figures
+    # as worked out in tests/model/test_steady.py: 1 pass of 11 ms, then runs of 2 passes at 90,909, 95,238 and
+    # 100,000 FPS, then 100,000 twice more: three warm-ups, three counted runs at 100,000
+    solo = run.solo
+    assert solo.samples == (100_000.0,) * 3 and solo.metadata["source"] == "result"
+    assert solo.metadata["steady"]["warmups"] == 3 and solo.metadata["steady"]["steady"] is True
+    assert sus.steadiness_of(solo).warmup_s == pytest.approx(0.054)
+    # the concurrent round: the solo plan, fixed: 3 warm-ups, runs of 2 passes, 3 counted
+    given = json.loads((tmp_path / "c.concurrent.gpu1.json").read_text())["extra"]["rule_given"]
+    assert (given["fixed"], given["min_warmups"], given["passes"], given["counted"]) == (True, 3, 2, 3)
+    solo_given = json.loads((tmp_path / "c.solo.gpu0.json").read_text())["extra"]["rule_given"]
+    assert solo_given == {}  # the solo round runs the default rule
+    conc = run.concurrent[1].metadata["steady"]
+    assert conc["reason"] == "fixed" and len(conc["runs"]) == 6 and conc["runs"][1]["passes"] == 2
+    # passes 1-7 of the concurrent child: 11 ms x 4, then 10 ms; its counted runs 4-6 are 2 x 10 ms each
+    assert run.concurrent[1].samples == (100_000.0,) * 3
 
 
 def test_multi_gpu_env_records_affinity_and_pinning() -> None:
@@ -595,6 +653,8 @@ def test_a_pinning_the_kernel_refuses_is_a_start_error(tmp_path: Path) -> None:
 class _Workload:
     """Stands in for a clusterbench.workloads workload: the two members workload_command uses."""
 
+    kind = "command"
+
     def __init__(self, runs_sustained: bool) -> None:
         self.runs_sustained = runs_sustained
 
@@ -605,10 +665,13 @@ class _Workload:
 def test_workload_command_runs_sustained_once_or_passes_in_rounds(tmp_path: Path) -> None:
     cmd = sus.workload_command(_Workload(True), "a", None, 5)
     result = tmp_path / "r.json"
-    assert (cmd.rounds, cmd.mode) == (1, "sustained")
+    # another program's sustained mode: one process, its 5 passes judged as they are
+    assert (cmd.whole_runs, cmd.mode, cmd.own_steady, cmd.go) == (False, "sustained", False, False)
+    assert (cmd.rule.counted, cmd.rule.min_warmups, cmd.rule.max_runs) == (5, 0, 5)
     assert cmd.argv(_gpu(0), result) == ("prog", "a", str(result), "sustained", "5")
     cmd = sus.workload_command(_Workload(False), "a", None, 5)
-    assert (cmd.rounds, cmd.mode) == (5, "pass") and cmd.argv(_gpu(0), tmp_path / "r.json")[3:] == ("pass", "1")
+    assert (cmd.whole_runs, cmd.mode) == (True, "pass") and cmd.argv(_gpu(0), tmp_path / "r.json")[3:] == ("pass", "1")
+    assert (cmd.rule.counted, cmd.rule.max_runs, cmd.rule.min_warmups) == (5, 7, 0)  # whole runs: 2 more at most
 
 
 def test_workload_command_speaks_the_real_workload_protocol(tmp_path: Path) -> None:
@@ -618,4 +681,6 @@ def test_workload_command_speaks_the_real_workload_protocol(tmp_path: Path) -> N
     params = WorkloadParams(cluster=3, cap=10, streams=1, batch=10, frames=10)
     cmd = sus.workload_command(workload_for("cupy", None, tmp_path), "a", params, 3)
     argv = cmd.argv(_gpu(0), tmp_path / "r.json")
-    assert cmd.rounds == 1 and "clusterbench.workloads.cupy.run" in argv and str(tmp_path / "r.json") in argv
+    assert not cmd.whole_runs and "clusterbench.workloads.cupy.run" in argv and str(tmp_path / "r.json") in argv
+    # our finder runs the steady rule itself and waits for the probe's go
+    assert cmd.own_steady and cmd.go and (cmd.rule.counted, cmd.rule.min_warmups) == (3, 1)

@@ -51,6 +51,7 @@ def config_path(tmp_path: Path) -> Path:
 
 
 def request(config_path: Path, tmp_path: Path, **kw) -> ProbeRequest:
+    kw.setdefault("repeat", 3)  # the toy's sustained passes run at 1000, 2000, 3000 FPS: worked out for three
     return ProbeRequest(config_path=config_path, results_root=tmp_path / "results", argv=("clusterbench", "probe"),
                         **kw)
 
@@ -63,7 +64,7 @@ def test_plan_applies_frames_and_names_the_dir(config_path: Path, tmp_path: Path
     assert [c.label for c in plan.configs] == ["a", "b"]
     assert [(c.params.frames, c.params.batch) for c in plan.configs] == [(5, 5), (5, 5)]  # batch clipped
     assert plan.results_dir == tmp_path / "results" / "2026-09-10_f32_smoke"
-    assert plan.tracer == "nsys" and plan.repeat == 3
+    assert plan.tracer == "nsys" and plan.repeat == 3 and probe_mod.DEFAULT_REPEAT == 5
 
 
 def test_plan_only_selects_in_file_order(config_path: Path, tmp_path: Path) -> None:
@@ -486,3 +487,59 @@ def test_sustained_fps_above_the_roofline_is_said_to_be_impossible() -> None:
     # below the roofline, or without one, nothing to say
     assert roofline_exceeded(row(120_000.0, 138_000.0), tight) is None
     assert roofline_exceeded(row(145_000.0, None), tight) is None  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- the sustained process started early
+
+
+def test_the_early_sustained_process_starts_once_the_pass_is_recorded_and_runs_on_go(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from clusterbench.workloads.cupy.run import wait_for_go
+
+    result, go = tmp_path / "a.pass.json", tmp_path / "a.sustained.go"
+    result.write_text("{}")  # an earlier probe's record: it must not start anything
+    seen: dict = {}
+
+    def start(go_file: Path) -> str:
+        seen["started_before_go"] = not go_file.exists()
+        seen["waited_s"] = wait_for_go(str(go_file), poll_s=0.001)
+        return "measured"
+
+    early = probe_mod.EarlySustained(start, result, go)
+    time.sleep(0.05)
+    assert "started_before_go" not in seen  # the stale record was removed, nothing started
+    result.write_text("{}")  # the traced pass wrote its record
+    deadline = time.monotonic() + 5
+    while "started_before_go" not in seen and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert seen["started_before_go"] is True
+    assert early.go() == "measured" and not go.exists()
+
+
+def test_the_early_sustained_process_is_not_started_without_a_record_and_stops_when_told(tmp_path: Path) -> None:
+    from clusterbench.errors import InputError
+    from clusterbench.workloads.cupy.run import wait_for_go
+
+    never = probe_mod.EarlySustained(lambda go: pytest.fail("started without a record"), tmp_path / "x.pass.json",
+                                     tmp_path / "x.go")
+    assert never.go() is None  # the caller runs it the ordinary way
+    result = tmp_path / "b.pass.json"
+    errors: list = []
+
+    def start(go_file: Path) -> None:
+        try:
+            wait_for_go(str(go_file), poll_s=0.001)
+        except InputError as exc:
+            errors.append(str(exc))
+            raise
+
+    early = probe_mod.EarlySustained(start, result, tmp_path / "b.go")
+    result.write_text("{}")
+    import time
+
+    time.sleep(0.05)
+    early.stop("the trace failed")  # its error is dropped
+    assert errors == ["the probe asked this process to stop before it measured (stop: the trace failed)"]
+    assert not (tmp_path / "b.go").exists()

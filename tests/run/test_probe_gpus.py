@@ -53,7 +53,7 @@ def _rows(path: Path) -> dict[str, dict[str, str]]:
 
 def test_gpus_all_writes_solo_per_gpu_and_aggregate_rows(monkeypatch, config_path: Path, tmp_path: Path) -> None:
     nsys = edges(monkeypatch, tmp_path)
-    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", argv=("clusterbench", "probe"),
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, argv=("clusterbench", "probe"),
                        gpus="all")
     plan = plan_probe(req)
     run_probe(plan, req, nsys=nsys)
@@ -75,7 +75,7 @@ def test_gpus_all_writes_solo_per_gpu_and_aggregate_rows(monkeypatch, config_pat
 
 def test_a_busy_gpu_refuses_unless_forced_then_only_itself(monkeypatch, config_path: Path, tmp_path: Path) -> None:
     nsys = edges(monkeypatch, tmp_path, busy=(1,))
-    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", gpus="all")
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, gpus="all")
     with pytest.raises(CheckFailed, match=r"guard refused: GPU 1 \(NVIDIA H200\) is busy: utilization max 80 %"):
         run_probe(plan_probe(req), req, nsys=nsys)
     forced = dataclasses.replace(req, force=True)
@@ -90,7 +90,7 @@ def test_a_busy_gpu_refuses_unless_forced_then_only_itself(monkeypatch, config_p
 def test_gpus_0_runs_the_same_path_with_n_1(monkeypatch, config_path: Path, tmp_path: Path) -> None:
     sampled: list[int] = []
     nsys = edges(monkeypatch, tmp_path, sampled=sampled)
-    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", gpus="0")
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, gpus="0")
     plan = plan_probe(req)
     outcome = run_probe(plan, req, nsys=nsys)
     assert sampled == [0]  # each selected GPU is sampled once, for its own guard and the report
@@ -149,7 +149,7 @@ def test_each_child_sees_only_its_gpu_by_uuid_and_the_trace_only_the_solo_gpu(mo
                                                                               tmp_path: Path) -> None:
     nsys = edges(monkeypatch, tmp_path)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-0000,GPU-0001")  # a Slurm allocation of both GPUs
-    req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results", gpus="all")
+    req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results", repeat=3, gpus="all")
     plan = plan_probe(req)
     run_probe(plan, req, nsys=nsys)
     out = plan.results_dir
@@ -172,7 +172,7 @@ def test_a_failing_gpu_child_is_exit_1_naming_it_and_keeps_the_traced_row(monkey
                                                                           tmp_path: Path) -> None:
     nsys = edges(monkeypatch, tmp_path)
     monkeypatch.setenv("TOY_FAIL_ON", "GPU-0001")
-    req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results", gpus="all")
+    req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results", repeat=3, gpus="all")
     plan = plan_probe(req)
     outcome = run_probe(plan, req, nsys=nsys)  # the config fails; its row says so
     assert [f.label for f in outcome.failures] == ["a"] and outcome.failures[0].phase == "sustained"
@@ -190,7 +190,7 @@ def test_a_failing_gpu_child_is_exit_1_naming_it_and_keeps_the_traced_row(monkey
 
 def test_tracer_none_with_gpus(monkeypatch, config_path: Path, tmp_path: Path) -> None:
     edges(monkeypatch, tmp_path)
-    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", gpus="1,0", tracer="none")
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, gpus="1,0", tracer="none")
     plan = plan_probe(req)
     run_probe(plan, req, nsys=None)
     rows = _rows(plan.results_dir / "probes.csv")
@@ -223,7 +223,7 @@ def test_a_program_without_mode_runs_repeat_rounds_of_one_pass(monkeypatch, tmp_
 def test_an_index_nvml_does_not_list_is_exit_2_and_writes_nothing(monkeypatch, config_path: Path,
                                                                   tmp_path: Path) -> None:
     nsys = edges(monkeypatch, tmp_path)
-    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", gpus="0,3")
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, gpus="0,3")
     with pytest.raises(InputError, match=r"GPU 3 does not exist; NVML lists 0, 1") as err:
         run_probe(plan_probe(req), req, nsys=nsys)
     assert err.value.exit_code == 2
@@ -246,7 +246,7 @@ def test_a_stale_build_refuses_every_gpu_unless_forced(monkeypatch, tmp_path: Pa
     cfg = tmp_path / "stale.toml"
     cfg.write_text(CONFIGS + '\n[build]\nartifact = "finder"\nsources = ["finder.cu"]\n')
     nsys = edges(monkeypatch, tmp_path)
-    req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", gpus="all")
+    req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", repeat=3, gpus="all")
     with pytest.raises(CheckFailed, match="build artifact finder is older than 1 of its 1 sources") as err:
         run_probe(plan_probe(req), req, nsys=nsys)
     assert err.value.hint.startswith("Rebuild the artifact, then re-run.")
@@ -282,7 +282,7 @@ def _gpus_dir(monkeypatch, tmp_path: Path):
     """Configs a and b probed with --gpus all into a results dir: (nsys, configs, request, plan)."""
     nsys = edges(monkeypatch, tmp_path)
     cfg = _two_configs(tmp_path)
-    req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", gpus="all")
+    req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", repeat=3, gpus="all")
     plan = plan_probe(req)
     run_probe(plan, req, nsys=nsys)
     return nsys, cfg, req, plan
@@ -304,7 +304,7 @@ def test_without_gpus_the_probe_runs_on_the_first_gpu_cuda_visible_devices_allow
     sampled: list[int] = []
     nsys = edges(monkeypatch, tmp_path, sampled=sampled)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # e.g. a Slurm allocation of GPU 1
-    req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results")
+    req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results", repeat=3)
     plan = plan_probe(req)
     outcome = run_probe(plan, req, nsys=nsys)
     assert sampled == [1]  # the guards read the GPU that runs, not NVML's GPU 0
@@ -342,7 +342,7 @@ def test_a_plain_reprobe_into_a_gpus_dir_keeps_every_block_and_row(monkeypatch, 
     nsys, cfg, _, plan = _gpus_dir(monkeypatch, tmp_path)
     before_env, before = _snapshot(plan.results_dir)
     assert {"multi_gpu", "configs", "guard"} <= set(before_env)
-    plain = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", only=("a",))
+    plain = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", repeat=3, only=("a",))
     outcome = run_probe(plan_probe(plain), plain, nsys=nsys)
     after_env, after = _snapshot(plan.results_dir)
     _keeps_every_block_and_row(before_env, before, after_env, after, RowKey("a"))

@@ -6,7 +6,8 @@
 ``--mode pass`` (the default; the process probe traces): data, buffers, kernel compilation and a
 warm-up launch first; then the pedestal inside the NVTX range ``clusterbench:pedestal`` and one
 batched pass inside ``clusterbench:pass frames=N``, each range closed after a device synchronize
-so that it covers the GPU work. ``--mode sustained``: untraced, R timed passes after a warm-up.
+so that it covers the GPU work. ``--mode sustained``: untraced runs after a warm-up until the last R
+agree (:mod:`clusterbench.model.steady`; :func:`sustained_passes`).
 Either way it writes one :class:`~clusterbench.model.workload.WorkloadResult` (docs/workloads.md),
 whose ``extra.timings_s`` says where the process's time went (frames, pipeline set-up, warm-up,
 pedestal, passes; ``imports`` from the interpreter's start), for benchmarks/bench_probe_time.py.
@@ -31,6 +32,7 @@ from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
 from clusterbench.model.workload import WorkloadResult
 from clusterbench.workloads.cupy.build import kernel_sources
 from clusterbench.model.params import WorkloadParams
+from clusterbench.model.steady import SteadyRule, run_until_steady
 from clusterbench.workloads.synth import FrameSet
 from clusterbench.workloads.protocol import PASS_RANGE as PASS_RANGE_PREFIX
 from clusterbench.workloads.protocol import PEDESTAL_RANGE, pass_range_text
@@ -128,23 +130,75 @@ def _kernel_name(pipe: Any, params: WorkloadParams) -> str:
     return pipe.frozen_kernel if params.pedestal == "frozen" else f"tracking {pipe.tracking_kernel}"
 
 
-def sustained_passes(params: WorkloadParams, repeats: int = 3, frames: FrameSet | None = None,
-                     frozen_kernel: str | None = None) -> WorkloadResult:
-    """Untraced timed passes, in-process, no profiler: the protocol's ``sustained`` mode.
+# The probe's side channels to its own finder's sustained process (docs/workloads.md, "clusterbench's finder"):
+# a steady rule other than the default (a concurrent round's fixed plan), and a file to wait for before the
+# runs start (the probe starts the process while the tracer finishes, and writes "go" once the GPU is the
+# sustained runs' alone; anything else written there stops the process before it measures).
+STEADY_ENV = "CLUSTERBENCH_STEADY"
+GO_ENV = "CLUSTERBENCH_GO_FILE"
+GO_POLL_S = 0.002
+
+
+def _steady_rule(repeats: int) -> SteadyRule:
+    """The rule of this process's runs: ``repeats`` counted runs, or the probe's rule (STEADY_ENV)."""
+    import os
+
+    text = os.environ.get(STEADY_ENV)
+    if not text:
+        return SteadyRule(counted=repeats)
+    try:
+        return SteadyRule.from_json({**json.loads(text), "counted": repeats})
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{STEADY_ENV} is not a steady rule: {exc}", hint="leave it to clusterbench probe") from None
+
+
+def wait_for_go(path: str | None, poll_s: float = GO_POLL_S) -> float:
+    """Wait until the probe writes ``go`` to ``path`` (None: do not wait); seconds waited. InputError when it
+    writes anything else (the probe's trace failed, or it was interrupted) or when the probe is gone."""
+    import os
+
+    if not path:
+        return 0.0
+    t0, parent = time.perf_counter(), os.getppid()
+    go = Path(path)
+    while True:
+        try:
+            word = go.read_text().strip()
+        except FileNotFoundError:
+            if os.getppid() != parent:
+                raise InputError("the probe that started this process is gone", hint="run it again") from None
+            time.sleep(poll_s)
+            continue
+        if word == "go":
+            return time.perf_counter() - t0
+        if word:
+            raise InputError(f"the probe asked this process to stop before it measured ({word})",
+                             hint="nothing to do: the probe says why")
+        time.sleep(poll_s)
+
+
+def sustained_passes(params: WorkloadParams, repeats: int = 5, frames: FrameSet | None = None,
+                     frozen_kernel: str | None = None, rule: SteadyRule | None = None,
+                     go_file: str | None = None) -> WorkloadResult:
+    """Untraced runs, in-process, no profiler, until they are steady: the protocol's ``sustained`` mode.
 
     Not timed: data generation, allocation, compilation, the pedestal, and one warm-up pass of
-    min(frames, 2 * streams * batch) frames. Each repeat times issue-to-synchronize of a full pass of
-    ``params.frames`` frames; tracking mode restores the pedestal before each repeat (untimed).
-    ``frozen_kernel`` ("strip" or "twophase", default the latter) is for the benchmark's side-by-side runs."""
+    min(frames, 2 * streams * batch) frames (module loads, first launches). Then runs of one or more passes
+    of ``params.frames`` frames each (issue-to-synchronize; tracking mode restores the pedestal before each
+    pass, untimed), as :mod:`clusterbench.model.steady` says: the first run of one pass is a warm-up that
+    calibrates the passes per run (at least 100 ms a run), and runs follow until the last ``repeats`` agree,
+    or a cap. ``pass_s`` holds the counted runs' seconds per pass (so ``fps`` is their FPS); ``extra.steady``
+    every run, the warm-ups and the verdict. ``frozen_kernel`` ("strip" or "twophase", default the latter)
+    is for the benchmark's side-by-side runs; ``go_file``: wait for the probe's go before the runs."""
     from clusterbench.workloads.cupy.pipeline import Pipeline
 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise InputError(f"repeats must be a positive integer, got {repeats!r}", hint="use e.g. --repeat 3")
+        raise InputError(f"repeats must be a positive integer, got {repeats!r}", hint="use e.g. --repeat 5")
+    rule = rule or SteadyRule(counted=repeats)
     timings: dict[str, float] = {}
     t = time.perf_counter()
     frameset = frames if frames is not None else _frames_for(params)
     timings["frames"] = time.perf_counter() - t
-    seconds: list[float] = []
     t = time.perf_counter()
     with Pipeline(params, frameset, frozen_kernel=frozen_kernel) as pipe:
         timings["pipeline"] = time.perf_counter() - t
@@ -152,23 +206,36 @@ def sustained_passes(params: WorkloadParams, repeats: int = 3, frames: FrameSet 
         pipe.compute_pedestal()
         pipe.run_pass(min(params.frames, 2 * params.streams * params.batch))
         timings["warm_up"] = time.perf_counter() - t
-        t = time.perf_counter()
-        for _ in range(repeats):
-            pipe.reset_pedestal()
-            out = pipe.run_pass(params.frames)
-            seconds.append(out.wall_s)
-        timings["passes"] = time.perf_counter() - t
+        timings["wait_go"] = wait_for_go(go_file)
+
+        last: list[Any] = []
+
+        def run_passes(n: int) -> float:
+            seconds = 0.0
+            for _ in range(n):
+                pipe.reset_pedestal()
+                out = pipe.run_pass(params.frames)
+                seconds += out.wall_s
+            last[:] = [out]
+            return seconds
+
+        t0 = time.perf_counter()
+        verdict = run_until_steady(run_passes, params.frames, rule, time.perf_counter)
+        timings["passes"] = time.perf_counter() - t0
         kernel = _kernel_name(pipe, params)
-    return WorkloadResult(mode="sustained", frames=params.frames, pass_s=tuple(seconds),
+        out = last[0]
+    counted = verdict.runs[len(verdict.runs) - len(verdict.values):]
+    return WorkloadResult(mode="sustained", frames=params.frames, pass_s=tuple(r.seconds / r.passes for r in counted),
                           clusters_found=out.clusters_found, clusters_dropped=out.clusters_dropped,
                           finder=f"{FINDER} ({kernel})", kernel_sha256=kernel_sources(),
                           data_source=frameset.source,
-                          extra={"params": params.to_json(), "timings_s": _rounded(timings)})
+                          extra={"params": params.to_json(), "timings_s": _rounded(timings), "steady": verdict.to_json()})
 
 
-def measure_sustained(params: WorkloadParams, repeats: int = 3, frames: FrameSet | None = None,
+def measure_sustained(params: WorkloadParams, repeats: int = 5, frames: FrameSet | None = None,
                       frozen_kernel: str | None = None) -> Measurement:
-    """:func:`sustained_passes`, summarised: median FPS, spread, input GB/s (the benchmarks' view)."""
+    """:func:`sustained_passes`, summarised: the counted runs' FPS (median, spread), input GB/s (the
+    benchmarks' view)."""
     result = sustained_passes(params, repeats, frames, frozen_kernel)
     return Measurement(SUSTAINED_FPS, result.fps, params.frame_bytes)
 
@@ -183,7 +250,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--result", "--result-json", dest="result",
                     help="write the result record here (default: stdout)")
     ap.add_argument("--mode", choices=("pass", "sustained"), default="pass")
-    ap.add_argument("--repeat", type=int, default=1, metavar="R", help="timed passes in sustained mode")
+    ap.add_argument("--repeat", type=int, default=1, metavar="R",
+                    help="sustained mode: the runs that count (the last R, once they agree within 1 %%; "
+                         "warm-up runs before them do not count)")
     ap.add_argument("--no-nvtx", action="store_true", help="do not push NVTX ranges")
     return ap.parse_args(argv)
 
@@ -230,7 +299,10 @@ def main(argv: list[str] | None = None) -> int:
         params = _load_params(args.params_json)
         try:
             if args.mode == "sustained":
-                result = sustained_passes(params, repeats=args.repeat)
+                import os
+
+                result = sustained_passes(params, repeats=args.repeat, rule=_steady_rule(args.repeat),
+                                          go_file=os.environ.get(GO_ENV))
             else:
                 result = run_config(params, nvtx=not args.no_nvtx)
             timings = dict(result.extra.get("timings_s") or {})  # type: ignore[call-overload]
