@@ -29,6 +29,8 @@ CLUSTER_MAX = 11
 DETECTOR_SIDE_MAX = 65536
 # The pedestal std of one dark frame is 0 (every pixel would fire); two is the least that means anything.
 PEDESTAL_FRAMES_MIN = 2
+# delay_us_per_frame is a test tool: a batch of 2000 frames at 1000 µs each spins for 2 s, enough for any test.
+DELAY_MAX_US = 1000.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,9 @@ class WorkloadParams:
     pool: int = 1000  # distinct data frames kept in pinned host memory, reused cyclically
     frozen_kernel: str | None = None  # FROZEN_KERNELS; None = the pipeline's default
     tracking_kernel: str | None = None  # TRACKING_KERNELS; None = the pipeline's default
+    # a fixed GPU delay per frame after each batch's kernels (a spin on the GPU's clock): a deliberate
+    # slow-down for testing compare's sensitivity; 0 = none (docs/workload.md, "A deliberate delay")
+    delay_us_per_frame: float = 0.0
 
     def __post_init__(self) -> None:
         problems = param_problems(self.to_json())
@@ -62,6 +67,7 @@ class WorkloadParams:
         # Keep the float fields floats, so that to_json()/from_json() round-trips exactly.
         object.__setattr__(self, "nsigma", float(self.nsigma))
         object.__setattr__(self, "occupancy", float(self.occupancy))
+        object.__setattr__(self, "delay_us_per_frame", float(self.delay_us_per_frame))
 
     @property
     def detector(self) -> tuple[int, int]:
@@ -184,11 +190,13 @@ def value_problem(key: str, value: Any) -> str | None:
         return _int_problem(value, PEDESTAL_FRAMES_MIN)
     if key == "seed":
         return _int_problem(value, 0)
-    if key in ("nsigma", "occupancy"):
+    if key in ("nsigma", "occupancy", "delay_us_per_frame"):
         if type(value) not in (int, float):
             return f"must be a number, got {_type_name(value)} {show(value)}"
         if not math.isfinite(value) or (value <= 0 if key == "nsigma" else value < 0):
             return f"must be a finite number {'> 0' if key == 'nsigma' else '>= 0'}, got {value}"
+        if key == "delay_us_per_frame" and value > DELAY_MAX_US:
+            return f"must be at most {DELAY_MAX_US:g} µs per frame (a test delay, not a workload), got {value}"
         return None
     if key == "detector":
         if not isinstance(value, (list, tuple)) or len(value) != 2:
@@ -255,6 +263,8 @@ _KEY_HINTS = {
     "pool": "pool is the distinct data frames reused cyclically, e.g. pool = 1000.",
     "frozen_kernel": f"Write frozen_kernel = one of {', '.join(map(repr, FROZEN_KERNELS))} (docs/workload.md).",
     "tracking_kernel": f"Write tracking_kernel = one of {', '.join(map(repr, TRACKING_KERNELS))} (docs/workload.md).",
+    "delay_us_per_frame": "delay_us_per_frame is a deliberate GPU delay per frame in µs for testing compare, e.g. "
+                          "delay_us_per_frame = 0.3; 0 (the default) adds none.",
 }
 
 

@@ -42,3 +42,15 @@ def test_tracking_persistent_compiles(tmp_path, dtype, k, rows, min_blocks):
     # ptxas's static shared memory is the pipeline's own count (its check before compiling)
     smem = re.search(r"(\d+) bytes smem", log[log.index("Compiling entry function 'track_persistent'"):])
     assert smem and int(smem.group(1)) == pipeline.persistent_shared_bytes(dtype, k, rows)
+
+
+def test_spin_delay_compiles_and_touches_no_memory(tmp_path):
+    log = _nvcc(tmp_path, build.kernel_dir() / pipeline.SPIN_KERNEL_FILE, ())
+    assert "Compiling entry function 'spin_delay'" in log
+    # no global loads or stores: the finder's output cannot change
+    ptx = tmp_path / "k.ptx"
+    proc = subprocess.run([NVCC, "-arch=sm_90", "-ptx", "-o", str(ptx), str(build.kernel_dir() / pipeline.SPIN_KERNEL_FILE)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    text = ptx.read_text()
+    assert "%globaltimer" in text and "st.global" not in text and "ld.global" not in text

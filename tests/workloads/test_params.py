@@ -1,6 +1,6 @@
 import pytest
 
-from clusterbench.errors import InputError
+from clusterbench.errors import ConfigError, InputError
 from clusterbench.model.params import WorkloadParams
 
 
@@ -59,3 +59,21 @@ def test_the_one_validator_accepts_the_largest_detector_config_accepts() -> None
     assert parse_configs(text).configs[0].params.rows == 65536
     with pytest.raises(InputError, match="between 1 and 65536"):
         WorkloadParams(rows=65537, cols=1, cap=1)
+
+
+def test_the_deliberate_delay_is_a_number_of_microseconds_per_frame() -> None:
+    from clusterbench.run.config import parse_configs
+
+    assert WorkloadParams().delay_us_per_frame == 0.0  # none by default
+    p = WorkloadParams(delay_us_per_frame=2)
+    assert p.delay_us_per_frame == 2.0 and isinstance(p.delay_us_per_frame, float)
+    assert WorkloadParams.from_json(p.to_json()) == p
+    for bad, words in ((-0.1, ">= 0"), (1001.0, "at most 1000"), ("1", "must be a number"), (float("nan"), "finite")):
+        with pytest.raises(ConfigError, match=words):
+            WorkloadParams(delay_us_per_frame=bad)
+    cfg = parse_configs('[[config]]\nlabel = "a"\ncluster = 3\ncap = 10\nstreams = 1\nbatch = 10\nframes = 10\n'
+                        'delay_us_per_frame = 0.43\n').configs[0]
+    assert cfg.params.delay_us_per_frame == 0.43
+    with pytest.raises(ConfigError, match="delay_us_per_frame"):
+        parse_configs('[[config]]\nlabel = "a"\ncluster = 3\ncap = 10\nstreams = 1\nbatch = 10\nframes = 10\n'
+                      'delay_us_per_frame = -1\n')

@@ -12,6 +12,9 @@ safe; the host never synchronizes inside the pass unless the caller asks for the
 (``collect=True``), and then only on an event recorded S batches earlier. Totals (clusters found,
 dropped over the cap) are counted on the GPU.
 
+``delay_us_per_frame`` (a test tool, default 0) adds a spin kernel after each batch's kernels on its
+stream: frames x the delay on the GPU's clock, touching no memory (docs/workload.md).
+
 Tracking mode has two paths (``tracking_kernel``). "graph" (the default) launches one kernel per
 frame, replayed from a CUDA graph per batch. "coop" and "flags" launch one persistent kernel per
 batch (kernels/tracking_persistent.cu: one resident block per tile, the tracking state in registers,
@@ -52,6 +55,7 @@ TRACKING_KERNELS = params_mod.TRACKING_KERNELS  # ("graph", "coop", "flags"): th
 # matched graph byte for byte in both precisions (docs/workload.md, "Tracking at the link: measured").
 DEFAULT_TRACKING_KERNEL = "coop"
 TRACK_KERNEL_FILE = "tracking_persistent.cu"
+SPIN_KERNEL_FILE = "spin_delay.cu"  # delay_us_per_frame: a deliberate delay for testing compare
 TRACK_TILE_COLS = 32  # one warp across a persistent tile (fixed in the kernel)
 TRACK_PIXELS_PER_THREAD = 2  # own pixels of one column per thread: a block has tile_rows / 2 warps (CB_PBY)
 # CB_PTH default: 13 x 20 = 260 tiles of 10 warps on 400x400, 2 resident blocks per SM on 132 SMs. On the H200,
@@ -424,6 +428,9 @@ class Pipeline:
         self.thr = cp.zeros(self.npix, self.T)
         self.inv = np.float64(1.0) / np.float64(params.pedestal_frames)
         self._track_event: Any = None  # recorded after a batch's tracking work (the next batch waits on it)
+        # delay_us_per_frame: a spin kernel after each batch's kernels (run_pass only, not time_kernel)
+        self.delay_ns_per_frame = params.delay_us_per_frame * 1000.0
+        self.k_spin: Any = None
         if self.persistent:
             self._init_persistent(cp, params, B, S)
         elif params.pedestal == "tracking":
@@ -577,6 +584,14 @@ class Pipeline:
         self._track_event = self.cp.cuda.Event(disable_timing=True)
         self._track_event.record(stream)
 
+    def _spin(self, s: int, n: int) -> None:
+        """The deliberate delay (``delay_us_per_frame``): one thread spins on the GPU's clock for n frames'
+        worth after the batch's kernels, on its stream, touching no memory."""
+        if self.k_spin is None:
+            self.k_spin = self.cp.RawKernel(build.kernel_source(SPIN_KERNEL_FILE), "spin_delay")
+        with self.streams[s]:
+            self.k_spin((1,), (1,), (np.uint64(round(n * self.delay_ns_per_frame)),))
+
     def _launch_persistent(self, s: int, n: int) -> None:
         """One persistent launch for the batch's n frames, then frozen_compact over its masks and means.
         The mean is ping-ponged per batch: read mean[i], the last frame's update goes to mean[1 - i]."""
@@ -649,6 +664,8 @@ class Pipeline:
             if tracking and prev_kernel is not None:
                 stream.wait_event(prev_kernel)
             self._launch(s, n, start)
+            if self.delay_ns_per_frame:
+                self._spin(s, n)
             if tracking:
                 prev_kernel = self._track_event
             if self.d_out is not None:
