@@ -37,7 +37,7 @@ LIMIT_S = 30.0
 SMOKE_CONFIG = "configs/smoke.toml"
 SMOKE_TAG = "smoke"
 PHASES = ("trace", "export", "analyze", "sustained")
-PROCESS_PARTS = ("imports", "import_cupy", "frames", "pipeline", "warm_up", "pedestal", "pass", "passes")
+PROCESS_PARTS = ("imports", "import_cupy", "frames", "pipeline", "warm_up", "wait_go", "pedestal", "pass", "passes")
 
 
 def _gpu_problem() -> str | None:
