@@ -42,6 +42,9 @@ GPU_ONLY = {
     "scripts/zoo_trace.sh": (["{tmp}/zoo"], "needs an NVIDIA GPU and Nsight Systems"),
     "scripts/device_probe_checks.sh": (["{tmp}/zoo"], "needs an NVIDIA GPU and Nsight Systems"),
     "benchmarks/bench_probe_time.py": ([], "needs an NVIDIA GPU and Nsight Systems"),
+    "scripts/device_steady.sh": (["{tmp}/out"], "needs an NVIDIA GPU and Nsight Systems"),
+    "scripts/steady_series.py": (["{tmp}/out"], "needs CuPy and an NVIDIA GPU"),
+    "scripts/nsys_call_cost.py": ([], "needs an NVIDIA GPU, CuPy and Nsight Systems"),
 }
 FAST_S = 15  # --help and the GPU refusal: no heavy import, no work before the arguments are parsed
 
