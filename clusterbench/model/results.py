@@ -196,8 +196,19 @@ class ResultRow:
     sustained_steady: bool | None = None
     sustained_warmups: int | None = None
     sustained_warmup_s: float | None = None
-    fps_efficiency: float | None = None
+    fps_efficiency: float | None = None  # sustained_fps over the roofline without the profiler (roofline_untraced_us)
     profiler_overhead: float | None = None
+    # the busiest launching thread's bar per frame as traced (under the profiler), its estimate without the
+    # profiler and how that was made (calibrated: nsys's cost per call on this machine; rate-scaled: the
+    # program's own untraced / traced rate); None: not estimated
+    host_us: float | None = None
+    host_untraced_us: float | None = None
+    host_estimate: str | None = None
+    # the roofline an untraced FPS is set against: the GPU bars as traced and the host bar without the
+    # profiler (where it was estimated, else as traced), µs per frame; and why a sustained FPS stands above
+    # a roofline, where it does beyond the noise
+    roofline_untraced_us: float | None = None
+    roofline_note: str | None = None
     # the program's own figures set against the trace (clusterbench.run.checks): agree, disagree or unchecked
     rate_check: str | None = None
     kernel_check: str | None = None
@@ -339,8 +350,10 @@ SPREAD_SUFFIX = "_spread"
 # empty cell, never 0). Every other numeric column (duty, idle, overlap, spreads, counts) must be >= 0.
 POSITIVE_COLUMNS = frozenset({"kernel_us", "h2d_us", "d2h_us", "roofline_us", "measured_us", "roofline_fps",
                               "sustained_fps", "cluster", "cap", "streams", "batch", "frames", "gpus", "gpu_min_fps",
-                              "solo_fps", "serial_us", "processes"})
+                              "solo_fps", "serial_us", "processes", "host_us", "host_untraced_us",
+                              "roofline_untraced_us"})
 CHECK_STATUSES = ("agree", "disagree", "unchecked")
+HOST_ESTIMATES = ("calibrated", "rate-scaled")  # how host_untraced_us was made
 # What may bind: a GPU engine, or the host (a launching thread whose busy time per frame is the tallest bar)
 BINDERS: tuple[str, ...] = (*ENGINES, "host")
 
@@ -370,6 +383,9 @@ def _check_values(row: ResultRow) -> None:
         if v is not None and v not in CHECK_STATUSES:
             raise RowValueError(f"column {column}: must be one of {', '.join(CHECK_STATUSES)}, got {v!r}",
                                 hint=f"re-run clusterbench probe --only {row.key.config}")
+    if row.host_estimate is not None and row.host_estimate not in HOST_ESTIMATES:
+        raise RowValueError(f"column host_estimate: must be one of {', '.join(HOST_ESTIMATES)}, got {row.host_estimate!r}",
+                            hint=f"re-run clusterbench probe --only {row.key.config}")
     if row.binds is not None and row.binds not in BINDERS:
         raise RowValueError(f"column binds: {row.binds!r} is not an engine (one of {', '.join(BINDERS)})",
                             hint="binds names the engine with the largest busy time; fix it or re-run "

@@ -22,8 +22,9 @@ from clusterbench.run.scan import Scan, ScanPoint
 WIDE_MIN_WIDTH = 120
 _GAP = 2  # spaces between columns (rich: padding 0 1, no edge padding)
 
-CAPTION = ("µs per frame from the trace; FPS untraced: median of the repeats ± half their range; "
-           "profiler overhead = untraced FPS / traced FPS")
+CAPTION = ("µs per frame from the trace; FPS untraced: median of the counted runs ± half their range (~: not "
+           "steady); roofline FPS without the profiler (the GPU bars as traced, the host bar estimated untraced); "
+           "profiler overhead = untraced FPS / traced FPS; *: above a roofline, said below")
 
 
 def _cells(r: ResultRow) -> dict[str, str]:
@@ -34,6 +35,13 @@ def _cells(r: ResultRow) -> dict[str, str]:
     eff = r.fps_efficiency
     if r.sustained_fps is None and r.sustained_gbps is not None and r.sustained_source not in (None, "result"):
         sustained = U.gbps(r.sustained_gbps)  # a program that reports GB/s only
+    if r.sustained_steady is False:
+        sustained += " ~"  # not steady: the legend and a note say so
+    # an untraced FPS is set against the roofline without the profiler (the host bar estimated untraced)
+    roof_fps = U.fps_of_us(r.roofline_untraced_us) or r.roofline_fps
+    efficiency = U.pct(eff, 0, unit=False)
+    if r.roofline_note and eff is not None:
+        efficiency += "*"  # above a roofline: a note says why
     return {
         "config": r.label,
         "frames": U.count(r.frames),
@@ -42,9 +50,9 @@ def _cells(r: ResultRow) -> dict[str, str]:
         "d2h": U.us_per_frame(r.d2h_us, 2, unit=False),
         "roofline": U.us_per_frame(r.roofline_us, 2, unit=False),
         "binds": display_name(r.binds) if r.binds else U.NOT_MEASURED,
-        "roofline_fps": U.fps(r.roofline_fps, unit=False),
+        "roofline_fps": U.fps(roof_fps, unit=False),
         "sustained": sustained,
-        "efficiency": U.pct(eff, 0, unit=False),
+        "efficiency": efficiency,
         "overhead": U.times(r.profiler_overhead, unit=False),
         "source": "failed" if r.error else (r.sustained_source or U.NOT_MEASURED),
     }
@@ -71,9 +79,10 @@ _NARROW_HEADERS: dict[str, tuple[str, bool]] = {
     "overhead": ("profiler\n×", True),
     "source": ("from", False),
 }
-NARROW_CAPTION = ("µs per frame from the trace; FPS untraced: median of the repeats ± half their range; "
-                  "% of roofline = sustained FPS / roofline FPS; profiler × = untraced FPS / traced FPS "
-                  "(the profiler's overhead)")
+NARROW_CAPTION = ("µs per frame from the trace; FPS untraced: median of the counted runs ± half their range (~: "
+                  "not steady); roofline FPS without the profiler (the GPU bars as traced, the host bar estimated "
+                  "untraced); % of roofline = sustained FPS / roofline FPS (*: above it, said below); profiler × = "
+                  "untraced FPS / traced FPS (the profiler's overhead)")
 TRACE_KEYS = ("config", "frames", "kernel", "h2d", "d2h", "roofline", "binds")
 FPS_KEYS = ("config", "roofline_fps", "sustained", "efficiency", "overhead")
 WIDE_KEYS = tuple(k for k in _COLUMNS if k != "source")
@@ -176,11 +185,31 @@ def row_notes(rows: Sequence[ResultRow]) -> list[str]:
         for what, status in (("rate", r.rate_check), ("kernel time", r.kernel_check)):
             if status is not None:
                 out.append(f"{r.label}: the program's own {what} {_STATUS_WORDS[status]} the trace")
+        if r.sustained_steady is False:
+            out.append(f"{r.label}: its sustained runs did not reach a steady state (after "
+                       f"{r.sustained_warmups or 0} warm-up runs): the figure is marked ~")
+        if r.host_us is not None and (r.binds == "host" or r.roofline_note):
+            out.append(f"{r.label}: {host_line(r)}")
+        if r.roofline_note:
+            out.append(f"{r.label}: * {r.roofline_note}")
         if r.sustained_source == "trace":
             out.append(f"{r.label}: sustained FPS from the traced window, under the profiler")
         elif r.sustained_source == "wall-run":
             out.append(f"{r.label}: sustained FPS over the program's whole run, start-up included")
     return out
+
+
+def host_line(r: ResultRow) -> str:
+    """The launching thread's bar traced and without the profiler, set against the untraced rate (pure)."""
+    traced = f"host bar {U.us_per_frame(r.host_us, 2)} under nsys"
+    if r.host_untraced_us is None:
+        return traced + ", not estimated without the profiler"
+    line = f"{traced}, {U.us_per_frame(r.host_untraced_us, 2)} without it ({r.host_estimate})"
+    frame_us = U.fps_of_us(r.sustained_fps)  # 10^6 / FPS: the untraced frame time in µs
+    if frame_us:
+        line += (f"; the untraced rate is {U.us_per_frame(frame_us, 2)}: the estimate is "
+                 f"{U.signed_pct(100 * (r.host_untraced_us / frame_us - 1), 1)} from it")
+    return line
 
 
 _STATUS_WORDS = {"agree": "agrees with", "disagree": "DISAGREES with", "unchecked": "could not be checked against"}
@@ -205,15 +234,22 @@ def render_scan(points: Sequence[ScanPoint], scans: Sequence[Scan], width: int |
         table.add_column(header, justify="right")
     table.add_column("binds")
     table.add_column("nearer")
+    notes = []
     for p in points:
         values = dict(p.values)
         sustained = U.fps(p.sustained_fps, unit=False) + ("" if p.source in (None, "result") else f" ({p.source})")
+        nearer = p.nearer or U.NOT_MEASURED
+        if p.note:
+            nearer += "*"
+            notes.append(Text(f"{p.label}: * {p.note}"))
         table.add_row(p.config, *(values.get(n, U.NOT_MEASURED) for n in names), "failed" if p.error else sustained,
                       U.fps(p.roofline_fps, unit=False), U.fps(p.serial_fps, unit=False),
-                      display_name(p.binds) if p.binds else U.NOT_MEASURED, p.nearer or U.NOT_MEASURED)
-    caption = Text("roofline FPS: the tallest bar, what streams that overlap pay; sum of bars FPS: the bars added "
-                   "up, what one stream (engines taking turns) pays; nearer: the bound the sustained FPS is closer to")
-    return Group(table, caption)
+                      display_name(p.binds) if p.binds else U.NOT_MEASURED, nearer)
+    caption = Text("roofline FPS: the tallest bar without the profiler (the GPU bars as traced, the host bar "
+                   "estimated untraced), what streams that overlap pay; sum of bars FPS: the bars added up, what one "
+                   "stream (engines taking turns) pays; nearer: the bound the sustained FPS is closer to, or above "
+                   "both; *: said below")
+    return Group(table, caption, *notes)
 
 
 def _wrap_command(head: str, words: Sequence[str], width: int) -> list[str]:

@@ -61,7 +61,9 @@ from clusterbench.io.history import record_probe
 from clusterbench.run.clocks import ClockSample, ClockVerdict, clock_summary, judge_clocks
 from clusterbench.run.config import DEFAULT_CONFIG_FILE, EXEC, ConfigFile, ExecOptions, ProbeConfig
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT
+from clusterbench.model.engines import display_name
 from clusterbench.model.steady import STEADY_HINT
+from clusterbench.run.callcost import CallCosts
 from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity, trace_figures
 from clusterbench.run.sustained import steadiness_of
 from clusterbench.run.tracers import TRACERS, GRAPH_VARIANT, NsysTracer, TracedRun, Tracer, TracerSetup, WorkloadJob
@@ -729,35 +731,82 @@ def dry_run(plan: ProbePlan, request: ProbeRequest) -> DryRun:
 ROOFLINE_EXCESS = 0.02
 
 
-def roofline_exceeded(row: ResultRow, sustained: Measurement | None) -> str | None:
-    """Why the row's sustained FPS cannot be squared with its roofline, or None (pure): the untraced runs
-    beat the tallest bar of the traced pass beyond the noise, so the traced pass ran slower than they did."""
-    fps, roof = row.sustained_fps, row.roofline_fps
-    if fps is None or roof is None or sustained is None:
+@dataclass(frozen=True, slots=True)
+class AboveRoofline:
+    """A sustained FPS above a roofline beyond the noise: why (``note``, the row's ``roofline_note``), and
+    whether it stands above the roofline without the profiler too (``impossible``: no pipeline runs faster
+    than its tallest bar, so a bar of the trace overstates its cost; warned about)."""
+
+    note: str
+    impossible: bool
+
+
+def _untraced_binder(row: ResultRow, host: Any) -> str:
+    if host is not None and row.roofline_untraced_us is not None and math.isclose(row.roofline_untraced_us,
+                                                                                     host.untraced_us):
+        return "host"
+    if row.binds and row.binds != "host":
+        return row.binds
+    bars = {n: getattr(row, f"{n}_us") for n in ("kernel", "h2d", "d2h") if getattr(row, f"{n}_us")}
+    return max(bars, key=bars.get) if bars else "host"  # type: ignore[arg-type]
+
+
+def above_roofline(row: ResultRow, sustained: Measurement | None, host: Any = None) -> AboveRoofline | None:
+    """Why the row's sustained FPS stands above a roofline beyond the noise, or None (pure).
+
+    The noise: the larger of ROOFLINE_EXCESS and the runs' spread over their median, plus, where the host
+    binds without the profiler, the estimate's own band. Above the roofline without the profiler
+    (``roofline_untraced_us``: the GPU bars as traced, the host bar estimated untraced): impossible, a bar of
+    the trace overstates its cost (the traced pass ran slower). Above the traced roofline only: the
+    profiler's inflation of the host bar, which the estimate takes off."""
+    fps = row.sustained_fps
+    if fps is None or sustained is None:
         return None
-    allowed = max(ROOFLINE_EXCESS, sustained.spread / fps)
-    if fps <= roof * (1 + allowed):
+    noise = max(ROOFLINE_EXCESS, sustained.spread / fps)
+    traced = row.roofline_fps
+    untraced = U.fps_of_us(row.roofline_untraced_us) or traced
+    if untraced is None:
         return None
-    return (f"sustained {U.fps(fps)} is {U.pct(fps / roof - 1)} above the roofline of its trace "
-            f"({U.fps(roof)}, {row.binds} the tallest bar), beyond the ±{U.pct(allowed)} noise: no pipeline "
-            "runs faster than its tallest bar, so the traced pass ran slower than the untraced runs (the "
-            "profiler's overhead, or other work during the trace) and the trace's bars overstate the costs")
+    binder = _untraced_binder(row, host)
+    band = 0.0
+    if binder == "host" and host is not None and host.untraced_us > 0:
+        band = (host.untraced_us - host.low_us) / host.untraced_us
+    if fps > untraced * (1 + noise + band):
+        what = (f"the host bar {U.us_per_frame(row.roofline_untraced_us, 2)} without the profiler "
+                f"({host.method})" if binder == "host" and host is not None else
+                f"{display_name(binder)} the tallest bar" if binder != "host" else
+                f"the host bar {U.us_per_frame(row.host_us, 2)} as traced (not estimated without the profiler)")
+        why = ("the traced pass ran slower than the untraced runs (the profiler's overhead, or other work "
+               "during the trace) and the trace's bars overstate the costs")
+        if binder == "host":
+            why += ("; or the profiler cost the host more than the estimate takes off" if host is not None else
+                    ": the profiler's inflation of the host bar, which no estimate took off")
+        return AboveRoofline(
+            f"sustained {U.fps(fps)} is {U.pct(fps / untraced - 1)} above the roofline without the "
+            f"profiler ({U.fps(untraced)}, {what}), beyond the ±{U.pct(noise + band)} noise: no pipeline "
+            f"runs faster than its tallest bar, so {why}", True)
+    if traced is not None and fps > traced * (1 + noise) and host is not None:
+        return AboveRoofline(
+            f"sustained {U.fps(fps)} is {U.pct(fps / traced - 1)} above the traced roofline "
+            f"({U.fps(traced)}: the host bar {U.us_per_frame(host.traced_us, 2)} under nsys) and within "
+            f"the roofline without the profiler ({U.fps(untraced)}: the host bar "
+            f"{U.us_per_frame(host.untraced_us, 2)}, {host.method}): the profiler's inflation of the host bar",
+            False)
+    return None
 
 
 def steady_plan(command: Any) -> str:
     """When a config's sustained runs stop, in words (``command``: a sustained.SustainedCommand) (pure)."""
-    from clusterbench.model import units
-
     rule = command.rule
     if command.whole_runs:
         return (f"each run is the whole program; runs until the last {rule.counted} agree within "
-                f"{units.pct(rule.spread, 0)} (range over median), {rule.max_runs} runs at most")
+                f"{U.pct(rule.spread, 0)} (range over median), {rule.max_runs} runs at most")
     if command.own_steady:
         return (f"in one process: {rule.min_warmups} warm-up run of one pass that sets the passes per run (runs of at "
-                f"least {units.seconds(rule.target_s)}), then runs until the last {rule.counted} agree within "
-                f"{units.pct(rule.spread, 0)}, at most {rule.max_runs} runs"
-                + (f" or {units.seconds(rule.max_s)} of runs" if rule.max_s is not None else ""))
-    return f"in one process: {rule.counted} timed passes, judged steady when they agree within {units.pct(rule.spread, 0)}"
+                f"least {U.seconds(rule.target_s)}), then runs until the last {rule.counted} agree within "
+                f"{U.pct(rule.spread, 0)}, at most {rule.max_runs} runs"
+                + (f" or {U.seconds(rule.max_s)} of runs" if rule.max_s is not None else ""))
+    return f"in one process: {rule.counted} timed passes, judged steady when they agree within {U.pct(rule.spread, 0)}"
 
 
 def sustained_block(m: Measurement) -> dict[str, object]:
@@ -865,6 +914,11 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         gpu_runs: dict[str, MultiGpuSustained] = {}
         _joined(*frames_job)
         env = _child_env(frame_cache)
+        from clusterbench.run.callcost import machine_key
+
+        call_costs = CallCosts(nsys if plan.tracer == "nsys" else None,
+                               machine_key(gpu.get("uuid"), gpu.get("driver"), None if nsys_version is None  # type: ignore[arg-type]
+                                           else str(nsys_version)), env, versions.get("cupy") is not None)
 
         def write_env() -> None:
             # merged into the dir: the entries, rows and blocks of configs this probe does not run stay
@@ -887,7 +941,8 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
                 emit(ProbeEvent("phase", label=_label, phase=p, index=_index, total=total, message=detail))
 
             emit(ProbeEvent("start", label=label, index=index, total=total))
-            run = ConfigRun(cfg, plan, gpu_plan, tracer, out_dir, session_id, on_phase, warn, per_config, env)
+            run = ConfigRun(cfg, plan, gpu_plan, tracer, out_dir, session_id, on_phase, warn, per_config, env,
+                            call_costs)
             try:
                 record, gpu_rows, figures = run.run()
             except ProbeInterrupted:
@@ -1029,7 +1084,8 @@ class ConfigRun:
 
     def __init__(self, cfg: ProbeConfig, plan: ProbePlan, gpu_plan: GpuPlan, tracer: Tracer, out_dir: Path,
                  session_id: str, on_phase: Callable[..., None], warn: Callable[..., None],
-                 per_config: dict[str, ConfigEntry], env: Mapping[str, str]) -> None:
+                 per_config: dict[str, ConfigEntry], env: Mapping[str, str], call_costs: CallCosts | None = None
+                 ) -> None:
         self.cfg, self.plan, self.gpu_plan, self.tracer = cfg, plan, gpu_plan, tracer
         self.out_dir, self.session_id, self.warn, self.per_config, self.env = out_dir, session_id, warn, per_config, env
         self._on_phase = on_phase
@@ -1041,6 +1097,9 @@ class ConfigRun:
         self.checks: tuple[FigureCheck, ...] = ()
         self.graph_reason: str | None = None
         self._pending: tuple[threading.Thread, dict[str, Any]] | None = None
+        self.host: Any = None  # the host bar estimated without the profiler (callcost.HostEstimate)
+        self.roofline_note: str | None = None
+        self.call_costs = call_costs or CallCosts(None, {}, {}, False)
         self.entry = ConfigEntry(session=session_id, tracer=plan.tracer, frames=cfg.frames,
                                  params=cfg.params.to_json() if cfg.params is not None else dict(cfg.placeholders()),
                                  workload=cfg.workload.kind, command=cfg.workload.command)
@@ -1076,7 +1135,38 @@ class ConfigRun:
     def _row(self, sustained: Measurement | None, error: str | None = None, overhead: float | None = None) -> ResultRow:
         return build_row(self.cfg, self.analysis, sustained, self.result, self.plan.tracer, self.trace_name,
                          self.session_id, checks={c.what: c.status for c in self.checks}, error=error,
-                         profiler_overhead=overhead)
+                         profiler_overhead=overhead, host=self.host, roofline_note=self.roofline_note)
+
+    def _host_estimate(self, sustained: Measurement | None) -> Any:
+        """The busiest launching thread's bar without the profiler: calibrated from nsys's cost per call on
+        this machine (:mod:`clusterbench.run.callcost`), or, where the host binds and no calibration is to be
+        had, scaled by the program's own untraced / traced rate; None where neither applies."""
+        from clusterbench.run.callcost import calls_per_frame, estimate_calibrated, estimate_rate_scaled
+        from clusterbench.run.rows import host_bar, trace_figures
+
+        thread, traced_us = host_bar(self.analysis)
+        if thread is None or traced_us is None or self.plan.tracer != "nsys" or self.analysis is None:
+            return None
+        figs = trace_figures(self.analysis)
+        host_binds = self.analysis.primary.roofline.engine == "host"
+        cost = self.call_costs.get(need=host_binds, on_phase=lambda: self.phase("analyze", "nsys's cost per call"))
+        if cost is None and host_binds and self.call_costs.problem:
+            self.warn(f"{self.cfg.label}: {self.call_costs.problem}", "python3 scripts/nsys_call_cost.py --save on "
+                      "this machine calibrates it", label=self.cfg.label)
+            self.call_costs.problem = None  # said once
+        if cost is not None and figs.frames:
+            est = estimate_calibrated(traced_us, calls_per_frame(thread, figs.frames), cost)
+            if est is not None:
+                return est
+            self.warn(f"{self.cfg.label}: nsys's calibrated cost per call ({cost.summary()}) is more than the host "
+                      f"bar itself ({U.us_per_frame(traced_us, 2)}): its calls are not like the calibration's; "
+                      "the bar is not estimated that way", label=self.cfg.label)
+        if not host_binds or sustained is None:
+            return None
+        overhead = self._row(sustained).profiler_overhead
+        if overhead is None:
+            return None
+        return estimate_rate_scaled(traced_us, overhead, sustained.spread / sustained.median)
 
     # -- the steps
 
@@ -1153,11 +1243,17 @@ class ConfigRun:
         if plan.gpus is not None and figures is not None:
             gpu_rows = config_rows(row_for, figures, self.gpu_plan.gpus, socket.gethostname())
             merge_results(self.out_dir, ResultSet(rows=gpu_rows))
+        self.host = self._host_estimate(solo)
         row = self._row(solo)
-        above = roofline_exceeded(row, solo)
+        above = above_roofline(row, solo, self.host)
         if above is not None:
-            self.warn(f"{cfg.label}: {above}", "probe the config again: if it repeats, the trace's bars are upper "
-                      "bounds (compare the profiler × column)", label=cfg.label)
+            self.roofline_note = above.note
+            row = self._row(solo)
+            if above.impossible:
+                self.warn(f"{cfg.label}: {above.note}", "probe the config again: if it repeats, the trace's bars "
+                          "are upper bounds (compare the profiler × column)", label=cfg.label)
+        if self.host is not None:
+            self._save(analysis={**dict(self.entry.analysis or {}), "host": self.host.to_json()})
         return row, gpu_rows, figures
 
     def _analyze(self, traced: TracedRun) -> TraceAnalysis:

@@ -24,6 +24,7 @@ from clusterbench.run.supervisor import GpuOutcome
 
 if TYPE_CHECKING:
     from clusterbench.analyzers.records import TraceAnalysis
+    from clusterbench.run.callcost import HostEstimate
     from clusterbench.run.config import ProbeConfig
     from clusterbench.run.guards import NvmlReading
 
@@ -236,6 +237,26 @@ def trace_figures(analysis: TraceAnalysis) -> TraceFigures:
         h2d_bytes=None if h2d is None else h2d.bytes, idle_share=_ratio(idle, window_ns))
 
 
+def host_bar(analysis: TraceAnalysis | None) -> tuple[Any, float | None]:
+    """The busiest launching thread of a trace with one (process, device) group, and its bar in µs per frame
+    as traced: analyze's host threads, the thread's busy time (its CUDA calls and host code, its waits left
+    out). (None, None) without a trace, threads or frames, or with several groups (pure)."""
+    if analysis is None:
+        return None, None
+    groups = tuple(analysis.groups) or (analysis.primary,)
+    if len(groups) != 1 or not groups[0].host.known:
+        return None, None
+    thread = groups[0].host.busiest
+    us = None if thread is None else thread.us_per_frame
+    return (thread, us) if us else (None, None)
+
+
+def tallest_gpu_bar(figs: TraceFigures) -> float | None:
+    """The tallest GPU engine's bar in µs per frame (pure)."""
+    bars = [e.us_per_frame for e in figs.engines.values() if e.us_per_frame]
+    return max(bars) if bars else None
+
+
 def build_row(
     cfg: ProbeConfig,
     analysis: TraceAnalysis | None,
@@ -249,6 +270,8 @@ def build_row(
     checks: Mapping[str, str] | None = None,
     error: str | None = None,
     profiler_overhead: float | None = None,
+    host: HostEstimate | None = None,
+    roofline_note: str | None = None,
 ) -> ResultRow:
     """One probes.csv row from a config, its trace analysis, its pass result and its sustained FPS (pure).
 
@@ -257,8 +280,10 @@ def build_row(
     ``result`` is the traced pass's result record (None without a trace, or for an exec program).
     ``checks``: the status of each of the program's own figures against the trace (``rate``,
     ``kernel_time``); ``error``: why the config failed. ``profiler_overhead``: the program's own untraced
-    over traced rate, for a sustained figure that was itself traced. Every ``*_us`` is microseconds per
-    frame; absent means not measured.
+    over traced rate, for a sustained figure that was itself traced. ``host``: the busiest launching
+    thread's bar estimated without the profiler (:mod:`clusterbench.run.callcost`), which the roofline an
+    untraced FPS is set against takes in place of the traced bar; ``roofline_note``: why the sustained FPS
+    stands above a roofline. Every ``*_us`` is microseconds per frame; absent means not measured.
     """
     p = cfg.params
     figs = trace_figures(analysis) if analysis is not None else None
@@ -286,6 +311,14 @@ def build_row(
     measured = figs.measured_us if figs is not None else None
     traced_fps = U.fps_of_us(measured)
     roofline_fps = figs.roofline_fps if figs is not None else None
+    host_us = host_bar(analysis)[1]
+    untraced_roof = None
+    if figs is not None and figs.frames:
+        host_untraced = host.untraced_us if host is not None else host_us
+        bars = [b for b in (tallest_gpu_bar(figs), host_untraced) if b]
+        untraced_roof = max(bars) if bars else None
+        if untraced_roof is not None:
+            roofline_fps = 1e6 / untraced_roof  # an untraced FPS is set against the untraced roofline
     fps = sustained if sustained is not None and sustained.metric == SUSTAINED_FPS else None
     gbps = sustained if sustained is not None and sustained.metric == SUSTAINED_GBPS else None
     sustained_fps = fps.median if fps is not None else None
@@ -317,6 +350,9 @@ def build_row(
                             and not isinstance(steady.get("warmup_s"), bool) else None),
         fps_efficiency=_ratio(sustained_fps, roofline_fps),
         profiler_overhead=overhead,
+        host_us=host_us, host_untraced_us=None if host is None else host.untraced_us,
+        host_estimate=None if host is None else host.method, roofline_untraced_us=untraced_roof,
+        roofline_note=roofline_note,
         rate_check=(checks or {}).get("rate"), kernel_check=(checks or {}).get("kernel_time"),
         clusters_per_frame=result.clusters_found / result.frames if result is not None else None,
         dropped_clusters=result.clusters_dropped if result is not None else None,

@@ -27,6 +27,9 @@ from clusterbench.workloads.protocol import template_fields
 SCAN_HINT = "write --scan NAME=V1,V2,... with NAME a placeholder, e.g. --scan streams=1,2,4 --scan batch=200,2000"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_POINTS = 1000
+# A point "beats" a bound when its sustained FPS is above it by more than this (or its runs' spread): the
+# probe's own floor for a figure above its roofline (run/probe.py ROOFLINE_EXCESS).
+ABOVE_NOISE = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,14 +160,27 @@ class ScanPoint:
     serial_fps: float | None
     binds: str | None
     error: str | None = None
+    note: str | None = None  # why the sustained FPS stands above a roofline (the row's roofline_note)
+    spread: float = 0.0  # the sustained runs' half range over their median
+
+    @property
+    def above_both(self) -> bool:
+        """The sustained FPS beats both bounds beyond the noise (ABOVE_NOISE, or the runs' spread)."""
+        if not (self.sustained_fps and self.roofline_fps and self.serial_fps):
+            return False
+        noise = max(ABOVE_NOISE, self.spread)
+        return self.sustained_fps > max(self.roofline_fps, self.serial_fps) * (1 + noise)
 
     @property
     def nearer(self) -> str | None:
-        """``roofline`` or ``sum``: the bound the sustained FPS is nearer (by ratio); None when unknown."""
+        """``roofline`` or ``sum``: the bound the sustained FPS is nearer (by ratio); ``above both`` when it beats
+        both beyond the noise (then :attr:`note` says why); None when unknown."""
         import math
 
         if not (self.sustained_fps and self.roofline_fps and self.serial_fps):
             return None
+        if self.above_both:
+            return "above both"
         to_roof = abs(math.log(self.sustained_fps / self.roofline_fps))
         to_sum = abs(math.log(self.sustained_fps / self.serial_fps))
         return "roofline" if to_roof <= to_sum else "sum"
@@ -173,7 +189,7 @@ class ScanPoint:
         return {"config": self.config, "label": self.label, "values": dict(self.values),
                 "sustained_fps": self.sustained_fps, "sustained_source": self.source,
                 "roofline_fps": self.roofline_fps, "serial_fps": self.serial_fps, "binds": self.binds,
-                "nearer": self.nearer, "error": self.error}
+                "nearer": self.nearer, "note": self.note, "error": self.error}
 
 
 def scan_points(rows: Sequence[ResultRow], configs: Sequence[ProbeConfig]) -> tuple[ScanPoint, ...]:
@@ -184,6 +200,19 @@ def scan_points(rows: Sequence[ResultRow], configs: Sequence[ProbeConfig]) -> tu
         if c.scanned_from is None or c.label not in by_label:
             continue
         r = by_label[c.label]
-        out.append(ScanPoint(c.scanned_from, c.label, c.point, r.sustained_fps, r.sustained_source, r.roofline_fps,
-                             U.fps_of_us(r.serial_us), r.binds, r.error))
+        # like with like: an untraced FPS against the roofline without the profiler (the host bar estimated
+        # untraced), and against the bars added up, which can be no faster than the tallest of them
+        roof_us = r.roofline_untraced_us or r.roofline_us
+        serial_us = max(r.serial_us, roof_us or 0.0) if r.serial_us else None
+        m = next((m for m in r.measurements if m.metric == "sustained_fps"), None)
+        spread = m.spread / m.median if m is not None and len(m.samples) > 1 else 0.0
+        note = r.roofline_note
+        point = ScanPoint(c.scanned_from, c.label, c.point, r.sustained_fps, r.sustained_source,
+                          U.fps_of_us(roof_us) or r.roofline_fps, U.fps_of_us(serial_us),
+                          r.binds, r.error, note, spread)
+        if point.above_both and note is None:
+            note = ("faster than both bounds, though no roofline note was made: a bar of the trace overstates its "
+                    "cost (the traced pass ran slower than the untraced runs)")
+            point = dataclasses.replace(point, note=note)
+        out.append(point)
     return tuple(out)

@@ -71,7 +71,7 @@ def test_an_exec_program_under_tracer_none_gives_its_own_rate(monkeypatch, tmp_p
     FakeMachine(monkeypatch, 1)
     counter = tmp_path / "runs"
     plan, outcome = probe(tmp_path, ["--rates", f"1000,3000,2000:{counter}"], tracer="none",
-                          rate=r"rate: ([0-9.]+)", label="toy")
+                          rate=r"rate: ([0-9.]+)", label="toy", repeat=3)
     require_no_failures(outcome)
     (row,) = outcome.rows
     # the untraced runs print 1000, 3000, 2000, 1000, 3000 frames/s: the last three never agree within 2 %,

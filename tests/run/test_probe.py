@@ -110,7 +110,7 @@ def group(engines, frames=20000, window_ns=500_000_000, roof_us=15.0, binds="ker
         busy=SimpleNamespace(engines=engines, idle_ns=40_000_000, overlap_ns=100_000_000, serialization=1.3,
                              any_busy_ns=window_ns - 40_000_000),
         roofline=SimpleNamespace(engine=binds, us_per_frame=roof_us, fps=1e6 / roof_us),
-        host=SimpleNamespace(host_sync_ns=2_000_000),
+        host=SimpleNamespace(host_sync_ns=2_000_000, known=True, busiest=SimpleNamespace(us_per_frame=3.0)),
         throughput=SimpleNamespace(measured_us_per_frame=window_ns / 1000 / frames, efficiency=0.6))
 
 
@@ -145,6 +145,29 @@ def test_build_row_by_hand() -> None:
     assert (row["tracer"], row["trace"], row["session"], row["timestamp"]) == (
         "nsys", "9x9_s1.sqlite", "s1", "2026-09-10T00:00:00Z")
     assert tuple(row) == COLUMNS
+
+
+def test_a_host_bound_row_sets_its_untraced_fps_against_the_untraced_host_bar() -> None:
+    from clusterbench.run.callcost import HostEstimate
+
+    # GPU bars of 2, 3 and 1 µs per frame; the launching thread's bar 12 µs traced, 8 µs without the profiler
+    engines = {"kernel": engine(2.0, 0.1), "h2d": engine(3.0, 0.15, 20.0), "d2h": engine(1.0, 0.05, 5.0)}
+    primary = group(engines, roof_us=12.0, binds="host")
+    primary.host.busiest = SimpleNamespace(us_per_frame=12.0)
+    analysis = SimpleNamespace(primary=primary, groups=(primary,))
+    sustained = Measurement(SUSTAINED_FPS, (120_000.0, 121_000.0, 119_000.0))  # 8.33 µs per frame
+    host = HostEstimate(12.0, 8.0, 7.8, 8.2, "calibrated", {"launch": 2.0}, "calibrated: ...")
+    row = build_row(cfg(), analysis, sustained, None, "nsys", "t.sqlite", "s", host=host)
+    assert (row.host_us, row.host_untraced_us, row.host_estimate) == (12.0, 8.0, "calibrated")
+    assert row.roofline_untraced_us == 8.0 and row.roofline_us == 12.0 and row.binds == "host"  # traced: analyze's
+    # 120,000 FPS against the untraced bound of 125,000 FPS: 96 %, not 144 % of the traced 83,333
+    assert row.fps_efficiency == pytest.approx(120_000 / 125_000)
+    # without an estimate, the bound is the traced bar (the row says how its host bar was made: not at all)
+    bare = build_row(cfg(), analysis, sustained, None, "nsys", "t.sqlite", "s")
+    assert bare.host_untraced_us is None and bare.host_estimate is None and bare.roofline_untraced_us == 12.0
+    # an estimate below the tallest GPU bar: the GPU bar binds the untraced roofline
+    low = HostEstimate(12.0, 2.5, 2.4, 2.6, "calibrated", {}, "")
+    assert build_row(cfg(), analysis, sustained, None, "nsys", "t.sqlite", "s", host=low).roofline_untraced_us == 3.0
 
 
 def test_build_row_without_trace_or_sustained_is_not_measured() -> None:
@@ -468,25 +491,55 @@ def test_the_frames_of_our_finder_are_drawn_once_into_the_cache_its_processes_re
 
 def test_sustained_fps_above_the_roofline_is_said_to_be_impossible() -> None:
     from clusterbench.model.results import ResultRow
-    from clusterbench.run.probe import roofline_exceeded
+    from clusterbench.run.probe import above_roofline
 
-    def row(fps: float, roof: float) -> ResultRow:
+    def row(fps: float, roof: float | None) -> ResultRow:
         return ResultRow(key=RowKey("a"), cluster=3, cap=10, streams=4, batch=200, frames=8000, roofline_fps=roof,
-                         binds="h2d", sustained_fps=fps)
+                         roofline_untraced_us=None if roof is None else 1e6 / roof, binds="h2d", sustained_fps=fps)
 
     # by hand: 145,000 FPS against a 138,000 FPS roofline is 5.07 % above it; the repeats 144,000 and
     # 146,000 spread ±1,000 FPS (0.69 %), so the noise is the 2 % floor and the excess is beyond it
     tight = Measurement(SUSTAINED_FPS, (144_000.0, 146_000.0))
-    msg = roofline_exceeded(row(145_000.0, 138_000.0), tight)
-    assert msg is not None and "5.1 % above the roofline" in msg and "±2.0 % noise" in msg and "h2d" in msg
+    above = above_roofline(row(145_000.0, 138_000.0), tight)
+    assert above is not None and above.impossible
+    assert "5.1 % above the roofline without the profiler" in above.note and "±2.0 % noise" in above.note
+    assert "H2D the tallest bar" in above.note and "the traced pass ran slower" in above.note
     # 1.5 % above it is within the 2 % floor: nothing to say
-    assert roofline_exceeded(row(140_070.0, 138_000.0), tight) is None
+    assert above_roofline(row(140_070.0, 138_000.0), tight) is None
     # repeats spread ±6 % (136,300 and 153,700 around 145,000): 5 % above the roofline is within that noise
     wide = Measurement(SUSTAINED_FPS, (136_300.0, 153_700.0))
-    assert roofline_exceeded(row(145_000.0, 138_000.0), wide) is None
+    assert above_roofline(row(145_000.0, 138_000.0), wide) is None
     # below the roofline, or without one, nothing to say
-    assert roofline_exceeded(row(120_000.0, 138_000.0), tight) is None
-    assert roofline_exceeded(row(145_000.0, None), tight) is None  # type: ignore[arg-type]
+    assert above_roofline(row(120_000.0, 138_000.0), tight) is None
+    assert above_roofline(row(145_000.0, None), tight) is None
+
+
+def test_above_the_traced_host_bar_but_not_the_untraced_one_is_the_profilers_inflation() -> None:
+    from clusterbench.model.results import ResultRow
+    from clusterbench.run.callcost import HostEstimate
+    from clusterbench.run.probe import above_roofline
+
+    # the host bar: 12 µs per frame traced (83,333 FPS), 8 µs without the profiler (125,000 FPS), ± 0.2 µs
+    host = HostEstimate(12.0, 8.0, 7.8, 8.2, "calibrated", {}, "")
+
+    def row(fps: float, untraced_us: float = 8.0) -> ResultRow:
+        return ResultRow(key=RowKey("a"), cluster=3, cap=10, streams=4, batch=1, frames=8000, roofline_fps=1e6 / 12,
+                         roofline_us=12.0, binds="host", host_us=12.0, host_untraced_us=8.0,
+                         host_estimate="calibrated", roofline_untraced_us=untraced_us, sustained_fps=fps, h2d_us=3.0)
+
+    runs = Measurement(SUSTAINED_FPS, (120_000.0, 120_000.0))
+    above = above_roofline(row(120_000.0), runs, host)  # 44 % above 83,333, 4 % below 125,000
+    assert above is not None and not above.impossible
+    assert above.note == ("sustained 120,000 FPS is 44.0 % above the traced roofline (83,333 FPS: the host bar "
+                          "12.00 µs/frame under nsys) and within the roofline without the profiler (125,000 FPS: the "
+                          "host bar 8.00 µs/frame, calibrated): the profiler's inflation of the host bar")
+    # 131,000 FPS is 4.8 % above 125,000: beyond the 2 % floor plus the estimate's 2.5 % band (0.2 / 8)
+    faster = Measurement(SUSTAINED_FPS, (131_000.0, 131_000.0))
+    above = above_roofline(row(131_000.0), faster, host)
+    assert above.impossible and "the host bar 8.00 µs/frame without the profiler (calibrated)" in above.note
+    assert "±4.5 % noise" in above.note and "the profiler cost the host more than the estimate takes off" in above.note
+    # 129,000 FPS is 3.2 % above: within the noise and the band
+    assert not above_roofline(row(129_000.0), Measurement(SUSTAINED_FPS, (129_000.0,)), host).impossible
 
 
 # ----------------------------------------------------------------------------- the sustained process started early

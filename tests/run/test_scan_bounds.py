@@ -1,0 +1,69 @@
+"""The scan's bounds compare like with like: an untraced FPS against the roofline without the profiler, and a
+point above both bounds says why (values worked out by hand)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
+from clusterbench.model.results import ResultRow, RowKey
+from clusterbench.render.probe import render_scan, render_summary
+from clusterbench.run.config import ProbeConfig
+from clusterbench.run.scan import Scan, scan_points
+
+
+def _row(label: str, fps: float, **kw) -> ResultRow:
+    m = Measurement(SUSTAINED_FPS, (fps, fps))
+    return ResultRow(key=RowKey(label), cluster=3, cap=100, streams=1, batch=1, frames=4000, sustained_fps=fps,
+                     measurements=(m,), **kw)
+
+
+def _cfg(label: str, streams: str) -> ProbeConfig:
+    from clusterbench.model.params import WorkloadParams
+
+    return ProbeConfig(label=label, params=WorkloadParams(cluster=3, cap=100, streams=int(streams), batch=1,
+                                                          frames=4000, rows=32, cols=32),
+                       scanned_from="hb", point=(("streams", streams),))
+
+
+def test_a_host_bound_point_is_set_against_its_untraced_host_bar() -> None:
+    # host bar 12 µs traced (83,333 FPS), 8 µs untraced (125,000 FPS); GPU bars 2 + 3 + 1 = 6 µs (166,667 FPS)
+    row = _row("hb.streams1", 120_000.0, kernel_us=2.0, h2d_us=3.0, d2h_us=1.0, roofline_us=12.0, binds="host",
+               roofline_fps=1e6 / 12, serial_us=6.0, host_us=12.0, host_untraced_us=8.0, host_estimate="calibrated",
+               roofline_untraced_us=8.0, roofline_note="the profiler's inflation of the host bar")
+    (p,) = scan_points([row], [_cfg("hb.streams1", "1")])
+    # the roofline: 125,000 FPS; the bars added up cannot be faster than the tallest: max(6, 8) = 8 µs
+    assert p.roofline_fps == 125_000.0 and p.serial_fps == 125_000.0
+    assert p.nearer == "roofline" and not p.above_both  # 120,000 is below both: no "sum" for a faster point
+    text = _render(render_scan([p], [Scan("streams", ("1",))]))
+    assert "roofline*" in text and "hb.streams1: * the profiler's inflation of the host bar" in text
+
+
+def test_a_point_above_both_bounds_says_so_and_why() -> None:
+    # no estimate (the host bar as traced, 12 µs: 83,333 FPS) and 120,000 FPS: 44 % above both bounds
+    row = _row("hb.streams4", 120_000.0, kernel_us=2.0, roofline_us=12.0, binds="host", roofline_fps=1e6 / 12,
+               serial_us=6.0, host_us=12.0, roofline_untraced_us=12.0,
+               roofline_note="sustained 120,000 FPS is 44.0 % above the roofline without the profiler")
+    (p,) = scan_points([row], [_cfg("hb.streams4", "4")])
+    assert p.above_both and p.nearer == "above both" and "44.0 %" in p.note
+    bare = _row("x", 120_000.0, roofline_us=12.0, binds="host", roofline_fps=1e6 / 12, serial_us=6.0)
+    (q,) = scan_points([bare], [_cfg("x", "1")])
+    assert q.nearer == "above both" and "a bar of the trace overstates its cost" in q.note  # never bare
+
+
+def test_the_summary_marks_a_row_above_a_roofline_and_says_how_far_the_estimate_is_from_the_rate() -> None:
+    row = _row("hb", 120_000.0, kernel_us=2.0, h2d_us=3.0, d2h_us=1.0, roofline_us=12.0, binds="host",
+               roofline_fps=1e6 / 12, host_us=12.0, host_untraced_us=8.0, host_estimate="calibrated",
+               roofline_untraced_us=8.0, fps_efficiency=120_000 / 125_000,
+               roofline_note="the profiler's inflation of the host bar")
+    text = _render(render_summary([row], width=80))
+    assert "125,000" in text and "96*" in text  # the untraced roofline and 96 %, not 144 %
+    # the untraced frame: 10^6 / 120,000 = 8.33 µs; the estimate, 8 µs, is 4.0 % below it
+    assert ("hb: host bar 12.00 µs/frame under nsys, 8.00 µs/frame without it (calibrated); the untraced rate is "
+            "8.33 µs/frame: the estimate is -4.0 % from it") in text
+
+
+def _render(renderable) -> str:
+    con = Console(width=200, record=True, file=open("/dev/null", "w"))
+    con.print(renderable)
+    return con.export_text()
