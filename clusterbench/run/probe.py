@@ -1236,6 +1236,8 @@ class ConfigRun:
         if verdict is not None and verdict.steady is False:
             self.warn(f"{cfg.label}: {verdict.message('its sustained FPS')}", STEADY_HINT, label=cfg.label)
 
+        self.host = self._host_estimate(solo)
+
         def row_for(s: Measurement) -> ResultRow:
             return self._row(s)
 
@@ -1243,7 +1245,6 @@ class ConfigRun:
         if plan.gpus is not None and figures is not None:
             gpu_rows = config_rows(row_for, figures, self.gpu_plan.gpus, socket.gethostname())
             merge_results(self.out_dir, ResultSet(rows=gpu_rows))
-        self.host = self._host_estimate(solo)
         row = self._row(solo)
         above = above_roofline(row, solo, self.host)
         if above is not None:
