@@ -193,8 +193,9 @@ def calibrate(nsys: Path | str, key: Mapping[str, str | None], env: Mapping[str,
               timeout_s: float = CALIBRATION_TIMEOUT_S) -> CallCost:
     """Run the calibration (two children: untraced, then under nsys) on the GPU this process's children may
     use. EnvironmentFailure (exit 1) when either fails, with its output's last lines."""
+    import datetime
+
     from clusterbench.run.commands import child_env
-    from clusterbench.run.rows import utc_now
 
     environ = dict(child_env() if env is None else env)
     with tempfile.TemporaryDirectory(prefix="clusterbench-calls-") as tmp:
@@ -216,7 +217,8 @@ def calibrate(nsys: Path | str, key: Mapping[str, str | None], env: Mapping[str,
                 raise EnvironmentFailure(f"the nsys call-cost calibration ({what}) failed ({exc}):\n{tail}",
                                          hint="check that CuPy and nsys run here") from None
     try:
-        return cost_from_chunks(docs[0], docs[1], key, utc_now())
+        now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        return cost_from_chunks(docs[0], docs[1], key, now)
     except ValueError as exc:
         raise EnvironmentFailure(f"the nsys call-cost calibration gave a malformed record: {exc}") from None
 

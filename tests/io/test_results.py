@@ -86,11 +86,14 @@ def test_probe_columns_start_with_the_design_contract() -> None:
     # version 3: the key right after the contract, every column of version 2 and its per-GPU and campaign
     # columns, without the ones the key replaced (config_label, gpu_index; gpu is now an index)
     assert COLUMNS[11:15] == ("config", "gpu", "role", "variant")
-    # version 4 adds serial_us, sustained_source, rate_check, kernel_check, processes and error
-    assert len(set(COLUMNS)) == len(COLUMNS) == 40 + 4 + 12 + 6
-    assert COLUMNS[41:50] == ("transfer", "workload", "processes", "finder", "tracer", "trace", "session",
+    # version 4 adds serial_us, sustained_source, rate_check, kernel_check, processes and error; then the
+    # steady runs (sustained_steady, sustained_warmups, sustained_warmup_s) and the host bar without the
+    # profiler (host_us, host_untraced_us, host_estimate, roofline_untraced_us, roofline_note)
+    assert len(set(COLUMNS)) == len(COLUMNS) == 40 + 4 + 12 + 6 + 8
+    assert COLUMNS[49:58] == ("transfer", "workload", "processes", "finder", "tracer", "trace", "session",
                               "timestamp", "error")
-    assert {"serial_us", "sustained_source", "rate_check", "kernel_check"} <= set(COLUMNS)
+    assert {"serial_us", "sustained_source", "rate_check", "kernel_check", "sustained_steady", "host_untraced_us",
+            "roofline_untraced_us"} <= set(COLUMNS)
     assert COLUMNS[-2:] == ("task", "source_dir")
 
 
