@@ -239,15 +239,18 @@ def trace_figures(analysis: TraceAnalysis) -> TraceFigures:
 
 def host_bar(analysis: TraceAnalysis | None) -> tuple[Any, float | None]:
     """The busiest launching thread of a trace with one (process, device) group, and its bar in µs per frame
-    as traced: analyze's host threads, the thread's busy time (its CUDA calls and host code, its waits left
-    out). (None, None) without a trace, threads or frames, or with several groups (pure)."""
+    as traced: analyze's host threads, the thread's work (host code and CUDA calls, its blocked and wait time
+    left out; where analyze gives no work figure, its busy time, waits left out). (None, None) without a
+    trace, threads or frames, or with several groups (pure)."""
     if analysis is None:
         return None, None
     groups = tuple(analysis.groups) or (analysis.primary,)
     if len(groups) != 1 or not groups[0].host.known:
         return None, None
     thread = groups[0].host.busiest
-    us = None if thread is None else thread.us_per_frame
+    if thread is None:
+        return None, None
+    us = getattr(thread, "work_us_per_frame", None) or thread.us_per_frame
     return (thread, us) if us else (None, None)
 
 
