@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a freshly started GPU machine, in one go (about 200 s): how long the machine takes to reach a steady
+# On a freshly started GPU machine, in one go (about 190 s): how long the machine takes to reach a steady
 # sustained FPS, nsys's cost per CUDA call, make run timed with the steady-state method, the GPU tests of the
 # sustained runs, the deliberate delay and the host bar, and a host-bound scan whose host bar is estimated
 # without the profiler.
@@ -9,8 +9,8 @@
 #      3x3_s4 again (4 s), each run's FPS and time, and where the steady rule would have stopped (run first:
 #      the machine is fresh);
 #   b. calls: scripts/nsys_call_cost.py --repeat 3 --save: nsys's cost per call, three times, and its spread;
-#   c. make_run: benchmarks/bench_probe_time.py (make run timed, with each config's phases), then a second
-#      make run right after it (an A/A pair on one machine);
+#   c. make_run: benchmarks/bench_probe_time.py (make run timed, with each config's phases and each
+#      process's parts: the sustained process's wait for the go shows how much of its set-up nsys's finish hid);
 #   d. gpu_tests: the GPU tests of the steady runner, the delay and the call costs;
 #   e. host_bound: configs/host_bound.toml scanned over streams=1,2,4, and the zoo's host_bound probed as it
 #      is (built with tests/zoo/build.sh): every point's host bar traced and estimated without the profiler.
@@ -65,9 +65,8 @@ keep() {  # keep DIR...: copy each results dir's files (no traces) under OUT/res
 run a_series "$PYTHON" scripts/steady_series.py "$out/series" --seconds 12
 run b_calls "$PYTHON" scripts/nsys_call_cost.py --repeat 3 --save --json "$out/calls.json"
 run c_make_run "$PYTHON" benchmarks/bench_probe_time.py --json "$out/bench_probe_time.json"
-run c_make_run_again bash -c 'time make run'
 keep "$root"/results/"$(date +%F)"_f32_smoke
-run d_gpu_tests "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider tests/model/test_steady.py \
+run d_gpu_tests "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider \
     tests/workloads/test_delay_gpu.py tests/run/test_callcost_gpu.py tests/run/test_tracers_gpu.py \
     tests/workloads/test_gpu.py::test_run_config_ranges_and_result \
     tests/workloads/test_gpu.py::test_run_entry_point_writes_result_json
@@ -94,13 +93,13 @@ keep "$work"/results/*/
     done
     echo
     echo "a. how long the fresh machine took to settle:"
-    grep -A6 '^series ' "$out/a_series.log" | grep -v '^series [0-9]' || true
+    awk '/^series +runs/ { on = 1 } on' "$out/a_series.log" 2>/dev/null || true
     echo
     echo "b. nsys's cost per call:"
     grep -E '^(kind|launch|copy|event|µs per call)' "$out/b_calls.log" || true
     echo
     echo "c. make run:"
-    grep -E 'real|total|within|over the limit' "$out/c_make_run.log" "$out/c_make_run_again.log" | tail -n 6 || true
+    grep -E 'make run: .* limit|sustained' "$out/c_make_run.log" | tail -n 12 || true
     echo
     echo "d. GPU tests:"
     tail -n 1 "$out/d_gpu_tests.log" 2>/dev/null
