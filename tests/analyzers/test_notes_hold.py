@@ -26,7 +26,8 @@ from oracle import (
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-TRACES = sorted((DATA / "zoo").glob("*.sqlite")) + sorted((DATA / "h200").glob("*.sqlite"))
+TRACES = (sorted((DATA / "zoo").glob("*.sqlite")) + sorted((DATA / "h200").glob("*.sqlite"))
+          + sorted((DATA / "samples").glob("*.sqlite")))
 GPU_ENGINES = ("kernel", "graph", "h2d", "d2h", "d2d", "p2p", "memset", "other")  # the order ties go by
 TRANSFERS = ("h2d", "d2h", "d2d", "p2p")
 CEILING = {"h2d": 1000, "d2h": 1000, "d2d": 10_000, "p2p": 10_000, "memset": 10_000, "other": 10_000}  # GB/s
@@ -34,11 +35,13 @@ CEILING = {"h2d": 1000, "d2h": 1000, "d2d": 10_000, "p2p": 10_000, "memset": 10_
 
 def frames_spec(path: Path) -> str | None:
     """The zoo programs' frames (one launch of their kernel, or one graph execution); the H200 traces
-    carry frames=N in their pass range."""
+    carry frames=N in their pass range; NVIDIA's samples have no frames (totals only)."""
     if path.parent.name != "zoo":
         return None
-    if "device_graph" in path.name:
-        return "graph"
+    if "device_graph" in path.name or path.stem.endswith("_graph"):
+        return "graph"  # a graph-level trace: a frame is one graph execution
+    if "queue_fill" in path.name:
+        return "kernel:zoo_spin"
     return "kernel:zoo_calib_jit" if "no_nvtx" in path.name else "kernel:zoo_calib"
 
 
