@@ -9,10 +9,14 @@ import typer
 
 from clusterbench.cli import options
 from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
+from clusterbench.compare.compare import GATE_METRICS, gate_metric
 from clusterbench.errors import CheckFailed, InputError
 from clusterbench.io.history import default_db
 from clusterbench.model import units as U
 from clusterbench.run.probe import DEFAULT_RESULTS_ROOT
+
+# --gate-metric's names, as --help lists them
+GATE_NAMES = tuple(GATE_METRICS)
 
 HELP = (
     "Did my change make things better? Put two results dirs side by side: DIR_A (before) and DIR_B "
@@ -42,8 +46,10 @@ HELP = (
     "multi-host dir (probe --executor, --gpus) each row pair, by the row's own gpu_name; allowed, "
     "such rows are marked * across gpu, say which GPUs, and --gate leaves them out. Reads legacy aare-perf dirs "
     "(env.json without a version) with a warning.\n\n"
-    "--gate PCT exits 3 when a roofline is SLOWER by more than PCT % (and beyond "
-    "the noise, or beyond the drift bound across sessions), and also when no roofline was comparable at all."
+    "--gate PCT exits 3 when a like-for-like end-to-end figure got worse by more than PCT %: the roofline "
+    "(µs per frame) SLOWER, or sustained FPS SLOWER (lower), beyond the noise (significant where repeats exist) "
+    "or beyond the drift bound across sessions; and also when no figure was comparable at all. --gate-metric "
+    "NAME gates that figure only (repeatable): " + ", ".join(GATE_NAMES) + "."
 )
 
 
@@ -77,8 +83,11 @@ def compare(
         None, "--plot", metavar="FILE", help="Also write a bar chart: .png, .svg or .pdf (needs matplotlib)."
     ),
     gate: Optional[float] = typer.Option(
-        None, "--gate", metavar="PCT", min=0.0, help="Exit 3 if a roofline got worse by more than PCT %."
-    ),
+        None, "--gate", metavar="PCT", min=0.0,
+        help="Exit 3 if the roofline or sustained FPS got worse by more than PCT % (beyond the noise)."),
+    gate_metrics: Optional[List[str]] = typer.Option(
+        None, "--gate-metric", metavar="NAME",
+        help=f"Gate this figure only (repeatable): {', '.join(GATE_NAMES)}. Default: roofline and sustained."),
     across: Optional[List[str]] = typer.Option(
         None, "--across", metavar="COLUMN", help="Compare across this config column on purpose (repeatable)."
     ),
@@ -95,6 +104,10 @@ def compare(
     window: Optional[str] = options.TRACE_WINDOW,
 ) -> None:
     db = default_db(Path(DEFAULT_RESULTS_ROOT)) if db is None else db
+    gated = tuple(dict.fromkeys(gate_metric(n) for n in gate_metrics or ()))  # bad names refused before any work
+    if gated and gate is None:
+        raise InputError("--gate-metric picks the figure --gate judges; it needs --gate PCT",
+                         hint="clusterbench compare DIR_A DIR_B --gate 5 --gate-metric sustained")
     if sum((json_out, markdown, wide)) > 1:
         raise InputError("--json, --markdown and --wide cannot be combined", hint="pick one output format")
     import json
@@ -112,7 +125,7 @@ def compare(
     if frames is not None or range_name is not None or window is not None:
         raise InputError("--frames, --range and --window apply to two traces, not results dirs",
                          hint="a results dir's rows already hold per-frame figures")
-    from clusterbench.compare.compare import compare_results, judge_gate
+    from clusterbench.compare.compare import DEFAULT_GATE_METRICS, compare_results, judge_gate
     from clusterbench.compare.floors import floors_for
     from clusterbench.render.compare import (
         render_compare_json,
@@ -129,7 +142,7 @@ def compare(
         from clusterbench.render.plot import check_plot_path
 
         check_plot_path(plot)  # before anything is printed
-    outcome = judge_gate(cmp, gate) if gate is not None else None
+    outcome = judge_gate(cmp, gate, gated or DEFAULT_GATE_METRICS) if gate is not None else None
     for w in cmp.warnings:
         warn(w.message, w.hint)
 
@@ -147,24 +160,38 @@ def compare(
         render_compare_plot(cmp, plot)
         stderr_console().print(f"Wrote {plot}", markup=False)
     if outcome is not None:
-        if outcome.not_checked and not outcome.nothing_comparable:
-            skipped = ", ".join(f"{lb} ({why})" for lb, why in outcome.not_checked)
-            warn(f"--gate did not judge the roofline of: {skipped}", "compare multi-stream rows within one session")
-        if outcome.nothing_comparable:
-            skipped = ", ".join(f"{lb} ({why})" for lb, why in outcome.not_checked) or "no rows"
-            raise CheckFailed(
-                f"--gate {gate:g} judged nothing: no roofline was comparable like for like: {skipped}",
-                hint="a gate that judged nothing does not pass; compare dirs of one config, tracer and session",
-            )
-        if outcome.failures:
-            worst = ", ".join(
-                f"{f.label} {U.us_per_frame(f.before_us, 2, unit=False)} -> {U.us_per_frame(f.after_us, 2)} "
-                f"({U.signed_pct(f.delta_pct)})" for f in outcome.failures
-            )
-            raise CheckFailed(
-                f"roofline got worse by more than {U.pct_of(gate, None)}: {worst}",
-                hint="look at the binding engine of those rows; re-run with repeats to measure the noise",
-            )
+        _gate_exit(outcome)
+
+
+def _gate_exit(outcome) -> None:  # noqa: ANN001
+    """Warn about the figures --gate did not judge; CheckFailed (exit 3) when it failed or judged nothing."""
+    from clusterbench.render.compare import gate_figure_name
+
+    skipped = ", ".join(f"{lb} {gate_figure_name(m)} ({why})" for lb, m, why in outcome.not_checked)
+    gated = " or ".join(gate_figure_name(m) for m in outcome.metrics) or "gated figure"
+    if outcome.not_measured:
+        warn(f"--gate: {' and '.join(gate_figure_name(m) for m in outcome.not_measured)} not measured in either "
+             "dir: not gated")
+    if outcome.not_checked and not outcome.nothing_comparable:
+        whys = {why for _, _, why in outcome.not_checked}
+        hints = [h for code, h in (("session_drift", "compare multi-stream rows within one session (--session NAME)"),
+                                   ("unsteady", "probe the unsteady configs again"),
+                                   ("no_floor", "measure floors: clusterbench floors DIR DIR [...]")) if code in whys]
+        warn(f"--gate did not judge: {skipped}", "; ".join(hints) or None)
+    if outcome.nothing_comparable:
+        raise CheckFailed(
+            f"--gate {outcome.pct:g} judged nothing: no {gated} was comparable like for like: {skipped or 'no rows'}",
+            hint="a gate that judged nothing does not pass; compare dirs of one config, tracer and session",
+        )
+    if outcome.failures:
+        names = " and ".join(dict.fromkeys(gate_figure_name(f.metric) for f in outcome.failures))
+        worst = ", ".join(
+            f"{f.label} {gate_figure_name(f.metric)} {U.metric(f.metric, f.before, unit=False)} -> "
+            f"{U.metric(f.metric, f.after)} ({U.signed_pct(f.delta_pct)})" for f in outcome.failures)
+        raise CheckFailed(
+            f"{names} got worse by more than {U.pct_of(outcome.pct, None)}: {worst}",
+            hint="look at the binding engine of those rows; re-run with repeats to measure the noise",
+        )
 
 
 def _compare_traces(a: Path, b: Path, json_out: bool, other_format: bool, allow_different_gpu: bool,

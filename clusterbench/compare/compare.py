@@ -41,6 +41,7 @@ from clusterbench.compare.noise import (COMPARED_METRICS, SEED_FLOORS, TRACE_MET
                                         NoiseFloor, noise_of, seed_floors)
 from clusterbench.model.stats import half_range, mann_whitney_u
 from clusterbench.errors import InputError
+from clusterbench.model import units
 from clusterbench.model.engines import TRANSFER_ENGINES
 from clusterbench.model import units as U
 from clusterbench.model.engines import display_name as display_engine
@@ -104,6 +105,7 @@ class Reason(str, Enum):
     SESSION_DRIFT = "session_drift"  # several streams, other sessions, a transfer figure: within the drift bound
     BEYOND_DRIFT = "beyond_drift"  # several streams, other sessions, a transfer figure: beyond the drift bound
     NO_FLOOR = "no_floor"  # no session-to-session floor for the metric (seed rules) and not one session
+    UNSTEADY = "unsteady"  # sustained FPS of a side whose sustained runs did not reach steady state
     NOT_MEASURED = "not_measured"  # empty on one side
     ONE_SIDED = "one_sided"  # the label is in one dir only
 
@@ -277,21 +279,30 @@ class Comparison:
 
 @dataclass(frozen=True, slots=True)
 class GateFailure:
+    """One figure of one row that got worse than ``--gate PCT`` allows. ``worse_pct``: how much worse, in
+    percent of the before value (a time that grew, a rate that fell); ``noise`` what the change cleared."""
+
     label: str
-    before_us: float
-    after_us: float
+    metric: str
+    before: float
+    after: float
+    unit: str
     delta_pct: float
-    noise_us: float | None
+    worse_pct: float
+    noise: float | None
 
 
 @dataclass(frozen=True, slots=True)
 class GateOutcome:
-    """What ``--gate PCT`` found: it judges like-for-like rooflines only."""
+    """What ``--gate PCT`` found over the figures it gates (``metrics``, compared metric names): each
+    like-for-like figure of each row is judged; the rest are ``not_checked`` with why."""
 
     pct: float
+    metrics: tuple[str, ...]  # the gated figures either dir measured
     failures: tuple[GateFailure, ...]
-    judged: tuple[str, ...]  # labels whose roofline it judged
-    not_checked: tuple[tuple[str, str], ...]  # (label, why) for the rest
+    judged: tuple[tuple[str, str], ...]  # (label, metric) of every figure it judged
+    not_checked: tuple[tuple[str, str, str], ...]  # (label, metric, why) for the rest
+    not_measured: tuple[str, ...] = ()  # gated figures neither dir measured (sustained FPS of trace-only dirs)
 
     @property
     def nothing_comparable(self) -> bool:
@@ -300,6 +311,24 @@ class GateOutcome:
     @property
     def passed(self) -> bool:
         return not self.failures and not self.nothing_comparable
+
+
+# The figures --gate judges unless --gate-metric picks some: what the user cares about end to end.
+GATE_METRICS: dict[str, str] = {"roofline": "roofline_us", "sustained": "sustained_fps", "kernel": "kernel_us",
+                                "h2d": "h2d_us", "d2h": "d2h_us"}
+DEFAULT_GATE_METRICS: tuple[str, ...] = ("roofline_us", "sustained_fps")
+
+
+def gate_metric(name: str) -> str:
+    """The compared metric a ``--gate-metric NAME`` picks (``roofline``, ``sustained``, ``kernel``, ``h2d``,
+    ``d2h``; the column names ``roofline_us``... too). InputError for any other name."""
+    key = name.strip().lower()
+    if key in GATE_METRICS:
+        return GATE_METRICS[key]
+    if key in GATE_METRICS.values():
+        return key
+    raise InputError(f"--gate-metric {name}: not a figure compare judges",
+                     hint=f"pick one of {', '.join(GATE_METRICS)}")
 
 
 # ----------------------------------------------------------------------------- one metric
@@ -455,6 +484,36 @@ def config_value(row: ResultRow, column: str) -> object:
     return row.value(column)
 
 
+def row_steady(row: ResultRow) -> bool | None:
+    """Whether the row's sustained runs reached steady state (its ``sustained_steady`` column); None when
+    not known (rows written before the column, or a value that reads as neither)."""
+    v = row.value("sustained_steady")
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float)):
+        return {1: True, 0: False}.get(v)  # type: ignore[call-overload]
+    return {"true": True, "false": False, "yes": True, "no": False}.get(str(v).strip().lower())
+
+
+def _warmup_text(row: ResultRow) -> str:
+    runs, secs = row.number("sustained_warmups"), row.number("sustained_warmup_s")
+    bits = [b for b in ((f"{units.count(int(runs))} warm-up run{'' if runs == 1 else 's'}" if runs is not None
+                         else None), (units.seconds(secs) if secs is not None else None)) if b]
+    return f" after {', '.join(bits)}" if bits else ""
+
+
+def unsteady_text(rb: ResultRow, ra: ResultRow, sides: tuple[SideInfo, SideInfo]) -> str | None:
+    """Why the sustained FPS of a row pair is not comparable because a side did not reach steady state
+    (``sustained_steady`` False), or None when neither side is known to be unsteady (None is not unsteady)."""
+    bad = [f"{tag} ({side.name}{_warmup_text(row)})" for tag, row, side in (("before", rb, sides[0]),
+                                                                             ("after", ra, sides[1]))
+           if row_steady(row) is False]
+    if not bad:
+        return None
+    return (f"the sustained runs of {' and '.join(bad)} did not reach steady state: the figure was still moving, "
+            "and a moving figure is not a change")
+
+
 def _tallest_transfer(row: ResultRow) -> tuple[str, float] | None:
     bars = [(e, v) for e, v in (("h2d", row.h2d_us), ("d2h", row.d2h_us)) if v is not None]
     return max(bars, key=lambda ev: ev[1]) if bars else None
@@ -582,6 +641,7 @@ def _compare_row(
     if multi:
         sib = _one_stream_sibling(key, rb, before, after)
         kernel_note = f"{streams} streams: quote kernel changes from the 1-stream row" + (f" ({sib})" if sib else "")
+    unsteady = unsteady_text(rb, ra, sides)
     metrics: list[MetricDelta] = []
     for n in metric_names:
         ncr: tuple[Reason, str] | None = None
@@ -589,6 +649,8 @@ def _compare_row(
         blocking = [mm for mm in mismatches if n in mm.affects and not mm.across]
         if blocking:
             ncr = (Reason.CONFIG_DIFFERS, "; ".join(mm.text for mm in blocking))
+        elif n == "sustained_fps" and unsteady is not None:
+            ncr = (Reason.UNSTEADY, unsteady)
         elif multi and not same_session and (
                 n in TRANSFER_METRICS
                 or n == "roofline_us" and (binds_before in TRANSFER_ENGINES or binds_after in TRANSFER_ENGINES)):
@@ -792,6 +854,11 @@ def compare_results(
             f"{SESSION_DEFINITION}",
             "probe both sides in one session (--session NAME) to judge multi-stream transfers by their floor",
         ))  # fmt: skip
+    unsteady = [r.label for r in rows if any(m.code is Reason.UNSTEADY for m in r.metrics)]
+    if unsteady:
+        warnings.append(CompareWarning(
+            f"{', '.join(unsteady)}: sustained FPS NOT COMPARABLE (unsteady): a side's sustained runs did not reach "
+            "steady state", "probe those configs again on an idle GPU (clusterbench probe --only LABEL)"))
     one_sided = [r.label for r in rows if r.presence is not Presence.BOTH]
     if one_sided:
         warnings.append(CompareWarning(f"labels found in one dir only: {', '.join(one_sided)}"))
@@ -800,29 +867,34 @@ def compare_results(
     return Comparison(a, b, metric_names, rows, tuple(warnings), across_used, alpha, tuple(used.values()))
 
 
-def judge_gate(comparison: Comparison, pct: float) -> GateOutcome:
-    """``--gate PCT``: rooflines that got worse by more than ``pct`` percent and beyond the noise.
+def judge_gate(comparison: Comparison, pct: float, metrics: Sequence[str] = DEFAULT_GATE_METRICS) -> GateOutcome:
+    """``--gate PCT``: figures that got worse by more than ``pct`` percent and beyond the noise.
 
-    Judges only like-for-like rooflines: a SLOWER verdict (beyond the noise, and significant
-    where repeats exist) with ``delta_pct > pct`` fails; SAME (within noise) never does.
-    NOT_COMPARABLE, one-sided and across-a-difference rooflines are not judged; when none is
-    judged, the outcome is ``nothing_comparable`` (a gate that judged nothing must not pass)."""
+    Judges each of ``metrics`` (compared metric names; by default the end-to-end figures, the roofline and
+    sustained FPS) of each row, like for like only: a SLOWER verdict (beyond the noise, and significant
+    where repeats exist, or beyond the drift bound) that is worse by more than ``pct`` % fails; SAME never
+    does. NOT_COMPARABLE (another session's drift, an unsteady side, a config difference), one-sided,
+    not-measured and across-a-difference figures are not judged; when none is judged, the outcome is
+    ``nothing_comparable`` (a gate that judged nothing must not pass). A gated metric neither dir measured
+    (sustained FPS of dirs probed without it) is left out and named in ``not_measured``."""
     failures: list[GateFailure] = []
-    judged: list[str] = []
-    skipped: list[tuple[str, str]] = []
+    judged: list[tuple[str, str]] = []
+    skipped: list[tuple[str, str, str]] = []
+    measured = tuple(n for n in metrics if n in comparison.metric_names)
     for r in comparison.rows:
-        if "roofline_us" not in comparison.metric_names:
-            skipped.append((r.label, "no roofline compared"))
-            continue
-        m = r.metric("roofline_us")
-        if not m.judged:
-            skipped.append((r.label, m.code.value))
-            continue
-        if m.across:
-            skipped.append((r.label, f"across {', '.join(m.across)}"))
-            continue
-        judged.append(r.label)
-        if m.verdict is Verdict.SLOWER and m.delta_pct is not None and m.delta_pct > pct:
-            assert m.before is not None and m.after is not None
-            failures.append(GateFailure(r.label, m.before, m.after, m.delta_pct, m.noise))
-    return GateOutcome(pct, tuple(failures), tuple(judged), tuple(skipped))
+        for name in measured:
+            m = r.metric(name)
+            if not m.judged:
+                skipped.append((r.label, name, m.code.value))
+                continue
+            if m.across:
+                skipped.append((r.label, name, f"across {', '.join(m.across)}"))
+                continue
+            judged.append((r.label, name))
+            if m.verdict is Verdict.SLOWER and m.delta_pct is not None:
+                worse = -m.delta_pct if name in HIGHER_IS_BETTER else m.delta_pct
+                if worse > pct:
+                    assert m.before is not None and m.after is not None
+                    failures.append(GateFailure(r.label, name, m.before, m.after, m.unit, m.delta_pct, worse, m.noise))
+    return GateOutcome(pct, measured, tuple(failures), tuple(judged), tuple(skipped),
+                       tuple(n for n in metrics if n not in measured))

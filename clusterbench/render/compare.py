@@ -94,14 +94,25 @@ def _gpu_json(g: GpuIdentity | None) -> dict | None:
     return None if g is None else {"name": g.name, "uuid": g.uuid, "host": g.host, "source": g.source}
 
 
+_GATE_NAME = {"kernel_us": "kernel", "h2d_us": "H2D", "d2h_us": "D2H", "roofline_us": "roofline",
+              "sustained_fps": "sustained FPS"}
+
+
+def gate_figure_name(metric: str) -> str:
+    """A gated figure in words: ``roofline``, ``sustained FPS``."""
+    return _GATE_NAME.get(metric, metric)
+
+
 def render_gate_json(gate: GateOutcome) -> dict:
     return {
         "pct": gate.pct,
+        "metrics": list(gate.metrics),
         "passed": gate.passed,
         "nothing_comparable": gate.nothing_comparable,
-        "judged": list(gate.judged),
+        "judged": [{"label": lb, "metric": m} for lb, m in gate.judged],
         "failures": [asdict(f) for f in gate.failures],
-        "not_checked": [{"label": lb, "why": why} for lb, why in gate.not_checked],
+        "not_checked": [{"label": lb, "metric": m, "why": why} for lb, m, why in gate.not_checked],
+        "not_measured": list(gate.not_measured),
     }
 
 

@@ -132,8 +132,12 @@ def test_rtx4090_multi_stream_rows_across_sessions(rtx) -> None:
     assert "quote kernel changes from the 1-stream row (3x3_s1_uncontended)" in s4.metric("kernel_us").note
     assert any("3x3_s4, 9x9_s4" in w.message and "NOT COMPARABLE" in w.message for w in rtx.warnings)
     gate = judge_gate(rtx, 5.0)
-    assert [lb for lb, _ in gate.not_checked] == ["3x3_s4", "9x9_s4"]
-    assert gate.judged == ("3x3_s1_uncontended", "9x9_s1_uncontended") and gate.passed
+    assert [(lb, m, why) for lb, m, why in gate.not_checked] == [("3x3_s4", "roofline_us", "session_drift"),
+                                                                 ("9x9_s4", "roofline_us", "session_drift")]
+    # the RTX dirs measured no sustained FPS: the gate judged the rooflines alone, and says so
+    assert gate.metrics == ("roofline_us",) and gate.not_measured == ("sustained_fps",)
+    assert gate.judged == (("3x3_s1_uncontended", "roofline_us"), ("9x9_s1_uncontended", "roofline_us"))
+    assert gate.passed
 
 
 def test_drift_is_a_bound_not_a_veto(tmp_path: Path) -> None:
@@ -349,14 +353,16 @@ def test_tracer_difference_on_one_row_is_named_and_not_comparable(tmp_path: Path
     assert "--across tracer" in w[0].hint
     # the gate judged y only
     gate = judge_gate(c, 1.0)
-    assert gate.judged == ("y",) and ("x", "config_differs") in gate.not_checked
+    # x's roofline is across the tracer, but its sustained FPS (untraced) is like for like and gated
+    assert gate.judged == (("x", "sustained_fps"), ("y", "roofline_us"))
+    assert ("x", "roofline_us", "config_differs") in gate.not_checked
     # on purpose: --across tracer shows the deltas, labelled, and the gate still does not judge them
     c2 = compare_results(load_results(tmp_path / "a"), load_results(tmp_path / "b"), across=["tracer"], floors=FLOORS)
     h2d = c2.row("x").metric("h2d_us")
     assert h2d.verdict is Verdict.SLOWER and h2d.across == ("tracer",)
     assert h2d.delta_pct == pytest.approx((5.8411 - 5.7638) / 5.7638 * 100)  # +1.34 %
     assert c2.across == ("tracer",)
-    assert judge_gate(c2, 1.0).judged == ("y",)
+    assert judge_gate(c2, 1.0).judged == (("x", "sustained_fps"), ("y", "roofline_us"))
 
 
 def test_whole_dir_difference_is_compared_across_automatically(tmp_path: Path) -> None:
@@ -509,8 +515,8 @@ def test_gate(tmp_path: Path) -> None:
     c = _cmp(tmp_path, [_row("a", 4.0, 10.0, 3.0), _row("b", 4.0, 10.0, 3.0)],
              [_row("a", 4.0, 11.0, 3.0), _row("b", 4.0, 10.4, 3.0)])  # fmt: skip
     fails = judge_gate(c, 5.0).failures
-    assert [(f.label, f.before_us, f.after_us) for f in fails] == [("a", 10.0, 11.0)]
-    assert fails[0].delta_pct == pytest.approx(10.0)
+    assert [(f.label, f.metric, f.before, f.after) for f in fails] == [("a", "roofline_us", 10.0, 11.0)]
+    assert fails[0].delta_pct == pytest.approx(10.0) and fails[0].worse_pct == pytest.approx(10.0)
     assert [f.label for f in judge_gate(c, 3.0).failures] == ["a", "b"]
     assert judge_gate(c, 10.0).failures == () and judge_gate(c, 10.0).passed  # exactly 10 % does not trip
 
@@ -529,7 +535,7 @@ def test_gate_with_no_label_in_common_judged_nothing(tmp_path: Path) -> None:
     c = _cmp(tmp_path, [_row("a", 4.0, 10.0, 3.0)], [_row("b", 4.0, 10.0, 3.0)])
     g = judge_gate(c, 5.0)
     assert g.nothing_comparable and not g.passed and g.judged == ()
-    assert g.not_checked == (("a", "one_sided"), ("b", "one_sided"))
+    assert g.not_checked == (("a", "roofline_us", "one_sided"), ("b", "roofline_us", "one_sided"))
 
 
 def test_sustained_fps_with_repeats_from_the_dirs(tmp_path: Path) -> None:
@@ -586,7 +592,9 @@ def test_json_shape(rtx) -> None:
     assert h2d["reason_code"] == "session_drift" and (h2d["bound_pct"], h2d["floor_pct"]) == (20.0, None)
     assert h2d["noise"] == pytest.approx(0.2 * 16.35) and h2d["noise_pct"] == pytest.approx(20.0)
     assert "20 %" in h2d["reason"] and f"{0.2 * 16.35:.3g}" in h2d["reason"]  # the figures of the text
-    assert doc["gate"]["passed"] is True and doc["gate"]["judged"] == ["3x3_s1_uncontended", "9x9_s1_uncontended"]
+    assert doc["gate"]["passed"] is True and doc["gate"]["judged"] == [
+        {"label": "3x3_s1_uncontended", "metric": "roofline_us"}, {"label": "9x9_s1_uncontended", "metric": "roofline_us"}]
+    assert doc["gate"]["metrics"] == ["roofline_us"] and doc["gate"]["not_measured"] == ["sustained_fps"]
 
 
 def test_plot_writes_by_extension(rtx_current, tmp_path: Path) -> None:
@@ -702,7 +710,8 @@ def test_allow_different_gpu_compares_such_rows_across_gpu_and_says_so_per_row(t
     assert c.row("3x3_s1").metric("h2d_us").across == () and not c.row("3x3_s1").gpu_differs
     assert "gpu" in c.across
     gate = judge_gate(c, 5.0)
-    assert gate.judged == ("3x3_s1",) and ("9x9_s1", "across gpu") in gate.not_checked
+    assert gate.judged == (("3x3_s1", "roofline_us"),)
+    assert ("9x9_s1", "roofline_us", "across gpu") in gate.not_checked
     assert [f.label for f in gate.failures] == ["3x3_s1"]  # 5.8 -> 6.5: +12.07 % > 5 %
     assert any(w.message.startswith("different GPUs: 1 row pair(s)") for w in c.warnings)
 
@@ -763,3 +772,44 @@ def test_rows_of_a_program_probed_as_it_is_compare_without_a_stream_count(tmp_pa
     kernel = r.metric("kernel_us")
     # 2.0 -> 1.0 µs: far beyond any floor, and read with the multi-stream (unknown stream count) floor
     assert r.streams is None and kernel.verdict.value == "FASTER"
+
+
+# ----------------------------------------------------------------------------- unsteady sustained runs
+
+
+def _fps_row(samples: list[float], **cols: object) -> dict:
+    return _row("s1", 4.0, 10.0, 3.0, sustained_fps=sorted(samples)[1], samples={"sustained_fps": samples}, **cols)
+
+
+@pytest.mark.parametrize(("steady_before", "steady_after", "unsteady"), [
+    (None, None, False),  # rows written before the column: not known, so not unsteady
+    (True, True, False),
+    (True, None, False),
+    (False, True, True),
+    (True, False, True),
+    (False, False, True),
+])  # fmt: skip
+def test_an_unsteady_side_makes_sustained_fps_not_comparable(tmp_path: Path, steady_before, steady_after,
+                                                             unsteady) -> None:
+    # 100,000 -> 80,000 FPS (-20 %), separated, one session: a change by every other rule
+    kb = {} if steady_before is None else {"sustained_steady": steady_before}
+    ka = {} if steady_after is None else {"sustained_steady": steady_after}
+    c = _cmp(tmp_path, [_fps_row([99_000.0, 100_000.0, 101_000.0], **kb)],
+             [_fps_row([79_000.0, 80_000.0, 81_000.0], **ka)])
+    r = c.row("s1")
+    m = r.metric("sustained_fps")
+    assert m.delta_pct == pytest.approx(-20.0)
+    if unsteady:
+        assert (m.verdict, m.code) == (Verdict.NOT_COMPARABLE, Reason.UNSTEADY)
+        sides = [t for t, s in (("before (a)", steady_before), ("after (b)", steady_after)) if s is False]
+        assert m.reason.startswith(f"the sustained runs of {' and '.join(sides)} did not reach steady state")
+        assert r.end_to_end is EndToEnd.SAME  # the roofline alone was judged (10 -> 10)
+        assert any(w.message.startswith("s1: sustained FPS NOT COMPARABLE (unsteady)") for w in c.warnings)
+        gate = judge_gate(c, 5.0)
+        assert gate.passed and ("s1", "sustained_fps", "unsteady") in gate.not_checked
+    else:
+        assert (m.verdict, m.code) == (Verdict.SLOWER, Reason.SIGNIFICANT)
+        assert r.end_to_end is EndToEnd.SLOWER
+        assert [f.metric for f in judge_gate(c, 5.0).failures] == ["sustained_fps"]
+    # the trace figures are not touched by the sustained runs' state
+    assert r.metric("roofline_us").code is Reason.IDENTICAL
