@@ -40,6 +40,7 @@ GPU_ONLY = {
                             "needs aare's CUDA build (make aare-cuda) and an NVIDIA GPU"),
     "scripts/device_campaign.sh": ([], "needs an NVIDIA GPU, CuPy and Nsight Systems"),
     "scripts/zoo_trace.sh": (["{tmp}/zoo"], "needs an NVIDIA GPU and Nsight Systems"),
+    "scripts/aa_floors_probe.sh": (["{tmp}/zoo"], "needs an NVIDIA GPU and Nsight Systems"),
     "scripts/device_probe_checks.sh": (["{tmp}/zoo"], "needs an NVIDIA GPU and Nsight Systems"),
     "benchmarks/bench_probe_time.py": ([], "needs an NVIDIA GPU and Nsight Systems"),
     "scripts/device_steady.sh": (["{tmp}/out"], "needs an NVIDIA GPU and Nsight Systems"),

@@ -10,6 +10,8 @@ import typer
 from clusterbench.cli import options
 from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
 from clusterbench.compare.compare import GATE_METRICS, gate_metric
+from clusterbench.model import units
+from clusterbench.model.stats import BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES
 from clusterbench.errors import CheckFailed, InputError
 from clusterbench.io.history import default_db
 from clusterbench.model import units as U
@@ -29,7 +31,9 @@ HELP = (
     "the GPU model compared, from floors/<GPU model>.json beside the results dirs or in results/floors/ "
     "(written by clusterbench floors; --floors FILE picks one); without one, the seed's reading rules "
     "(trace figures 1 %, no floor for sustained FPS across sessions), and compare says which. With repeats "
-    "on both sides, a Mann-Whitney U test must also find the samples different (p <= 0.1). Never FASTER "
+    f"on both sides, the bootstrap {units.pct(BOOTSTRAP_LEVEL, 0)} interval of the ratio of medians (after / "
+    f"before; {units.count(BOOTSTRAP_RESAMPLES)} resamples, seeded, so the verdict is reproducible) must also "
+    "exclude 1. Never FASTER "
     "or SLOWER from the sign alone.\n\n"
     "Sessions: a session is one probe run, or the probes given one --session NAME, or one campaign. "
     "Multi-stream transfer figures (and a roofline binding on one) of two sessions are held to the drift "

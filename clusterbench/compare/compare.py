@@ -8,9 +8,9 @@ The rules (also in ``clusterbench compare --help`` and docs/compare.md):
 * **Noise** is the larger of the metric's floor (a share of the before value, measured across
   sessions of one build: the :class:`~clusterbench.compare.noise.FloorSet` of the row's GPU model, from its
   floors file, else the seed's reading rules) and either side's within-session spread (``<metric>_spread``).
-* **With repeats on both sides** (sustained FPS: the samples of the row's measurement), a two-sided
-  Mann–Whitney U test must find the two samples different (p <= ALPHA) AND the change of the
-  medians must exceed the noise; otherwise SAME. **Without**, the noise alone decides:
+* **With repeats on both sides** (sustained FPS: the samples of the row's measurement), the seeded
+  bootstrap interval of the ratio of medians (after / before, at LEVEL) must exclude 1 AND the change of
+  the medians must exceed the noise; otherwise SAME. **Without**, the noise alone decides:
   ``|after - before| <= noise`` is SAME. Never FASTER or SLOWER from the sign alone. A metric without a
   floor (sustained FPS under the seed's rules) is judged within one session only (``no_floor``).
 * **Mismatches**: the config columns of each row pair (CONFIG_COLUMNS). A difference makes
@@ -37,20 +37,18 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable, Mapping, Sequence
 
-from clusterbench.compare.noise import (COMPARED_METRICS, SEED_FLOORS, TRACE_METRICS, TRANSFER_METRICS, FloorSet,
+from clusterbench.compare.noise import (ACROSS_UNITS, COMPARED_METRICS, MIN_PAIRS, SAME_UNIT, SCOPE_TEXT, SEED_FLOORS,
+                                        TRACE_METRICS, TRANSFER_METRICS, WITHIN_SESSION, FloorSet, FloorUse,
                                         NoiseFloor, noise_of, seed_floors)
-from clusterbench.model.stats import half_range, mann_whitney_u
+from clusterbench.model.stats import BOOTSTRAP_LEVEL, RatioInterval, bootstrap_ratio_of_medians, half_range
 from clusterbench.errors import InputError
-from clusterbench.model import units
 from clusterbench.model.engines import TRANSFER_ENGINES
 from clusterbench.model import units as U
 from clusterbench.model.engines import display_name as display_engine
 from clusterbench.model.results import SPREAD_SUFFIX, ResultRow, ResultSet, RowKey
 
-# Significance level of the Mann–Whitney test. With the probe's default 3 repeats a side the
-# smallest two-sided exact p is 0.1 (every repeat of one side beats every repeat of the other), so
-# 0.1 is the level at which 3 vs 3 can count at all; the effect must then also clear the A/A floor.
-ALPHA = 0.10
+# Confidence level of the bootstrap interval of the ratio of medians (model/stats.py says why 95 %).
+LEVEL = BOOTSTRAP_LEVEL
 
 # What a session is, as the output and docs/compare.md say it.
 SESSION_DEFINITION = (
@@ -98,9 +96,9 @@ class Reason(str, Enum):
     IDENTICAL = "identical"  # equal values
     WITHIN_NOISE = "within_noise"  # no repeats on both sides: |change| <= noise
     BEYOND_NOISE = "beyond_noise"  # no repeats on both sides: |change| > noise
-    NOT_SIGNIFICANT = "not_significant"  # repeats on both sides: Mann–Whitney p > ALPHA
-    SMALL_EFFECT = "small_effect"  # p <= ALPHA, but the change of the medians is within the noise
-    SIGNIFICANT = "significant"  # p <= ALPHA and beyond the noise
+    NOT_SIGNIFICANT = "not_significant"  # repeats on both sides: the interval of the ratio of medians holds 1
+    SMALL_EFFECT = "small_effect"  # the interval excludes 1, but the change of the medians is within the noise
+    SIGNIFICANT = "significant"  # the interval excludes 1 and the change is beyond the noise
     CONFIG_DIFFERS = "config_differs"  # a config column differs and the pair is not compared across it
     SESSION_DRIFT = "session_drift"  # several streams, other sessions, a transfer figure: within the drift bound
     BEYOND_DRIFT = "beyond_drift"  # several streams, other sessions, a transfer figure: beyond the drift bound
@@ -141,12 +139,16 @@ class MetricDelta:
     note: str | None = None
     across: tuple[str, ...] = ()  # config columns this delta is across (compared on purpose)
     floor_pct: float | None = None  # the session-to-session floor the noise was judged with, when it was
-    p_value: float | None = None  # Mann–Whitney, two-sided, when both sides have repeats
+    interval: RatioInterval | None = None  # the bootstrap interval of the ratio of medians, when both sides have repeats
     n_before: int | None = None  # repeats behind the before value, when known
     n_after: int | None = None
     bound_pct: float | None = None  # the cross-session drift bound, when it judged this delta
     noise_from: str | None = None  # "floor", "spread" or "drift_bound": the term that set ``noise``
     cross_session: bool = False  # judged beyond the drift bound, across two sessions
+    pair_scope: str | None = None  # where the two sides were measured (noise.SCOPES)
+    floor_scope: str | None = None  # the scope of the floor that judged, when a floor judged
+    floor_stand_in: str | None = None  # "broader" or "narrower": that floor stood in for the pair's scope's
+    floor_provisional: bool = False  # that floor was made of fewer than MIN_PAIRS pairs
 
     @property
     def noise_pct(self) -> float | None:
@@ -219,6 +221,8 @@ class RowComparison:
     notes: tuple[str, ...] = ()
     gpu_before: GpuIdentity | None = None
     gpu_after: GpuIdentity | None = None
+    scope: str | None = None  # where the two rows were measured (noise.SCOPES); None for a one-sided row
+    scope_text: str | None = None  # the same in words
 
     @property
     def gpu_differs(self) -> bool:
@@ -263,7 +267,7 @@ class Comparison:
     rows: tuple[RowComparison, ...]
     warnings: tuple[CompareWarning, ...]
     across: tuple[str, ...] = ()  # columns compared across, on request or because the whole dir differs
-    alpha: float = ALPHA
+    level: float = LEVEL  # the confidence level of the bootstrap intervals
     floors: tuple[FloorSet, ...] = ()  # the floors used, one per GPU model compared
 
     @property
@@ -354,22 +358,31 @@ def compare_metric(
     not_comparable: tuple[Reason, str] | None = None,
     across: tuple[str, ...] = (),
     note: str | None = None,
-    alpha: float = ALPHA,
+    level: float = LEVEL,
+    scope: str = SAME_UNIT,
 ) -> MetricDelta:
     """One metric's delta and verdict (see the module docstring for the rules).
 
-    ``floor`` defaults to the floor of ``name`` for ``streams`` streams in ``floors``. ``drift_bound_pct``:
+    ``floor`` defaults to the floor ``floors`` gives ``name`` for a pair of ``scope`` (noise.SCOPES: one
+    session, two sessions of one GPU unit, two units) on ``streams`` streams (FloorSet.use). ``drift_bound_pct``:
     the pair is a multi-stream transfer figure of two sessions, held to that bound instead of the floor."""
     unit = U.metric_unit(name)
-    fl: NoiseFloor | None = floors.floor(name, streams) if floor is _USE_TABLE else floor  # type: ignore[assignment]
+    if floor is _USE_TABLE:
+        use = floors.use(name, streams, scope)
+    else:
+        use = None if floor is None else FloorUse(floor, scope)  # type: ignore[arg-type]
+    fl = use.floor if use is not None else None
     nb = len(samples_before) or None
     na = len(samples_after) or None
 
     def md(verdict: Verdict, code: Reason, reason: str, delta_pct: float | None, noise: float | None,
-           p: float | None = None, *, floor_pct: float | None = None, bound: float | None = None,
+           p: RatioInterval | None = None, *, floor_pct: float | None = None, bound: float | None = None,
            noise_from: str | None = None, cross: bool = False) -> MetricDelta:  # fmt: skip
+        judged_by = use if floor_pct is not None else None
         return MetricDelta(name, unit, before, after, delta_pct, noise, verdict, reason, code, note, across,
-                           floor_pct, p, nb, na, bound, noise_from, cross)  # fmt: skip
+                           floor_pct, p, nb, na, bound, noise_from, cross, scope,
+                           judged_by.floor.scope if judged_by else None, judged_by.stand_in if judged_by else None,
+                           judged_by.floor.provisional if judged_by else False)  # fmt: skip
 
     if before is None or after is None:
         side = "either dir" if before is None and after is None else ("before" if before is None else "after")
@@ -403,30 +416,31 @@ def compare_metric(
     if noise is None or (floor_pct is None and not same_session):
         where = f" on {floors.gpu_name}" if floors.gpu_name else ""
         return md(Verdict.NOT_COMPARABLE, Reason.NO_FLOOR,
-                  f"no session-to-session floor for {name}{where} ({'no floors file' if floors.seed else 'not in its floors file'})"
+                  f"no floor for {name}{where} ({'no floors file' if floors.seed else 'not in its floors file'})"
                   + (" and no spread of repeats" if same_session else ", and the two rows are of different sessions"),
                   delta_pct, None)  # fmt: skip
     if which == "floor":
-        noise_txt = f"{U.plus_minus(noise, unit)} ({U.pct_of(floor_pct, None)} session-to-session floor)"
+        noise_txt = f"{U.plus_minus(noise, unit)} ({use.text})"  # type: ignore[union-attr]
     elif floor_pct is not None:
-        noise_txt = f"{U.plus_minus(noise, unit)} (the spread of the repeats, above the {U.pct_of(floor_pct, None)} floor)"
+        noise_txt = f"{U.plus_minus(noise, unit)} (the spread of the repeats, above the {use.text})"  # type: ignore[union-attr]
     else:
         noise_txt = f"{U.plus_minus(noise, unit)} (the spread of the repeats; one session, no floor)"
     kw = {"floor_pct": floor_pct, "noise_from": which}
     within = not clears(noise)
     if len(samples_before) >= 2 and len(samples_after) >= 2:
-        mw = mann_whitney_u(samples_after, samples_before)
-        test = (f"Mann–Whitney p = {mw.p_value:.2g} ({len(samples_before)} vs {len(samples_after)} repeats, "
-                f"{mw.method}, two-sided)")  # fmt: skip
-        if mw.p_value > alpha:
-            return md(Verdict.SAME, Reason.NOT_SIGNIFICANT, f"not significant: {test} > {alpha:g}", delta_pct,
-                      noise, mw.p_value, **kw)  # fmt: skip
+        ci = bootstrap_ratio_of_medians(samples_before, samples_after, level=level)
+        test = (f"the {U.pct(level, 0)} bootstrap interval of the change of the medians, "
+                f"{U.signed_pct((ci.low - 1) * 100)} to {U.signed_pct((ci.high - 1) * 100)} "
+                f"({len(samples_before)} vs {len(samples_after)} repeats),")
+        if not ci.excludes_one:
+            return md(Verdict.SAME, Reason.NOT_SIGNIFICANT, f"not significant: {test} holds 0 %", delta_pct,
+                      noise, ci, **kw)  # fmt: skip
         if within:
             return md(Verdict.SAME, Reason.SMALL_EFFECT,
-                      f"{test} <= {alpha:g}, but the change is within the noise {noise_txt}", delta_pct, noise,
-                      mw.p_value, **kw)  # fmt: skip
-        return md(moved, Reason.SIGNIFICANT, f"{test} <= {alpha:g} and beyond the noise {noise_txt}", delta_pct,
-                  noise, mw.p_value, **kw)  # fmt: skip
+                      f"{test} excludes 0 %, but the change is within the noise {noise_txt}", delta_pct, noise,
+                      ci, **kw)  # fmt: skip
+        return md(moved, Reason.SIGNIFICANT, f"{test} excludes 0 %, and the change is beyond the noise "
+                  f"{noise_txt}", delta_pct, noise, ci, **kw)  # fmt: skip
     if diff == 0:
         return md(Verdict.SAME, Reason.IDENTICAL, "identical values", delta_pct, noise, **kw)
     if within:
@@ -478,6 +492,30 @@ def row_session(row: ResultRow, side: SideInfo) -> str | None:
     return row.session if row.session is not None else side.session_id
 
 
+def scope_of(session_a: str | None, session_b: str | None, unit_a: str | None, unit_b: str | None) -> str:
+    """Where two rows were measured (noise.SCOPES): on two GPU units when both UUIDs are known and differ
+    (even within one campaign session), else in one session, else in two sessions of one unit; two sessions
+    whose unit is unknown on a side count as two units (the broadest floor judges them)."""
+    if unit_a and unit_b and unit_a != unit_b:
+        return ACROSS_UNITS
+    if session_a is not None and session_a == session_b:
+        return WITHIN_SESSION
+    if unit_a and unit_a == unit_b:
+        return SAME_UNIT
+    return ACROSS_UNITS
+
+
+def scope_text(scope: str, gpu_a: GpuIdentity, gpu_b: GpuIdentity) -> str:
+    """The scope of a row pair in words: ``two sessions on one GPU unit (GPU-a209f1f8)``."""
+    if scope == WITHIN_SESSION:
+        return "one session"
+    if scope == SAME_UNIT:
+        return f"two sessions on one GPU unit ({str(gpu_a.uuid)[:12]})"
+    if gpu_a.uuid and gpu_b.uuid:
+        return f"two GPU units ({gpu_a.uuid[:12]}, {gpu_b.uuid[:12]})"
+    return "two sessions, GPU unit unknown"
+
+
 def config_value(row: ResultRow, column: str) -> object:
     """A row's config column; None when unknown (legacy dirs record no tracer, transfer, pedestal mode
     or workload). Older dirs kept some of these in env.json only: the store fills them in."""
@@ -497,8 +535,8 @@ def row_steady(row: ResultRow) -> bool | None:
 
 def _warmup_text(row: ResultRow) -> str:
     runs, secs = row.number("sustained_warmups"), row.number("sustained_warmup_s")
-    bits = [b for b in ((f"{units.count(int(runs))} warm-up run{'' if runs == 1 else 's'}" if runs is not None
-                         else None), (units.seconds(secs) if secs is not None else None)) if b]
+    bits = [b for b in ((f"{U.count(int(runs))} warm-up run{'' if runs == 1 else 's'}" if runs is not None
+                         else None), (U.seconds(secs) if secs is not None else None)) if b]
     return f" after {', '.join(bits)}" if bits else ""
 
 
@@ -595,7 +633,7 @@ def _compare_row(
     sides: tuple[SideInfo, SideInfo],
     metric_names: tuple[str, ...],
     across: frozenset[str],
-    alpha: float,
+    level: float,
     allow_different_gpu: bool = False,
     floors: FloorSet = SEED_FLOORS,
 ) -> RowComparison:
@@ -623,6 +661,7 @@ def _compare_row(
     gpu_b, gpu_a = row_gpu(before, rb), row_gpu(after, ra)
     sb, sa = row_session(rb, sides[0]), row_session(ra, sides[1])
     same_session = sb is not None and sb == sa
+    scope = scope_of(sb, sa, gpu_b.uuid, gpu_a.uuid)
     # a row without a stream count (a program probed as it is) is judged as multi-stream, as noise.py does
     multi = any(s is None or s > 1 for s in (streams, ra.streams))
     mismatches = _mismatches(rb, ra, across)
@@ -663,7 +702,8 @@ def _compare_row(
                 floors=floors, drift_bound_pct=bound, same_session=same_session,
                 spread_before=rb.number(n + SPREAD_SUFFIX), spread_after=ra.number(n + SPREAD_SUFFIX),
                 samples_before=_samples(rb, n), samples_after=_samples(ra, n),
-                not_comparable=ncr, across=m_across, note=kernel_note if n == "kernel_us" else None, alpha=alpha,
+                not_comparable=ncr, across=m_across, note=kernel_note if n == "kernel_us" else None, level=level,
+                scope=scope,
             )
         )  # fmt: skip
     mt = tuple(metrics)
@@ -683,7 +723,8 @@ def _compare_row(
             "the kernel change cannot move this roofline"
         )
     return RowComparison(label, presence, streams, cluster, same_session, mt, binds_before, binds_after, e2e, why,
-                         invisible, mismatches, tuple(notes), gpu_b, gpu_a)  # fmt: skip
+                         invisible, mismatches, tuple(notes), gpu_b, gpu_a, scope,
+                         scope_text(scope, gpu_b, gpu_a))  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- the whole
@@ -763,7 +804,7 @@ def compare_results(
     *,
     allow_different_gpu: bool = False,
     across: Iterable[str] = (),
-    alpha: float = ALPHA,
+    level: float = LEVEL,
     floors: Mapping[str, FloorSet] | None = None,
 ) -> Comparison:
     """Compare every row of two results dirs, pairing rows by key.
@@ -804,13 +845,15 @@ def compare_results(
 
     def floors_of(k: RowKey) -> FloorSet:
         rb = before.row(k)
-        name = row_gpu(before, rb).name if rb is not None else None
+        if rb is None or after.row(k) is None:
+            return SEED_FLOORS  # a one-sided row judges nothing: no floors used, none reported
+        name = row_gpu(before, rb).name
         if name not in used:
             used[name] = (floors or {}).get(name or "") or seed_floors(name)
         return used[name]
 
     rows = tuple(
-        _compare_row(k, before.row(k), after.row(k), before, after, (a, b), metric_names, across_all, alpha,
+        _compare_row(k, before.row(k), after.row(k), before, after, (a, b), metric_names, across_all, level,
                      allow_different_gpu, floors_of(k))
         for k in keys
     )  # fmt: skip
@@ -854,6 +897,21 @@ def compare_results(
             f"{SESSION_DEFINITION}",
             "probe both sides in one session (--session NAME) to judge multi-stream transfers by their floor",
         ))  # fmt: skip
+    standing = [(r.label, m) for r in rows for m in r.metrics if m.floor_stand_in == "narrower"]
+    if standing:
+        labels = ", ".join(dict.fromkeys(lb for lb, _ in standing))
+        scopes = " and ".join(dict.fromkeys(SCOPE_TEXT[m.pair_scope] for _, m in standing if m.pair_scope))
+        used_scopes = " and ".join(dict.fromkeys(SCOPE_TEXT[m.floor_scope] for _, m in standing if m.floor_scope))
+        warnings.append(CompareWarning(
+            f"no {scopes} floors for {labels}: the {used_scopes} floors stand in, and they may be too low for pairs "
+            "measured further apart",
+            "measure floors from A/A dirs of several machines of the model: clusterbench floors DIR DIR [...] "
+            "(docs/compare.md, 'Floors')"))
+    provisional = sorted({m.floor_scope for r in rows for m in r.metrics if m.floor_provisional and m.floor_scope})
+    if provisional:
+        warnings.append(CompareWarning(
+            f"provisional floors judged ({', '.join(SCOPE_TEXT[s] for s in provisional)}: made of fewer than "
+            f"{MIN_PAIRS} A/A pairs): a verdict near them is weak", "probe more A/A dirs and run clusterbench floors"))
     unsteady = [r.label for r in rows if any(m.code is Reason.UNSTEADY for m in r.metrics)]
     if unsteady:
         warnings.append(CompareWarning(
@@ -864,7 +922,7 @@ def compare_results(
         warnings.append(CompareWarning(f"labels found in one dir only: {', '.join(one_sided)}"))
     differing = {mm.column for r in rows for mm in r.mismatches if mm.across}
     across_used = tuple(c for c in (*CONFIG_COLUMNS, GPU_COLUMN) if c in differing)
-    return Comparison(a, b, metric_names, rows, tuple(warnings), across_used, alpha, tuple(used.values()))
+    return Comparison(a, b, metric_names, rows, tuple(warnings), across_used, level, tuple(used.values()))
 
 
 def judge_gate(comparison: Comparison, pct: float, metrics: Sequence[str] = DEFAULT_GATE_METRICS) -> GateOutcome:

@@ -50,6 +50,23 @@ FLOOR_MIN_PCT = 0.5
 # trace figure must clear. Multi-stream transfer columns drift by up to 20 % between sessions.
 TRACE_FLOOR_MIN_PCT = 1.0
 SEED_DRIFT_BOUND_PCT = 20.0
+
+# Where the two sides of a pair were measured, narrowest first: in one session (one probe run, or the probes
+# given one --session), in two sessions on one GPU unit (its UUID: a reboot, a fresh machine on the same
+# node), or on two units of one GPU model. A floor is measured per scope, from A/A pairs of that scope.
+WITHIN_SESSION = "within_session"
+SAME_UNIT = "same_unit"
+ACROSS_UNITS = "across_units"
+SCOPES: tuple[str, ...] = (WITHIN_SESSION, SAME_UNIT, ACROSS_UNITS)
+SCOPE_TEXT = {WITHIN_SESSION: "within-session", SAME_UNIT: "same-unit", ACROSS_UNITS: "across-units"}
+# What a scope's pairs are pairs of, and so what its pair count counts: two probes of one session, two
+# sessions of one unit, two units of one model.
+SCOPE_PAIRS = {WITHIN_SESSION: "probes of one session", SAME_UNIT: "sessions on one GPU unit",
+               ACROSS_UNITS: "GPU units of the model"}
+# A floor made of fewer pairs than this is provisional. The largest of n exchangeable A/A differences is
+# exceeded by the next one with probability 1 / (n + 1): 4 pairs make that 1 in 5 before the 1.5 margin, and
+# fewer let one lucky pair set a floor half the tail would break. 4 fresh machines give 6 pairs of units.
+MIN_PAIRS = 4
 SEED_SOURCE = "the seed's reading rules (RTX 4090 reference campaign)"
 SEED_DRIFT_SOURCE = (f"{SEED_SOURCE}: multi-stream transfer columns drifted by up to "
                      f"{U.pct_of(SEED_DRIFT_BOUND_PCT, None)} between sessions of one build")
@@ -57,21 +74,33 @@ SEED_DRIFT_SOURCE = (f"{SEED_SOURCE}: multi-stream transfer columns drifted by u
 
 @dataclass(frozen=True, slots=True)
 class NoiseFloor:
-    """The least relative change of ``metric`` that is not session-to-session noise, on rows with one
-    stream or (``multi_stream``) several. ``aa_max_diff_pct``: the largest A/A difference it was made of."""
+    """The least relative change of ``metric`` that is not noise, on rows with one stream or (``multi_stream``)
+    several, for pairs of one ``scope`` (SCOPES). ``aa_max_diff_pct``: the largest A/A difference it was made
+    of; ``pairs``: how many pairs of that scope it saw (SCOPE_PAIRS; None when not recorded: a version 1 file or
+    the seed's rules), ``differences`` how many A/A differences (pairs times configs); ``provisional``: made of
+    fewer than MIN_PAIRS pairs."""
 
     metric: str
     multi_stream: bool
     pct: float  # % of the before value
     source: str  # where the figure comes from, in words
     aa_max_diff_pct: float | None = None
+    scope: str = SAME_UNIT
+    pairs: int | None = None
+    differences: int | None = None
+    provisional: bool = False
 
     def to_json(self) -> dict[str, object]:
-        return {"metric": self.metric, "multi_stream": self.multi_stream, "pct": self.pct, "source": self.source,
-                "aa_max_diff_pct": self.aa_max_diff_pct}
+        return {"metric": self.metric, "multi_stream": self.multi_stream, "scope": self.scope, "pct": self.pct,
+                "pairs": self.pairs, "differences": self.differences, "provisional": self.provisional,
+                "aa_max_diff_pct": self.aa_max_diff_pct, "source": self.source}
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, object]) -> NoiseFloor:
+    def from_json(cls, doc: Mapping[str, object], scoped: bool = True) -> NoiseFloor:
+        """A floor of a floors file; ``scoped``: the file records scope, pairs and provisional (version 2),
+        else the floor was measured across sessions of one unit (version 1)."""
+        if not isinstance(doc, Mapping):
+            raise ValueError(f"a floor must be a JSON object, got {type(doc).__name__}")
         pct = doc.get("pct")
         if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not math.isfinite(pct) or pct <= 0:
             raise ValueError(f"a floor's pct must be a number > 0, got {pct!r}")
@@ -79,8 +108,84 @@ class NoiseFloor:
         if metric not in COMPARED_METRICS or not isinstance(multi, bool):
             raise ValueError(f"a floor needs a compared metric and multi_stream true/false, got {metric!r}, {multi!r}")
         worst = doc.get("aa_max_diff_pct")
+        if worst is not None and (isinstance(worst, bool) or not isinstance(worst, (int, float))):
+            raise ValueError(f"a floor's aa_max_diff_pct must be a number, got {worst!r}")
+        scope, pairs, diffs, provisional = SAME_UNIT, None, None, False
+        if scoped:
+            scope, pairs, diffs, provisional = (doc.get("scope"), doc.get("pairs"), doc.get("differences"),
+                                                doc.get("provisional"))
+            if scope not in SCOPES:
+                raise ValueError(f"a floor's scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+            for name, v in (("pairs", pairs), ("differences", diffs)):
+                if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                    raise ValueError(f"a floor's {name} must be an integer >= 1 or null, got {v!r}")
+            if not isinstance(provisional, bool):
+                raise ValueError(f"a floor's provisional must be true or false, got {provisional!r}")
         return cls(str(metric), multi, float(pct), str(doc.get("source") or ""),
-                   None if worst is None else float(worst))  # type: ignore[arg-type]
+                   None if worst is None else float(worst), str(scope), pairs, diffs, provisional)  # type: ignore[arg-type]
+
+    @property
+    def seed(self) -> bool:
+        """One of the seed's reading rules, not a measurement."""
+        return self.source.startswith(SEED_SOURCE)
+
+    @property
+    def text(self) -> str:
+        """``1.5 % same-unit floor``, with ``provisional: 2 pairs`` when it is; a seed rule says so."""
+        if self.seed:
+            return f"{U.pct_of(self.pct, None)} floor, the seed's rule"
+        prov = f", provisional: {self.pairs} pair{'' if self.pairs == 1 else 's'}" if self.provisional else ""
+        return f"{U.pct_of(self.pct, None)} {SCOPE_TEXT[self.scope]} floor{prov}"
+
+
+@dataclass(frozen=True, slots=True)
+class FloorUse:
+    """The floor that judged a pair of ``scope``: ``floor`` (its ``pct`` the one applied), and when the
+    floor of that scope was missing, which stood in: a broader one (``stand_in`` "broader": safe) or a
+    narrower one ("narrower": it may be too low)."""
+
+    floor: NoiseFloor
+    scope: str  # the pair's scope
+    stand_in: str | None = None  # None, "broader" or "narrower"
+
+    @property
+    def text(self) -> str:
+        """``1.5 % same-unit floor``; a narrower floor standing in says so (a broader one is safe)."""
+        if self.stand_in == "narrower":
+            return f"{self.floor.text}, standing in for an {SCOPE_TEXT[self.scope]} one"
+        return self.floor.text
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """One GPU unit (its UUID) on one host that measured A/A dirs: which dirs, in which sessions."""
+
+    gpu_uuid: str | None
+    host: str | None
+    dirs: tuple[str, ...]
+    sessions: tuple[str, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"gpu_uuid": self.gpu_uuid, "host": self.host, "dirs": list(self.dirs), "sessions": list(self.sessions)}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> Machine:
+        if not isinstance(doc, Mapping):
+            raise ValueError(f"a machine must be a JSON object, got {type(doc).__name__}")
+        return cls(_opt_str(doc.get("gpu_uuid")), _opt_str(doc.get("host")), _strs(doc.get("dirs"), "dirs"),
+                   _strs(doc.get("sessions"), "sessions"))
+
+
+def _opt_str(v: object) -> str | None:
+    return None if v is None else str(v)
+
+
+def _strs(v: object, what: str) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    if not isinstance(v, list):
+        raise ValueError(f"{what} must be a list, got {type(v).__name__}")
+    return tuple(str(x) for x in v)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +195,18 @@ class AaSet:
     git_rev: str
     dirs: tuple[str, ...]  # the dirs' names, in the order given
     sessions: tuple[str, ...]
+    units: tuple[str, ...] = ()  # each dir's GPU UUID ("" when it names none)
 
     def to_json(self) -> dict[str, object]:
-        return {"git_rev": self.git_rev, "dirs": list(self.dirs), "sessions": list(self.sessions)}
+        return {"git_rev": self.git_rev, "dirs": list(self.dirs), "sessions": list(self.sessions),
+                "units": list(self.units)}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, object]) -> AaSet:
-        return cls(str(doc.get("git_rev")), tuple(doc.get("dirs") or ()), tuple(doc.get("sessions") or ()))  # type: ignore[arg-type]
+        if not isinstance(doc, Mapping):
+            raise ValueError(f"an A/A set must be a JSON object, got {type(doc).__name__}")
+        return cls(str(doc.get("git_rev")), _strs(doc.get("dirs"), "dirs"), _strs(doc.get("sessions"), "sessions"),
+                   _strs(doc.get("units"), "units"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +223,38 @@ class FloorSet:
     sets: tuple[AaSet, ...] = ()
     created_utc: str | None = None
     tool_version: str | None = None
+    version: int | None = None  # the floors file's version it was read from
+    machines: tuple[Machine, ...] = ()
 
-    def floor(self, metric: str, streams: int | None) -> NoiseFloor | None:
-        """The floor of ``metric`` for a row with ``streams`` streams (unknown counts as several)."""
+    def floor(self, metric: str, streams: int | None, scope: str = SAME_UNIT) -> NoiseFloor | None:
+        """The floor of ``metric`` measured for pairs of ``scope`` on rows with ``streams`` streams (unknown
+        counts as several), or None. :meth:`use` is what compare applies."""
         multi = streams is None or streams > 1
-        return next((f for f in self.floors if f.metric == metric and f.multi_stream == multi), None)
+        return next((f for f in self.floors if f.metric == metric and f.multi_stream == multi and f.scope == scope),
+                    None)
+
+    def use(self, metric: str, streams: int | None, scope: str) -> FloorUse | None:
+        """The floor that judges ``metric`` of a pair of ``scope`` (None when there is none for the metric):
+
+        * the floor of that scope; when it is missing, the nearest broader one (a pair of a narrower scope
+          carries less noise, so it is safe), else the nearest narrower one, which stands in and may be too low;
+        * never less than a narrower scope's floor: a pair of two units carries the noise of one unit's
+          sessions too, and a broad floor of few pairs must not undercut a narrow one of many."""
+        multi = streams is None or streams > 1
+        have = {f.scope: f for f in self.floors if f.metric == metric and f.multi_stream == multi}
+        if not have:
+            return None
+        k = SCOPES.index(scope)
+        stand_in = None
+        if scope in have:
+            base = have[scope]
+        elif broader := [have[s] for s in SCOPES[k + 1:] if s in have]:
+            base, stand_in = broader[0], "broader"
+        else:
+            base, stand_in = next(have[s] for s in reversed(SCOPES[:k]) if s in have), "narrower"
+        narrower = [have[s] for s in SCOPES[:SCOPES.index(base.scope)] if s in have]
+        top = max([base, *narrower], key=lambda f: f.pct)
+        return FloorUse(top, scope, stand_in)
 
     @property
     def text(self) -> str:
@@ -128,13 +265,21 @@ class FloorSet:
                     f"{U.pct_of(self.drift_bound_pct, None)} drift bound; sustained FPS has no floor, so it is judged within "
                     "one session only")
         where = f" from {self.path}" if self.path else ""
-        return f"floors of {self.gpu_name}{where}"
+        scopes = [sc for sc in SCOPES if any(f.scope == sc and not f.seed for f in self.floors)]
+        if self.version == 1:
+            what = "a version 1 file: same-unit floors, pair counts not recorded"
+        else:
+            what = ", ".join(SCOPE_TEXT[sc] for sc in scopes) or "no measured floor"
+            if any(f.provisional for f in self.floors):
+                what += "; some provisional"
+        return f"floors of {self.gpu_name}{where} ({what})"
 
 
+# The seed's rules are rules, not measurements: the same 1 % for pairs of every scope.
 SEED_FLOORS = FloorSet(
     gpu_name=None,
-    floors=tuple(NoiseFloor(m, multi, TRACE_FLOOR_MIN_PCT, SEED_SOURCE) for m in sorted(TRACE_METRICS)
-                 for multi in (False, True)),
+    floors=tuple(NoiseFloor(m, multi, TRACE_FLOOR_MIN_PCT, SEED_SOURCE, scope=scope) for m in sorted(TRACE_METRICS)
+                 for multi in (False, True) for scope in SCOPES),
     drift_bound_pct=SEED_DRIFT_BOUND_PCT, drift_bound_source=SEED_DRIFT_SOURCE, seed=True)
 
 

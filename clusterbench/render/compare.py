@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 from clusterbench.model import units as U
 from clusterbench.model.engines import display_name as display_engine
-from clusterbench.compare.noise import TRACE_FLOOR_MIN_PCT, FloorSet
+from clusterbench.compare.noise import SCOPE_TEXT, SCOPES, TRACE_FLOOR_MIN_PCT, FloorSet
 from clusterbench.compare.traces import TraceComparison, TraceSide
 from clusterbench.compare.compare import (
     GPU_COLUMN,
@@ -38,7 +38,12 @@ from clusterbench.compare.compare import (
 #     beyond_drift, no_floor); per metric bound_pct, noise_pct, noise_from and cross_session, floor_pct only
 #     where the floor judged; "floors" (which floors file, or the seed's rules, per GPU model); "session"
 #     (what a session is); "kind" ("dirs", or "traces" for two traces compared directly).
-COMPARE_JSON_SCHEMA = "clusterbench.compare/3"
+#   clusterbench.compare/4: the bootstrap interval of the ratio of medians replaces the Mann–Whitney test
+#     (metric "test": {name "bootstrap-ratio-of-medians", ratio, low, high, level, resamples, seed,
+#     excludes_one, n_before, n_after}; top-level "level" replaces "alpha"); reason code "unsteady"; the gate
+#     judges the roofline and sustained FPS ("gate": metrics, judged and not_checked per label and metric,
+#     failures with metric, unit and worse_pct, not_measured).
+COMPARE_JSON_SCHEMA = "clusterbench.compare/4"
 
 _SHORT = {"kernel_us": "kernel", "h2d_us": "h2d", "d2h_us": "d2h", "roofline_us": "roofline", "sustained_fps": "sustained"}
 _NAME = {"kernel_us": "kernel µs", "h2d_us": "H2D µs", "d2h_us": "D2H µs", "roofline_us": "roofline µs",
@@ -58,11 +63,13 @@ CROSS_SESSION_MARK = "~"  # judged beyond the drift bound, across two sessions
 # ----------------------------------------------------------------------------- JSON
 
 
-def _metric_json(m: MetricDelta, alpha: float) -> dict:
+def _metric_json(m: MetricDelta) -> dict:
     test = None
-    if m.p_value is not None:
-        test = {"name": "mann-whitney-u", "two_sided": True, "p_value": m.p_value, "alpha": alpha,
-                "n_before": m.n_before, "n_after": m.n_after}  # fmt: skip
+    ci = m.interval
+    if ci is not None:
+        test = {"name": "bootstrap-ratio-of-medians", "ratio": ci.ratio, "low": ci.low, "high": ci.high,
+                "level": ci.level, "resamples": ci.resamples, "seed": ci.seed, "excludes_one": ci.excludes_one,
+                "n_before": ci.n_before, "n_after": ci.n_after}  # fmt: skip
     return {
         "before": m.before,
         "after": m.after,
@@ -78,6 +85,10 @@ def _metric_json(m: MetricDelta, alpha: float) -> dict:
         "reason_code": m.code.value,
         "reason": m.reason,
         "across": list(m.across),
+        "pair_scope": m.pair_scope,
+        "floor_scope": m.floor_scope,
+        "floor_stand_in": m.floor_stand_in,
+        "floor_provisional": m.floor_provisional,
         "test": test,
         "note": m.note,
     }
@@ -127,14 +138,16 @@ def render_compare_json(cmp: Comparison, gate: GateOutcome | None = None) -> dic
         "session": SESSION_DEFINITION,
         "floors": [floors_json(fs) for fs in cmp.floors],
         "across": list(cmp.across),
-        "alpha": cmp.alpha,
+        "level": cmp.level,
         "rows": [
             {
                 "label": r.label,
                 "presence": r.presence.value,
                 "streams": r.streams,
                 "same_session": r.same_session,
-                "metrics": {m.name: _metric_json(m, cmp.alpha) for m in r.metrics},
+                "scope": r.scope,
+                "scope_text": r.scope_text,
+                "metrics": {m.name: _metric_json(m) for m in r.metrics},
                 "mismatches": [
                     {"column": mm.column, "before": mm.before, "after": mm.after, "affects": list(mm.affects),
                      "across": mm.across}
@@ -221,6 +234,20 @@ def render_compare_notes(cmp: Comparison) -> list[str]:
     return lines
 
 
+def _scope_floors(rows) -> str:  # noqa: ANN001
+    """Which floors judge pairs of these rows' scope: ``same-unit floors`` (what stood in, when one did)."""
+    pair = {r.scope for r in rows if r.scope}
+    used = {m.floor_scope for r in rows for m in r.metrics if m.floor_scope}
+    if not pair:
+        return "no floor judged"
+    want = SCOPE_TEXT[next(iter(pair))]
+    if not used:
+        return f"{want} floors (none judged here)"
+    if used == pair:
+        return f"{want} floors"
+    return f"{' and '.join(SCOPE_TEXT[s] for s in SCOPES if s in used)} floors, for want of {want} ones"
+
+
 def _side_line(tag: str, side) -> str:
     gpu = side.gpu_name or "GPU unknown"
     bits = [gpu.replace(",", ", ") if len(side.hosts) > 1 else gpu]  # a merged dir's distinct GPU names
@@ -279,6 +306,9 @@ def render_compare_text(cmp: Comparison, width: int = 80) -> list[str]:
         out += wrap(f"across: {', '.join(cmp.across)} (compared on purpose: verdicts marked {ACROSS_MARK})", width)
     for fs in cmp.floors:
         out += wrap(f"floors: {fs.text}", width, "", "        ")
+    scopes = {r.scope_text for r in cmp.rows if r.presence is Presence.BOTH}
+    if len(scopes) == 1:
+        out += wrap(f"pairs: {scopes.pop()}: {_scope_floors(cmp.rows)}", width, "", "       ")
     for r in cmp.rows:
         out.append("")
         name = config_name(r, cmp.rows)
@@ -290,6 +320,8 @@ def render_compare_text(cmp: Comparison, width: int = 80) -> list[str]:
             out += wrap(f"{head}: only in {side}: {', '.join(vals)} (µs/frame; sustained FPS)", width)
             continue
         out += wrap(head, width)
+        if len({x.scope_text for x in cmp.rows if x.presence is Presence.BOTH}) > 1:
+            out += wrap(f"pair: {r.scope_text}: {_scope_floors((r,))}", width, "  ", "    ")
         out.append(_grid("metric", "before", "after", "delta", "verdict", "reason", with_code).replace("→", " "))
         for m in r.metrics:
             if m.before is None and m.after is None:
@@ -305,7 +337,8 @@ def render_compare_text(cmp: Comparison, width: int = 80) -> list[str]:
     out += wrap(
         f"µs/frame from the traces; FPS untraced. A verdict must clear the noise: the larger of the "
         f"metric's session-to-session floor and the spread of the repeats. With repeats on both sides "
-        f"Mann–Whitney p <= {cmp.alpha:g} is needed as well; without, the noise alone decides. Multi-stream "
+        f"the {U.pct(cmp.level, 0)} bootstrap interval of the ratio of medians must exclude 1 as well; "
+        f"without, the noise alone decides. Multi-stream "
         f"transfers of two sessions are held to the drift bound instead ({CROSS_SESSION_MARK}: beyond it). "
         f"Sessions: {SESSION_DEFINITION}. Reason codes: docs/compare.md.",
         width,
@@ -432,8 +465,8 @@ def render_trace_compare_json(tc: TraceComparison) -> dict:
         "after": tc.after.to_json(),
         "binds": {"before": tc.before.binds, "after": tc.after.binds, "changed": tc.binds_changed},
         "floors": floors_json(tc.floors),
-        "engines": {m.name: _metric_json(m, 0.0) for m in tc.engines},
-        "kernels": [{"name": m.name, **_metric_json(m, 0.0)} for m in tc.kernels],
+        "engines": {m.name: _metric_json(m) for m in tc.engines},
+        "kernels": [{"name": m.name, **_metric_json(m)} for m in tc.kernels],
         "warnings": [{"message": w, "hint": None} for w in tc.warnings],
     }
 

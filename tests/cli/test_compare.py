@@ -118,8 +118,16 @@ def test_json_is_only_json_with_reason_codes() -> None:
 def test_sustained_test_in_json() -> None:
     doc = json.loads(_run(F32, CUPTI, "--json").stdout)
     s = next(r for r in doc["rows"] if r["label"] == "9x9_s1_uncontended")["metrics"]["sustained_fps"]
-    assert s["test"]["name"] == "mann-whitney-u" and (s["test"]["n_before"], s["test"]["n_after"]) == (3, 3)
-    assert s["verdict"] == "SAME" and s["across"] == []
+    # repeats before [57,025.1, 57,324.9, 57,104.2] and after [57,331.7, 57,336.2, 57,004.7] FPS (env.json): 3 a
+    # side, so the 95 % interval is [min(after) / max(before), max(after) / min(before)], which holds 1
+    t = s["test"]
+    assert t["name"] == "bootstrap-ratio-of-medians" and (t["n_before"], t["n_after"]) == (3, 3)
+    assert t["low"] == pytest.approx(57_004.66708040238 / 57_324.909097810894)
+    assert t["high"] == pytest.approx(57_336.19413420432 / 57_025.113318165066)
+    assert t["ratio"] == pytest.approx(57_331.72898898405 / 57_104.18374230134)
+    assert (t["level"], t["resamples"], t["excludes_one"]) == (0.95, 10_000, False)
+    assert (s["verdict"], s["reason_code"]) == ("SAME", "not_significant") and s["across"] == []
+    assert doc["level"] == 0.95 and doc["schema"] == "clusterbench.compare/4"
 
 
 def test_markdown() -> None:
@@ -438,7 +446,7 @@ def test_missing_dir(tmp_path: Path) -> None:
 def test_help_documents_verdicts_and_exit_codes() -> None:
     r = runner.invoke(app, ["compare", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0
-    for text in ("Mann-Whitney", "SAME", "NOT COMPARABLE", "--gate", "--across", "--wide", "Exit codes",
+    for text in ("bootstrap", "ratio of medians", "SAME", "NOT COMPARABLE", "--gate", "--across", "--wide", "Exit codes",
                  "--allow-different-gpu", "legacy aare-perf", "comparable at all"):  # fmt: skip
         assert text in r.output
 
@@ -590,10 +598,29 @@ def test_floors_command(tmp_path: Path) -> None:
     written = tmp_path / "floors" / "NVIDIA_H200.json"
     assert f"Wrote {written}" in " ".join(r.stdout.split())
     doc = json.loads(written.read_text())
+    # the figures of the version 1 file the command wrote from these dirs before floors had scopes
     committed = json.loads((ROOT / "tests" / "data" / "results" / "floors" / "NVIDIA_H200.json").read_text())
-    assert doc["floors"] == committed["floors"] and doc["sets"] == committed["sets"]
+    keys = ("metric", "multi_stream", "pct", "aa_max_diff_pct")
+    assert [{k: f[k] for k in keys} for f in doc["floors"]] == [{k: f[k] for k in keys} for f in committed["floors"]]
+    assert doc["version"] == 2 and {(f["scope"], f["pairs"]) for f in doc["floors"]} == {("same_unit", 4)}
     line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("H2D µs/frame") and "s>1" in ln)
-    assert line.split()[3:7] == ["2.97", "%", "4.5", "%"]
+    assert line.split()[3:10] == ["same-unit", "4", "2.97", "%", "4.5", "%", "–"]
+    # never replaced without --force: the file stays as it was, and the refusal comes before anything is printed
+    before = written.read_text()
+    r = runner.invoke(app, ["floors", *map(str, aa), "--results-dir", str(tmp_path)], env={"COLUMNS": "80"})
+    assert r.exit_code == 2 and r.stdout == "" and written.read_text() == before
+    assert _error_lines(r) == [f"Error: {written} exists: floors writes a new file and never replaces one without "
+                               "--force"]
+    r = runner.invoke(app, ["floors", *map(str, aa), "--results-dir", str(tmp_path), "--force"],
+                      env={"COLUMNS": "80"})
+    assert r.exit_code == 0 and f"Replaced {written}" in " ".join(r.stdout.split())
+    line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("H2D µs/frame") and "s>1" in ln)
+    assert line.split()[-2:] == ["4.5", "%"]  # was: what the replaced file held
+    # an --out file that exists is refused before a dir is read
+    other = tmp_path / "other.json"
+    other.write_text("{}")
+    r = runner.invoke(app, ["floors", str(tmp_path / "nowhere"), str(tmp_path / "nowhere2"), "--out", str(other)])
+    assert r.exit_code == 2 and _error_lines(r)[0].startswith(f"Error: {other} exists") and other.read_text() == "{}"
     # a dir alone has no A/A partner; one dir is not enough; --dry-run writes nothing
     r = runner.invoke(app, ["floors", str(aa[0]), str(aa[3])])
     assert r.exit_code == 2 and "no A/A partner" in r.stderr
@@ -601,4 +628,31 @@ def test_floors_command(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "two or more" in r.stderr
     r = runner.invoke(app, ["floors", *map(str, aa[:3]), "--out", str(tmp_path / "x.json"), "--dry-run", "--json"])
     assert r.exit_code == 0 and not (tmp_path / "x.json").exists()
-    assert json.loads(r.stdout)["floors_file"]["gpu_name"] == "NVIDIA H200"
+    doc = json.loads(r.stdout)
+    assert doc["floors_file"]["gpu_name"] == "NVIDIA H200" and doc["path"] is None
+    assert doc["target"] == str(tmp_path / "x.json")
+
+
+def test_floors_refuse_too_few_pairs(tmp_path: Path) -> None:
+    # the slide pair alone: two sessions on one GPU unit make 1 pair of sessions, and a floor needs 4
+    pair = sorted((DATA / "aa_slide").iterdir())
+    r = runner.invoke(app, ["floors", *map(str, pair), "--results-dir", str(tmp_path)], env={"COLUMNS": "80"})
+    assert r.exit_code == 2 and r.stdout == "" and not (tmp_path / "floors").exists()
+    assert _error_lines(r) == ["Error: every floor would be provisional: these A/A dirs make 1 pair of sessions on "
+                               "one GPU unit, and a floor needs 4 pairs of its scope (the largest of n A/A differences "
+                               "is exceeded by the next one 1 time in n + 1)"]
+    assert "--provisional" in r.stderr
+    # the triple: 3 pairs of sessions, still fewer than 4
+    triple = sorted((DATA / "aa").iterdir())
+    r = runner.invoke(app, ["floors", *map(str, triple), "--results-dir", str(tmp_path)])
+    assert r.exit_code == 2 and "make 3 pairs of sessions on one GPU unit" in " ".join(r.stderr.split())
+    # --provisional writes them, marked, and compare names them
+    r = runner.invoke(app, ["floors", *map(str, pair), "--results-dir", str(tmp_path), "--provisional"],
+                      env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "floors" / "NVIDIA_H200.json").read_text())
+    assert {(f["scope"], f["pairs"], f["provisional"]) for f in doc["floors"]} == {("same_unit", 1, True)}
+    assert "prov." in r.stdout and "Warning: provisional floors (fewer than 4 pairs)" in r.stderr
+    r = _run(pair[0], pair[1], "--floors", tmp_path / "floors" / "NVIDIA_H200.json")
+    assert r.exit_code == 0 and "provisional: 1 pair" in " ".join(r.stdout.split())
+    assert "provisional floors judged (same-unit" in " ".join(r.stderr.split())

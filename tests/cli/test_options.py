@@ -19,6 +19,10 @@ def _params(option: str, commands: set[str] | None = None) -> dict[str, object]:
             and (commands is None or name in commands)}
 
 
+# Options that one command means another thing by (a word the issue or the user named): command: what it does.
+OTHER_MEANING = {"--force": {"floors": "replace an existing floors file"}}
+
+
 @pytest.mark.parametrize("option, commands, default", [
     ("--json", {"analyze", "compare", "guard", "probe", "floors", "history"}, False),
     ("--config", {"guard", "probe"}, None),
@@ -38,7 +42,15 @@ def test_a_shared_option_is_one_definition_with_the_cores_default(option: str, c
                                                                   default: object) -> None:
     params = _params(option, commands)
     assert set(params) == commands
-    assert set(_params(option)) == commands  # no command outside these defines it
+    # no command outside these defines it, but for one that means another thing by it, said here
+    assert set(_params(option)) - commands == set(OTHER_MEANING.get(option, {}))
     assert {p.help for p in params.values()} == {next(iter(params.values())).help}  # one help text
     assert all(p.default == default for p in params.values()), {n: p.default for n, p in params.items()}
 
+
+
+def test_an_option_with_another_meaning_says_it() -> None:
+    for option, where in OTHER_MEANING.items():
+        for name in where:
+            (p,) = _params(option, {name}).values()
+            assert "replace" in p.help.lower() and p.default is False

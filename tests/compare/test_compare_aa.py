@@ -81,11 +81,11 @@ def test_the_within_session_spread_alone_would_have_invented_a_difference() -> N
     spread = max(float(b["sustained_fps_spread"]), float(a["sustained_fps_spread"]))
     assert abs(diff) > spread
     rb, ra = _repeats(DIRS[0], "3x3_s1_uncontended"), _repeats(DIRS[2], "3x3_s1_uncontended")
-    assert min(rb) > max(ra)  # every aa1 repeat above every aa3 repeat: the exact 3 vs 3 p is 2/20
+    assert min(rb) > max(ra)  # every aa1 repeat above every aa3 repeat: the bootstrap interval excludes 1
     c = compare_results(load_results(DIRS[0]), load_results(DIRS[2]), floors={"NVIDIA H200": H200})
     m = c.row("3x3_s1_uncontended").metric("sustained_fps")
     assert (m.verdict, m.code) == (Verdict.SAME, Reason.SMALL_EFFECT)
-    assert m.p_value == pytest.approx(0.1)
+    assert m.interval.high == pytest.approx(max(ra) / min(rb)) and m.interval.excludes_one
     assert m.noise == pytest.approx(0.005 * float(b["sustained_fps"]))
 
 
@@ -133,6 +133,19 @@ def test_floors_command_reproduces_the_h200_floors() -> None:
     assert 2.9 < worst_h2d < 3.0 and fs.floor("h2d_us", 4).pct == 4.5  # 1.5 x 2.97 = 4.46 -> 4.5
     worst_fps4 = max(_worst(DIRS, "sustained_fps", True), _worst(AA_SLIDE, "sustained_fps", True))  # 0.68 %
     assert fs.floor("sustained_fps", 4).aa_max_diff_pct == pytest.approx(worst_fps4)  # 1.5 x 0.68 = 1.02 -> 1.5
-    # the committed file is what the command makes of these dirs
-    assert H200.floors == fs.floors and H200.drift_bound_pct == fs.drift_bound_pct == SEED_FLOORS.drift_bound_pct
+    # every pair of these dirs is two sessions on one GPU unit: the triple on one unit (3 pairs of sessions), the
+    # slide pair on another (1 pair): 4 pairs, each floor same-unit, and not provisional (4 is the minimum)
+    assert {f.scope for f in fs.floors} == {"same_unit"}
+    assert {(f.pairs, f.provisional) for f in fs.floors} == {(4, False)}
+    # 1 stream: 2 labels x (3 + 1) dir pairs = 8 differences; several streams, H2D/D2H/roofline on one link: x 3
+    assert fs.floor("kernel_us", 1).differences == 8 and fs.floor("h2d_us", 4).differences == 24
+    assert [(m.gpu_uuid[:12], len(m.dirs), len(m.sessions)) for m in fs.machines] == [("GPU-a209f1f8", 3, 3),
+                                                                                       ("GPU-84db8b66", 2, 2)]
+    # the version 1 file (kept under tests/data) is what the command made of these dirs before floors had scopes:
+    # read as same-unit floors without pair counts, every figure the same
+    assert H200.version == 1
+    assert [(f.metric, f.multi_stream, f.pct, f.aa_max_diff_pct) for f in H200.floors] == \
+        [(f.metric, f.multi_stream, f.pct, f.aa_max_diff_pct) for f in fs.floors]
+    assert {(f.scope, f.pairs) for f in H200.floors} == {("same_unit", None)}
+    assert H200.drift_bound_pct == fs.drift_bound_pct == SEED_FLOORS.drift_bound_pct
     assert [s.dirs for s in H200.sets] == [s.dirs for s in fs.sets]

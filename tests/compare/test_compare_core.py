@@ -90,7 +90,9 @@ def test_rtx4090_verdicts_without_repeats_use_the_1pct_floor(rtx) -> None:
     k = rtx.row("3x3_s1_uncontended").metric("kernel_us")
     # no repeats: the noise is the 1 % floor of the before value, 0.01 * 4.32 = 0.0432 µs; +0.33 µs is beyond it
     assert k.verdict is Verdict.SLOWER and k.code is Reason.BEYOND_NOISE and k.noise == pytest.approx(0.0432)
-    assert k.floor_pct == 1.0 and "1 % session-to-session floor" in k.reason
+    assert k.floor_pct == 1.0 and "1 % floor, the seed's rule" in k.reason
+    # no GPU UUID in these dirs and two sessions: the pair counts as two units; the seed's rule covers every scope
+    assert (k.pair_scope, k.floor_scope, k.floor_stand_in) == ("across_units", "across_units", None)
     assert rtx.row("9x9_s1_uncontended").metric("kernel_us").verdict is Verdict.FASTER
     h2d = rtx.row("3x3_s1_uncontended").metric("h2d_us")
     assert (h2d.verdict, h2d.code) == (Verdict.SAME, Reason.IDENTICAL)
@@ -166,7 +168,10 @@ def test_drift_is_a_bound_not_a_veto(tmp_path: Path) -> None:
     same = _cmp(tmp_path / "s", rows(10.0), rows(10.6), floors=FLOORS)
     m = same.row("s4").metric("d2h_us")
     assert (m.verdict, m.code, m.floor_pct, m.bound_pct) == (Verdict.SLOWER, Reason.BEYOND_NOISE, 4.5, None)
-    assert m.noise == pytest.approx(0.45) and "4.5 % session-to-session floor" in m.reason
+    assert m.noise == pytest.approx(0.45) and "4.5 % same-unit floor" in m.reason
+    # one session, and the version 1 file holds same-unit floors only: the broader floor judges (safe), not marked
+    assert (m.pair_scope, m.floor_scope, m.floor_stand_in) == ("within_session", "same_unit", "broader")
+    assert not any("stand in" in w.message for w in same.warnings)
 
 
 def test_legacy_dirs_warn_once_each() -> None:
@@ -230,7 +235,8 @@ def test_never_faster_or_slower_from_the_sign_alone() -> None:
 def test_aa_false_faster_of_the_issue_is_same() -> None:
     # The issue's A/A: 3x3_s4 sustained +4.55 % called FASTER "beyond noise ±4.37e+03". Before: median
     # 150,000, half-range 4,350 (±2.9 %); after: median 156,825 (+4.55 %), every repeat above every
-    # before repeat, so Mann–Whitney (3 vs 3, exact) gives its smallest p, 2/20 = 0.1 <= 0.1. The
+    # before repeat, so the 95 % bootstrap interval (3 vs 3: [min(after) / max(before), max(after) /
+    # min(before)] = [156,600 / 154,700, 157,000 / 146,000] = [1.0123, 1.0753]) excludes 1. The
     # noise is max(7 % of 150,000 = 10,500, 4,350) FPS and 6,825 < 10,500: SAME, small effect. (7 %: the floor
     # that A/A pair makes by the floor rule, 1.5 x 4.55 = 6.8 -> 7 %; its dirs were not kept, so the H200 file made
     # of the committed A/A dirs holds 1.5 %.)
@@ -240,7 +246,8 @@ def test_aa_false_faster_of_the_issue_is_same() -> None:
                        samples_before=before, samples_after=after, floor=pair)  # fmt: skip
     assert m.delta_pct == pytest.approx(4.55)
     assert (m.verdict, m.code) == (Verdict.SAME, Reason.SMALL_EFFECT)
-    assert m.p_value == pytest.approx(0.1) and m.noise == pytest.approx(10_500.0)
+    assert m.interval.low == pytest.approx(156_600 / 154_700) and m.interval.high == pytest.approx(157_000 / 146_000)
+    assert m.noise == pytest.approx(10_500.0)
     assert (m.n_before, m.n_after) == (3, 3)
     # 3x3_s1 +0.08 % "beyond noise ±40.9 FPS": the 0.5 % floor is 556.415 FPS
     m1 = compare_metric("sustained_fps", 111_283.0, 111_372.0, streams=1, spread_before=40.9, spread_after=10.0,
@@ -250,19 +257,31 @@ def test_aa_false_faster_of_the_issue_is_same() -> None:
 
 
 def test_repeats_need_significance_and_effect() -> None:
-    # after [90, 140, 170] vs before [100, 130, 160]: U = 0 + 2 + 3 = 5, |5 - 4.5| = 0.5 -> every split: p = 1.
-    # The medians differ by 10 FPS, far beyond the 0.5 % floor (0.65 FPS), yet the samples overlap: SAME, not significant
+    # after [90, 140, 170] vs before [100, 130, 160]: the 95 % interval of the ratio of medians is
+    # [90 / 160, 170 / 100] = [0.5625, 1.7], which holds 1. The medians differ by 10 FPS, far beyond the 0.5 % floor
+    # (0.65 FPS), yet the samples overlap: SAME, not significant
     m = compare_metric("sustained_fps", 130.0, 140.0, streams=1, floors=H200_FLOORS, samples_before=[100.0, 130.0, 160.0],
                        samples_after=[90.0, 140.0, 170.0])  # fmt: skip
-    assert (m.verdict, m.code) == (Verdict.SAME, Reason.NOT_SIGNIFICANT) and m.p_value == pytest.approx(1.0)
-    # separated and beyond the floor: 100 -> 120 FPS (+20 %), p = 0.1
+    assert (m.verdict, m.code) == (Verdict.SAME, Reason.NOT_SIGNIFICANT)
+    assert (m.interval.low, m.interval.high) == (90 / 160, 170 / 100)
+    assert ("the 95 % bootstrap interval of the change of the medians, -43.75 % to +70.00 % (3 vs 3 repeats), "
+            "holds 0 %") in m.reason
+    # separated and beyond the floor: 100 -> 120 FPS (+20 %): [119 / 101, 121 / 99] = [1.178, 1.222] excludes 1
     m = compare_metric("sustained_fps", 100.0, 120.0, streams=1, floors=H200_FLOORS, samples_before=[99.0, 100.0, 101.0],
                        samples_after=[119.0, 120.0, 121.0])  # fmt: skip
     assert (m.verdict, m.code) == (Verdict.FASTER, Reason.SIGNIFICANT)
-    # the same with a stricter alpha: 0.1 > 0.05, not significant
-    m = compare_metric("sustained_fps", 100.0, 120.0, streams=1, floors=H200_FLOORS, samples_before=[99.0, 100.0, 101.0],
-                       samples_after=[119.0, 120.0, 121.0], alpha=0.05)  # fmt: skip
-    assert m.code is Reason.NOT_SIGNIFICANT
+    assert m.interval.low == pytest.approx(119 / 101) and m.interval.high == pytest.approx(121 / 99)
+    # one repeat of each side overlapping the other's range: [99, 100, 110] against [105, 111, 112] gives
+    # [105 / 110, 112 / 99] = [0.955, 1.131], which holds 1, though the medians moved +11 %: not significant
+    m = compare_metric("sustained_fps", 100.0, 111.0, streams=1, floors=H200_FLOORS, samples_before=[99.0, 100.0, 110.0],
+                       samples_after=[105.0, 111.0, 112.0])  # fmt: skip
+    assert (m.verdict, m.code) == (Verdict.SAME, Reason.NOT_SIGNIFICANT)
+    # 5 repeats a side close in on the medians: the same kind of overlap ([99, 100, 100.5, 101, 110] against
+    # [105, 110.5, 111, 111.5, 112]) now excludes 1: its corners hold only (0.058)^2 of the resamples
+    m = compare_metric("sustained_fps", 100.5, 111.0, streams=1, floors=H200_FLOORS,
+                       samples_before=[99.0, 100.0, 100.5, 101.0, 110.0],
+                       samples_after=[105.0, 110.5, 111.0, 111.5, 112.0])  # fmt: skip
+    assert (m.verdict, m.code) == (Verdict.FASTER, Reason.SIGNIFICANT) and m.interval.low > 1.0
 
 
 def test_fps_higher_is_better() -> None:
@@ -545,7 +564,7 @@ def test_sustained_fps_with_repeats_from_the_dirs(tmp_path: Path) -> None:
                                     samples={"sustained_fps": [121.0, 119.0, 120.0]})])
     m = compare_results(load_results(a), load_results(b), floors=FLOORS).row("a").metric("sustained_fps")
     assert (m.verdict, m.code, m.n_before, m.n_after) == (Verdict.FASTER, Reason.SIGNIFICANT, 3, 3)
-    assert m.p_value == pytest.approx(0.1)
+    assert m.interval.low == pytest.approx(119 / 101) and m.interval.excludes_one
 
 
 # ----------------------------------------------------------------------------- render
@@ -578,7 +597,7 @@ def test_json_shape(rtx) -> None:
     from clusterbench.render.compare import COMPARE_JSON_SCHEMA, render_compare_json
 
     doc = json.loads(json.dumps(render_compare_json(rtx, judge_gate(rtx, 5.0))))
-    assert doc["schema"] == COMPARE_JSON_SCHEMA == "clusterbench.compare/3"
+    assert doc["schema"] == COMPARE_JSON_SCHEMA == "clusterbench.compare/4"
     assert doc["floors"][0]["seed"] is True and doc["floors"][0]["drift_bound_pct"] == 20.0
     assert doc["session"].startswith("a session is one sitting")
     row = doc["rows"][2]

@@ -61,11 +61,12 @@ def test_pair_diffs() -> None:
 
 
 def _dir(path: Path, kernel: float, fps: float, reps: list[float], streams: int = 1, rev: str = "r1",
-         session: str | None = None, gpu: str = "G", **env: object) -> Path:
+         session: str | None = None, gpu: str = "G", uuid: str | None = "GPU-u1", **env: object) -> Path:
     return write(path, [{"label": "a", "cluster": 3, "cap": 3000, "streams": streams, "batch": 2000,
                          "frames": 20000, "kernel_us": kernel, "h2d_us": 5.0, "d2h_us": 2.0, "roofline_us": 5.0,
                          "binds": "h2d", "sustained_fps": fps, "samples": {"sustained_fps": reps}}],
-                 {"gpu_name": gpu, "git_rev": rev, "git_dirty": False, "session_id": session or path.name, **env})
+                 {"gpu_name": gpu, "git_rev": rev, "git_dirty": False, "session_id": session or path.name,
+                  **({"gpu_uuid": uuid} if uuid else {}), **env})
 
 
 def test_session_spreads_of_three_sessions(tmp_path: Path) -> None:
@@ -92,6 +93,10 @@ def test_session_spreads_of_three_sessions(tmp_path: Path) -> None:
     # no multi-stream rows: trace figures keep the seed's 1 %, sustained FPS gets no floor
     assert fs.floor("h2d_us", 4).pct == 1.0 and "no multi-stream" in fs.floor("h2d_us", 4).source
     assert fs.floor("sustained_fps", 4) is None and fs.drift_bound_pct == 20.0
+    # three sessions on one unit: 3 pairs of sessions, fewer than 4: provisional, and said so
+    assert (fs.floor("sustained_fps", 1).pairs, fs.floor("sustained_fps", 1).provisional) == (3, True)
+    assert out.provisional and any(w.startswith("provisional floors (fewer than 4 pairs): same-unit (3 pairs")
+                                   for w in out.warnings)
     with pytest.raises(ValueError):
         session_spreads(dirs[:1])
 
@@ -107,10 +112,10 @@ def test_floors_group_dirs_by_build_and_share_the_link(tmp_path: Path) -> None:
     assert fs.floor("sustained_fps", 4).pct == 4.5  # 1.5 x 3 = 4.5, a whole step of 0.5
     w = write(tmp_path / "c1", [{"label": "a", "cluster": 3, "cap": 3000, "streams": 4, "batch": 2000, "frames": 20000,
                                  "kernel_us": 1.0, "h2d_us": 5.0, "d2h_us": 2.0, "roofline_us": 5.0, "binds": "h2d"}],
-              {"gpu_name": "G", "git_rev": "r3", "git_dirty": False, "session_id": "x"})
+              {"gpu_name": "G", "git_rev": "r3", "git_dirty": False, "session_id": "x", "gpu_uuid": "GPU-u1"})
     w2 = write(tmp_path / "c2", [{"label": "a", "cluster": 3, "cap": 3000, "streams": 4, "batch": 2000, "frames": 20000,
                                   "kernel_us": 1.0, "h2d_us": 5.2, "d2h_us": 2.0, "roofline_us": 5.2, "binds": "h2d"}],
-               {"gpu_name": "G", "git_rev": "r3", "git_dirty": False, "session_id": "y"})
+               {"gpu_name": "G", "git_rev": "r3", "git_dirty": False, "session_id": "y", "gpu_uuid": "GPU-u1"})
     fs = aa_floors([load_results(w), load_results(w2)]).floors
     # H2D 5.0 -> 5.2: +4 % -> 1.5 x 4 = 6 %; D2H (0 %) and the roofline take it too: one shared link
     for m in ("h2d_us", "d2h_us", "roofline_us"):
@@ -129,10 +134,13 @@ def test_floors_refuse_what_is_not_an_aa(tmp_path: Path, dirs, message: str) -> 
         aa_floors([load_results(p) for p in dirs(tmp_path)])
 
 
-def test_one_session_twice_is_said(tmp_path: Path) -> None:
+def test_two_probes_of_one_session_make_a_within_session_floor(tmp_path: Path) -> None:
     out = aa_floors([load_results(_dir(tmp_path / "x", 1.0, 100.0, [100.0], session="S")),
-                     load_results(_dir(tmp_path / "y", 1.0, 100.0, [100.0], session="S"))])
-    assert any("share a session" in w for w in out.warnings)
+                     load_results(_dir(tmp_path / "y", 1.0, 101.0, [101.0], session="S"))])
+    f = out.floors.floor("sustained_fps", 1, "within_session")
+    assert (f.pct, f.pairs, f.differences, f.provisional) == (1.5, 1, 1, True)  # +1 % -> 1.5 %
+    assert out.floors.floor("sustained_fps", 1, "same_unit") is None
+    assert out.floors.floor("sustained_fps", 1, "across_units") is None
 
 
 def test_the_file_round_trips_and_is_found_by_gpu(tmp_path: Path) -> None:
@@ -142,25 +150,60 @@ def test_the_file_round_trips_and_is_found_by_gpu(tmp_path: Path) -> None:
     assert path == tmp_path / "r" / "floors" / "G.json"
     write_floors(fs, path)
     doc = json.loads(path.read_text())
-    assert (doc["schema"], doc["version"], doc["gpu_name"]) == ("clusterbench.compare.floors", 1, "G")
+    assert (doc["schema"], doc["version"], doc["gpu_name"]) == ("clusterbench.compare.floors", 2, "G")
+    assert doc["rule"]["min_pairs"] == 4 and doc["machines"][0]["gpu_uuid"] == "GPU-u1"
     back = read_floors(path)
     assert back.floors == fs.floors and back.sets == fs.sets and back.path == str(path)
+    assert back.machines == fs.machines and back.version == 2
+    # a new file only: the same path again is refused, and replaced only when asked
+    with pytest.raises(InputError, match="exists: floors writes a new file and never replaces one without --force"):
+        write_floors(fs, path)
+    assert write_floors(fs, path, replace=True) == path
     # compare finds it beside the results dirs; another GPU model gets the seed's rules
     assert find_floors("G", [tmp_path / "r"]).path == str(path)
     assert find_floors("NVIDIA GeForce RTX 4090", [tmp_path / "r"]).seed
     assert floors_for(dirs)["G"].path == str(path)
     assert floors_for(dirs, explicit=path)["G"].path == str(path)
     other = write_floors(fs.__class__("H", fs.floors, 20.0, "x"), tmp_path / "h.json")
+    assert not list(tmp_path.glob(".floors.*"))  # no temp file left behind
     with pytest.raises(InputError, match="holds the floors of H"):
         floors_for(dirs, explicit=other)
     assert floors_file(tmp_path, "NVIDIA GeForce RTX 4090").name == "NVIDIA_GeForce_RTX_4090.json"
 
 
-BAD_FLOOR = ('{"schema": "clusterbench.compare.floors", "version": 1, "gpu_name": "G", "drift_bound_pct": 20, '
-             '"floors": [{"metric": "kernel_us", "multi_stream": false, "pct": -1}]}')
+def _v(version: int, floor: str = '{"metric": "kernel_us", "multi_stream": false, "pct": 1}', **extra: str) -> str:
+    more = "".join(f', "{k}": {v}' for k, v in extra.items())
+    return ('{"schema": "clusterbench.compare.floors", "version": %d, "gpu_name": "G", "drift_bound_pct": 20, '
+            '"floors": [%s]%s}' % (version, floor, more))
 
 
-@pytest.mark.parametrize("text", ["{", "[]", '{"schema": "clusterbench.compare.floors", "version": 9}', BAD_FLOOR])
+BAD_FLOORS = [
+    "{", "[]", '{"schema": "clusterbench.compare.floors", "version": 9}', '{"schema": "x", "version": 2}',
+    _v(1, '{"metric": "kernel_us", "multi_stream": false, "pct": -1}'),
+    _v(2),  # version 2 floors name their scope
+    _v(2, '{"metric": "kernel_us", "multi_stream": false, "pct": 1, "scope": "galaxy", "provisional": false}'),
+    _v(2, '{"metric": "kernel_us", "multi_stream": false, "pct": 1, "scope": "same_unit", "pairs": 0, '
+          '"provisional": false}'),
+    _v(2, '{"metric": "kernel_us", "multi_stream": false, "pct": 1, "scope": "same_unit", "provisional": "no"}'),
+    _v(2, '"kernel"'), _v(2, floor="1", sets='"x"'), _v(2, machines='[3]'), _v(1, floor="1", sets="[3]"),
+    '{"schema": "clusterbench.compare.floors", "version": 2, "gpu_name": "G", "drift_bound_pct": 20, "floors": 3}',
+]
+
+
+def test_both_versions_are_read_and_nothing_else(tmp_path: Path) -> None:
+    p = tmp_path / "f.json"
+    p.write_text(_v(1))
+    assert read_floors(p).version == 1 and read_floors(p).floors[0].scope == "same_unit"
+    p.write_text(_v(2, '{"metric": "kernel_us", "multi_stream": false, "pct": 1, "scope": "across_units", '
+                       '"pairs": 6, "provisional": false}'))
+    fs = read_floors(p)
+    assert fs.version == 2 and (fs.floors[0].scope, fs.floors[0].pairs) == ("across_units", 6)
+    p.write_text(_v(3))
+    with pytest.raises(InputError, match=r"not a 'clusterbench.compare.floors' file of version 1, 2 \(got"):
+        read_floors(p)
+
+
+@pytest.mark.parametrize("text", BAD_FLOORS)
 def test_a_bad_floors_file_is_an_input_error(tmp_path: Path, text: str) -> None:
     p = tmp_path / "f.json"
     p.write_text(text)
@@ -169,5 +212,8 @@ def test_a_bad_floors_file_is_an_input_error(tmp_path: Path, text: str) -> None:
 
 
 def test_a_floor_record_round_trips() -> None:
-    f = NoiseFloor("h2d_us", True, 4.5, "src", 2.97)
+    f = NoiseFloor("h2d_us", True, 4.5, "src", 2.97, "across_units", 6, 24, False)
     assert NoiseFloor.from_json(f.to_json()) == f
+    # version 1 records name no scope: read as same-unit floors without pair counts
+    v1 = {"metric": "h2d_us", "multi_stream": True, "pct": 4.5, "source": "src", "aa_max_diff_pct": 2.97}
+    assert NoiseFloor.from_json(v1, scoped=False) == NoiseFloor("h2d_us", True, 4.5, "src", 2.97)

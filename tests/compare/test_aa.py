@@ -1,0 +1,84 @@
+"""compare.aa: the A/A pairs among the committed results dirs and what compare calls them.
+
+Worked out by hand from the dirs' env.json (git rev, dirty flag, session) and probes.csv (labels, config
+columns): of one build and a clean tree there are
+- git fb200a5: 2026-12-01_f32_aa1, aa2, aa3 (3 pairs; 4 rows alike: 3x3 and 9x9, 1 and 4 streams);
+- git efa5d09: 2026-12-01_f32_slide and slide_aa (1 pair, 4 rows alike);
+- git cb597a5: 2026-11-29_f32, f32_cupti, f32_zerocopy, f64. Only f32 / f32_cupti shares like-for-like figures:
+  its 2 rows in common (3x3_s1, 9x9_s1) differ in the tracer, which touches the 4 trace figures only, so their
+  sustained FPS is an A/A figure; f64 differs in pedestal_dtype on every row; zerocopy shares no label;
+- git 30b726a: 2026-12-01_f32 and aare-cuda differ in workload and pedestal on every row;
+- git d5b1ab9: gpus_all and tracking_coop share one label, whose pedestal differs.
+Left out: the tracking dirs (dirty tree), smoke and tracking_coop2 (alone of their build), and the copies
+under tests/data/results (the same session and rows as their originals).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterbench.compare.aa import aa_groups, find_results_dirs, judge_aa, load_dirs
+from clusterbench.compare.floors import read_floors
+from clusterbench.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = read_floors(ROOT / "tests" / "data" / "results" / "floors" / "NVIDIA_H200.json")
+
+
+@pytest.fixture(scope="module")
+def committed():
+    paths, skipped = find_results_dirs([ROOT / "results", ROOT / "tests" / "data" / "results"])
+    assert {Path(p).name for p, _ in skipped} == {"floors"}
+    results, unreadable = load_dirs(paths)
+    assert unreadable == ()
+    return results
+
+
+def test_the_a_a_groups_of_the_committed_dirs(committed) -> None:
+    groups, left = aa_groups(committed)
+    names = sorted(tuple(sorted(r.name for r in g)) for g in groups)
+    assert names == sorted([
+        ("2026-11-29_f32", "2026-11-29_f32_cupti", "2026-11-29_f32_zerocopy", "2026-11-29_f64"),
+        ("2026-12-01_f32", "2026-12-01_f32_aare-cuda"),
+        ("2026-12-01_f32_aa1", "2026-12-01_f32_aa2", "2026-12-01_f32_aa3"),
+        ("2026-12-01_f32_gpus_all", "2026-12-01_f32_tracking_coop"),
+        ("2026-12-01_f32_slide", "2026-12-01_f32_slide_aa"),
+    ])  # fmt: skip
+    why = {Path(p).name if "/" in p else p: w for p, w in left}
+    assert why["2026-12-01_f32_tracking"].startswith("dirty tree at 2db9fec09c3f")
+    assert "no A/A partner" in why["2026-12-01_f32_smoke"] and "no A/A partner" in why["2026-12-01_f32_tracking_coop2"]
+    copies = [p for p, w in left if w.startswith("a copy of")]
+    assert sorted(Path(p).parent.name for p in copies) == ["results"] * 4  # the four under tests/data/results
+
+
+@pytest.mark.parametrize("floors", ["h200", "seed"])
+def test_every_committed_a_a_pair_reads_same_or_not_comparable(committed, floors) -> None:
+    fmap = {"NVIDIA H200": H200} if floors == "h200" else {}
+    summary = judge_aa(committed, lambda b, a: fmap)
+    pairs = sorted({tuple(sorted((j.before, j.after))) for j in summary.judged})
+    assert pairs == [("2026-11-29_f32", "2026-11-29_f32_cupti"),
+                     ("2026-12-01_f32_aa1", "2026-12-01_f32_aa2"), ("2026-12-01_f32_aa1", "2026-12-01_f32_aa3"),
+                     ("2026-12-01_f32_aa2", "2026-12-01_f32_aa3"), ("2026-12-01_f32_slide", "2026-12-01_f32_slide_aa")]
+    assert len(summary.judged) == 10  # each way round
+    assert summary.moved == 0 and summary.false_positive_rate == 0.0
+    for j in summary.judged:
+        if "cupti" in j.before + j.after:
+            # 2 rows in common: sustained FPS like for like (2 verdicts), the 4 trace figures across the tracer (8)
+            assert (j.verdicts, j.not_like_for_like) == (2, 8)
+            assert j.same == (2 if floors == "h200" else 0)  # the seed's rules have no sustained floor
+        else:
+            # 4 rows x 5 figures; the two 4-stream rows' H2D, D2H and roofline (binding on H2D or D2H) are of two
+            # sessions, within the 20 % drift bound
+            assert (j.verdicts, j.not_like_for_like) == (20, 0)
+            nc = dict(j.not_comparable)
+            assert nc["session_drift"] == 6
+            # seed's rules: no floor for sustained FPS of two sessions (4 rows)
+            assert nc.get("no_floor", 0) == (0 if floors == "h200" else 4)
+            assert j.same == 20 - 6 - nc.get("no_floor", 0)
+
+
+def test_find_results_dirs_refuses_a_root_that_is_not_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="not a folder"):
+        find_results_dirs([tmp_path / "nowhere"])
