@@ -5,9 +5,11 @@ Rows pair by their key (config, gpu, role, variant); the label is what the rows 
 The rules (also in ``clusterbench compare --help`` and docs/compare.md):
 
 * ``delta_pct = (after - before) / before * 100`` per metric.
-* **Noise** is the larger of the metric's floor (a share of the before value, measured across
-  sessions of one build: the :class:`~clusterbench.compare.noise.FloorSet` of the row's GPU model, from its
-  floors file, else the seed's reading rules) and either side's within-session spread (``<metric>_spread``).
+* **Noise** is the larger of the metric's floor (a share of the before value, measured on A/A pairs of one
+  build as far apart as the row pair: in one session, in two sessions of one GPU unit, or on two units, its
+  **scope** (:func:`scope_of`); the :class:`~clusterbench.compare.noise.FloorSet` of the row's GPU model, from
+  its floors file, else the seed's reading rules; ``FloorSet.use`` picks the floor and says when another
+  stands in) and either side's within-session spread (``<metric>_spread``).
 * **With repeats on both sides** (sustained FPS: the samples of the row's measurement), the seeded
   bootstrap interval of the ratio of medians (after / before, at LEVEL) must exclude 1 AND the change of
   the medians must exceed the noise; otherwise SAME. **Without**, the noise alone decides:
@@ -359,18 +361,19 @@ def compare_metric(
     across: tuple[str, ...] = (),
     note: str | None = None,
     level: float = LEVEL,
-    scope: str = SAME_UNIT,
+    scope: str | None = None,
 ) -> MetricDelta:
     """One metric's delta and verdict (see the module docstring for the rules).
 
     ``floor`` defaults to the floor ``floors`` gives ``name`` for a pair of ``scope`` (noise.SCOPES: one
-    session, two sessions of one GPU unit, two units) on ``streams`` streams (FloorSet.use). ``drift_bound_pct``:
+    session, two sessions of one GPU unit, two units; None, not known: judged as two sessions of one unit, the
+    floors' meaning before they had scopes) on ``streams`` streams (FloorSet.use). ``drift_bound_pct``:
     the pair is a multi-stream transfer figure of two sessions, held to that bound instead of the floor."""
     unit = U.metric_unit(name)
     if floor is _USE_TABLE:
-        use = floors.use(name, streams, scope)
+        use = floors.use(name, streams, scope or SAME_UNIT)
     else:
-        use = None if floor is None else FloorUse(floor, scope)  # type: ignore[arg-type]
+        use = None if floor is None else FloorUse(floor, scope or SAME_UNIT)  # type: ignore[arg-type]
     fl = use.floor if use is not None else None
     nb = len(samples_before) or None
     na = len(samples_after) or None

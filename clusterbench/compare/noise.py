@@ -3,8 +3,9 @@ makes floors of A/A dirs.
 
 A verdict must clear the **noise** of its metric: the larger of
 
-* the metric's **floor**, a share of the before value measured as the session-to-session spread of one
-  build (A/A: several full sweeps of one build, one after the other), and
+* the metric's **floor**, a share of the before value measured as the spread of one build probed again and
+  again (A/A), for pairs of one **scope**: in one session, in two sessions of one GPU unit, or on two units of
+  the model (SCOPES), and
 * the **within-session spread** of either side (``<metric>_spread``: half the min–max range over that
   side's repeats).
 

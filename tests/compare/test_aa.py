@@ -79,6 +79,14 @@ def test_every_committed_a_a_pair_reads_same_or_not_comparable(committed, floors
             assert j.same == 20 - 6 - nc.get("no_floor", 0)
 
 
+def test_no_committed_a_a_pair_moves_with_the_committed_floors_file(committed) -> None:
+    # results/floors/NVIDIA_H200.json, whatever A/A runs it was last made of: no pair reads FASTER or SLOWER
+    fs = read_floors(ROOT / "results" / "floors" / "NVIDIA_H200.json")
+    summary = judge_aa(committed, lambda b, a: {"NVIDIA H200": fs})
+    assert len(summary.judged) == 10 and summary.verdicts == 164
+    assert summary.moved == 0, [(j.before, j.after, j.moved) for j in summary.judged if j.moved]
+
+
 def test_find_results_dirs_refuses_a_root_that_is_not_a_folder(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not a folder"):
         find_results_dirs([tmp_path / "nowhere"])
