@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from clusterbench import __version__
-from clusterbench.compare.compare import CONFIG_COLUMNS, config_value, row_gpu
+from clusterbench.compare.compare import CONFIG_COLUMNS, config_value, row_gpu, row_steady
 from clusterbench.compare.noise import (ACROSS_UNITS, COMPARED_METRICS, FLOOR_MARGIN, FLOOR_MIN_PCT, FLOOR_STEP_PCT,
                                         MIN_PAIRS, SAME_UNIT, SCOPE_PAIRS, SCOPE_TEXT, SCOPES, SEED_DRIFT_SOURCE,
                                         SEED_SOURCE, SHARED_LINK_METRICS, TRACE_FLOOR_MIN_PCT, TRACE_METRICS,
@@ -212,7 +212,8 @@ def pair_scope(res_a: ResultSet, row_a: ResultRow, res_b: ResultSet, row_b: Resu
 
 def pair_diffs(group: Sequence[ResultSet], metrics: Sequence[str] = COMPARED_METRICS) -> tuple[PairDiff, ...]:
     """Every A/A difference among the dirs of one build: each pair of dirs (in the order given), each label
-    found in both, each metric measured in both, with the scope of that pair of rows."""
+    found in both, each metric measured in both, with the scope of that pair of rows. Sustained FPS of a row
+    whose runs did not reach steady state (``sustained_steady`` false) is left out, as compare leaves it."""
     out: list[PairDiff] = []
     rev = str(group[0].env.git_rev) if group[0].env is not None else ""
     for i, j in itertools.combinations(range(len(group)), 2):
@@ -223,7 +224,10 @@ def pair_diffs(group: Sequence[ResultSet], metrics: Sequence[str] = COMPARED_MET
                 continue
             scope, pair = pair_scope(a, ra, b, rb)
             multi = ra.streams is None or ra.streams > 1
+            unsteady = row_steady(ra) is False or row_steady(rb) is False
             for m in metrics:
+                if m == "sustained_fps" and unsteady:
+                    continue  # still moving: compare never judges it, so no floor is made of it either
                 va, vb = ra.number(m), rb.number(m)
                 if va is None or vb is None or va == 0:
                     continue
@@ -280,6 +284,9 @@ def aa_floors(dirs: Sequence[ResultSet], now: Callable[[], str] | None = None,
     warnings = [f"{n} names no GPU: taken as {gpu}" for n, m in models.items() if m is None]
     warnings += [f"{d.name} names no GPU unit (UUID): its pairs count as pairs of two units" for d in dirs
                  if any(_row_where(d, r)[1] is None for r in d.rows)]
+    unsteady = [f"{d.name} {r.label}" for d in dirs for r in d.rows if row_steady(r) is False]
+    if unsteady:
+        warnings.append(f"sustained FPS not steady, left out of the floors: {', '.join(unsteady)}")
     spreads: list[SessionSpread] = []
     diffs: list[PairDiff] = []
     sets: list[AaSet] = []

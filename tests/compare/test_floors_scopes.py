@@ -127,3 +127,26 @@ def test_which_floor_judges_a_pair(floors, scope: str, pct: float, used: str, st
     use = _set(*floors).use("sustained_fps", 1, scope)
     assert (use.floor.pct, use.floor.scope, use.stand_in) == (pct, used, stand_in)
     assert _set(*floors).use("kernel_us", 1, scope) is None
+
+
+def test_an_unsteady_sustained_figure_makes_no_floor(tmp_path: Path) -> None:
+    # b2's sustained runs never settled: its pairs give no sustained difference (compare never judges such a
+    # figure), so the within-session worst is d1/d2's 0.792 % over 3 pairs, and a warning names it
+    dirs = []
+    for name, uuid, host, session, fps in FRESH:
+        path = _probe(tmp_path, name, uuid, host, session, fps)
+        if name == "b2":
+            path = write(tmp_path / "b2u", [{"label": "3x3_s1", "cluster": 3, "cap": 3000, "streams": 1,
+                                             "batch": 200, "frames": 8000, "kernel_us": 1.0, "h2d_us": 5.0,
+                                             "d2h_us": 2.0, "roofline_us": 5.0, "binds": "h2d",
+                                             "sustained_fps": 150.0, "sustained_steady": False}],
+                         {"gpu_name": "NVIDIA H200", "gpu_uuid": uuid, "host": host, "session_id": session,
+                          "git_rev": "r1", "git_dirty": False})
+        dirs.append(load_results(path))
+    out = aa_floors(dirs)
+    w = out.floors.floor("sustained_fps", 1, "within_session")
+    assert (w.pairs, w.aa_max_diff_pct) == (3, pytest.approx(0.8 / 101.0 * 100))
+    # 150 FPS would have made a 47 % across-units difference; without it the worst is b1/c1's 2.941 % again
+    assert out.floors.floor("sustained_fps", 1, "across_units").aa_max_diff_pct == pytest.approx(3.0 / 102.0 * 100)
+    assert "sustained FPS not steady, left out of the floors: b2u 3x3_s1" in out.warnings
+    assert out.floors.floor("h2d_us", 1, "within_session").pairs == 4  # the trace figures still count
