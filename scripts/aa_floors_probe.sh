@@ -9,7 +9,7 @@
 #      (AA_ONE_SESSION=1: all of them in one session, --session aa_<unit>, for within-session floors);
 #   3. a summary: each dir, its session, and per config sustained FPS and whether it reached steady state.
 # Then, with the dirs of every machine gathered under results/:
-#   clusterbench floors results/*_aa*_GPU-* [--force]
+#   clusterbench floors results/*_aa*_GPU-* [other A/A dirs of the model] [--force]
 #   python3 benchmarks/aa_false_positives.py --held-out --markdown
 #   python3 scripts/floors_table.py results/floors/<GPU model>.json
 # Time: about 30 s per probe on an H200 (make run's smoke configs), so about 1 minute for 2 probes.
