@@ -11,7 +11,11 @@ in CUPTI_ACTIVITY_KIND_RUNTIME (eventClass 0 for the runtime API, 1 for the driv
 calls in a CUPTI_ACTIVITY_KIND_DRIVER table of the same columns), each with its thread's globalTid and
 a correlationId that the GPU records it launched share; PROFILER_OVERHEAD; NVTX_EVENTS with domainId
 and the domain's own row (eventType 75, the domain name as its text); ThreadNames;
-CUPTI_ACTIVITY_KIND_SYNCHRONIZATION.
+CUPTI_ACTIVITY_KIND_SYNCHRONIZATION and CUPTI_ACTIVITY_KIND_CUDA_EVENT.
+
+Correlation ids: a record or call with ``corr`` set gets that id (to link a call to its GPU rows, its
+synchronization row or its event record); the others get fresh ids counting from 1, so explicit ids
+are best taken large (10,000 and up). ``Trace(correlation=False)`` writes no correlationId column at all.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ class Copy:
     pid: int = 100
     device: int = 0
     pageable: bool = False  # host side pageable (memory kind 0) instead of pinned (1)
+    corr: int | None = None
 
 
 @dataclass
@@ -66,6 +71,7 @@ class Memset:
     stream: int = 7
     pid: int = 100
     device: int = 0
+    corr: int | None = None
 
 
 @dataclass
@@ -78,6 +84,7 @@ class Graph:
     pid: int = 100
     device: int = 0
     graph_id: int = 1
+    corr: int | None = None
 
 
 @dataclass
@@ -87,6 +94,7 @@ class Api:
     name: str  # e.g. cudaStreamSynchronize_v3020
     pid: int = 100
     tid: int | None = None  # the OS thread id (default: the pid, the main thread)
+    corr: int | None = None
 
 
 @dataclass
@@ -114,12 +122,27 @@ class Overhead:
 
 @dataclass
 class Sync:
-    """A CUPTI_ACTIVITY_KIND_SYNCHRONIZATION row (syncType 2: stream synchronize, 3: context, 1: event)."""
+    """A CUPTI_ACTIVITY_KIND_SYNCHRONIZATION row. syncType as CUPTI numbers it: 1 event synchronize, 2 stream
+    wait event, 3 stream synchronize, 4 context synchronize; nsys 2025.3 writes 2 for cudaStreamSynchronize,
+    with no event (the default here, as in the real exports)."""
 
     start: int
     end: int
-    stream: int = 7
+    stream: int = 7  # 4294967295: none
     sync_type: int = 2
+    pid: int = 100
+    device: int = 0
+    corr: int | None = None
+    event: int = 4294967295  # none
+
+
+@dataclass
+class EventRecord:
+    """A CUPTI_ACTIVITY_KIND_CUDA_EVENT row: one cudaEventRecord (its call's correlation id)."""
+
+    stream: int
+    event: int
+    corr: int | None = None
     pid: int = 100
     device: int = 0
 
@@ -138,6 +161,8 @@ class Trace:
     syncs: list[Sync] = field(default_factory=list)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)  # (pid, tid) -> name
     driver_table: bool = False  # driver API calls (cu*) in CUPTI_ACTIVITY_KIND_DRIVER, not in the runtime table
+    events: list[EventRecord] = field(default_factory=list)
+    correlation: bool = True  # False: no correlationId column in any table
 
 
 def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
@@ -179,11 +204,14 @@ def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
         db["TARGET_INFO_GPU"].insert({"vmId": 1 << 48, "id": 0, "name": trace.gpu_name, "cuDevice": 0})
     db["TARGET_INFO_SESSION_START_TIME"].insert({"utcEpochNs": 1, "utcTime": "2026-01-01T00:00:00"})
 
-    def common(start: int, end: int, device: int, stream: int, pid: int) -> dict:
+    def cid(explicit: int | None) -> int:
+        return next(corr) if explicit is None else explicit
+
+    def common(start: int, end: int, device: int, stream: int, pid: int, explicit: int | None = None) -> dict:
         row = {"start": start, "end": end, "deviceId": device, "contextId": 1}
         if year >= 2024.2:
             row["greenContextId"] = None
-        row.update({"streamId": stream, "correlationId": next(corr), "globalPid": gpid(pid)})
+        row.update({"streamId": stream, "correlationId": cid(explicit), "globalPid": gpid(pid)})
         return row
 
     if trace.kernels:
@@ -202,7 +230,7 @@ def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
     if trace.copies:
         rows = []
         for c in trace.copies:
-            row = common(c.start, c.end, c.device, c.stream, c.pid)
+            row = common(c.start, c.end, c.device, c.stream, c.pid, c.corr)
             host = 0 if c.pageable else 1
             src, dst = {1: (host, 2), 2: (2, host)}.get(c.kind, (2, 2))
             row.update({"bytes": c.bytes, "copyKind": c.kind, "srcKind": src, "dstKind": dst})
@@ -213,14 +241,14 @@ def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
     if trace.memsets:
         rows = []
         for m in trace.memsets:
-            row = common(m.start, m.end, m.device, m.stream, m.pid)
+            row = common(m.start, m.end, m.device, m.stream, m.pid, m.corr)
             row.update({"value": 0, "bytes": m.bytes, "memKind": 2})
             rows.append(row)
         db["CUPTI_ACTIVITY_KIND_MEMSET"].insert_all(rows)
     if trace.graphs:
         rows = []
         for g in trace.graphs:
-            row = common(g.start, g.end, g.device, g.stream, g.pid)
+            row = common(g.start, g.end, g.device, g.stream, g.pid, g.corr)
             row["graphId"] = g.graph_id
             row["graphExecId"] = g.graph_id
             rows.append(row)
@@ -241,7 +269,7 @@ def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
                 "end": a.end,
                 "eventClass": 1 if is_driver else 0,
                 "globalTid": gtid(a.pid, a.tid),
-                "correlationId": next(corr),
+                "correlationId": cid(a.corr),
                 "nameId": sid(a.name),
                 "returnValue": 0,
                 "callchainId": None,
@@ -278,10 +306,22 @@ def build(path: Path, trace: Trace, era: str = "2025.3") -> Path:
         rows = []
         for y in trace.syncs:
             row = {"start": y.start, "end": y.end, "deviceId": y.device, "contextId": 1, "greenContextId": None,
-                   "streamId": y.stream, "correlationId": next(corr), "globalPid": gpid(y.pid), "deprecatedSyncType": None,
-                   "syncType": y.sync_type, "eventId": 4294967295, "eventSyncId": 4294967295}  # fmt: skip
+                   "streamId": y.stream, "correlationId": cid(y.corr), "globalPid": gpid(y.pid), "deprecatedSyncType": None,
+                   "syncType": y.sync_type, "eventId": y.event, "eventSyncId": 4294967295}  # fmt: skip
+            if year < 2024.2:  # older exports: the type in its first column, no eventSyncId
+                row.update({"deprecatedSyncType": y.sync_type, "eventSyncId": None})
+                del row["syncType"]
             rows.append(row)
         db["CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"].insert_all(rows)
+    if trace.events:
+        db["CUPTI_ACTIVITY_KIND_CUDA_EVENT"].insert_all(
+            [{"deviceId": e.device, "contextId": 1, "greenContextId": None, "streamId": e.stream, "correlationId": cid(e.corr),
+              "globalPid": gpid(e.pid), "eventId": e.event, "eventSyncId": None} for e in trace.events]  # fmt: skip
+        )
+    if not trace.correlation:
+        for t in db.table_names():
+            if "correlationId" in db[t].columns_dict:
+                db[t].transform(drop={"correlationId"})
     names = {(100, 100): "python", **trace.thread_names}
     db["ThreadNames"].insert_all([{"nameId": sid(n), "priority": 10, "globalTid": gtid(p, t)} for (p, t), n in names.items()])
     db["StringIds"].insert_all([{"id": i, "value": v} for v, i in strings.items()], pk="id")

@@ -37,7 +37,7 @@ from clusterbench.analyzers import rules as R
 from clusterbench.analyzers import window as window_mod
 from clusterbench.analyzers.records import GroupAnalysis, Throughput, TraceAnalysis
 from clusterbench.errors import InputError, TraceError
-from clusterbench.io.nsys.reader import ApiPlan, TraceData
+from clusterbench.io.nsys.reader import EVERYTHING, ApiPlan, TraceData
 from clusterbench.model import units as U
 from clusterbench.model.engines import BY_NAME
 
@@ -95,35 +95,25 @@ def _wanted(data: TraceData, req: Request) -> list[tuple[int, int]]:
 
 
 def api_plan(req: Request, cache: dict | None = None):
-    """The reader's plan for the API calls under ``req``: per process, keep the calls in the window's
-    idle gaps (their causes) and every wait, allocation, module load and graph launch one by one;
-    sum the rest per (thread, category) over the part of the window that is sure to stay in it.
+    """The reader's plan for the API calls under ``req``: per process, every call that touches the
+    analysis region, one by one. The region is the window when it is fixed before the analysis (a pass
+    or named range, ``ms:``), the GPU activity span for ``--window span``, and the whole trace for the
+    auto window without a pass range (its edges are found from the gaps, after the read).
     ``cache`` keeps the groups it builds for :func:`analyze`."""
 
     def plan(data: TraceData) -> ApiPlan:
         region: dict[int, iv.Intervals] = {}
-        keep: dict[int, iv.Intervals] = {}
-        agg: dict[int, iv.Intervals] = {}
-        wanted = _wanted(data, req)
-        pids = [p for p, _ in wanted]
-        for p, d in wanted:
+        for p, d in _wanted(data, req):
             g = model_mod.build(data, p, d, cache)
             fx = window_mod.fixed(g, data.ranges, req.window)
             if fx is not None:
                 w = fx[0].intervals
-                zone = w
+            elif req.window.kind == "auto":
+                w = EVERYTHING
             else:
                 w = window_mod.span(g).intervals
-                if req.window.kind == "auto":
-                    z0, z1 = window_mod.edge_zones(g)
-                    zone = (np.array([z0], dtype=np.int64), np.array([z1], dtype=np.int64)) if z1 > z0 else iv.empty()
-                else:
-                    zone = w
-            idle = gaps_mod.idle(g, w, req.gap_ns)
             region[p] = _merge(region.get(p), w)
-            keep[p] = _merge(keep.get(p), idle)
-            agg[p] = zone if pids.count(p) == 1 else iv.empty()
-        return ApiPlan(region=region, keep=keep, aggregate=agg)
+        return ApiPlan(region=region)
 
     return plan
 

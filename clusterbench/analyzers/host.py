@@ -31,12 +31,6 @@ _KIND_OF_CATEGORY = np.array([_KINDS.index(_KIND.get(c, "other")) for c in S.API
 _ISSUE = np.array([c in S.ISSUE_CATEGORIES for c in S.API_CATEGORIES], dtype=bool)
 
 
-def _check_plan(g: GroupTrace, window: iv.Intervals) -> None:
-    agg = g.api.plan.aggregate.get(g.pid)
-    if agg is not None and agg[0].size and iv.length(iv.subtract(agg, window)) > 0:
-        raise ValueError("the API calls were summed over a zone outside this window: read the trace for this window")
-
-
 CHUNK = iv.BLOCK  # API rows per step: bounds the memory of the clipped lengths
 
 
@@ -44,7 +38,6 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
     api = g.api
     if not api.tables:
         return Host(False, (), 0, ())
-    _check_plan(g, window)
     steady = iv.subtract(window, setup_gaps)  # the calls' time per kind counts here
     n_threads = len(api.threads)
     tpid = api.thread_pid()

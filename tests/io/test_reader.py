@@ -301,25 +301,23 @@ def test_domains_threads_overhead_and_driver_table(tmp_path: Path) -> None:
     assert read_trace(path, kernel_names="mangled").activity.kernel_names == ("_Zzoo_calib",)
 
 
-def test_api_plan_keeps_sums_and_drops(tmp_path: Path) -> None:
+def test_api_plan_keeps_every_call_touching_the_region(tmp_path: Path) -> None:
     from clusterbench.io.nsys import ApiPlan
 
     iv = lambda *p: (np.array([a for a, _ in p], dtype=np.int64), np.array([b for _, b in p], dtype=np.int64))
     t = Trace(kernels=[Kernel(0, 10)], api=[
-        Api(100, 110, "cudaLaunchKernel_v7000"),       # inside the aggregate zone [100, 200): summed
-        Api(120, 125, "cudaMemcpyAsync_v3020"),        # summed
-        Api(130, 140, "cudaStreamSynchronize_v3020"),  # a wait: always kept
-        Api(150, 160, "cudaEventRecord_v3020"),        # touches the keep interval [155, 158]: kept
-        Api(195, 205, "cudaLaunchKernel_v7000"),       # crosses the zone's end: kept
-        Api(300, 310, "cudaLaunchKernel_v7000"),       # in the region, outside the zone: kept
-        Api(500, 510, "cudaLaunchKernel_v7000"),       # outside the region [90, 400]: dropped
+        Api(80, 90, "cudaLaunchKernel_v7000"),         # ends on the region's start: kept (closed intervals)
+        Api(100, 110, "cudaLaunchKernel_v7000"),       # inside: kept, one by one
+        Api(120, 125, "cudaMemcpyAsync_v3020"),        # kept
+        Api(130, 140, "cudaStreamSynchronize_v3020"),  # kept
+        Api(395, 405, "cudaLaunchKernel_v7000"),       # crosses the region's end: kept
+        Api(401, 410, "cudaLaunchKernel_v7000"),       # just after the region [90, 400]: dropped
+        Api(500, 510, "cudaLaunchKernel_v7000"),       # dropped
         Api(120, 130, "cudaLaunchKernel_v7000", pid=7),  # another process, not in the plan: dropped
     ])  # fmt: skip
-    plan = ApiPlan(region={100: iv((90, 400))}, keep={100: iv((155, 158))}, aggregate={100: iv((100, 200))})
+    plan = ApiPlan(region={100: iv((90, 400))})
     api = read_trace(build(tmp_path / "p.sqlite", t), api_plan=plan).api
     assert list(zip(api.start_ns.tolist(), (api.names[i] for i in api.name.tolist()))) == [
-        (130, "cudaStreamSynchronize"), (150, "cudaEventRecord"), (195, "cudaLaunchKernel"), (300, "cudaLaunchKernel")]
-    tot = {S.API_CATEGORIES[c]: (n, k, a, b) for c, n, k, a, b in zip(api.totals.category.tolist(), api.totals.ns.tolist(),
-                                                                      api.totals.calls.tolist(), api.totals.first_ns.tolist(),
-                                                                      api.totals.last_ns.tolist())}  # fmt: skip
-    assert tot == {"launch": (10, 1, 100, 110), "copy": (5, 1, 120, 125)}
+        (80, "cudaLaunchKernel"), (100, "cudaLaunchKernel"), (120, "cudaMemcpyAsync"), (130, "cudaStreamSynchronize"),
+        (395, "cudaLaunchKernel")]  # fmt: skip
+    assert len(api.totals.ns) == 0  # nothing is summed any more

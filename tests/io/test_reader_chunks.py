@@ -1,6 +1,7 @@
 """The API calls read in many small chunks on several threads equal a plain Python pass over the rows:
-the calls kept one by one, the sums per (thread, category), each thread's issuing span, and the
-thread index (a thread's order of first sight) whatever the chunking (reader._Threads, _min_max_by)."""
+the calls kept (those touching the plan's region), each with its correlation id and the stream it names,
+each thread's issuing span, and the thread index (a thread's order of first sight) whatever the chunking
+(reader._Threads, _min_max_by); the correlation-to-stream index dense and sparse alike."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from clusterbench.io.nsys import ApiPlan, read_trace
 from clusterbench.io.nsys import reader as R
 from clusterbench.io.nsys import schema as S
 
-from fake_nsys import Api, Kernel, Trace, build
+from fake_nsys import Api, Copy, EventRecord, Kernel, Sync, Trace, build
 
 NAMES = ("cudaLaunchKernel_v7000", "cudaMemcpyAsync_v3020", "cudaStreamSynchronize_v3020", "cudaEventRecord_v3020",
          "cudaMalloc_v3020", "cudaMemcpy_v3020", "cuLaunchKernel", "cudaEventQuery_v3020")  # fmt: skip
+NONE = 4294967295
 
 
 def _iv(*pairs: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -26,27 +28,53 @@ def _iv(*pairs: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _trace(seed: int) -> Trace:
+    """3,000 calls of two processes; launches and copies get GPU rows (a launch sometimes two, on two
+    streams), syncs a synchronization row, event records an event row, all by correlation id."""
     rng = random.Random(seed)
-    calls = []
-    for _ in range(3000):
+    calls, kernels, copies, syncs, events = [], [], [], [], []
+    for i in range(3000):
         start = rng.randrange(0, 100_000)
-        calls.append(Api(start, start + rng.choice((0, 1, 5, 40, 300)), rng.choice(NAMES), pid=rng.choice((100, 200)),
-                         tid=rng.choice((None, 11, 12))))  # fmt: skip
-    kernels = [Kernel(0, 10, device=0, pid=100), Kernel(0, 10, device=1, pid=200), Kernel(5, 20, device=1, pid=100)]
-    return Trace(kernels=kernels, api=calls)
+        name, pid = rng.choice(NAMES), rng.choice((100, 200))
+        corr = 10_000 + i
+        calls.append(Api(start, start + rng.choice((0, 1, 5, 40, 300)), name, pid=pid, tid=rng.choice((None, 11, 12)),
+                         corr=corr))  # fmt: skip
+        dev = 0 if pid == 100 else 1
+        if "Launch" in name and rng.random() < 0.8:
+            kernels.append(Kernel(start + 2, start + 9, stream=rng.choice((7, 13, 14)), pid=pid, device=dev, corr=corr))
+            if rng.random() < 0.1:  # a second row on another stream: the call names the larger stream id
+                kernels.append(Kernel(start + 3, start + 9, stream=rng.choice((15, 16)), pid=pid, device=dev, corr=corr))
+        elif "Memcpy" in name and rng.random() < 0.8:
+            copies.append(Copy(start + 1, start + 4, kind=1, bytes=64, stream=rng.choice((7, 13)), pid=pid, device=dev, corr=corr))
+        elif "Synchronize" in name and rng.random() < 0.8:
+            syncs.append(Sync(start, start + 1, stream=rng.choice((7, 13, NONE)), pid=pid, device=dev, corr=corr))
+        elif "EventRecord" in name and rng.random() < 0.8:
+            events.append(EventRecord(stream=rng.choice((7, 14)), event=rng.randrange(1, 5), pid=pid, device=dev, corr=corr))
+    kernels += [Kernel(0, 10, device=0, pid=100), Kernel(0, 10, device=1, pid=200), Kernel(5, 20, device=1, pid=100)]
+    return Trace(kernels=kernels, copies=copies, api=calls, syncs=syncs, events=events)
 
 
 def _touches(s: int, e: int, pairs: list[tuple[int, int]]) -> bool:
     return any(s <= b and e >= a for a, b in pairs)
 
 
-def _inside(s: int, e: int, pairs: list[tuple[int, int]]) -> bool:
-    return any(a <= s and e <= b for a, b in pairs)
+def _expected(t: Trace, region: dict | None):
+    """The plan applied row by row (ApiPlan's docstring) and each call's stream (ApiCalls.stream), in plain Python."""
+    gpu: dict[tuple[int, int], list[int]] = {}
+    for r in list(t.kernels) + list(t.copies):
+        if r.corr is not None:
+            gpu.setdefault((r.pid, r.corr), []).append(r.stream)
+    sync = {(y.pid, y.corr): y.stream for y in t.syncs}
+    event = {(e.pid, e.corr): e.stream for e in t.events}
 
+    def stream(pid: int, corr: int) -> int:
+        if (pid, corr) in gpu:
+            return max(gpu[(pid, corr)])
+        for table in (sync, event):
+            if (pid, corr) in table:
+                return -1 if table[(pid, corr)] == NONE else table[(pid, corr)]
+        return -1
 
-def _expected(t: Trace, region: dict, keep: dict, agg: dict):
-    """The plan applied row by row (ApiPlan's docstring), in plain Python."""
-    kept, totals, spans = [], {}, {}
+    kept, spans = [], {}
     for c in t.api:
         tid = c.pid if c.tid is None else c.tid
         base = R.base_api_name(c.name)
@@ -55,42 +83,39 @@ def _expected(t: Trace, region: dict, keep: dict, agg: dict):
             # the span a thread issues in: from the start of its first issuing call to the start of its last
             a, b = spans.get((c.pid, tid), (c.start, c.start))
             spans[(c.pid, tid)] = (min(a, c.start), max(b, c.start))
-        if c.pid not in region or not _touches(c.start, c.end, region[c.pid]):
+        if region is not None and (c.pid not in region or not _touches(c.start, c.end, region[c.pid])):
             continue
-        one_by_one = cat in R.KEEP_ALL.keep_categories or _touches(c.start, c.end, keep.get(c.pid, []))
-        if not one_by_one and _inside(c.start, c.end, agg.get(c.pid, [])):
-            n, k, a, b = totals.get((c.pid, tid, cat), (0, 0, c.start, c.end))
-            totals[(c.pid, tid, cat)] = (n + c.end - c.start, k + 1, min(a, c.start), max(b, c.end))
-        else:
-            kept.append((c.start, c.end, c.pid, tid, base))
+        kept.append((c.start, c.end, c.pid, tid, base, c.corr, stream(c.pid, c.corr)))
     kept.sort(key=lambda x: x[0])  # the reader sorts by start, stably (ties keep the rows' order)
-    return kept, totals, spans
+    return kept, spans
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_small_chunks_on_several_threads_equal_a_plain_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+@pytest.mark.parametrize("seed, sparse", [(1, False), (2, False), (3, True)])
+def test_small_chunks_on_several_threads_equal_a_plain_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int,
+                                                            sparse: bool) -> None:  # fmt: skip
     monkeypatch.setattr(R, "ROWS_PER_CHUNK", 97)  # about 31 chunks
     monkeypatch.setattr(R, "READ_THREADS", 4)
+    if sparse:  # the sorted index instead of the table indexed by id
+        monkeypatch.setattr(R._StreamIndex, "DENSE_SLACK", 0)
+        monkeypatch.setattr(R._StreamIndex, "DENSE_MIN", 0)
     t = _trace(seed)
-    region = {100: [(0, 60_000)], 200: [(20_000, 100_000)]}
-    keep = {100: [(1_000, 1_500), (30_000, 30_100)], 200: [(50_000, 52_000)]}
-    agg = {100: [(5_000, 25_000), (26_000, 55_000)], 200: [(21_000, 90_000)]}
-    plan = ApiPlan(region={p: _iv(*v) for p, v in region.items()}, keep={p: _iv(*v) for p, v in keep.items()},
-                   aggregate={p: _iv(*v) for p, v in agg.items()})  # fmt: skip
-    api = read_trace(build(tmp_path / "t.sqlite", t), api_plan=plan).api
-    kept, totals, spans = _expected(t, region, keep, agg)
-
-    who = [(th.pid, th.tid) for th in api.threads]
-    got = [(s, e, *who[k], api.names[n]) for s, e, k, n in zip(api.start_ns.tolist(), api.end_ns.tolist(),
-                                                               api.thread.tolist(), api.name.tolist())]  # fmt: skip
-    assert sorted(got) == sorted(kept) and [g[0] for g in got] == [k[0] for k in kept]
-    tot = api.totals
-    got_totals = {(*who[k], S.API_CATEGORIES[c]): (n, m, a, b) for k, c, n, m, a, b in zip(
-        tot.thread.tolist(), tot.category.tolist(), tot.ns.tolist(), tot.calls.tolist(), tot.first_ns.tolist(),
-        tot.last_ns.tolist())}  # fmt: skip
-    assert got_totals == totals and totals  # several threads and categories summed
-    got_spans = {who[k]: (a, b) for k, (a, b) in enumerate(zip(api.issue_first_ns.tolist(), api.issue_last_ns.tolist())) if b >= 0}
-    assert got_spans == spans and len(spans) == 6  # 2 processes x 3 threads
+    path = build(tmp_path / "t.sqlite", t)
+    for region in ({100: [(0, 60_000)], 200: [(20_000, 40_000), (50_000, 100_000)]}, None):
+        plan = ApiPlan(region={p: _iv(*v) for p, v in region.items()}) if region is not None else R.KEEP_ALL
+        api = read_trace(path, api_plan=plan).api
+        kept, spans = _expected(t, region)
+        who = [(th.pid, th.tid) for th in api.threads]
+        got = [(s, e, *who[k], api.names[n], c, st) for s, e, k, n, c, st in zip(
+            api.start_ns.tolist(), api.end_ns.tolist(), api.thread.tolist(), api.name.tolist(), api.correlation.tolist(),
+            api.stream.tolist())]  # fmt: skip
+        assert sorted(got) == sorted(kept) and [g[0] for g in got] == [k[0] for k in kept]
+        assert len({g[-1] for g in got}) >= 5  # -1 and several streams: the test can fail
+        assert api.correlation.dtype == np.int64 and api.stream.dtype == np.int64
+        got_spans = {who[k]: (a, b) for k, (a, b) in enumerate(zip(api.issue_first_ns.tolist(), api.issue_last_ns.tolist())) if b >= 0}
+        assert got_spans == spans and len(spans) == 6  # 2 processes x 3 threads
+    d = read_trace(path)
+    index = R._StreamIndex.build(d.activity, d.syncs, d.event_records)
+    assert (bool(index.sparse), bool(index.dense)) == (sparse, not sparse)
 
 
 def test_threads_keep_their_order_of_first_sight_across_chunks_and_threads() -> None:

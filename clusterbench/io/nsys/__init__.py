@@ -5,11 +5,14 @@ from __future__ import annotations
 from clusterbench.io.nsys.export import export_sqlite, find_nsys, resolve_trace
 from clusterbench.io.nsys.reader import (
     DEFAULT_PASS_PREFIXES,
+    EVERYTHING,
     KEEP_ALL,
     Activity,
     ApiCalls,
     ApiPlan,
+    EventRecords,
     NvtxRanges,
+    SyncEvents,
     TraceData,
     check_sqlite_file,
     connect_read_only,
@@ -19,11 +22,14 @@ from clusterbench.io.nsys.reader import (
 
 __all__ = [
     "DEFAULT_PASS_PREFIXES",
+    "EVERYTHING",
     "KEEP_ALL",
     "Activity",
     "ApiCalls",
     "ApiPlan",
+    "EventRecords",
     "NvtxRanges",
+    "SyncEvents",
     "TraceData",
     "check_sqlite_file",
     "connect_read_only",

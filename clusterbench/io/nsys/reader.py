@@ -2,18 +2,24 @@
 
 What comes back (:class:`TraceData`):
 - the GPU activity (kernels, graph executions, copies, memsets) as one set of arrays, grouped by
-  engine (:class:`Activity`), with each kernel's name;
+  engine (:class:`Activity`), with each kernel's name and each record's CUPTI correlation id;
 - the NVTX ranges whose text starts with one of the prefixes asked for, from every domain;
-- the CUDA API calls (runtime and driver tables) of every thread (:class:`ApiCalls`), kept one by
-  one where the analysis needs them and summed per (thread, category) elsewhere (:class:`ApiPlan`);
+- the CUDA API calls (runtime and driver tables) of every thread that touch the analysis region
+  (:class:`ApiPlan`), one by one (:class:`ApiCalls`), each with its correlation id and the stream it
+  names (from its GPU rows, its synchronization row or its CUDA event row);
+- what each synchronizing call waited on (:class:`SyncEvents`) and every cudaEventRecord
+  (:class:`EventRecords`);
 - the profiler's own overhead rows, thread names, GPU names and the export's versions.
+
+Exports without a correlationId column (none of the versions seen has one missing, but the column
+is not in the stable core) read correlation 0 everywhere, and then no call names a stream (-1).
 
 Speed: exports hold millions of rows. Tables are read in rowid chunks, each returning its columns
 as comma-joined strings (``group_concat``) that NumPy parses: no Python object per row. The chunks
 run on several threads (sqlite3 releases the GIL while it steps), one read-only connection each.
 The API tables are read while the activity is being read; each API chunk waits for the plan
-(which needs the activity) and is then cut down to what the plan keeps, so at most one chunk per
-thread is held in full.
+(which needs the activity) and the correlation-to-stream index, and is then cut down to the region
+the plan keeps, so at most one chunk per thread is held in full.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import threading
 import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +96,10 @@ class Activity:
     bytes: np.ndarray  # int32, or int64 when a record needs it; 0 for kernels and graphs
     stream: np.ndarray  # streamId (int16, or int64 when one needs it), keyed inside its (pid, device)
     pageable: np.ndarray  # bool: a memcpy with pageable host memory on either side (srcKind/dstKind 0)
+    # int64: the CUPTI correlationId, the id of the API call that launched the record (a node-level graph's
+    # kernel rows carry their cudaGraphLaunch's); device-launched work carries an id that matches no call
+    # (0 in the exports seen); 0 where the export has no correlationId column
+    correlation: np.ndarray
     sections: tuple[tuple[int, int], ...]  # per engine code
     kernel_name: np.ndarray  # int16 (int32 past 32,767 names) per kernel record (the kernel section comes first): index into kernel_names
     kernel_names: tuple[str, ...]
@@ -144,25 +155,22 @@ class Thread:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ApiPlan:
-    """What to keep of each process's CUDA API calls. For process ``pid``: a call that touches no
-    interval of ``region[pid]`` is dropped (a process missing from ``region`` keeps nothing); a call
-    of a category in ``keep_categories``, or one that touches ``keep[pid]``, is kept one by one; any
-    other call lying wholly inside one interval of ``aggregate[pid]`` is only summed per (thread,
-    category); the rest are kept one by one. ``None`` for a dict keeps every call of every process."""
+    """Which CUDA API calls to keep: for process ``pid``, every call that touches an interval of
+    ``region[pid]`` (closed intervals: a call touching an interval's edge is kept), one by one; a
+    process missing from ``region`` keeps nothing. ``region=None`` keeps every call of every process."""
 
     region: dict[int, Intervals] | None
-    keep: dict[int, Intervals]
-    aggregate: dict[int, Intervals]
-    keep_categories: frozenset[str] = frozenset({"wait", "alloc", "module_load", "graph_launch"})
 
 
-KEEP_ALL = ApiPlan(region=None, keep={}, aggregate={})
+KEEP_ALL = ApiPlan(region=None)
+# the whole trace, as a region
+EVERYTHING: Intervals = (np.array([np.iinfo(np.int64).min], dtype=np.int64), np.array([np.iinfo(np.int64).max], dtype=np.int64))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ApiTotals:
-    """Calls summed per (thread, category), where the plan aggregated them: their time, their number,
-    and the start of the first and the end of the last."""
+    """Calls summed per (thread, category). The reader keeps every call one by one now, so this is
+    always empty; it stays for the analyzers that still add it in."""
 
     thread: np.ndarray  # int32 index into ApiCalls.threads
     category: np.ndarray  # int8 index into schema.API_CATEGORIES
@@ -174,17 +182,24 @@ class ApiTotals:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ApiCalls:
-    """CUDA API calls (runtime and driver tables) as the plan kept them: calls one by one (start, end,
-    thread, name) and the rest as totals. ``tables`` is empty when the export has no API table."""
+    """Every CUDA API call (runtime and driver tables) that touches the plan's region, one by one, in
+    start order (stable: ties keep the tables' order, runtime before driver). ``tables`` is empty when
+    the export has no API table."""
 
-    start_ns: np.ndarray
-    end_ns: np.ndarray
+    start_ns: np.ndarray  # int64
+    end_ns: np.ndarray  # int64
     thread: np.ndarray  # int16 (int32 past 32,767 threads) index into threads
     name: np.ndarray  # int16 (int32 past 32,767 names) index into names
+    # int64: the call's CUPTI correlationId (0 where the export has none)
+    correlation: np.ndarray
+    # int64: the stream the call names, matched by correlation id within its process: the stream of its GPU
+    # rows (the largest streamId when they are on several), else of its SYNCHRONIZATION row, else of its
+    # CUDA_EVENT row; -1 where it names none (no such row, or the row's stream is none)
+    stream: np.ndarray
     names: tuple[str, ...]  # base names (cudaStreamSynchronize, not cudaStreamSynchronize_v3020)
     name_category: np.ndarray  # int8 per name: index into schema.API_CATEGORIES
     threads: tuple[Thread, ...]
-    totals: ApiTotals
+    totals: ApiTotals  # always empty
     plan: ApiPlan
     tables: tuple[str, ...]
     # per thread, over every call of the tables whatever the plan kept: the start of its first and the
@@ -221,6 +236,52 @@ class ProfilerOverhead:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class SyncEvents:
+    """Rows of CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: what each synchronizing API call waited on, in start
+    order. Empty when the export has no such table."""
+
+    start_ns: np.ndarray  # int64
+    end_ns: np.ndarray  # int64
+    pid: np.ndarray  # int64
+    device: np.ndarray  # int64
+    stream: np.ndarray  # int64: the stream synchronized or made to wait; -1 for none (the export's 4294967295)
+    correlation: np.ndarray  # int64: the synchronizing API call's correlationId (0 where the export has none)
+    # int8, schema.SYNC_*: 0 unknown, 1 event synchronize, 2 stream wait event, 3 stream synchronize, 4 context
+    # synchronize; from syncType (deprecatedSyncType in older exports). nsys 2025.3 writes 2 for a
+    # cudaStreamSynchronize too: a stream wait names an event, so a type-2 row on a stream with no event reads 3.
+    sync_type: np.ndarray
+    event: np.ndarray  # int64: eventId, -1 for none
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EventRecords:
+    """Rows of CUPTI_ACTIVITY_KIND_CUDA_EVENT, one per cudaEventRecord, in the export's order (the
+    table has no times: the record call's time is its API row's, by correlation id). Empty when absent."""
+
+    pid: np.ndarray  # int64
+    device: np.ndarray  # int64
+    stream: np.ndarray  # int64: the stream the event was recorded on (-1 for none)
+    correlation: np.ndarray  # int64: the cudaEventRecord call's correlationId (0 where the export has none)
+    event: np.ndarray  # int64: eventId (-1 for none)
+
+    def __len__(self) -> int:
+        return int(self.correlation.shape[0])
+
+
+def no_syncs() -> SyncEvents:
+    e = np.empty(0, dtype=np.int64)
+    return SyncEvents(e, e, e, e, e, e, np.empty(0, dtype=np.int8), e)
+
+
+def no_event_records() -> EventRecords:
+    e = np.empty(0, dtype=np.int64)
+    return EventRecords(e, e, e, e, e)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class GraphRuns:
     """The executions of CUDA graphs in a node-level trace, one per cudaGraphLaunch whose kernel nodes
     have rows (the rows share that launch's correlationId), in start order: the first node's start
@@ -254,6 +315,8 @@ class TraceData:
     thread_names: dict[int, str] = field(default_factory=dict)  # globalTid & 2**48-1 -> name
     kernel_name_kind: str = "short"  # "short" (base names) or "mangled"
     graph_runs: GraphRuns | None = None  # node-level graph executions, when asked for (graph_runs())
+    syncs: SyncEvents = field(default_factory=no_syncs)
+    event_records: EventRecords = field(default_factory=no_event_records)
 
     def gpu_name(self, device: int) -> str | None:
         names = dict(self.gpu_names)
@@ -377,7 +440,8 @@ def _thread_conn(path: Path) -> sqlite3.Connection:
 
 def _fetch(path: Path, sql: str, lo: int, hi: int) -> list:
     row = _thread_conn(path).execute(sql, (lo, hi)).fetchone()
-    return [v if isinstance(v, (int, float)) or v is None else _ints(v) for v in row]
+    # numbers pass; a group_concat string is parsed (NULL, a chunk with no rows, is empty)
+    return [v if isinstance(v, (int, float)) else _ints(v) for v in row]
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -475,6 +539,9 @@ def _activity_sql(table: str, cols: frozenset[str], uniform: tuple | None, name_
     if name_col is not None:
         names.append("name")
         exprs.append(f"group_concat(ifnull({name_col}, -1))")
+    if "correlationId" in cols:
+        names.append("corr")
+        exprs.append("group_concat(ifnull(correlationId, 0))")
     if uniform is None:
         names.append("key")
         exprs.append(f"group_concat({_pid_sql('globalPid')} + {_PACK_DEVICE} * deviceId)")
@@ -519,6 +586,8 @@ def _activity_job(path: Path, table: str, sql: str, names: tuple[str, ...], lo: 
         out["bytes"] = row["bytes"]
     if "name" in row:
         out["name"] = row["name"]
+    if "corr" in row:
+        out["corr"] = row["corr"]
     if "key" in row:
         out["key"] = row["key"]
     return out
@@ -531,7 +600,7 @@ class _ActivitySink:
 
     # bytes are int32 and streams int16 until a record needs more (then the column is widened once)
     COLUMNS = (("start", np.int64), ("end", np.int64), ("engine", np.int8), ("bytes", np.int32), ("stream", np.int16),
-               ("pageable", bool))  # fmt: skip
+               ("pageable", bool), ("corr", np.int64))  # fmt: skip
     WIDER = (("bytes", np.int64), ("stream", np.int64))
 
     def __init__(self, capacity: int, kernel_capacity: int, with_key: bool) -> None:
@@ -597,7 +666,7 @@ class _ActivitySink:
             device = np.broadcast_to(np.int64(uniform[1]), (n,))
         return Activity(
             start_ns=cols["start"], end_ns=cols["end"], pid=pid, device=device, engine=cols["engine"],
-            bytes=cols["bytes"], stream=cols["stream"], pageable=cols["pageable"], sections=sections,
+            bytes=cols["bytes"], stream=cols["stream"], pageable=cols["pageable"], correlation=cols["corr"], sections=sections,
             kernel_name=kernel_index, kernel_names=kernel_names,
         )  # fmt: skip
 
@@ -728,11 +797,13 @@ class _Threads:
 
 
 class _PlanBox:
-    """The plan, handed from the main thread to the API read threads once the activity is read."""
+    """The plan and the correlation-to-stream index, handed from the main thread to the API read
+    threads once the activity is read."""
 
     def __init__(self) -> None:
         self.ready = threading.Event()
         self.plan: ApiPlan | None = None  # None after ready: the read was abandoned
+        self.streams: _StreamIndex | None = None
 
 
 def _touches(s: np.ndarray, e: np.ndarray, iv: Intervals) -> np.ndarray:
@@ -744,22 +815,13 @@ def _touches(s: np.ndarray, e: np.ndarray, iv: Intervals) -> np.ndarray:
     return (i >= 0) & (we[np.maximum(i, 0)] >= s)
 
 
-def _inside(s: np.ndarray, e: np.ndarray, iv: Intervals) -> np.ndarray:
-    """Per call, whether it lies wholly inside one interval of a disjoint sorted set."""
-    ws, we = iv
-    if ws.size == 0:
-        return np.zeros(s.shape, dtype=bool)
-    i = np.searchsorted(ws, s, side="right") - 1
-    return (i >= 0) & (e <= we[np.maximum(i, 0)])
-
-
 def _api_job(path: Path, sql: str, lo: int, hi: int, box: _PlanBox, names: _Names, threads: _Threads) -> dict | None:
-    """Read one chunk of an API table, wait for the plan, and keep what it asks for."""
-    start, dur, key, name_id = _fetch(path, sql, lo, hi)
+    """Read one chunk of an API table, wait for the plan, and keep the calls in its region."""
+    start, dur, key, name_id, corr = _fetch(path, sql, lo, hi)
     n = start.shape[0]
-    if dur.shape[0] != n or key.shape[0] != n or name_id.shape[0] != n:
+    if dur.shape[0] != n or key.shape[0] != n or name_id.shape[0] != n or corr.shape[0] != n:
         raise TraceError(f"a CUDA API table has NULL values in core columns: {path}", hint="re-export the trace with a current nsys")
-    name, cat, issues = names.map(path, name_id)
+    name, _, issues = names.map(path, name_id)
     del name_id
     # every thread's first and last issuing call, whatever the plan keeps (computed before waiting for it)
     out: dict = {}
@@ -777,35 +839,27 @@ def _api_job(path: Path, sql: str, lo: int, hi: int, box: _PlanBox, names: _Name
     del dur
     pid = key >> 24
     if plan.region is None:
-        keep = np.ones(n, dtype=bool)
-        total = np.zeros(n, dtype=bool)
+        ki: np.ndarray | slice = slice(None)
     else:
         keep = np.zeros(n, dtype=bool)
-        total = np.zeros(n, dtype=bool)
-        always = np.isin(cat, [S.API_CODE[c] for c in plan.keep_categories])
         one = int(pid.min()) == int(pid.max())  # most chunks hold one process: no sort
         for p in [int(pid[0])] if one else np.unique(pid).tolist():
             region = plan.region.get(int(p))
             if region is None:
                 continue
-            m = slice(None) if one else np.flatnonzero(pid == p)
-            ms, me = start[m], end[m]
-            inreg = _touches(ms, me, region)
-            k = inreg & (always[m] | _touches(ms, me, plan.keep.get(int(p), _EMPTY_IV)))
-            agg = inreg & ~k & _inside(ms, me, plan.aggregate.get(int(p), _EMPTY_IV))
-            keep[m] = inreg & ~agg
-            total[m] = agg
-    ki = np.flatnonzero(keep)
+            if one:
+                keep = _touches(start, end, region)
+            else:
+                m = np.flatnonzero(pid == p)
+                keep[m] = _touches(start[m], end[m], region)
+        ki = np.flatnonzero(keep)
+        del keep
     out["start"], out["end"] = start[ki], end[ki]
     out["thread"] = threads.map(key[ki])
     out["name"] = name[ki]
-    if total.any():
-        ti = np.flatnonzero(total)
-        k = threads.map(key[ti]).astype(np.int64) * len(S.API_CATEGORIES) + cat[ti]
-        uk, calls, first, last = _min_max_by(k, start[ti], end[ti])
-        out["t_key"], out["t_calls"], out["t_first"], out["t_last"] = uk, calls, first, last
-        ns = np.bincount(k, weights=(end[ti] - start[ti]))
-        out["t_ns"] = ns[uk].astype(np.int64)
+    out["corr"] = corr[ki]
+    streams = box.streams
+    out["stream"] = streams.lookup(pid[ki], out["corr"]) if streams is not None else np.full(out["corr"].shape[0], -1, dtype=np.int64)
     return out
 
 
@@ -828,15 +882,13 @@ def _start_api(path: Path, conn: sqlite3.Connection, tables: frozenset[str], poo
     returns the number of rowids the tables span (at least their rows)."""
     api_tables = tuple(t for t in S.API_TABLES if t in tables and _table_has_rows(conn, t))
     names, threads = _Names(), _Threads()
-    sql = (
-        "SELECT group_concat(start), group_concat(end - start), group_concat(ifnull(globalTid, 0) & {mask}), "
-        "group_concat(nameId) FROM [{table}] WHERE rowid > ? AND rowid <= ?"
-    )
     futures = []
     capacity = 0
     for t in api_tables:
-        _require(conn, path, t)
-        q = sql.format(mask=_TID48, table=t)
+        cols = _require(conn, path, t)
+        corr = "group_concat(ifnull(correlationId, 0))" if "correlationId" in cols else "group_concat(0)"
+        q = (f"SELECT group_concat(start), group_concat(end - start), group_concat(ifnull(globalTid, 0) & {_TID48}), "
+             f"group_concat(nameId), {corr} FROM [{t}] WHERE rowid > ? AND rowid <= ?")  # fmt: skip
         lo, hi = _rowid_span(conn, t)
         capacity += hi - lo + 1
         futures += [pool.submit(_api_job, path, q, a, b, box, names, threads) for a, b in _chunks(lo, hi)]
@@ -846,16 +898,21 @@ def _start_api(path: Path, conn: sqlite3.Connection, tables: frozenset[str], poo
 _EMPTY_IV: Intervals = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
 
 
+def _empty_totals() -> ApiTotals:
+    e = np.empty(0, dtype=np.int64)
+    return ApiTotals(e.astype(np.int32), e.astype(np.int8), e, e, e, e)
+
+
 def _build_api(path: Path, futures: list[Future], plan: ApiPlan, names: _Names, threads: _Threads,
                thread_names: dict[int, str], tables: tuple[str, ...], capacity: int = 0) -> ApiCalls:  # fmt: skip
-    """The kept calls of every chunk, in order, into one set of arrays (each chunk dropped once copied),
-    and the chunks' totals summed. The arrays are allocated for every row of the API tables (``capacity``);
-    the pages past the calls kept are never written and take no memory."""
+    """The kept calls of every chunk, in order, into one set of arrays (each chunk dropped once copied).
+    The arrays are allocated for every row of the API tables (``capacity``); the pages past the calls
+    kept are never written and take no memory."""
     cap = max(1, capacity)
     # thread and name indices are int16 until one needs more (then the column is widened once)
-    cols = {k: np.empty(cap, dtype=dt) for k, dt in (("start", np.int64), ("end", np.int64), ("thread", np.int16), ("name", np.int16))}
+    cols = {k: np.empty(cap, dtype=dt) for k, dt in (("start", np.int64), ("end", np.int64), ("thread", np.int16),
+                                                     ("name", np.int16), ("corr", np.int64), ("stream", np.int64))}  # fmt: skip
     n = 0
-    tparts: list[dict] = []
     ispans: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     futures.reverse()  # popped in order: a future keeps its result while it lives
     while futures:
@@ -881,29 +938,10 @@ def _build_api(path: Path, futures: list[Future], plan: ApiPlan, names: _Names, 
                 cols[k] = cols[k].astype(np.int32)
             cols[k][n : n + m] = v
         n += m
-        if "t_key" in part:
-            tparts.append(part)
     cols = {k: v[:n] for k, v in cols.items()}
     if n > 1 and bool((cols["start"][1:] < cols["start"][:-1]).any()):
         order = np.argsort(cols["start"], kind="stable")
         cols = {k: v[order] for k, v in cols.items()}
-    if tparts:
-        allk = np.concatenate([p["t_key"] for p in tparts])
-        uk, inv = np.unique(allk, return_inverse=True)
-        inv = inv.reshape(-1)
-        ns = np.bincount(inv, weights=np.concatenate([p["t_ns"] for p in tparts]), minlength=uk.size)
-        calls = np.bincount(inv, weights=np.concatenate([p["t_calls"] for p in tparts]), minlength=uk.size)
-        first = np.full(uk.size, np.iinfo(np.int64).max, dtype=np.int64)
-        last = np.full(uk.size, np.iinfo(np.int64).min, dtype=np.int64)
-        np.minimum.at(first, inv, np.concatenate([p["t_first"] for p in tparts]))
-        np.maximum.at(last, inv, np.concatenate([p["t_last"] for p in tparts]))
-        totals = ApiTotals(
-            thread=(uk // len(S.API_CATEGORIES)).astype(np.int32), category=(uk % len(S.API_CATEGORIES)).astype(np.int8),
-            ns=ns.astype(np.int64), calls=calls.astype(np.int64), first_ns=first, last_ns=last,
-        )  # fmt: skip
-    else:
-        e = np.empty(0, dtype=np.int64)
-        totals = ApiTotals(e.astype(np.int32), e.astype(np.int8), e, e, e, e)
     thread_records = tuple(Thread(int(k) >> 24, int(k) & 0xFFFFFF, thread_names.get(int(k))) for k in threads.keys)
     name_category = names.categories.copy()
     ifirst = np.full(len(thread_records), np.iinfo(np.int64).max, dtype=np.int64)
@@ -914,10 +952,195 @@ def _build_api(path: Path, futures: list[Future], plan: ApiPlan, names: _Names, 
     none = ilast < ifirst
     ifirst[none] = ilast[none] = -1
     return ApiCalls(
-        start_ns=cols["start"], end_ns=cols["end"], thread=cols["thread"], name=cols["name"], names=tuple(names.names),
-        name_category=name_category, threads=thread_records, totals=totals, plan=plan, tables=tables,
-        issue_first_ns=ifirst, issue_last_ns=ilast,
+        start_ns=cols["start"], end_ns=cols["end"], thread=cols["thread"], name=cols["name"], correlation=cols["corr"],
+        stream=cols["stream"], names=tuple(names.names), name_category=name_category, threads=thread_records,
+        totals=_empty_totals(), plan=plan, tables=tables, issue_first_ns=ifirst, issue_last_ns=ilast,
     )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- synchronization and CUDA events
+
+
+def _id_sql(column: str, cols: frozenset[str], none: int) -> str | None:
+    """group_concat of an id column, ``none`` for NULL; None when the table has no such column."""
+    return f"group_concat(ifnull([{column}], {none}))" if column in cols else None
+
+
+def _sync_sql(cols: frozenset[str]) -> tuple[str, tuple[str, ...]]:
+    # syncType; deprecatedSyncType where it is NULL or 0 (exports made from older reports keep it there)
+    if {"syncType", "deprecatedSyncType"} <= cols:
+        type_sql = "group_concat(CASE WHEN ifnull(syncType, 0) != 0 THEN syncType ELSE ifnull(deprecatedSyncType, 0) END)"
+    elif cols & {"syncType", "deprecatedSyncType"}:
+        type_sql = f"group_concat(ifnull([{min(cols & {'syncType', 'deprecatedSyncType'})}], 0))"
+    else:
+        type_sql = None
+    parts = {
+        "start": "group_concat(start)",
+        "dur": "group_concat(end - start)",
+        "device": "group_concat(ifnull(deviceId, 0))",
+        "stream": _id_sql("streamId", cols, S.NO_ID),
+        "corr": _id_sql("correlationId", cols, 0),
+        "pid": f"group_concat({_pid_sql('globalPid')})" if "globalPid" in cols else None,
+        "type": type_sql,
+        "event": _id_sql("eventId", cols, S.NO_ID),
+    }
+    return _table_sql(S.SYNC_TABLE, parts)
+
+
+def _event_sql(cols: frozenset[str]) -> tuple[str, tuple[str, ...]]:
+    parts = {
+        "device": "group_concat(ifnull(deviceId, 0))",
+        "stream": _id_sql("streamId", cols, S.NO_ID),
+        "corr": _id_sql("correlationId", cols, 0),
+        "pid": f"group_concat({_pid_sql('globalPid')})" if "globalPid" in cols else None,
+        "event": _id_sql("eventId", cols, S.NO_ID),
+    }
+    return _table_sql(S.CUDA_EVENT_TABLE, parts)
+
+
+def _table_sql(table: str, parts: dict[str, str | None]) -> tuple[str, tuple[str, ...]]:
+    names = tuple(k for k, v in parts.items() if v is not None)
+    return f"SELECT {', '.join(parts[k] for k in names)} FROM [{table}] WHERE rowid > ? AND rowid <= ?", names
+
+
+def _columns_job(path: Path, table: str, sql: str, names: tuple[str, ...], lo: int, hi: int) -> dict:
+    row = dict(zip(names, _fetch(path, sql, lo, hi)))
+    sizes = {v.shape[0] for v in row.values()}
+    if len(sizes) > 1:
+        raise TraceError(f"{table} has NULL values in core columns: {path}", hint="re-export the trace with a current nsys")
+    return row
+
+
+def _start_table(conn: sqlite3.Connection, path: Path, tables: frozenset[str], table: str, pool: ThreadPoolExecutor,
+                 sql_of: Callable[[frozenset[str]], tuple[str, tuple[str, ...]]]) -> list[Future]:  # fmt: skip
+    if table not in tables or not _table_has_rows(conn, table):
+        return []
+    sql, names = sql_of(_require(conn, path, table))
+    return [pool.submit(_columns_job, path, table, sql, names, a, b) for a, b in _chunks(*_rowid_span(conn, table))]
+
+
+def _gather(path: Path, futures: list[Future]) -> dict[str, np.ndarray] | None:
+    """The chunks' columns, concatenated (None when there are none)."""
+    parts = _results(path, futures)
+    futures.clear()
+    if not parts:
+        return None
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _none_to_minus_one(a: np.ndarray) -> np.ndarray:
+    a[a == S.NO_ID] = -1
+    return a
+
+
+def _finish_syncs(path: Path, futures: list[Future]) -> SyncEvents:
+    cols = _gather(path, futures)
+    if cols is None or cols["start"].size == 0:
+        return no_syncs()
+    n = cols["start"].shape[0]
+    order = np.argsort(cols["start"], kind="stable")
+
+    def col(k: str, default: int) -> np.ndarray:
+        v = cols.get(k)
+        return np.full(n, default, dtype=np.int64) if v is None else v[order]
+
+    start = cols["start"][order]
+    stream = _none_to_minus_one(col("stream", S.NO_ID))
+    event = _none_to_minus_one(col("event", S.NO_ID))
+    kind = col("type", S.SYNC_UNKNOWN)
+    # nsys 2025.3 writes 2 (stream wait event) for cudaStreamSynchronize; a wait names its event
+    kind[(kind == S.SYNC_STREAM_WAIT_EVENT) & (event < 0) & (stream >= 0)] = S.SYNC_STREAM
+    return SyncEvents(start_ns=start, end_ns=start + cols["dur"][order], pid=col("pid", 0), device=col("device", 0),
+                      stream=stream, correlation=col("corr", 0), sync_type=kind.astype(np.int8), event=event)  # fmt: skip
+
+
+def _finish_events(path: Path, futures: list[Future]) -> EventRecords:
+    cols = _gather(path, futures)
+    if cols is None or cols["device"].size == 0:
+        return no_event_records()
+    n = cols["device"].shape[0]
+
+    def col(k: str, default: int) -> np.ndarray:
+        v = cols.get(k)
+        return np.full(n, default, dtype=np.int64) if v is None else v
+
+    return EventRecords(pid=col("pid", 0), device=col("device", 0), stream=_none_to_minus_one(col("stream", S.NO_ID)),
+                        correlation=col("corr", 0), event=_none_to_minus_one(col("event", S.NO_ID)))  # fmt: skip
+
+
+class _StreamIndex:
+    """(pid, correlation id) -> the stream a call names: its GPU rows' stream (the largest when they are on
+    several), else its SYNCHRONIZATION row's, else its CUDA_EVENT row's; -1 for none. Correlation id 0
+    (device-launched work, exports without the column) names nothing. Per process, a table indexed by the
+    id when the ids are dense enough (DENSE_SLACK), else the ids sorted and searched."""
+
+    DENSE_SLACK = 4  # a table at most this many entries per row (plus DENSE_MIN) is kept dense
+    DENSE_MIN = 1 << 20
+
+    def __init__(self) -> None:
+        self.dense: dict[int, np.ndarray] = {}
+        self.sparse: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    @classmethod
+    def build(cls, activity: Activity, syncs: SyncEvents, events: EventRecords) -> _StreamIndex:
+        out = cls()
+        # in priority order, lowest first
+        sources = [(events.pid, events.correlation, events.stream), (syncs.pid, syncs.correlation, syncs.stream),
+                   (activity.pid, activity.correlation, activity.stream.astype(np.int64, copy=False))]  # fmt: skip
+        pids: set[int] = set()
+        for p, _, _ in sources:
+            if p.size:
+                pids.update([int(p[0])] if p.strides == (0,) else np.unique(p).tolist())
+        for pid in sorted(pids):
+            parts = []
+            for p, c, st in sources:
+                m = (c > 0) & (st >= 0)
+                if p.size and not (p.strides == (0,) and int(p[0]) == pid):
+                    m &= p == pid
+                parts.append((c[m], st[m]) if not bool(m.all()) else (c, st))
+            rows = sum(c.size for c, _ in parts)
+            if rows == 0:
+                continue
+            top = max(int(c.max()) for c, _ in parts if c.size)
+            if top <= cls.DENSE_SLACK * rows + cls.DENSE_MIN:
+                table = np.full(top + 1, -1, dtype=np.int64)
+                (ec, es), (sc, ss), (gc, gs) = parts
+                table[ec] = es
+                table[sc] = ss
+                table[gc] = -1
+                np.maximum.at(table, gc, gs)  # GPU rows first; the largest stream of a call's rows
+                out.dense[pid] = table
+            else:
+                c = np.concatenate([c for c, _ in parts])
+                st = np.concatenate([s for _, s in parts])
+                prio = np.concatenate([np.full(c.size, i, dtype=np.int8) for i, (c, _) in enumerate(parts)])
+                order = np.lexsort((st, prio, c))
+                c, st = c[order], st[order]
+                last = np.r_[c[1:] != c[:-1], True]  # per id: the highest priority, then the largest stream
+                out.sparse[pid] = (c[last], st[last])
+        return out
+
+    def lookup(self, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        out = np.full(corr.shape[0], -1, dtype=np.int64)
+        if corr.size == 0:
+            return out
+        one = int(pid.min()) == int(pid.max())
+        for p in [int(pid[0])] if one else np.unique(pid).tolist():
+            sel = slice(None) if one else np.flatnonzero(pid == p)
+            c = corr[sel]
+            if p in self.dense:
+                table = self.dense[p]
+                ok = (c > 0) & (c < table.size)
+                got = np.full(c.shape[0], -1, dtype=np.int64)
+                got[ok] = table[c[ok]]
+            elif p in self.sparse:
+                keys, vals = self.sparse[p]
+                i = np.minimum(np.searchsorted(keys, c), keys.size - 1)
+                got = np.where((keys[i] == c) & (c > 0), vals[i], -1)
+            else:
+                continue
+            out[sel] = got
+        return out
 
 
 # --------------------------------------------------------------------------- small tables
@@ -1194,6 +1417,8 @@ def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_po
     # copies the activity chunks into place as they come.
     act_jobs = submit_activity(uniform)
     api_jobs, names, threads, api_tables, api_capacity = _start_api(path, conn, tables, api_pool, box)
+    sync_jobs = _start_table(conn, path, tables, S.SYNC_TABLE, pool, _sync_sql)
+    event_jobs = _start_table(conn, path, tables, S.CUDA_EVENT_TABLE, pool, _event_sql)
     small = pool.submit(_read_small, conn, path, tables, prefixes)
     _report(on_progress, "GPU activity", [f for _, f in act_jobs])
     _report(on_progress, "CUDA API calls", api_jobs)
@@ -1214,6 +1439,8 @@ def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_po
         kernel_name_list = ("(no name)",) if sink.n_kernel else ()
     activity = sink.finish(uniform, kernel_index, kernel_name_list)
     del sink
+    syncs = _finish_syncs(path, sync_jobs)
+    event_records = _finish_events(path, event_jobs)
 
     if S.GRAPH_TRACE_TABLE in present:
         graph_trace = "graph"
@@ -1228,30 +1455,31 @@ def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_po
         nsys_version=meta.get("EXPORT_PRODUCT_VERSION"), activity=activity, ranges=ranges, range_prefixes=prefixes,
         gpu_names=gpu_names, api=empty_api, overhead=overhead, graph_trace=graph_trace,
         srckind_read=memcpy_cols is None or {"srcKind", "dstKind"} <= memcpy_cols, thread_names=thread_names,
-        kernel_name_kind=kernel_name_kind,
+        kernel_name_kind=kernel_name_kind, syncs=syncs, event_records=event_records,
     )  # fmt: skip
     plan = api_plan(data) if callable(api_plan) else api_plan
+    box.streams = _StreamIndex.build(activity, syncs, event_records) if api_jobs else None
     box.plan = plan
     box.ready.set()
     api = _build_api(path, api_jobs, plan, names, threads, thread_names, api_tables, api_capacity)
-    return TraceData(
-        path=data.path, tables=data.tables, schema_version=data.schema_version, nsys_version=data.nsys_version,
-        activity=activity, ranges=ranges, range_prefixes=prefixes, gpu_names=gpu_names, api=api, overhead=overhead,
-        graph_trace=graph_trace, srckind_read=data.srckind_read, thread_names=thread_names,
-        kernel_name_kind=kernel_name_kind,
-    )  # fmt: skip
+    return dataclasses.replace(data, api=api)
 
 
-def read_api_window(path: str | os.PathLike[str], pid: int, start_ns: int, end_ns: int) -> ApiCalls:
+def read_api_window(path: str | os.PathLike[str], pid: int, start_ns: int, end_ns: int,
+                    data: TraceData | None = None) -> ApiCalls:  # fmt: skip
     """Every CUDA API call of process ``pid`` that touches [start_ns, end_ns], one by one (for a
-    picture of a short span: one more pass over the API tables)."""
+    picture of a short span: one more pass over the API tables). Their streams come from ``data`` (the
+    same export read with read_trace: its activity, syncs and event records); without it every
+    call's stream is -1."""
     path = Path(path)
     region = (np.array([start_ns], dtype=np.int64), np.array([end_ns], dtype=np.int64))
-    plan = ApiPlan(region={pid: region}, keep={pid: region}, aggregate={})
+    plan = ApiPlan(region={pid: region})
     conn = connect_read_only(path)
     pool = _pool()
     box = _PlanBox()
     box.plan = plan
+    if data is not None:
+        box.streams = _StreamIndex.build(data.activity, data.syncs, data.event_records)
     box.ready.set()
     try:
         tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))

@@ -23,6 +23,19 @@ RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
 # Some exports keep driver API calls in a table of their own, with the runtime table's columns.
 DRIVER_TABLE = "CUPTI_ACTIVITY_KIND_DRIVER"
 API_TABLES = (RUNTIME_TABLE, DRIVER_TABLE)
+# What each synchronizing call waited on (start, end, deviceId, streamId, correlationId of the call,
+# globalPid, syncType or deprecatedSyncType, eventId), and one row per cudaEventRecord (deviceId,
+# streamId, correlationId of the record call, globalPid, eventId).
+SYNC_TABLE = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+CUDA_EVENT_TABLE = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
+# CUPTI writes "none" in an unsigned 32-bit id column (streamId, eventId) as its largest value.
+NO_ID = 4294967295
+# CUpti_ActivitySynchronizationType (the export's ENUM_CUPTI_SYNC_TYPE).
+SYNC_UNKNOWN = 0
+SYNC_EVENT = 1  # cudaEventSynchronize (nsys also writes it for a cudaEventQuery)
+SYNC_STREAM_WAIT_EVENT = 2  # cudaStreamWaitEvent
+SYNC_STREAM = 3  # cudaStreamSynchronize
+SYNC_CONTEXT = 4  # cudaDeviceSynchronize, cudaCtxSynchronize (and cudaProfilerStop in nsys 2025.3)
 # Time nsys itself spent on a thread (CUPTI buffer flushes, profiler initialisation): start, end,
 # globalTid, nameId.
 PROFILER_OVERHEAD_TABLE = "PROFILER_OVERHEAD"
@@ -61,6 +74,8 @@ CORE_COLUMNS = {
     DRIVER_TABLE: ("start", "end", "globalTid", "nameId"),
     PROFILER_OVERHEAD_TABLE: ("start", "end", "globalTid"),
     NVTX_TABLE: ("start", "end"),
+    SYNC_TABLE: ("start", "end", "deviceId", "streamId"),
+    CUDA_EVENT_TABLE: ("deviceId", "streamId"),
 }
 
 # NVTX_EVENTS.eventType: ranges (push/pop, start/end) and the row that names a domain.
