@@ -18,9 +18,9 @@ help:
 	@echo "make test   - set up (scripts/bootstrap.sh: .venv with .[test], or python3 offline) and run pytest; GPU tests skip without a GPU"
 	@echo "make smoke  - probe the four configs of $(SMOKE_CONFIG) (8,000 frames, batch 200) into results/<date>_f32_smoke"
 	@echo "make sweep  - probe every config at its full frames into results/<date>_<f32|f64> (the reference campaign)"
-	@echo "make bench  - the analyze speed benchmark (1M activity records; no GPU needed)"
+	@echo "make bench  - analyze's speed and memory limits at 1M, 5M and 10M records (benchmarks/out; exit 3 when one is missed; no GPU needed)"
 	@echo "make aare-cuda - build aare's ClusterFinderCUDA from the kit in AARE_KIT into AARE_OUT (docs/aare-cuda.md)"
-	@echo "make clean  - remove .venv, *.egg-info and .pytest_cache"
+	@echo "make clean  - remove .venv, *.egg-info, .pytest_cache and benchmarks/out"
 
 test:
 	@$(WITH_PY) $$py -m pytest -q
@@ -45,7 +45,7 @@ bench:
 	@$(WITH_PY) $$py benchmarks/bench_analyze.py
 
 clean:
-	rm -rf .venv *.egg-info .pytest_cache
+	rm -rf .venv *.egg-info .pytest_cache benchmarks/out
 
 # aare's ClusterFinderCUDA (docs/aare-cuda.md). The project does not vendor aare: this calls the
 # offline kit's build.sh, from .device/peers/aare-cuda unless AARE_KIT names another copy, and
