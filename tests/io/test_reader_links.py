@@ -74,7 +74,7 @@ def test_every_call_is_kept_with_its_correlation_id_and_stream(real: Path) -> No
     got = _ours(api)
     assert sorted(got) == sorted(expected)
     assert [g[0] for g in got] == sorted(g[0] for g in got)  # in start order
-    assert api.correlation.dtype == np.int64 and api.stream.dtype == np.int64
+    assert api.correlation.dtype == np.int32 and api.stream.dtype == np.int16  # compact where the ids fit
     assert any(st >= 0 for *_, st in got)  # calls that name a stream are there: the test can fail
 
 
@@ -87,7 +87,7 @@ def test_every_gpu_record_carries_the_exports_correlation_id(real: Path) -> None
     act = read_trace(real).activity
     got = sorted(zip(act.start_ns.tolist(), act.end_ns.tolist(), act.stream.tolist(), act.correlation.tolist()))
     assert got == expected
-    assert act.correlation.dtype == np.int64
+    assert act.correlation.dtype == np.int32
 
 
 def test_sync_rows_and_event_records_match_the_tables(real: Path) -> None:
@@ -215,3 +215,22 @@ def test_the_cupti_tracers_export_links_calls_to_their_records(tmp_path: Path) -
     assert data.api.correlation.tolist() == [501, 502, 503] and data.api.stream.tolist() == [7, 9, -1]
     assert sorted(data.activity.correlation.tolist()) == [501, 502]
     assert len(data.syncs) == 0 and len(data.event_records) == 0
+
+
+def test_ids_too_large_for_the_compact_columns_widen_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Correlation ids past 2**31 and stream ids past 2**15, first met in a later chunk: the columns widen
+    and every value is kept (the rows read before the widening too)."""
+    from clusterbench.io.nsys import reader as R
+
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 3)
+    big, wide = 3_000_000_000, 70_000
+    kernels = [Kernel(10 * i, 10 * i + 5, stream=7, corr=10_000 + i) for i in range(8)]
+    kernels.append(Kernel(100, 105, stream=wide, corr=big))
+    calls = [Api(10 * i, 10 * i + 1, "cudaLaunchKernel_v7000", corr=10_000 + i) for i in range(8)]
+    calls.append(Api(99, 100, "cudaLaunchKernel_v7000", corr=big))
+    data = read_trace(build(tmp_path / "w.sqlite", Trace(kernels=kernels, api=calls)))
+    assert data.activity.correlation.dtype == np.int64 and data.activity.stream.dtype == np.int32
+    assert data.activity.correlation.tolist() == [10_000 + i for i in range(8)] + [big]
+    assert data.api.correlation.dtype == np.int64 and data.api.stream.dtype == np.int32
+    assert data.api.correlation.tolist() == [10_000 + i for i in range(8)] + [big]
+    assert data.api.stream.tolist() == [7] * 8 + [wide]

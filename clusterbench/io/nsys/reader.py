@@ -68,8 +68,23 @@ def _cores() -> int:
 
 # Read threads per pool: SQLite decodes rows on one core per connection; more threads than cores only
 # wait. Up to 16, the cores of the H200 machine (a 1M-record export is 40 activity and 96 API chunks).
-READ_THREADS = max(2, min(16, _cores()))
-ROWS_PER_CHUNK = 25_000  # rowids per read job: balances the threads; small strings reuse freed memory
+# CLUSTERBENCH_READ_THREADS sets it (the benchmark simulates a 16-core machine's memory with it).
+THREADS_ENV = "CLUSTERBENCH_READ_THREADS"
+
+
+def _read_threads() -> int:
+    try:
+        asked = int(os.environ.get(THREADS_ENV, ""))
+    except ValueError:
+        asked = 0
+    return asked if asked > 0 else max(2, min(16, _cores()))
+
+
+READ_THREADS = _read_threads()
+# Rowids per read job: balances the threads; small strings reuse freed memory. Each running job holds its
+# chunk's text and arrays (about 2.5 MB at 25,000 API rows), and two pools run 2 x READ_THREADS jobs at
+# once: past 4 threads the chunks shrink so that the threads together hold about as much as 4 do.
+ROWS_PER_CHUNK = 25_000 if READ_THREADS <= 4 else max(5_000, 100_000 // READ_THREADS)
 
 _PACK_DEVICE = 1 << 24  # key = pid + 2**24*device (pid < 2**24)
 _PACK_PAGEABLE = 128  # memcpy code = kind + 128*pageable + 256*stream (kind < 128)
@@ -94,11 +109,11 @@ class Activity:
     device: np.ndarray
     engine: np.ndarray  # int8 index into schema.ENGINES
     bytes: np.ndarray  # int32, or int64 when a record needs it; 0 for kernels and graphs
-    stream: np.ndarray  # streamId (int16, or int64 when one needs it), keyed inside its (pid, device)
+    stream: np.ndarray  # streamId (int16, or int32 or int64 when one needs it), keyed inside its (pid, device)
     pageable: np.ndarray  # bool: a memcpy with pageable host memory on either side (srcKind/dstKind 0)
-    # int64: the CUPTI correlationId, the id of the API call that launched the record (a node-level graph's
-    # kernel rows carry their cudaGraphLaunch's); device-launched work carries an id that matches no call
-    # (0 in the exports seen); 0 where the export has no correlationId column
+    # int32 (int64 when an id needs it): the CUPTI correlationId, the id of the API call that launched the
+    # record (a node-level graph's kernel rows carry their cudaGraphLaunch's); device-launched work carries
+    # an id that matches no call (0 in the exports seen); 0 where the export has no correlationId column
     correlation: np.ndarray
     sections: tuple[tuple[int, int], ...]  # per engine code
     kernel_name: np.ndarray  # int16 (int32 past 32,767 names) per kernel record (the kernel section comes first): index into kernel_names
@@ -190,11 +205,12 @@ class ApiCalls:
     end_ns: np.ndarray  # int64
     thread: np.ndarray  # int16 (int32 past 32,767 threads) index into threads
     name: np.ndarray  # int16 (int32 past 32,767 names) index into names
-    # int64: the call's CUPTI correlationId (0 where the export has none)
+    # int32 (int64 when an id needs it): the call's CUPTI correlationId (0 where the export has none)
     correlation: np.ndarray
-    # int64: the stream the call names, matched by correlation id within its process: the stream of its GPU
-    # rows (the largest streamId when they are on several), else of its SYNCHRONIZATION row, else of its
-    # CUDA_EVENT row; -1 where it names none (no such row, or the row's stream is none)
+    # int16 (int32 or int64 when a stream id needs it): the stream the call names, matched by correlation id
+    # within its process: the stream of its GPU rows (the largest streamId when they are on several), else
+    # of its SYNCHRONIZATION row, else of its CUDA_EVENT row; -1 where it names none (no such row, or the
+    # row's stream is none)
     stream: np.ndarray
     names: tuple[str, ...]  # base names (cudaStreamSynchronize, not cudaStreamSynchronize_v3020)
     name_category: np.ndarray  # int8 per name: index into schema.API_CATEGORIES
@@ -240,17 +256,18 @@ class SyncEvents:
     """Rows of CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: what each synchronizing API call waited on, in start
     order. Empty when the export has no such table."""
 
-    start_ns: np.ndarray  # int64
-    end_ns: np.ndarray  # int64
-    pid: np.ndarray  # int64
-    device: np.ndarray  # int64
-    stream: np.ndarray  # int64: the stream synchronized or made to wait; -1 for none (the export's 4294967295)
-    correlation: np.ndarray  # int64: the synchronizing API call's correlationId (0 where the export has none)
+    # start and end int64; the others int32, or int64 when a value needs it
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    pid: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray  # the stream synchronized or made to wait; -1 for none (the export's 4294967295)
+    correlation: np.ndarray  # the synchronizing API call's correlationId (0 where the export has none)
     # int8, schema.SYNC_*: 0 unknown, 1 event synchronize, 2 stream wait event, 3 stream synchronize, 4 context
     # synchronize; from syncType (deprecatedSyncType in older exports). nsys 2025.3 writes 2 for a
     # cudaStreamSynchronize too: a stream wait names an event, so a type-2 row on a stream with no event reads 3.
     sync_type: np.ndarray
-    event: np.ndarray  # int64: eventId, -1 for none
+    event: np.ndarray  # eventId, -1 for none
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])
@@ -261,24 +278,25 @@ class EventRecords:
     """Rows of CUPTI_ACTIVITY_KIND_CUDA_EVENT, one per cudaEventRecord, in the export's order (the
     table has no times: the record call's time is its API row's, by correlation id). Empty when absent."""
 
-    pid: np.ndarray  # int64
-    device: np.ndarray  # int64
-    stream: np.ndarray  # int64: the stream the event was recorded on (-1 for none)
-    correlation: np.ndarray  # int64: the cudaEventRecord call's correlationId (0 where the export has none)
-    event: np.ndarray  # int64: eventId (-1 for none)
+    # int32 each, or int64 when a value needs it
+    pid: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray  # the stream the event was recorded on (-1 for none)
+    correlation: np.ndarray  # the cudaEventRecord call's correlationId (0 where the export has none)
+    event: np.ndarray  # eventId (-1 for none)
 
     def __len__(self) -> int:
         return int(self.correlation.shape[0])
 
 
 def no_syncs() -> SyncEvents:
-    e = np.empty(0, dtype=np.int64)
-    return SyncEvents(e, e, e, e, e, e, np.empty(0, dtype=np.int8), e)
+    e, i = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32)
+    return SyncEvents(e, e, i, i, i, i, np.empty(0, dtype=np.int8), i)
 
 
 def no_event_records() -> EventRecords:
-    e = np.empty(0, dtype=np.int64)
-    return EventRecords(e, e, e, e, e)
+    i = np.empty(0, dtype=np.int32)
+    return EventRecords(i, i, i, i, i)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -404,6 +422,30 @@ def _ints(text: str | bytes | None) -> np.ndarray:
     return np.fromstring(text, dtype=np.int64, sep=",")
 
 
+def _widened(col: np.ndarray, n: int, v: np.ndarray) -> np.ndarray:
+    """``col`` (an integer column whose first ``n`` entries are filled), or a wider copy of it (int16 ->
+    int32 -> int64, the same length, only the filled part copied: the rest stays untouched memory) when
+    ``v`` holds a value its type cannot."""
+    if v.size == 0 or col.dtype == np.int64:
+        return col
+    lo, hi = int(v.min()), int(v.max())
+    info = np.iinfo(col.dtype)
+    if info.min <= lo and hi <= info.max:
+        return col
+    wide = np.int32 if col.dtype == np.int16 and np.iinfo(np.int32).min <= lo and hi <= np.iinfo(np.int32).max else np.int64
+    out = np.empty(col.shape[0], dtype=wide)
+    out[:n] = col[:n]
+    return out
+
+
+def _compact(a: np.ndarray, dtype: type = np.int32) -> np.ndarray:
+    """``a`` as ``dtype`` when every value fits (int64 otherwise)."""
+    if a.size == 0:
+        return a.astype(dtype)
+    info = np.iinfo(dtype)
+    return a.astype(dtype) if info.min <= int(a.min()) and int(a.max()) <= info.max else a.astype(np.int64, copy=False)
+
+
 def _pid_sql(column: str) -> str:
     return f"((ifnull({column}, 0) >> {S.PID_SHIFT}) & {S.PID_MASK})"
 
@@ -462,40 +504,83 @@ def _read_small(conn: sqlite3.Connection, path: Path, tables: frozenset[str], pr
             _read_thread_names(conn, tables), _read_overhead(conn, path, tables))  # fmt: skip
 
 
-def _consume(path: Path, jobs: list[tuple[str, Future]], sink: _ActivitySink) -> _ActivitySink | None:
-    """Copy the activity chunks into ``sink`` in order, emptying ``jobs`` as it goes (a future keeps its
+# Read jobs in flight per pool, ahead of the one the main thread takes next: a finished chunk waits in
+# its future until the main thread copies it into place, so this bounds the chunks held (not the threads).
+AHEAD_PER_THREAD = 2
+
+
+class _Window:
+    """Read jobs submitted in order, at most ``ahead`` of them not yet taken: the main thread takes the
+    futures in order (``take``), and each taken one lets the next job start. Without the bound a pool
+    of 16 threads runs ahead of the main thread and every finished chunk waits in memory."""
+
+    def __init__(self, pool: ThreadPoolExecutor, jobs: list[tuple[str, Callable, tuple]], ahead: int,
+                 on_done: Callable[[Future], None] | None = None) -> None:  # fmt: skip
+        self.pool, self.ahead, self.on_done = pool, max(1, ahead), on_done
+        self.jobs = list(reversed(jobs))  # popped from the end, in order
+        self.total = len(jobs)
+        self.pending: list[tuple[str, Future]] = []  # submitted, in order
+        self._fill()
+
+    def _fill(self) -> None:
+        while self.jobs and len(self.pending) < self.ahead:
+            tag, fn, args = self.jobs.pop()
+            f = self.pool.submit(fn, *args)
+            if self.on_done is not None:
+                f.add_done_callback(self.on_done)
+            self.pending.append((tag, f))
+
+    def __bool__(self) -> bool:
+        return bool(self.pending or self.jobs)
+
+    def take(self) -> tuple[str, Future]:
+        tag, f = self.pending.pop(0)
+        self._fill()
+        return tag, f
+
+    def cancel(self) -> None:
+        self.jobs.clear()
+        for _, f in self.pending:
+            f.cancel()
+        self.pending.clear()
+
+
+def _window(pool: ThreadPoolExecutor, jobs: list[tuple[str, Callable, tuple]],
+            on_progress: Callable[[str, int, int], None] | None, what: str) -> _Window:  # fmt: skip
+    """A _Window over ``jobs`` on ``pool`` (AHEAD_PER_THREAD per read thread), calling ``on_progress(what,
+    done, total)`` as each job finishes."""
+    tick = None
+    if on_progress is not None and jobs:
+        lock = threading.Lock()
+        done = [0]
+        total = len(jobs)
+
+        def tick(_: Future) -> None:
+            with lock:
+                done[0] += 1
+                n = done[0]
+            on_progress(what, n, total)
+
+    return _Window(pool, jobs, AHEAD_PER_THREAD * READ_THREADS, tick)
+
+
+def _consume(path: Path, jobs: _Window, sink: _ActivitySink) -> _ActivitySink | None:
+    """Copy the activity chunks into ``sink`` in order, dropping each once copied (a future keeps its
     result while it lives); None (and the rest cancelled) when a chunk holds records of another process
     or device than the first record's."""
-    jobs.reverse()
     while jobs:
-        table, f = jobs.pop()
-        chunk = _results(path, [f])[0]
+        table, f = jobs.take()
+        try:
+            chunk = _results(path, [f])[0]
+        except BaseException:
+            jobs.cancel()
+            raise
         del f
         if chunk["mismatch"]:
-            for _, rest in jobs:
-                rest.cancel()
-            jobs.clear()
+            jobs.cancel()
             return None
         sink.add(table, chunk)
     return sink
-
-
-def _report(on_progress: Callable[[str, int, int], None] | None, what: str, futures: list[Future]) -> None:
-    """Call ``on_progress(what, done, total)`` as each future finishes."""
-    if on_progress is None or not futures:
-        return
-    lock = threading.Lock()
-    done = [0]
-    total = len(futures)
-
-    def tick(_: Future) -> None:
-        with lock:
-            done[0] += 1
-            n = done[0]
-        on_progress(what, n, total)
-
-    for f in futures:
-        f.add_done_callback(tick)
 
 
 def _rowid_span(conn: sqlite3.Connection, table: str) -> tuple[int, int]:
@@ -598,10 +683,11 @@ class _ActivitySink:
     the tables: kernels, graphs, copies, memsets), each chunk dropped once copied. The arrays are
     allocated for every rowid of the tables; pages never written (rowid holes) take no memory."""
 
-    # bytes are int32 and streams int16 until a record needs more (then the column is widened once)
+    # bytes and correlation ids are int32 and streams int16 until a record needs more (then the column is
+    # widened once)
     COLUMNS = (("start", np.int64), ("end", np.int64), ("engine", np.int8), ("bytes", np.int32), ("stream", np.int16),
-               ("pageable", bool), ("corr", np.int64))  # fmt: skip
-    WIDER = (("bytes", np.int64), ("stream", np.int64))
+               ("pageable", bool), ("corr", np.int32))  # fmt: skip
+    WIDER = ("bytes", "stream", "corr")
 
     def __init__(self, capacity: int, kernel_capacity: int, with_key: bool) -> None:
         self.cols = {k: np.empty(capacity, dtype=dt) for k, dt in self.COLUMNS}
@@ -617,13 +703,10 @@ class _ActivitySink:
         if table in (S.MEMCPY_TABLE, S.MEMSET_TABLE) and self.first_byte_record is None:
             self.first_byte_record = self.n
         sl = slice(self.n, self.n + m)
-        for k, wide in self.WIDER:
+        for k in self.WIDER:
             v = chunk.get(k)
-            col = self.cols[k]
-            if v is not None and v.size and col.dtype != wide:
-                info = np.iinfo(col.dtype)
-                if int(v.max()) > info.max or int(v.min()) < info.min:
-                    self.cols[k] = col.astype(wide)
+            if v is not None:
+                self.cols[k] = _widened(self.cols[k], self.n, v)
         for k, col in self.cols.items():
             v = chunk.get(k)
             col[sl] = 0 if v is None else v
@@ -876,13 +959,14 @@ def _min_max_by(key: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.nda
     return present, rows[present], first[present], last[present]
 
 
-def _start_api(path: Path, conn: sqlite3.Connection, tables: frozenset[str], pool: ThreadPoolExecutor, box: _PlanBox
-               ) -> tuple[list[Future], _Names, _Threads, tuple[str, ...], int]:  # fmt: skip
+def _start_api(path: Path, conn: sqlite3.Connection, tables: frozenset[str], pool: ThreadPoolExecutor, box: _PlanBox,
+               on_progress: Callable[[str, int, int], None] | None = None,
+               ) -> tuple[_Window | None, _Names, _Threads, tuple[str, ...], int]:  # fmt: skip
     """Start reading every API table in chunks on ``pool``; each chunk waits for ``box``'s plan. Also
     returns the number of rowids the tables span (at least their rows)."""
     api_tables = tuple(t for t in S.API_TABLES if t in tables and _table_has_rows(conn, t))
     names, threads = _Names(), _Threads()
-    futures = []
+    jobs: list[tuple[str, Callable, tuple]] = []
     capacity = 0
     for t in api_tables:
         cols = _require(conn, path, t)
@@ -891,8 +975,8 @@ def _start_api(path: Path, conn: sqlite3.Connection, tables: frozenset[str], poo
              f"group_concat(nameId), {corr} FROM [{t}] WHERE rowid > ? AND rowid <= ?")  # fmt: skip
         lo, hi = _rowid_span(conn, t)
         capacity += hi - lo + 1
-        futures += [pool.submit(_api_job, path, q, a, b, box, names, threads) for a, b in _chunks(lo, hi)]
-    return futures, names, threads, api_tables, capacity
+        jobs += [(t, _api_job, (path, q, a, b, box, names, threads)) for a, b in _chunks(lo, hi)]
+    return (_window(pool, jobs, on_progress, "CUDA API calls") if jobs else None), names, threads, api_tables, capacity
 
 
 _EMPTY_IV: Intervals = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
@@ -903,21 +987,25 @@ def _empty_totals() -> ApiTotals:
     return ApiTotals(e.astype(np.int32), e.astype(np.int8), e, e, e, e)
 
 
-def _build_api(path: Path, futures: list[Future], plan: ApiPlan, names: _Names, threads: _Threads,
+def _build_api(path: Path, futures: _Window | None, plan: ApiPlan, names: _Names, threads: _Threads,
                thread_names: dict[int, str], tables: tuple[str, ...], capacity: int = 0) -> ApiCalls:  # fmt: skip
     """The kept calls of every chunk, in order, into one set of arrays (each chunk dropped once copied).
     The arrays are allocated for every row of the API tables (``capacity``); the pages past the calls
     kept are never written and take no memory."""
     cap = max(1, capacity)
     # thread and name indices are int16 until one needs more (then the column is widened once)
+    # (correlation ids int32, streams int16: the same)
     cols = {k: np.empty(cap, dtype=dt) for k, dt in (("start", np.int64), ("end", np.int64), ("thread", np.int16),
-                                                     ("name", np.int16), ("corr", np.int64), ("stream", np.int64))}  # fmt: skip
+                                                     ("name", np.int16), ("corr", np.int32), ("stream", np.int16))}  # fmt: skip
     n = 0
     ispans: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    futures.reverse()  # popped in order: a future keeps its result while it lives
     while futures:
-        f = futures.pop()
-        part = _results(path, [f])[0]
+        _, f = futures.take()
+        try:
+            part = _results(path, [f])[0]
+        except BaseException:
+            futures.cancel()
+            raise
         del f
         if part is None:
             continue
@@ -934,14 +1022,15 @@ def _build_api(path: Path, futures: list[Future], plan: ApiPlan, names: _Names, 
                 cols[k] = grown
         for k in list(cols):
             v = part.pop(k)
-            if cols[k].dtype == np.int16 and v.size and int(v.max()) > np.iinfo(np.int16).max:
-                cols[k] = cols[k].astype(np.int32)
+            cols[k] = _widened(cols[k], n, v)
             cols[k][n : n + m] = v
         n += m
     cols = {k: v[:n] for k, v in cols.items()}
     if n > 1 and bool((cols["start"][1:] < cols["start"][:-1]).any()):
         order = np.argsort(cols["start"], kind="stable")
-        cols = {k: v[order] for k, v in cols.items()}
+        for k in cols:  # one column at a time: one extra column alive, not a second set
+            cols[k] = cols[k][order]
+        del order
     thread_records = tuple(Thread(int(k) >> 24, int(k) & 0xFFFFFF, thread_names.get(int(k))) for k in threads.keys)
     name_category = names.categories.copy()
     ifirst = np.full(len(thread_records), np.iinfo(np.int64).max, dtype=np.int64)
@@ -1050,8 +1139,9 @@ def _finish_syncs(path: Path, futures: list[Future]) -> SyncEvents:
     kind = col("type", S.SYNC_UNKNOWN)
     # nsys 2025.3 writes 2 (stream wait event) for cudaStreamSynchronize; a wait names its event
     kind[(kind == S.SYNC_STREAM_WAIT_EVENT) & (event < 0) & (stream >= 0)] = S.SYNC_STREAM
-    return SyncEvents(start_ns=start, end_ns=start + cols["dur"][order], pid=col("pid", 0), device=col("device", 0),
-                      stream=stream, correlation=col("corr", 0), sync_type=kind.astype(np.int8), event=event)  # fmt: skip
+    return SyncEvents(start_ns=start, end_ns=start + cols["dur"][order], pid=_compact(col("pid", 0)),
+                      device=_compact(col("device", 0)), stream=_compact(stream), correlation=_compact(col("corr", 0)),
+                      sync_type=kind.astype(np.int8), event=_compact(event))  # fmt: skip
 
 
 def _finish_events(path: Path, futures: list[Future]) -> EventRecords:
@@ -1064,60 +1154,67 @@ def _finish_events(path: Path, futures: list[Future]) -> EventRecords:
         v = cols.get(k)
         return np.full(n, default, dtype=np.int64) if v is None else v
 
-    return EventRecords(pid=col("pid", 0), device=col("device", 0), stream=_none_to_minus_one(col("stream", S.NO_ID)),
-                        correlation=col("corr", 0), event=_none_to_minus_one(col("event", S.NO_ID)))  # fmt: skip
+    return EventRecords(pid=_compact(col("pid", 0)), device=_compact(col("device", 0)),
+                        stream=_compact(_none_to_minus_one(col("stream", S.NO_ID))), correlation=_compact(col("corr", 0)),
+                        event=_compact(_none_to_minus_one(col("event", S.NO_ID))))  # fmt: skip
 
 
 class _StreamIndex:
     """(pid, correlation id) -> the stream a call names: its GPU rows' stream (the largest when they are on
     several), else its SYNCHRONIZATION row's, else its CUDA_EVENT row's; -1 for none. Correlation id 0
-    (device-launched work, exports without the column) names nothing. Per process, a table indexed by the
-    id when the ids are dense enough (DENSE_SLACK), else the ids sorted and searched."""
+    (device-launched work, exports without the column) names nothing.
 
-    DENSE_SLACK = 4  # a table at most this many entries per row (plus DENSE_MIN) is kept dense
-    DENSE_MIN = 1 << 20
+    Per process, the ids that name a stream, sorted, and their streams; a call's id is looked up by binary
+    search. (A table indexed by the id would cost the largest id in entries: CUPTI numbers calls it does
+    not report too, 3.4 ids per reported call in the bundled dev export.) The sorts are stable sorts of
+    nearly sorted ids (rows come in issue order per stream), which take about linear time."""
 
     def __init__(self) -> None:
-        self.dense: dict[int, np.ndarray] = {}
-        self.sparse: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.ids: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     @classmethod
     def build(cls, activity: Activity, syncs: SyncEvents, events: EventRecords) -> _StreamIndex:
         out = cls()
-        # in priority order, lowest first
-        sources = [(events.pid, events.correlation, events.stream), (syncs.pid, syncs.correlation, syncs.stream),
-                   (activity.pid, activity.correlation, activity.stream.astype(np.int64, copy=False))]  # fmt: skip
+        # in priority order, highest first
+        sources = [(activity.pid, activity.correlation, activity.stream), (syncs.pid, syncs.correlation, syncs.stream),
+                   (events.pid, events.correlation, events.stream)]  # fmt: skip
         pids: set[int] = set()
         for p, _, _ in sources:
             if p.size:
                 pids.update([int(p[0])] if p.strides == (0,) else np.unique(p).tolist())
         for pid in sorted(pids):
             parts = []
-            for p, c, st in sources:
+            for k, (p, c, st) in enumerate(sources):
                 m = (c > 0) & (st >= 0)
                 if p.size and not (p.strides == (0,) and int(p[0]) == pid):
                     m &= p == pid
-                parts.append((c[m], st[m]) if not bool(m.all()) else (c, st))
-            rows = sum(c.size for c, _ in parts)
-            if rows == 0:
+                c, st = (c, st) if bool(m.all()) else (c[m], st[m])
+                st = _compact(st, np.int16) if st.size else st  # stream ids are small: 2 bytes while sorting
+                if k == 0 and c.size:  # GPU rows: one entry per id, its largest stream
+                    order = np.argsort(c, kind="stable")
+                    c, st = c[order], st[order]
+                    del order
+                    runs = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+                    if runs.size < c.size:
+                        st = np.maximum.reduceat(st, runs)
+                        c = c[runs]
+                parts.append((c, st))
+            c = np.concatenate([c for c, _ in parts])
+            if c.size == 0:
                 continue
-            top = max(int(c.max()) for c, _ in parts if c.size)
-            if top <= cls.DENSE_SLACK * rows + cls.DENSE_MIN:
-                table = np.full(top + 1, -1, dtype=np.int64)
-                (ec, es), (sc, ss), (gc, gs) = parts
-                table[ec] = es
-                table[sc] = ss
-                table[gc] = -1
-                np.maximum.at(table, gc, gs)  # GPU rows first; the largest stream of a call's rows
-                out.dense[pid] = table
-            else:
-                c = np.concatenate([c for c, _ in parts])
-                st = np.concatenate([s for _, s in parts])
-                prio = np.concatenate([np.full(c.size, i, dtype=np.int8) for i, (c, _) in enumerate(parts)])
-                order = np.lexsort((st, prio, c))
+            st = np.concatenate([s for _, s in parts])
+            del parts
+            if c.size > 1 and bool((c[1:] < c[:-1]).any()):
+                order = np.argsort(c, kind="stable")  # ties keep the sources' priority order
                 c, st = c[order], st[order]
-                last = np.r_[c[1:] != c[:-1], True]  # per id: the highest priority, then the largest stream
-                out.sparse[pid] = (c[last], st[last])
+                del order
+            first = np.r_[True, c[1:] != c[:-1]]
+            if not bool(first.all()):
+                c, st = c[first], st[first]
+            # compact: ids int32 and streams int16 where they fit (6 bytes an id instead of 16)
+            if c[-1] <= np.iinfo(np.int32).max:
+                c = c.astype(np.int32, copy=False)
+            out.ids[pid] = (c, st)
         return out
 
     def lookup(self, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
@@ -1126,20 +1223,13 @@ class _StreamIndex:
             return out
         one = int(pid.min()) == int(pid.max())
         for p in [int(pid[0])] if one else np.unique(pid).tolist():
+            if p not in self.ids:
+                continue
+            keys, vals = self.ids[p]
             sel = slice(None) if one else np.flatnonzero(pid == p)
             c = corr[sel]
-            if p in self.dense:
-                table = self.dense[p]
-                ok = (c > 0) & (c < table.size)
-                got = np.full(c.shape[0], -1, dtype=np.int64)
-                got[ok] = table[c[ok]]
-            elif p in self.sparse:
-                keys, vals = self.sparse[p]
-                i = np.minimum(np.searchsorted(keys, c), keys.size - 1)
-                got = np.where((keys[i] == c) & (c > 0), vals[i], -1)
-            else:
-                continue
-            out[sel] = got
+            i = np.minimum(np.searchsorted(keys, c.astype(keys.dtype) if c.max() <= np.iinfo(keys.dtype).max else c), keys.size - 1)
+            out[sel] = np.where((keys[i] == c) & (c > 0), vals[i], -1)
         return out
 
 
@@ -1405,30 +1495,27 @@ def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_po
     first = conn.execute(f"SELECT {_pid_sql('globalPid')}, deviceId, globalPid FROM [{present[0]}] LIMIT 1").fetchone()
     uniform: tuple | None = (int(first[0]), int(first[1]), None if first[2] is None else int(first[2]))
 
-    def submit_activity(uni: tuple | None) -> list[tuple[str, Future]]:
-        out = []
+    def submit_activity(uni: tuple | None, what: str) -> _Window:
+        jobs: list[tuple[str, Callable, tuple]] = []
         for table in present:
             sql, names = _activity_sql(table, columns[table], uni, name_col if table == S.KERNEL_TABLE else None)
-            out += [(table, pool.submit(_activity_job, path, table, sql, names, a, b)) for a, b in _chunks(*spans[table])]
-        return out
+            jobs += [(table, _activity_job, (path, table, sql, names, a, b)) for a, b in _chunks(*spans[table])]
+        return _window(pool, jobs, on_progress, what)
 
     # The activity and the API tables read on their pools; the small tables on the activity pool
     # too (on this thread's connection, which this thread leaves alone meanwhile); this thread
     # copies the activity chunks into place as they come.
-    act_jobs = submit_activity(uniform)
-    api_jobs, names, threads, api_tables, api_capacity = _start_api(path, conn, tables, api_pool, box)
+    act_jobs = submit_activity(uniform, "GPU activity")
+    api_jobs, names, threads, api_tables, api_capacity = _start_api(path, conn, tables, api_pool, box, on_progress)
     sync_jobs = _start_table(conn, path, tables, S.SYNC_TABLE, pool, _sync_sql)
     event_jobs = _start_table(conn, path, tables, S.CUDA_EVENT_TABLE, pool, _event_sql)
     small = pool.submit(_read_small, conn, path, tables, prefixes)
-    _report(on_progress, "GPU activity", [f for _, f in act_jobs])
-    _report(on_progress, "CUDA API calls", api_jobs)
     capacity = sum(hi - lo + 1 for lo, hi in spans.values())
     kernel_capacity = spans[S.KERNEL_TABLE][1] - spans[S.KERNEL_TABLE][0] + 1 if S.KERNEL_TABLE in spans else 0
     sink = _consume(path, act_jobs, _ActivitySink(capacity, kernel_capacity, with_key=False))
     if sink is None:  # several processes or devices: read again with per-row keys
         uniform = None
-        act_jobs = submit_activity(None)
-        _report(on_progress, "GPU activity (per process)", [f for _, f in act_jobs])
+        act_jobs = submit_activity(None, "GPU activity (per process)")
         sink = _consume(path, act_jobs, _ActivitySink(capacity, kernel_capacity, with_key=True))
         assert sink is not None
     meta, gpu_names, ranges, thread_names, overhead = _results(path, [small])[0]
@@ -1449,7 +1536,7 @@ def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_po
     else:
         graph_trace = None
     memcpy_cols = columns.get(S.MEMCPY_TABLE)
-    empty_api = _build_api(path, [], KEEP_ALL, _Names(), _Threads(), thread_names, ())
+    empty_api = _build_api(path, None, KEEP_ALL, _Names(), _Threads(), thread_names, ())
     data = TraceData(
         path=path, tables=tables, schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
         nsys_version=meta.get("EXPORT_PRODUCT_VERSION"), activity=activity, ranges=ranges, range_prefixes=prefixes,
