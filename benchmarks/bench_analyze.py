@@ -12,7 +12,8 @@ replicating every table the reader reads (kernels, memcpys, memsets, runtime and
 synchronization rows, CUDA event records, NVTX ranges; not the profiler's overhead rows, which do not
 grow with the records) with time and correlation-id shifts (one copy per "pass", laid end to end): the API, sync and event rows grow as
 the activity does. The copies are made by doubling (INSERT ... SELECT of the rows so far), so that
-building 10M records takes one statement per table per doubling.
+building 10M records takes one statement per table per doubling; a size that is a whole multiple of
+a smaller one of the same run is built from it (10M = 2 x 5M, 5M = 5 x 1M).
 
 Each measurement is a fresh process, as a user runs it: `python -m clusterbench analyze BIG --json`
 (start-up included); its peak RSS and CPU time come from os.wait4. When nsys is found (PATH,
@@ -194,16 +195,22 @@ def main() -> int:
     print(f"nsys: {nsys or 'not found (nsys stats not measured)'}; python {sys.version.split()[0]}; "
           f"{os.cpu_count()} CPUs; read threads: {args.threads or 'default'}", file=sys.stderr)  # fmt: skip
     rows = []
+    built: list[tuple[int, Path]] = []  # (activity records, trace) of the sizes done so far
     for records in sorted(args.records):
         big = args.out / f"big_{records}.sqlite"
         if args.rebuild or not big.exists() or big.stat().st_mtime < SOURCE.stat().st_mtime or _version(big) != BUILD_VERSION:
+            # a smaller trace of this run whose size divides this one is copied instead of the source: 10M
+            # records are 2 copies of the 5M trace (one doubling), 5M are 5 copies of the 1M one
+            src = next((p for n, p in reversed(built) if records >= 2 * n and abs(records / n - round(records / n)) < 0.001),
+                       SOURCE)  # fmt: skip
             t = time.perf_counter()
-            total, copies = build(SOURCE, big, records)
-            print(f"built {big.name}: {total:,} activity records ({copies:,} copies of {SOURCE.name}) in "
+            total, copies = build(src, big, records)
+            print(f"built {big.name}: {total:,} activity records ({copies:,} copies of {src.name}) in "
                   f"{time.perf_counter() - t:.1f} s, {big.stat().st_size / 1e6:,.0f} MB", file=sys.stderr)  # fmt: skip
         con = sqlite3.connect(f"file:{big}?mode=ro", uri=True)
         total, api_rows = _count(con, ACTIVITY), _count(con, API)
         con.close()
+        built.append((total, big))
         walls, cpus, peak, out = measure([sys.executable, "-m", "clusterbench", "analyze", str(big), "--json"], args.runs, env)
         json.loads(out)  # the output is valid JSON
         row = {"records": total, "api_rows": api_rows, "wall": statistics.median(walls), "wall_min": min(walls),

@@ -1,6 +1,6 @@
 """Calls linked to their GPU work: every CUDA API call kept with its correlation id and the stream it names,
 every GPU record's correlation id, the synchronization rows and the CUDA event records, each checked
-against plain SQL written here over the real exports (tests/data/h200, tests/data/zoo), and against
+against plain SQL written here over the real exports (tests/data/h200, tests/data/zoo, tests/data/samples), and against
 hand-built exports of every schema era and of the CUPTI tracer's writer."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from fake_nsys import ERAS, Api, Copy, EventRecord, Graph, Kernel, Memset, Sync,
 from oracle import api_base
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-REAL = sorted((DATA / "h200").glob("*.sqlite")) + sorted((DATA / "zoo").glob("*.sqlite"))
+REAL = sorted((DATA / "h200").glob("*.sqlite")) + sorted((DATA / "zoo").glob("*.sqlite")) + sorted((DATA / "samples").glob("*.sqlite"))
 GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_MEMCPY",
               "CUPTI_ACTIVITY_KIND_MEMSET")  # fmt: skip
 PID = "((globalPid >> 24) & 16777215)"
