@@ -53,4 +53,11 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trace", help="an nsys SQLite export (e.g. benchmarks/out/big_1000000.sqlite)")
+    args = ap.parse_args()
+    if not Path(args.trace).is_file():
+        sys.exit(f"Error: no such file: {args.trace}")
+    main(args.trace)
