@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from clusterbench.compare.compare import Presence, Verdict, compare_results, row_gpu
+from clusterbench.compare.compare import Presence, Verdict, compare_results, params_differences, row_gpu
 from clusterbench.compare.noise import FloorSet
 from clusterbench.errors import InputError
 from clusterbench.io.results import load_results
@@ -183,6 +183,11 @@ def judge_aa(results: Sequence[ResultSet],
     judged = []
     for group in groups:
         for x, y in itertools.combinations(group, 2):
+            differ = params_differences(x, y)
+            if differ:
+                left.append((f"{x.name} / {y.name}", f"the workload params differ ({'; '.join(differ)}): not an "
+                             "A/A pair"))
+                continue
             both = [judge_pair(before, after, floors_of(before, after)) for before, after in ((x, y), (y, x))]
             if both[0].verdicts:
                 judged.extend(both)

@@ -525,6 +525,26 @@ def config_value(row: ResultRow, column: str) -> object:
     return row.value(column)
 
 
+def params_differences(a: ResultSet, b: ResultSet) -> tuple[str, ...]:
+    """The workload parameters (env.json ``configs.<label>.params``) that differ between two dirs, per config
+    both ran: ``"3x3_s1: delay_us_per_frame – → 0.43"``. Two dirs of one git rev whose params differ did not
+    run the same work (a deliberate delay, another occupancy or seed): they are not an A/A pair."""
+    out = []
+    in_b = {r.key.config_key for r in b.rows}
+    for key in dict.fromkeys(r.key.config_key for r in a.rows if r.key.config_key in in_b):
+        ea = a.env.entry(key) if a.env is not None else None
+        eb = b.env.entry(key) if b.env is not None else None
+        if ea is None or eb is None:
+            continue
+        pa, pb = dict(ea.params), dict(eb.params)
+        for name in sorted(set(pa) | set(pb)):
+            if pa.get(name) != pb.get(name):
+                va, vb = pa.get(name), pb.get(name)
+                out.append(f"{key.config}: {name} {U.NOT_MEASURED if va is None else va} → "
+                           f"{U.NOT_MEASURED if vb is None else vb}")
+    return tuple(out)
+
+
 def row_steady(row: ResultRow) -> bool | None:
     """Whether the row's sustained runs reached steady state (its ``sustained_steady`` column); None when
     not known (rows written before the column, or a value that reads as neither)."""

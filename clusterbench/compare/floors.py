@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from clusterbench import __version__
-from clusterbench.compare.compare import CONFIG_COLUMNS, config_value, row_gpu, row_steady
+from clusterbench.compare.compare import CONFIG_COLUMNS, config_value, params_differences, row_gpu, row_steady
 from clusterbench.compare.noise import (ACROSS_UNITS, COMPARED_METRICS, FLOOR_MARGIN, FLOOR_MIN_PCT, FLOOR_STEP_PCT,
                                         MIN_PAIRS, SAME_UNIT, SCOPE_PAIRS, SCOPE_TEXT, SCOPES, SEED_DRIFT_SOURCE,
                                         SEED_SOURCE, SHARED_LINK_METRICS, TRACE_FLOOR_MIN_PCT, TRACE_METRICS,
@@ -179,6 +179,11 @@ def _check_one_config(group: Sequence[ResultSet]) -> None:
             if len(vals) > 1:
                 raise InputError(f"not an A/A of one build: {label} {col} differs ({', '.join(sorted(vals))})",
                                  hint="give dirs that ran the same configs.toml")
+    for other in group[1:]:
+        differ = params_differences(group[0], other)
+        if differ:
+            raise InputError(f"not an A/A of one build: {group[0].name} and {other.name} ran different work "
+                             f"({'; '.join(differ)})", hint="give dirs that ran the same configs.toml")
 
 
 def _row_where(res: ResultSet, row: ResultRow) -> tuple[str | None, str | None, str | None]:

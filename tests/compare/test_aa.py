@@ -45,6 +45,10 @@ def test_the_a_a_groups_of_the_committed_dirs(committed) -> None:
         ("2026-12-01_f32_aa1", "2026-12-01_f32_aa2", "2026-12-01_f32_aa3"),
         ("2026-12-01_f32_gpus_all", "2026-12-01_f32_tracking_coop"),
         ("2026-12-01_f32_slide", "2026-12-01_f32_slide_aa"),
+        # probes of one build on freshly started machines (m3 is a second sitting of m2's unit), with the
+        # deliberate delays of one config probed in two of their sessions
+        tuple(sorted([f"2026-12-02_f32_aa_m{m}_{i}" for m, n in ((2, 3), (3, 3), (4, 2), (5, 2)) for i in range(1, n + 1)]
+                     + [f"2026-12-02_f32_delay{d}_m{m}" for d in (5, 20) for m in (2, 3)])),
     ])  # fmt: skip
     why = {Path(p).name if "/" in p else p: w for p, w in left}
     assert why["2026-12-01_f32_tracking"].startswith("dirty tree at 2db9fec09c3f")
@@ -56,7 +60,8 @@ def test_the_a_a_groups_of_the_committed_dirs(committed) -> None:
 @pytest.mark.parametrize("floors", ["h200", "seed"])
 def test_every_committed_a_a_pair_reads_same_or_not_comparable(committed, floors) -> None:
     fmap = {"NVIDIA H200": H200} if floors == "h200" else {}
-    summary = judge_aa(committed, lambda b, a: fmap)
+    older = [r for r in committed if not r.name.startswith("2026-12-02")]  # the fresh-machine dirs: below
+    summary = judge_aa(older, lambda b, a: fmap)
     pairs = sorted({tuple(sorted((j.before, j.after))) for j in summary.judged})
     assert pairs == [("2026-11-29_f32", "2026-11-29_f32_cupti"),
                      ("2026-12-01_f32_aa1", "2026-12-01_f32_aa2"), ("2026-12-01_f32_aa1", "2026-12-01_f32_aa3"),
@@ -83,10 +88,37 @@ def test_no_committed_a_a_pair_moves_with_the_committed_floors_file(committed) -
     # results/floors/NVIDIA_H200.json, whatever A/A runs it was last made of: no pair reads FASTER or SLOWER
     fs = read_floors(ROOT / "results" / "floors" / "NVIDIA_H200.json")
     summary = judge_aa(committed, lambda b, a: {"NVIDIA H200": fs})
-    assert len(summary.judged) == 10 and summary.verdicts == 164
+    # 5 older pairs, and C(10, 2) = 45 pairs of the 10 fresh-machine A/A dirs plus the 2 pairs of the delayed
+    # dirs of one delay (delay5_m2/delay5_m3, delay20_m2/delay20_m3); each way round
+    assert len(summary.judged) == 2 * (5 + 45 + 2)
     assert summary.moved == 0, [(j.before, j.after, j.moved) for j in summary.judged if j.moved]
+
+
+def test_a_delay_is_never_an_a_a_partner(committed) -> None:
+    summary = judge_aa(committed, lambda b, a: {})
+    delayed = [(p, w) for p, w in summary.left_out if "delay" in p and "aa_m" in p]
+    assert len(delayed) == 10 * 4  # every fresh-machine A/A dir against each of the four delayed dirs
+    assert all("delay_us_per_frame" in w and "not an A/A pair" in w for _, w in delayed)
+
+
+def test_floors_of_one_sitting_misjudge_fresh_machines(committed) -> None:
+    # tests/data's copy of the floors made of pairs of one machine in one sitting (0.5-1 % for sustained FPS)
+    # calls some fresh-machine A/A pairs FASTER or SLOWER: why floors must come from fresh machines
+    fresh = [r for r in committed if r.name.startswith("2026-12-02_f32_aa_m")]
+    summary = judge_aa(fresh, lambda b, a: {"NVIDIA H200": H200})
+    assert summary.moved > 0
+    assert {m.metric for j in summary.judged for m in j.moved} == {"sustained_fps"}
 
 
 def test_find_results_dirs_refuses_a_root_that_is_not_a_folder(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not a folder"):
         find_results_dirs([tmp_path / "nowhere"])
+
+
+def test_floors_refuse_dirs_that_ran_different_work(committed) -> None:
+    from clusterbench.compare.floors import aa_floors
+
+    by = {r.name: r for r in committed}
+    dirs = [by["2026-12-02_f32_aa_m2_1"], by["2026-12-02_f32_aa_m2_2"], by["2026-12-02_f32_delay5_m2"]]
+    with pytest.raises(InputError, match=r"ran different work \(3x3_s1_uncontended: delay_us_per_frame – → 0\.43\)"):
+        aa_floors(dirs)
