@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the zoo (tests/zoo/README.md) into OUTDIR, every program in parallel, one log each.
-#   bash tests/zoo/build.sh OUTDIR [PROGRAM...]      (default: all six programs)
+#   bash tests/zoo/build.sh OUTDIR [PROGRAM...]      (default: every program of tests/zoo)
 # Exits non-zero, naming each failed program and printing its log, when any build fails; the
 # others are still built.
 #
@@ -18,7 +18,8 @@ out=${1:?usage: tests/zoo/build.sh OUTDIR [PROGRAM...]}
 shift
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
-all=(no_nvtx nvtx_domain multi_kernel threads device_graph host_bound)
+all=(no_nvtx nvtx_domain multi_kernel threads device_graph host_bound
+     queue_fill pageable graph_block turns pipeline small_calls two_threads)
 progs=("$@")
 [ ${#progs[@]} -eq 0 ] && progs=("${all[@]}")
 
@@ -104,7 +105,7 @@ flags_for() {  # flags_for PROGRAM : prints one flag a line
         echo "-L$(dirname "$libcuda")"; echo "-l:$(basename "$libcuda")"
         echo "-ldl" ;;
     nvtx_domain) echo "-ldl" ;;
-    threads) echo "-lpthread"; echo "-ldl" ;;
+    threads|two_threads) echo "-lpthread"; echo "-ldl" ;;
     device_graph) echo "-rdc=true"; echo "-lcudadevrt" ;;
     esac
 }
