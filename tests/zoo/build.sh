@@ -104,7 +104,7 @@ flags_for() {  # flags_for PROGRAM : prints one flag a line
         echo "-Xlinker"; echo "-rpath=$(dirname "$nvrtc_lib")"
         echo "-L$(dirname "$libcuda")"; echo "-l:$(basename "$libcuda")"
         echo "-ldl" ;;
-    nvtx_domain) echo "-ldl" ;;
+    nvtx_domain|queue_fill|pageable|graph_block|turns|pipeline|small_calls) echo "-ldl" ;;
     threads|two_threads) echo "-lpthread"; echo "-ldl" ;;
     device_graph) echo "-rdc=true"; echo "-lcudadevrt" ;;
     esac

@@ -10,7 +10,11 @@
 // - zoo_spin: a kernel that runs for a given time (one warp reads %globaltimer until it has passed);
 //   it counts its runs into *done so that the program can check that every launch ran.
 //   zoo_store: one thread copies a count into results[slot] (a third small kernel per frame).
+// - zoo::loop_begin / loop_end: an NVTX push/pop range "loop" around the steady loop (the main thread),
+//   so that a test reads the loop's bounds on the trace's own clock (analyze --window range:loop).
 #pragma once
+
+#include <nvtx3/nvToolsExt.h>
 
 #include <deque>
 
@@ -105,6 +109,10 @@ struct Spin {
     }
     Obj json() const { return Obj().d("us_asked", us).i("n", n).i("total_ns", total_ns); }
 };
+
+// the NVTX range around the loop: the window a test gives analyze
+inline void loop_begin() { nvtxRangePushA("loop"); }
+inline void loop_end() { nvtxRangePop(); }
 
 // the host-time budget of one thread's loop: [start, end] on steady_clock, the timed CUDA calls, the
 // spins and the rest (the loop's own code, the timers, checks)

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
     zoo::Spin spin;
     spin.us = spin_us;
 
+    zoo::loop_begin();
     int64_t l0 = zoo::now_ns();
     auto c0 = std::chrono::steady_clock::now();
     for (long f = 0; f < frames; ++f) {
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
     TIMED(sync, cudaStreamSynchronize(st));
     double loop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
     int64_t l1 = zoo::now_ns();
+    zoo::loop_end();
     rep.phase("loop", l0, l1, zoo::Obj().i("frames", frames));
 
     for (long f = 0; f < frames; ++f)
@@ -110,7 +112,7 @@ int main(int argc, char** argv) {
                            .s("between", "cudaEventRecord before and after each loop H2D").str());
     rep.top.s("binds", "h2d");
     rep.top.s("expect", "every H2D call blocks for its copy (pageable_blocks); the copy binds");
-    rep.top.raw("nvtx", "null");
+    rep.top.raw("nvtx", zoo::Obj().raw("ranges", zoo::jarr({zoo::Obj().s("text", "loop").s("api", "nvtxRangePushA").i("count", 1).str()})).str());
     rep.top.b("checked", true);
     rep.finish(frames, loop_s, int64_t(frames) * int64_t(bytes));
     return 0;

@@ -1,13 +1,14 @@
 // pipeline: a pinned multi-stream pipeline in which the engines overlap and one, the H2D link, binds.
-// Four streams: two copy streams (c0, c1) and two compute streams (k0, k1). Frame f uses copy stream
-// c(f % 2), compute stream k(f % 2) and ring slot f % --slots (8), which has its own device buffers,
-// its pinned count and three events:
+// Four streams: one copy stream c and three compute streams k0, k1, k2. Frame f uses c, compute stream
+// k(f % 3) and ring slot f % --slots (8), which has its own device buffers, its pinned count and three
+// events:
 //   if the slot was used before: cudaEventSynchronize(done[slot]) and check its count (recycling)
 //   c: cudaEventRecord(start[slot]); H2D of a --mib (4 MiB) frame from a pinned ring; cudaEventRecord(up[slot])
 //   k: cudaStreamWaitEvent(k, up[slot]) (the event edge between two streams), cudaMemsetAsync of the
 //      4-byte count, zoo_calib, zoo_reduce, D2H of the count, cudaEventRecord(done[slot])
-// The H2D of frame f+1 runs under the kernels of frame f; the copies (about 75 µs a frame at
-// ~55 GB/s) are the tallest bar, far above the kernels and the host's issue time. The events give
+// The copies follow each other on c (so that the link's order is the stream's order) and the H2D of
+// frame f+1 runs under the kernels of frame f; the copies (about 75 µs a frame at ~55 GB/s) are the
+// tallest bar, far above the kernels and the host's issue time. The events give
 // each frame's H2D time (start -> up) and its latency (start -> done); every loop call is timed.
 //
 // Build: nvcc -O2 -arch=sm_90 -lineinfo pipeline.cu   (tests/zoo/build.sh)
@@ -33,13 +34,13 @@ int main(int argc, char** argv) {
     uint16_t* h_in = zoo::pinned_ring(ring, n);
     unsigned* h_count = nullptr;
     CUDA_CHECK(cudaMallocHost(&h_count, size_t(slots) * sizeof(unsigned)));
-    cudaStream_t cs[2], ks[2];
+    cudaStream_t cs, ks[3];
     unsigned long long ids[4];
-    for (int i = 0; i < 2; ++i) {
-        CUDA_CHECK(cudaStreamCreateWithFlags(&cs[i], cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamGetId(cs, &ids[0]));
+    for (int i = 0; i < 3; ++i) {
         CUDA_CHECK(cudaStreamCreateWithFlags(&ks[i], cudaStreamNonBlocking));
-        CUDA_CHECK(cudaStreamGetId(cs[i], &ids[i]));
-        CUDA_CHECK(cudaStreamGetId(ks[i], &ids[2 + i]));
+        CUDA_CHECK(cudaStreamGetId(ks[i], &ids[1 + i]));
     }
     const size_t S = size_t(slots);
     std::vector<uint16_t*> d_in(S);
@@ -92,11 +93,12 @@ int main(int argc, char** argv) {
         frame_ns.push_back(int64_t(double(b) * 1e6 + 0.5));
         ++checked;
     };
+    zoo::loop_begin();
     int64_t l0 = zoo::now_ns();
     auto c0 = std::chrono::steady_clock::now();
     for (long f = 0; f < frames; ++f) {
         const size_t s = size_t(f % slots);
-        cudaStream_t c = cs[f % 2], k = ks[f % 2];
+        cudaStream_t c = cs, k = ks[f % 3];
         if (f >= slots) {
             TIMED(esync, cudaEventSynchronize(ev_done[s]));
             retire(f - slots);
@@ -111,12 +113,11 @@ int main(int argc, char** argv) {
         TIMED(d2h, cudaMemcpyAsync(h_count + s, d_count[s], sizeof(unsigned), cudaMemcpyDeviceToHost, k));
         TIMED(rec, cudaEventRecord(ev_done[s], k));
     }
-    for (int i = 0; i < 2; ++i) {
-        TIMED(sync, cudaStreamSynchronize(cs[i]));
-        TIMED(sync, cudaStreamSynchronize(ks[i]));
-    }
+    TIMED(sync, cudaStreamSynchronize(cs));
+    for (int i = 0; i < 3; ++i) TIMED(sync, cudaStreamSynchronize(ks[i]));
     double loop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
     int64_t l1 = zoo::now_ns();
+    zoo::loop_end();
     rep.phase("loop", l0, l1, zoo::Obj().i("frames", frames));
     for (long f = std::max(0L, frames - slots); f < frames; ++f) retire(f);
     if (checked != frames) ZOO_FAIL("%ld frames checked of %ld", checked, frames);
@@ -129,10 +130,8 @@ int main(int argc, char** argv) {
         CUDA_CHECK(cudaEventDestroy(ev_up[s]));
         CUDA_CHECK(cudaEventDestroy(ev_done[s]));
     }
-    for (int i = 0; i < 2; ++i) {
-        CUDA_CHECK(cudaStreamDestroy(cs[i]));
-        CUDA_CHECK(cudaStreamDestroy(ks[i]));
-    }
+    CUDA_CHECK(cudaStreamDestroy(cs));
+    for (int i = 0; i < 3; ++i) CUDA_CHECK(cudaStreamDestroy(ks[i]));
     CUDA_CHECK(cudaFreeHost(h_in));
     CUDA_CHECK(cudaFreeHost(h_count));
 
@@ -144,9 +143,9 @@ int main(int argc, char** argv) {
     rep.top.i("h2d_bytes_per_frame", int64_t(bytes)).i("d2h_bytes_per_frame", int64_t(sizeof(unsigned)));
     rep.top.i("memsets_per_frame", 1).d("host_spin_us_per_frame", 0.0);
     rep.top.raw("copies", zoo::Obj().i("h2d", frames + 1).i("d2h", frames).i("memset", frames + 1).str());
-    rep.top.raw("cuda_stream_ids", zoo::Obj().i("c0", int64_t(ids[0])).i("c1", int64_t(ids[1]))
-                                       .i("k0", int64_t(ids[2])).i("k1", int64_t(ids[3])).str());
-    rep.top.s("stream_assignment", "frame f: H2D on c(f % 2), kernels and D2H on k(f % 2), slot f % slots");
+    rep.top.raw("cuda_stream_ids", zoo::Obj().i("c", int64_t(ids[0])).i("k0", int64_t(ids[1]))
+                                       .i("k1", int64_t(ids[2])).i("k2", int64_t(ids[3])).str());
+    rep.top.s("stream_assignment", "frame f: H2D on c, kernels and D2H on k(f % 3), slot f % slots");
     rep.top.raw("event_edges", zoo::Obj().i("stream_wait_event", frames).i("event_sync", std::max(0L, frames - slots))
                                    .s("edge", "cudaEventRecord(up) on c -> cudaStreamWaitEvent(k, up)").str());
     rep.top.i("stream_syncs", 5).i("slow_call_ns", zoo::kSlowCallNs);
@@ -158,7 +157,7 @@ int main(int argc, char** argv) {
                            .s("between", "h2d: start -> up (the copy stream); frame: start -> done").str());
     rep.top.s("binds", "h2d");
     rep.top.s("expect", "the engines overlap; the H2D copies are the tallest bar and hold most of the critical path");
-    rep.top.raw("nvtx", "null");
+    rep.top.raw("nvtx", zoo::Obj().raw("ranges", zoo::jarr({zoo::Obj().s("text", "loop").s("api", "nvtxRangePushA").i("count", 1).str()})).str());
     rep.top.b("checked", true);
     rep.finish(frames, loop_s, int64_t(frames) * int64_t(bytes));
     return 0;

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
     zoo::Kind& sync = loop.kind("sync", "cudaStreamSynchronize");
     zoo::Spin spin;  // no host work: the launches alone
 
+    zoo::loop_begin();
     int64_t l0 = zoo::now_ns();
     auto c0 = std::chrono::steady_clock::now();
     TIMED(rec, cudaEventRecord(ev0, st));
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
     TIMED(sync, cudaStreamSynchronize(st));
     double loop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
     int64_t l1 = zoo::now_ns();
+    zoo::loop_end();
     rep.phase("loop", l0, l1, zoo::Obj().i("frames", launches));
     rep.phase("launching", l0, launched_ns, zoo::Obj().i("launches", launches));
     if (first_slow >= 0) rep.phase("queue_full", first_slow_ns, launched_ns, zoo::Obj().i("at_frame", first_slow));
@@ -104,7 +106,7 @@ int main(int argc, char** argv) {
                            .s("between", "cudaEventRecord before the first and after the last loop launch").str());
     rep.top.s("binds", "kernel");
     rep.top.s("expect", "launches into a full queue block (blocked_launch, queue_full); the kernel binds");
-    rep.top.raw("nvtx", "null");
+    rep.top.raw("nvtx", zoo::Obj().raw("ranges", zoo::jarr({zoo::Obj().s("text", "loop").s("api", "nvtxRangePushA").i("count", 1).str()})).str());
     rep.top.b("checked", true);
     rep.finish(launches, loop_s, -1);
     return 0;

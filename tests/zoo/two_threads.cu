@@ -58,7 +58,9 @@ int main(int argc, char** argv) {
     float* d_out[2];
     unsigned long long ids[2];
     unsigned* d_done = nullptr;
+    unsigned* h_done = nullptr;  // each thread reads its zoo_spin count back on its own stream
     CUDA_CHECK(cudaMalloc(&d_done, 2 * sizeof(unsigned)));
+    CUDA_CHECK(cudaMallocHost(&h_done, 2 * sizeof(unsigned)));
     CUDA_CHECK(cudaMemset(d_done, 0, 2 * sizeof(unsigned)));
     for (int t = 0; t < 2; ++t) {
         CUDA_CHECK(cudaMallocHost(&h_out[t], size_t(frames) * zoo::kPreviewBytes));
@@ -109,23 +111,27 @@ int main(int argc, char** argv) {
             TIMED(sync, cudaStreamSynchronize(st[t]));
             ++o.frames;
         }
+        // the count of its zoo_spin runs, read back on its own stream (the last GPU work of the thread)
+        TIMED(d2h, cudaMemcpyAsync(h_done + t, d_done + t, sizeof(unsigned), cudaMemcpyDeviceToHost, st[t]));
+        TIMED(sync, cudaStreamSynchronize(st[t]));
         o.end_ns = zoo::now_ns();
     };
     std::vector<std::thread> pool;
     for (int t = 0; t < 2; ++t) pool.emplace_back(feed, t);
     while (ready.load() < 2) std::this_thread::yield();
+    zoo::loop_begin();
     int64_t l0 = zoo::now_ns();
     auto c0 = std::chrono::steady_clock::now();
     go.store(true, std::memory_order_release);
     for (auto& th : pool) th.join();
     double loop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
-    rep.phase("loop", l0, zoo::now_ns(), zoo::Obj().i("frames", 2 * frames));
+    int64_t l1 = zoo::now_ns();
+    zoo::loop_end();
+    rep.phase("loop", l0, l1, zoo::Obj().i("frames", 2 * frames));
     for (auto& o : feeds) rep.phase("thread", o.start_ns, o.end_ns, zoo::Obj().s("name", o.name).i("frames", o.frames));
 
-    unsigned done[2] = {0, 0};
-    CUDA_CHECK(cudaMemcpy(done, d_done, 2 * sizeof(unsigned), cudaMemcpyDeviceToHost));
-    if (done[0] != unsigned(frames + 1) || done[1] != unsigned(frames))
-        ZOO_FAIL("zoo_spin runs counted %u and %u, launched %ld and %ld", done[0], done[1], frames + 1, frames);
+    if (h_done[0] != unsigned(frames + 1) || h_done[1] != unsigned(frames))
+        ZOO_FAIL("zoo_spin runs counted %u and %u, launched %ld and %ld", h_done[0], h_done[1], frames + 1, frames);
     for (int t = 0; t < 2; ++t)
         for (long f = 0; f < frames; ++f)
             if (!zoo::preview_ok(h_out[t] + size_t(f) * zoo::kPreviewFloats, int((f * 2 + t) % ring)))
@@ -151,6 +157,7 @@ int main(int argc, char** argv) {
         CUDA_CHECK(cudaFreeHost(h_out[t]));
     }
     CUDA_CHECK(cudaFree(d_done));
+    CUDA_CHECK(cudaFreeHost(h_done));
     CUDA_CHECK(cudaFreeHost(h_in));
 
     rep.frame_info(n);
@@ -161,17 +168,18 @@ int main(int argc, char** argv) {
     rep.top.i("h2d_bytes_per_frame", int64_t(zoo::kFrameBytes)).i("d2h_bytes_per_frame", int64_t(zoo::kPreviewBytes));
     rep.top.i("memsets_per_frame", 0).d("kernel_us", kernel_us);
     rep.top.d("host_spin_us_per_frame", (spin_of[0] + spin_of[1]) / 2);
-    rep.top.raw("copies", zoo::Obj().i("h2d", 2 * frames + 1).i("d2h", 2 * frames + 1).i("memset", 1).str());
+    rep.top.raw("copies", zoo::Obj().i("h2d", 2 * frames + 1).i("d2h", 2 * frames + 2).i("memset", 1).str());
     rep.top.raw("per_thread", zoo::jarr(tlist));
     rep.top.i("main_tid", long(syscall(SYS_gettid)));
     rep.top.s("main_thread", "sets up, warms up (one frame on stream 0), joins; launches nothing in the loop");
-    rep.top.i("stream_syncs", 2 * frames + 1).i("slow_call_ns", zoo::kSlowCallNs);
+    rep.top.i("stream_syncs", 2 * frames + 3).i("slow_call_ns", zoo::kSlowCallNs);
     rep.top.raw("setup_calls", setup.json());
+    const std::string loop_range = zoo::Obj().s("text", "loop").s("api", "nvtxRangePushA").i("count", 1).str();
     if (nvtx_names) {
-        rep.top.raw("nvtx", zoo::Obj().raw("ranges", "[]").s("thread_names", "nvtxNameOsThreadA").str());
+        rep.top.raw("nvtx", zoo::Obj().raw("ranges", zoo::jarr({loop_range})).s("thread_names", "nvtxNameOsThreadA").str());
         rep.top.raw("thread_naming", zoo::jarr({zoo::jstr("pthread_setname_np"), zoo::jstr("nvtxNameOsThreadA")}));
     } else {
-        rep.top.raw("nvtx", "null");
+        rep.top.raw("nvtx", zoo::Obj().raw("ranges", zoo::jarr({loop_range})).str());
         rep.top.raw("thread_naming", zoo::jarr({zoo::jstr("pthread_setname_np")}));
     }
     rep.top.s("binds", "zoo-turn-1");
