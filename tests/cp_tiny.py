@@ -58,6 +58,7 @@ class Tiny:
     calls: list[Call] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     thread_names: dict[int, str] = field(default_factory=dict)
+    ranges: list[tuple[str, float, float]] = field(default_factory=list)  # NVTX push/pop ranges (text, start, end)
 
 
 SCHEMA = """
@@ -85,6 +86,10 @@ CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (start INTEGER NOT NULL, end IN
     contextId INTEGER NOT NULL, greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER,
     globalPid INTEGER, deprecatedSyncType INTEGER, syncType INTEGER NOT NULL, eventId INTEGER NOT NULL,
     eventSyncId INTEGER);
+CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER,
+    category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER,
+    domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, uint32Value INTEGER,
+    int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText TEXT);
 CREATE TABLE CUPTI_ACTIVITY_KIND_CUDA_EVENT (deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL,
     greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER,
     eventId INTEGER NOT NULL, eventSyncId INTEGER);
@@ -143,6 +148,9 @@ def build(path: Path, t: Tiny) -> Path:
                         (ns(c.start), ns(c.end), 0, 1, None, c.stream if c.stream is not None else NO_ID, c.corr, gpid(),
                          None, SYNC_TYPE.get(plain, 0), c.event if c.event is not None else NO_ID,
                          c.event if c.event is not None else NO_ID))  # fmt: skip
+    for text, a, b in t.ranges:
+        con.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, endGlobalTid, domainId) "
+                    "VALUES (?,?,?,?,?,?,?)", (ns(a), ns(b), 59, text, gtid(PID), gtid(PID), 0))
     for tid, name in t.thread_names.items():
         con.execute("INSERT INTO ThreadNames VALUES (?,?,?)", (sid(name), 10, gtid(tid)))
     con.executemany("INSERT INTO StringIds VALUES (?,?)", [(i, s) for s, i in strings.items()])

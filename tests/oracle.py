@@ -352,3 +352,100 @@ def drained(raw: Raw, pid: int, steady: list[Interval]) -> int:
     waits = union([(c.start, c.end) for c in raw.calls if c.pid == pid and kind(c.name) == "wait"])
     stretches = {st for _, e in waits if any(a <= e <= b for a, b in steady) and (st := idle_stretch(busy, e)) is not None}
     return total(clip_set(sorted(stretches), steady))
+
+
+# --------------------------------------------------------------------------- plain-SQL figures of one thread
+# Each is one SQL statement over the export (no Python reading of rows), for the tests that check the
+# programs of tests/zoo (their own timers) and blocked time: what a thread spent in each CUDA call, call
+# by call or summed, inside a window.
+
+
+def _con(path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def _api_tables(con: sqlite3.Connection) -> list[str]:
+    have = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return [t for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER") if t in have]
+
+
+def _api_union(con: sqlite3.Connection) -> str:
+    """The runtime and driver calls as one SQL relation (start, end, globalTid, correlationId, nameId)."""
+    return " UNION ALL ".join(f"SELECT start, end, globalTid, correlationId, nameId FROM {t}" for t in _api_tables(con))
+
+
+def nvtx_range(path, text: str) -> tuple[int, int]:
+    """(start, end) of the one NVTX push/pop or start/end range with this text (inline or registered)."""
+    con = _con(path)
+    rows = con.execute(
+        "SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+        "WHERE e.eventType IN (59, 60) AND e.end IS NOT NULL AND COALESCE(e.text, s.value) = ?", (text,)
+    ).fetchall()
+    con.close()
+    assert len(rows) == 1, f"{path}: {len(rows)} NVTX ranges {text!r}"
+    return rows[0]
+
+
+def call_time_by_name(path, tid: int, lo: int, hi: int) -> dict[str, tuple[int, int]]:
+    """Base name -> (calls, ns inside [lo, hi]) of thread ``tid``'s CUDA calls that overlap [lo, hi]."""
+    con = _con(path)
+    rows = con.execute(
+        f"SELECT s.value, COUNT(*), SUM(MIN(a.end, :hi) - MAX(a.start, :lo)) FROM ({_api_union(con)}) a "
+        "JOIN StringIds s ON s.id = a.nameId WHERE (a.globalTid & 16777215) = :tid AND a.end > :lo AND a.start < :hi "
+        "GROUP BY s.value", {"tid": tid, "lo": lo, "hi": hi},
+    ).fetchall()  # fmt: skip
+    con.close()
+    out: dict[str, tuple[int, int]] = {}
+    for name, n, ns in rows:
+        k = api_base(name)
+        a, b = out.get(k, (0, 0))
+        out[k] = (a + n, b + ns)
+    return out
+
+
+def call_durations(path, tid: int, name: str, lo: int, hi: int, copy_kind: int | None = None) -> list[int]:
+    """end - start of each call of base name ``name`` by thread ``tid`` starting inside [lo, hi], in start
+    order; copy_kind (1 H2D, 2 D2H) keeps only the calls whose copy row has that kind (by correlation id)."""
+    con = _con(path)
+    join, where = "", ""
+    if copy_kind is not None:
+        join = "JOIN CUPTI_ACTIVITY_KIND_MEMCPY m ON m.correlationId = a.correlationId"
+        where = f"AND m.copyKind = {int(copy_kind)}"
+    rows = con.execute(
+        f"SELECT s.value, a.end - a.start FROM ({_api_union(con)}) a JOIN StringIds s ON s.id = a.nameId {join} "
+        f"WHERE (a.globalTid & 16777215) = :tid AND a.start >= :lo AND a.start <= :hi {where} ORDER BY a.start",
+        {"tid": tid, "lo": lo, "hi": hi},
+    ).fetchall()  # fmt: skip
+    con.close()
+    return [d for n, d in rows if api_base(n) == name]
+
+
+def thread_wait_ns(path, tid: int, lo: int, hi: int) -> int:
+    """The union of thread ``tid``'s explicit waits (SYNC_CALLS) clipped to [lo, hi]: SQL picks the calls,
+    the union is the one line below (a thread's waits do not overlap, but the union is taken anyway)."""
+    con = _con(path)
+    rows = con.execute(
+        f"SELECT a.start, a.end, s.value FROM ({_api_union(con)}) a JOIN StringIds s ON s.id = a.nameId "
+        "WHERE (a.globalTid & 16777215) = :tid AND a.end > :lo AND a.start < :hi", {"tid": tid, "lo": lo, "hi": hi},
+    ).fetchall()  # fmt: skip
+    con.close()
+    return total(clip(union([(s, e) for s, e, n in rows if api_base(n) in SYNC_CALLS]), lo, hi))
+
+
+def gpu_time_by_engine(path, pid: int, lo: int, hi: int) -> dict[str, int]:
+    """Engine -> the summed duration (not the union) of the process's GPU rows inside [lo, hi], clipped."""
+    con = _con(path)
+    have = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    out: dict[str, int] = {}
+    q = "SELECT {eng}, SUM(MIN(end, :hi) - MAX(start, :lo)) FROM {t} WHERE ((globalPid >> 24) & 16777215) = :pid " \
+        "AND end > :lo AND start < :hi GROUP BY 1"  # fmt: skip
+    parts = [("'kernel'", "CUPTI_ACTIVITY_KIND_KERNEL"), ("'memset'", "CUPTI_ACTIVITY_KIND_MEMSET"),
+             ("'graph'", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"),
+             ("CASE copyKind WHEN 1 THEN 'h2d' WHEN 2 THEN 'd2h' WHEN 8 THEN 'd2d' WHEN 10 THEN 'p2p' ELSE 'other' END",
+              "CUPTI_ACTIVITY_KIND_MEMCPY")]  # fmt: skip
+    for eng, t in parts:
+        if t in have:
+            for k, v in con.execute(q.format(eng=eng, t=t), {"pid": pid, "lo": lo, "hi": hi}):
+                out[k] = out.get(k, 0) + v
+    con.close()
+    return out

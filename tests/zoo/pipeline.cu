@@ -79,16 +79,19 @@ int main(int argc, char** argv) {
     zoo::Kind& launch = loop.kind("launch", "cudaLaunchKernel");
     zoo::Kind& d2h = loop.kind("d2h", "cudaMemcpyAsync");
     zoo::Kind& sync = loop.kind("sync", "cudaStreamSynchronize");
+    zoo::Kind& elapsed = loop.kind("event_elapsed", "cudaEventElapsedTime");
+    zoo::Calls after;  // the frames retired after the loop
+    zoo::Kind& elapsed_after = after.kind("event_elapsed", "cudaEventElapsedTime");
     zoo::Spin spin;
     std::vector<int64_t> h2d_ns, frame_ns;  // per frame, from the events, read when a slot is recycled
     long checked = 0;
-    auto retire = [&](long f_old) {  // the slot's previous frame is done: its count and its GPU times
+    auto retire = [&](long f_old, zoo::Kind& el) {  // the slot's previous frame is done: its count and GPU times
         const size_t s = size_t(f_old % slots);
         if (h_count[s] != want[size_t(f_old % ring)])
             ZOO_FAIL("frame %ld: count %u, expected %u", f_old, h_count[s], want[size_t(f_old % ring)]);
         float a = 0, b = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&a, ev_start[s], ev_up[s]));
-        CUDA_CHECK(cudaEventElapsedTime(&b, ev_start[s], ev_done[s]));
+        TIMED(el, cudaEventElapsedTime(&a, ev_start[s], ev_up[s]));
+        TIMED(el, cudaEventElapsedTime(&b, ev_start[s], ev_done[s]));
         h2d_ns.push_back(int64_t(double(a) * 1e6 + 0.5));
         frame_ns.push_back(int64_t(double(b) * 1e6 + 0.5));
         ++checked;
@@ -101,7 +104,7 @@ int main(int argc, char** argv) {
         cudaStream_t c = cs, k = ks[f % 3];
         if (f >= slots) {
             TIMED(esync, cudaEventSynchronize(ev_done[s]));
-            retire(f - slots);
+            retire(f - slots, elapsed);
         }
         TIMED(rec, cudaEventRecord(ev_start[s], c));
         TIMED(h2d, cudaMemcpyAsync(d_in[s], h_in + size_t(f % ring) * n, bytes, cudaMemcpyHostToDevice, c));
@@ -119,7 +122,7 @@ int main(int argc, char** argv) {
     int64_t l1 = zoo::now_ns();
     zoo::loop_end();
     rep.phase("loop", l0, l1, zoo::Obj().i("frames", frames));
-    for (long f = std::max(0L, frames - slots); f < frames; ++f) retire(f);
+    for (long f = std::max(0L, frames - slots); f < frames; ++f) retire(f, elapsed_after);
     if (checked != frames) ZOO_FAIL("%ld frames checked of %ld", checked, frames);
 
     for (size_t s = 0; s < S; ++s) {
@@ -151,6 +154,7 @@ int main(int argc, char** argv) {
     rep.top.i("stream_syncs", 5).i("slow_call_ns", zoo::kSlowCallNs);
     rep.top.raw("setup_calls", setup.json());
     rep.top.raw("calls", loop.json());
+    rep.top.raw("after_calls", after.json());
     rep.top.raw("spin", spin.json().str());
     rep.top.raw("budget", zoo::loop_budget(l0, l1, loop, spin).str());
     rep.top.raw("gpu", zoo::Obj().o("h2d", zoo::span_stats(h2d_ns)).o("frame", zoo::span_stats(frame_ns))
