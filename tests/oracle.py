@@ -449,3 +449,35 @@ def gpu_time_by_engine(path, pid: int, lo: int, hi: int) -> dict[str, int]:
                 out[k] = out.get(k, 0) + v
     con.close()
     return out
+
+
+def call_intervals(path, tid: int, name: str, lo: int, hi: int, copy_kind: int | None = None) -> list[Interval]:
+    """(start, end) of each call of base name ``name`` by thread ``tid`` starting inside [lo, hi], in start
+    order (as call_durations)."""
+    con = _con(path)
+    join, where = "", ""
+    if copy_kind is not None:
+        join = "JOIN CUPTI_ACTIVITY_KIND_MEMCPY m ON m.correlationId = a.correlationId"
+        where = f"AND m.copyKind = {int(copy_kind)}"
+    rows = con.execute(
+        f"SELECT s.value, a.start, a.end FROM ({_api_union(con)}) a JOIN StringIds s ON s.id = a.nameId {join} "
+        f"WHERE (a.globalTid & 16777215) = :tid AND a.start >= :lo AND a.start <= :hi {where} ORDER BY a.start",
+        {"tid": tid, "lo": lo, "hi": hi},
+    ).fetchall()  # fmt: skip
+    con.close()
+    return [(s, e) for n, s, e in rows if api_base(n) == name]
+
+
+def gpu_busy_inside(path, pid: int, intervals) -> int:
+    """The time inside ``intervals`` during which any GPU row of the process ran (the union of its rows,
+    read by SQL, intersected with each interval, summed)."""
+    con = _con(path)
+    have = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    rows = []
+    for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+              "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):  # fmt: skip
+        if t in have:
+            rows += con.execute(f"SELECT start, end FROM {t} WHERE ((globalPid >> 24) & 16777215) = ?", (pid,)).fetchall()
+    con.close()
+    busy = union(rows)
+    return sum(total(clip(busy, a, b)) for a, b in intervals if b > a)
