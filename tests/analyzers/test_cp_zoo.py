@@ -355,13 +355,18 @@ def _host_share(shares: dict[str, float]) -> float:
 def test_queue_fill_launches_block_on_a_full_queue() -> None:
     c = case("queue_fill")
     t = c.truth
-    assert t["queue_filled"] and t["queue_depth_seen"] >= 1
+    assert t["queue_filled"]
     # the GPU time the program measured with events around its launches holds the kernels' rows
     rows = gpu_time_by_engine(c.path, t["pid"], c.lo, c.hi)["kernel"]
     assert t["gpu"]["events_ms"] * 1e6 >= 0.99 * rows
-    # by the reference: the held launches are queue_full when the depth the program saw is the constant's or more
+    # the queue's depth the program saw: the launches before its first run of 8 slow launches in a row
+    (launch,) = [k for k in t["calls"] if k["label"] == "launch"]
+    each = launch["each_ns"]
+    depth = next(i for i in range(len(each)) if all(d >= t["slow_call_ns"] for d in each[i:i + 8]))
+    assert launch["slow_n"] - sum(1 for d in each[:depth] if d >= t["slow_call_ns"]) >= 0.99 * t["blocked_target"]
+    # by the reference: the held launches are queue_full when that depth is the constant's or more
     causes = c.ref.blocked_by_cause
-    if t["queue_depth_seen"] >= CPR.QUEUE_FULL_DEPTH:
+    if depth >= CPR.QUEUE_FULL_DEPTH:
         assert causes.get("queue_full", 0) >= 0.9 * sum(causes.values())
     need_cp(c.j)
     assert "blocked_launch" in rule_codes(c.j)

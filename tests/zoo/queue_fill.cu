@@ -5,7 +5,8 @@
 // blocks on the GPU. The loop stops once --blocked (1,000) launches have taken 20 µs or more (or
 // after --max-launches, 4,500: the fixture must stay under 1 MB), then one cudaStreamSynchronize
 // waits for the queued kernels. Every cudaLaunchKernel is timed with steady_clock (each_ns, in order);
-// the launches before the first slow one are the queue depth the program saw.
+// the launches before the first run of 8 slow ones in a row are the queue depth the program saw (a
+// single slow launch early on is a hiccup, not a full queue).
 //
 // Build: nvcc -O2 -arch=sm_90 -lineinfo queue_fill.cu   (tests/zoo/build.sh)
 #include "zoo.cuh"
@@ -50,12 +51,13 @@ int main(int argc, char** argv) {
     int64_t l0 = zoo::now_ns();
     auto c0 = std::chrono::steady_clock::now();
     TIMED(rec, cudaEventRecord(ev0, st));
-    long launches = 0, first_slow = -1;
+    long launches = 0, first_slow = -1, run = 0;  // run: slow launches in a row
     int64_t first_slow_ns = -1;
     while (launches < max_launches && launch.slow_n < blocked_target) {
         TIMED(launch, zoo::launch_spin(kernel_ns, d_done, st));
-        if (first_slow < 0 && launch.each.back() >= zoo::kSlowCallNs) {
-            first_slow = launches;
+        run = launch.each.back() >= zoo::kSlowCallNs ? run + 1 : 0;
+        if (first_slow < 0 && run == 8) {
+            first_slow = launches - 7;
             first_slow_ns = zoo::now_ns();
         }
         ++launches;
