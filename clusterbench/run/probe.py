@@ -786,12 +786,14 @@ def above_roofline(row: ResultRow, sustained: Measurement | None, host: Any = No
             f"profiler ({U.fps(untraced)}, {what}), beyond the ±{U.pct(noise + band)} noise: no pipeline "
             f"runs faster than its tallest bar, so {why}", True)
     if traced is not None and fps > traced * (1 + noise) and host is not None:
+        where = ("within the roofline without the profiler" if fps <= untraced else
+                 f"{U.pct(fps / untraced - 1)} above the roofline without the profiler, inside its "
+                 f"±{U.pct(noise + band)} noise,")
         return AboveRoofline(
             f"sustained {U.fps(fps)} is {U.pct(fps / traced - 1)} above the traced roofline "
-            f"({U.fps(traced)}: the host bar {U.us_per_frame(host.traced_us, 2)} under nsys) and within "
-            f"the roofline without the profiler ({U.fps(untraced)}: the host bar "
-            f"{U.us_per_frame(host.untraced_us, 2)}, {host.method}): the profiler's inflation of the host bar",
-            False)
+            f"({U.fps(traced)}: the host bar {U.us_per_frame(host.traced_us, 2)} under nsys) and {where} "
+            f"({U.fps(untraced)}: the host bar {U.us_per_frame(host.untraced_us, 2)}, {host.method}): the "
+            "profiler's inflation of the host bar", False)
     return None
 
 
@@ -800,13 +802,13 @@ def steady_plan(command: Any) -> str:
     rule = command.rule
     if command.whole_runs:
         return (f"each run is the whole program; runs until the last {rule.counted} agree within "
-                f"{U.pct(rule.spread, 0)} (range over median), {rule.max_runs} runs at most")
+                f"{U.pct(rule.spread)} (range over median), {rule.max_runs} runs at most")
     if command.own_steady:
         return (f"in one process: {rule.min_warmups} warm-up run of one pass that sets the passes per run (runs of at "
                 f"least {U.seconds(rule.target_s)}), then runs until the last {rule.counted} agree within "
-                f"{U.pct(rule.spread, 0)}, at most {rule.max_runs} runs"
+                f"{U.pct(rule.spread)}, at most {rule.max_runs} runs"
                 + (f" or {U.seconds(rule.max_s)} of runs" if rule.max_s is not None else ""))
-    return f"in one process: {rule.counted} timed passes, judged steady when they agree within {U.pct(rule.spread, 0)}"
+    return f"in one process: {rule.counted} timed passes, judged steady when they agree within {U.pct(rule.spread)}"
 
 
 def sustained_block(m: Measurement) -> dict[str, object]:
