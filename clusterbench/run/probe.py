@@ -380,7 +380,7 @@ def _check_results_root(root: Path) -> None:
 
 def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> ProbePlan:
     """Validate everything that can be checked without a GPU. Raises ConfigError/InputError (exit 2)."""
-    from clusterbench.io.results import existing_results, results_dir_for
+    from clusterbench.io.results import results_dir_for
     from clusterbench.run.config import (config_warnings, exec_placeholder_problems, load_configs, select, with_data,
                                          with_exec, with_frames)
     from clusterbench.run.guards import check_settings
@@ -452,7 +452,6 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
         warnings.extend(config_warnings(c))
     date = today or datetime.date.today()
     results_dir = results_dir_for(Path(request.results_root), date, configs[0].dtype_tag, request.tag)
-    existing_results(results_dir)  # rows go into it: one this clusterbench cannot read is refused now
     gpus: GpuSelection | None = None
     if request.gpus is not None:
         from clusterbench.run.machine import parse_gpu_selection
@@ -490,16 +489,13 @@ def replaces(key: RowKey, labels: frozenset[str], gpus: GpuSelection | None) -> 
 def existing_rows(results_dir: Path, configs: tuple[ProbeConfig, ...], gpus: GpuSelection | None) -> ExistingRows | None:
     """What ``results_dir`` already holds that a probe of ``configs`` would replace; None when it does not
     exist (reads its files, touches no GPU)."""
-    from clusterbench.io.results import load_results
+    from clusterbench.io.results import existing_results
 
     if not results_dir.is_dir():
         return None
-    if not (results_dir / "probes.csv").is_file():
+    held = existing_results(results_dir)  # the rows go into it: one this clusterbench cannot read is refused now
+    if held is None:
         return ExistingRows(results_dir, 0, ())
-    try:
-        held = load_results(results_dir)
-    except ClusterbenchError as exc:
-        return ExistingRows(results_dir, 0, (), str(exc).splitlines()[0])
     labels = frozenset(c.label for c in configs)
     replaced = tuple(ReplacedRow(r.key, r.timestamp, r.session) for r in held.rows if replaces(r.key, labels, gpus))
     return ExistingRows(results_dir, len(held.rows), replaced)
