@@ -178,6 +178,20 @@ def test_gpu_examples_without_a_gpu_exit_1_and_write_nothing(command: str, monke
     assert sorted(p.name for p in (ROOT / "results").iterdir()) == before
 
 
+HISTORY_COMMANDS = [c for c in COMMANDS if c.startswith("clusterbench history ")]
+
+
+def test_history_examples_run_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The history commands write results/history.db: they run, in the order shown, in a copy of the
+    checkout's results/ (as on a fresh clone: no database yet), and exit 0."""
+    assert any(" import " in c for c in HISTORY_COMMANDS), HISTORY_COMMANDS
+    shutil.copytree(ROOT / "results", tmp_path / "results", ignore=shutil.ignore_patterns("history.db*", "*.log"))
+    monkeypatch.chdir(tmp_path)
+    for command in HISTORY_COMMANDS:
+        res = CliRunner().invoke(app, shlex.split(command)[1:])
+        assert res.exit_code == 0, f"{command}\n{res.output}"
+
+
 @pytest.mark.parametrize("command", [c for c in COMMANDS if c.startswith("make ")])
 def test_make_targets_exist(command: str) -> None:
     if shutil.which("make") is None:

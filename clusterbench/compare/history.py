@@ -1,11 +1,17 @@
 """Steps in a label's history: where a metric moved between consecutive builds beyond the noise.
 
 A series is one point per results dir holding the label (:func:`clusterbench.io.history.series`). Points
-are taken in the order measured, per GPU model. Wherever the build (git rev and dirty flag) changes from
-one point to the next, the two rows are compared exactly as ``clusterbench compare`` compares two dirs
-(:func:`~clusterbench.compare.compare.compare_results`: the floors of the GPU model, the drift bound for
-multi-stream transfers of two sessions, config mismatches): that is a **transition**. A transition whose
-verdict is FASTER or SLOWER is a **step**.
+are taken in the order measured, per GPU model. Between two consecutive points:
+
+- where the two rows ran different configs (STEP_CONFIG_COLUMNS: pedestal, finder, workload, dtype,
+  tracer, streams, transfer, cluster, cap, batch, frames; a column that does not affect the metric, as
+  compare's AFFECTS says, is left out), that is a **config change**: named (``pedestal frozen→tracking``),
+  never judged, so never a step, whatever the build did;
+- else, wherever the build (git rev and dirty flag) changes, the two rows are compared exactly as
+  ``clusterbench compare`` compares two dirs (:func:`~clusterbench.compare.compare.compare_results`: the
+  floors of the GPU model, the drift bound for multi-stream transfers of two sessions).
+
+Both are **transitions**. A transition of the build whose verdict is FASTER or SLOWER is a **step**.
 """
 
 from __future__ import annotations
@@ -14,29 +20,82 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from clusterbench.compare.compare import COMPARED_METRICS, MetricDelta, Verdict, compare_metric, compare_results
+from clusterbench.compare.compare import (AFFECTS, COMPARED_METRICS, MetricDelta, Reason, Verdict, compare_metric,
+                                         compare_results)
 from clusterbench.compare.noise import FloorSet, seed_floors
 from clusterbench.io.history import HistoryPoint
-from clusterbench.model.results import ResultSet
+from clusterbench.model.results import ResultRow, ResultSet
+
+# The columns of what a point ran, in the order a config change names them. A step between rows that differ
+# in one of them measures the config as much as the build: it is named, not judged.
+STEP_CONFIG_COLUMNS: tuple[str, ...] = ("pedestal", "finder", "workload", "pedestal_dtype", "tracer", "streams",
+                                        "transfer", "cluster", "cap", "batch", "frames")
+CONFIG_CHANGED = "config_changed"  # the kind of a transition between two configs
+BUILD_CHANGED = "build_changed"  # the kind of a transition between two builds of one config
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChange:
+    """A config column whose value differs between two consecutive points."""
+
+    column: str
+    before: str
+    after: str
+
+    @property
+    def text(self) -> str:
+        """``pedestal frozen→tracking``."""
+        return f"{self.column} {self.before}→{self.after}"
+
+    def to_json(self) -> dict[str, str]:
+        return {"column": self.column, "before": self.before, "after": self.after}
+
+
+def config_changes(before: ResultRow, after: ResultRow, metric: str) -> tuple[ConfigChange, ...]:
+    """The STEP_CONFIG_COLUMNS in which two rows differ, where both say (a column one side does not record
+    is not a difference), leaving out a column that does not affect ``metric`` (compare's AFFECTS: the
+    tracer does not touch the untraced sustained FPS)."""
+    out = []
+    for column in STEP_CONFIG_COLUMNS:
+        if metric in COMPARED_METRICS and column in AFFECTS and metric not in AFFECTS[column]:
+            continue
+        vb, va = before.value(column), after.value(column)
+        if vb is None or va is None or vb == va:
+            continue
+        out.append(ConfigChange(column, str(vb), str(va)))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
 class HistoryStep:
-    """Two consecutive points of different builds, and the verdict of ``metric`` between them."""
+    """Two consecutive points of different builds or configs, and the verdict of ``metric`` between them.
+    ``config``: what the two configs differ in (then the verdict is NOT_COMPARABLE, ``config_differs``)."""
 
     before: HistoryPoint
     after: HistoryPoint
     delta: MetricDelta
+    config: tuple[ConfigChange, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """CONFIG_CHANGED or BUILD_CHANGED."""
+        return CONFIG_CHANGED if self.config else BUILD_CHANGED
+
+    @property
+    def config_text(self) -> str:
+        """``pedestal frozen→tracking, finder a→b``; "" for a change of build."""
+        return ", ".join(c.text for c in self.config)
 
     @property
     def is_step(self) -> bool:
-        """Cleared the noise: FASTER or SLOWER."""
-        return self.delta.verdict in (Verdict.FASTER, Verdict.SLOWER)
+        """A change of build that cleared the noise: FASTER or SLOWER. A change of config never is."""
+        return not self.config and self.delta.verdict in (Verdict.FASTER, Verdict.SLOWER)
 
     def to_json(self) -> dict[str, object]:
         d = self.delta
-        return {"from": self.before.dir_name, "to": self.after.dir_name,
-                "from_git_rev": self.before.git_rev, "to_git_rev": self.after.git_rev,
+        return {"from": self.before.dir_name, "to": self.after.dir_name, "from_path": self.before.dir_path,
+                "to_path": self.after.dir_path, "from_git_rev": self.before.git_rev, "to_git_rev": self.after.git_rev,
+                "change": self.kind, "config_changed": [c.to_json() for c in self.config],
                 "before": d.before, "after": d.after, "delta_pct": d.delta_pct, "unit": d.unit,
                 "verdict": d.verdict.value, "reason_code": d.code.value, "reason": d.reason, "noise": d.noise,
                 "noise_pct": d.noise_pct, "floor_pct": d.floor_pct, "bound_pct": d.bound_pct,
@@ -48,12 +107,20 @@ class HistorySeries:
     label: str
     metric: str
     points: tuple[HistoryPoint, ...]
-    transitions: tuple[HistoryStep, ...]  # every change of build between consecutive points of one GPU
+    transitions: tuple[HistoryStep, ...]  # every change of build or config between consecutive points of one GPU
     floors: tuple[FloorSet, ...]
 
     @property
     def steps(self) -> tuple[HistoryStep, ...]:
         return tuple(t for t in self.transitions if t.is_step)
+
+    @property
+    def config_changes(self) -> tuple[HistoryStep, ...]:
+        return tuple(t for t in self.transitions if t.config)
+
+    @property
+    def build_changes(self) -> tuple[HistoryStep, ...]:
+        return tuple(t for t in self.transitions if not t.config)
 
     @property
     def gpus(self) -> tuple[str, ...]:
@@ -80,8 +147,9 @@ def judge_pair(before: HistoryPoint, after: HistoryPoint, metric: str, floors: F
 
 def history_series(label: str, metric: str, points: Sequence[HistoryPoint],
                    floors: Mapping[str, FloorSet] | None = None) -> HistorySeries:
-    """The transitions and steps of ``points`` (one label, one metric): per GPU model, consecutive points
-    whose builds differ, judged with that model's floors (else the seed's reading rules)."""
+    """The transitions and steps of ``points`` (one label, one metric), per GPU model: consecutive points
+    whose configs differ (named, never judged), else whose builds differ (judged with that model's floors,
+    else the seed's reading rules)."""
     used: dict[str | None, FloorSet] = {}
     last: dict[str | None, HistoryPoint] = {}
     transitions: list[HistoryStep] = []
@@ -90,9 +158,16 @@ def history_series(label: str, metric: str, points: Sequence[HistoryPoint],
         fs = used.setdefault(gpu, (floors or {}).get(gpu or "") or seed_floors(gpu))
         prev = last.get(gpu)
         last[gpu] = p
-        if prev is None or prev.build == p.build and not p.git_dirty:
+        if prev is None or prev.value is None and p.value is None:
             continue
-        if prev.value is None and p.value is None:
+        changed = config_changes(prev.row, p.row, metric)
+        if changed:
+            why = (f"the config changed ({', '.join(c.text for c in changed)}): the value moved with it, not "
+                   "judged as a change of the build")
+            delta = compare_metric(metric, prev.value, p.value, not_comparable=(Reason.CONFIG_DIFFERS, why))
+            transitions.append(HistoryStep(prev, p, delta, changed))
+            continue
+        if prev.build == p.build and not p.git_dirty:
             continue
         transitions.append(HistoryStep(prev, p, judge_pair(prev, p, metric, fs)))
     return HistorySeries(label, metric, tuple(points), tuple(transitions), tuple(used.values()))

@@ -34,10 +34,10 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from clusterbench.errors import EnvironmentFailure, InputError
-from clusterbench.io.results import digests_from_text, load_results
+from clusterbench.io.results import Skipped, digests_from_text, find_results_dirs, load_results
 from clusterbench.model.results import VALUE_KINDS, EnvRecord, ResultRow, ResultSet
 
 HISTORY_SCHEMA = "clusterbench.io.history"
@@ -175,8 +175,8 @@ def open_history(path: Path, *, write: bool = False) -> Iterator[object]:
     path = Path(path)
     if not write and not path.is_file():
         raise InputError(f"no history database at {path}",
-                         hint="clusterbench probe records every row there; clusterbench history import DIR... adds "
-                              "existing results dirs")
+                         hint="clusterbench probe records every row there; clusterbench history import FOLDER adds "
+                              "the results dirs you have (clusterbench history import results)")
     if write:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -261,6 +261,49 @@ def _add_dir(db, res: ResultSet, now: str) -> ImportedDir:  # noqa: ANN001
                                    "samples_json": json.dumps(samples[m]) if m in samples else None}
                                   for m, v in values.items()], ignore=True)
     return ImportedDir(path, res.name, len(res.rows), added)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOutcome:
+    """What ``history import`` did: the dirs it recorded, and what it left out and why."""
+
+    imported: tuple[ImportedDir, ...]
+    skipped: tuple[Skipped, ...]
+
+    @property
+    def rows_added(self) -> int:
+        return sum(d.rows_added for d in self.imported)
+
+
+def import_folders(db_path: Path, paths: Sequence[Path],
+                   on_dir: Callable[[ImportedDir], None] | None = None) -> ImportOutcome:
+    """``history import PATH...``: every results dir among ``paths`` and under them, at any depth
+    (:func:`~clusterbench.io.results.find_results_dirs`), with what was skipped and why (files, folders
+    without a results dir, folders that cannot be listed). Every results dir is read before anything is
+    written: one that cannot be read is bad input (InputError naming its file, nothing written). InputError
+    too when there is no results dir at all, naming what was skipped. ``on_dir`` hears of each dir as it
+    is recorded (progress)."""
+    found = find_results_dirs(paths)
+    sets = []
+    for d in found.dirs:
+        try:
+            sets.append(load_results(d))
+        except InputError as exc:
+            raise InputError(str(exc), hint=(f"{exc.hint}; " if exc.hint else "") + "nothing was imported (a "
+                             "results dir left out of the folders given imports the others)") from None
+    if not sets:
+        said = "; ".join(f"{s.path}: {s.reason}" for s in found.skipped)
+        raise InputError(f"no results dir to import in {', '.join(map(str, paths))}" + (f" ({said})" if said else ""),
+                         hint="a results dir is a folder holding probes.csv and env.json, as clusterbench probe "
+                              "writes under results/: clusterbench history import results")
+    skipped = found.skipped
+    out = []
+    for res in sets:
+        with open_history(db_path, write=True) as db:
+            out.append(_add_dir(db, res, _utc_now()))
+        if on_dir is not None:
+            on_dir(out[-1])
+    return ImportOutcome(tuple(out), skipped)
 
 
 def import_dirs(db_path: Path, dirs: Sequence[Path]) -> tuple[ImportedDir, ...]:

@@ -35,7 +35,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping, Sequence
 
 from clusterbench.errors import InputError
 from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
@@ -92,6 +92,110 @@ _DTYPE_TAGS = {"f32": "f32", "f64": "f64", "float32": "f32", "float64": "f64", "
 _FIX_BLOCK = ("fix that block by hand (docs/results-format.md lists each block and its type), or re-run "
               "clusterbench probe into a fresh dir")
 _FIX_FILE = "fix the file by hand, or re-run clusterbench probe into a fresh dir"
+
+
+# A campaign's folder (``<results dir>.campaign``) holds this plan and its tasks' own results dirs, which the
+# campaign merged into its results dir (clusterbench.run.tasks.CAMPAIGN_JSON): a search for results dirs
+# leaves it out, so that no row is found twice.
+CAMPAIGN_PLAN = "campaign.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A path a search for results dirs left out, and why (for the user)."""
+
+    path: Path
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": str(self.path), "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class FoundDirs:
+    """The results dirs among some paths and under them: ``named`` those given themselves (the others were
+    found in a folder), ``skipped`` what was left out and why."""
+
+    dirs: tuple[Path, ...]
+    named: frozenset[Path]
+    skipped: tuple[Skipped, ...]
+
+
+def find_results_dirs(paths: Sequence[Path]) -> FoundDirs:
+    """The results dirs (folders holding probes.csv) among ``paths`` and under them at any depth, in path
+    order. A results dir is not searched further; a campaign's folder (its tasks' dirs are in the results
+    dir it merged them into) and hidden folders are not searched. Skipped, each with why: a file, a folder
+    with no probes.csv in it or below (the topmost such folder: ``results/floors``, an empty folder), one
+    that cannot be read. InputError for a path that does not exist (before anything is read)."""
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise InputError(f"no such file or folder: {', '.join(map(str, missing))}",
+                         hint="give results dirs, or folders that hold them (clusterbench history import results)")
+    dirs: list[Path] = []
+    named: set[Path] = set()
+    skipped: list[Skipped] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            skipped.append(Skipped(path, "a file, not a folder"))
+            continue
+        if (path / PROBES_CSV).is_file():
+            dirs.append(path)
+            named.add(path)
+            continue
+        found, inner, why = _search(path)
+        dirs += found
+        skipped += inner if why is None else [Skipped(path, why)]
+    return FoundDirs(tuple(dict.fromkeys(dirs)), frozenset(named), tuple(skipped))
+
+
+def _search(folder: Path) -> tuple[list[Path], list[Skipped], str | None]:
+    """The results dirs under ``folder``, what was skipped inside it, and why ``folder`` itself is skipped
+    (None when it holds a results dir at some depth)."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as exc:
+        return [], [], f"cannot be read ({exc.strerror or exc})"
+    names = {e.name for e in entries}
+    if PROBES_CSV in names and (folder / PROBES_CSV).is_file():
+        return [folder], [], None
+    if CAMPAIGN_PLAN in names:
+        return [], [], "a campaign's folder (its tasks' rows are in the results dir the campaign merged them into)"
+    found: list[Path] = []
+    inner: list[Skipped] = []
+    files: list[str] = []
+    empty_folders = 0
+    for e in entries:
+        try:
+            is_dir = e.is_dir(follow_symlinks=False)
+        except OSError:
+            is_dir = False
+        if not is_dir:
+            files.append(e.name)
+            continue
+        sub = folder / e.name
+        if e.name.startswith("."):
+            inner.append(Skipped(sub, "a hidden folder, not searched"))
+            continue
+        f, s, why = _search(sub)
+        found += f
+        if why is None:
+            inner += s
+        else:
+            empty_folders += 1
+            inner.append(Skipped(sub, why))
+    if found:
+        return found, inner, None
+    if not entries:
+        return [], [], "empty"
+    held = []
+    if files:
+        held.append(", ".join(files[:3]) + (f" and {len(files) - 3} more file(s)" if len(files) > 3 else ""))
+    if empty_folders:
+        held.append(f"{empty_folders} folder(s) without one")
+    hidden = sum(1 for s in inner if s.reason.startswith("a hidden"))
+    if hidden:
+        held.append(f"{hidden} hidden folder(s)")
+    return [], [], "no probes.csv in it or below" + (f" (it holds {'; '.join(held)})" if held else "")
 
 
 def results_dir_for(root: Path, date: datetime.date, dtype_tag: str, tag: str | None = None) -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from clusterbench.compare.compare import Comparison, Presence
 from clusterbench.compare.history import HistorySeries
@@ -199,10 +199,13 @@ def _is_number(text: str) -> bool:
 # ----------------------------------------------------------------------------- history trend
 
 
-def trend_figure(series: HistorySeries, step_urls: Sequence[str | None] = (), width_in: float = 7.5):  # noqa: ANN201
+def trend_figure(series: HistorySeries, step_urls: Sequence[str | None] = (), width_in: float = 7.5,  # noqa: ANN201
+                 names: Mapping[str, str] | None = None):
     """A label's metric over its results dirs, in the order measured: one line per GPU model, every point
     a dot, each step (a change of build beyond the noise) a triangle at its later point: red SLOWER, green
-    FASTER; ``step_urls`` (one per step) make the triangles links in an SVG. Returns the Figure."""
+    FASTER; each change of config a dotted grey line before its later point (not judged). ``step_urls``
+    (one per step) make the triangles links in an SVG; ``names`` (by dir path) label the dirs. Returns the
+    Figure."""
     Figure, FigureCanvasAgg, _ = load_matplotlib()
     fig = Figure(figsize=(width_in, 3.2), dpi=100)
     FigureCanvasAgg(fig)
@@ -221,10 +224,14 @@ def trend_figure(series: HistorySeries, step_urls: Sequence[str | None] = (), wi
         sc = ax.scatter([index[id(s.after)] for s, _ in chosen], [s.after.value for s, _ in chosen], s=90,
                         marker=marker, color=colour, zorder=3, label=f"step: {verdict}")
         sc.set_urls([u for _, u in chosen])
+    for k, t in enumerate(series.config_changes):
+        ax.axvline(index[id(t.after)] - 0.5, color="#888888", linestyle=":", linewidth=1.2,
+                   label="config changed (not judged)" if k == 0 else None)
     unit = "µs per frame" if series.metric.endswith("_us") else ("FPS" if series.metric.endswith("_fps") else "")
     ax.set_ylabel(f"{series.metric} ({unit})" if unit else series.metric, fontsize=8)
     ax.set_xticks(range(len(series.points)))
-    ax.set_xticklabels([p.dir_name for p in series.points], rotation=20, ha="right", fontsize=7)
+    ax.set_xticklabels([(names or {}).get(p.dir_path, p.dir_name) for p in series.points], rotation=20, ha="right",
+                       fontsize=7)
     ax.set_title(f"{series.label}: {series.metric}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
@@ -244,11 +251,12 @@ def render_trend_plot(series: HistorySeries, path: Path) -> Path:
     return path
 
 
-def trend_svg(series: HistorySeries, step_urls: Sequence[str | None]) -> str:
-    """The trend figure as SVG text for a page (no XML header), steps linking to ``step_urls``."""
+def trend_svg(series: HistorySeries, step_urls: Sequence[str | None], names: Mapping[str, str] | None = None) -> str:
+    """The trend figure as SVG text for a page (no XML header), steps linking to ``step_urls``, the dirs
+    called by ``names``."""
     import io
 
     buf = io.StringIO()
-    trend_figure(series, step_urls).savefig(buf, format="svg")
+    trend_figure(series, step_urls, names=names).savefig(buf, format="svg")
     text = buf.getvalue()
     return text[text.index("<svg"):]

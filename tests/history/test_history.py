@@ -117,9 +117,9 @@ def test_history_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     shutil.copy(H200_FLOORS, tmp_path / "results" / "floors")
     r = runner.invoke(app, ["history", "import", *map(str, dirs)], env={"COLUMNS": "80"})
     assert r.exit_code == 0, r.output
-    assert "history: results/history.db (10 row(s) added)" in r.stdout
+    assert "history: results/history.db (10 row(s) added from 5 results dir(s))" in r.stdout
     r = runner.invoke(app, ["history", "import", *map(str, dirs)], env={"COLUMNS": "80"})
-    assert "(0 row(s) added)" in r.stdout
+    assert "(0 row(s) added from 5 results dir(s))" in r.stdout
     r = runner.invoke(app, ["history", "3x3_s1", "--metric", "kernel_us"], env={"COLUMNS": "80"})
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
