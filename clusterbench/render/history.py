@@ -148,9 +148,9 @@ def render_history_text(s: HistorySeries, width: int = 80) -> list[str]:
                    f"{_build(p):<{git_w}} {values[id(p)]:>{value_w}}  {cell}".rstrip())
         out += more
         if name in alike:
-            footnotes.append(f"#{i} is {name}")
+            footnotes += wrap(f"#{i} {name}", width, "  ", "     ")  # one a line (broken only past the width)
     if footnotes:
-        out += wrap("names cut to fit: " + "; ".join(footnotes), width, "", "  ")
+        out += ["results dirs whose cut names read alike, in full:", *footnotes]
     out.append("")
     builds, configs = s.build_changes, s.config_changes
     if not s.transitions:

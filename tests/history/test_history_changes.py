@@ -336,3 +336,23 @@ def test_long_dir_names_and_dirs_of_one_name_stay_distinguishable_at_80_columns(
     assert len(set(names)) == 4, names
     assert "nodeA/2026-12-03_f32" in r.stdout and "nodeB/2026-12-03_f32" in r.stdout
     assert any(n.endswith("one") for n in names) and any(n.endswith("two") for n in names)
+
+
+def test_names_no_cut_tells_apart_are_given_in_full_under_the_table(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    # 71 characters that differ at the 36th only: the name column is 36 wide here (80 less the other columns
+    # and the widest change, "▶ SLOWER +50.0 %"), so no cut shows that character (a head of at most 34, a
+    # tail of at most 34 from the end)
+    a, b = "2026-12-01_" + "x" * 24 + "A" + "y" * 35, "2026-12-01_" + "x" * 24 + "B" + "y" * 35
+    _dir(tmp_path / "results", a, "r1", 1)
+    _dir(tmp_path / "results", b, "r2", 2, kernel_us=1.5)
+    assert runner.invoke(app, ["history", "import", "results"]).exit_code == 0
+    r = runner.invoke(app, ["history", "3x3_s1", "--metric", "kernel_us"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    rows = _rows(lines)
+    assert rows["1"][5:30] == rows["2"][5:30]  # the cut names read alike...
+    at = lines.index("results dirs whose cut names read alike, in full:")
+    assert lines[at + 1:at + 3] == [f"  #1 {a}", f"  #2 {b}"]  # ...so they are given in full
+    assert all(len(ln) <= 80 for ln in lines)
