@@ -125,12 +125,13 @@ def _shown(path: Path) -> str:
 def _import(db: Path, paths: list[Path], as_json: bool) -> None:
     import json
 
-    from clusterbench.io.history import import_folders
+    from clusterbench.io.history import ImportedDir, import_folders
 
     con = stdout_console()
 
-    def said(d) -> None:  # noqa: ANN001 - each dir as it is recorded: the progress of a long import
-        con.print(f"{_shown(Path(d.path))}: {d.rows_added} row(s) added of {d.rows_seen}", markup=False)
+    def said(d: ImportedDir) -> None:  # each dir as it is recorded: the progress of a long import
+        con.print(f"{_shown(Path(d.path))}: {d.rows_added} row(s) added of {d.rows_seen}", markup=False,
+                  soft_wrap=True)
 
     outcome = import_folders(db, paths, None if as_json else said)
     for s in outcome.skipped:
@@ -140,7 +141,7 @@ def _import(db: Path, paths: list[Path], as_json: bool) -> None:
                                "skipped": [s.to_json() for s in outcome.skipped]}, indent=2))
         return
     con.print(f"history: {db} ({outcome.rows_added} row(s) added from {len(outcome.imported)} results dir(s))",
-              markup=False)
+              markup=False, soft_wrap=True)
 
 
 def _start(db: Path) -> None:
