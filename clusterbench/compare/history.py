@@ -4,9 +4,10 @@ A series is one point per results dir holding the label (:func:`clusterbench.io.
 are taken in the order measured, per GPU model. Between two consecutive points:
 
 - where the two rows ran different configs (STEP_CONFIG_COLUMNS: pedestal, finder, workload, dtype,
-  tracer, streams, transfer, cluster, cap, batch, frames; a column that does not affect the metric, as
-  compare's AFFECTS says, is left out), that is a **config change**: named (``pedestal frozen→tracking``),
-  never judged, so never a step, whatever the build did;
+  tracer, streams, transfer, cluster, cap, batch, frames, a column that does not affect the metric, as
+  compare's AFFECTS says, left out; and any other workload parameter of their env.json entries, such as
+  a delay added to the kernel), that is a **config change**: named (``pedestal frozen→tracking``), never
+  judged, so never a step, whatever the build did;
 - else, wherever the build (git rev and dirty flag) changes, the two rows are compared exactly as
   ``clusterbench compare`` compares two dirs (:func:`~clusterbench.compare.compare.compare_results`: the
   floors of the GPU model, the drift bound for multi-stream transfers of two sessions).
@@ -24,6 +25,7 @@ from clusterbench.compare.compare import (AFFECTS, COMPARED_METRICS, MetricDelta
                                          compare_results)
 from clusterbench.compare.noise import FloorSet, seed_floors
 from clusterbench.io.history import HistoryPoint
+from clusterbench.model import units as U
 from clusterbench.model.results import ResultRow, ResultSet
 
 # The columns of what a point ran, in the order a config change names them. A step between rows that differ
@@ -51,10 +53,14 @@ class ConfigChange:
         return {"column": self.column, "before": self.before, "after": self.after}
 
 
-def config_changes(before: ResultRow, after: ResultRow, metric: str) -> tuple[ConfigChange, ...]:
-    """The STEP_CONFIG_COLUMNS in which two rows differ, where both say (a column one side does not record
-    is not a difference), leaving out a column that does not affect ``metric`` (compare's AFFECTS: the
-    tracer does not touch the untraced sustained FPS)."""
+def config_changes(before: ResultRow, after: ResultRow, metric: str, params_before: Mapping[str, object] | None = None,
+                   params_after: Mapping[str, object] | None = None) -> tuple[ConfigChange, ...]:
+    """What two rows ran differently: the STEP_CONFIG_COLUMNS in which they differ, where both say (a column
+    one side does not record is not a difference), leaving out a column that does not affect ``metric``
+    (compare's AFFECTS: the tracer does not touch the untraced sustained FPS); then, where both rows' config
+    entries are known (env.json ``configs.<label>.params``), every other workload parameter that differs,
+    one side's missing parameter shown as not recorded (a delay added to the kernel: ``delay_us_per_frame
+    –→1.7``)."""
     out = []
     for column in STEP_CONFIG_COLUMNS:
         if metric in COMPARED_METRICS and column in AFFECTS and metric not in AFFECTS[column]:
@@ -63,7 +69,20 @@ def config_changes(before: ResultRow, after: ResultRow, metric: str) -> tuple[Co
         if vb is None or va is None or vb == va:
             continue
         out.append(ConfigChange(column, str(vb), str(va)))
+    if params_before is not None and params_after is not None:
+        for name in sorted(set(params_before) | set(params_after)):
+            vb, va = params_before.get(name), params_after.get(name)
+            if name in STEP_CONFIG_COLUMNS or vb == va:
+                continue
+            out.append(ConfigChange(name, U.NOT_MEASURED if vb is None else str(vb),
+                                    U.NOT_MEASURED if va is None else str(va)))
     return tuple(out)
+
+
+def _params(p: HistoryPoint) -> Mapping[str, object] | None:
+    """The workload parameters the point's config ran with (its env.json entry), None when not recorded."""
+    entry = p.env.entry(p.row.key) if p.env is not None else None
+    return None if entry is None else entry.params
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +179,7 @@ def history_series(label: str, metric: str, points: Sequence[HistoryPoint],
         last[gpu] = p
         if prev is None or prev.value is None and p.value is None:
             continue
-        changed = config_changes(prev.row, p.row, metric)
+        changed = config_changes(prev.row, p.row, metric, _params(prev), _params(p))
         if changed:
             why = (f"the config changed ({', '.join(c.text for c in changed)}): the value moved with it, not "
                    "judged as a change of the build")

@@ -38,11 +38,15 @@ OTHER = {"pedestal": "tracking", "finder": "aare ClusterFinderCUDA", "workload":
          "cap": 4000, "batch": 200, "frames": 8000}
 
 
-def _dir(root: Path, name: str, rev: str, day: int, **cells: object) -> Path:
+def _dir(root: Path, name: str, rev: str, day: int, params: dict | None = None, **cells: object) -> Path:
+    """A results dir of one row (BASE with ``cells``); ``params``: its config entry's workload parameters."""
     ts = f"2026-12-{day:02d}T10:00:00Z"
     row = {**BASE, "timestamp": ts, "session": name, **cells}
-    return write(root / name, [row], {"gpu_name": "NVIDIA H200", "git_rev": rev, "git_dirty": False,
-                                      "session_id": name, "created_utc": ts, "host": "node1"})
+    env = {"gpu_name": "NVIDIA H200", "git_rev": rev, "git_dirty": False, "session_id": name, "created_utc": ts,
+           "host": "node1"}
+    if params is not None:
+        env["configs"] = {"3x3_s1": {"session": name, "params": params}}
+    return write(root / name, [row], env)
 
 
 def test_every_config_column_is_named_in_a_step() -> None:
@@ -138,6 +142,24 @@ def test_the_history_names_config_changes_and_still_judges_builds(tmp_path: Path
     last = doc["points"][-1]["change"]
     assert (last["change"], last["verdict"]) == ("build_changed", "SLOWER")
     assert last["delta_pct"] == pytest.approx(-20.0)
+
+
+def test_a_workload_parameter_that_changed_is_named_too(tmp_path: Path) -> None:
+    # one build, the kernel given a delay by a workload parameter (no probes.csv column says so): 1.0 -> 1.2
+    # µs/frame would otherwise go unremarked (one build is not judged); a parameter only one side records is
+    # shown as not recorded there, and the parameters that repeat a column (batch) are named once, as the column
+    base = {"cluster": 3, "batch": 2000, "seed": 0}
+    a = _dir(tmp_path, "2026-12-01_f32_aa", "r1", 1, params=base)
+    b = _dir(tmp_path, "2026-12-01_f32_delay", "r1", 2, params={**base, "delay_us_per_frame": 1.7}, kernel_us=1.2)
+    c = _dir(tmp_path, "2026-12-01_f32_delay_b", "r1", 3, params={**base, "delay_us_per_frame": 1.7, "batch": 200},
+             kernel_us=1.2, batch=200)
+    d = _dir(tmp_path, "2026-12-01_f32_aa2", "r1", 4, params={**base, "batch": 200}, batch=200)
+    db = tmp_path / "h.db"
+    import_dirs(db, [a, b, c, d])
+    s = history_series("3x3_s1", "kernel_us", series(db, "3x3_s1", "kernel_us"))
+    assert [t.config_text for t in s.transitions] == ["delay_us_per_frame –→1.7", "batch 2000→200",
+                                                      "delay_us_per_frame 1.7→–"]
+    assert s.steps == () and all(t.delta.code is Reason.CONFIG_DIFFERS for t in s.transitions)
 
 
 class _Rows(HTMLParser):
