@@ -26,11 +26,14 @@ from typing import Any
 import numpy as np
 
 from clusterbench.analyzers import busy as busy_mod
+from clusterbench.analyzers import critical_path as path_mod
 from clusterbench.analyzers import frames as frames_mod
 from clusterbench.analyzers import gaps as gaps_mod
+from clusterbench.analyzers import held as held_mod
 from clusterbench.analyzers import host as host_mod
 from clusterbench.analyzers import intervals as iv
 from clusterbench.analyzers import kernels as kernels_mod
+from clusterbench.analyzers import links as links_mod
 from clusterbench.analyzers import model as model_mod
 from clusterbench.analyzers import pacing as pacing_mod
 from clusterbench.analyzers import rules as R
@@ -198,7 +201,12 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     gp = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
     setup = gp.setup_mask()
     setup_iv = (gp.starts_ns[setup], gp.starts_ns[setup] + gp.lengths_ns[setup])
-    host = host_mod.measure(g, w.intervals, setup_iv, n)
+    links = links_mod.build(g)
+    held = held_mod.find(links, w.intervals, g.syncs, g.events)
+    host = host_mod.measure(g, w.intervals, setup_iv, n, links, held)
+    path = None
+    if links.api_known and host.threads:
+        path = path_mod.measure(links, held, w.intervals, host_mod.launching_mask(g, host), n, g.api.threads, g.syncs, g.events)
     roof, busy = busy_mod.roofline(busy, host.threads, n)
     kernel_busy = busy.engines["kernel"].busy_ns if "kernel" in busy.engines else 0
     kernels = kernels_mod.by_name(g, w.intervals, n, kernel_busy)
@@ -227,7 +235,7 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     out = GroupAnalysis(
         pid=g.pid, device=g.device, gpu_name=g.gpu_name, window=w, frames=frames, busy=busy, roofline=roof, gaps=gp,
         host=host, throughput=throughput, kernels=kernels, copies=copies, pacing=pacing, pacing_note=pacing_note,
-        work_not_traced=hidden, graph_trace=g.graph_trace,
+        work_not_traced=hidden, graph_trace=g.graph_trace, critical_path=path,
     )  # fmt: skip
     return dataclasses.replace(out, findings=R.evaluate(out))
 

@@ -229,9 +229,9 @@ def roofline(busy: Busy, threads: tuple[ThreadStats, ...], frames: int | None) -
         if st.busy_ns > top:
             name, top = n, st.busy_ns
     thread = None
-    for t in threads:
-        if t.busy_ns > top:
-            name, top, thread = "host", t.busy_ns, t.thread
+    for t in threads:  # a thread's bar is its work: host code, and CUDA calls while the GPU holds none of them
+        if t.work_ns > top:
+            name, top, thread = "host", t.work_ns, t.thread
     roof = Roofline(
         engine=name,
         busy_ns=top,

@@ -1,4 +1,4 @@
-"""The host threads that feed the GPU (pure).
+"""The host threads that feed the GPU, and where their time goes (pure).
 
 A launching thread is one that issues GPU work in the window: a kernel or graph launch, an
 asynchronous copy or memset, or a synchronous copy. For each, from the CUDA API rows:
@@ -7,9 +7,15 @@ asynchronous copy or memset, or a synchronous copy. For each, from the CUDA API 
   (events, queries, stream set-up, allocations...), each clipped to the window less its set-up gaps
   (what the threads do in set-up is set-up, not a cost per frame);
 - ``active``: the window from the start of its first CUDA call to the end of its last one;
-- ``busy``: its active time minus its blocking waits and the window's set-up gaps. A thread is never
-  idle by this measure except while it waits on the GPU: host code and CUDA calls both keep it
-  busy. Its busy time per frame is its bar: when it is taller than every engine's, the host binds.
+- its time split three ways, over the active window less the set-up gaps:
+  - ``wait``: in explicit waits (a union);
+  - ``blocked``: inside non-synchronizing calls that the GPU held (analyzers.held: a launch into a
+    full queue, a pageable copy, a graph launch that returns with its graph, a first launch that loads
+    its module, an implicit synchronize in cudaFree or cudaProfilerStop), while the GPU ran the work
+    they waited for;
+  - ``work``: the rest, host code and CUDA calls while nothing of the GPU's holds them.
+  ``busy`` is work + blocked (the active time less the waits). Its work per frame is the thread's
+  bar: when it is taller than every engine's, the host binds.
 
 The process's blocking calls, as a union over its threads, are ``host_sync_ns`` (as in version 1);
 ``drain_idle_ns`` is the GPU's idle time in the stretches where they end (each wait that returns to
@@ -22,7 +28,9 @@ import numpy as np
 
 from clusterbench.analyzers import intervals as iv
 from clusterbench.analyzers.model import GroupTrace
-from clusterbench.analyzers.records import Host, ThreadRef, ThreadStats
+from clusterbench.analyzers.held import CAUSES, Held
+from clusterbench.analyzers.links import Links
+from clusterbench.analyzers.records import BLOCK_CAUSES, BlockedCalls, Host, ThreadRef, ThreadStats
 from clusterbench.io.nsys import schema as S
 
 _KIND = {"launch": "launch", "graph_launch": "launch", "copy": "copy", "wait": "wait"}  # the rest: other
@@ -34,7 +42,10 @@ _ISSUE = np.array([c in S.ISSUE_CATEGORIES for c in S.API_CATEGORIES], dtype=boo
 CHUNK = iv.BLOCK  # API rows per step: bounds the memory of the clipped lengths
 
 
-def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frames: int | None) -> Host:
+def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frames: int | None,
+            links: Links | None = None, held: Held | None = None) -> Host:  # fmt: skip
+    """The launching threads of ``g`` in ``window`` (less ``setup_gaps``); with the group's ``links`` and
+    the calls the GPU ``held``, their blocked time (else none is known: work is busy)."""
     api = g.api
     if not api.tables:
         return Host(False, (), 0, ())
@@ -70,23 +81,13 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
         key = t[counted] * nk + kind_of_name[nm[touch][counted]]
         ns += np.bincount(key, weights=steady_len[counted], minlength=n_threads * nk)
         calls += np.bincount(key, minlength=n_threads * nk)
-    tot = api.totals
-    for t, c, n_ns, n_calls, a, b in zip(tot.thread.tolist(), tot.category.tolist(), tot.ns.tolist(), tot.calls.tolist(),
-                                         tot.first_ns.tolist(), tot.last_ns.tolist()):  # fmt: skip
-        if not mine[t]:
-            continue
-        k = int(_KIND_OF_CATEGORY[c])
-        ns[t * nk + k] += n_ns
-        calls[t * nk + k] += n_calls
-        first[t], last[t] = min(first[t], a), max(last[t], b)
-        issues[t] |= bool(_ISSUE[c]) and n_calls > 0
-
     # blocking waits: kept one by one (the reader keeps every wait call); unions per thread, and their
     # lengths inside the window, the steady window and each thread's busy stretch
     is_wait = kind_of_name == _KINDS.index("wait")
     wait_rows = np.flatnonzero(mine[api.thread] & is_wait[api.name]) if len(api) else np.empty(0, dtype=np.int64)
     w_s, w_e = api.start_ns[wait_rows], api.end_ns[wait_rows]  # kept calls come sorted by start
     wthread = api.thread[wait_rows]
+    blocked = _blocked(g, links, held, steady, issues) if links is not None and held is not None else None
     threads = []
     for t in np.flatnonzero(issues).tolist():
         m = wthread == t
@@ -105,8 +106,9 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
             launch_ns=int(row[0]), launch_calls=int(c[0]), copy_ns=int(row[1]), copy_calls=int(c[1]),
             wait_ns=int(row[2]), wait_calls=int(c[2]), other_ns=int(row[3]), other_calls=int(c[3]),
             active_ns=iv.length(window_active), busy_ns=busy_ns, frames=frames,
+            **(blocked.thread(t, busy_ns) if blocked is not None else {}),
         ))  # fmt: skip
-    threads.sort(key=lambda x: (-x.busy_ns, x.thread.tid))
+    threads.sort(key=lambda x: (-x.work_ns, x.thread.tid))
     del wthread
 
     # the process's blocking calls (every thread), as in version 1: the union clipped to the window
@@ -122,7 +124,62 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
     cu = iv.union(api.start_ns[copies], api.end_ns[copies])
     sync_copy_ns = int(iv.clipped_lengths(cu[0], cu[1], window).sum())
     sync_copy_names = tuple(sorted({api.names[i] for i in np.flatnonzero(np.bincount(api.name[copies], minlength=len(api.names))).tolist()}))
-    return Host(True, tuple(threads), host_sync_ns, tuple(names_in), sync_copy_ns, int(copies.size), sync_copy_names, drain_ns)
+    return Host(True, tuple(threads), host_sync_ns, tuple(names_in), sync_copy_ns, int(copies.size), sync_copy_names, drain_ns,
+                blocked.groups if blocked is not None else (), blocked is not None)  # fmt: skip
+
+
+def launching_mask(g: GroupTrace, host: Host) -> np.ndarray:
+    """Per thread of the trace's ApiCalls.threads, whether it is one of ``host``'s launching threads."""
+    want = {(t.thread.pid, t.thread.tid) for t in host.threads}
+    return np.array([(t.pid, t.tid) in want for t in g.api.threads], dtype=bool)
+
+
+class _Blocked:
+    """The held non-synchronizing calls of the launching threads that were blocked inside the window."""
+
+    def __init__(self, links: Links, held: Held, steady: iv.Intervals, launching: np.ndarray, names: tuple[str, ...]) -> None:
+        nb = ~held.wait & (held.blocked_ns > 0)
+        c = held.call[nb]
+        th = links.cthread[c].astype(np.int64)
+        keep = launching[th]
+        c, th = c[keep], th[keep]
+        self.call, self.thread_of = c, th
+        self.ns = held.blocked_ns[nb][keep]
+        self.cause = held.cause[nb][keep].astype(np.int64)
+        self.row = held.row[nb][keep]
+        self.depth = held.depth[nb][keep]
+        self.links = links
+        nc = len(CAUSES)
+        n_threads = launching.size
+        self.per = np.bincount(th * nc + self.cause, weights=self.ns, minlength=n_threads * nc).astype(np.int64).reshape(n_threads, nc)
+        self.count = np.bincount(th, minlength=n_threads)
+        # by (name, cause)
+        name = links.cname[c].astype(np.int64)
+        key = name * nc + self.cause
+        uniq, inv = np.unique(key, return_inverse=True)
+        inv = inv.reshape(-1)
+        call_ns = iv.clipped_lengths(links.cstart[c], links.cend[c], steady)
+        own = links.launch[self.row] == c
+        nbytes = np.where(own, links.nbytes[self.row], 0)
+        groups = []
+        for k, u in enumerate(uniq.tolist()):
+            m = inv == k
+            d = self.depth[m]
+            groups.append(BlockedCalls(
+                name=names[u // nc], cause=CAUSES[u % nc], calls=int(m.sum()), blocked_ns=int(self.ns[m].sum()),
+                call_ns=int(call_ns[m].sum()), bytes=int(nbytes[m].sum()), max_depth=int(d.max()) if (d >= 0).any() else None,
+            ))  # fmt: skip
+        groups.sort(key=lambda b: (-b.blocked_ns, b.name, b.cause))
+        self.groups = tuple(groups)
+
+    def thread(self, t: int, busy_ns: int) -> dict:
+        row = self.per[t]
+        by = tuple((c, int(row[CAUSES.index(c)])) for c in BLOCK_CAUSES if row[CAUSES.index(c)] > 0)
+        return {"blocked_ns": min(int(row.sum()), busy_ns), "blocked_by_cause": by, "held_calls": int(self.count[t])}
+
+
+def _blocked(g: GroupTrace, links: Links, held: Held, steady: iv.Intervals, launching: np.ndarray) -> _Blocked:
+    return _Blocked(links, held, steady, launching, links.names)
 
 
 def _drained(g: GroupTrace, wait_ends: np.ndarray, steady: iv.Intervals) -> int:

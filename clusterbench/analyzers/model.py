@@ -37,6 +37,7 @@ class EngineRecords:
     stream: np.ndarray
     pageable: np.ndarray | None  # copies
     name: np.ndarray | None  # kernels: index into GroupTrace.kernel_names
+    correlation: np.ndarray | None = None  # the CUPTI correlation id of each record (its launch call's)
 
     def __len__(self) -> int:
         return int(self.start_ns.size)
@@ -46,7 +47,7 @@ class EngineRecords:
             return None if a is None else a[m]
 
         return EngineRecords(self.engine, self.start_ns[m], self.end_ns[m], pick(self.bytes), self.stream[m],
-                             pick(self.pageable), pick(self.name))  # fmt: skip
+                             pick(self.pageable), pick(self.name), pick(self.correlation))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -66,6 +67,8 @@ class GroupTrace:
     overhead: ProfilerOverhead
     graph_trace: str | None
     srckind_read: bool
+    syncs: object = None  # the trace's SyncEvents (what each synchronizing call waited on), when read
+    events: object = None  # the trace's EventRecords (one per cudaEventRecord), when read
 
     @property
     def n_records(self) -> int:
@@ -96,11 +99,13 @@ def build(data: TraceData, pid: int, device: int, cache: dict | None = None) -> 
     groups already built from the same activity, so that reading and analysis build each one once."""
     key = (id(data.activity), pid, device)
     if cache is not None and key in cache:
-        return dataclasses.replace(cache[key], api=data.api, overhead=data.overhead)
+        return dataclasses.replace(cache[key], api=data.api, overhead=data.overhead, syncs=getattr(data, "syncs", None),
+                                   events=getattr(data, "event_records", None))  # fmt: skip
     act = data.activity
     one_group = act.pid.strides == (0,) and act.device.strides == (0,)
     engines: dict[str, EngineRecords] = {}
     bad: dict[str, EngineRecords] = {}
+    corr = getattr(act, "correlation", None)
     for code, name in enumerate(S.ENGINES):
         lo, hi = act.sections[code]
         if hi == lo:
@@ -118,6 +123,7 @@ def build(data: TraceData, pid: int, device: int, cache: dict | None = None) -> 
             name, s, e, act.bytes[sl] if has_bytes else None, act.stream[sl],
             act.pageable[sl] if name in S.COPY_ENGINES else None,
             act.kernel_name[sl] if name == "kernel" else None,
+            corr[sl] if corr is not None else None,
         )  # fmt: skip
         if m is not None:
             rec = rec.select(m)
@@ -137,7 +143,7 @@ def build(data: TraceData, pid: int, device: int, cache: dict | None = None) -> 
     out = GroupTrace(
         pid=pid, device=device, gpu_name=data.gpu_name(device), engines=engines, implausible=bad,
         kernel_names=act.kernel_names, first_ns=first, last_ns=last, holes=holes, api=data.api, overhead=data.overhead, graph_trace=data.graph_trace,
-        srckind_read=data.srckind_read,
+        srckind_read=data.srckind_read, syncs=getattr(data, "syncs", None), events=getattr(data, "event_records", None),
     )  # fmt: skip
     if cache is not None:
         cache[key] = out

@@ -398,9 +398,14 @@ class CopyClass:
 # --------------------------------------------------------------------------- host
 
 
+BLOCK_CAUSES = ("module_load", "implicit_sync", "pageable", "graph", "queue_full", "gpu_behind")
+
+
 @dataclass(frozen=True, slots=True)
 class ThreadStats:
-    """One thread that issues CUDA work in the window: its time in CUDA calls by kind and its busy time."""
+    """One thread that issues CUDA work in the window: its time in CUDA calls by kind, and its time
+    split into work (host code, and CUDA calls while nothing of the GPU's holds them), blocked (inside a
+    non-synchronizing call while the GPU runs work the call waits for) and wait (explicit waits)."""
 
     thread: ThreadRef
     launch_ns: int  # kernel and graph launches
@@ -412,18 +417,37 @@ class ThreadStats:
     other_ns: int  # every other CUDA call (events, queries, stream set-up, ...)
     other_calls: int
     active_ns: int  # from its first to its last CUDA call in the window
-    busy_ns: int  # active_ns minus its waits and the set-up gaps
+    busy_ns: int  # active_ns minus its waits and the set-up gaps (work + blocked)
     frames: int | None
+    blocked_ns: int = 0  # inside held non-synchronizing calls while the GPU ran work they waited for
+    blocked_by_cause: tuple[tuple[str, int], ...] = ()  # (cause, ns) for the causes present, BLOCK_CAUSES order
+    held_calls: int = 0  # non-synchronizing calls the GPU held
+
+    @property
+    def work_ns(self) -> int:
+        """Host code, and CUDA calls while nothing of the GPU's holds them: the thread's bar."""
+        return self.busy_ns - self.blocked_ns
 
     @property
     def us_per_frame(self) -> float | None:
         return U.us_per_frame_of(self.busy_ns, self.frames)
+
+    @property
+    def work_us_per_frame(self) -> float | None:
+        return U.us_per_frame_of(self.work_ns, self.frames)
+
+    @property
+    def calls(self) -> int:
+        return self.launch_calls + self.copy_calls + self.wait_calls + self.other_calls
 
     def to_json(self) -> dict:
         f = self.frames
         return {
             **self.thread.to_json(),
             "busy_ns": self.busy_ns, "us_per_frame": self.us_per_frame, "active_ns": self.active_ns,
+            "work_ns": self.work_ns, "work_us_per_frame": self.work_us_per_frame,
+            "blocked_ns": self.blocked_ns, "blocked_us_per_frame": U.us_per_frame_of(self.blocked_ns, f),
+            "blocked": dict(self.blocked_by_cause), "held_calls": self.held_calls,
             "launch_ns": self.launch_ns, "launch_calls": self.launch_calls, "launch_us_per_frame": U.us_per_frame_of(self.launch_ns, f),
             "copy_ns": self.copy_ns, "copy_calls": self.copy_calls, "copy_us_per_frame": U.us_per_frame_of(self.copy_ns, f),
             "wait_ns": self.wait_ns, "wait_calls": self.wait_calls, "wait_us_per_frame": U.us_per_frame_of(self.wait_ns, f),
@@ -432,11 +456,29 @@ class ThreadStats:
 
 
 @dataclass(frozen=True, slots=True)
+class BlockedCalls:
+    """The held non-synchronizing calls of one name and cause on the launching threads, inside the window
+    less its set-up gaps: how many, their blocked time, their calls' time, the bytes of their copies."""
+
+    name: str  # the call's base name (cudaLaunchKernel, cudaMemcpyAsync, ...)
+    cause: str  # one of BLOCK_CAUSES
+    calls: int
+    blocked_ns: int
+    call_ns: int  # the calls' whole time
+    bytes: int  # bytes of the releasing copies (pageable copies), 0 for the others
+    max_depth: int | None = None  # launches: the most rows issued and not ended on the device as one started
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "cause": self.cause, "calls": self.calls, "blocked_ns": self.blocked_ns,
+                "call_ns": self.call_ns, "bytes": self.bytes, "max_depth": self.max_depth}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class Host:
     """The host side: the launching threads, and the process's blocking calls."""
 
     known: bool  # the trace has CUDA API rows
-    threads: tuple[ThreadStats, ...]  # busiest first
+    threads: tuple[ThreadStats, ...]  # the most work first
     host_sync_ns: int  # union of the process's blocking calls, clipped to the window
     host_sync_calls: tuple[str, ...]
     sync_copy_ns: int = 0  # union of synchronous copy calls (cudaMemcpy, cuMemcpy*), clipped to the window
@@ -444,13 +486,83 @@ class Host:
     sync_copy_names: tuple[str, ...] = ()
     # the GPU's idle time, without set-up gaps, in the idle stretches where the process's blocking waits end
     drain_idle_ns: int = 0
+    blocked: tuple[BlockedCalls, ...] = ()  # the held calls of the launching threads, by name and cause
+    linked: bool = False  # the calls were linked to their GPU work (correlation ids): blocked time is known
 
     @property
     def busiest(self) -> ThreadStats | None:
         return self.threads[0] if self.threads else None
 
+    @property
+    def blocked_ns(self) -> int:
+        return sum(b.blocked_ns for b in self.blocked)
+
     def to_json(self) -> dict:
-        return {"known": self.known, "threads": [t.to_json() for t in self.threads], "drain_idle_ns": self.drain_idle_ns}
+        return {"known": self.known, "linked": self.linked, "threads": [t.to_json() for t in self.threads],
+                "drain_idle_ns": self.drain_idle_ns, "blocked_ns": self.blocked_ns,
+                "blocked": [b.to_json() for b in self.blocked]}  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the critical path
+
+PATH_RESOURCES = ("host", "launch", "kernel", "graph", "h2d", "d2h", "d2d", "p2p", "um_h2d", "um_d2h", "um_d2d",
+                  "memset", "other", "idle")  # the order parts are listed in when their time ties  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PathPart:
+    """One resource's time on the critical path: ``host:<tid>`` (a launching thread), an engine, ``launch``
+    (a launch delay: the row waited for its launch call with its stream's queue empty) or ``idle``."""
+
+    resource: str
+    ns: int
+    share: float  # of the path's length
+    thread: ThreadRef | None = None  # for host:<tid>
+
+    @property
+    def kind(self) -> str:
+        """``host`` for every launching thread, else the resource."""
+        return "host" if self.thread is not None else self.resource
+
+
+@dataclass(frozen=True, slots=True)
+class CriticalPath:
+    """The window's critical path (a backward last-arrival walk over the rows and the launching threads'
+    calls, docs/analyze.md): its length (the window's), split by resource, largest first."""
+
+    total_ns: int
+    parts: tuple[PathPart, ...]
+    kernels: tuple[tuple[str, int], ...]  # (kernel name, ns on the path), largest first
+    frames: int | None
+    steps: int  # nodes the walk visited
+    complete: bool  # False when a walk stopped early (correlation ids out of issue order)
+
+    def ns_of(self, resource: str) -> int:
+        """Time on the path of a resource; ``host`` sums every launching thread."""
+        return sum(p.ns for p in self.parts if p.resource == resource or p.kind == resource)
+
+    def share_of(self, resource: str) -> float:
+        return self.ns_of(resource) / self.total_ns if self.total_ns > 0 else 0.0
+
+    def key(self, p: PathPart) -> str:
+        """The JSON name of a part: ``host`` alone when one thread has all the host time."""
+        if p.thread is None:
+            return p.resource
+        return "host" if sum(1 for q in self.parts if q.thread is not None) == 1 else p.resource
+
+    def to_json(self) -> dict:
+        f = self.frames
+        return {
+            "total_ns": self.total_ns,
+            "shares": {self.key(p): p.share for p in self.parts},
+            "ns": {self.key(p): p.ns for p in self.parts},
+            "us_per_frame": {self.key(p): U.us_per_frame_of(p.ns, f) for p in self.parts} if f else None,
+            "threads": [{**p.thread.to_json(), "ns": p.ns, "share": p.share} for p in self.parts if p.thread is not None],
+            "kernels": [{"name": k, "ns": ns, "share": ns / self.total_ns if self.total_ns else 0.0,
+                         "us_per_frame": U.us_per_frame_of(ns, f)} for k, ns in self.kernels],  # fmt: skip
+            "steps": self.steps,
+            "complete": self.complete,
+        }
 
 
 # --------------------------------------------------------------------------- pacing
@@ -522,6 +634,7 @@ class GroupAnalysis:
     pacing_note: str | None = None  # why there is no pacing
     work_not_traced: WorkNotTraced | None = None
     graph_trace: str | None = None  # "graph", "node" or None (see TraceData.graph_trace)
+    critical_path: CriticalPath | None = None  # None: no CUDA API rows, or no launching thread
     findings: tuple[Finding, ...] = ()
 
     @property
@@ -562,6 +675,7 @@ class GroupAnalysis:
             "pacing_note": self.pacing_note,
             "work_not_traced": None if self.work_not_traced is None else self.work_not_traced.to_json(),
             "graph_trace": self.graph_trace,
+            "critical_path": None if self.critical_path is None else self.critical_path.to_json(),
             "notes": list(self.notes),
             "rules": [f.to_json() for f in self.findings],
         }

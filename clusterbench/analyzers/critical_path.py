@@ -1,0 +1,379 @@
+"""The critical path through the window: a backward last-arrival walk over the rows and the launching
+threads' calls (pure). docs/analyze.md ("Blocked time and the critical path") gives the definitions;
+in short:
+
+- a **row** R (entered at its end, or earlier when the row after it on the stream started while R
+  still ran) is R's resource from its start; before it comes the dependency with the latest release
+  at or before R.start: the latest-ending earlier row on its stream (released at its end, or at
+  R.start when it overlaps R), the event it waits for (cudaStreamWaitEvent), or its launch call
+  (released at the call's start; the gap is then ``launch``, else ``idle``). A device-launched row
+  with none of these follows the GPU's latest row that ended before it started;
+- **thread T at time t** (a launch call's start): host code and CUDA calls are ``host:T`` back to the
+  end of the row that released the last call the GPU held before t (a held wait, or a blocked
+  launch, copy or free), where the walk goes on; with no such call, ``host:T`` to the window start.
+
+The segments tile each window interval exactly, so the shares sum to 1. Every node's predecessor is
+computed with NumPy (stream order, correlation joins, per-thread orders); then one plain Python loop
+follows the chain from the end of each interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from clusterbench.analyzers import intervals as iv
+from clusterbench.analyzers.held import STREAM_WAIT_EVENT_CALLS, Held, _call_events, _event_sources, _names_mask
+from clusterbench.analyzers.links import NONE, Links
+from clusterbench.analyzers.records import PATH_RESOURCES, CriticalPath, PathPart, ThreadRef
+from clusterbench.io.nsys import schema as S
+
+IDLE, LAUNCH = 0, 1
+ENGINE0 = 2  # resource code of engine e: ENGINE0 + its code in schema.ENGINES
+HOST0 = 2 + len(S.ENGINES)  # resource code of launching thread t: HOST0 + its index in ApiCalls.threads
+_NEG = np.iinfo(np.int64).min // 4
+
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Walk:
+    """The path's segments, in time order per window interval: [start, end), a resource code (IDLE,
+    LAUNCH, ENGINE0 + engine, HOST0 + thread) and, for kernel rows, the kernel name (else -1)."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    resource: np.ndarray
+    kname: np.ndarray
+    steps: int  # nodes visited
+    complete: bool  # False when a walk stopped on a cycle (correlation ids out of issue order)
+
+    def totals(self, n_threads: int, n_kernels: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ns per resource code, ns per kernel name)."""
+        length = self.end_ns - self.start_ns
+        per = np.bincount(self.resource, weights=length, minlength=HOST0 + n_threads).astype(np.int64)
+        k = self.kname >= 0
+        kern = np.bincount(self.kname[k], weights=length[k], minlength=n_kernels).astype(np.int64)
+        return per, kern
+
+
+def _exit_rows(links: Links, held: Held) -> np.ndarray:
+    """Per call, the row the walk goes on to when it leaves the thread at that call: the row that
+    released it, when the GPU held it and that row ended after the call started (-1 otherwise)."""
+    ex = held.exit_row(links.n_calls)
+    has = ex >= 0
+    has[has] &= links.end[ex[has]] > links.cstart[has]
+    ex[~has] = NONE
+    return ex
+
+
+class _Threads:
+    """The calls of each thread in start order, and at each of them the last exit call so far."""
+
+    def __init__(self, links: Links, exit_row: np.ndarray) -> None:
+        self.links = links
+        self.exit_row = exit_row
+        th = links.cthread
+        n = th.size
+        one = n == 0 or bool((th == th[0]).all())
+        order = np.arange(n, dtype=np.int64) if one else np.argsort(th, kind="stable")  # calls come in start order
+        self.order = order
+        self.pos = order if one else np.empty(n, dtype=np.int64)
+        if not one:
+            self.pos[order] = np.arange(n, dtype=np.int64)
+        self.th = th if one else th[order]
+        self.cs = links.cstart if one else links.cstart[order]
+        counts = np.bincount(self.th.astype(np.int64), minlength=1) if n else np.zeros(1, np.int64)
+        first_of = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        is_exit = (exit_row >= 0) if one else (exit_row[order] >= 0)
+        last_exit = np.maximum.accumulate(np.where(is_exit, np.arange(n, dtype=np.int64), -1)) if n else np.empty(0, np.int64)
+        if not one:
+            last_exit[last_exit < first_of[self.th]] = -1
+        self.last_exit = last_exit
+        self._key: np.ndarray | None = None
+        self.base = int(self.cs.min()) if n else 0
+
+    def _keys(self, th: np.ndarray, t: np.ndarray) -> np.ndarray:
+        return (th.astype(np.int64) << 44) + np.clip(t - self.base, 0, (1 << 44) - 1)
+
+    @property
+    def key(self) -> np.ndarray:
+        if self._key is None:
+            self._key = self._keys(self.th, self.cs)
+        return self._key
+
+    def before(self, thread: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each (thread, t): the last exit call of the thread that starts before t and whose
+        releasing row ends by t, and that row (-1, -1 when none)."""
+        p = np.searchsorted(self.key, self._keys(thread, t), side="left") - 1  # the thread's last call starting before t
+        return self._from(p, thread.astype(np.int64), t)
+
+    def before_call(self, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``before`` at each call's own start: the calls before it on its thread."""
+        p = self.pos[calls] - 1
+        t = self.links.cstart[calls]
+        tie = np.flatnonzero(p >= 0)
+        tie = tie[self.cs[p[tie]] >= t[tie]]  # a call starting at the same time is not before it
+        if tie.size:
+            p[tie] = np.searchsorted(self.key, self._keys(self.th[self.pos[calls[tie]]], t[tie]), side="left") - 1
+        return self._from(p, self.links.cthread[calls].astype(np.int64), t)
+
+    def _from(self, p: np.ndarray, thread: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """From each thread-order position p (the last call before t), back to the last exit call whose
+        releasing row ends by t."""
+        end = self.links.end
+        call = np.full(t.size, NONE, dtype=np.int64)
+        row = np.full(t.size, NONE, dtype=np.int64)
+        todo = np.arange(t.size, dtype=np.int64)
+        while todo.size:
+            pp = p[todo]
+            ok = pp >= 0
+            if not ok.all():
+                todo, pp = todo[ok], pp[ok]
+            ok = self.th[pp] == thread[todo]
+            j = np.where(ok, self.last_exit[pp], -1)
+            has = j >= 0
+            if not has.all():
+                todo, j = todo[has], j[has]
+            c = self.order[j]
+            r = self.exit_row[c]
+            fits = end[r] <= t[todo]
+            call[todo], row[todo] = np.where(fits, c, NONE), np.where(fits, r, NONE)
+            # a releasing row that ends after t (calls that overlap on one thread): look before that call
+            todo = todo[~fits]
+            p[todo] = j[~fits] - 1
+        return call, row
+
+
+def _event_edges(links: Links, syncs, records) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
+    """Per row: the row it waits for through cudaStreamWaitEvent (the first row on the waiting stream
+    issued after the wait follows the last row on the recording stream issued before the latest
+    record of the event preceding the wait), or -1."""
+    src = np.full(links.n_rows, NONE, dtype=np.int64)
+    waits = np.flatnonzero(_names_mask(links, STREAM_WAIT_EVENT_CALLS))
+    if waits.size == 0:
+        return src, waits
+    ev = _call_events(links, waits, syncs)
+    _, x = _event_sources(links, ev, links.ccorr[waits], records)
+    target = links.first_on_stream_after(links.rank_of(links.cstream[waits]), links.ccorr[waits])
+    ok = (x >= 0) & (target >= 0)
+    x, target = x[ok], target[ok]
+    if x.size:
+        o = np.argsort(links.end[x], kind="stable")  # the latest-ending source wins per target
+        src[target[o]] = x[o]
+    return src, waits
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Graph:
+    """The walk's nodes: rows 0..n_rows-1, then the launch calls (the calls with GPU rows) as
+    n_rows + k for ``launchers[k]``; per node its predecessor (-1 for none), the time at which the walk
+    enters the predecessor (its release), and the resource of the stretch before the node's own part."""
+
+    pred: np.ndarray
+    rel: np.ndarray
+    low: np.ndarray
+    launchers: np.ndarray  # call index of call node n_rows + k
+    threads: _Threads
+
+
+def predecessors(links: Links, held: Held, syncs=None, records=None) -> Graph:  # noqa: ANN001
+    """Every node's predecessor (module docstring), with NumPy over the columns."""
+    n = links.n_rows
+    launchers = np.flatnonzero(links.own_hi > links.own_lo) if links.n_calls else np.empty(0, np.int64)
+    m = launchers.size
+    node_of_call = np.full(links.n_calls, NONE, dtype=np.int64)
+    node_of_call[launchers] = n + np.arange(m, dtype=np.int64)
+    pred = np.full(n + m, NONE, dtype=np.int64)
+    rel = np.full(n + m, _NEG, dtype=np.int64)
+    low = np.full(n + m, IDLE, dtype=np.int64)
+    s, e = links.start, links.end
+    th = _Threads(links, _exit_rows(links, held))
+    if n:
+        # stream: the latest-ending earlier row of the stream (entered at R.start when it overlaps R)
+        bs = links.by_stream
+        pos = np.empty(n, dtype=np.int64)
+        pos[bs] = np.arange(n, dtype=np.int64)
+        prev = pos - 1
+        first = links.seg_lo[links.srank.astype(np.int64)]
+        has = prev >= first
+        sp = np.full(n, NONE, dtype=np.int64)
+        sp[has] = bs[links.latest[prev[has]]]
+        sp_ok = sp >= 0
+        sp_ok[sp_ok] &= s[sp[sp_ok]] <= s[sp_ok]
+        best = np.where(sp_ok, np.minimum(e[np.maximum(sp, 0)], s), _NEG)
+        pr = np.where(sp_ok, sp, NONE)
+        lw = np.full(n, IDLE, dtype=np.int64)
+        # events
+        ev_src, _ = _event_edges(links, syncs, records)
+        ev_ok = ev_src >= 0
+        if ev_ok.any():
+            ev_ok[ev_ok] &= e[ev_src[ev_ok]] <= s[ev_ok]  # an event the row did not wait for is no dependency
+            ev_rel = np.where(ev_ok, e[np.maximum(ev_src, 0)], _NEG)
+            better = ev_rel > best
+            best[better], pr[better] = ev_rel[better], ev_src[better]
+        # launch call; the latest release wins (ties: stream, then event, then launch)
+        lc = links.launch
+        lc_ok = lc >= 0
+        lc_ok[lc_ok] &= links.cstart[lc[lc_ok]] <= s[lc_ok]
+        lc_rel = np.where(lc_ok, links.cstart[np.maximum(lc, 0)], _NEG)
+        better = lc_rel > best
+        best[better], pr[better], lw[better] = lc_rel[better], node_of_call[lc[better]], LAUNCH
+        # a device-launched row with none of these: the GPU's latest row that ended by its start
+        orphan = np.flatnonzero((pr < 0) & links.device_launched)
+        if orphan.size:
+            ends = e[links.by_end]
+            k = np.searchsorted(ends, s[orphan], side="right") - 1
+            r = np.where(k >= 0, links.by_end[np.maximum(k, 0)], NONE)
+            k = np.where(r == orphan, k - 1, k)  # not itself (a zero-length row)
+            r = np.where(k >= 0, links.by_end[np.maximum(k, 0)], NONE)
+            ok = r >= 0
+            pr[orphan[ok]] = r[ok]
+            best[orphan[ok]] = e[r[ok]]
+        pred[:n], rel[:n], low[:n] = pr, np.where(pr >= 0, best, _NEG), lw
+    if m:
+        # thread T at a launch call's start: back to the row that released T's last held call
+        _, row = th.before_call(launchers)
+        pred[n:] = row
+        rel[n:] = np.where(row >= 0, e[np.maximum(row, 0)], _NEG)
+        low[n:] = HOST0 + links.cthread[launchers].astype(np.int64)
+    return Graph(pred, rel, low, launchers, th)
+
+
+def walk(links: Links, held: Held, window: iv.Intervals, launching: np.ndarray, syncs=None, records=None) -> Walk:  # noqa: ANN001
+    """The critical path of each window interval. ``launching``: per thread of ApiCalls.threads,
+    whether it is a launching thread (its calls can end the walk's first step)."""
+    ws, we = window
+    n = links.n_rows
+    gr = predecessors(links, held, syncs, records)
+    pred, rel, low, th = gr.pred, gr.rel, gr.low, gr.threads
+
+    # the first node of each interval: the latest-ending row or launching-thread call ending by w1
+    k = int(ws.size)
+    row_end = links.end[links.by_end] if n else np.empty(0, np.int64)
+    kr = np.searchsorted(row_end, we, side="right") - 1
+    r0 = np.where(kr >= 0, links.by_end[np.maximum(kr, 0)] if n else NONE, NONE)
+    r0_end = np.where(r0 >= 0, links.end[np.maximum(r0, 0)] if n else _NEG, _NEG)
+    mine = np.flatnonzero(launching[links.cthread]) if links.n_calls and launching.size else np.empty(0, np.int64)
+    c_order = mine[np.argsort(links.cend[mine], kind="stable")]
+    c_end = links.cend[c_order]
+    kc = np.searchsorted(c_end, we, side="right") - 1
+    c0 = np.where(kc >= 0, c_order[np.maximum(kc, 0)] if c_order.size else NONE, NONE)
+    c0_end = np.where(c0 >= 0, links.cend[np.maximum(c0, 0)] if links.n_calls else _NEG, _NEG)
+    use_call = c0_end > r0_end  # ties: the row
+    first_end = np.where(use_call, c0_end, r0_end)
+    # starting at a call: thread T at its end, back to the row that released its last held call
+    start_node = np.where(use_call, NONE, r0)
+    head_lo = np.full(k, _NEG, dtype=np.int64)  # the host stretch of a call start: [head_lo, first_end]
+    if use_call.any():
+        idx = np.flatnonzero(use_call)
+        _, row = th.before(links.cthread[c0[idx]], first_end[idx])
+        start_node[idx] = row
+        head_lo[idx] = np.where(row >= 0, links.end[np.maximum(row, 0)] if n else _NEG, _NEG)
+    head_res = np.where(use_call, HOST0 + (links.cthread[np.maximum(c0, 0)].astype(np.int64) if links.n_calls else 0), IDLE)
+
+    # one plain loop per interval along the chain of predecessors
+    pred_l, rel_l = memoryview(pred), memoryview(rel)  # no copy; indexing gives Python ints
+    steps: list[int] = []
+    add = steps.append
+    bounds = [0]
+    complete = True
+    bounded = range(pred.size + 1)  # each node at most once per interval: past this, a cycle
+    for w0, node, fe in zip(ws.tolist(), start_node.tolist(), first_end.tolist()):
+        i = node if fe > w0 else NONE
+        if i >= 0:
+            for _ in bounded:
+                add(i)
+                if rel_l[i] <= w0:  # no predecessor (rel is far below), or the walk reached w0
+                    break
+                i = pred_l[i]
+            else:
+                complete = False
+        bounds.append(len(steps))
+    nodes = np.asarray(steps, dtype=np.int64)
+    per_interval = np.diff(np.asarray(bounds, dtype=np.int64))
+    owner = np.repeat(np.arange(k), per_interval)
+    w0s = ws[owner]
+
+    # each node's stretch: [lo, mid] its predecessor's gap (or host), [mid, top] its own row
+    is_row = nodes < n
+    top = np.empty(nodes.size, dtype=np.int64)
+    if nodes.size:
+        top[1:] = rel[nodes[:-1]]
+        heads = np.asarray(bounds[:-1], dtype=np.int64)[per_interval > 0]
+        top[heads] = np.where(head_lo[per_interval > 0] > _NEG, head_lo[per_interval > 0], first_end[per_interval > 0])
+    top = np.maximum(top, w0s)
+    rows_i = np.where(is_row, nodes, 0)
+    calls_i = np.where(is_row, 0, gr.launchers[np.where(is_row, 0, nodes - n)] if gr.launchers.size else 0)
+    mid = np.where(is_row, links.start[rows_i] if n else 0, links.cstart[calls_i] if links.n_calls else 0)
+    lo = np.maximum(rel[nodes], w0s)
+    mid = np.clip(mid, lo, top)
+    own_res = np.where(is_row, ENGINE0 + (links.engine[rows_i].astype(np.int64) if n else 0), IDLE)
+    own_k = np.where(is_row, links.kname[rows_i] if n else -1, -1)
+    low_res = low[nodes]
+
+    # the stretch after the walk's first node, and before the last one (a walk that reached no
+    # dependency: idle before a row, the thread's host code before a call)
+    seg_s = [mid, lo]
+    seg_e = [top, mid]
+    seg_r = [own_res, low_res]
+    seg_k = [own_k, np.full(nodes.size, -1, dtype=np.int64)]
+    tail_s = np.where(first_end > ws, np.maximum(first_end, ws), ws)
+    seg_s.append(np.minimum(tail_s, we))
+    seg_e.append(we)
+    seg_r.append(np.full(k, IDLE, dtype=np.int64))
+    seg_k.append(np.full(k, -1, dtype=np.int64))
+    has_head = head_lo > _NEG
+    hs = np.where(has_head, np.maximum(head_lo, ws), ws)
+    he = np.where(use_call, np.clip(first_end, ws, we), ws)
+    hs = np.minimum(hs, he)
+    seg_s.append(hs)
+    seg_e.append(he)
+    seg_r.append(head_res)
+    seg_k.append(np.full(k, -1, dtype=np.int64))
+    # a walk cut short (a cycle: correlation ids out of issue order): the rest of the interval is idle
+    if nodes.size and not complete:
+        last = np.asarray(bounds[1:], dtype=np.int64)[per_interval > 0] - 1
+        seg_s.append(ws[per_interval > 0].astype(np.int64))
+        seg_e.append(lo[last])
+        seg_r.append(np.full(last.size, IDLE, dtype=np.int64))
+        seg_k.append(np.full(last.size, -1, dtype=np.int64))
+    ss = np.concatenate(seg_s)
+    ee = np.concatenate(seg_e)
+    rr = np.concatenate(seg_r)
+    kk = np.concatenate(seg_k)
+    keep = ee > ss
+    ss, ee, rr, kk = ss[keep], ee[keep], rr[keep], kk[keep]
+    o = np.argsort(ss, kind="stable")
+    return Walk(ss[o], ee[o], rr[o], kk[o], int(nodes.size), complete)
+
+
+def measure(links: Links, held: Held, window: iv.Intervals, launching: np.ndarray, frames: int | None,
+            threads: tuple, syncs=None, records=None) -> CriticalPath:  # noqa: ANN001  # fmt: skip
+    """The critical path of ``window`` (every interval walked on its own, the parts summed), split by
+    resource: ``host:<tid>`` per launching thread, each engine (kernels also by name), ``launch``, ``idle``.
+    ``threads``: ApiCalls.threads (for the thread names)."""
+    w = walk(links, held, window, launching, syncs, records)
+    return summarize(w, links, window, frames, threads)
+
+
+def summarize(w: Walk, links: Links, window: iv.Intervals, frames: int | None, threads: tuple) -> CriticalPath:
+    """The parts of a walk, largest first."""
+    total = int((window[1] - window[0]).sum())
+    per, kern = w.totals(len(threads), len(links.kernel_names))
+    parts = []
+    for code in np.flatnonzero(per).tolist():
+        ns = int(per[code])
+        if code == IDLE:
+            parts.append(PathPart("idle", ns, ns / total))
+        elif code == LAUNCH:
+            parts.append(PathPart("launch", ns, ns / total))
+        elif code < HOST0:
+            parts.append(PathPart(S.ENGINES[code - ENGINE0], ns, ns / total))
+        else:
+            t = threads[code - HOST0]
+            parts.append(PathPart(f"host:{t.tid}", ns, ns / total, ThreadRef(t.pid, t.tid, t.name)))
+    order = {r: i for i, r in enumerate(PATH_RESOURCES)}
+    parts.sort(key=lambda p: (-p.ns, order.get(p.kind, 99), p.resource))
+    kernels = sorted(((links.kernel_names[i], int(kern[i])) for i in np.flatnonzero(kern).tolist()), key=lambda x: (-x[1], x[0]))
+    return CriticalPath(total, tuple(parts), tuple(kernels), frames, w.steps, w.complete)

@@ -1,0 +1,313 @@
+"""CUDA calls linked to their GPU work (pure): one (process, device) group's rows and its process's
+calls, joined by correlation id, with the orders the blocked-time and critical-path analyzers walk.
+
+- **rows**: every GPU record of the group (kernels, graph executions, copies, memsets; records with
+  an impossible rate are left out, as everywhere), one set of arrays over all engines;
+- **calls**: every CUDA API call of the group's process, in start order;
+- **launch**: per row, its launch call, the call with the same correlation id (-1 for none: work
+  the device launched, whose correlation id matches no host call, or a call outside the part of the
+  trace read); per call, its own rows;
+- **issue order**: CUPTI numbers the calls in the order they are made, so "issued before c" is
+  "correlation id smaller than c's" for rows that have a launch call; rows without one are ordered
+  by time instead (docs/analyze.md, "Blocked time and the critical path");
+- **stream order**: the rows of each stream in issue order (ties, such as the kernel nodes of one
+  graph launch or the device's own launches, by start), with, at each position, the latest-ending
+  row so far;
+- **queue depth** at a call (:meth:`Links.queue_depth`): the rows issued before it and not yet
+  ended when it starts, on its stream and on the whole device (the context's queue).
+
+Every array is built with NumPy over the columns (sorts of nearly sorted keys, joins by binary
+search); nothing here loops over rows in Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from clusterbench.analyzers.model import GroupTrace
+from clusterbench.io.nsys import schema as S
+
+NONE = -1
+_PACK = 40  # corr ids (CUPTI's are 32-bit) below 2**40; stream ranks above
+_TIME_BITS = 43  # times relative to the group's first row, below 2**43 ns (about 2.4 hours)
+_ENGINE = {name: code for code, name in enumerate(S.ENGINES)}
+
+WAIT = S.API_CODE["wait"]
+ISSUE_CODES = np.array([S.API_CODE[c] for c in ("launch", "graph_launch", "copy")], dtype=np.int8)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Links:
+    """One group's rows and its process's calls, joined (see the module docstring). Row arrays are
+    indexed by row, call arrays by call (the process's calls, 0..n_calls-1, in start order)."""
+
+    pid: int
+    device: int
+    api_known: bool  # the trace has CUDA API rows
+    # rows
+    start: np.ndarray
+    end: np.ndarray
+    stream: np.ndarray  # int64 stream id
+    srank: np.ndarray  # int32 rank of the stream among the group's streams
+    streams: np.ndarray  # the group's stream ids, sorted (srank indexes it)
+    corr: np.ndarray
+    engine: np.ndarray  # int8 code into schema.ENGINES
+    kname: np.ndarray  # int32 kernel name (index into kernel_names), -1 for other rows
+    pageable: np.ndarray  # bool: a copy with pageable host memory
+    nbytes: np.ndarray  # int64 (0 for kernels and graphs)
+    kernel_names: tuple[str, ...]
+    launch: np.ndarray  # per row: its launch call, or -1
+    # calls
+    api_index: np.ndarray  # per call: its index in the trace's ApiCalls
+    cstart: np.ndarray
+    cend: np.ndarray
+    cthread: np.ndarray  # index into ApiCalls.threads
+    cname: np.ndarray  # index into ApiCalls.names
+    ccorr: np.ndarray
+    cstream: np.ndarray  # the stream the call names, -1 when none
+    ccat: np.ndarray  # int8 category code (schema.API_CATEGORIES)
+    names: tuple[str, ...]  # ApiCalls.names
+    # orders
+    by_corr: np.ndarray  # rows in issue order (correlation id, then start)
+    own_lo: np.ndarray  # per call: its own rows are by_corr[own_lo:own_hi]
+    own_hi: np.ndarray
+    by_stream: np.ndarray  # rows in stream order (stream rank, correlation id, start)
+    seg_lo: np.ndarray  # per stream rank: its rows are by_stream[seg_lo:seg_hi]
+    seg_hi: np.ndarray
+    latest: np.ndarray  # per stream-order position: the position of the latest-ending row so far on its stream
+    by_end: np.ndarray  # rows in end order
+    own_last: np.ndarray  # per call: its own row with the latest end, or -1
+    own_done: np.ndarray  # per call: its own row with the latest end at or before the call's end, or -1
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.start.size)
+
+    @property
+    def n_calls(self) -> int:
+        return int(self.cstart.size)
+
+    @property
+    def device_launched(self) -> np.ndarray:
+        """Rows with no launch call among the calls read (work the device launched, or a call outside
+        the part of the trace read): ordered by time, not by correlation id."""
+        return self.launch < 0
+
+    def pack(self, srank: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        """The stream-order key of (stream rank, correlation id)."""
+        return (srank.astype(np.int64) << _PACK) | np.clip(corr, 0, (1 << _PACK) - 1)
+
+    def stream_keys(self) -> np.ndarray:
+        bs = self.by_stream
+        return self.pack(self.srank[bs], self.corr[bs])
+
+    def rank_of(self, stream_ids: np.ndarray) -> np.ndarray:
+        """The stream rank of each stream id, -1 for a stream with no row in the group."""
+        r = np.searchsorted(self.streams, stream_ids)
+        r = np.minimum(r, max(self.streams.size - 1, 0))
+        ok = (self.streams.size > 0) & (self.streams[r] == stream_ids) if self.streams.size else np.zeros(r.shape, bool)
+        return np.where(ok, r, NONE).astype(np.int64)
+
+    def last_on_stream_before(self, srank: np.ndarray, corr: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
+        """Per query, the latest-ending row on stream ``srank`` issued before correlation id ``corr``
+        (the rows of the stream with a smaller correlation id), or -1."""
+        out = np.full(srank.shape, NONE, dtype=np.int64)
+        ok = srank >= 0
+        if not ok.any() or self.n_rows == 0:
+            return out
+        keys = self.stream_keys() if keys is None else keys
+        q = self.pack(srank[ok], corr[ok])
+        pos = np.searchsorted(keys, q, side="left") - 1
+        lo = self.seg_lo[srank[ok]]
+        has = pos >= lo
+        res = np.full(q.shape, NONE, dtype=np.int64)
+        res[has] = self.by_stream[self.latest[pos[has]]]
+        out[ok] = res
+        return out
+
+    def first_on_stream_after(self, srank: np.ndarray, corr: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
+        """Per query, the first row on stream ``srank`` issued after correlation id ``corr``, or -1."""
+        out = np.full(srank.shape, NONE, dtype=np.int64)
+        ok = srank >= 0
+        if not ok.any() or self.n_rows == 0:
+            return out
+        keys = self.stream_keys() if keys is None else keys
+        q = self.pack(srank[ok], corr[ok])
+        pos = np.searchsorted(keys, q, side="right")
+        hi = self.seg_hi[srank[ok]]
+        has = pos < hi
+        res = np.full(q.shape, NONE, dtype=np.int64)
+        res[has] = self.by_stream[pos[has]]
+        out[ok] = res
+        return out
+
+    def own_rows(self, call: int) -> np.ndarray:
+        return self.by_corr[self.own_lo[call] : self.own_hi[call]]
+
+    def queue_depth(self, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each call of ``calls``: (rows of the device, rows on the call's own stream) issued
+        before it and not yet ended when it starts. A row with a launch call is issued before c when
+        its correlation id is smaller; a row without one (device-launched) counts while it runs.
+        Each stream runs its rows in issue order, so on a stream the rows issued before c that have
+        ended by c.start are the first ones: counted by binary search, one pass per stream."""
+        calls = np.asarray(calls, dtype=np.int64)
+        ctx = np.zeros(calls.size, dtype=np.int64)
+        own = np.zeros(calls.size, dtype=np.int64)
+        if calls.size == 0 or self.n_rows == 0:
+            return ctx, own
+        t, x = self.cstart[calls], self.ccorr[calls]
+        my_rank = self.rank_of(self.cstream[calls])
+        host = ~self.device_launched
+        bs = self.by_stream
+        keys = self.stream_keys()
+        for r in range(self.streams.size):
+            lo, hi = int(self.seg_lo[r]), int(self.seg_hi[r])
+            seg = bs[lo:hi]
+            hs = host[seg]
+            if not hs.any():
+                continue
+            seg_h = seg[hs]
+            # issued before: a prefix in stream order; ended by t: a prefix of it, as ends follow issue order
+            p = np.searchsorted(keys[lo:hi][hs], self.pack(np.full(x.size, r), x), side="left")
+            ends = np.maximum.accumulate(self.end[seg_h])
+            q = np.searchsorted(ends, t, side="right")
+            n = p - np.minimum(p, q)
+            ctx += n
+            own += np.where(my_rank == r, n, 0)
+        dev = self.device_launched
+        if dev.any():  # device-launched rows: running at c.start
+            ds, de = np.sort(self.start[dev]), np.sort(self.end[dev])
+            running = np.searchsorted(ds, t, side="right") - np.searchsorted(de, t, side="right")
+            ctx += running
+            run_s = np.zeros(calls.size, dtype=np.int64)
+            for r in np.unique(self.srank[dev]).tolist():
+                m = dev & (self.srank == r)
+                rs, re_ = np.sort(self.start[m]), np.sort(self.end[m])
+                run_s += np.where(my_rank == r, np.searchsorted(rs, t, side="right") - np.searchsorted(re_, t, side="right"), 0)
+            own += run_s
+        return ctx, own
+
+
+def _rows(g: GroupTrace) -> tuple[np.ndarray, ...]:
+    parts = [(code, r) for code, r in ((_ENGINE[n], r) for n, r in g.engines.items()) if len(r)]
+    if not parts:
+        e64 = np.empty(0, dtype=np.int64)
+        return e64, e64, e64, e64, np.empty(0, np.int8), np.empty(0, np.int32), np.empty(0, bool), e64
+    start = np.concatenate([r.start_ns for _, r in parts]).astype(np.int64, copy=False)
+    end = np.concatenate([r.end_ns for _, r in parts]).astype(np.int64, copy=False)
+    stream = np.concatenate([r.stream for _, r in parts]).astype(np.int64, copy=False)
+    corr = np.concatenate([_corr(r) for _, r in parts]).astype(np.int64, copy=False)
+    engine = np.concatenate([np.full(len(r), c, dtype=np.int8) for c, r in parts])
+    kname = np.concatenate([r.name.astype(np.int32) if r.name is not None else np.full(len(r), NONE, np.int32) for _, r in parts])
+    pageable = np.concatenate([r.pageable if r.pageable is not None else np.zeros(len(r), bool) for _, r in parts])
+    nbytes = np.concatenate([r.bytes.astype(np.int64) if r.bytes is not None else np.zeros(len(r), np.int64) for _, r in parts])
+    return start, end, stream, corr, engine, kname, pageable, nbytes
+
+
+def _corr(r) -> np.ndarray:  # noqa: ANN001
+    c = getattr(r, "correlation", None)
+    return c if c is not None else np.zeros(len(r), dtype=np.int64)
+
+
+def build(g: GroupTrace) -> Links:
+    """The links of group ``g`` (its rows, its process's calls)."""
+    start, end, stream, corr, engine, kname, pageable, nbytes = _rows(g)
+    n = start.size
+    api = g.api
+    api_known = bool(api.tables) and len(api) > 0 and getattr(api, "correlation", None) is not None
+    if api_known:
+        tpid = api.thread_pid()
+        mine = tpid[api.thread] == g.pid
+        if bool(mine.all()):
+            api_index = np.arange(len(api), dtype=np.int64)
+            pick = slice(None)
+        else:
+            api_index = np.flatnonzero(mine)
+            pick = api_index
+        cstart = api.start_ns[pick].astype(np.int64, copy=False)
+        cend = api.end_ns[pick].astype(np.int64, copy=False)
+        cthread = api.thread[pick]
+        cname = api.name[pick]
+        ccorr = api.correlation[pick].astype(np.int64, copy=False)
+        cstream = api.stream[pick].astype(np.int64, copy=False)
+        ccat = api.name_category[cname] if len(api.names) else np.empty(0, np.int8)
+        names = api.names
+    else:
+        api_index = np.empty(0, dtype=np.int64)
+        cstart = cend = ccorr = cstream = api_index
+        cthread = cname = np.empty(0, dtype=np.int32)
+        ccat = np.empty(0, dtype=np.int8)
+        names = api.names if api.tables else ()
+
+    # issue order: correlation id, ties by start (rows come sorted by start within each engine)
+    o = np.argsort(start, kind="stable")
+    by_corr = o[np.argsort(corr[o], kind="stable")]
+
+    # each row's launch call, each call's own rows (a join of two sorted columns)
+    launch = np.full(n, NONE, dtype=np.int64)
+    own_lo = np.zeros(cstart.size, dtype=np.int64)
+    own_hi = np.zeros(cstart.size, dtype=np.int64)
+    if cstart.size and n:
+        co = np.argsort(ccorr, kind="stable")
+        cc = ccorr[co]
+        rc = corr[by_corr]
+        at = np.searchsorted(cc, rc, side="left")
+        at_c = np.minimum(at, cc.size - 1)
+        hit = (cc[at_c] == rc) & (rc > 0)
+        launch[by_corr[hit]] = co[at_c[hit]]
+        own_lo[co] = np.searchsorted(rc, cc, side="left")
+        own_hi[co] = np.searchsorted(rc, cc, side="right")
+        none = cc <= 0
+        if none.any():
+            own_hi[co[none]] = own_lo[co[none]]
+
+    # stream order
+    streams, srank = np.unique(stream, return_inverse=True) if n else (np.empty(0, np.int64), np.empty(0, np.int64))
+    srank = srank.reshape(-1).astype(np.int16 if streams.size < (1 << 15) else np.int32)
+    by_stream = by_corr[np.argsort(srank[by_corr], kind="stable")]
+    ranks = srank[by_stream]
+    bounds = np.searchsorted(ranks, np.arange(streams.size + 1))
+    seg_lo, seg_hi = bounds[:-1].astype(np.int64), bounds[1:].astype(np.int64)
+    latest = np.zeros(n, dtype=np.int64)
+    if n:
+        base = int(start.min())
+        rel = end[by_stream] - base
+        key = (ranks.astype(np.int64) << _TIME_BITS) + np.clip(rel, 0, (1 << _TIME_BITS) - 1)
+        run = np.maximum.accumulate(key)
+        pos = np.arange(n, dtype=np.int64)
+        latest = np.maximum.accumulate(np.where(key == run, pos, 0))
+    by_end = np.argsort(end, kind="stable")
+    own_last, own_done = _own_latest(by_corr, launch, end, cend)
+    return Links(
+        pid=g.pid, device=g.device, api_known=api_known,
+        start=start, end=end, stream=stream, srank=srank, streams=streams, corr=corr, engine=engine, kname=kname,
+        pageable=pageable, nbytes=nbytes, kernel_names=g.kernel_names, launch=launch,
+        api_index=api_index, cstart=cstart, cend=cend, cthread=cthread, cname=cname, ccorr=ccorr, cstream=cstream,
+        ccat=ccat, names=tuple(names),
+        by_corr=by_corr, own_lo=own_lo, own_hi=own_hi, by_stream=by_stream, seg_lo=seg_lo, seg_hi=seg_hi,
+        latest=latest, by_end=by_end, own_last=own_last, own_done=own_done,
+    )  # fmt: skip
+
+
+def _own_latest(by_corr: np.ndarray, launch: np.ndarray, end: np.ndarray, cend: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per call: its own row with the latest end, and the one with the latest end at or before the
+    call's end (-1 when none). The rows with a launch call, in issue order, come in one run per call."""
+    last = np.full(cend.size, NONE, dtype=np.int64)
+    done = np.full(cend.size, NONE, dtype=np.int64)
+    rows = by_corr[launch[by_corr] >= 0]
+    if rows.size == 0:
+        return last, done
+    call = launch[rows]
+    starts = np.flatnonzero(np.concatenate([[True], call[1:] != call[:-1]]))
+    owner = call[starts]
+    e = end[rows]
+    pos = np.arange(rows.size, dtype=np.int64)
+    for out, vals in ((last, e), (done, np.where(e <= cend[call], e, np.iinfo(np.int64).min))):
+        best = np.maximum.reduceat(vals, starts)
+        runs = np.repeat(np.arange(starts.size), np.diff(np.append(starts, rows.size)))
+        at = np.maximum.reduceat(np.where(vals == best[runs], pos, -1), starts)
+        ok = best > np.iinfo(np.int64).min
+        out[owner[ok]] = rows[at[ok]]
+    return last, done
