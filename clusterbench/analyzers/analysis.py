@@ -37,6 +37,7 @@ from clusterbench.analyzers import links as links_mod
 from clusterbench.analyzers import model as model_mod
 from clusterbench.analyzers import pacing as pacing_mod
 from clusterbench.analyzers import rules as R
+from clusterbench.analyzers import verdict as verdict_mod
 from clusterbench.analyzers import window as window_mod
 from clusterbench.analyzers.records import GroupAnalysis, Throughput, TraceAnalysis
 from clusterbench.errors import InputError, TraceError
@@ -206,7 +207,8 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     host = host_mod.measure(g, w.intervals, setup_iv, n, links, held)
     path = None
     if links.api_known and host.threads:
-        path = path_mod.measure(links, held, w.intervals, host_mod.launching_mask(g, host), n, g.api.threads, g.syncs, g.events)
+        path = path_mod.measure(links, held, w.intervals, setup_iv, host_mod.launching_mask(g, host), n, g.api.threads,
+                                g.syncs, g.events)  # fmt: skip
     roof, busy = busy_mod.roofline(busy, host.threads, n)
     kernel_busy = busy.engines["kernel"].busy_ns if "kernel" in busy.engines else 0
     kernels = kernels_mod.by_name(g, w.intervals, n, kernel_busy)
@@ -237,6 +239,7 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
         host=host, throughput=throughput, kernels=kernels, copies=copies, pacing=pacing, pacing_note=pacing_note,
         work_not_traced=hidden, graph_trace=g.graph_trace, critical_path=path,
     )  # fmt: skip
+    out = dataclasses.replace(out, binding=verdict_mod.judge(out))
     return dataclasses.replace(out, findings=R.evaluate(out))
 
 
@@ -292,3 +295,14 @@ def analyze_trace(path: str | os.PathLike[str], **options: Any) -> TraceAnalysis
     cache: dict = {}
     data = load_trace(path, req=req, cache=cache)
     return analyze(data, req=req, trace_label=str(Path(path)), cache=cache)
+
+
+def critical_path_walk(data: TraceData, group: GroupAnalysis) -> path_mod.Walk | None:
+    """The segments of ``group``'s critical path (a GroupAnalysis of ``data``), for the picture and the
+    trace export; None when it has none (no CUDA API rows, or no launching thread)."""
+    if group.critical_path is None:
+        return None
+    g = model_mod.build(data, group.pid, group.device)
+    links = links_mod.build(g)
+    held = held_mod.find(links, group.window.intervals, g.syncs, g.events)
+    return path_mod.walk(links, held, group.window.intervals, host_mod.launching_mask(g, group.host), g.syncs, g.events)

@@ -164,6 +164,29 @@ def _event_edges(links: Links, syncs, records) -> tuple[np.ndarray, np.ndarray]:
     return src, waits
 
 
+COPY_CODES = tuple(S.ENGINE_CODE[e] for e in S.ENGINES if e in S.COPY_ENGINES)
+
+
+def _engine_predecessors(links: Links) -> np.ndarray:
+    """Per copy row: the latest-ending other row of its copy engine that ended at or before its start
+    (-1 for none, and for rows that are not copies)."""
+    out = np.full(links.n_rows, NONE, dtype=np.int64)
+    if links.n_rows == 0:
+        return out
+    be = links.by_end
+    eng = links.engine[be]
+    for code in COPY_CODES:
+        rows = be[eng == code]  # this engine's rows in end order
+        if rows.size < 2:
+            continue
+        ends = links.end[rows]
+        k = np.searchsorted(ends, links.start[rows], side="right") - 1
+        k = np.where((k >= 0) & (rows[np.maximum(k, 0)] == rows), k - 1, k)  # not itself (zero length)
+        ok = k >= 0
+        out[rows[ok]] = rows[k[ok]]
+    return out
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Graph:
     """The walk's nodes: rows 0..n_rows-1, then the launch calls (the calls with GPU rows) as
@@ -212,7 +235,15 @@ def predecessors(links: Links, held: Held, syncs=None, records=None) -> Graph:  
             ev_rel = np.where(ev_ok, e[np.maximum(ev_src, 0)], _NEG)
             better = ev_rel > best
             best[better], pr[better] = ev_rel[better], ev_src[better]
-        # launch call; the latest release wins (ties: stream, then event, then launch)
+        # engine: a copy follows the latest-ending earlier copy of its engine (one direction's copies take
+        # turns on its copy engine, whatever their streams)
+        eg_src = _engine_predecessors(links)
+        eg_ok = eg_src >= 0
+        if eg_ok.any():
+            eg_rel = np.where(eg_ok, e[np.maximum(eg_src, 0)], _NEG)
+            better = eg_rel > best
+            best[better], pr[better] = eg_rel[better], eg_src[better]
+        # launch call; the latest release wins (ties: stream, event, engine, then launch)
         lc = links.launch
         lc_ok = lc >= 0
         lc_ok[lc_ok] &= links.cstart[lc[lc_ok]] <= s[lc_ok]
@@ -348,32 +379,37 @@ def walk(links: Links, held: Held, window: iv.Intervals, launching: np.ndarray, 
     return Walk(ss[o], ee[o], rr[o], kk[o], int(nodes.size), complete)
 
 
-def measure(links: Links, held: Held, window: iv.Intervals, launching: np.ndarray, frames: int | None,
+def measure(links: Links, held: Held, window: iv.Intervals, setup: iv.Intervals, launching: np.ndarray, frames: int | None,
             threads: tuple, syncs=None, records=None) -> CriticalPath:  # noqa: ANN001  # fmt: skip
     """The critical path of ``window`` (every interval walked on its own, the parts summed), split by
-    resource: ``host:<tid>`` per launching thread, each engine (kernels also by name), ``launch``, ``idle``.
-    ``threads``: ApiCalls.threads (for the thread names)."""
+    resource: ``host:<tid>`` per launching thread, each engine (kernels also by name), ``launch``, ``idle``;
+    each part also without the set-up gaps ``setup``. ``threads``: ApiCalls.threads (for the names)."""
     w = walk(links, held, window, launching, syncs, records)
-    return summarize(w, links, window, frames, threads)
+    return summarize(w, links, window, setup, frames, threads)
 
 
-def summarize(w: Walk, links: Links, window: iv.Intervals, frames: int | None, threads: tuple) -> CriticalPath:
+def summarize(w: Walk, links: Links, window: iv.Intervals, setup: iv.Intervals, frames: int | None, threads: tuple) -> CriticalPath:
     """The parts of a walk, largest first."""
     total = int((window[1] - window[0]).sum())
     per, kern = w.totals(len(threads), len(links.kernel_names))
+    in_setup = np.zeros(per.size, dtype=np.int64)
+    if setup[0].size and w.start_ns.size:
+        cut = iv.clipped_lengths(w.start_ns, w.end_ns, setup)
+        in_setup = np.bincount(w.resource, weights=cut, minlength=per.size).astype(np.int64)
+    steady_total = total - int(in_setup.sum())
     parts = []
     for code in np.flatnonzero(per).tolist():
-        ns = int(per[code])
+        ns, steady = int(per[code]), int(per[code] - in_setup[code])
         if code == IDLE:
-            parts.append(PathPart("idle", ns, ns / total))
+            parts.append(PathPart("idle", ns, ns / total, steady_ns=steady))
         elif code == LAUNCH:
-            parts.append(PathPart("launch", ns, ns / total))
+            parts.append(PathPart("launch", ns, ns / total, steady_ns=steady))
         elif code < HOST0:
-            parts.append(PathPart(S.ENGINES[code - ENGINE0], ns, ns / total))
+            parts.append(PathPart(S.ENGINES[code - ENGINE0], ns, ns / total, steady_ns=steady))
         else:
             t = threads[code - HOST0]
-            parts.append(PathPart(f"host:{t.tid}", ns, ns / total, ThreadRef(t.pid, t.tid, t.name)))
+            parts.append(PathPart(f"host:{t.tid}", ns, ns / total, ThreadRef(t.pid, t.tid, t.name), steady))
     order = {r: i for i, r in enumerate(PATH_RESOURCES)}
     parts.sort(key=lambda p: (-p.ns, order.get(p.kind, 99), p.resource))
     kernels = sorted(((links.kernel_names[i], int(kern[i])) for i in np.flatnonzero(kern).tolist()), key=lambda x: (-x[1], x[0]))
-    return CriticalPath(total, tuple(parts), tuple(kernels), frames, w.steps, w.complete)
+    return CriticalPath(total, tuple(parts), tuple(kernels), frames, w.steps, w.complete, steady_total)

@@ -59,6 +59,7 @@ class Links:
     nbytes: np.ndarray  # int64 (0 for kernels and graphs)
     kernel_names: tuple[str, ...]
     launch: np.ndarray  # per row: its launch call, or -1
+    by_device: np.ndarray  # per row: launched by the device (see device_launched)
     # calls
     api_index: np.ndarray  # per call: its index in the trace's ApiCalls
     cstart: np.ndarray
@@ -91,9 +92,11 @@ class Links:
 
     @property
     def device_launched(self) -> np.ndarray:
-        """Rows with no launch call among the calls read (work the device launched, or a call outside
-        the part of the trace read): ordered by time, not by correlation id."""
-        return self.launch < 0
+        """Rows that the device launched: no call of the process has their correlation id, and it is
+        0 or lies among the ids of the calls read (a host launch then would have been read). They are
+        ordered by time, not by correlation id. A row whose id lies outside that range was launched by a
+        call outside the part of the trace read, and keeps its place in issue order."""
+        return self.by_device
 
     def pack(self, srank: np.ndarray, corr: np.ndarray) -> np.ndarray:
         """The stream-order key of (stream rank, correlation id)."""
@@ -216,7 +219,7 @@ def build(g: GroupTrace) -> Links:
     start, end, stream, corr, engine, kname, pageable, nbytes = _rows(g)
     n = start.size
     api = g.api
-    api_known = bool(api.tables) and len(api) > 0 and getattr(api, "correlation", None) is not None
+    api_known = bool(api.tables) and len(api) > 0 and bool((api.correlation > 0).any())
     if api_known:
         tpid = api.thread_pid()
         mine = tpid[api.thread] == g.pid
@@ -263,6 +266,12 @@ def build(g: GroupTrace) -> Links:
         if none.any():
             own_hi[co[none]] = own_lo[co[none]]
 
+    device = launch < 0
+    if cstart.size:
+        known = ccorr[ccorr > 0]
+        lo_c, hi_c = (int(known.min()), int(known.max())) if known.size else (1, 0)
+        device &= (corr <= 0) | ((corr >= lo_c) & (corr <= hi_c))
+
     # stream order
     streams, srank = np.unique(stream, return_inverse=True) if n else (np.empty(0, np.int64), np.empty(0, np.int64))
     srank = srank.reshape(-1).astype(np.int16 if streams.size < (1 << 15) else np.int32)
@@ -283,7 +292,7 @@ def build(g: GroupTrace) -> Links:
     return Links(
         pid=g.pid, device=g.device, api_known=api_known,
         start=start, end=end, stream=stream, srank=srank, streams=streams, corr=corr, engine=engine, kname=kname,
-        pageable=pageable, nbytes=nbytes, kernel_names=g.kernel_names, launch=launch,
+        pageable=pageable, nbytes=nbytes, kernel_names=g.kernel_names, launch=launch, by_device=device,
         api_index=api_index, cstart=cstart, cend=cend, cthread=cthread, cname=cname, ccorr=ccorr, cstream=cstream,
         ccat=ccat, names=tuple(names),
         by_corr=by_corr, own_lo=own_lo, own_hi=own_hi, by_stream=by_stream, seg_lo=seg_lo, seg_hi=seg_hi,

@@ -518,6 +518,11 @@ class PathPart:
     ns: int
     share: float  # of the path's length
     thread: ThreadRef | None = None  # for host:<tid>
+    steady_ns: int | None = None  # outside the set-up gaps (None: as ns)
+
+    @property
+    def loop_ns(self) -> int:
+        return self.ns if self.steady_ns is None else self.steady_ns
 
     @property
     def kind(self) -> str:
@@ -536,6 +541,20 @@ class CriticalPath:
     frames: int | None
     steps: int  # nodes the walk visited
     complete: bool  # False when a walk stopped early (correlation ids out of issue order)
+    steady_total_ns: int | None = None  # the path's length outside the set-up gaps (None: total_ns)
+
+    @property
+    def loop_ns(self) -> int:
+        """The path's length without the set-up gaps (the pipeline's own loop)."""
+        return self.total_ns if self.steady_total_ns is None else self.steady_total_ns
+
+    def loop_share(self, p: PathPart) -> float:
+        return p.loop_ns / self.loop_ns if self.loop_ns > 0 else 0.0
+
+    def loop_parts(self) -> tuple[PathPart, ...]:
+        """The parts by their time outside the set-up gaps, largest first."""
+        order = {r: i for i, r in enumerate(PATH_RESOURCES)}
+        return tuple(sorted((p for p in self.parts if p.loop_ns > 0), key=lambda p: (-p.loop_ns, order.get(p.kind, 99), p.resource)))
 
     def ns_of(self, resource: str) -> int:
         """Time on the path of a resource; ``host`` sums every launching thread."""
@@ -560,9 +579,32 @@ class CriticalPath:
             "threads": [{**p.thread.to_json(), "ns": p.ns, "share": p.share} for p in self.parts if p.thread is not None],
             "kernels": [{"name": k, "ns": ns, "share": ns / self.total_ns if self.total_ns else 0.0,
                          "us_per_frame": U.us_per_frame_of(ns, f)} for k, ns in self.kernels],  # fmt: skip
+            "steady_total_ns": self.loop_ns,
+            "steady_shares": {self.key(p): self.loop_share(p) for p in self.parts},
             "steps": self.steps,
             "complete": self.complete,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """One verdict from both views (analyzers.verdict): which view applies (``view``: "tallest_bar",
+    "critical_path" or "both"), why (``code``: "one_resource", "overlap", "turns", "mixed"), and the
+    sentence that says it."""
+
+    view: str
+    code: str
+    overlap_index: float | None  # (loop - tallest bar) / (sum of the bars - tallest bar); None when they are equal
+    bar_ns: int  # the tallest bar
+    sum_ns: int  # every GPU engine's busy time plus the busiest launching thread's work
+    loop_ns: int  # the window less its set-up gaps
+    bar_share_of_path: float  # the tallest bar's resource's share of the path (set-up gaps left out)
+    message: str
+
+    def to_json(self) -> dict:
+        return {"view": self.view, "code": self.code, "overlap_index": self.overlap_index, "bar_ns": self.bar_ns,
+                "sum_ns": self.sum_ns, "loop_ns": self.loop_ns, "bar_share_of_path": self.bar_share_of_path,
+                "message": self.message}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- pacing
@@ -635,6 +677,7 @@ class GroupAnalysis:
     work_not_traced: WorkNotTraced | None = None
     graph_trace: str | None = None  # "graph", "node" or None (see TraceData.graph_trace)
     critical_path: CriticalPath | None = None  # None: no CUDA API rows, or no launching thread
+    binding: Binding | None = None  # the one verdict from the tallest bar and the critical path
     findings: tuple[Finding, ...] = ()
 
     @property
@@ -676,6 +719,7 @@ class GroupAnalysis:
             "work_not_traced": None if self.work_not_traced is None else self.work_not_traced.to_json(),
             "graph_trace": self.graph_trace,
             "critical_path": None if self.critical_path is None else self.critical_path.to_json(),
+            "binding": None if self.binding is None else self.binding.to_json(),
             "notes": list(self.notes),
             "rules": [f.to_json() for f in self.findings],
         }

@@ -33,6 +33,7 @@ SYNC_COPY_FRACTION = 0.01  # synchronous copy calls blocking the host this share
 PAGEABLE_BYTES_FRACTION = 0.01  # pageable copies carry at least this share of the copied bytes
 DRAIN_SHARE = 0.5  # the idle stretches where the waits end hold at least this share of the idle time
 HOST_WAIT_FRACTION = 0.10  # a binding thread that waits less than this share of its time is not held up by the GPU
+BLOCKED_FRACTION = 0.01  # launches, or pageable copies, held by the GPU for at least this share of the window
 
 GRAPH_WARNING = (
     "graph-level CUDA graph trace: the `graph` engine is the GPU time of whole graph executions "
@@ -172,9 +173,23 @@ def _binds(g: GroupAnalysis):
     if r.engine is None:
         return None
     if r.engine == "host":
-        return (f"the host binds: {r.thread.label() if r.thread else 'a launching thread'} is the tallest bar at "
+        view = g.binding.view if g.binding is not None else "tallest_bar"
+        who = r.thread.label() if r.thread else "a launching thread"
+        if view == "critical_path":
+            return (f"{who} is the tallest bar at {_per_frame(g, r.busy_ns)} of work ({U.pct(_frac(r.busy_ns, g), 0)} of the "
+                    "window), but the resources take turns: their sum binds, not the tallest bar (see critical_path).",
+                    _frac(r.busy_ns, g))  # fmt: skip
+        return (f"the host binds: {who} is the tallest bar at "
                 f"{_per_frame(g, r.busy_ns)} ({U.pct(_frac(r.busy_ns, g), 0)} of the window).", _frac(r.busy_ns, g))  # fmt: skip
     duty = g.busy.engines[r.engine].duty or 0.0
+    view = g.binding.view if g.binding is not None else "tallest_bar"
+    if view == "critical_path":
+        return (f"{r.engine} is the tallest bar at {_bar(g, r.engine)} ({U.pct(duty, 0)} of the window), but the resources take "
+                "turns: their sum binds, not the tallest bar (see critical_path).", duty)  # fmt: skip
+    if view == "both":
+        return (f"{r.engine} is the tallest bar at {_bar(g, r.engine)} ({U.pct(duty, 0)} of the window): with the resources "
+                "partly overlapping it is a floor under the frame time, not the frame time (see critical_path).",
+                duty)  # fmt: skip
     return f"{r.engine} binds: the tallest bar at {_bar(g, r.engine)} ({U.pct(duty, 0)} of the window).", duty
 
 
@@ -185,33 +200,46 @@ def _host_binds(g: GroupAnalysis):
     t = g.host.busiest
     gpu = _tallest_engine(g)
     above = f"above the tallest GPU bar ({gpu} at {_bar(g, gpu)})" if gpu else "and the GPU has no busy time"
-    calls = t.launch_ns + t.copy_ns + t.other_ns
+    calls = max(0, t.launch_ns + t.copy_ns + t.other_ns - t.blocked_ns)  # the calls' time the GPU held none of
     waited = _waited(t)
+    held = _held_part(g, t)
     if waited < HOST_WAIT_FRACTION:
-        then = (f"It waits for the GPU {U.pct(waited, 0)} of its time: a faster GPU, kernel or link does not raise "
+        then = (f"It waits for the GPU {U.pct(waited, 0)} of its time{held}: a faster GPU, kernel or link does not raise "
                 "throughput.")  # fmt: skip
     else:
-        then = (f"It also waits for the GPU {_per_frame(g, t.wait_ns)} ({U.pct(waited, 0)} of its time): as the work is "
-                "ordered now, the GPU is behind it and sets the rate measured; this bar is the limit once the GPU "
+        then = (f"It also waits for the GPU {_per_frame(g, t.wait_ns + t.blocked_ns)} ({U.pct(waited, 0)} of its time{held}): as "
+                "the work is ordered now, the GPU is behind it and sets the rate measured; this bar is the limit once the GPU "
                 "keeps up.")  # fmt: skip
+    blocked = f", blocked time {_per_frame(g, t.blocked_ns)}" if t.blocked_ns else ""
     return (
-        f"{t.thread.label()} is busy {_per_frame(g, t.busy_ns)} (its waits and the set-up gaps left out), {above}: of that, "
-        f"CUDA calls take {_per_frame(g, calls)} (launch {_per_frame(g, t.launch_ns)}, copy issue {_per_frame(g, t.copy_ns)}, "
-        f"other {_per_frame(g, t.other_ns)}) and the host code between them {_per_frame(g, max(0, t.busy_ns - calls))}. "
-        + then,
-        t.busy_ns / r.busy_ns if r.busy_ns else None,
+        f"{t.thread.label()} works {_per_frame(g, t.work_ns)} (its waits{blocked} and the set-up gaps left out), {above}: of "
+        f"that, CUDA calls take {_per_frame(g, calls)} (launch {_per_frame(g, t.launch_ns)}, copy issue {_per_frame(g, t.copy_ns)}, "
+        f"other {_per_frame(g, t.other_ns)}, less the time the GPU held them) and the host code between them "
+        f"{_per_frame(g, max(0, t.work_ns - calls))}. " + then,
+        t.work_ns / r.busy_ns if r.busy_ns else None,
     )
 
 
+def _held_part(g: GroupAnalysis, t: ThreadStats) -> str:
+    """How much of a thread's waiting was blocked calls (held launches, copies, frees), if any."""
+    if not t.blocked_ns:
+        return ""
+    return f", of which {_per_frame(g, t.blocked_ns)} blocked in launches, copies or frees the GPU held"
+
+
 def _waited(t: ThreadStats) -> float:
-    """The share of a thread's time (busy or waiting, set-up gaps left out) that it waits for the GPU."""
-    return t.wait_ns / (t.busy_ns + t.wait_ns) if (t.busy_ns + t.wait_ns) > 0 else 0.0
+    """The share of a thread's time (set-up gaps left out) that the GPU held it: its explicit waits and its
+    blocked calls."""
+    total = t.busy_ns + t.wait_ns
+    return (t.wait_ns + t.blocked_ns) / total if total > 0 else 0.0
 
 
 def _kernel_hidden(g: GroupAnalysis):
     r = g.roofline
     k = g.busy.engines.get("kernel")
     if r.engine is None or r.engine in ("kernel", "graph", "host") or k is None or k.busy_ns == 0:
+        return None
+    if g.binding is not None and g.binding.view != "tallest_bar":  # taking turns, the kernel's time counts
         return None
     return (
         f"the kernel ({_bar(g, 'kernel')}) sits below the {r.engine} bar: a faster kernel does not raise "
@@ -329,6 +357,65 @@ def _sync_ahead(g: GroupAnalysis):
     )
 
 
+def _critical_path(g: GroupAnalysis):
+    b = g.binding
+    if b is None:
+        return None
+    return b.message + ".", b.overlap_index
+
+
+_CAUSE_WORDS = {
+    "queue_full": "the launch queue was full",
+    "gpu_behind": "the GPU was behind (each returned as earlier work ended)",
+    "graph": "each returned only when its graph had run",
+    "module_load": "a first launch loaded its kernel's module",
+    "implicit_sync": "an implicit synchronize",
+    "pageable": "a pageable copy",
+}
+
+
+def _blocked_launch(g: GroupAnalysis):
+    groups = [b for b in g.host.blocked if b.name in _LAUNCH_NAMES(g) and b.blocked_ns > 0]
+    ns = sum(b.blocked_ns for b in groups)
+    frac = _frac(ns, g)
+    if not groups or frac < BLOCKED_FRACTION:
+        return None
+    parts = []
+    for b in groups:
+        why = _CAUSE_WORDS[b.cause]
+        if b.cause == "queue_full" and b.max_depth is not None:
+            why += f" (up to {U.count(b.max_depth)} rows issued and not ended on the device)"
+        parts.append(f"{U.count(b.calls)} {b.name} ({U.duration(b.blocked_ns)}: {why})")
+    return (
+        f"launches were held by the GPU for {U.duration(ns)} ({U.pct(frac, 0)} of the window): " + "; ".join(parts) + ". The host "
+        "is ahead of the GPU there: that time is the GPU's, not host work, and the host bar leaves it out.",
+        frac,
+    )
+
+
+def _LAUNCH_NAMES(g: GroupAnalysis) -> set[str]:  # noqa: N802
+    from clusterbench.io.nsys import schema as S
+
+    return {b.name for b in g.host.blocked if S.api_category(b.name) in ("launch", "graph_launch")}
+
+
+def _pageable_blocks(g: GroupAnalysis):
+    groups = [b for b in g.host.blocked if b.cause == "pageable"]
+    ns = sum(b.blocked_ns for b in groups)
+    frac = _frac(ns, g)
+    if not groups or frac < BLOCKED_FRACTION:
+        return None
+    calls = sum(b.calls for b in groups)
+    nbytes = sum(b.bytes for b in groups)
+    names = ", ".join(sorted({b.name for b in groups}))
+    return (
+        f"{U.count(calls)} cop{'ies' if calls != 1 else 'y'} from pageable host memory ({names}, {U.size(nbytes)}) held "
+        f"the launching thread for {U.duration(ns)} ({U.pct(frac, 0)} of the window): a copy of pageable memory returns only "
+        "once the driver has staged it, so the thread cannot queue the next work meanwhile.",
+        frac,
+    )
+
+
 def _sync_copies(g: GroupAnalysis):
     h = g.host
     frac = _frac(h.sync_copy_ns, g)
@@ -433,13 +520,18 @@ RULES: tuple[Rule, ...] = (
          "Warm up before the part you measure (compile and load the kernels, allocate the buffers), or pick a window "
          "without them (--window).", _setup_gaps),
     Rule("binds", "the binding engine", None, None, "always (the tallest bar, engines and launching threads)", "", _binds),
+    Rule("critical_path", "the critical path", None, None,
+         "a critical path was walked (CUDA API rows with correlation ids): which view binds (the tallest bar when it fills "
+         ">= 90 % of the loop, or the loop lies within a third of the way from it to the sum of the bars and its resource "
+         "holds >= 50 % of the path; the path when the loop lies two thirds of the way or more; both otherwise)",
+         "", _critical_path),
     Rule("host_binds", "a launching thread binds", None, HOST_WAIT_FRACTION,
-         "a launching thread's busy time is the tallest bar (it says a faster GPU does not help only when the thread "
-         "waits for the GPU < 10 % of its time)",
+         "a launching thread's work is the tallest bar (it says a faster GPU does not help only when the thread waits "
+         "for the GPU, in waits and blocked calls, < 10 % of its time)",
          "Issue less per frame (several frames per launch and copy, or a CUDA graph per batch), move host work off the "
          "launching threads, or feed the GPU from more threads.", _host_binds),
-    Rule("kernel_hidden", "kernel below the tallest bar", None, None, "kernel busy > 0 and a copy engine binds",
-         "", _kernel_hidden),
+    Rule("kernel_hidden", "kernel below the tallest bar", None, None,
+         "kernel busy > 0, a copy engine binds, and the tallest bar applies (critical_path)", "", _kernel_hidden),
     Rule("compute_binds", "kernel or graph is the tallest bar", None, None, "kernel or graph binds", "",
          _compute_binds),
     Rule("serialized_one_stream", "engines take turns on one stream", None, NO_OVERLAP_SERIALIZATION,
@@ -461,6 +553,14 @@ RULES: tuple[Rule, ...] = (
          "Wait on per-buffer events instead, with more batches in flight.", _sync_drains),
     Rule("sync_ahead", "host sync while the GPU is busy", "cuda_api_sync", HOST_SYNC_FRACTION,
          "host sync >= 20 % of the window and idle < 10 % of it without set-up gaps", "", _sync_ahead),
+    Rule("blocked_launch", "launches held by the GPU", None, BLOCKED_FRACTION,
+         "kernel and graph launches held by the GPU (a full queue, the GPU behind, a graph launch that returns with its "
+         "graph, a first launch that loads its module) for >= 1 % of the window",
+         "Launch no further ahead than the GPU can run (fewer batches in flight per launch queue), or issue fewer, larger "
+         "launches (a CUDA graph per batch).", _blocked_launch),
+    Rule("pageable_blocks", "pageable copies hold the thread", "cuda_memcpy_async", BLOCKED_FRACTION,
+         "copies from pageable host memory held the launching threads >= 1 % of the window",
+         "Copy from pinned host memory (cudaHostAlloc, cudaHostRegister, cupy.cuda.alloc_pinned_memory).", _pageable_blocks),
     Rule("sync_memcpy", "synchronous copies", "cuda_memcpy_sync", SYNC_COPY_FRACTION,
          "synchronous copy calls (cudaMemcpy, cuMemcpy*) >= 1 % of the window",
          "Use cudaMemcpyAsync on a created stream into pinned memory, and wait on an event only where the result "

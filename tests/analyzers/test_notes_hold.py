@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import path_oracle
 from clusterbench.analyzers import analyze_trace
 from oracle import (
     SYNC_COPIES,
@@ -68,6 +69,9 @@ class Ref:
     copied: int
     implausible: int
     graph_rows: int
+    blocked: dict  # tid -> cause -> blocked ns (launching threads, inside the window)
+    work: dict  # tid -> work ns (busy less blocked)
+    blocked_calls: list  # the held non-synchronizing calls (path_oracle.Held) of the launching threads, blocked in the window
 
 
 def _two_or_more(sets: list[list[tuple[int, int]]]) -> int:
@@ -81,7 +85,7 @@ def _two_or_more(sets: list[list[tuple[int, int]]]) -> int:
     return out
 
 
-def reference(raw, g) -> Ref:
+def reference(raw, g, export=None) -> Ref:
     pid = g.pid
     window = list(zip(g.window.starts_ns.tolist(), g.window.ends_ns.tolist()))
     recs = [r for r in raw.recs if r.pid == pid]
@@ -134,11 +138,16 @@ def reference(raw, g) -> Ref:
             copied += part
             if r.pageable:
                 pageable += r.bytes
+    held = path_oracle.held_calls(export, pid, g.device, window) if export is not None else []
+    blocked = path_oracle.blocked_by_thread(held, set(threads))
+    work = {t: r.busy - min(r.busy, sum(blocked[t].values())) for t, r in threads.items()}
+    blocked_calls = [h for h in held if not h.wait and h.blocked > 0 and h.call.tid in threads]
     return Ref(window, bars, streams, sum(1 for v in per_stream_all.values() if v >= 0.01 * sum(per_stream_all.values())),
                total(busy_all), _two_or_more(list(unions.values())), setup, sum(x.end - x.start for x in gaps if not x.setup),
                gaps, steady_len, steady_idle, threads, total(clip_set(waits, window)), total(clip_set(sync_copies, window)),
                drained(raw, pid, steady), pageable, round(copied), implausible,
-               sum(1 for r in recs if r.engine == "graph" and any(min(r.end, b) > max(r.start, a) for a, b in window)))  # fmt: skip
+               sum(1 for r in recs if r.engine == "graph" and any(min(r.end, b) > max(r.start, a) for a, b in window)),
+               blocked, work, blocked_calls)  # fmt: skip
 
 
 def per_frame(g, ns: float) -> str:
@@ -149,7 +158,7 @@ def per_frame(g, ns: float) -> str:
 def traced(request: pytest.FixtureRequest):
     path, window = request.param
     g = analyze_trace(path, frames_spec=frames_spec(path), window=window).primary
-    return g, reference(read_raw(path), g)
+    return g, reference(read_raw(path), g, path_oracle.read(path))
 
 
 def test_every_note_holds(traced) -> None:
@@ -157,8 +166,9 @@ def test_every_note_holds(traced) -> None:
     notes = {f.code: f.message for f in g.findings}
     length = sum(b - a for a, b in ref.window)
     top_gpu = max(ref.bars.values())
-    host = max(ref.threads.values(), key=lambda t: t.busy, default=None)
-    tallest = max(top_gpu, host.busy if host else 0)
+    host = max(ref.threads.values(), key=lambda t: ref.work[t.tid], default=None)
+    host_work = ref.work[host.tid] if host else 0
+    tallest = max(top_gpu, host_work)
     hidden = [x for x in ref.gaps if x.cause == "sync" and x.end - x.start >= 1_000_000]
     waited = sum(x.end - x.start for x in hidden)
 
@@ -181,23 +191,57 @@ def test_every_note_holds(traced) -> None:
                   "sync": "waited in", "host": "ran host code"}[longest.cause]  # fmt: skip
         assert phrase in notes["setup_gaps"]
 
-    # the tallest bar
-    if host is not None and host.busy > top_gpu:
+    # the tallest bar: the GPU engines' busy time, and the launching threads' work (busy less blocked)
+    for tid, t in ref.threads.items():
+        x = next(y for y in g.host.threads if y.thread.tid == tid)
+        assert (x.busy_ns, x.blocked_ns, x.work_ns) == (t.busy, min(t.busy, sum(ref.blocked[tid].values())), ref.work[tid])
+        assert dict(x.blocked_by_cause) == {k: v for k, v in ref.blocked[tid].items() if v}
+    view = g.binding.view if g.binding is not None else "tallest_bar"
+    if host is not None and host_work > top_gpu:
         assert g.roofline.engine == "host" and g.roofline.thread.tid == host.tid
-        assert f"is the tallest bar at {per_frame(g, host.busy)}" in notes["binds"]
+        assert f"is the tallest bar at {per_frame(g, host_work)}" in notes["binds"]
     else:
         engine = min((e for e, v in ref.bars.items() if v == top_gpu), key=GPU_ENGINES.index)
-        assert g.roofline.engine == engine and f"{engine} binds: the tallest bar at {per_frame(g, top_gpu)}" in notes["binds"]
+        assert g.roofline.engine == engine
+        said = {"tallest_bar": f"{engine} binds: the tallest bar at", "critical_path": f"{engine} is the tallest bar at",
+                "both": f"{engine} is the tallest bar at"}[view]  # fmt: skip
+        assert f"{said} {per_frame(g, top_gpu)}" in notes["binds"]
+        if view != "tallest_bar":
+            assert "(see critical_path)" in notes["binds"]
     assert ("host_binds" in notes) == (g.roofline.engine == "host")
     if "host_binds" in notes:
         t = ref.threads[g.roofline.thread.tid]
-        assert all(t.busy > v for v in ref.bars.values())  # strictly above every GPU bar
-        share = t.ns["wait"] / (t.busy + t.ns["wait"])
-        assert f"waits for the GPU {per_frame(g, t.ns['wait'])} ({100 * share:.0f} %" in notes["host_binds"] or (
-            f"It waits for the GPU {100 * share:.0f} % of its time: a faster GPU" in notes["host_binds"] and share < 0.10)
-        assert f"is busy {per_frame(g, t.busy)}" in notes["host_binds"]
+        work, blocked = ref.work[t.tid], t.busy - ref.work[t.tid]
+        assert all(work > v for v in ref.bars.values())  # strictly above every GPU bar
+        share = (t.ns["wait"] + blocked) / (t.busy + t.ns["wait"])
+        assert f"waits for the GPU {per_frame(g, t.ns['wait'] + blocked)} ({100 * share:.0f} %" in notes["host_binds"] or (
+            f"It waits for the GPU {100 * share:.0f} % of its time" in notes["host_binds"] and share < 0.10)
+        assert f"works {per_frame(g, work)}" in notes["host_binds"]
+
+    # the one verdict: where the loop lies between the tallest bar and the sum of the bars
+    assert ("critical_path" in notes) == (g.critical_path is not None)
+    if g.critical_path is not None:
+        cp = g.critical_path
+        loop = ref.steady
+        assert cp.total_ns == length and cp.loop_ns == loop and sum(cp.to_json()["shares"].values()) == pytest.approx(1.0)
+        total = sum(ref.bars.values()) + host_work
+        x = (loop - tallest) / (total - tallest) if total > tallest else float("inf")
+        res = f"host:{host.tid}" if tallest == host_work and host_work > top_gpu else g.roofline.engine
+        on_path = sum(q.loop_ns for q in cp.parts if q.resource == res) / loop
+        want = ("tallest_bar" if tallest >= 0.9 * loop or (x <= 1 / 3 and on_path >= 0.5)
+                else "critical_path" if x >= 2 / 3 else "both")  # fmt: skip
+        assert view == want
+        for q in cp.loop_parts()[:4]:
+            if cp.loop_share(q) >= 0.01:
+                assert f"{q.kind} {100 * cp.loop_share(q):.0f} %" in notes["critical_path"]
+
+    # blocked calls
+    launches = sum(h.blocked for h in ref.blocked_calls if kind(h.call.name) == "launch")
+    assert ("blocked_launch" in notes) == (launches >= 0.01 * length and launches > 0)
+    pageable_held = sum(h.blocked for h in ref.blocked_calls if h.cause == "pageable")
+    assert ("pageable_blocks" in notes) == (pageable_held >= 0.01 * length and pageable_held > 0)
     transfers = [ref.bars[e] for e in TRANSFERS if e in ref.bars]
-    kernel_hidden = ref.bars.get("kernel", 0) > 0 and g.roofline.engine in TRANSFERS
+    kernel_hidden = ref.bars.get("kernel", 0) > 0 and g.roofline.engine in TRANSFERS and view == "tallest_bar"
     assert ("kernel_hidden" in notes) == kernel_hidden
     if kernel_hidden:
         assert ref.bars["kernel"] < max(transfers) == tallest

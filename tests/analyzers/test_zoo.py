@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import path_oracle
 from clusterbench.analyzers import analyze_trace
 from oracle import (
     RefGap,
@@ -195,7 +196,7 @@ def test_a_binding_thread_that_waits_for_the_gpu_says_so() -> None:
     assert g.roofline.engine == "host" and t.wait_ns > t.busy_ns
     note = next(f.message for f in g.findings if f.code == "host_binds")
     assert "the GPU is behind it and sets the rate measured" in note and "does not raise throughput" not in note
-    assert f"({100 * t.wait_ns / (t.busy_ns + t.wait_ns):.0f} % of its time)" in note
+    assert f"({100 * (t.wait_ns + t.blocked_ns) / (t.busy_ns + t.wait_ns):.0f} % of its time" in note
     turns = next(f.message for f in g.findings if f.code == "serialized_one_stream")
     bars = sum(st.busy_ns for st in g.busy.engines.values())
     assert bars >= 1.05 * t.busy_ns and f"at least the sum of the bars ({bars / 1000 / g.frames.count:.2f} µs/frame" in turns
@@ -292,13 +293,17 @@ def test_what_binds(name: str) -> None:
             for e in {r.engine for r in c.raw.recs if r.pid == pid}}  # fmt: skip
     setup = [(x.start, x.end) for x in c.gaps if x.setup]
     threads = ref_threads(c.raw, pid, [(c.lo, c.hi)], setup)
+    # a thread's bar is its work: its busy time less the time the GPU held its launches and copies
+    held = path_oracle.held_calls(path_oracle.read(ZOO / f"zoo_{name}.sqlite"), pid, c.g.device, [(c.lo, c.hi)])
+    blocked = path_oracle.blocked_by_thread(held, set(threads))
+    work = {t: x.busy - min(x.busy, sum(blocked[t].values())) for t, x in threads.items()}
     top = max(bars.values())
-    host = max(threads.values(), key=lambda r: r.busy)
+    host = max(threads.values(), key=lambda x: work[x.tid])
     r = c.g.roofline
     if name == "device_graph_node":  # the work is not in the trace: no rate is given
         assert r.fps is None and r.us_per_frame is None
-    if host.busy > top:
-        assert (r.engine, r.thread.tid, r.busy_ns) == ("host", host.tid, host.busy)
+    if work[host.tid] > top:
+        assert (r.engine, r.thread.tid, r.busy_ns) == ("host", host.tid, work[host.tid])
     else:
         order = ["kernel", "graph", "h2d", "d2h", "d2d", "p2p", "memset"]  # ties go to the engine listed first
         assert (r.engine, r.busy_ns) == (min((e for e, v in bars.items() if v == top), key=order.index), top)
