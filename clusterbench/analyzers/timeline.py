@@ -9,9 +9,14 @@ batch. It starts at the first GPU activity in the window, or after an idle gap l
 period that precedes the first batch (see default_span). ``at_longest_gap`` starts it just before
 the window's longest idle gap instead.
 
+The timeline also carries, for the span, one lane per launching thread (its CUDA calls, its waits, and
+its blocked time: the GPU-busy part of each call the GPU held before it released it), and the critical
+path as a band of segments coloured by resource.
+
 ``build_export(data, group)`` is the whole window as tracks of events: one per (engine, stream)
 with each record, one per launching host thread with each CUDA call (read again from the trace for
-the window), and one of idle gaps named by cause.
+the window), one of idle gaps named by cause, and one of the critical path; flow arrows run from each
+launch call to its GPU rows (the first MAX_FLOWS of them in time, the file's metadata says when cut).
 """
 
 from __future__ import annotations
@@ -20,10 +25,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from clusterbench.analyzers import critical_path as path_mod
+from clusterbench.analyzers import held as held_mod
+from clusterbench.analyzers import host as host_mod
 from clusterbench.analyzers import intervals as iv
+from clusterbench.analyzers import links as links_mod
 from clusterbench.analyzers import model as model_mod
 from clusterbench.analyzers.records import GroupAnalysis
 from clusterbench.errors import InputError
+from clusterbench.io.nsys import schema as S
 from clusterbench.io.nsys.reader import TraceData, read_api_window
 from clusterbench.model.engines import display_name
 from clusterbench.model import units as U
@@ -31,6 +41,7 @@ from clusterbench.model import units as U
 DEFAULT_BATCHES = 3  # the default span shows this many batches (twice the stream count, if more)
 BATCH_ENGINES = ("kernel", "graph", "h2d", "d2h")
 GAP_LEAD = 0.25  # --plot-start longest-gap: start this share of the gap before it
+MAX_FLOWS = 20_000  # flow arrows (launch call -> GPU row) in a trace export: the first ones in time
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -53,6 +64,27 @@ class GapMark:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class HostLane:
+    """One launching thread in the span (relative to the window start): its CUDA calls, its explicit
+    waits, and its blocked time (the GPU-busy part of each call the GPU held, before its release)."""
+
+    label: str
+    calls: iv.Intervals
+    waits: iv.Intervals
+    blocked: iv.Intervals
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PathBand:
+    """The critical path in the span (relative to the window start): segments and their resources
+    ("host", an engine, "launch", "idle")."""
+
+    starts_ns: np.ndarray
+    ends_ns: np.ndarray
+    resource: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Timeline:
     window_start_ns: int  # absolute, the time 0 of the lanes
     window_ns: int
@@ -61,6 +93,76 @@ class Timeline:
     span_source: str  # how the span was chosen
     lanes: tuple[Lane, ...]
     gaps: tuple[GapMark, ...] = ()
+    hosts: tuple[HostLane, ...] = ()
+    path: PathBand | None = None
+
+
+class _Linked:
+    """A group's calls linked to its rows, the calls the GPU held and the critical path's walk, once."""
+
+    def __init__(self, data: TraceData, group: GroupAnalysis) -> None:
+        self.g = model_mod.build(data, group.pid, group.device)
+        self.links = links_mod.build(self.g)
+        self.held = held_mod.find(self.links, group.window.intervals, self.g.syncs, self.g.events)
+        self.launching = host_mod.launching_mask(self.g, group.host) if data.api.tables else np.zeros(0, dtype=bool)
+        self.walk = None
+        if group.critical_path is not None:
+            self.walk = path_mod.walk(self.links, self.held, group.window.intervals, self.launching, self.g.syncs, self.g.events)
+
+    def resource_name(self, code: int) -> str:
+        if code == path_mod.IDLE:
+            return "idle"
+        if code == path_mod.LAUNCH:
+            return "launch"
+        if code < path_mod.HOST0:
+            return S.ENGINES[code - path_mod.ENGINE0]
+        return "host"
+
+    def blocked(self, span: iv.Intervals) -> dict[int, iv.Intervals]:
+        """Per thread index: its blocked time in ``span``, as intervals."""
+        links, held = self.links, self.held
+        nb = ~held.wait & (held.blocked_ns > 0)
+        c, r = held.call[nb], held.row[nb]
+        out: dict[int, iv.Intervals] = {}
+        if c.size == 0:
+            return out
+        busy = held_mod.busy_prefix(links, span)
+        for t in np.unique(links.cthread[c]).tolist():
+            m = links.cthread[c] == t
+            held_iv = iv.union(links.cstart[c[m]], links.end[r[m]])
+            out[int(t)] = iv.intersect(held_iv, (busy[0], busy[1]))
+        return out
+
+
+def _host_lanes(lk: _Linked, group: GroupAnalysis, span: iv.Intervals, w0: int) -> tuple[HostLane, ...]:
+    links = lk.links
+    if not links.n_calls or not lk.launching.any():
+        return ()
+    blocked = lk.blocked(span)
+    lanes = []
+    threads = lk.g.api.threads
+    for t in np.flatnonzero(lk.launching).tolist():
+        m = links.cthread == t
+        cs, ce = links.cstart[m], links.cend[m]
+        waits = links.ccat[m] == links_mod.WAIT
+        calls = iv.clip(cs, ce, span)
+        w = iv.clip(cs[waits], ce[waits], span)
+        b = blocked.get(t, iv.empty())
+        info = threads[t]
+        label = f"thread {info.tid}" + (f" ({info.name})" if info.name else "")
+        shift = np.int64(w0)
+        lanes.append(HostLane(label, (calls[0] - shift, calls[1] - shift), (w[0] - shift, w[1] - shift),
+                              (b[0] - shift, b[1] - shift)))  # fmt: skip
+    return tuple(lanes)
+
+
+def _path_band(lk: _Linked, span: iv.Intervals, w0: int) -> PathBand | None:
+    w = lk.walk
+    if w is None:
+        return None
+    s, e, owner = iv.clip(w.start_ns, w.end_ns, span)
+    res = w.resource if owner is None else w.resource[owner]
+    return PathBand(s - w0, e - w0, tuple(lk.resource_name(int(r)) for r in res.tolist()))
 
 
 def default_span(
@@ -169,7 +271,8 @@ def build_timeline(
         ge = gp.starts_ns + gp.lengths_ns
         for i in np.flatnonzero((gp.starts_ns < hi) & (ge > lo)).tolist():
             marks.append(GapMark(max(lo, int(gp.starts_ns[i])) - w0, min(hi, int(ge[i])) - w0, gp.cause_of(i)))
-    return Timeline(w0, extent, a, b, how, tuple(lanes), tuple(marks))
+    lk = _Linked(data, group)
+    return Timeline(w0, extent, a, b, how, tuple(lanes), tuple(marks), _host_lanes(lk, group, span, w0), _path_band(lk, span, w0))
 
 
 # --------------------------------------------------------------------------- the window as trace events
@@ -189,10 +292,25 @@ class Track:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class Flow:
+    """Arrows from a launch call (on a host track) to its GPU rows (on GPU tracks), absolute ns."""
+
+    call_track: np.ndarray  # index into TraceExport.tracks
+    call_ns: np.ndarray
+    row_track: np.ndarray
+    row_ns: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.call_ns.size)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class TraceExport:
     title: str
     window_start_ns: int
     tracks: tuple[Track, ...]
+    flows: Flow | None = None
+    flows_total: int = 0  # launch-to-row arrows in the window, before the cut at MAX_FLOWS
 
     @property
     def event_count(self) -> int:
@@ -209,6 +327,7 @@ def build_export(data: TraceData, group: GroupAnalysis) -> TraceExport:
     w0, w1 = group.window.start_ns, group.window.end_ns
     g = model_mod.build(data, group.pid, group.device)
     tracks: list[Track] = []
+    row_track: dict[tuple[str, int], int] = {}  # (engine, stream) -> its track
     for name, r in g.engines.items():
         inside = (iv.clipped_lengths(r.start_ns, r.end_ns, window) > 0) | iv.points_inside(r.start_ns, window)
         for sid in np.unique(r.stream[inside]).tolist():
@@ -224,8 +343,10 @@ def build_export(data: TraceData, group: GroupAnalysis) -> TraceExport:
                 label = np.array([index[t] for t in text], dtype=np.int64)
             else:
                 labels, label = (display_name(name),), np.zeros(int(m.sum()), dtype=np.int64)
+            row_track[(name, int(sid))] = len(tracks)
             tracks.append(Track("GPU", f"{display_name(name)} · stream {sid}", r.start_ns[m], r.end_ns[m], label, labels))
     launching = {(t.thread.pid, t.thread.tid): t for t in group.host.threads}
+    host_track: dict[tuple[int, int], int] = {}
     if launching and data.api.tables:
         calls = read_api_window(data.path, group.pid, w0, w1)
         for k, info in enumerate(calls.threads):
@@ -233,8 +354,22 @@ def build_export(data: TraceData, group: GroupAnalysis) -> TraceExport:
             if t is None:
                 continue
             m = calls.thread == k
+            host_track[(info.pid, info.tid)] = len(tracks)
             tracks.append(Track("host", t.thread.label(), calls.start_ns[m], calls.end_ns[m], calls.name[m].astype(np.int64),
                                 calls.names))  # fmt: skip
+    flows, total = None, 0
+    lk = _Linked(data, group) if data.api.tables else None
+    if lk is not None and host_track:
+        flows, total = _flows(lk, window, row_track, host_track)
+    if lk is not None and lk.walk is not None:
+        w = lk.walk
+        names = tuple(dict.fromkeys(lk.resource_name(int(r)) for r in np.unique(w.resource).tolist()))
+        index = {n: i for i, n in enumerate(names)}
+        codes = np.unique(w.resource)
+        lut = np.zeros(int(codes.max()) + 1 if codes.size else 1, dtype=np.int64)
+        for c in codes.tolist():
+            lut[c] = index[lk.resource_name(int(c))]
+        tracks.append(Track("critical path", "critical path", w.start_ns, w.end_ns, lut[w.resource], names))
     gp = group.gaps
     if len(gp):
         labels = tuple(f"idle: {gp.cause_of(i)}" + (f" ({gp.api[i]})" if gp.api[i] else "") for i in range(len(gp)))
@@ -243,5 +378,31 @@ def build_export(data: TraceData, group: GroupAnalysis) -> TraceExport:
         tracks.append(Track("GPU", f"idle gaps ≥ {U.ms(gp.threshold_ns, None)}", gp.starts_ns, gp.starts_ns + gp.lengths_ns,
                             np.array([index[t] for t in labels], dtype=np.int64), uniq))  # fmt: skip
     title = f"pid {group.pid} device {group.device}: {group.window.source}"
-    return TraceExport(title, w0, tuple(tracks))
+    return TraceExport(title, w0, tuple(tracks), flows, total)
+
+
+def _flows(lk: _Linked, window: iv.Intervals, row_track: dict[tuple[str, int], int],
+           host_track: dict[tuple[int, int], int]) -> tuple[Flow | None, int]:  # fmt: skip
+    """Launch call -> GPU row arrows for the rows that start in the window, whose launch call is on a
+    host track; the first MAX_FLOWS in time."""
+    links = lk.links
+    rows = np.flatnonzero((links.launch >= 0) & iv.points_inside(links.start, window)) if links.n_rows else np.empty(0, np.int64)
+    if rows.size == 0:
+        return None, 0
+    threads = lk.g.api.threads
+    call = links.launch[rows]
+    th_track = np.array([host_track.get((t.pid, t.tid), -1) for t in threads] + [-1], dtype=np.int64)
+    ct = th_track[links.cthread[call]]
+    ns = max(1, links.streams.size)
+    lut = np.full(len(S.ENGINES) * ns, -1, dtype=np.int64)
+    for (name, sid), k in row_track.items():
+        r = int(np.searchsorted(links.streams, sid))
+        if r < links.streams.size and links.streams[r] == sid:
+            lut[S.ENGINE_CODE[name] * ns + r] = k
+    rt = lut[links.engine[rows].astype(np.int64) * ns + links.srank[rows].astype(np.int64)]
+    ok = (ct >= 0) & (rt >= 0) & (links.cstart[call] >= window[0][0])
+    rows, call, ct, rt = rows[ok], call[ok], ct[ok], rt[ok]
+    total = int(rows.size)
+    order = np.argsort(links.cstart[call], kind="stable")[:MAX_FLOWS]
+    return Flow(ct[order], links.cstart[call][order], rt[order], links.start[rows][order]), total
 

@@ -1,11 +1,17 @@
-"""What-if: the per-engine bars and the roofline as if one engine were faster or slower (pure).
+"""What-if: the frame time as if one engine, or the host, were faster or slower (pure), two ways.
 
-``--what-if kernel=0.5`` scales the kernel's busy time by 0.5; ``--what-if h2d_gbps=375`` sets
-the h2d bar to its bytes over 375 GB/s; ``--what-if host=0.5`` halves the busiest launching
-thread's bar (its busy time: host code and CUDA calls, waits left out). The simplification is
-stated with every result: the engines scale independently, and the overlap between them is kept as
-it is, so the roofline is still the tallest bar (HTA's critical-path what-if makes the same cut at
-the level of engines).
+``--what-if kernel=0.5`` (or ``kernel=0.5x``) scales the kernel's busy time by 0.5; ``--what-if
+h2d_gbps=375`` sets the h2d bar to its bytes over 375 GB/s; ``--what-if host=0.5`` halves the launching
+threads' work (host code and CUDA calls; waits and blocked time left out).
+
+- **by the tallest bar**: the bars scale independently and their overlap is kept, so the roofline is
+  still the tallest bar. Right where the resources overlap.
+- **along the critical path**: scaling resource X by f changes the path's length by (1 - f) times X's
+  time on it (the set-up gaps left out), the rest of the path kept as it is: the frame time is at least
+  that (another chain may become the longest). Right where the resources take turns.
+
+Both are floors under the new frame time; which one applies follows the one verdict (analyzers.verdict):
+the tallest bar where the resources overlap, the path where they take turns, both in between.
 """
 
 from __future__ import annotations
@@ -22,10 +28,14 @@ ASSUMPTION = (
     "engines scale independently and their overlap is kept, so the tallest bar still binds; "
     "dependencies between engines are not modelled"
 )
-HOST = "host"  # the busiest launching thread's bar
+PATH_ASSUMPTION = (
+    "along the critical path the other parts stay as they are, so the frame time is at least the path less what "
+    "the change saves; another chain may then be the longest"
+)
+HOST = "host"  # the launching threads' work (the busiest thread's is the host bar)
 _SPEC_HINT = (
-    "use ENGINE=FACTOR (e.g. kernel=0.5: the kernel takes half its time; host=0.5: the busiest launching thread "
-    "takes half its time) or COPY_gbps=RATE (e.g. h2d_gbps=375: h2d moves its bytes at 375 GB/s); engines: "
+    "use ENGINE=FACTOR (e.g. kernel=0.5 or kernel=0.5x: the kernel takes half its time; host=0.5: the launching "
+    "threads' work takes half its time) or COPY_gbps=RATE (e.g. h2d_gbps=375: h2d moves its bytes at 375 GB/s); engines: "
     + ", ".join(S.ENGINES) + ", " + HOST
 )
 
@@ -65,6 +75,54 @@ class Bar:
 
 
 @dataclass(frozen=True, slots=True)
+class PathChange:
+    """One change along the critical path: the resource's time on the path (set-up gaps left out), the
+    factor it scales by, and what that saves (negative: costs)."""
+
+    resource: str
+    path_ns: int
+    factor: float
+    saved_ns: int
+
+    def to_json(self) -> dict:
+        return {"resource": self.resource, "path_ns": self.path_ns, "factor": self.factor, "saved_ns": self.saved_ns}
+
+
+@dataclass(frozen=True, slots=True)
+class PathWhatIf:
+    """The frame time along the critical path with the changes applied."""
+
+    loop_ns: int  # the path's length, set-up gaps left out (the loop)
+    new_loop_ns: int
+    changes: tuple[PathChange, ...]
+    frames: int | None
+
+    @property
+    def us_per_frame(self) -> float | None:
+        return U.us_per_frame_of(self.loop_ns, self.frames)
+
+    @property
+    def new_us_per_frame(self) -> float | None:
+        return U.us_per_frame_of(self.new_loop_ns, self.frames)
+
+    @property
+    def fps(self) -> float | None:
+        return U.fps_of_us(self.new_us_per_frame)
+
+    def to_json(self) -> dict:
+        return {"loop_ns": self.loop_ns, "new_loop_ns": self.new_loop_ns, "us_per_frame": self.us_per_frame,
+                "new_us_per_frame": self.new_us_per_frame, "fps": self.fps, "changes": [c.to_json() for c in self.changes],
+                "assumption": PATH_ASSUMPTION}  # fmt: skip
+
+
+_APPLIES = {
+    "tallest_bar": "the tallest bar applies: the resources overlap",
+    "critical_path": "the critical path applies: the resources take turns",
+    "both": "both are floors: the resources partly overlap, so the frame time is at least the larger",
+}
+
+
+@dataclass(frozen=True, slots=True)
 class WhatIf:
     changes: tuple[Change, ...]
     bars: tuple[Bar, ...]
@@ -76,6 +134,44 @@ class WhatIf:
     was_fps: float | None
     assumption: str = ASSUMPTION
     notes: tuple[str, ...] = ()  # changes that do nothing on this trace, and why
+    path: PathWhatIf | None = None  # along the critical path (None without one)
+    applies: str | None = None  # "tallest_bar", "critical_path" or "both" (the one verdict's view)
+
+    @property
+    def floor_us_per_frame(self) -> float | None:
+        """The new frame time is at least this: the larger of the two estimates (each is a floor)."""
+        vals = [v for v in (self.us_per_frame, self.path.new_us_per_frame if self.path else None) if v is not None]
+        return max(vals) if vals else None
+
+    @property
+    def estimate_us_per_frame(self) -> float | None:
+        """The estimate that applies: the tallest bar's, the path's, or (both) the larger."""
+        if self.applies == "critical_path" and self.path is not None:
+            return self.path.new_us_per_frame
+        if self.applies == "both":
+            return self.floor_us_per_frame
+        return self.us_per_frame
+
+    def path_summary(self) -> str | None:
+        p = self.path
+        if p is None:
+            return None
+        def amount(ns: int) -> str:
+            return U.us_per_frame(U.us_per_frame_of(ns, p.frames)) if p.frames else U.duration(ns)
+
+        parts = "; ".join(
+            f"{c.resource} holds {amount(c.path_ns)} of it, ×{c.factor:.3g} "
+            + (f"saves {amount(c.saved_ns)}" if c.saved_ns >= 0 else f"adds {amount(-c.saved_ns)}")
+            for c in p.changes
+        )
+        if p.frames:
+            at = f"at least {U.us_per_frame(p.new_us_per_frame)} (now {U.us_per_frame(p.us_per_frame)}) → {U.fps(p.fps)}"
+        else:
+            at = f"at least {U.ms(p.new_loop_ns)} (now {U.ms(p.loop_ns)})"
+        text = f"along the critical path: {at}" + (f" ({parts})" if parts else "")
+        if self.applies:
+            text += f"; {_APPLIES[self.applies]}"
+        return text
 
     def summary(self) -> str:
         what = ", ".join(c.describe() for c in self.changes)
@@ -97,6 +193,11 @@ class WhatIf:
             "summary": self.summary(),
             "assumption": self.assumption,
             "notes": list(self.notes),
+            "path": None if self.path is None else self.path.to_json(),
+            "path_summary": self.path_summary(),
+            "applies": self.applies,
+            "estimate_us_per_frame": self.estimate_us_per_frame,
+            "floor_us_per_frame": self.floor_us_per_frame,
         }
 
 
@@ -107,6 +208,9 @@ def parse_changes(specs: list[str] | tuple[str, ...]) -> tuple[Change, ...]:
     for spec in specs:
         key, sep, value = spec.partition("=")
         key = key.strip()
+        value = value.strip()
+        if value[-1:] in ("x", "×", "X") and not key.endswith("_gbps"):  # kernel=0.5x: a factor
+            value = value[:-1]
         if not sep or not key or not value.strip():
             raise InputError(f"--what-if {spec!r} is not NAME=VALUE", hint=_SPEC_HINT)
         try:
@@ -143,7 +247,7 @@ def what_if(g: GroupAnalysis, changes: tuple[Change, ...]) -> WhatIf:
     measured = [(name, st.busy_ns, st.us_per_frame, st.bytes) for name, st in g.busy.engines.items()]
     busiest = g.host.busiest
     if busiest is not None:
-        measured.append((HOST, busiest.busy_ns, busiest.us_per_frame, None))
+        measured.append((HOST, busiest.work_ns, busiest.work_us_per_frame, None))
     bars: list[Bar] = []
     for name, busy_ns, us, nbytes in measured:
         c = by_engine.get(name)
@@ -169,6 +273,7 @@ def what_if(g: GroupAnalysis, changes: tuple[Change, ...]) -> WhatIf:
         if b.new_busy_ns > top_busy:
             top, top_busy = b.engine, b.new_busy_ns
     us_per_frame = U.us_per_frame_of(top_busy, frames) if top else None
+    path = _along_path(g, changes, {b.engine: b for b in bars})
     return WhatIf(
         changes=changes,
         bars=tuple(bars),
@@ -179,4 +284,24 @@ def what_if(g: GroupAnalysis, changes: tuple[Change, ...]) -> WhatIf:
         was_engine=g.roofline.engine,
         was_fps=g.roofline.fps,
         notes=tuple(notes),
+        path=path,
+        applies=g.binding.view if (g.binding is not None and path is not None) else None,
     )
+
+
+def _along_path(g: GroupAnalysis, changes: tuple[Change, ...], bars: dict[str, Bar]) -> PathWhatIf | None:
+    """The path's length with each changed resource's time on it scaled (its factor, or for a rate the
+    ratio of its new bar to its bar)."""
+    cp = g.critical_path
+    if cp is None or g.work_not_traced is not None:
+        return None
+    out = []
+    for c in changes:
+        f = c.factor
+        if f is None:
+            b = bars.get(c.engine)
+            f = (b.new_busy_ns / b.busy_ns) if (b is not None and b.busy_ns > 0) else 1.0
+        on = sum(p.loop_ns for p in cp.parts if p.kind == c.engine)
+        out.append(PathChange(c.engine, on, f, int(round((1 - f) * on))))
+    new = cp.loop_ns - sum(c.saved_ns for c in out)
+    return PathWhatIf(cp.loop_ns, new, tuple(out), g.frames.count)

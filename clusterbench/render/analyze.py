@@ -185,6 +185,25 @@ def _gap_text(g: GroupAnalysis, i: int) -> str:
     return gap_where(g, i)
 
 
+def _binds_line(g: GroupAnalysis) -> str:
+    """What binds, from both views (analyzers.verdict): the tallest bar, the critical path's sum, or both."""
+    r = g.roofline
+    who = f"host, {r.thread.label()}" if r.engine == "host" and r.thread else r.engine
+    if r.us_per_frame is not None and r.fps is not None:
+        bar = f"{who} at {U.us_per_frame(r.us_per_frame)} → {U.fps(r.fps)}"
+    else:
+        bar = f"{who} ({U.ms(r.busy_ns)} busy; FPS needs FRAMES)"
+    b, cp = g.binding, g.critical_path
+    if b is None or b.view == "tallest_bar" or cp is None:
+        return f"binds: {bar}"
+    loop = U.us_per_frame_of(cp.loop_ns, g.frames.count)
+    path = (f"{U.us_per_frame(loop)} → {U.fps(U.fps_of_us(loop))}" if loop is not None
+            else f"{U.ms(cp.loop_ns)}")  # fmt: skip
+    if b.view == "critical_path":
+        return f"binds: the sum of the critical path, {path} (the resources take turns; the tallest bar is {bar})"
+    return f"binds: between the tallest bar, {bar}, and the critical path's sum, {path}"
+
+
 def _figures(g: GroupAnalysis) -> RenderableType:
     from rich.text import Text
 
@@ -197,11 +216,7 @@ def _figures(g: GroupAnalysis) -> RenderableType:
     elif hidden:
         lines.append("binds: not shown: the GPU's work is not in the trace\n", style="bold")
     else:
-        who = f"host, {r.thread.label()}" if r.engine == "host" and r.thread else r.engine
-        if r.us_per_frame is not None and r.fps is not None:
-            lines.append(f"binds: {who} at {U.us_per_frame(r.us_per_frame)} → {U.fps(r.fps)}\n", style="bold")
-        else:
-            lines.append(f"binds: {who} ({U.ms(r.busy_ns)} busy; FPS needs FRAMES)\n", style="bold")
+        lines.append(_binds_line(g) + "\n", style="bold")
     w = g.window.length_ns or 1
     setup = gp.setup_ns
     if t.measured_us_per_frame is not None:
@@ -264,7 +279,6 @@ def _figures(g: GroupAnalysis) -> RenderableType:
 
 
 def _threads_table(g: GroupAnalysis) -> RenderableType | None:
-
     h = g.host
     if not h.threads:
         return None
@@ -273,21 +287,56 @@ def _threads_table(g: GroupAnalysis) -> RenderableType | None:
     from rich.console import Group
     from rich.text import Text
 
-    head = Text(f"launching threads, {unit} (busy: first to last CUDA call, less its waits and the set-up gaps):")
-    t = _grid(["thread", "launch", "copy", "wait", "other", "busy", "calls"], first_width=22)
+    held = "blocked: in launches, copies and frees the GPU held; " if h.linked else ""
+    head = Text(f"launching threads, {unit} (work: host code and CUDA calls while the GPU held none of them; "
+                f"{held}wait: synchronizes; set-up gaps left out):")  # fmt: skip
+    t = _grid(["thread", "work", "blocked", "wait", "calls"], first_width=28)
 
     def v(ns: int) -> str:
         return U.us_per_frame(U.us_per_frame_of(ns, g.frames.count), unit=False) if per_frame else U.ms(ns, unit=False)
 
     for th in h.threads[:8]:
-        calls = th.launch_calls + th.copy_calls + th.wait_calls + th.other_calls
         label = f"{th.thread.tid}" + (f" {th.thread.name}" if th.thread.name else "")
         binds = g.roofline.engine == "host" and g.roofline.thread == th.thread
-        t.add_row(label, v(th.launch_ns), v(th.copy_ns), v(th.wait_ns), v(th.other_ns), v(th.busy_ns), f"{calls:,}",
-                  style="bold" if binds else None)  # fmt: skip
+        t.add_row(label, v(th.work_ns), v(th.blocked_ns) if h.linked else U.NOT_MEASURED, v(th.wait_ns),
+                  U.count(th.calls), style="bold" if binds else None)  # fmt: skip
     if len(h.threads) > 8:
         t.caption = f"and {len(h.threads) - 8} more (--json lists all)"
     return Group(head, t)
+
+
+def _path_table(g: GroupAnalysis) -> RenderableType | None:
+    """The critical path by resource: time per frame (or ms), its share of the window, and its share
+    without the set-up gaps; the kernels by name under the kernel row."""
+    from rich.console import Group
+    from rich.text import Text
+
+    cp = g.critical_path
+    if cp is None or g.work_not_traced is not None:
+        return None
+    per_frame = g.frames.count is not None
+    setup = g.gaps.setup_ns > 0
+    unit = "µs/frame" if per_frame else "ms"
+    head = Text(f"critical path, {unit} (each resource's time on the chain of waits through the window):")
+    t = _grid(["resource", PER_FRAME_US if per_frame else "ms", "share\n%"] + (["loop\n%"] if setup else []),
+              first_width=30)  # fmt: skip
+
+    def v(ns: int) -> str:
+        return U.us_per_frame(U.us_per_frame_of(ns, g.frames.count), unit=False) if per_frame else U.ms(ns, unit=False)
+
+    shown = 0
+    for p in cp.parts:
+        if p.share < 0.001 and shown >= 3:
+            continue
+        label = p.kind + (f" {p.thread.tid}" + (f" {p.thread.name}" if p.thread.name else "") if p.thread else "")
+        row = [label, v(p.ns), U.pct(p.share, unit=False)] + ([U.pct(cp.loop_share(p), unit=False)] if setup else [])
+        t.add_row(*row)
+        shown += 1
+        if p.resource == "kernel" and len(cp.kernels) > 1:
+            for name, ns in cp.kernels[:4]:
+                t.add_row(f"  {name}", v(ns), U.pct(ns / cp.total_ns, unit=False), *([""] if setup else []))
+    legend = Text("loop % leaves the set-up gaps out" if setup else "", style="dim")
+    return Group(head, t, legend) if setup else Group(head, t)
 
 
 def _kernels_tables(g: GroupAnalysis) -> list[RenderableType]:
@@ -331,6 +380,9 @@ def render_group(a: TraceAnalysis, g: GroupAnalysis, by_kernel: bool = False) ->
     threads = _threads_table(g)
     if threads is not None:
         out.append(threads)
+    path = _path_table(g)
+    if path is not None:
+        out.append(path)
     if by_kernel:
         out.extend(_kernels_tables(g))
 
@@ -369,10 +421,15 @@ def render_what_if(wi) -> RenderableType:
             now, new = U.ms(b.busy_ns, unit=False), U.ms(b.new_busy_ns, unit=False)
         mark = "binds" if b.engine == wi.engine else ("changed" if b.changed else "")
         t.add_row(b.engine, now, new, mark, style="bold" if b.engine == wi.engine else None)
-    head = Text(wi.summary(), style="bold")
+    head = Text("by the tallest bar: " + wi.summary(), style="bold")
     note = Text(f"assumption: {wi.assumption}", style="dim")
     extra = [Text(f"note: {n}", style="yellow") for n in wi.notes]
-    return Group(head, t, note, *extra)
+    path = []
+    if wi.path is not None:
+        from clusterbench.analyzers.whatif import PATH_ASSUMPTION
+
+        path = [Text(wi.path_summary(), style="bold"), Text(f"assumption: {PATH_ASSUMPTION}", style="dim")]
+    return Group(head, t, note, *path, *extra)
 
 
 def render_analysis(a: TraceAnalysis, by_kernel: bool = False) -> list[RenderableType]:

@@ -1,9 +1,11 @@
 """The analyze picture and the trace export.
 
-The picture: a timeline of part of the window, one lane per (engine, stream), the idle gaps shaded
-by cause, and beside it the per-engine bars (µs per frame, or ms busy without frames) with the
-binding bar marked. PNG, SVG or PDF by the file's extension. matplotlib is the optional ``plot``
-extra; it is imported only here, through its object API (no pyplot, no global backend, no display).
+The picture: a timeline of part of the window, one lane per (engine, stream), one per launching
+thread (its CUDA calls, its waits, and its blocked time in its own shade), the critical path as a band
+under the lanes coloured by resource, the idle gaps shaded by cause, and beside it the per-engine bars
+(µs per frame, or ms busy without frames) with the binding bar marked. PNG, SVG or PDF by the file's
+extension. matplotlib is the optional ``plot`` extra; it is imported only here, through its object API
+(no pyplot, no global backend, no display).
 
 The export: the window in the Chrome trace-event format (JSON; ui.perfetto.dev and chrome://tracing
 open it), written event by event.
@@ -23,6 +25,8 @@ from clusterbench.model.engines import COLOURS
 from clusterbench.render.plot import check_plot_path as _check_plot_path
 from clusterbench.render.plot import load_matplotlib
 
+from clusterbench.analyzers.timeline import MAX_FLOWS
+
 if TYPE_CHECKING:
     from clusterbench.analyzers.records import GroupAnalysis, TraceAnalysis
     from clusterbench.analyzers.timeline import Timeline, TraceExport
@@ -32,6 +36,10 @@ MIN_BAR_FRACTION = 1 / 600  # busy stretches are drawn at least this share of th
 GAP_COLOURS = {"module_load": "#9E9E9E", "alloc": "#BDBDBD", "profiler": "#D7CCC8", "sync": "#EF9A9A",
                "host": "#FFCC80", "unknown": "#E0E0E0"}  # fmt: skip
 _EXPORT_HINT = "pass --export-trace FILE.json in a writable directory"
+# the host lanes: CUDA calls, explicit waits, and blocked time (calls the GPU held) in its own shade
+HOST_COLOURS = {"call": "#B0B0B0", "wait": "#EF9A9A", "blocked": "#BA68C8"}
+# the critical path's band: engines in their own colours, then these
+PATH_COLOURS = {"host": "#616161", "launch": "#FFB300", "idle": "#E0E0E0"}
 
 
 def check_plot_path(path: str | Path) -> tuple[Path, str]:
@@ -62,8 +70,10 @@ def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path:
     from matplotlib.patches import Patch
 
     lanes = sorted(tl.lanes, key=lambda ln: (list(COLOURS).index(ln.engine) if ln.engine in COLOURS else 99, ln.stream))
-    n = max(1, len(lanes))
-    fig = Figure(figsize=(12.0, max(4.0, 1.8 + 0.42 * n)), dpi=110)
+    hosts = list(tl.hosts)
+    band = tl.path is not None
+    n = max(1, len(lanes) + len(hosts) + (1 if band else 0))
+    fig = Figure(figsize=(12.0, max(4.0, 2.0 + 0.42 * n)), dpi=110)
     FigureCanvasAgg(fig)
     grid = fig.add_gridspec(1, 2, width_ratios=(3.2, 1.0), wspace=0.28)
     ax = fig.add_subplot(grid[0, 0])
@@ -75,15 +85,37 @@ def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path:
     for mark in tl.gaps:
         ax.axvspan(mark.start_ns / scale, max(mark.end_ns - mark.start_ns, min_w) / scale + mark.start_ns / scale,
                    color=GAP_COLOURS.get(mark.cause, "#E0E0E0"), alpha=0.45, lw=0, zorder=0)  # fmt: skip
+
+    def bars(starts, ends, y, colour, height=0.76):  # noqa: ANN001, ANN202
+        xs = [(float(a) / scale, float(max(b - a, min_w)) / scale) for a, b in zip(starts.tolist(), ends.tolist())]
+        if xs:
+            ax.broken_barh(xs, (y - height / 2, height), facecolors=colour, edgecolor="none")
+
+    labels = []
     for i, ln in enumerate(lanes):
-        y = n - 1 - i
-        xs = [
-            (float(s) / scale, float(max(e - s, min_w)) / scale)
-            for s, e in zip(ln.starts_ns.tolist(), ln.ends_ns.tolist())
-        ]
-        ax.broken_barh(xs, (y - 0.38, 0.76), facecolors=COLOURS.get(ln.engine, "#333333"), edgecolor="none")
+        bars(ln.starts_ns, ln.ends_ns, n - 1 - i, COLOURS.get(ln.engine, "#333333"))
+        labels.append(f"{ln.engine} · stream {ln.stream}")
+    for j, h in enumerate(hosts):
+        y = n - 1 - len(lanes) - j
+        bars(h.calls[0], h.calls[1], y, HOST_COLOURS["call"], 0.5)
+        bars(h.waits[0], h.waits[1], y, HOST_COLOURS["wait"], 0.5)
+        bars(h.blocked[0], h.blocked[1], y, HOST_COLOURS["blocked"], 0.76)
+        labels.append(h.label)
+    path_res: list[str] = []
+    if band:
+        p = tl.path
+        y = 0
+        by: dict[str, list[int]] = {}
+        for k, r in enumerate(p.resource):
+            by.setdefault(r, []).append(k)
+        for r, idx in by.items():
+            colour = COLOURS.get(r) or PATH_COLOURS.get(r, "#333333")
+            bars(p.starts_ns[idx], p.ends_ns[idx], y, colour, 0.9)
+        path_res = list(by)
+        labels.append("critical path")
+        ax.axhline(0.55, color="#9E9E9E", lw=0.6)
     ax.set_yticks(range(n))
-    ax.set_yticklabels([f"{ln.engine} · stream {ln.stream}" for ln in reversed(lanes)], fontsize=8)
+    ax.set_yticklabels(list(reversed(labels)) if labels else [""], fontsize=8)
     ax.set_ylim(-0.6, n - 0.4)
     margin = 0.01 * span_ns  # so that a stretch at either end of the span is not hidden by the frame
     ax.set_xlim((tl.span_start_ns - margin) / scale, (tl.span_end_ns + margin) / scale)
@@ -99,9 +131,9 @@ def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path:
     vals = [(engines[n_].us_per_frame or 0.0) if per_frame else engines[n_].busy_ns / 1e6 for n_ in names]
     colours = [COLOURS.get(n_, "#333333") for n_ in names]
     busiest = g.host.busiest
-    if busiest is not None:
+    if busiest is not None:  # the host bar is the busiest thread's work
         names.append("host")
-        vals.append((busiest.us_per_frame or 0.0) if per_frame else busiest.busy_ns / 1e6)
+        vals.append((busiest.work_us_per_frame or 0.0) if per_frame else busiest.work_ns / 1e6)
         colours.append("#7F7F7F")
     binds = g.roofline.engine
     bars = bx.bar(range(len(names)), vals, color=colours)
@@ -123,9 +155,13 @@ def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path:
     bx.set_title(f"per-engine bars; ★ binds: {binds or 'nothing'}{fps}", fontsize=9)
     bx.grid(axis="y", alpha=0.3)
 
-    present = [e for e in COLOURS if any(ln.engine == e for ln in lanes)]
+    present = [e for e in COLOURS if any(ln.engine == e for ln in lanes) or e in path_res]
     causes = [c for c in GAP_COLOURS if any(m.cause == c for m in tl.gaps)]
     handles = [Patch(facecolor=COLOURS[e], label=e) for e in present]
+    if hosts:
+        handles += [Patch(facecolor=HOST_COLOURS["call"], label="CUDA call"), Patch(facecolor=HOST_COLOURS["wait"], label="wait"),
+                    Patch(facecolor=HOST_COLOURS["blocked"], label="blocked")]  # fmt: skip
+    handles += [Patch(facecolor=PATH_COLOURS[r], label=f"path: {r}") for r in PATH_COLOURS if r in path_res]
     handles += [Patch(facecolor=GAP_COLOURS[c], alpha=0.45, label=f"idle: {c}") for c in causes]
     if handles:
         ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16),
@@ -169,12 +205,19 @@ def check_export_path(path: str | Path) -> Path:
 
 def write_chrome_trace(ex: TraceExport, path: str | Path) -> Path:
     """Write ``ex`` as Chrome trace events ("X" events, times in µs from the window start; one
-    process row per track group, one thread row per track). Returns the path."""
+    process row per track group, one thread row per track), with flow arrows ("s" at the launch call,
+    "f" with ``bp: "e"`` at the GPU row, one id each) from each launch to its GPU work. Returns the path."""
     p = Path(path)
     pids = {grp: i + 1 for i, grp in enumerate(dict.fromkeys(t.group for t in ex.tracks))}
+    flows = ex.flows
+    shown = len(flows) if flows is not None else 0
+    meta = {"title": ex.title, "flows": ex.flows_total, "flows_shown": shown, "flows_cut": shown < ex.flows_total}
+    if shown < ex.flows_total:
+        meta["flows_note"] = (f"flow arrows from launch calls to their GPU work: the first {shown:,} in time of "
+                              f"{ex.flows_total:,} (at most {MAX_FLOWS:,} are written)")  # fmt: skip
     try:
         with p.open("w", encoding="utf-8") as fh:
-            fh.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps({"title": ex.title}) + ', "traceEvents": [\n')
+            fh.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps(meta) + ', "traceEvents": [\n')
             first = True
 
             def emit(event: dict) -> None:
@@ -191,6 +234,14 @@ def write_chrome_trace(ex: TraceExport, path: str | Path) -> Path:
                 for s, e, k in zip(t.starts_ns.tolist(), t.ends_ns.tolist(), t.label.tolist()):
                     emit({"ph": "X", "name": t.labels[k], "pid": pid, "tid": tid, "ts": (s - ex.window_start_ns) / U.NS_PER_US,
                           "dur": (e - s) / U.NS_PER_US})  # fmt: skip
+            if flows is not None:
+                w0 = ex.window_start_ns
+                for i, (ct, cs, rt, rs) in enumerate(zip(flows.call_track.tolist(), flows.call_ns.tolist(),
+                                                         flows.row_track.tolist(), flows.row_ns.tolist()), start=1):  # fmt: skip
+                    emit({"ph": "s", "id": i, "name": "launch", "cat": "launch", "pid": pids[ex.tracks[ct].group],
+                          "tid": ct + 1, "ts": (cs - w0) / U.NS_PER_US})  # fmt: skip
+                    emit({"ph": "f", "bp": "e", "id": i, "name": "launch", "cat": "launch", "pid": pids[ex.tracks[rt].group],
+                          "tid": rt + 1, "ts": (rs - w0) / U.NS_PER_US})  # fmt: skip
             fh.write("\n]}\n")
     except OSError as exc:
         raise InputError(f"cannot write the trace export {p}: {exc.strerror or exc}", hint=_EXPORT_HINT) from None
