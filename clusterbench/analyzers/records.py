@@ -24,8 +24,12 @@ from clusterbench.model import units as U
 #          3 = adds `window` (mode, bounds, what was cut), `frames_definition`, `gaps` (every idle gap
 #              with its cause), `gap_summary`, `steady` (figures without set-up gaps), `kernels`, `copies`,
 #              `host` (launching threads), `pacing`, `work_not_traced`; `roofline.engine` may be
-#              "host" (with `roofline.thread`); `idle_gap_*` count every gap of at least the threshold.
-JSON_VERSION = 3
+#              "host" (with `roofline.thread`); `idle_gap_*` count every gap of at least the threshold;
+#          4 = adds `critical_path` (its length split by resource, with and without set-up gaps, by thread and
+#              kernel name) and `binding` (the one verdict from the tallest bar and the path); per thread
+#              `work_*`, `blocked_*`, `blocked` (by cause) and `held_calls`; `host.blocked`, `host.blocked_ns`,
+#              `host.linked`; the path in `what_if`. The roofline's host bar is the thread's work.
+JSON_VERSION = 4
 
 GAP_CAUSES = ("module_load", "alloc", "sync", "host", "profiler", "unknown")
 SETUP_CAUSES = frozenset({"module_load", "alloc", "profiler"})  # not the pipeline's own loop

@@ -158,6 +158,7 @@ def _grid(columns: list[str], title: str | None = None, left: int = 1, first_wid
 
 
 PER_FRAME_US = "per\nframe\nµs"
+SMALL_PART = 0.005  # critical-path parts below this share (of the window and of the loop) share one row
 
 
 def _engine_table(g: GroupAnalysis) -> RenderableType:
@@ -287,9 +288,9 @@ def _threads_table(g: GroupAnalysis) -> RenderableType | None:
     from rich.console import Group
     from rich.text import Text
 
-    held = "blocked: in launches, copies and frees the GPU held; " if h.linked else ""
-    head = Text(f"launching threads, {unit} (work: host code and CUDA calls while the GPU held none of them; "
-                f"{held}wait: synchronizes; set-up gaps left out):")  # fmt: skip
+    held = "blocked: in calls the GPU held; " if h.linked else ""
+    head = Text(f"launching threads, {unit} (work: host code and CUDA calls; {held}wait: in synchronizes; set-up "
+                "gaps left out):")  # fmt: skip
     t = _grid(["thread", "work", "blocked", "wait", "calls"], first_width=28)
 
     def v(ns: int) -> str:
@@ -317,26 +318,30 @@ def _path_table(g: GroupAnalysis) -> RenderableType | None:
     per_frame = g.frames.count is not None
     setup = g.gaps.setup_ns > 0
     unit = "µs/frame" if per_frame else "ms"
-    head = Text(f"critical path, {unit} (each resource's time on the chain of waits through the window):")
+    head = Text(f"critical path, {unit} (each resource's time on the chain of waits"
+                + ("; loop %: set-up gaps left out):" if setup else "):"))
     t = _grid(["resource", PER_FRAME_US if per_frame else "ms", "share\n%"] + (["loop\n%"] if setup else []),
               first_width=30)  # fmt: skip
 
     def v(ns: int) -> str:
         return U.us_per_frame(U.us_per_frame_of(ns, g.frames.count), unit=False) if per_frame else U.ms(ns, unit=False)
 
-    shown = 0
+    small = [p for p in cp.parts if p.share < SMALL_PART and cp.loop_share(p) < SMALL_PART]
     for p in cp.parts:
-        if p.share < 0.001 and shown >= 3:
+        if p in small and len(small) > 1:
             continue
         label = p.kind + (f" {p.thread.tid}" + (f" {p.thread.name}" if p.thread.name else "") if p.thread else "")
         row = [label, v(p.ns), U.pct(p.share, unit=False)] + ([U.pct(cp.loop_share(p), unit=False)] if setup else [])
         t.add_row(*row)
-        shown += 1
         if p.resource == "kernel" and len(cp.kernels) > 1:
             for name, ns in cp.kernels[:4]:
                 t.add_row(f"  {name}", v(ns), U.pct(ns / cp.total_ns, unit=False), *([""] if setup else []))
-    legend = Text("loop % leaves the set-up gaps out" if setup else "", style="dim")
-    return Group(head, t, legend) if setup else Group(head, t)
+    if len(small) > 1:
+        ns = sum(p.ns for p in small)
+        loop = sum(p.loop_ns for p in small) / cp.loop_ns if cp.loop_ns else 0.0
+        t.add_row(", ".join(p.kind for p in small), v(ns), U.pct(ns / cp.total_ns, unit=False),
+                  *([U.pct(loop, unit=False)] if setup else []))  # fmt: skip
+    return Group(head, t)
 
 
 def _kernels_tables(g: GroupAnalysis) -> list[RenderableType]:

@@ -136,12 +136,14 @@ def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path:
         vals.append((busiest.work_us_per_frame or 0.0) if per_frame else busiest.work_ns / 1e6)
         colours.append("#7F7F7F")
     binds = g.roofline.engine
+    view = g.binding.view if g.binding is not None else "tallest_bar"
+    star = "binds" if view == "tallest_bar" else "tallest"
     bars = bx.bar(range(len(names)), vals, color=colours)
     for rect, n_, v in zip(bars, names, vals):
         if n_ == binds:
             rect.set_edgecolor("black")
             rect.set_linewidth(2.0)
-            bx.annotate(f"★ binds\n{v:.2f}", (rect.get_x() + rect.get_width() / 2, v), xytext=(0, 3),
+            bx.annotate(f"★ {star}\n{v:.2f}", (rect.get_x() + rect.get_width() / 2, v), xytext=(0, 3),
                         textcoords="offset points", ha="center", va="bottom", fontsize=8, fontweight="bold")  # fmt: skip
         else:
             bx.annotate(f"{v:.2f}", (rect.get_x() + rect.get_width() / 2, v), xytext=(0, 3),
@@ -152,7 +154,13 @@ def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path:
     bx.set_ylim(0, top * 1.35 if top > 0 else 1.0)
     bx.set_ylabel("µs per frame" if per_frame else "busy ms in the window")
     fps = f"\n{U.fps(g.roofline.fps)}" if g.roofline.fps else ""
-    bx.set_title(f"per-engine bars; ★ binds: {binds or 'nothing'}{fps}", fontsize=9)
+    if view == "tallest_bar":
+        bx.set_title(f"per-engine bars; ★ binds: {binds or 'nothing'}{fps}", fontsize=9)
+    else:
+        loop = U.us_per_frame_of(g.critical_path.loop_ns, g.frames.count) if g.critical_path else None
+        rate = f": {U.fps(U.fps_of_us(loop))}" if loop else ""
+        what = "the sum binds (turns)" if view == "critical_path" else "between bar and sum"
+        bx.set_title(f"per-engine bars; ★ tallest: {binds}\n{what}{rate}", fontsize=9)
     bx.grid(axis="y", alpha=0.3)
 
     present = [e for e in COLOURS if any(ln.engine == e for ln in lanes) or e in path_res]
