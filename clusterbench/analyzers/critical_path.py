@@ -60,10 +60,9 @@ class Walk:
 def _exit_rows(links: Links, held: Held) -> np.ndarray:
     """Per call, the row the walk goes on to when it leaves the thread at that call: the row that
     released it, when the GPU held it and that row ended after the call started (-1 otherwise)."""
-    ex = held.exit_row(links.n_calls)
-    has = ex >= 0
-    has[has] &= links.end[ex[has]] > links.cstart[has]
-    ex[~has] = NONE
+    ex = np.full(links.n_calls, NONE, dtype=np.int64)
+    ok = links.end[held.row] > links.cstart[held.call]
+    ex[held.call[ok]] = held.row[ok]
     return ex
 
 
@@ -169,210 +168,265 @@ COPY_CODES = tuple(S.ENGINE_CODE[e] for e in S.ENGINES if e in S.COPY_ENGINES)
 
 def _engine_predecessors(links: Links) -> np.ndarray:
     """Per copy row: the latest-ending other row of its copy engine that ended at or before its start
-    (-1 for none, and for rows that are not copies)."""
+    (-1 for none, and for rows that are not copies). An engine's rows are one range of the rows."""
     out = np.full(links.n_rows, NONE, dtype=np.int64)
-    if links.n_rows == 0:
-        return out
-    be = links.by_end
-    eng = links.engine[be]
     for code in COPY_CODES:
-        rows = be[eng == code]  # this engine's rows in end order
-        if rows.size < 2:
+        lo, hi = int(links.engine_lo[code]), int(links.engine_hi[code])
+        if hi - lo < 2:
             continue
-        ends = links.end[rows]
-        k = np.searchsorted(ends, links.start[rows], side="right") - 1
-        k = np.where((k >= 0) & (rows[np.maximum(k, 0)] == rows), k - 1, k)  # not itself (zero length)
+        order = np.argsort(links.end[lo:hi], kind="stable")  # nearly sorted already
+        ends = links.end[lo:hi][order]
+        rows = lo + order
+        k = np.searchsorted(ends, links.start[lo:hi], side="right") - 1
+        own = np.arange(lo, hi)
+        k = np.where((k >= 0) & (rows[np.maximum(k, 0)] == own), k - 1, k)  # not itself (zero length)
         ok = k >= 0
-        out[rows[ok]] = rows[k[ok]]
+        out[own[ok]] = rows[k[ok]]
     return out
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Graph:
-    """The walk's nodes: rows 0..n_rows-1, then the launch calls (the calls with GPU rows) as
-    n_rows + k for ``launchers[k]``; per node its predecessor (-1 for none), the time at which the walk
-    enters the predecessor (its release), and the resource of the stretch before the node's own part."""
+    """The walk's nodes, one per row: its predecessor row (-1 for none), the time at which the walk
+    enters it (its release), and ``via``: the launch call the row waited for (-1 for none). A row whose
+    dependency is its launch call goes on, through the call's thread, to the row that released the
+    thread's last held call before it: the call's start splits the stretch before the row into host
+    time (before the start) and the launch delay (after)."""
 
     pred: np.ndarray
     rel: np.ndarray
-    low: np.ndarray
-    launchers: np.ndarray  # call index of call node n_rows + k
+    via: np.ndarray
     threads: _Threads
 
 
 def predecessors(links: Links, held: Held, syncs=None, records=None) -> Graph:  # noqa: ANN001
-    """Every node's predecessor (module docstring), with NumPy over the columns."""
+    """Every row's predecessor (module docstring), with NumPy over the columns."""
     n = links.n_rows
-    launchers = np.flatnonzero(links.own_hi > links.own_lo) if links.n_calls else np.empty(0, np.int64)
-    m = launchers.size
-    node_of_call = np.full(links.n_calls, NONE, dtype=np.int64)
-    node_of_call[launchers] = n + np.arange(m, dtype=np.int64)
-    pred = np.full(n + m, NONE, dtype=np.int64)
-    rel = np.full(n + m, _NEG, dtype=np.int64)
-    low = np.full(n + m, IDLE, dtype=np.int64)
-    s, e = links.start, links.end
+    pred = np.full(n, NONE, dtype=np.int64)
+    rel = np.full(n, _NEG, dtype=np.int64)
+    via = np.full(n, NONE, dtype=np.int64)
     th = _Threads(links, _exit_rows(links, held))
-    if n:
-        # stream: the latest-ending earlier row of the stream (entered at R.start when it overlaps R)
-        bs = links.by_stream
-        pos = np.empty(n, dtype=np.int64)
-        pos[bs] = np.arange(n, dtype=np.int64)
-        prev = pos - 1
-        first = links.seg_lo[links.srank.astype(np.int64)]
-        has = prev >= first
-        sp = np.full(n, NONE, dtype=np.int64)
-        sp[has] = bs[links.latest[prev[has]]]
-        sp_ok = sp >= 0
-        sp_ok[sp_ok] &= s[sp[sp_ok]] <= s[sp_ok]
-        best = np.where(sp_ok, np.minimum(e[np.maximum(sp, 0)], s), _NEG)
-        pr = np.where(sp_ok, sp, NONE)
-        lw = np.full(n, IDLE, dtype=np.int64)
-        # events
-        ev_src, _ = _event_edges(links, syncs, records)
-        ev_ok = ev_src >= 0
-        if ev_ok.any():
-            ev_ok[ev_ok] &= e[ev_src[ev_ok]] <= s[ev_ok]  # an event the row did not wait for is no dependency
-            ev_rel = np.where(ev_ok, e[np.maximum(ev_src, 0)], _NEG)
-            better = ev_rel > best
-            best[better], pr[better] = ev_rel[better], ev_src[better]
-        # engine: a copy follows the latest-ending earlier copy of its engine (one direction's copies take
-        # turns on its copy engine, whatever their streams)
-        eg_src = _engine_predecessors(links)
-        eg_ok = eg_src >= 0
-        if eg_ok.any():
-            eg_rel = np.where(eg_ok, e[np.maximum(eg_src, 0)], _NEG)
-            better = eg_rel > best
-            best[better], pr[better] = eg_rel[better], eg_src[better]
-        # launch call; the latest release wins (ties: stream, event, engine, then launch)
-        lc = links.launch
-        lc_ok = lc >= 0
-        lc_ok[lc_ok] &= links.cstart[lc[lc_ok]] <= s[lc_ok]
-        lc_rel = np.where(lc_ok, links.cstart[np.maximum(lc, 0)], _NEG)
-        better = lc_rel > best
-        best[better], pr[better], lw[better] = lc_rel[better], node_of_call[lc[better]], LAUNCH
-        # a device-launched row with none of these: the GPU's latest row that ended by its start
-        orphan = np.flatnonzero((pr < 0) & links.device_launched)
-        if orphan.size:
-            ends = e[links.by_end]
-            k = np.searchsorted(ends, s[orphan], side="right") - 1
-            r = np.where(k >= 0, links.by_end[np.maximum(k, 0)], NONE)
-            k = np.where(r == orphan, k - 1, k)  # not itself (a zero-length row)
-            r = np.where(k >= 0, links.by_end[np.maximum(k, 0)], NONE)
-            ok = r >= 0
-            pr[orphan[ok]] = r[ok]
-            best[orphan[ok]] = e[r[ok]]
-        pred[:n], rel[:n], low[:n] = pr, np.where(pr >= 0, best, _NEG), lw
-    if m:
-        # thread T at a launch call's start: back to the row that released T's last held call
-        _, row = th.before_call(launchers)
-        pred[n:] = row
-        rel[n:] = np.where(row >= 0, e[np.maximum(row, 0)], _NEG)
-        low[n:] = HOST0 + links.cthread[launchers].astype(np.int64)
-    return Graph(pred, rel, low, launchers, th)
+    if n == 0:
+        return Graph(pred, rel, via, th)
+    s, e = links.start, links.end
+    # stream: the latest-ending earlier row of the stream (entered at R.start when it overlaps R)
+    bs = links.by_stream
+    pos = np.empty(n, dtype=np.int64)
+    pos[bs] = np.arange(n, dtype=np.int64)
+    prev = pos - 1
+    first = links.seg_lo[links.srank]
+    has = prev >= first
+    sp = np.full(n, NONE, dtype=np.int64)
+    sp[has] = bs[links.latest[prev[has]]]
+    sp_ok = sp >= 0
+    sp_ok[sp_ok] &= s[sp[sp_ok]] <= s[sp_ok]
+    best = np.where(sp_ok, np.minimum(e[np.maximum(sp, 0)], s), _NEG)
+    pr = np.where(sp_ok, sp, NONE)
+    # events
+    ev_src, _ = _event_edges(links, syncs, records)
+    ev_ok = ev_src >= 0
+    if ev_ok.any():
+        ev_ok[ev_ok] &= e[ev_src[ev_ok]] <= s[ev_ok]  # an event the row did not wait for is no dependency
+        ev_rel = np.where(ev_ok, e[np.maximum(ev_src, 0)], _NEG)
+        better = ev_rel > best
+        best[better], pr[better] = ev_rel[better], ev_src[better]
+    # engine: a copy follows the latest-ending earlier copy of its engine (one direction's copies take
+    # turns on its copy engine, whatever their streams)
+    eg_src = _engine_predecessors(links)
+    eg_ok = eg_src >= 0
+    if eg_ok.any():
+        eg_rel = np.where(eg_ok, e[np.maximum(eg_src, 0)], _NEG)
+        better = eg_rel > best
+        best[better], pr[better] = eg_rel[better], eg_src[better]
+    # launch call; the latest release wins (ties: stream, event, engine, then launch)
+    lc = links.launch
+    lc_ok = lc >= 0
+    lc_ok[lc_ok] &= links.cstart[lc[lc_ok]] <= s[lc_ok]
+    lc_rel = np.where(lc_ok, links.cstart[np.maximum(lc, 0)], _NEG)
+    by_call = np.flatnonzero(lc_rel > best)
+    # a device-launched row with none of these: the GPU's latest row that ended by its start
+    orphan = np.flatnonzero((pr < 0) & (lc_rel <= best) & links.device_launched)
+    if orphan.size:
+        ends = e[links.by_end]
+        k = np.searchsorted(ends, s[orphan], side="right") - 1
+        r = np.where(k >= 0, links.by_end[np.maximum(k, 0)], NONE)
+        k = np.where(r == orphan, k - 1, k)  # not itself (a zero-length row)
+        r = np.where(k >= 0, links.by_end[np.maximum(k, 0)], NONE)
+        ok = r >= 0
+        pr[orphan[ok]] = r[ok]
+        best[orphan[ok]] = e[r[ok]]
+    pred[:], rel[:] = pr, np.where(pr >= 0, best, _NEG)
+    if by_call.size:
+        # thread T at the launch call's start: back to the row that released T's last held call
+        _, row = th.before_call(lc[by_call])
+        via[by_call] = lc[by_call]
+        pred[by_call] = row
+        rel[by_call] = np.where(row >= 0, e[np.maximum(row, 0)], _NEG)
+    return Graph(pred, rel, via, th)
 
 
-def walk(links: Links, held: Held, window: iv.Intervals, launching: np.ndarray, syncs=None, records=None) -> Walk:  # noqa: ANN001
-    """The critical path of each window interval. ``launching``: per thread of ApiCalls.threads,
-    whether it is a launching thread (its calls can end the walk's first step)."""
+def _start_nodes(links: Links, th: _Threads, window: iv.Intervals, launching: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per interval: its first node (the row ending last by its end, or -1), the time the walk enters it,
+    the end of the latest-ending row or launching-thread call by the interval's end, and the host stretch
+    before that call when it is a call: [head_lo, first_end] on its thread (head_lo -inf: to the start)."""
     ws, we = window
     n = links.n_rows
-    gr = predecessors(links, held, syncs, records)
-    pred, rel, low, th = gr.pred, gr.rel, gr.low, gr.threads
-
-    # the first node of each interval: the latest-ending row or launching-thread call ending by w1
-    k = int(ws.size)
     row_end = links.end[links.by_end] if n else np.empty(0, np.int64)
     kr = np.searchsorted(row_end, we, side="right") - 1
     r0 = np.where(kr >= 0, links.by_end[np.maximum(kr, 0)] if n else NONE, NONE)
     r0_end = np.where(r0 >= 0, links.end[np.maximum(r0, 0)] if n else _NEG, _NEG)
     mine = np.flatnonzero(launching[links.cthread]) if links.n_calls and launching.size else np.empty(0, np.int64)
     c_order = mine[np.argsort(links.cend[mine], kind="stable")]
-    c_end = links.cend[c_order]
-    kc = np.searchsorted(c_end, we, side="right") - 1
+    kc = np.searchsorted(links.cend[c_order], we, side="right") - 1
     c0 = np.where(kc >= 0, c_order[np.maximum(kc, 0)] if c_order.size else NONE, NONE)
     c0_end = np.where(c0 >= 0, links.cend[np.maximum(c0, 0)] if links.n_calls else _NEG, _NEG)
     use_call = c0_end > r0_end  # ties: the row
     first_end = np.where(use_call, c0_end, r0_end)
-    # starting at a call: thread T at its end, back to the row that released its last held call
-    start_node = np.where(use_call, NONE, r0)
-    head_lo = np.full(k, _NEG, dtype=np.int64)  # the host stretch of a call start: [head_lo, first_end]
-    if use_call.any():
+    start = np.where(use_call, NONE, r0)
+    head_lo = np.full(ws.size, _NEG, dtype=np.int64)
+    if use_call.any():  # thread T at the call's end, back to the row that released its last held call
         idx = np.flatnonzero(use_call)
-        _, row = th.before(links.cthread[c0[idx]], first_end[idx])
-        start_node[idx] = row
+        _, row = th.before(links.cthread[c0[idx]].astype(np.int64), first_end[idx])
+        start[idx] = row
         head_lo[idx] = np.where(row >= 0, links.end[np.maximum(row, 0)] if n else _NEG, _NEG)
     head_res = np.where(use_call, HOST0 + (links.cthread[np.maximum(c0, 0)].astype(np.int64) if links.n_calls else 0), IDLE)
+    top0 = np.where(use_call, head_lo, first_end)  # where the walk enters its first node
+    return start, top0, first_end, use_call, head_lo, head_res
 
-    # one plain loop per interval along the chain of predecessors
-    pred_l, rel_l = memoryview(pred), memoryview(rel)  # no copy; indexing gives Python ints
-    steps: list[int] = []
-    add = steps.append
-    bounds = [0]
+
+FRONTIER_MIN = 32  # with this many walks or more still going, they step together in NumPy
+
+
+def follow(pred: np.ndarray, rel: np.ndarray, ws: np.ndarray, start: np.ndarray, top0: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The rows of each interval's walk, in walk order (time running backwards): from its first row,
+    from each row to its predecessor while the release lies after the interval's start. Returns the rows
+    of every walk one after the other, the bounds of each walk's run, and False when a walk went round
+    (correlation ids out of issue order: it stops after as many steps as there are rows).
+
+    One interval: the chain is cut at the window's start first (a predecessor released at or before it
+    is no predecessor), then followed in one plain Python loop over a memoryview. Many intervals: the
+    walks step together, one NumPy step for all of them, while FRONTIER_MIN or more are still going;
+    the last ones finish in the plain loop."""
+    k = int(ws.size)
+    limit = pred.size + 1
+    go = (start >= 0) & (top0 > ws)
+    if k == 1:
+        steps: list[int] = []
+        add = steps.append
+        nxt = memoryview(np.where(rel > int(ws[0]), pred, NONE))
+        i = int(start[0]) if bool(go[0]) else NONE
+        complete = True
+        for _ in range(limit):
+            if i < 0:
+                break
+            add(i)
+            i = nxt[i]
+        else:
+            complete = False
+        return np.asarray(steps, dtype=np.int64), np.array([0, len(steps)], dtype=np.int64), complete
+    walks = np.flatnonzero(go)
+    cur = start[walks].copy()
+    w0 = ws[walks]
+    alive = np.arange(walks.size)
+    got_node, got_owner, got_step = [], [], []
+    step = 0
     complete = True
-    bounded = range(pred.size + 1)  # each node at most once per interval: past this, a cycle
-    for w0, node, fe in zip(ws.tolist(), start_node.tolist(), first_end.tolist()):
-        i = node if fe > w0 else NONE
-        if i >= 0:
-            for _ in bounded:
-                add(i)
-                if rel_l[i] <= w0:  # no predecessor (rel is far below), or the walk reached w0
-                    break
-                i = pred_l[i]
-            else:
-                complete = False
-        bounds.append(len(steps))
-    nodes = np.asarray(steps, dtype=np.int64)
-    per_interval = np.diff(np.asarray(bounds, dtype=np.int64))
-    owner = np.repeat(np.arange(k), per_interval)
-    w0s = ws[owner]
+    while alive.size >= FRONTIER_MIN:
+        i = cur[alive]
+        got_node.append(i)
+        got_owner.append(walks[alive])
+        got_step.append(np.full(alive.size, step, dtype=np.int64))
+        on = rel[i] > w0[alive]
+        alive = alive[on]
+        cur[alive] = pred[i[on]]
+        step += 1
+        if step > limit:
+            complete = False
+            alive = alive[:0]
+    pred_l, rel_l = memoryview(pred), memoryview(rel)  # no copy; indexing gives Python ints
+    rows: list[int] = []
+    owners: list[int] = []
+    firsts: list[int] = []
+    for a in alive.tolist():
+        w, i, lo = int(walks[a]), int(cur[a]), int(w0[a])
+        n0 = len(rows)
+        add = rows.append
+        for _ in range(limit):
+            add(i)
+            if rel_l[i] <= lo:  # no predecessor (rel is far below), or the walk reached its start
+                break
+            i = pred_l[i]
+        else:
+            complete = False
+        owners.extend([w] * (len(rows) - n0))
+        firsts.append(n0)
+    if rows:
+        got_node.append(np.asarray(rows, dtype=np.int64))
+        got_owner.append(np.asarray(owners, dtype=np.int64))
+        run = np.asarray(firsts + [len(rows)], dtype=np.int64)
+        got_step.append(step + np.arange(len(rows), dtype=np.int64) - np.repeat(run[:-1], np.diff(run)))
+    if not got_node:
+        return np.empty(0, dtype=np.int64), np.zeros(k + 1, dtype=np.int64), complete
+    node, owner, at = np.concatenate(got_node), np.concatenate(got_owner), np.concatenate(got_step)
+    counts = np.bincount(owner, minlength=k)
+    bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    out = np.empty(node.size, dtype=np.int64)
+    out[bounds[owner] + at] = node
+    return out, bounds, complete
 
-    # each node's stretch: [lo, mid] its predecessor's gap (or host), [mid, top] its own row
-    is_row = nodes < n
+
+def walk(links: Links, held: Held, window: iv.Intervals, launching: np.ndarray, syncs=None, records=None) -> Walk:  # noqa: ANN001
+    """The critical path of each window interval. ``launching``: per thread of ApiCalls.threads,
+    whether it is a launching thread (its calls can end the walk's first step)."""
+    ws, we = window
+    k = int(ws.size)
+    gr = predecessors(links, held, syncs, records)
+    pred, rel, via = gr.pred, gr.rel, gr.via
+    start, top0, first_end, use_call, head_lo, head_res = _start_nodes(links, gr.threads, window, launching)
+
+    nodes, bounds_a, complete = follow(pred, rel, ws, start, top0)
+    per_interval = np.diff(bounds_a)
+    w0s = np.repeat(ws, per_interval)
+
+    # each row's stretch: [mid, top] the row itself; below it, down to lo, its predecessor's gap, split
+    # at its launch call's start (if the row waited for it) into the thread's host time and the delay
     top = np.empty(nodes.size, dtype=np.int64)
     if nodes.size:
         top[1:] = rel[nodes[:-1]]
-        heads = np.asarray(bounds[:-1], dtype=np.int64)[per_interval > 0]
-        top[heads] = np.where(head_lo[per_interval > 0] > _NEG, head_lo[per_interval > 0], first_end[per_interval > 0])
+        top[bounds_a[:-1][per_interval > 0]] = top0[per_interval > 0]
     top = np.maximum(top, w0s)
-    rows_i = np.where(is_row, nodes, 0)
-    calls_i = np.where(is_row, 0, gr.launchers[np.where(is_row, 0, nodes - n)] if gr.launchers.size else 0)
-    mid = np.where(is_row, links.start[rows_i] if n else 0, links.cstart[calls_i] if links.n_calls else 0)
     lo = np.maximum(rel[nodes], w0s)
-    mid = np.clip(mid, lo, top)
-    own_res = np.where(is_row, ENGINE0 + (links.engine[rows_i].astype(np.int64) if n else 0), IDLE)
-    own_k = np.where(is_row, links.kname[rows_i] if n else -1, -1)
-    low_res = low[nodes]
-
-    # the stretch after the walk's first node, and before the last one (a walk that reached no
-    # dependency: idle before a row, the thread's host code before a call)
-    seg_s = [mid, lo]
-    seg_e = [top, mid]
-    seg_r = [own_res, low_res]
-    seg_k = [own_k, np.full(nodes.size, -1, dtype=np.int64)]
-    tail_s = np.where(first_end > ws, np.maximum(first_end, ws), ws)
-    seg_s.append(np.minimum(tail_s, we))
+    mid = np.clip(links.start[nodes], lo, top)
+    v = via[nodes]
+    has_via = v >= 0
+    cut = np.clip(np.where(has_via, links.cstart[np.maximum(v, 0)] if links.n_calls else 0, lo), lo, mid)
+    host_res = HOST0 + (links.cthread[np.maximum(v, 0)].astype(np.int64) if links.n_calls else 0)
+    # the three stretches of each row interleaved: time runs backwards along each interval's walk
+    minus = np.full(nodes.size, -1, np.int64)
+    seg_s = [np.stack([mid, cut, lo], axis=1).ravel()]
+    seg_e = [np.stack([top, mid, cut], axis=1).ravel()]
+    seg_r = [np.stack([ENGINE0 + links.engine[nodes].astype(np.int64), np.where(has_via, LAUNCH, IDLE),
+                       np.where(has_via, host_res, IDLE)], axis=1).ravel()]  # fmt: skip
+    seg_k = [np.stack([links.kname[nodes].astype(np.int64), minus, minus], axis=1).ravel()]
+    # after the first node: idle; before it, when the walk began at a call: the thread's host time
+    seg_s.append(np.minimum(np.maximum(first_end, ws), we))
     seg_e.append(we)
     seg_r.append(np.full(k, IDLE, dtype=np.int64))
     seg_k.append(np.full(k, -1, dtype=np.int64))
-    has_head = head_lo > _NEG
-    hs = np.where(has_head, np.maximum(head_lo, ws), ws)
     he = np.where(use_call, np.clip(first_end, ws, we), ws)
-    hs = np.minimum(hs, he)
-    seg_s.append(hs)
+    seg_s.append(np.minimum(np.maximum(head_lo, ws), he))
     seg_e.append(he)
     seg_r.append(head_res)
     seg_k.append(np.full(k, -1, dtype=np.int64))
     # a walk cut short (a cycle: correlation ids out of issue order): the rest of the interval is idle
     if nodes.size and not complete:
-        last = np.asarray(bounds[1:], dtype=np.int64)[per_interval > 0] - 1
+        last = bounds_a[1:][per_interval > 0] - 1
         seg_s.append(ws[per_interval > 0].astype(np.int64))
         seg_e.append(lo[last])
         seg_r.append(np.full(last.size, IDLE, dtype=np.int64))
         seg_k.append(np.full(last.size, -1, dtype=np.int64))
-    ss = np.concatenate(seg_s)
-    ee = np.concatenate(seg_e)
-    rr = np.concatenate(seg_r)
-    kk = np.concatenate(seg_k)
+    ss, ee = np.concatenate(seg_s), np.concatenate(seg_e)
+    rr, kk = np.concatenate(seg_r), np.concatenate(seg_k)
     keep = ee > ss
     ss, ee, rr, kk = ss[keep], ee[keep], rr[keep], kk[keep]
     o = np.argsort(ss, kind="stable")
@@ -388,14 +442,27 @@ def measure(links: Links, held: Held, window: iv.Intervals, setup: iv.Intervals,
     return summarize(w, links, window, setup, frames, threads)
 
 
+def _inside(w: Walk, zone: iv.Intervals, size: int) -> np.ndarray:
+    """Per resource code, the path's time inside the disjoint ``zone``. The segments are sorted and
+    disjoint: each zone interval meets a run of them, found by binary search."""
+    out = np.zeros(size, dtype=np.int64)
+    zs, ze = zone
+    if zs.size == 0 or w.start_ns.size == 0:
+        return out
+    k0 = np.searchsorted(w.end_ns, zs, side="right")  # the first segment ending after the zone starts
+    k1 = np.searchsorted(w.start_ns, ze, side="left")  # past the last one starting before it ends
+    n = np.maximum(k1 - k0, 0)
+    rep = np.repeat(np.arange(zs.size), n)
+    k = k0[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(n) - n, n))
+    length = np.minimum(w.end_ns[k], ze[rep]) - np.maximum(w.start_ns[k], zs[rep])
+    return np.bincount(w.resource[k], weights=np.maximum(length, 0), minlength=size).astype(np.int64)
+
+
 def summarize(w: Walk, links: Links, window: iv.Intervals, setup: iv.Intervals, frames: int | None, threads: tuple) -> CriticalPath:
     """The parts of a walk, largest first."""
     total = int((window[1] - window[0]).sum())
     per, kern = w.totals(len(threads), len(links.kernel_names))
-    in_setup = np.zeros(per.size, dtype=np.int64)
-    if setup[0].size and w.start_ns.size:
-        cut = iv.clipped_lengths(w.start_ns, w.end_ns, setup)
-        in_setup = np.bincount(w.resource, weights=cut, minlength=per.size).astype(np.int64)
+    in_setup = _inside(w, setup, per.size)
     steady_total = total - int(in_setup.sum())
     parts = []
     for code in np.flatnonzero(per).tolist():

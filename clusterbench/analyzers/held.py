@@ -80,10 +80,12 @@ class Held:
         return out
 
 
-def _names_mask(links: Links, names: frozenset[str]) -> np.ndarray:
-    """Per call, whether its base name is one of ``names``."""
+def _names_mask(links: Links, names: frozenset[str], calls: np.ndarray | None = None) -> np.ndarray:
+    """Per call (of ``calls``, or every call), whether its base name is one of ``names``."""
     m = np.array([n in names for n in links.names] + [False], dtype=bool)
-    return m[links.cname] if links.n_calls else np.zeros(0, dtype=bool)
+    if not links.n_calls:
+        return np.zeros(0, dtype=bool)
+    return m[links.cname] if calls is None else m[links.cname[calls]]
 
 
 def _latest(links: Links, *candidates: np.ndarray) -> np.ndarray:
@@ -202,12 +204,14 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
     waits = np.flatnonzero(links.ccat == _WAIT)
     w_row = np.full(waits.size, NONE, dtype=np.int64)
     if waits.size:
-        stream_sync = _names_mask(links, STREAM_SYNC_CALLS)[waits]
-        event_sync = _names_mask(links, EVENT_SYNC_CALLS)[waits]
-        sync_copy = _names_mask(links, S.SYNC_COPY_CALLS)[waits]
+        stream_sync = _names_mask(links, STREAM_SYNC_CALLS, waits)
+        event_sync = _names_mask(links, EVENT_SYNC_CALLS, waits)
+        sync_copy = _names_mask(links, S.SYNC_COPY_CALLS, waits)
         rank = links.rank_of(links.cstream[waits])
         known_stream = links.cstream[waits] >= 0
-        ev = np.where(event_sync, _call_events(links, waits, syncs), NONE)
+        ev = np.full(waits.size, NONE, dtype=np.int64)
+        if event_sync.any():
+            ev[event_sync] = _call_events(links, waits[event_sync], syncs)
         recorded, by_event = _event_sources(links, ev, cc[waits], records)
         on_stream = links.last_on_stream_before(np.where((stream_sync | sync_copy) & known_stream, rank, NONE), cc[waits])
         own = np.where(sync_copy, links.own_last[waits], NONE)
@@ -215,9 +219,12 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
         by_stream = (stream_sync | sync_copy) & known_stream
         by_ev = event_sync & recorded
         device_sync = ~(by_stream | by_ev)
-        rows, latest = _issued_latest(links)
-        k = np.searchsorted(links.corr[rows], cc[waits], side="left") - 1 if rows.size else np.full(waits.size, -1)
-        dev_row = np.where(device_sync & (k >= 0), latest[np.maximum(k, 0)] if rows.size else NONE, NONE)
+        dev_row = np.full(waits.size, NONE, dtype=np.int64)
+        if device_sync.any():
+            rows, latest = _issued_latest(links)
+            if rows.size:
+                k = np.searchsorted(links.corr[rows], cc[waits[device_sync]], side="left") - 1
+                dev_row[device_sync] = np.where(k >= 0, latest[np.maximum(k, 0)], NONE)
         launched = _device_ending_in(links, cs[waits], ce[waits])
         w_row = _latest(links, on_stream, own, by_event, dev_row, launched)
         we = links.end[np.maximum(w_row, 0)]
@@ -225,8 +232,13 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
 
     # non-synchronizing calls: launches, asynchronous copies and memsets, implicit synchronizes
     cat = links.ccat
-    implicit = _names_mask(links, IMPLICIT_SYNC_CALLS)
-    cand = np.flatnonzero((np.isin(cat, (_LAUNCH, _GRAPH, _COPY)) | implicit) & (cat != _WAIT))
+    implicit_name = np.array([n in IMPLICIT_SYNC_CALLS for n in links.names] + [False], dtype=bool)
+    issuing = np.zeros(len(S.API_CATEGORIES), dtype=bool)
+    issuing[[_LAUNCH, _GRAPH, _COPY]] = True
+    # only a call whose own row ended before it returned, or one that lasted HELD_MIN_NS, can be held
+    may = (links.own_done >= 0) | ((ce - cs) >= HELD_MIN_NS)
+    cand = np.flatnonzero(may)
+    cand = cand[(issuing[cat[cand]] | implicit_name[links.cname[cand]]) & (cat[cand] != _WAIT)]
     c_row = np.full(cand.size, NONE, dtype=np.int64)
     if cand.size:
         own = links.own_done[cand]
@@ -265,7 +277,7 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
             code[full] = _CODE["queue_full"]
         code[cat[c] == _GRAPH] = _CODE["graph"]
         code[(links.launch[r] == c) & links.pageable[r]] = _CODE["pageable"]
-        code[implicit[c]] = _CODE["implicit_sync"]
+        code[implicit_name[links.cname[c]]] = _CODE["implicit_sync"]
         code[launches & _first_launches(links, c)] = _CODE["module_load"]
         cause[nb] = code
     return Held(calls, rows, is_wait, cause, blocked, depth)

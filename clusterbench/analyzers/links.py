@@ -72,13 +72,14 @@ class Links:
     names: tuple[str, ...]  # ApiCalls.names
     # orders
     by_corr: np.ndarray  # rows in issue order (correlation id, then start)
-    own_lo: np.ndarray  # per call: its own rows are by_corr[own_lo:own_hi]
-    own_hi: np.ndarray
     by_stream: np.ndarray  # rows in stream order (stream rank, correlation id, start)
     seg_lo: np.ndarray  # per stream rank: its rows are by_stream[seg_lo:seg_hi]
     seg_hi: np.ndarray
     latest: np.ndarray  # per stream-order position: the position of the latest-ending row so far on its stream
     by_end: np.ndarray  # rows in end order
+    skeys: np.ndarray  # per stream-order position: its (stream rank, correlation id) key, sorted
+    engine_lo: np.ndarray  # per engine code: its rows are lo..hi-1 (the rows come engine by engine)
+    engine_hi: np.ndarray
     own_last: np.ndarray  # per call: its own row with the latest end, or -1
     own_done: np.ndarray  # per call: its own row with the latest end at or before the call's end, or -1
 
@@ -103,8 +104,8 @@ class Links:
         return (srank.astype(np.int64) << _PACK) | np.clip(corr, 0, (1 << _PACK) - 1)
 
     def stream_keys(self) -> np.ndarray:
-        bs = self.by_stream
-        return self.pack(self.srank[bs], self.corr[bs])
+        """The stream-order key of each stream-order position (sorted)."""
+        return self.skeys
 
     def rank_of(self, stream_ids: np.ndarray) -> np.ndarray:
         """The stream rank of each stream id, -1 for a stream with no row in the group."""
@@ -145,9 +146,6 @@ class Links:
         res[has] = self.by_stream[pos[has]]
         out[ok] = res
         return out
-
-    def own_rows(self, call: int) -> np.ndarray:
-        return self.by_corr[self.own_lo[call] : self.own_hi[call]]
 
     def queue_depth(self, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each call of ``calls``: (rows of the device, rows on the call's own stream) issued
@@ -250,21 +248,13 @@ def build(g: GroupTrace) -> Links:
 
     # each row's launch call, each call's own rows (a join of two sorted columns)
     launch = np.full(n, NONE, dtype=np.int64)
-    own_lo = np.zeros(cstart.size, dtype=np.int64)
-    own_hi = np.zeros(cstart.size, dtype=np.int64)
     if cstart.size and n:
         co = np.argsort(ccorr, kind="stable")
         cc = ccorr[co]
         rc = corr[by_corr]
-        at = np.searchsorted(cc, rc, side="left")
-        at_c = np.minimum(at, cc.size - 1)
-        hit = (cc[at_c] == rc) & (rc > 0)
-        launch[by_corr[hit]] = co[at_c[hit]]
-        own_lo[co] = np.searchsorted(rc, cc, side="left")
-        own_hi[co] = np.searchsorted(rc, cc, side="right")
-        none = cc <= 0
-        if none.any():
-            own_hi[co[none]] = own_lo[co[none]]
+        at = np.minimum(np.searchsorted(cc, rc, side="left"), cc.size - 1)
+        hit = (cc[at] == rc) & (rc > 0)
+        launch[by_corr[hit]] = co[at[hit]]
 
     device = launch < 0
     if cstart.size:
@@ -273,8 +263,7 @@ def build(g: GroupTrace) -> Links:
         device &= (corr <= 0) | ((corr >= lo_c) & (corr <= hi_c))
 
     # stream order
-    streams, srank = np.unique(stream, return_inverse=True) if n else (np.empty(0, np.int64), np.empty(0, np.int64))
-    srank = srank.reshape(-1).astype(np.int16 if streams.size < (1 << 15) else np.int32)
+    streams, srank = _ranks(stream)
     by_stream = by_corr[np.argsort(srank[by_corr], kind="stable")]
     ranks = srank[by_stream]
     bounds = np.searchsorted(ranks, np.arange(streams.size + 1))
@@ -289,33 +278,64 @@ def build(g: GroupTrace) -> Links:
         latest = np.maximum.accumulate(np.where(key == run, pos, 0))
     by_end = np.argsort(end, kind="stable")
     own_last, own_done = _own_latest(by_corr, launch, end, cend)
+    skeys = (srank[by_stream].astype(np.int64) << _PACK) | np.clip(corr[by_stream], 0, (1 << _PACK) - 1)
+    counts = np.bincount(engine, minlength=len(S.ENGINES)) if n else np.zeros(len(S.ENGINES), np.int64)
+    engine_hi = np.cumsum(counts)
+    engine_lo = engine_hi - counts
     return Links(
         pid=g.pid, device=g.device, api_known=api_known,
         start=start, end=end, stream=stream, srank=srank, streams=streams, corr=corr, engine=engine, kname=kname,
         pageable=pageable, nbytes=nbytes, kernel_names=g.kernel_names, launch=launch, by_device=device,
         api_index=api_index, cstart=cstart, cend=cend, cthread=cthread, cname=cname, ccorr=ccorr, cstream=cstream,
         ccat=ccat, names=tuple(names),
-        by_corr=by_corr, own_lo=own_lo, own_hi=own_hi, by_stream=by_stream, seg_lo=seg_lo, seg_hi=seg_hi,
-        latest=latest, by_end=by_end, own_last=own_last, own_done=own_done,
+        by_corr=by_corr, by_stream=by_stream, seg_lo=seg_lo, seg_hi=seg_hi,
+        latest=latest, by_end=by_end, own_last=own_last, own_done=own_done, skeys=skeys, engine_lo=engine_lo,
+        engine_hi=engine_hi,
     )  # fmt: skip
+
+
+def _ranks(stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct stream ids, sorted, and each row's rank among them (int16 while they fit): by a
+    table over the ids when they are small (nsys numbers streams from 7 up), else by sorting."""
+    if stream.size == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int16)
+    lo, hi = int(stream.min()), int(stream.max())
+    if lo >= 0 and hi < (1 << 20):
+        seen = np.bincount(stream, minlength=hi + 1) > 0
+        streams = np.flatnonzero(seen).astype(np.int64)
+        table = np.cumsum(seen) - 1
+        srank = table[stream]
+    else:
+        streams, srank = np.unique(stream, return_inverse=True)
+        srank = srank.reshape(-1)
+    return streams, srank.astype(np.int16 if streams.size < (1 << 15) else np.int32)
 
 
 def _own_latest(by_corr: np.ndarray, launch: np.ndarray, end: np.ndarray, cend: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per call: its own row with the latest end, and the one with the latest end at or before the
-    call's end (-1 when none). The rows with a launch call, in issue order, come in one run per call."""
+    call's end (-1 when none). The rows with a launch call, in issue order, come in one run per call
+    (one row per call, but for the nodes of a node-level graph launch)."""
     last = np.full(cend.size, NONE, dtype=np.int64)
     done = np.full(cend.size, NONE, dtype=np.int64)
     rows = by_corr[launch[by_corr] >= 0]
     if rows.size == 0:
         return last, done
     call = launch[rows]
-    starts = np.flatnonzero(np.concatenate([[True], call[1:] != call[:-1]]))
-    owner = call[starts]
     e = end[rows]
+    fits = e <= cend[call]
+    new = np.empty(rows.size, dtype=bool)
+    new[0] = True
+    np.not_equal(call[1:], call[:-1], out=new[1:])
+    if new.all():  # one row per call
+        last[call] = rows
+        done[call[fits]] = rows[fits]
+        return last, done
+    starts = np.flatnonzero(new)
+    owner = call[starts]
     pos = np.arange(rows.size, dtype=np.int64)
-    for out, vals in ((last, e), (done, np.where(e <= cend[call], e, np.iinfo(np.int64).min))):
+    runs = np.cumsum(new) - 1
+    for out, vals in ((last, e), (done, np.where(fits, e, np.iinfo(np.int64).min))):
         best = np.maximum.reduceat(vals, starts)
-        runs = np.repeat(np.arange(starts.size), np.diff(np.append(starts, rows.size)))
         at = np.maximum.reduceat(np.where(vals == best[runs], pos, -1), starts)
         ok = best > np.iinfo(np.int64).min
         out[owner[ok]] = rows[at[ok]]

@@ -19,7 +19,7 @@ resource holds most of the path; the path when x >= TURNS_MIN; both otherwise.
 from __future__ import annotations
 
 from clusterbench.analyzers.records import Binding, CriticalPath, GroupAnalysis, PathPart
-from clusterbench.model import units
+from clusterbench.model import units as U
 
 ONE_RESOURCE = 0.90  # the tallest bar fills this share of the loop: it is the frame time
 OVERLAP_MAX = 1 / 3  # the frame time lies within the first third from the tallest bar to the sum of the bars
@@ -39,7 +39,7 @@ def resource_of(g: GroupAnalysis) -> str | None:
 
 def part_label(p: PathPart, cp: CriticalPath) -> str:
     """A part as the sentence names it: ``host 57 % (thread 1684 feedA)``, ``kernel 31 %``."""
-    text = f"{p.kind} {units.pct(cp.loop_share(p), 0)}"
+    text = f"{p.kind} {U.pct(cp.loop_share(p), 0)}"
     if p.thread is not None:
         text += f" (thread {p.thread.tid}" + (f" {p.thread.name})" if p.thread.name else ")")
     return text
@@ -89,7 +89,7 @@ def sentence(g: GroupAnalysis, view: str, code: str) -> str:
     gpu = kinds - {"host", "idle", "launch"}
     if view == "tallest_bar":
         who = g.roofline.thread.label() if g.roofline.engine == "host" and g.roofline.thread else g.roofline.engine
-        fill = units.pct(g.roofline.busy_ns / cp.loop_ns, 0)
+        fill = U.pct(g.roofline.busy_ns / cp.loop_ns, 0)
         reading = (f"{who}, the tallest bar, fills {fill} of the loop: it sets the frame time" if code == "one_resource"
                    else f"the resources overlap, and {who}, the tallest bar ({fill} of the loop), sets the frame time")  # fmt: skip
     elif view == "critical_path":
@@ -105,5 +105,5 @@ def sentence(g: GroupAnalysis, view: str, code: str) -> str:
     cut = next((p for p in cp.loop_parts() if p.kind not in ("idle", "launch")), None)
     if cut is not None and view != "tallest_bar":
         what = "host code" if cut.kind == "host" else cut.kind
-        text += f"; a 2× faster {what} saves at most {units.pct(cp.loop_share(cut) / 2, 0)}"
+        text += f"; a 2× faster {what} saves at most {U.pct(cp.loop_share(cut) / 2, 0)}"
     return text

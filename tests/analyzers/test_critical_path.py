@@ -177,7 +177,7 @@ def test_a_pageable_copy_holds_the_thread(tmp_path: Path) -> None:
     (b,) = g.host.blocked
     assert (b.name, b.cause, b.bytes, b.blocked_ns, b.call_ns) == ("cudaMemcpyAsync", "pageable", 4_000_000, 100 * U, 110 * U)
     note = next(f.message for f in g.findings if f.code == "pageable_blocks")
-    assert "4.00 MB" in note and "for 100 µs (61% of the window)" in note
+    assert "4.00 MB" in note and "for 100 µs (61 % of the window)" in note
 
 
 # --------------------------------------------------------------------------- a graph launch that returns with its graph
@@ -288,3 +288,58 @@ def test_a_device_launched_row_has_no_launch_call(tmp_path: Path) -> None:
     assert segments(data, g) == [(10, 70, "graph"), (70, 76, "host:100"), (76, 80, "launch"), (80, 85, "d2h")]
     links = L.build(A.model_mod.build(data, PID, 0))
     assert int(links.device_launched.sum()) == 2
+
+
+def test_many_intervals_walk_each_on_its_own(tmp_path: Path) -> None:
+    # 40 frames of the sync-every-frame loop, one NVTX range each: the walks of all 40 intervals step
+    # together; each interval's parts equal those of a window of that range alone (walked alone)
+    t = Trace()
+    for f in range(40):
+        o, c = 100 * f, 10 * f
+        t.api += [api(o + 0, o + 5, "cudaMemcpyAsync_v3020", c + 1), api(o + 6, o + 10, "cudaLaunchKernel_v7000", c + 2),
+                  api(o + 11, o + 15, "cudaMemcpyAsync_v3020", c + 3)]  # fmt: skip
+        a, y = stream_sync(o + 16, o + 70 + f % 3, c + 4)
+        t.api.append(a)
+        t.syncs.append(y)
+        t.copies += [copy(o + 10, o + 30 + f % 5, 1, c + 1), copy(o + 54 + f % 5, o + 64 + f % 5, 2, c + 3)]
+        t.kernels.append(kernel(o + 32 + f % 5, o + 52 + f % 5, c + 2))
+        t.ranges.append(Range(int((o + 8) * U), int((o + 72) * U), "pass"))
+    path = build(tmp_path / "m.sqlite", t)
+    whole = A.analyze_trace(path, window="range:pass", frames=40).primary
+    assert whole.window.starts_ns.size == 40
+    summed: dict[str, int] = {}
+    for n in range(1, 41):
+        one = A.analyze_trace(path, window=f"range:pass#{n}", frames=1).primary
+        for key, v in one.critical_path.to_json()["ns"].items():
+            summed[key] = summed.get(key, 0) + v
+    assert ns(whole) == summed and sum(shares(whole).values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("k", [1, 5, 100])
+def test_follow_matches_a_plain_walk(k: int) -> None:
+    # random forests whose predecessors point to earlier rows, with releases below each row's own time;
+    # each interval's walk: from its start row, on while the release lies after the interval's start
+    import numpy as np
+
+    from clusterbench.analyzers.critical_path import follow
+
+    rng = np.random.default_rng(k)
+    n = 3000
+    t = np.sort(rng.integers(0, 10**6, n))
+    pred = np.array([rng.integers(0, i) if i and rng.random() > 0.01 else -1 for i in range(n)], dtype=np.int64)
+    rel = np.where(pred >= 0, t[np.maximum(pred, 0)], -(1 << 60))
+    ws = np.sort(rng.integers(0, 10**6, k))
+    start = rng.integers(-1, n, k)
+    top0 = np.where(start >= 0, t[np.maximum(start, 0)], 0)
+    nodes, bounds, complete = follow(pred, rel, ws, start, top0)
+    assert complete and bounds.size == k + 1
+    for j in range(k):
+        want = []
+        i = int(start[j])
+        if i >= 0 and top0[j] > ws[j]:
+            while True:
+                want.append(i)
+                if rel[i] <= ws[j]:
+                    break
+                i = int(pred[i])
+        assert nodes[bounds[j]:bounds[j + 1]].tolist() == want
