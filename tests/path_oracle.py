@@ -54,6 +54,7 @@ class Export:
     calls: list[Call]  # in start order
     records: list[tuple[int, int, int, int, int]]  # pid, device, stream, corr, event (cudaEventRecord)
     by_corr: dict[tuple[int, int], list[Row]] = field(default_factory=dict)  # (pid, corr) -> rows
+    synced: set[tuple[int, int]] = field(default_factory=set)  # (pid, corr) of calls with a SYNCHRONIZATION row
 
 
 def read(path) -> Export:
@@ -108,7 +109,7 @@ def read(path) -> Export:
                 calls.append(Call(api_base(strings[nid]), s, e, p, gt & 0xFFFFFF, c, stream, syncs.get((p, c), (-1, -1))[1]))
     calls.sort(key=lambda x: x.start)
     con.close()
-    return Export(rows, calls, records, by_corr)
+    return Export(rows, calls, records, by_corr, set(syncs))
 
 
 @dataclass
@@ -116,6 +117,7 @@ class Held:
     call: Call
     row: Row
     wait: bool
+    release: int = 0  # when the row let the call go: min(its end, the call's end)
     blocked: int = 0  # in the window
     cause: str | None = None
     depth: int | None = None
@@ -160,7 +162,8 @@ def held_calls(x: Export, pid: int, device: int, window: list[tuple[int, int]]) 
     out = []
     for c in calls:
         own = [r for r in rows if r.corr == c.corr] if c.corr > 0 else []
-        if kind(c.name) == "wait":
+        synced = c.name in IMPLICIT and (pid, c.corr) in x.synced
+        if kind(c.name) == "wait" or synced:
             cands = []
             recorded = None
             if c.name in EVENT_SYNC and c.event >= 0:
@@ -180,7 +183,10 @@ def held_calls(x: Export, pid: int, device: int, window: list[tuple[int, int]]) 
             cands.append(latest([r for r in dev_rows if c.start <= r.end <= c.end]))
             r = latest([r for r in cands if r is not None])
             if r is not None and c.start <= r.end <= c.end:
-                out.append(Held(c, r, True))
+                if synced:  # an implicit synchronize that left a SYNCHRONIZATION row: blocked, not a wait
+                    out.append(Held(c, r, False, release=r.end, blocked=busy_in(c.start, r.end), cause="implicit_sync"))
+                else:
+                    out.append(Held(c, r, True, release=r.end))
             continue
         if not (kind(c.name) in ("launch", "copy") or c.name in IMPLICIT):
             continue
@@ -188,10 +194,13 @@ def held_calls(x: Export, pid: int, device: int, window: list[tuple[int, int]]) 
         if c.end - c.start >= HELD_MIN_NS:
             cands.append(latest([r for r in rows if (device_row(r) or r.corr < c.corr) and c.start < r.end <= c.end
                                  and c.end - r.end <= RETURN_NS]))  # fmt: skip
-        r = latest([r for r in cands if r is not None])
-        if r is None:
+            cands.append(latest([r for r in own if r.start < c.end]))  # its own work still running when it returned
+        cands = [r for r in cands if r is not None]
+        if not cands:
             continue
-        h = Held(c, r, False, busy_in(c.start, max(c.start, r.end)))
+        r = max(cands, key=lambda q: min(q.end, c.end))  # the one that lets it go last (ties: the first)
+        release = min(r.end, c.end)
+        h = Held(c, r, False, release=release, blocked=busy_in(c.start, max(c.start, release)))
         is_launch = kind(c.name) == "launch" and c.name not in GRAPH_LAUNCH
         if is_launch:
             h.depth = sum(1 for q in host_rows if q.corr < c.corr and q.end > c.start) + sum(

@@ -61,7 +61,7 @@ def _exit_rows(links: Links, held: Held) -> np.ndarray:
     """Per call, the row the walk goes on to when it leaves the thread at that call: the row that
     released it, when the GPU held it and that row ended after the call started (-1 otherwise)."""
     ex = np.full(links.n_calls, NONE, dtype=np.int64)
-    ok = links.end[held.row] > links.cstart[held.call]
+    ok = held.release > links.cstart[held.call]
     ex[held.call[ok]] = held.row[ok]
     return ex
 
@@ -136,7 +136,7 @@ class _Threads:
                 todo, j = todo[has], j[has]
             c = self.order[j]
             r = self.exit_row[c]
-            fits = end[r] <= t[todo]
+            fits = np.minimum(end[r], self.links.cend[c]) <= t[todo]  # released by then
             call[todo], row[todo] = np.where(fits, c, NONE), np.where(fits, r, NONE)
             # a releasing row that ends after t (calls that overlap on one thread): look before that call
             todo = todo[~fits]
@@ -163,14 +163,14 @@ def _event_edges(links: Links, syncs, records) -> tuple[np.ndarray, np.ndarray]:
     return src, waits
 
 
-COPY_CODES = tuple(S.ENGINE_CODE[e] for e in S.ENGINES if e in S.COPY_ENGINES)
+ENGINE_CODES = tuple(range(len(S.ENGINES)))  # every engine: one direction's copies share a copy engine, kernels the SMs
 
 
 def _engine_predecessors(links: Links) -> np.ndarray:
-    """Per copy row: the latest-ending other row of its copy engine that ended at or before its start
-    (-1 for none, and for rows that are not copies). An engine's rows are one range of the rows."""
+    """Per row: the latest-ending other row of its engine that ended at or before its start (-1 for
+    none). An engine's rows are one range of the rows."""
     out = np.full(links.n_rows, NONE, dtype=np.int64)
-    for code in COPY_CODES:
+    for code in ENGINE_CODES:
         lo, hi = int(links.engine_lo[code]), int(links.engine_hi[code])
         if hi - lo < 2:
             continue
@@ -182,6 +182,35 @@ def _engine_predecessors(links: Links) -> np.ndarray:
         k = np.where((k >= 0) & (rows[np.maximum(k, 0)] == own), k - 1, k)  # not itself (zero length)
         ok = k >= 0
         out[own[ok]] = rows[k[ok]]
+    return out
+
+
+def _legacy_predecessors(links: Links) -> np.ndarray:
+    """Per row on the legacy default stream: the latest-ending row issued before it on a blocking stream;
+    per row on a blocking stream: the latest-ending row issued before it on the legacy default stream
+    (-1 for none, and where the trace does not say which stream is which)."""
+    out = np.full(links.n_rows, NONE, dtype=np.int64)
+    flag = links.stream_flag[links.srank] if links.n_rows else np.empty(0, np.int8)
+    null = flag == S.STREAM_NULL
+    if not null.any():
+        return out
+    blocking = (flag == S.STREAM_BLOCKING) | null
+    host = ~links.device_launched
+    bc = links.by_corr[host[links.by_corr]]  # rows in issue order
+    corr = links.corr[bc]
+    for source, target in ((blocking, null), (null, flag == S.STREAM_BLOCKING)):
+        m = source[bc]
+        if not m.any():
+            continue
+        e = np.where(m, links.end[bc], np.iinfo(np.int64).min)
+        run = np.maximum.accumulate(e)
+        pos = np.arange(bc.size, dtype=np.int64)
+        at = np.maximum.accumulate(np.where((e == run) & m, pos, -1))
+        rows = np.flatnonzero(target & host)
+        k = np.searchsorted(corr, links.corr[rows], side="left") - 1  # issued before the row
+        got = np.where(k >= 0, at[np.maximum(k, 0)], -1)
+        ok = got >= 0
+        out[rows[ok]] = bc[got[ok]]
     return out
 
 
@@ -230,15 +259,24 @@ def predecessors(links: Links, held: Held, syncs=None, records=None) -> Graph:  
         ev_rel = np.where(ev_ok, e[np.maximum(ev_src, 0)], _NEG)
         better = ev_rel > best
         best[better], pr[better] = ev_rel[better], ev_src[better]
-    # engine: a copy follows the latest-ending earlier copy of its engine (one direction's copies take
-    # turns on its copy engine, whatever their streams)
+    # engine: a row follows the latest-ending earlier row of its engine (one direction's copies take turns
+    # on its copy engine, kernels on the SMs, whatever their streams)
     eg_src = _engine_predecessors(links)
     eg_ok = eg_src >= 0
     if eg_ok.any():
         eg_rel = np.where(eg_ok, e[np.maximum(eg_src, 0)], _NEG)
         better = eg_rel > best
         best[better], pr[better] = eg_rel[better], eg_src[better]
-    # launch call; the latest release wins (ties: stream, event, engine, then launch)
+    # the legacy default stream: its rows follow the blocking streams' rows issued before them, and theirs
+    # follow its rows issued before them
+    lg_src = _legacy_predecessors(links)
+    lg_ok = lg_src >= 0
+    if lg_ok.any():
+        lg_ok[lg_ok] &= e[lg_src[lg_ok]] <= s[lg_ok]
+        lg_rel = np.where(lg_ok, e[np.maximum(lg_src, 0)], _NEG)
+        better = lg_rel > best
+        best[better], pr[better] = lg_rel[better], lg_src[better]
+    # launch call; the latest release wins (ties: stream, event, engine, default stream, then launch)
     lc = links.launch
     lc_ok = lc >= 0
     lc_ok[lc_ok] &= links.cstart[lc[lc_ok]] <= s[lc_ok]
@@ -258,10 +296,10 @@ def predecessors(links: Links, held: Held, syncs=None, records=None) -> Graph:  
     pred[:], rel[:] = pr, np.where(pr >= 0, best, _NEG)
     if by_call.size:
         # thread T at the launch call's start: back to the row that released T's last held call
-        _, row = th.before_call(lc[by_call])
+        call, row = th.before_call(lc[by_call])
         via[by_call] = lc[by_call]
         pred[by_call] = row
-        rel[by_call] = np.where(row >= 0, e[np.maximum(row, 0)], _NEG)
+        rel[by_call] = np.where(row >= 0, np.minimum(e[np.maximum(row, 0)], links.cend[np.maximum(call, 0)]), _NEG)
     return Graph(pred, rel, via, th)
 
 
@@ -286,9 +324,10 @@ def _start_nodes(links: Links, th: _Threads, window: iv.Intervals, launching: np
     head_lo = np.full(ws.size, _NEG, dtype=np.int64)
     if use_call.any():  # thread T at the call's end, back to the row that released its last held call
         idx = np.flatnonzero(use_call)
-        _, row = th.before(links.cthread[c0[idx]].astype(np.int64), first_end[idx])
+        call, row = th.before(links.cthread[c0[idx]].astype(np.int64), first_end[idx])
         start[idx] = row
-        head_lo[idx] = np.where(row >= 0, links.end[np.maximum(row, 0)] if n else _NEG, _NEG)
+        head_lo[idx] = np.where(row >= 0, np.minimum(links.end[np.maximum(row, 0)], links.cend[np.maximum(call, 0)]) if n else _NEG,
+                                _NEG)  # fmt: skip
     head_res = np.where(use_call, HOST0 + (links.cthread[np.maximum(c0, 0)].astype(np.int64) if links.n_calls else 0), IDLE)
     top0 = np.where(use_call, head_lo, first_end)  # where the walk enters its first node
     return start, top0, first_end, use_call, head_lo, head_res

@@ -11,10 +11,12 @@ the critical path"):
   or event: a device sync). Device-launched rows that end during the wait are awaited too. The wait
   is **held** by R, the awaited row with the latest end, when R ends inside the call;
 - a **non-synchronizing call** (a kernel or graph launch, an asynchronous copy or memset, or an
-  implicit synchronize such as cudaFree) is **held** by R, the latest-ending of: its own rows that
-  end before it returns (a pageable copy, a graph launch that returns with its graph); rows issued
-  before it that end inside it at most RETURN_NS before it returns, when it lasted HELD_MIN_NS or more;
-- **blocked time** of a held non-synchronizing call: the time inside [c.start, R.end] during which
+  implicit synchronize such as cudaFree) is **held** by R, the one of these that releases it last: its
+  own rows that end before it returns (a graph launch that returns with its graph); when it lasted
+  HELD_MIN_NS or more, its own rows that started before it returned (a pageable copy returns once its
+  last chunk is staged, while that chunk is still on the link) and the rows issued before it that end
+  inside it at most RETURN_NS before it returns. R *releases* the call at min(R.end, c.end);
+- **blocked time** of a held non-synchronizing call: the time inside [c.start, release] during which
   the group's GPU was busy (inside the window); its **cause**, the first that applies: module_load,
   implicit_sync, pageable, graph, queue_full, gpu_behind (CAUSES).
 """
@@ -65,6 +67,7 @@ class Held:
 
     call: np.ndarray
     row: np.ndarray
+    release: np.ndarray  # when the row let the call go: min(its end, the call's end)
     wait: np.ndarray  # bool
     cause: np.ndarray  # int8 into CAUSES; -1 for waits
     blocked_ns: np.ndarray  # 0 for waits
@@ -73,7 +76,7 @@ class Held:
     def __len__(self) -> int:
         return int(self.call.size)
 
-    def exit_row(self, n_calls: int) -> np.ndarray:
+    def exit_row(self, n_calls: int) -> np.ndarray:  # noqa: D102
         """Per call of the links: its releasing row when it is held (-1 when not)."""
         out = np.full(n_calls, NONE, dtype=np.int64)
         out[self.call] = self.row
@@ -96,6 +99,19 @@ def _latest(links: Links, *candidates: np.ndarray) -> np.ndarray:
         e = np.where(c >= 0, links.end[np.maximum(c, 0)], np.iinfo(np.int64).min)
         better = e > best
         out[better], best[better] = c[better], e[better]
+    return out
+
+
+def _latest_release(links: Links, calls: np.ndarray, *candidates: np.ndarray) -> np.ndarray:
+    """Per call, the candidate row that releases it last: the latest min(row end, call end); ties go to
+    the earlier candidate list."""
+    out = np.full(calls.size, NONE, dtype=np.int64)
+    best = np.full(calls.size, np.iinfo(np.int64).min, dtype=np.int64)
+    ce = links.cend[calls]
+    for c in candidates:
+        r = np.where(c >= 0, np.minimum(links.end[np.maximum(c, 0)], ce), np.iinfo(np.int64).min)
+        better = r > best
+        out[better], best[better] = c[better], r[better]
     return out
 
 
@@ -152,6 +168,18 @@ def _event_sources(links: Links, event_ids: np.ndarray, corr: np.ndarray, record
     return found, out
 
 
+def _has_sync_row(links: Links, calls: np.ndarray, syncs) -> np.ndarray:  # noqa: ANN001
+    """Per call, whether a SYNCHRONIZATION row of its process carries its correlation id."""
+    if syncs is None or len(syncs) == 0 or calls.size == 0:
+        return np.zeros(calls.size, dtype=bool)
+    sc = np.sort(syncs.correlation[syncs.pid == links.pid].astype(np.int64))
+    if sc.size == 0:
+        return np.zeros(calls.size, dtype=bool)
+    x = links.ccorr[calls]
+    k = np.minimum(np.searchsorted(sc, x), sc.size - 1)
+    return (sc[k] == x) & (x > 0)
+
+
 def _call_events(links: Links, calls: np.ndarray, syncs) -> np.ndarray:  # noqa: ANN001
     """Per call, the event id its SYNCHRONIZATION row names (-1 when none)."""
     out = np.full(calls.size, NONE, dtype=np.int64)
@@ -197,11 +225,15 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
     n = links.n_calls
     if n == 0 or links.n_rows == 0:
         e = np.empty(0, dtype=np.int64)
-        return Held(e, e, np.empty(0, bool), np.empty(0, np.int8), e, e)
+        return Held(e, e, e, np.empty(0, bool), np.empty(0, np.int8), e, e)
     cs, ce, cc = links.cstart, links.cend, links.ccorr
 
-    # explicit waits
-    waits = np.flatnonzero(links.ccat == _WAIT)
+    # explicit waits, and implicit synchronizes that left a SYNCHRONIZATION row (cudaProfilerStop, cudaFree):
+    # the row says they waited, so they await what a wait of theirs would, however long they take after
+    implicit_name = np.array([n in IMPLICIT_SYNC_CALLS for n in links.names] + [False], dtype=bool)
+    synced = np.flatnonzero(implicit_name[links.cname])
+    synced = synced[_has_sync_row(links, synced, syncs)] if synced.size else synced
+    waits = np.sort(np.concatenate([np.flatnonzero(links.ccat == _WAIT), synced]))
     w_row = np.full(waits.size, NONE, dtype=np.int64)
     if waits.size:
         stream_sync = _names_mask(links, STREAM_SYNC_CALLS, waits)
@@ -232,29 +264,31 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
 
     # non-synchronizing calls: launches, asynchronous copies and memsets, implicit synchronizes
     cat = links.ccat
-    implicit_name = np.array([n in IMPLICIT_SYNC_CALLS for n in links.names] + [False], dtype=bool)
     issuing = np.zeros(len(S.API_CATEGORIES), dtype=bool)
     issuing[[_LAUNCH, _GRAPH, _COPY]] = True
     # only a call whose own row ended before it returned, or one that lasted HELD_MIN_NS, can be held
     may = (links.own_done >= 0) | ((ce - cs) >= HELD_MIN_NS)
     cand = np.flatnonzero(may)
     cand = cand[(issuing[cat[cand]] | implicit_name[links.cname[cand]]) & (cat[cand] != _WAIT)]
+    cand = cand[~np.isin(cand, synced)]  # held as waits are, above
     c_row = np.full(cand.size, NONE, dtype=np.int64)
     if cand.size:
         own = links.own_done[cand]
         long = (ce[cand] - cs[cand]) >= HELD_MIN_NS
         other = np.full(cand.size, NONE, dtype=np.int64)
+        began = np.where(long, links.own_started[cand], NONE)
         if long.any():
             other[long] = _issued_ending_in(links, cand[long])
-        c_row = _latest(links, own, other)
+        c_row = _latest_release(links, cand, own, other, began)
     ok_c = c_row >= 0
     cand, c_row = cand[ok_c], c_row[ok_c]
 
     calls = np.concatenate([waits[w_row >= 0], cand])
     rows = np.concatenate([w_row[w_row >= 0], c_row])
-    is_wait = np.concatenate([np.ones(int((w_row >= 0).sum()), bool), np.zeros(cand.size, bool)])
+    release = np.minimum(links.end[rows], links.cend[calls])
+    is_wait = np.concatenate([links.ccat[waits[w_row >= 0]] == _WAIT, np.zeros(cand.size, bool)])
     order = np.argsort(calls, kind="stable")
-    calls, rows, is_wait = calls[order], rows[order], is_wait[order]
+    calls, rows, is_wait, release = calls[order], rows[order], is_wait[order], release[order]
 
     # blocked time and cause of the non-synchronizing ones
     blocked = np.zeros(calls.size, dtype=np.int64)
@@ -263,7 +297,7 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
     nb = np.flatnonzero(~is_wait)
     if nb.size:
         prefix = busy_prefix(links, window)
-        a, b = cs[calls[nb]], links.end[rows[nb]]
+        a, b = cs[calls[nb]], release[nb]
         blocked[nb] = np.maximum(busy_until(prefix, np.maximum(a, b)) - busy_until(prefix, a), 0)
         c = calls[nb]
         r = rows[nb]
@@ -280,7 +314,7 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
         code[implicit_name[links.cname[c]]] = _CODE["implicit_sync"]
         code[launches & _first_launches(links, c)] = _CODE["module_load"]
         cause[nb] = code
-    return Held(calls, rows, is_wait, cause, blocked, depth)
+    return Held(calls, rows, release, is_wait, cause, blocked, depth)
 
 
 def _issued_ending_in(links: Links, calls: np.ndarray) -> np.ndarray:

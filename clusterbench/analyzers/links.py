@@ -52,6 +52,7 @@ class Links:
     stream: np.ndarray  # int64 stream id
     srank: np.ndarray  # int32 rank of the stream among the group's streams
     streams: np.ndarray  # the group's stream ids, sorted (srank indexes it)
+    stream_flag: np.ndarray  # per stream rank: its CUPTI flag (1 blocking, 2 non-blocking, 3 legacy default; 0 unknown)
     corr: np.ndarray
     engine: np.ndarray  # int8 code into schema.ENGINES
     kname: np.ndarray  # int32 kernel name (index into kernel_names), -1 for other rows
@@ -82,6 +83,7 @@ class Links:
     engine_hi: np.ndarray
     own_last: np.ndarray  # per call: its own row with the latest end, or -1
     own_done: np.ndarray  # per call: its own row with the latest end at or before the call's end, or -1
+    own_started: np.ndarray  # per call: its own row with the latest end among those that started before the call ended, or -1
 
     @property
     def n_rows(self) -> int:
@@ -277,19 +279,20 @@ def build(g: GroupTrace) -> Links:
         pos = np.arange(n, dtype=np.int64)
         latest = np.maximum.accumulate(np.where(key == run, pos, 0))
     by_end = np.argsort(end, kind="stable")
-    own_last, own_done = _own_latest(by_corr, launch, end, cend)
+    own_last, own_done, own_started = _own_latest(by_corr, launch, start, end, cend)
     skeys = (srank[by_stream].astype(np.int64) << _PACK) | np.clip(corr[by_stream], 0, (1 << _PACK) - 1)
     counts = np.bincount(engine, minlength=len(S.ENGINES)) if n else np.zeros(len(S.ENGINES), np.int64)
     engine_hi = np.cumsum(counts)
     engine_lo = engine_hi - counts
     return Links(
         pid=g.pid, device=g.device, api_known=api_known,
-        start=start, end=end, stream=stream, srank=srank, streams=streams, corr=corr, engine=engine, kname=kname,
+        start=start, end=end, stream=stream, srank=srank, streams=streams,
+        stream_flag=np.array([int(g.stream_flags.get(int(x), 0)) for x in streams.tolist()], dtype=np.int8), corr=corr, engine=engine, kname=kname,
         pageable=pageable, nbytes=nbytes, kernel_names=g.kernel_names, launch=launch, by_device=device,
         api_index=api_index, cstart=cstart, cend=cend, cthread=cthread, cname=cname, ccorr=ccorr, cstream=cstream,
         ccat=ccat, names=tuple(names),
         by_corr=by_corr, by_stream=by_stream, seg_lo=seg_lo, seg_hi=seg_hi,
-        latest=latest, by_end=by_end, own_last=own_last, own_done=own_done, skeys=skeys, engine_lo=engine_lo,
+        latest=latest, by_end=by_end, own_last=own_last, own_done=own_done, own_started=own_started, skeys=skeys, engine_lo=engine_lo,
         engine_hi=engine_hi,
     )  # fmt: skip
 
@@ -311,32 +314,38 @@ def _ranks(stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return streams, srank.astype(np.int16 if streams.size < (1 << 15) else np.int32)
 
 
-def _own_latest(by_corr: np.ndarray, launch: np.ndarray, end: np.ndarray, cend: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per call: its own row with the latest end, and the one with the latest end at or before the
-    call's end (-1 when none). The rows with a launch call, in issue order, come in one run per call
-    (one row per call, but for the nodes of a node-level graph launch)."""
+def _own_latest(by_corr: np.ndarray, launch: np.ndarray, start: np.ndarray, end: np.ndarray,
+                cend: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Per call: its own row with the latest end; the one with the latest end at or before the call's
+    end; the one with the latest end among those that started before the call ended (-1 when none). The
+    rows with a launch call, in issue order, come in one run per call (one row per call, but for the
+    nodes of a node-level graph launch)."""
     last = np.full(cend.size, NONE, dtype=np.int64)
     done = np.full(cend.size, NONE, dtype=np.int64)
+    began = np.full(cend.size, NONE, dtype=np.int64)
     rows = by_corr[launch[by_corr] >= 0]
     if rows.size == 0:
-        return last, done
+        return last, done, began
     call = launch[rows]
     e = end[rows]
     fits = e <= cend[call]
+    inside = start[rows] < cend[call]
     new = np.empty(rows.size, dtype=bool)
     new[0] = True
     np.not_equal(call[1:], call[:-1], out=new[1:])
     if new.all():  # one row per call
         last[call] = rows
         done[call[fits]] = rows[fits]
-        return last, done
+        began[call[inside]] = rows[inside]
+        return last, done, began
     starts = np.flatnonzero(new)
     owner = call[starts]
     pos = np.arange(rows.size, dtype=np.int64)
     runs = np.cumsum(new) - 1
-    for out, vals in ((last, e), (done, np.where(fits, e, np.iinfo(np.int64).min))):
+    low = np.iinfo(np.int64).min
+    for out, vals in ((last, e), (done, np.where(fits, e, low)), (began, np.where(inside, e, low))):
         best = np.maximum.reduceat(vals, starts)
         at = np.maximum.reduceat(np.where(vals == best[runs], pos, -1), starts)
-        ok = best > np.iinfo(np.int64).min
+        ok = best > low
         out[owner[ok]] = rows[at[ok]]
-    return last, done
+    return last, done, began

@@ -68,6 +68,7 @@ class GroupTrace:
     graph_trace: str | None
     srckind_read: bool
     syncs: object = None  # the trace's SyncEvents (what each synchronizing call waited on), when read
+    stream_flags: dict = dataclasses.field(default_factory=dict)  # streamId -> CUPTI stream flag (this process)
     events: object = None  # the trace's EventRecords (one per cudaEventRecord), when read
 
     @property
@@ -144,6 +145,7 @@ def build(data: TraceData, pid: int, device: int, cache: dict | None = None) -> 
         pid=pid, device=device, gpu_name=data.gpu_name(device), engines=engines, implausible=bad,
         kernel_names=act.kernel_names, first_ns=first, last_ns=last, holes=holes, api=data.api, overhead=data.overhead, graph_trace=data.graph_trace,
         srckind_read=data.srckind_read, syncs=getattr(data, "syncs", None), events=getattr(data, "event_records", None),
+        stream_flags={sid: f for (p, sid), f in getattr(data, "stream_flags", {}).items() if p == pid},
     )  # fmt: skip
     if cache is not None:
         cache[key] = out

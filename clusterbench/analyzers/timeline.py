@@ -122,14 +122,14 @@ class _Linked:
         """Per thread index: its blocked time in ``span``, as intervals."""
         links, held = self.links, self.held
         nb = ~held.wait & (held.blocked_ns > 0)
-        c, r = held.call[nb], held.row[nb]
+        c, rel = held.call[nb], held.release[nb]
         out: dict[int, iv.Intervals] = {}
         if c.size == 0:
             return out
         busy = held_mod.busy_prefix(links, span)
         for t in np.unique(links.cthread[c]).tolist():
             m = links.cthread[c] == t
-            held_iv = iv.union(links.cstart[c[m]], links.end[r[m]])
+            held_iv = iv.union(links.cstart[c[m]], rel[m])
             out[int(t)] = iv.intersect(held_iv, (busy[0], busy[1]))
         return out
 

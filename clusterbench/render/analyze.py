@@ -288,9 +288,8 @@ def _threads_table(g: GroupAnalysis) -> RenderableType | None:
     from rich.console import Group
     from rich.text import Text
 
-    held = "blocked: in calls the GPU held; " if h.linked else ""
-    head = Text(f"launching threads, {unit} (work: host code and CUDA calls; {held}wait: in synchronizes; set-up "
-                "gaps left out):")  # fmt: skip
+    head = Text(f"launching threads, {unit} (set-up gaps left out; blocked: the GPU held it):" if h.linked
+                else f"launching threads, {unit} (set-up gaps left out):")  # fmt: skip
     t = _grid(["thread", "work", "blocked", "wait", "calls"], first_width=28)
 
     def v(ns: int) -> str:
@@ -318,9 +317,8 @@ def _path_table(g: GroupAnalysis) -> RenderableType | None:
     per_frame = g.frames.count is not None
     setup = g.gaps.setup_ns > 0
     unit = "µs/frame" if per_frame else "ms"
-    head = Text(f"critical path, {unit} (each resource's time on the chain of waits"
-                + ("; loop %: set-up gaps left out):" if setup else "):"))
-    t = _grid(["resource", PER_FRAME_US if per_frame else "ms", "share\n%"] + (["loop\n%"] if setup else []),
+    head = Text(f"critical path, {unit}" + (" (loop %: set-up gaps left out):" if setup else ":"))
+    t = _grid(["resource", "µs/\nframe" if per_frame else "ms", "share\n%"] + (["loop\n%"] if setup else []),
               first_width=30)  # fmt: skip
 
     def v(ns: int) -> str:

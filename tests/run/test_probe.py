@@ -110,7 +110,7 @@ def group(engines, frames=20000, window_ns=500_000_000, roof_us=15.0, binds="ker
         busy=SimpleNamespace(engines=engines, idle_ns=40_000_000, overlap_ns=100_000_000, serialization=1.3,
                              any_busy_ns=window_ns - 40_000_000),
         roofline=SimpleNamespace(engine=binds, us_per_frame=roof_us, fps=1e6 / roof_us),
-        host=SimpleNamespace(host_sync_ns=2_000_000, known=True, busiest=SimpleNamespace(us_per_frame=3.0)),
+        host=SimpleNamespace(host_sync_ns=2_000_000, known=True, busiest=SimpleNamespace(us_per_frame=3.0, work_us_per_frame=3.0)),
         throughput=SimpleNamespace(measured_us_per_frame=window_ns / 1000 / frames, efficiency=0.6))
 
 
@@ -153,7 +153,7 @@ def test_a_host_bound_row_sets_its_untraced_fps_against_the_untraced_host_bar() 
     # GPU bars of 2, 3 and 1 µs per frame; the launching thread's bar 12 µs traced, 8 µs without the profiler
     engines = {"kernel": engine(2.0, 0.1), "h2d": engine(3.0, 0.15, 20.0), "d2h": engine(1.0, 0.05, 5.0)}
     primary = group(engines, roof_us=12.0, binds="host")
-    primary.host.busiest = SimpleNamespace(us_per_frame=12.0)
+    primary.host.busiest = SimpleNamespace(us_per_frame=12.0, work_us_per_frame=12.0)
     analysis = SimpleNamespace(primary=primary, groups=(primary,))
     sustained = Measurement(SUSTAINED_FPS, (120_000.0, 121_000.0, 119_000.0))  # 8.33 µs per frame
     host = HostEstimate(12.0, 8.0, 7.8, 8.2, "calibrated", {"launch": 2.0}, "calibrated: ...")

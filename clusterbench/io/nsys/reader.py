@@ -333,6 +333,9 @@ class TraceData:
     thread_names: dict[int, str] = field(default_factory=dict)  # globalTid & 2**48-1 -> name
     kernel_name_kind: str = "short"  # "short" (base names) or "mangled"
     graph_runs: GraphRuns | None = None  # node-level graph executions, when asked for (graph_runs())
+    # TARGET_INFO_CUDA_STREAM: (pid, streamId) -> CUPTI's stream flag (1 a blocking stream, 2 non-blocking,
+    # 3 the legacy default stream, which waits for the blocking streams' work and they for its); empty when absent
+    stream_flags: dict[tuple[int, int], int] = field(default_factory=dict)
     syncs: SyncEvents = field(default_factory=no_syncs)
     event_records: EventRecords = field(default_factory=no_event_records)
 
@@ -1351,6 +1354,14 @@ def _read_gpu_names(conn: sqlite3.Connection, tables: frozenset[str]) -> tuple[t
     return ()
 
 
+def _read_stream_flags(conn: sqlite3.Connection, tables: frozenset[str]) -> dict[tuple[int, int], int]:
+    """(pid, streamId) -> the stream's CUPTI create flag, from TARGET_INFO_CUDA_STREAM (a small table)."""
+    if S.STREAM_INFO_TABLE not in tables or not {"processId", "streamId", "flag"} <= _columns(conn, S.STREAM_INFO_TABLE):
+        return {}
+    q = f"SELECT processId, streamId, flag FROM {S.STREAM_INFO_TABLE}"
+    return {(int(p), int(sid)): int(f) for p, sid, f in conn.execute(q) if p is not None and sid is not None and f is not None}
+
+
 def _read_thread_names(conn: sqlite3.Connection, tables: frozenset[str]) -> dict[int, str]:
     if S.THREAD_NAMES_TABLE not in tables or S.STRINGS_TABLE not in tables:
         return {}
@@ -1543,6 +1554,7 @@ def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_po
         gpu_names=gpu_names, api=empty_api, overhead=overhead, graph_trace=graph_trace,
         srckind_read=memcpy_cols is None or {"srcKind", "dstKind"} <= memcpy_cols, thread_names=thread_names,
         kernel_name_kind=kernel_name_kind, syncs=syncs, event_records=event_records,
+        stream_flags=_read_stream_flags(conn, tables),
     )  # fmt: skip
     plan = api_plan(data) if callable(api_plan) else api_plan
     box.streams = _StreamIndex.build(activity, syncs, event_records) if api_jobs else None

@@ -36,6 +36,10 @@ SYNC_EVENT = 1  # cudaEventSynchronize (nsys also writes it for a cudaEventQuery
 SYNC_STREAM_WAIT_EVENT = 2  # cudaStreamWaitEvent
 SYNC_STREAM = 3  # cudaStreamSynchronize
 SYNC_CONTEXT = 4  # cudaDeviceSynchronize, cudaCtxSynchronize (and cudaProfilerStop in nsys 2025.3)
+# One row per CUDA stream: processId, streamId, flag (CUpti_ActivityStreamFlag: 1 a blocking stream, 2 a
+# non-blocking one, 3 the legacy default stream).
+STREAM_INFO_TABLE = "TARGET_INFO_CUDA_STREAM"
+STREAM_BLOCKING, STREAM_NULL = 1, 3
 # Time nsys itself spent on a thread (CUPTI buffer flushes, profiler initialisation): start, end,
 # globalTid, nameId.
 PROFILER_OVERHEAD_TABLE = "PROFILER_OVERHEAD"
