@@ -5,12 +5,13 @@ in short:
 - a **row** R (entered at its end, or earlier when the row after it on the stream started while R
   still ran) is R's resource from its start; before it comes the dependency with the latest release
   at or before R.start: the latest-ending earlier row on its stream (released at its end, or at
-  R.start when it overlaps R), the event it waits for (cudaStreamWaitEvent), or its launch call
-  (released at the call's start; the gap is then ``launch``, else ``idle``). A device-launched row
-  with none of these follows the GPU's latest row that ended before it started;
+  R.start when it overlaps R), the event it waits for (cudaStreamWaitEvent), the latest-ending
+  earlier row of its engine, the legacy default stream's order, or its launch call (released at the
+  call's start; the gap is then ``launch``, else ``idle``). A device-launched row with none of these
+  follows the GPU's latest row that ended before it started;
 - **thread T at time t** (a launch call's start): host code and CUDA calls are ``host:T`` back to the
-  end of the row that released the last call the GPU held before t (a held wait, or a blocked
-  launch, copy or free), where the walk goes on; with no such call, ``host:T`` to the window start.
+  release of the last call the GPU held before t (a held wait, or a blocked launch, copy or free),
+  and the walk goes on at the row that released it; with no such call, ``host:T`` to the window start.
 
 The segments tile each window interval exactly, so the shares sum to 1. Every node's predecessor is
 computed with NumPy (stream order, correlation joins, per-thread orders); then one plain Python loop

@@ -9,7 +9,8 @@ the critical path"):
   row on the recording stream issued before the latest cudaEventRecord(E) preceding it; a
   synchronous copy its own rows and the last row on its stream issued before it (an unknown stream
   or event: a device sync). Device-launched rows that end during the wait are awaited too. The wait
-  is **held** by R, the awaited row with the latest end, when R ends inside the call;
+  is **held** by R, the awaited row with the latest end, when R ends inside the call. An implicit
+  synchronize (cudaFree, cudaProfilerStop, ...) that left a SYNCHRONIZATION row awaits the same way;
 - a **non-synchronizing call** (a kernel or graph launch, an asynchronous copy or memset, or an
   implicit synchronize such as cudaFree) is **held** by R, the one of these that releases it last: its
   own rows that end before it returns (a graph launch that returns with its graph); when it lasted
