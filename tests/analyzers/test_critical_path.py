@@ -343,3 +343,62 @@ def test_follow_matches_a_plain_walk(k: int) -> None:
                     break
                 i = int(pred[i])
         assert nodes[bounds[j]:bounds[j + 1]].tolist() == want
+
+
+def test_a_pageable_copy_that_returns_before_its_last_chunk_lands(tmp_path: Path) -> None:
+    # a pageable H2D issued [0,100] whose copy runs [30,120]: it returns while its last chunk is on the
+    # link (it lasted 20 µs or more, and its own copy started before it returned): held by the copy,
+    # released at its return (100); blocked = the GPU's busy time in [0,100] = 70 µs: pageable.
+    # Then a launch [105,108] of a kernel [125,145]. Path from the kernel: its stream predecessor (the copy,
+    # ended 120) came after its launch (105): idle [120,125]; the copy [30,120], entered at its end; its
+    # launch call at 0 (window start 30).
+    t = Trace(api=[api(0, 100, "cudaMemcpyAsync_v3020", 1), api(105, 108, "cudaLaunchKernel_v7000", 2)],
+              copies=[copy(30, 120, 1, 1, pageable=True)], kernels=[kernel(125, 145, 2)])  # fmt: skip
+    data, g = run(tmp_path, t, window="span", frames=1)
+    x = thread(g, PID)
+    assert x.blocked_by_cause == (("pageable", 70 * U),) and x.work_ns == (108 - 30 - 70) * U
+    assert segments(data, g) == [(30, 120, "h2d"), (120, 125, "idle"), (125, 145, "kernel")]
+
+
+def test_an_implicit_synchronize_with_a_synchronization_row_waits(tmp_path: Path) -> None:
+    # a kernel [10,60] launched [0,5]; cudaProfilerStop [20,200] with a SYNCHRONIZATION row (a context
+    # synchronize): it awaits the kernel however long it goes on after it ends (the profiler's flush),
+    # so it is held by the kernel, blocked for the GPU's busy time in [20,60] = 40 µs: implicit_sync.
+    # Without the row it would need to return within 20 µs of the kernel's end: not held.
+    stop = api(20, 200, "cudaProfilerStop_v4000", 2)
+    t = Trace(api=[api(0, 5, "cudaLaunchKernel_v7000", 1), stop], kernels=[kernel(10, 60, 1)],
+              syncs=[Sync(22 * U, 61 * U, stream=4294967295, sync_type=4, corr=2)])  # fmt: skip
+    data, g = run(tmp_path, t, window="ms:0-0.2", frames=1)
+    assert thread(g, PID).blocked_by_cause == (("implicit_sync", 40 * U),)
+    t.syncs = []
+    (tmp_path / "t.sqlite").unlink()
+    data, g = run(tmp_path, t, window="ms:0-0.2", frames=1)
+    assert thread(g, PID).blocked_ns == 0
+
+
+def test_the_legacy_default_stream_waits_for_the_blocking_streams(tmp_path: Path) -> None:
+    # a kernel on blocking stream 13 [10,50] and an H2D on blocking stream 14 [10,80], issued at 0-2; then a
+    # kernel on the legacy default stream (7) issued at 3, running [85,95]: it waited for both (the latest
+    # ends at 80), though the kernel before it on the SMs ended at 50. The stream table says which stream
+    # is which (flag 3: the legacy default stream, 1: blocking).
+    import sqlite3
+
+    t = Trace(api=[api(0, 1, "cudaLaunchKernel_v7000", 1), api(1, 2, "cudaMemcpyAsync_v3020", 2),
+                   api(3, 4, "cudaLaunchKernel_v7000", 3)],
+              kernels=[kernel(10, 50, 1, stream=13), kernel(85, 95, 3, stream=7)], copies=[copy(10, 80, 1, 2, stream=14)])  # fmt: skip
+    path = build(tmp_path / "t.sqlite", t)
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE TARGET_INFO_CUDA_STREAM (streamId INTEGER, hwId INTEGER, vmId INTEGER, processId INTEGER, "
+                "contextId INTEGER, priority INTEGER, flag INTEGER)")  # fmt: skip
+    con.executemany("INSERT INTO TARGET_INFO_CUDA_STREAM VALUES (?, 0, 1, 100, 1, 0, ?)", [(7, 3), (13, 1), (14, 1)])
+    con.commit()
+    con.close()
+    req = A.request(window="ms:0-0.095", frames=1)
+    cache: dict = {}
+    data = A.load_trace(path, req=req, cache=cache)
+    g = A.analyze(data, req=req, cache=cache).primary
+    # from the default stream's kernel back to the blocking streams' row that ended last (the H2D, 80), not
+    # to the kernel before it on the SMs (50) nor its launch at 3; the H2D's issue at 1: launch [1,10]; the
+    # thread's calls before it: host [0,1]
+    assert segments(data, g) == [(0, 1, "host:100"), (1, 10, "launch"), (10, 80, "h2d"), (80, 85, "idle"),
+                                 (85, 95, "kernel")]  # fmt: skip
