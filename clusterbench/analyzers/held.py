@@ -203,8 +203,12 @@ def busy_prefix(links: Links, window: iv.Intervals) -> tuple[np.ndarray, np.ndar
     if links.n_rows == 0:
         e = np.empty(0, dtype=np.int64)
         return e, e, e
-    o = np.argsort(links.start, kind="stable")
-    u = iv.union(links.start[o], links.end[o])
+    lists = []
+    for lo, hi in zip(links.engine_lo.tolist(), links.engine_hi.tolist()):  # each engine's rows come in start order
+        if hi > lo:
+            a, b = links.start[lo:hi], links.end[lo:hi]
+            lists.append((a, b) if iv.is_sorted(a) else iv.union(a, b))
+    u = iv.union_of(lists)
     s, e = iv.intersect(u, window)
     cum = np.concatenate([[0], np.cumsum(e - s)[:-1]]) if s.size else s
     return s, e, cum
