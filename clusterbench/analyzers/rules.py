@@ -175,17 +175,14 @@ def _binds(g: GroupAnalysis):
     if r.engine == "host":
         view = g.binding.view if g.binding is not None else "tallest_bar"
         who = r.thread.label() if r.thread else "a launching thread"
-        if view == "critical_path":
-            return (f"{who} is the tallest bar at {_per_frame(g, r.busy_ns)} of work ({U.pct(_frac(r.busy_ns, g), 0)} of the "
-                    "window), but the resources take turns: their sum binds (see critical_path).",
-                    _frac(r.busy_ns, g))  # fmt: skip
+        if view == "critical_path":  # the critical_path note says what binds
+            return None
         return (f"the host binds: {who} is the tallest bar at "
                 f"{_per_frame(g, r.busy_ns)} ({U.pct(_frac(r.busy_ns, g), 0)} of the window).", _frac(r.busy_ns, g))  # fmt: skip
     duty = g.busy.engines[r.engine].duty or 0.0
     view = g.binding.view if g.binding is not None else "tallest_bar"
-    if view == "critical_path":
-        return (f"{r.engine} is the tallest bar at {_bar(g, r.engine)} ({U.pct(duty, 0)} of the window), but the resources take "
-                "turns: their sum binds (see critical_path).", duty)  # fmt: skip
+    if view == "critical_path":  # the critical_path note says what binds
+        return None
     if view == "both":
         return (f"{r.engine} is the tallest bar at {_bar(g, r.engine)} ({U.pct(duty, 0)} of the window): with the resources "
                 "partly overlapping it is a floor under the frame time, not the frame time (see critical_path).",
@@ -520,8 +517,8 @@ RULES: tuple[Rule, ...] = (
          "Warm up before the part you measure (compile and load the kernels, allocate the buffers), or pick a window "
          "without them (--window).", _setup_gaps),
     Rule("binds", "the binding engine", None, None,
-         "always (the tallest bar, engines and launching threads' work; where the resources take turns it says the "
-         "tallest bar does not bind)", "", _binds),
+         "the tallest bar applies (critical_path: it fills >= 90 % of the loop, or the resources overlap or partly "
+         "overlap; the tallest bar, engines and launching threads' work)", "", _binds),
     Rule("critical_path", "the critical path", None, None,
          "a critical path was walked (CUDA API rows with correlation ids): which view binds (the tallest bar when it fills "
          ">= 90 % of the loop, or the loop lies within a third of the way from it to the sum of the bars and its resource "
