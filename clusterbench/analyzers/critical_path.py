@@ -68,81 +68,47 @@ def _exit_rows(links: Links, held: Held) -> np.ndarray:
 
 
 class _Threads:
-    """The calls of each thread in start order, and at each of them the last exit call so far."""
+    """Per thread, its exit calls (the calls the GPU held and released after they started) in start order:
+    the only calls at which the walk leaves a thread. Few, whatever the number of calls."""
 
     def __init__(self, links: Links, exit_row: np.ndarray) -> None:
         self.links = links
-        self.exit_row = exit_row
-        th = links.cthread
-        n = th.size
-        one = n == 0 or bool((th == th[0]).all())
-        order = np.arange(n, dtype=np.int64) if one else np.argsort(th, kind="stable")  # calls come in start order
-        self.order = order
-        self.pos = order if one else np.empty(n, dtype=np.int64)
-        if not one:
-            self.pos[order] = np.arange(n, dtype=np.int64)
-        self.th = th if one else th[order]
-        self.cs = links.cstart if one else links.cstart[order]
-        counts = np.bincount(self.th.astype(np.int64), minlength=1) if n else np.zeros(1, np.int64)
-        first_of = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        is_exit = (exit_row >= 0) if one else (exit_row[order] >= 0)
-        last_exit = np.maximum.accumulate(np.where(is_exit, np.arange(n, dtype=np.int64), -1)) if n else np.empty(0, np.int64)
-        if not one:
-            last_exit[last_exit < first_of[self.th]] = -1
-        self.last_exit = last_exit
-        self._key: np.ndarray | None = None
-        self.base = int(self.cs.min()) if n else 0
+        calls = np.flatnonzero(exit_row >= 0)
+        th = links.cthread[calls].astype(np.int64)
+        self.base = int(links.cstart[0]) if links.n_calls else 0
+        key = self._keys(th, links.cstart[calls])
+        o = np.argsort(key, kind="stable")
+        self.calls, self.th, self.key = calls[o], th[o], key[o]
+        self.rows = exit_row[self.calls]
+        self.release = np.minimum(links.end[self.rows], links.cend[self.calls]) if self.calls.size else self.calls
 
     def _keys(self, th: np.ndarray, t: np.ndarray) -> np.ndarray:
         return (th.astype(np.int64) << 44) + np.clip(t - self.base, 0, (1 << 44) - 1)
 
-    @property
-    def key(self) -> np.ndarray:
-        if self._key is None:
-            self._key = self._keys(self.th, self.cs)
-        return self._key
-
     def before(self, thread: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each (thread, t): the last exit call of the thread that starts before t and whose
-        releasing row ends by t, and that row (-1, -1 when none)."""
-        p = np.searchsorted(self.key, self._keys(thread, t), side="left") - 1  # the thread's last call starting before t
-        return self._from(p, thread.astype(np.int64), t)
-
-    def before_call(self, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``before`` at each call's own start: the calls before it on its thread."""
-        p = self.pos[calls] - 1
-        t = self.links.cstart[calls]
-        tie = np.flatnonzero(p >= 0)
-        tie = tie[self.cs[p[tie]] >= t[tie]]  # a call starting at the same time is not before it
-        if tie.size:
-            p[tie] = np.searchsorted(self.key, self._keys(self.th[self.pos[calls[tie]]], t[tie]), side="left") - 1
-        return self._from(p, self.links.cthread[calls].astype(np.int64), t)
-
-    def _from(self, p: np.ndarray, thread: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """From each thread-order position p (the last call before t), back to the last exit call whose
-        releasing row ends by t."""
-        end = self.links.end
+        """For each (thread, t): the thread's last exit call that starts before t and is released by t,
+        and its releasing row (-1, -1 when none)."""
         call = np.full(t.size, NONE, dtype=np.int64)
         row = np.full(t.size, NONE, dtype=np.int64)
+        if self.calls.size == 0 or t.size == 0:
+            return call, row
+        thread = thread.astype(np.int64)
+        p = np.searchsorted(self.key, self._keys(thread, t), side="left") - 1
         todo = np.arange(t.size, dtype=np.int64)
         while todo.size:
             pp = p[todo]
             ok = pp >= 0
-            if not ok.all():
-                todo, pp = todo[ok], pp[ok]
-            ok = self.th[pp] == thread[todo]
-            j = np.where(ok, self.last_exit[pp], -1)
-            has = j >= 0
-            if not has.all():
-                todo, j = todo[has], j[has]
-            c = self.order[j]
-            r = self.exit_row[c]
-            fits = np.minimum(end[r], self.links.cend[c]) <= t[todo]  # released by then
-            call[todo], row[todo] = np.where(fits, c, NONE), np.where(fits, r, NONE)
-            # a releasing row that ends after t (calls that overlap on one thread): look before that call
+            ok[ok] &= self.th[pp[ok]] == thread[todo[ok]]
+            todo, pp = todo[ok], pp[ok]
+            fits = self.release[pp] <= t[todo]  # released by then (calls that overlap on a thread may not be)
+            call[todo[fits]], row[todo[fits]] = self.calls[pp[fits]], self.rows[pp[fits]]
             todo = todo[~fits]
-            p[todo] = j[~fits] - 1
+            p[todo] = pp[~fits] - 1
         return call, row
+
+    def before_call(self, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``before`` at each call's own start."""
+        return self.before(self.links.cthread[calls], self.links.cstart[calls])
 
 
 def _event_edges(links: Links, syncs, records) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
