@@ -149,6 +149,15 @@ class Links:
         out[ok] = res
         return out
 
+    def rows_of(self, call: int) -> np.ndarray:
+        """The rows a call launched (its own rows, by correlation id), in issue order."""
+        x = int(self.ccorr[call])
+        if x <= 0:
+            return np.empty(0, dtype=np.int64)
+        rc = self.corr[self.by_corr]
+        rows = self.by_corr[np.searchsorted(rc, x, side="left") : np.searchsorted(rc, x, side="right")]
+        return rows[self.launch[rows] == call]
+
     def queue_depth(self, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each call of ``calls``: (rows of the device, rows on the call's own stream) issued
         before it and not yet ended when it starts. A row with a launch call is issued before c when

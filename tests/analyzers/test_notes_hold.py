@@ -150,6 +150,14 @@ def reference(raw, g, export=None) -> Ref:
                blocked, work, blocked_calls)  # fmt: skip
 
 
+_RAW: dict = {}
+
+
+def raw_calls(g, tid: int) -> list:
+    """The raw calls of thread ``tid`` of the group's process (read once per trace)."""
+    return [c for c in _RAW["raw"].calls if c.pid == g.pid and c.tid == tid]
+
+
 def per_frame(g, ns: float) -> str:
     return f"{ns / 1000 / g.frames.count:,.2f} µs/frame" if g.frames.count else f"{ns / 1e6:,.3f} ms"
 
@@ -158,7 +166,9 @@ def per_frame(g, ns: float) -> str:
 def traced(request: pytest.FixtureRequest):
     path, window = request.param
     g = analyze_trace(path, frames_spec=frames_spec(path), window=window).primary
-    return g, reference(read_raw(path), g, path_oracle.read(path))
+    raw = read_raw(path)
+    _RAW["raw"] = raw
+    return g, reference(raw, g, path_oracle.read(path))
 
 
 def test_every_note_holds(traced) -> None:
@@ -192,8 +202,15 @@ def test_every_note_holds(traced) -> None:
         assert phrase in notes["setup_gaps"]
 
     # the tallest bar: the GPU engines' busy time, and the launching threads' work (busy less blocked)
+    setup_iv = [(x.start, x.end) for x in ref.gaps if x.setup]
     for tid, t in ref.threads.items():
         x = next(y for y in g.host.threads if y.thread.tid == tid)
+        # work + blocked + wait = the thread's active time (first to last call in the window) less set-up gaps
+        mine = [c for c in raw_calls(g, tid) if any(min(c.end, b) > max(c.start, a) or (c.start == c.end and a <= c.start <= b)
+                                                     for a, b in ref.window)]  # fmt: skip
+        span = [(min(c.start for c in mine), max(c.end for c in mine))]
+        active_steady = total(clip_set(span, minus(ref.window, setup_iv)))
+        assert x.work_ns + x.blocked_ns + x.wait_ns == active_steady
         assert (x.busy_ns, x.blocked_ns, x.work_ns) == (t.busy, min(t.busy, sum(ref.blocked[tid].values())), ref.work[tid])
         assert dict(x.blocked_by_cause) == {k: v for k, v in ref.blocked[tid].items() if v}
     view = g.binding.view if g.binding is not None else "tallest_bar"
@@ -227,8 +244,8 @@ def test_every_note_holds(traced) -> None:
         cp = g.critical_path
         loop = ref.steady
         assert cp.total_ns == length and cp.loop_ns == loop and sum(cp.to_json()["shares"].values()) == pytest.approx(1.0)
-        total = sum(ref.bars.values()) + host_work
-        x = (loop - tallest) / (total - tallest) if total > tallest else float("inf")
+        bars_sum = sum(ref.bars.values()) + host_work
+        x = (loop - tallest) / (bars_sum - tallest) if bars_sum > tallest else float("inf")
         res = f"host:{host.tid}" if tallest == host_work and host_work > top_gpu else g.roofline.engine
         on_path = sum(q.loop_ns for q in cp.parts if q.resource == res) / loop
         want = ("tallest_bar" if tallest >= 0.9 * loop or (x <= 1 / 3 and on_path >= 0.5)
