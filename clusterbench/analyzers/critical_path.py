@@ -39,23 +39,57 @@ _NEG = np.iinfo(np.int64).min // 4
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Walk:
-    """The path's segments, in time order per window interval: [start, end), a resource code (IDLE,
-    LAUNCH, ENGINE0 + engine, HOST0 + thread) and, for kernel rows, the kernel name (else -1)."""
+    """The path's segments, as parts: each part is arrays (start, end, resource code, kernel name or
+    None) of segments in no particular order (a segment may be empty). Resource codes: IDLE, LAUNCH,
+    ENGINE0 + engine, HOST0 + thread; the kernel name (index into the kernel names, -1 for other rows).
+    ``segments()`` gives them sorted, non-empty; the totals need no sort."""
 
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-    resource: np.ndarray
-    kname: np.ndarray
-    steps: int  # nodes visited
+    parts: tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None], ...]
+    steps: int  # rows the walk visited
     complete: bool  # False when a walk stopped on a cycle (correlation ids out of issue order)
+
+    def segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, resource, kernel name) of every non-empty segment, in time order."""
+        ss = np.concatenate([p[0] for p in self.parts]) if self.parts else np.empty(0, np.int64)
+        ee = np.concatenate([p[1] for p in self.parts]) if self.parts else np.empty(0, np.int64)
+        rr = np.concatenate([p[2] for p in self.parts]) if self.parts else np.empty(0, np.int32)
+        kk = np.concatenate([p[3] if p[3] is not None else np.full(p[0].size, -1, np.int32) for p in self.parts]) if self.parts \
+            else np.empty(0, np.int32)  # fmt: skip
+        keep = ee > ss
+        ss, ee, rr, kk = ss[keep], ee[keep], rr[keep], kk[keep]
+        o = np.argsort(ss, kind="stable")
+        return ss[o], ee[o], rr[o], kk[o]
 
     def totals(self, n_threads: int, n_kernels: int) -> tuple[np.ndarray, np.ndarray]:
         """(ns per resource code, ns per kernel name)."""
-        length = self.end_ns - self.start_ns
-        per = np.bincount(self.resource, weights=length, minlength=HOST0 + n_threads).astype(np.int64)
-        k = self.kname >= 0
-        kern = np.bincount(self.kname[k], weights=length[k], minlength=n_kernels).astype(np.int64)
-        return per, kern
+        per = np.zeros(HOST0 + n_threads, dtype=np.int64)
+        kern = np.zeros(max(n_kernels, 1), dtype=np.int64)
+        for s, e, r, k in self.parts:
+            length = np.maximum(e - s, 0)
+            per += np.bincount(r, weights=length, minlength=per.size).astype(np.int64)
+            if k is not None:
+                m = k >= 0
+                kern += np.bincount(k[m], weights=length[m], minlength=kern.size).astype(np.int64)
+        return per, kern[:n_kernels]
+
+    def inside(self, zone: iv.Intervals, size: int) -> np.ndarray:
+        """Per resource code, the path's time inside the disjoint ``zone`` (each segment against the zone
+        intervals it meets, found by binary search)."""
+        out = np.zeros(size, dtype=np.int64)
+        zs, ze = zone
+        if zs.size == 0:
+            return out
+        for s, e, r, _ in self.parts:
+            k0 = np.searchsorted(ze, s, side="right")  # the first zone interval ending after the segment starts
+            k1 = np.searchsorted(zs, e, side="left")  # past the last one starting before it ends
+            n = np.maximum(k1 - k0, 0)
+            if not n.any():
+                continue
+            rep = np.repeat(np.arange(s.size), n)
+            k = k0[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(n) - n, n))
+            length = np.minimum(e[rep], ze[k]) - np.maximum(s[rep], zs[k])
+            out += np.bincount(r[rep], weights=np.maximum(length, 0), minlength=size).astype(np.int64)
+        return out
 
 
 def _exit_rows(links: Links, held: Held) -> np.ndarray:
@@ -195,79 +229,84 @@ class Graph:
     threads: _Threads
 
 
+def _better(best: np.ndarray, pr: np.ndarray, src: np.ndarray, s: np.ndarray, e: np.ndarray, cap: bool) -> None:
+    """Take ``src`` (a row per row, -1 for none) where its release beats ``best``: its end, capped at the
+    row's start (``cap``: a stream's overlapping row), or only when it ended by the row's start."""
+    has = np.flatnonzero(src >= 0)
+    if has.size == 0:
+        return
+    r = src[has]
+    rel = e[r]
+    if cap:
+        rel = np.minimum(rel, s[has])
+    else:
+        keep = rel <= s[has]  # a dependency the row did not wait for is none
+        has, r, rel = has[keep], r[keep], rel[keep]
+    win = rel > best[has]
+    best[has[win]], pr[has[win]] = rel[win], r[win]
+
+
 def predecessors(links: Links, held: Held, syncs=None, records=None) -> Graph:  # noqa: ANN001
-    """Every row's predecessor (module docstring), with NumPy over the columns."""
+    """Every row's predecessor (module docstring), with NumPy over the columns; row indices as int32
+    while they fit, and each source let go as soon as it is weighed."""
     n = links.n_rows
-    pred = np.full(n, NONE, dtype=np.int64)
-    rel = np.full(n, _NEG, dtype=np.int64)
-    via = np.full(n, NONE, dtype=np.int64)
+    idx = np.int32 if n < (1 << 31) else np.int64
     th = _Threads(links, _exit_rows(links, held))
     if n == 0:
-        return Graph(pred, rel, via, th)
+        e0 = np.empty(0, dtype=np.int64)
+        return Graph(e0, e0, e0, th)
     s, e = links.start, links.end
+    best = np.full(n, _NEG, dtype=np.int64)  # the latest release so far
+    pr = np.full(n, NONE, dtype=idx)
     # stream: the latest-ending earlier row of the stream (entered at R.start when it overlaps R)
     bs = links.by_stream
-    pos = np.empty(n, dtype=np.int64)
-    pos[bs] = np.arange(n, dtype=np.int64)
-    prev = pos - 1
-    first = links.seg_lo[links.srank]
-    has = prev >= first
-    sp = np.full(n, NONE, dtype=np.int64)
-    sp[has] = bs[links.latest[prev[has]]]
-    sp_ok = sp >= 0
-    sp_ok[sp_ok] &= s[sp[sp_ok]] <= s[sp_ok]
-    best = np.where(sp_ok, np.minimum(e[np.maximum(sp, 0)], s), _NEG)
-    pr = np.where(sp_ok, sp, NONE)
-    # events
-    ev_src, _ = _event_edges(links, syncs, records)
-    ev_ok = ev_src >= 0
-    if ev_ok.any():
-        ev_ok[ev_ok] &= e[ev_src[ev_ok]] <= s[ev_ok]  # an event the row did not wait for is no dependency
-        ev_rel = np.where(ev_ok, e[np.maximum(ev_src, 0)], _NEG)
-        better = ev_rel > best
-        best[better], pr[better] = ev_rel[better], ev_src[better]
-    # engine: a row follows the latest-ending earlier row of its engine (one direction's copies take turns
-    # on its copy engine, kernels on the SMs, whatever their streams)
-    eg_src = _engine_predecessors(links)
-    eg_ok = eg_src >= 0
-    if eg_ok.any():
-        eg_rel = np.where(eg_ok, e[np.maximum(eg_src, 0)], _NEG)
-        better = eg_rel > best
-        best[better], pr[better] = eg_rel[better], eg_src[better]
-    # the legacy default stream: its rows follow the blocking streams' rows issued before them, and theirs
-    # follow its rows issued before them
-    lg_src = _legacy_predecessors(links)
-    lg_ok = lg_src >= 0
-    if lg_ok.any():
-        lg_ok[lg_ok] &= e[lg_src[lg_ok]] <= s[lg_ok]
-        lg_rel = np.where(lg_ok, e[np.maximum(lg_src, 0)], _NEG)
-        better = lg_rel > best
-        best[better], pr[better] = lg_rel[better], lg_src[better]
+    pos = np.empty(n, dtype=idx)
+    pos[bs] = np.arange(n, dtype=idx)
+    pos -= 1  # the position before each row's own in stream order
+    has = pos >= links.seg_lo[links.srank]
+    sp = np.full(n, NONE, dtype=idx)
+    sp[has] = bs[links.latest[pos[has]]]
+    del pos, has
+    ok = sp >= 0
+    ok[ok] &= s[sp[ok]] <= s[ok]
+    sp[~ok] = NONE
+    del ok
+    _better(best, pr, sp, s, e, cap=True)
+    del sp
+    # events; the engine's order (one direction's copies take turns on its copy engine, kernels on the SMs,
+    # whatever their streams); the legacy default stream's order
+    _better(best, pr, _event_edges(links, syncs, records)[0], s, e, cap=False)
+    _better(best, pr, _engine_predecessors(links), s, e, cap=False)
+    _better(best, pr, _legacy_predecessors(links), s, e, cap=False)
     # launch call; the latest release wins (ties: stream, event, engine, default stream, then launch)
     lc = links.launch
-    lc_ok = lc >= 0
-    lc_ok[lc_ok] &= links.cstart[lc[lc_ok]] <= s[lc_ok]
-    lc_rel = np.where(lc_ok, links.cstart[np.maximum(lc, 0)], _NEG)
+    lc_rel = np.full(n, _NEG, dtype=np.int64)
+    has = np.flatnonzero(lc >= 0)
+    lc_rel[has] = links.cstart[lc[has]]
+    lc_rel[lc_rel > s] = _NEG  # a launch that started after its row: no dependency
     by_call = np.flatnonzero(lc_rel > best)
     # a device-launched row with none of these: the GPU's latest row that ended by its start
     orphan = np.flatnonzero((pr < 0) & (lc_rel <= best) & links.device_launched)
+    del lc_rel, has
     if orphan.size:
         ends = e[links.by_end]
         k = np.searchsorted(ends, s[orphan], side="right") - 1
+        del ends
         r = np.where(k >= 0, links.by_end[np.maximum(k, 0)], NONE)
         k = np.where(r == orphan, k - 1, k)  # not itself (a zero-length row)
         r = np.where(k >= 0, links.by_end[np.maximum(k, 0)], NONE)
         ok = r >= 0
         pr[orphan[ok]] = r[ok]
         best[orphan[ok]] = e[r[ok]]
-    pred[:], rel[:] = pr, np.where(pr >= 0, best, _NEG)
+    best[pr < 0] = _NEG
+    via = np.full(n, NONE, dtype=idx)
     if by_call.size:
         # thread T at the launch call's start: back to the row that released T's last held call
         call, row = th.before_call(lc[by_call])
         via[by_call] = lc[by_call]
-        pred[by_call] = row
-        rel[by_call] = np.where(row >= 0, np.minimum(e[np.maximum(row, 0)], links.cend[np.maximum(call, 0)]), _NEG)
-    return Graph(pred, rel, via, th)
+        pr[by_call] = row
+        best[by_call] = np.where(row >= 0, np.minimum(e[np.maximum(row, 0)], links.cend[np.maximum(call, 0)]), _NEG)
+    return Graph(pr, best, via, th)
 
 
 def _start_nodes(links: Links, th: _Threads, window: iv.Intervals, launching: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -407,36 +446,19 @@ def walk(links: Links, held: Held, window: iv.Intervals, launching: np.ndarray, 
     has_via = v >= 0
     cut = np.clip(np.where(has_via, links.cstart[np.maximum(v, 0)] if links.n_calls else 0, lo), lo, mid)
     host_res = HOST0 + (links.cthread[np.maximum(v, 0)].astype(np.int64) if links.n_calls else 0)
-    # the three stretches of each row interleaved: time runs backwards along each interval's walk
-    minus = np.full(nodes.size, -1, np.int64)
-    seg_s = [np.stack([mid, cut, lo], axis=1).ravel()]
-    seg_e = [np.stack([top, mid, cut], axis=1).ravel()]
-    seg_r = [np.stack([ENGINE0 + links.engine[nodes].astype(np.int64), np.where(has_via, LAUNCH, IDLE),
-                       np.where(has_via, host_res, IDLE)], axis=1).ravel()]  # fmt: skip
-    seg_k = [np.stack([links.kname[nodes].astype(np.int64), minus, minus], axis=1).ravel()]
+    own_res = (ENGINE0 + links.engine[nodes]).astype(np.int32)
+    parts = [(mid, top, own_res, links.kname[nodes].astype(np.int32)),
+             (cut, mid, np.where(has_via, LAUNCH, IDLE).astype(np.int32), None),
+             (lo, cut, np.where(has_via, host_res, IDLE).astype(np.int32), None)]  # fmt: skip
     # after the first node: idle; before it, when the walk began at a call: the thread's host time
-    seg_s.append(np.minimum(np.maximum(first_end, ws), we))
-    seg_e.append(we)
-    seg_r.append(np.full(k, IDLE, dtype=np.int64))
-    seg_k.append(np.full(k, -1, dtype=np.int64))
     he = np.where(use_call, np.clip(first_end, ws, we), ws)
-    seg_s.append(np.minimum(np.maximum(head_lo, ws), he))
-    seg_e.append(he)
-    seg_r.append(head_res)
-    seg_k.append(np.full(k, -1, dtype=np.int64))
+    parts.append((np.minimum(np.maximum(first_end, ws), we), we.astype(np.int64), np.full(k, IDLE, np.int32), None))
+    parts.append((np.minimum(np.maximum(head_lo, ws), he), he, head_res.astype(np.int32), None))
     # a walk cut short (a cycle: correlation ids out of issue order): the rest of the interval is idle
     if nodes.size and not complete:
         last = bounds_a[1:][per_interval > 0] - 1
-        seg_s.append(ws[per_interval > 0].astype(np.int64))
-        seg_e.append(lo[last])
-        seg_r.append(np.full(last.size, IDLE, dtype=np.int64))
-        seg_k.append(np.full(last.size, -1, dtype=np.int64))
-    ss, ee = np.concatenate(seg_s), np.concatenate(seg_e)
-    rr, kk = np.concatenate(seg_r), np.concatenate(seg_k)
-    keep = ee > ss
-    ss, ee, rr, kk = ss[keep], ee[keep], rr[keep], kk[keep]
-    o = np.argsort(ss, kind="stable")
-    return Walk(ss[o], ee[o], rr[o], kk[o], int(nodes.size), complete)
+        parts.append((ws[per_interval > 0].astype(np.int64), lo[last], np.full(last.size, IDLE, np.int32), None))
+    return Walk(tuple(parts), int(nodes.size), complete)
 
 
 def measure(links: Links, held: Held, window: iv.Intervals, setup: iv.Intervals, launching: np.ndarray, frames: int | None,
@@ -448,27 +470,11 @@ def measure(links: Links, held: Held, window: iv.Intervals, setup: iv.Intervals,
     return summarize(w, links, window, setup, frames, threads)
 
 
-def _inside(w: Walk, zone: iv.Intervals, size: int) -> np.ndarray:
-    """Per resource code, the path's time inside the disjoint ``zone``. The segments are sorted and
-    disjoint: each zone interval meets a run of them, found by binary search."""
-    out = np.zeros(size, dtype=np.int64)
-    zs, ze = zone
-    if zs.size == 0 or w.start_ns.size == 0:
-        return out
-    k0 = np.searchsorted(w.end_ns, zs, side="right")  # the first segment ending after the zone starts
-    k1 = np.searchsorted(w.start_ns, ze, side="left")  # past the last one starting before it ends
-    n = np.maximum(k1 - k0, 0)
-    rep = np.repeat(np.arange(zs.size), n)
-    k = k0[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(n) - n, n))
-    length = np.minimum(w.end_ns[k], ze[rep]) - np.maximum(w.start_ns[k], zs[rep])
-    return np.bincount(w.resource[k], weights=np.maximum(length, 0), minlength=size).astype(np.int64)
-
-
 def summarize(w: Walk, links: Links, window: iv.Intervals, setup: iv.Intervals, frames: int | None, threads: tuple) -> CriticalPath:
     """The parts of a walk, largest first."""
     total = int((window[1] - window[0]).sum())
     per, kern = w.totals(len(threads), len(links.kernel_names))
-    in_setup = _inside(w, setup, per.size)
+    in_setup = w.inside(setup, per.size)
     steady_total = total - int(in_setup.sum())
     parts = []
     for code in np.flatnonzero(per).tolist():

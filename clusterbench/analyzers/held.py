@@ -197,19 +197,27 @@ def _call_events(links: Links, calls: np.ndarray, syncs) -> np.ndarray:  # noqa:
     return out
 
 
-def busy_prefix(links: Links, window: iv.Intervals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def busy_prefix(links: Links, window: iv.Intervals, near: iv.Intervals | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The group's GPU busy time inside the window as a disjoint set with its running length:
-    (starts, ends, length before each)."""
+    (starts, ends, length before each). With ``near`` (a disjoint set), only the busy time inside it:
+    the rows are cut to it block by block, so the memory stays small whatever the rows."""
     if links.n_rows == 0:
         e = np.empty(0, dtype=np.int64)
         return e, e, e
-    lists = []
-    for lo, hi in zip(links.engine_lo.tolist(), links.engine_hi.tolist()):  # each engine's rows come in start order
-        if hi > lo:
-            a, b = links.start[lo:hi], links.end[lo:hi]
-            lists.append((a, b) if iv.is_sorted(a) else iv.union(a, b))
-    u = iv.union_of(lists)
-    s, e = iv.intersect(u, window)
+    zone = window if near is None else iv.intersect(near, window)
+    pieces_s, pieces_e = [], []
+    for lo, hi in zip(links.engine_lo.tolist(), links.engine_hi.tolist()):  # each engine's rows in start order
+        for b0 in range(lo, hi, iv.BLOCK):
+            b1 = min(hi, b0 + iv.BLOCK)
+            ps, pe, _ = iv.clip(links.start[b0:b1], links.end[b0:b1], zone)
+            if ps.size:
+                u = iv.union(ps, pe)  # pieces of one block: merged at once, so that few are kept
+                pieces_s.append(u[0])
+                pieces_e.append(u[1])
+    if not pieces_s:
+        e = np.empty(0, dtype=np.int64)
+        return e, e, e
+    s, e = iv.union(np.concatenate(pieces_s), np.concatenate(pieces_e))
     cum = np.concatenate([[0], np.cumsum(e - s)[:-1]]) if s.size else s
     return s, e, cum
 
@@ -257,11 +265,12 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
         by_ev = event_sync & recorded
         device_sync = ~(by_stream | by_ev)
         dev_row = np.full(waits.size, NONE, dtype=np.int64)
-        if device_sync.any():
-            rows, latest = _issued_latest(links)
-            if rows.size:
-                k = np.searchsorted(links.corr[rows], cc[waits[device_sync]], side="left") - 1
-                dev_row[device_sync] = np.where(k >= 0, latest[np.maximum(k, 0)], NONE)
+        if device_sync.any():  # the device's latest-ending row issued before: the latest of each stream's
+            x = cc[waits[device_sync]]
+            per_stream = [links.last_on_stream_before(np.full(x.size, r), x) for r in range(links.streams.size)]
+            got = _latest(links, *per_stream) if per_stream else np.full(x.size, NONE)
+            got[links.device_launched[np.maximum(got, 0)] & (got >= 0)] = NONE  # device-launched rows: by time, below
+            dev_row[device_sync] = got
         launched = _device_ending_in(links, cs[waits], ce[waits])
         w_row = _latest(links, on_stream, own, by_event, dev_row, launched)
         we = links.end[np.maximum(w_row, 0)]
@@ -301,8 +310,8 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
     depth = np.full(calls.size, -1, dtype=np.int64)
     nb = np.flatnonzero(~is_wait)
     if nb.size:
-        prefix = busy_prefix(links, window)
         a, b = cs[calls[nb]], release[nb]
+        prefix = busy_prefix(links, window, iv.union(a, np.maximum(a, b)))
         blocked[nb] = np.maximum(busy_until(prefix, np.maximum(a, b)) - busy_until(prefix, a), 0)
         c = calls[nb]
         r = rows[nb]

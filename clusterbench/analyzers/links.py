@@ -62,7 +62,7 @@ class Links:
     launch: np.ndarray  # per row: its launch call, or -1
     by_device: np.ndarray  # per row: launched by the device (see device_launched)
     # calls
-    api_index: np.ndarray  # per call: its index in the trace's ApiCalls
+    api_index: np.ndarray | None  # per call: its index in the trace's ApiCalls (None: every call is the process's)
     cstart: np.ndarray
     cend: np.ndarray
     cthread: np.ndarray  # index into ApiCalls.threads
@@ -103,7 +103,7 @@ class Links:
 
     def pack(self, srank: np.ndarray, corr: np.ndarray) -> np.ndarray:
         """The stream-order key of (stream rank, correlation id)."""
-        return (srank.astype(np.int64) << _PACK) | np.clip(corr, 0, (1 << _PACK) - 1)
+        return (np.asarray(srank).astype(np.int64) << _PACK) | np.clip(np.asarray(corr).astype(np.int64), 0, (1 << _PACK) - 1)
 
     def stream_keys(self) -> np.ndarray:
         """The stream-order key of each stream-order position (sorted)."""
@@ -207,15 +207,32 @@ def _rows(g: GroupTrace) -> tuple[np.ndarray, ...]:
     if not parts:
         e64 = np.empty(0, dtype=np.int64)
         return e64, e64, e64, e64, np.empty(0, np.int8), np.empty(0, np.int32), np.empty(0, bool), e64
-    start = np.concatenate([r.start_ns for _, r in parts]).astype(np.int64, copy=False)
-    end = np.concatenate([r.end_ns for _, r in parts]).astype(np.int64, copy=False)
-    stream = np.concatenate([r.stream for _, r in parts]).astype(np.int64, copy=False)
-    corr = np.concatenate([_corr(r) for _, r in parts]).astype(np.int64, copy=False)
+    # the reader's own column types where they fit (int32 correlation ids, int16 streams and names), and
+    # views of the reader's arrays where the engines' records lie one after the other in them (one group)
+    start = _joined([r.start_ns for _, r in parts]).astype(np.int64, copy=False)
+    end = _joined([r.end_ns for _, r in parts]).astype(np.int64, copy=False)
+    stream = _joined([r.stream for _, r in parts])
+    corr = _joined([_corr(r) for _, r in parts])
     engine = np.concatenate([np.full(len(r), c, dtype=np.int8) for c, r in parts])
-    kname = np.concatenate([r.name.astype(np.int32) if r.name is not None else np.full(len(r), NONE, np.int32) for _, r in parts])
+    kname = np.concatenate([r.name if r.name is not None else np.full(len(r), NONE, np.int16) for _, r in parts])
     pageable = np.concatenate([r.pageable if r.pageable is not None else np.zeros(len(r), bool) for _, r in parts])
-    nbytes = np.concatenate([r.bytes.astype(np.int64) if r.bytes is not None else np.zeros(len(r), np.int64) for _, r in parts])
+    nbytes = np.concatenate([r.bytes if r.bytes is not None else np.zeros(len(r), np.int32) for _, r in parts])
     return start, end, stream, corr, engine, kname, pageable, nbytes
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """The arrays end to end: a view of their common base when they lie one after the other in it (no
+    copy), else a concatenation."""
+    first = arrays[0]
+    base = first.base
+    ok = base is not None and all(a.base is base and a.dtype == first.dtype and a.flags.c_contiguous for a in arrays)
+    if ok and isinstance(base, np.ndarray) and base.ndim == 1 and base.flags.c_contiguous and base.dtype == first.dtype:
+        item = first.itemsize
+        addr0 = base.__array_interface__["data"][0]
+        offs = [(a.__array_interface__["data"][0] - addr0) // item for a in arrays]
+        if all(offs[k] + arrays[k].size == offs[k + 1] for k in range(len(arrays) - 1)) and offs[0] >= 0:
+            return base[offs[0] : offs[-1] + arrays[-1].size]
+    return np.concatenate(arrays)
 
 
 def _corr(r) -> np.ndarray:  # noqa: ANN001
@@ -232,8 +249,8 @@ def build(g: GroupTrace) -> Links:
     if api_known:
         tpid = api.thread_pid()
         mine = tpid[api.thread] == g.pid
-        if bool(mine.all()):
-            api_index = np.arange(len(api), dtype=np.int64)
+        if bool(mine.all()):  # one process: views, no copies
+            api_index = None
             pick = slice(None)
         else:
             api_index = np.flatnonzero(mine)
@@ -242,8 +259,8 @@ def build(g: GroupTrace) -> Links:
         cend = api.end_ns[pick].astype(np.int64, copy=False)
         cthread = api.thread[pick]
         cname = api.name[pick]
-        ccorr = api.correlation[pick].astype(np.int64, copy=False)
-        cstream = api.stream[pick].astype(np.int64, copy=False)
+        ccorr = api.correlation[pick]
+        cstream = api.stream[pick]
         ccat = api.name_category[cname] if len(api.names) else np.empty(0, np.int8)
         names = api.names
     else:
@@ -253,19 +270,23 @@ def build(g: GroupTrace) -> Links:
         ccat = np.empty(0, dtype=np.int8)
         names = api.names if api.tables else ()
 
-    # issue order: correlation id, ties by start (rows come sorted by start within each engine)
-    o = np.argsort(start, kind="stable")
+    # issue order: correlation id, ties by start (rows come sorted by start within each engine); row and
+    # call indices as int32 while they fit (half the memory of the default int64)
+    idx = np.int32 if max(n, cstart.size) < (1 << 31) else np.int64
+    o = np.argsort(start, kind="stable").astype(idx)
     by_corr = o[np.argsort(corr[o], kind="stable")]
+    del o
 
-    # each row's launch call, each call's own rows (a join of two sorted columns)
-    launch = np.full(n, NONE, dtype=np.int64)
+    # each row's launch call (a join of two sorted columns)
+    launch = np.full(n, NONE, dtype=idx)
     if cstart.size and n:
-        co = np.argsort(ccorr, kind="stable")
+        co = np.argsort(ccorr, kind="stable").astype(idx)
         cc = ccorr[co]
         rc = corr[by_corr]
         at = np.minimum(np.searchsorted(cc, rc, side="left"), cc.size - 1)
         hit = (cc[at] == rc) & (rc > 0)
         launch[by_corr[hit]] = co[at[hit]]
+        del co, cc, rc, at, hit
 
     device = launch < 0
     if cstart.size:
@@ -279,17 +300,18 @@ def build(g: GroupTrace) -> Links:
     ranks = srank[by_stream]
     bounds = np.searchsorted(ranks, np.arange(streams.size + 1))
     seg_lo, seg_hi = bounds[:-1].astype(np.int64), bounds[1:].astype(np.int64)
-    latest = np.zeros(n, dtype=np.int64)
+    latest = np.zeros(n, dtype=idx)
     if n:
         base = int(start.min())
-        rel = end[by_stream] - base
-        key = (ranks.astype(np.int64) << _TIME_BITS) + np.clip(rel, 0, (1 << _TIME_BITS) - 1)
+        key = end[by_stream] - base
+        np.clip(key, 0, (1 << _TIME_BITS) - 1, out=key)
+        key += ranks.astype(np.int64) << _TIME_BITS
         run = np.maximum.accumulate(key)
-        pos = np.arange(n, dtype=np.int64)
-        latest = np.maximum.accumulate(np.where(key == run, pos, 0))
-    by_end = np.argsort(end, kind="stable")
+        latest = np.maximum.accumulate(np.where(key == run, np.arange(n, dtype=idx), 0)).astype(idx, copy=False)
+        del key, run
+    by_end = np.argsort(end, kind="stable").astype(idx)
     own_last, own_done, own_started = _own_latest(by_corr, launch, start, end, cend)
-    skeys = (srank[by_stream].astype(np.int64) << _PACK) | np.clip(corr[by_stream], 0, (1 << _PACK) - 1)
+    skeys = (ranks.astype(np.int64) << _PACK) | np.clip(corr[by_stream], 0, (1 << _PACK) - 1).astype(np.int64)
     counts = np.bincount(engine, minlength=len(S.ENGINES)) if n else np.zeros(len(S.ENGINES), np.int64)
     engine_hi = np.cumsum(counts)
     engine_lo = engine_hi - counts
@@ -329,9 +351,9 @@ def _own_latest(by_corr: np.ndarray, launch: np.ndarray, start: np.ndarray, end:
     end; the one with the latest end among those that started before the call ended (-1 when none). The
     rows with a launch call, in issue order, come in one run per call (one row per call, but for the
     nodes of a node-level graph launch)."""
-    last = np.full(cend.size, NONE, dtype=np.int64)
-    done = np.full(cend.size, NONE, dtype=np.int64)
-    began = np.full(cend.size, NONE, dtype=np.int64)
+    last = np.full(cend.size, NONE, dtype=by_corr.dtype)
+    done = np.full(cend.size, NONE, dtype=by_corr.dtype)
+    began = np.full(cend.size, NONE, dtype=by_corr.dtype)
     rows = by_corr[launch[by_corr] >= 0]
     if rows.size == 0:
         return last, done, began

@@ -126,7 +126,7 @@ class _Linked:
         out: dict[int, iv.Intervals] = {}
         if c.size == 0:
             return out
-        busy = held_mod.busy_prefix(links, span)
+        busy = held_mod.busy_prefix(links, span, iv.union(links.cstart[c], np.maximum(links.cstart[c], rel)))
         for t in np.unique(links.cthread[c]).tolist():
             m = links.cthread[c] == t
             held_iv = iv.union(links.cstart[c[m]], rel[m])
@@ -160,8 +160,9 @@ def _path_band(lk: _Linked, span: iv.Intervals, w0: int) -> PathBand | None:
     w = lk.walk
     if w is None:
         return None
-    s, e, owner = iv.clip(w.start_ns, w.end_ns, span)
-    res = w.resource if owner is None else w.resource[owner]
+    ws, we, wr, _ = w.segments()
+    s, e, owner = iv.clip(ws, we, span)
+    res = wr if owner is None else wr[owner]
     return PathBand(s - w0, e - w0, tuple(lk.resource_name(int(r)) for r in res.tolist()))
 
 
@@ -362,14 +363,14 @@ def build_export(data: TraceData, group: GroupAnalysis) -> TraceExport:
     if lk is not None and host_track:
         flows, total = _flows(lk, window, row_track, host_track)
     if lk is not None and lk.walk is not None:
-        w = lk.walk
-        names = tuple(dict.fromkeys(lk.resource_name(int(r)) for r in np.unique(w.resource).tolist()))
+        ps, pe, pr, _ = lk.walk.segments()
+        codes = np.unique(pr)
+        names = tuple(dict.fromkeys(lk.resource_name(int(r)) for r in codes.tolist()))
         index = {n: i for i, n in enumerate(names)}
-        codes = np.unique(w.resource)
         lut = np.zeros(int(codes.max()) + 1 if codes.size else 1, dtype=np.int64)
         for c in codes.tolist():
             lut[c] = index[lk.resource_name(int(c))]
-        tracks.append(Track("critical path", "critical path", w.start_ns, w.end_ns, lut[w.resource], names))
+        tracks.append(Track("critical path", "critical path", ps, pe, lut[pr], names))
     gp = group.gaps
     if len(gp):
         labels = tuple(f"idle: {gp.cause_of(i)}" + (f" ({gp.api[i]})" if gp.api[i] else "") for i in range(len(gp)))

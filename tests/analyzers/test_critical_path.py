@@ -33,10 +33,10 @@ def run(tmp_path: Path, t: Trace, **options):
 
 def segments(data, g) -> list[tuple[int, int, str]]:
     """The walk's segments as (start µs, end µs, resource), merged where one resource continues."""
-    w = A.critical_path_walk(data, g)
+    ws, we, wr, _ = A.critical_path_walk(data, g).segments()
     threads = data.api.threads
     out: list[tuple[int, int, str]] = []
-    for s, e, r in zip(w.start_ns.tolist(), w.end_ns.tolist(), w.resource.tolist()):
+    for s, e, r in zip(ws.tolist(), we.tolist(), wr.tolist()):
         name = ("idle" if r == IDLE else "launch" if r == LAUNCH else S.ENGINES[r - ENGINE0] if r < HOST0
                 else f"host:{threads[r - HOST0].tid}")  # fmt: skip
         if out and out[-1][2] == name and out[-1][1] == s / U:
