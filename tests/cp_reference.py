@@ -12,20 +12,27 @@ The definitions, as written here:
 Calls and rows. Rows are the group's GPU records (kernels, graph executions, copies, memsets) of one
 (process, device); calls are the process's CUDA API calls (runtime and driver tables), each with its
 thread, start, end, base name (no _vNNNN / _ptsz / _ptds suffix) and correlation id. "Issued before c":
-correlation id smaller than c's. A row's launch call is the call with its correlation id.
+correlation id smaller than c's. A row's launch call is the call with its correlation id. A row whose id
+matches no call of the process and is 0 or lies among the calls' ids was launched by the device (a graph
+that relaunches itself): it is ordered by time, not by id, and is never "issued before" a call.
 
 1. Held calls.
    - Explicit waits (WAIT_CALLS): stream synchronize on S (S from its SYNCHRONIZATION row) waits for
      the rows on S issued before it; device/context synchronize for every row of the group issued
      before it; event synchronize on E for the rows on the recording stream issued before the latest
      cudaEventRecord(E) (CUDA_EVENT rows, by correlation id) issued before the sync; a synchronous copy
-     for its own rows and the rows on their stream issued before it. A stream or event that cannot be
-     found makes the call a device sync. R = the awaited row with the latest end; the wait is held by R
-     when w.start <= R.end <= w.end.
-   - Non-synchronizing calls (launch, graph_launch, copy, implicit): R = the latest-ending row among
-     (a) the call's own rows with R.end <= c.end, and (b) when the call lasted HELD_MIN_NS or more, rows
-     issued before it with c.start < R.end <= c.end and c.end - R.end <= RETURN_NS.
-   - Blocked time of a held non-synchronizing call: [c.start, R.end] intersected with the union of all
+     for its own rows and the rows on their stream issued before it. A stream, or an event with no
+     record before the sync, that cannot be found makes the call a device sync. Every wait also awaits
+     the device-launched rows that end during it. R = the awaited row with the latest end; the wait is
+     held by R when w.start <= R.end <= w.end.
+   - An implicit synchronize (IMPLICIT_CALLS) that left a SYNCHRONIZATION row awaits as a device sync
+     does and is held by R the same way; its time before R.end is blocked (cause implicit_sync), not wait.
+   - Non-synchronizing calls (launch, graph_launch, copy, implicit without a SYNCHRONIZATION row): R
+     releases the call at min(R.end, c.end); R = the row that releases it last (ties: the earlier list)
+     among (a) the call's own rows with R.end <= c.end, (b) when the call lasted HELD_MIN_NS or more,
+     rows issued before it (or device-launched) with c.start < R.end <= c.end and c.end - R.end <=
+     RETURN_NS, and (c) when the call lasted HELD_MIN_NS or more, its own rows that started before c.end.
+   - Blocked time of a held non-synchronizing call: [c.start, release] intersected with the union of all
      the group's rows. Cause, first that applies: module_load (a launch that is the first launch of its
      kernel name in the process), implicit_sync (IMPLICIT_CALLS), pageable (R is the call's own copy row
      and its host memory is pageable), graph (a graph launch), queue_full (a launch with at least
@@ -36,9 +43,22 @@ correlation id smaller than c's. A row's launch call is the call with its correl
    less the waits; work = active - wait - blocked.
 3. The critical path, walked backwards from each window interval's end (section "walk" below).
 
+The walk (docs/analyze.md): at a row R entered at time t, R's resource over [R.start, t]; before it
+the dependency with the latest release at or before R.start, among: the stream predecessor (the
+latest-ending row before R in stream order (correlation id, then start), if it started by R.start;
+released at min(its end, R.start), and entered there); the event sources (released at their end);
+the engine predecessor (the latest-ending other row of R's engine that ended by R.start); on the legacy
+default stream the latest-ending row issued before R on a blocking or legacy stream, on a blocking
+stream the latest-ending row issued before R on the legacy stream (TARGET_INFO_CUDA_STREAM flags 1 and
+3), released at its end; its launch call, released at the call's start (the gap is ``launch``, and the
+walk goes on at the call's thread). A device-launched row with none of these follows the latest-ending
+row that ended by its start. On a thread at t, the last call starting before t that the GPU held and
+released in (c.start, t] sends the walk to the releasing row, entered at the release.
+
 Ties (equal times) are broken as follows, and documented because the definitions leave them open:
 the first node is a row before a call when both end at the same time; at a row, the dependencies with
-equal release are taken in the order stream predecessor, event source, launch call.
+equal release are taken in the order stream predecessor, event source, engine predecessor, legacy
+stream, launch call.
 """
 
 from __future__ import annotations
@@ -72,12 +92,13 @@ STREAM_SYNCS = frozenset({"cudaStreamSynchronize", "cuStreamSynchronize"})
 EVENT_SYNCS = frozenset({"cudaEventSynchronize", "cuEventSynchronize"})
 DEVICE_SYNCS = frozenset({"cudaDeviceSynchronize", "cudaThreadSynchronize", "cuCtxSynchronize"})
 IMPLICIT_CALLS = frozenset({"cudaFree", "cudaFreeHost", "cudaFreeArray", "cudaProfilerStop", "cudaHostUnregister",
-                            "cuMemFree", "cuMemFreeHost"})  # fmt: skip
+                            "cuMemFree", "cuMemFreeHost", "cuMemHostUnregister", "cuProfilerStop"})  # fmt: skip
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
 STREAM_WAIT_EVENT = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
 EVENT_RECORDS = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "cuEventRecord", "cuEventRecordWithFlags"})
 
-COPY_ENGINES = {1: "h2d", 2: "d2h", 8: "d2d", 10: "p2p"}
+COPY_ENGINES = {1: "h2d", 2: "d2h", 8: "d2d", 10: "p2p", 11: "um_h2d", 12: "um_d2h", 13: "um_d2d"}
+STREAM_BLOCKING, STREAM_NULL = 1, 3  # TARGET_INFO_CUDA_STREAM.flag: a blocking stream, the legacy default stream
 
 
 def base_name(name: str) -> str:
@@ -120,6 +141,7 @@ class Row:
     pid: int
     device: int
     pageable: bool = False
+    by_device: bool = False  # launched by the device (set per group)
 
 
 @dataclass
@@ -141,6 +163,7 @@ class Trace:
     sync_of: dict[int, tuple[int, int]]  # correlation id -> (stream, event) of its SYNCHRONIZATION row (-1: none)
     record_of: dict[int, tuple[int, int]]  # correlation id -> (stream, event) of its CUDA_EVENT row
     thread_names: dict[int, str]
+    stream_flags: dict[tuple[int, int], int] = field(default_factory=dict)  # (pid, stream) -> CUPTI flag
 
 
 def _none(v: int | None) -> int:
@@ -171,7 +194,7 @@ def read(path) -> Trace:
         for s, e, d, st, corr, gp, ck, sk, dk in con.execute(
             f"SELECT start, end, deviceId, streamId, correlationId, globalPid, copyKind, {kinds} FROM CUPTI_ACTIVITY_KIND_MEMCPY"
         ):
-            rows.append(Row(0, COPY_ENGINES.get(ck, "copy"), "", s, e, st, corr, (gp >> 24) & 0xFFFFFF, d,
+            rows.append(Row(0, COPY_ENGINES.get(ck, "other"), "", s, e, st, corr, (gp >> 24) & 0xFFFFFF, d,
                             pageable=0 in (sk, dk)))  # fmt: skip
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
         for s, e, d, st, corr, gp in con.execute(
@@ -204,8 +227,12 @@ def read(path) -> Trace:
             tid = gt & 0xFFFFFF
             if tid not in names or (prio or 0) >= names[tid][0]:
                 names[tid] = (prio or 0, strings[nid])
+    flags: dict[tuple[int, int], int] = {}
+    if "TARGET_INFO_CUDA_STREAM" in tables:
+        for p, st, f in con.execute("SELECT processId, streamId, flag FROM TARGET_INFO_CUDA_STREAM"):
+            flags[(p, st)] = f
     con.close()
-    return Trace(rows, calls, sync_of, record_of, {t: n for t, (_, n) in names.items()})
+    return Trace(rows, calls, sync_of, record_of, {t: n for t, (_, n) in names.items()}, flags)
 
 
 # --------------------------------------------------------------------------- the graph
@@ -218,6 +245,7 @@ class Held:
     call: Call
     row: Row
     wait: bool  # an explicit wait (else a blocked non-synchronizing call)
+    release: int = 0  # when the row let the call go: min(row end, call end)
     blocked: list[Interval] = field(default_factory=list)  # non-synchronizing calls: the blocked time
     cause: str | None = None
 
@@ -285,23 +313,46 @@ class Graph:
         self.calls = [c for c in tr.calls if c.pid == pid]
         self.tr = tr
         self.call_by_corr = {c.corr: c for c in self.calls}
+        # device-launched rows: no call of the process has their id, and it is 0 or among the calls' ids
+        ids = [c.corr for c in self.calls if c.corr > 0]
+        lo_id, hi_id = (min(ids), max(ids)) if ids else (1, 0)
+        for r in self.rows:
+            r.by_device = r.corr not in self.call_by_corr and (r.corr <= 0 or lo_id <= r.corr <= hi_id)
+        self.host_rows = [r for r in self.rows if not r.by_device]
+        self.device_rows = [r for r in self.rows if r.by_device]
         self.rows_by_corr: dict[int, list[Row]] = defaultdict(list)
-        for r in self.rows:
+        for r in self.host_rows:
             self.rows_by_corr[r.corr].append(r)
-        # rows by stream, in stream order (start, end, correlation id), and by issue order
+        # rows by stream, in stream order (correlation id, then start)
         self.on_stream: dict[int, list[Row]] = defaultdict(list)
-        for r in self.rows:
+        for r in sorted(self.rows, key=lambda r: (r.corr, r.start)):
             self.on_stream[r.stream].append(r)
         self.pos = {r.idx: i for v in self.on_stream.values() for i, r in enumerate(v)}  # place in stream order
         # by issue order (correlation id), with the latest-ending row of every prefix: "the last row
-        # (of the group, or on a stream) issued before correlation id X" in one bisect
-        self.by_issue = self._issue_order(self.rows)
-        self.stream_by_issue = {s: self._issue_order(v) for s, v in self.on_stream.items()}
+        # (of the group, or on a stream) issued before correlation id X" in one bisect (host-launched rows)
+        self.by_issue = self._issue_order(self.host_rows)
+        host_on: dict[int, list[Row]] = defaultdict(list)
+        for r in self.host_rows:
+            host_on[r.stream].append(r)
+        self.stream_by_issue = {s: self._issue_order(v) for s, v in host_on.items()}
+        # the legacy default stream and the blocking streams (TARGET_INFO_CUDA_STREAM)
+        flag = {r.stream: tr.stream_flags.get((pid, r.stream), 0) for r in self.rows}
+        self.flag = flag
+        self.legacy = any(f == STREAM_NULL for f in flag.values())
+        self.to_legacy = self._issue_order([r for r in self.host_rows if flag[r.stream] in (STREAM_BLOCKING, STREAM_NULL)])
+        self.from_legacy = self._issue_order([r for r in self.host_rows if flag[r.stream] == STREAM_NULL])
+        # rows by engine, in end order
+        self.engine_by_end: dict[str, list[Row]] = defaultdict(list)
+        for r in sorted(self.rows, key=lambda r: (r.end, r.start)):
+            self.engine_by_end[r.resource].append(r)
+        self.engine_ends = {k: [r.end for r in v] for k, v in self.engine_by_end.items()}
         self.busy = union([(r.start, r.end) for r in self.rows])
         self.by_end = sorted(self.rows, key=lambda r: (r.end, r.start))
         self.ends = [r.end for r in self.by_end]
-        self.corr_arr = np.array([r.corr for r in self.rows], dtype=np.int64)
-        self.end_arr = np.array([r.end for r in self.rows], dtype=np.int64)
+        self.corr_arr = np.array([r.corr for r in self.host_rows], dtype=np.int64)
+        self.end_arr = np.array([r.end for r in self.host_rows], dtype=np.int64)
+        self.dev_start = np.array([r.start for r in self.device_rows], dtype=np.int64)
+        self.dev_end = np.array([r.end for r in self.device_rows], dtype=np.int64)
         # calls by thread, in start order
         self.thread_calls: dict[int, list[Call]] = defaultdict(list)
         for c in self.calls:
@@ -352,53 +403,75 @@ class Graph:
             latest.append(r if not latest or (r.end, r.start) > (latest[-1].end, latest[-1].start) else latest[-1])
         return [r.corr for r in order], order, latest
 
-    def latest_before(self, corr: int, stream: int | None = None) -> Row | None:
-        """The latest-ending row (on ``stream``, or of the whole group) issued before correlation id ``corr``."""
-        keys, _, latest = self.by_issue if stream is None else self.stream_by_issue.get(stream, ([], [], []))
+    @staticmethod
+    def _before(issue: tuple[list[int], list[Row], list[Row]], corr: int) -> Row | None:
+        keys, _, latest = issue
         i = bisect_left(keys, corr)
         return latest[i - 1] if i > 0 else None
 
+    def latest_before(self, corr: int, stream: int | None = None) -> Row | None:
+        """The latest-ending host-launched row (on ``stream``, or of the whole group) issued before
+        correlation id ``corr``."""
+        return self._before(self.by_issue if stream is None else self.stream_by_issue.get(stream, ([], [], [])), corr)
+
     def last_issued_before(self, corr: int, stream: int) -> Row | None:
-        """The row on ``stream`` with the largest correlation id below ``corr``."""
+        """The host-launched row on ``stream`` with the largest correlation id below ``corr``."""
         keys, order, _ = self.stream_by_issue.get(stream, ([], [], []))
         i = bisect_left(keys, corr)
         return order[i - 1] if i > 0 else None
 
+    def device_ending_in(self, a: int, b: int) -> Row | None:
+        """The device-launched row with the latest end inside [a, b]."""
+        return self._latest(r for r in self.device_rows if a <= r.end <= b)
+
     def awaited(self, w: Call) -> Row | None:
-        """The row an explicit wait waits for (the awaited row with the latest end); None when there is
-        none (nothing issued before it, or an event that was never recorded)."""
+        """The row an explicit wait (or an implicit synchronize with a SYNCHRONIZATION row) waits for:
+        the awaited row with the latest end; None when there is none."""
         st, ev = self.tr.sync_of.get(w.corr, (-1, -1))
+        found: list[Row | None] = [self.device_ending_in(w.start, w.end)]
+        own = self.rows_by_corr.get(w.corr, [])
         if w.name in STREAM_SYNCS and st >= 0:
-            return self.latest_before(w.corr, st)
-        if w.name in EVENT_SYNCS and ev >= 0:
-            recs = [(rc, rs) for rc, rs in self.records.get(ev, []) if rc < w.corr]
-            if not recs:
-                return None
-            rc, rs = recs[-1]  # the latest cudaEventRecord(E) issued before the sync
-            return self.latest_before(rc, rs)
-        if w.name not in STREAM_SYNCS | EVENT_SYNCS | DEVICE_SYNCS:  # a synchronous copy
-            own = self.rows_by_corr.get(w.corr, [])
-            if own:
-                return self._latest(own + [x for x in [self.latest_before(w.corr, own[0].stream)] if x is not None])
-        return self.latest_before(w.corr)  # a device sync, or a stream or event that cannot be found
+            found.append(self.latest_before(w.corr, st))
+        elif w.name in EVENT_SYNCS and ev >= 0 and any(rc < w.corr for rc, _ in self.records.get(ev, [])):
+            rc, rs = [(rc, rs) for rc, rs in self.records[ev] if rc < w.corr][-1]  # the latest record before the sync
+            found.append(self.latest_before(rc, rs))
+        elif w.cat == "wait" and w.name not in STREAM_SYNCS | EVENT_SYNCS | DEVICE_SYNCS and (own or st >= 0):
+            found += own + [self.latest_before(w.corr, max(r.stream for r in own) if own else st)]  # a synchronous copy
+        else:
+            found.append(self.latest_before(w.corr))  # a device sync, or a stream or event that cannot be found
+        return self._latest(r for r in found if r is not None)
 
     def _held(self, c: Call) -> Held | None:
-        if c.cat == "wait":
+        synced = c.cat == "implicit" and c.corr in self.tr.sync_of
+        if c.cat == "wait" or synced:
             r = self.awaited(c)
-            if r is not None and c.start <= r.end <= c.end:
-                return Held(c, r, wait=True)
-            return None
+            if r is None or not c.start <= r.end <= c.end:
+                return None
+            if c.cat == "wait":
+                return Held(c, r, wait=True, release=r.end)
+            h = Held(c, r, wait=False, release=r.end, blocked=clip_set(self.busy, [(c.start, r.end)]))
+            h.cause = "implicit_sync"
+            return h
         if c.cat not in ("launch", "graph_launch", "copy", "implicit"):
             return None
-        cands = [r for r in self.rows_by_corr.get(c.corr, []) if r.end <= c.end]
-        if c.end - c.start >= HELD_MIN_NS:
+        own = self.rows_by_corr.get(c.corr, [])
+        long = c.end - c.start >= HELD_MIN_NS
+        lists = [[r for r in own if r.end <= c.end]]
+        if long:
             lo, hi = bisect_right(self.ends, c.start), bisect_right(self.ends, c.end)
-            cands += [r for r in self.by_end[lo:hi] if r.corr < c.corr and c.end - r.end <= RETURN_NS]
-        r = self._latest(cands)
-        if r is None:
+            lists.append([r for r in self.by_end[lo:hi] if (r.by_device or r.corr < c.corr) and c.end - r.end <= RETURN_NS])
+            lists.append([r for r in own if r.start < c.end])
+        best, release = None, None
+        for cands in lists:  # the latest release; ties: the earlier list
+            for r in cands:
+                rel = min(r.end, c.end)
+                if release is None or rel > release:
+                    best, release = r, rel
+        if best is None:
             return None
-        h = Held(c, r, wait=False, blocked=clip_set(self.busy, [(c.start, r.end)]) if r.end > c.start else [])
-        h.cause = self._cause(c, r)
+        h = Held(c, best, wait=False, release=release,
+                 blocked=clip_set(self.busy, [(c.start, release)]) if release > c.start else [])  # fmt: skip
+        h.cause = self._cause(c, best)
         return h
 
     def _cause(self, c: Call, r: Row) -> str:
@@ -408,7 +481,7 @@ class Graph:
                     return "module_load"
         if c.cat == "implicit":
             return "implicit_sync"
-        if r.corr == c.corr and r.resource in ("h2d", "d2h", "d2d", "p2p", "copy") and r.pageable:
+        if r.corr == c.corr and not r.by_device and r.pageable:  # its own copy, from or to pageable memory
             return "pageable"
         if c.cat == "graph_launch":
             return "graph"
@@ -417,15 +490,20 @@ class Graph:
         return "gpu_behind"
 
     def pending(self, c: Call) -> int:
-        """Rows issued before c that had not ended at c.start."""
-        return int(np.count_nonzero((self.corr_arr < c.corr) & (self.end_arr > c.start)))
+        """Rows issued before c that had not ended at c.start (device-launched rows: running then)."""
+        host = int(np.count_nonzero((self.corr_arr < c.corr) & (self.end_arr > c.start)))
+        return host + int(np.count_nonzero((self.dev_start <= c.start) & (self.dev_end > c.start)))
 
-    # ---- each row's dependencies: (release, kind, node)
+    # ---- each row's dependencies: (release, order, kind, node)
 
     def stream_predecessor(self, r: Row) -> Row | None:
-        """The row before r on its stream, in stream order (start, end, correlation id)."""
+        """The latest-ending row before r on its stream, in stream order, if it started by r.start."""
         i = self.pos[r.idx]
-        return self.on_stream[r.stream][i - 1] if i > 0 else None
+        before = self.on_stream[r.stream][:i]
+        if not before:
+            return None
+        p = max(range(len(before)), key=lambda k: (before[k].end, k))
+        return before[p] if before[p].start <= r.start else None
 
     def event_sources(self, r: Row) -> list[Row]:
         """For the first row on its stream issued after a cudaStreamWaitEvent(stream, E): the last row on
@@ -445,21 +523,55 @@ class Graph:
                 out.append(x)
         return out
 
+    def engine_predecessor(self, r: Row) -> Row | None:
+        """The latest-ending other row of r's engine that ended by r.start."""
+        rows, ends = self.engine_by_end[r.resource], self.engine_ends[r.resource]
+        i = bisect_right(ends, r.start) - 1
+        while i >= 0 and rows[i] is r:
+            i -= 1
+        return rows[i] if i >= 0 else None
+
+    def legacy_predecessor(self, r: Row) -> Row | None:
+        """On the legacy default stream: the latest-ending row issued before r on a blocking or legacy
+        stream; on a blocking stream: the latest-ending row issued before r on the legacy stream."""
+        if not self.legacy or r.by_device:
+            return None
+        f = self.flag.get(r.stream, 0)
+        if f == STREAM_NULL:
+            return self._before(self.to_legacy, r.corr)
+        if f == STREAM_BLOCKING:
+            return self._before(self.from_legacy, r.corr)
+        return None
+
     def dependencies(self, r: Row) -> list[tuple[int, int, str, object]]:
-        """(release, order, kind, node) of a row: stream predecessor (order 0), event sources (1),
-        launch call (2)."""
+        """(release, order, kind, node) of a row: stream predecessor (order 0; released at min(its end,
+        r.start)), event sources (1), engine predecessor (2), legacy stream (3), launch call (4); for a
+        device-launched row with none of them, the latest-ending row that ended by its start (5)."""
         deps = []
         p = self.stream_predecessor(r)
         if p is not None:
-            deps.append((p.end, 0, "stream", p))
+            deps.append((min(p.end, r.start), 0, "stream", p))
         for x in self.event_sources(r):
             deps.append((x.end, 1, "event", x))
-        c = self.call_by_corr.get(r.corr)
+        x = self.engine_predecessor(r)
+        if x is not None:
+            deps.append((x.end, 2, "engine", x))
+        x = self.legacy_predecessor(r)
+        if x is not None:
+            deps.append((x.end, 3, "legacy", x))
+        c = self.call_by_corr.get(r.corr) if not r.by_device else None
         if c is not None:
-            deps.append((c.start, 2, "launch", c))
+            deps.append((c.start, 4, "launch", c))
+        if r.by_device and not [d for d in deps if d[0] <= r.start]:
+            i = bisect_right(self.ends, r.start) - 1
+            while i >= 0 and self.by_end[i] is r:
+                i -= 1
+            if i >= 0:
+                deps.append((self.by_end[i].end, 5, "device", self.by_end[i]))
         return deps
 
     # ---- the launching threads
+
 
     def launching(self, window: list[Interval]) -> list[int]:
         out = set()
@@ -512,7 +624,7 @@ def walk(g: Graph, w0: int, w1: int, threads: list[int], max_steps: int = 10_000
         add(w0, w1, "idle", "nothing ends in the window")
         return segs
     if row is not None and (call is None or row.end >= call.end):
-        state: tuple = ("row", row)
+        state: tuple = ("row", row, row.end)  # a row and the time the walk entered it
         t = row.end
     else:
         state = ("thread", call.tid)
@@ -524,17 +636,17 @@ def walk(g: Graph, w0: int, w1: int, threads: list[int], max_steps: int = 10_000
         assert steps < max_steps, "the walk does not end"
         if state[0] == "row":
             r: Row = state[1]
-            add(r.start, r.end, r.resource, f"row {r.idx}", r.name)
+            add(min(r.start, state[2]), state[2], r.resource, f"row {r.idx}", r.name)
             deps = [d for d in g.dependencies(r) if d[0] <= r.start]
             if not deps:
-                add(w0, r.start, "idle", "no dependency")
+                add(w0, min(r.start, state[2]), "idle", "no dependency")
                 break
             release, _, kind, node = max(deps, key=lambda d: (d[0], -d[1]))
-            add(release, r.start, "launch" if kind == "launch" else "idle", f"{kind} gap")
+            add(release, min(r.start, state[2]), "launch" if kind == "launch" else "idle", f"{kind} gap")
             if kind == "launch":
                 state, t = ("thread", node.tid), node.start
             else:
-                state, t = ("row", node), node.end
+                state, t = ("row", node, release), release
             continue
         tid = state[1]
         calls, starts = g.thread_calls[tid], g.thread_starts[tid]
@@ -544,9 +656,9 @@ def walk(g: Graph, w0: int, w1: int, threads: list[int], max_steps: int = 10_000
             break
         c = calls[i]
         h = g.held.get(c.idx)
-        if h is not None and h.row.end <= t and h.row.end > c.start:
-            add(h.row.end, t, host_label(g, tid), f"thread {tid} after {c.name} returned")
-            state, t = ("row", h.row), h.row.end
+        if h is not None and h.release <= t and h.release > c.start:
+            add(h.release, t, host_label(g, tid), f"thread {tid} after {c.name} returned")
+            state, t = ("row", h.row, h.release), h.release
         elif c.end >= t:
             add(c.start, t, host_label(g, tid), f"thread {tid} in {c.name}")
             t = c.start

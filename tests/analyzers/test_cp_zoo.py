@@ -26,9 +26,10 @@ Tolerances against the program's timers (the only inexact comparisons), and why:
   time is at least the GPU-busy time inside [start, end - RETURN_NS] of each such call (the trace's calls,
   matched one by one with the program's; the GPU's rows by SQL).
 
-Where the definitions cannot see what the program measured, the test says so with a strict xfail naming
-the reason (a pageable copy that returns before its own copy row ends; a graph launch traced at graph level,
-whose one row ends after the launch returns): it fails the day the analysis sees it, so that the mark goes.
+Two readings the first definitions could not see, and the tests that now hold them (their strict xfails went
+when the definitions grew the rule that sees them: a long call is also held by its own rows that started
+before it returned, released at its return; docs/analyze.md, "Blocked time and the critical path"):
+PAGEABLE_RETURNS_EARLY and GRAPH_ROW_ENDS_LATE below.
 
 Until analyze reports blocked time and the critical path (critical_path in its JSON), the tests that read
 them skip, saying so.
@@ -65,11 +66,12 @@ WAIT_LABELS = ("sync", "event_sync")
 # CUDA calls nsys 2025.3 does not record (as it does not record cudaGetLastError): the programs time them,
 # the trace shows their time as host code
 NOT_TRACED = frozenset({"cudaEventElapsedTime"})
-PAGEABLE_RETURNS_EARLY = ("a pageable cudaMemcpyAsync returns about 20 µs before its own copy row ends, after "
-                          "about 140 µs of staging with the GPU idle: neither held rule applies (own row ending "
-                          "inside the call; a row issued before it ending in its last RETURN_NS)")  # fmt: skip
-GRAPH_ROW_ENDS_LATE = ("at graph level a graph execution is one row, which ends after the launch that waited for "
-                       "its first node returns: neither held rule applies")  # fmt: skip
+# a pageable cudaMemcpyAsync returns about 20 µs before its own copy row ends, after about 140 µs of staging
+# with the GPU idle: held by its own row, which started before it returned
+PAGEABLE_RETURNS_EARLY = "a pageable copy returns before its own copy row ends"
+# at graph level a graph execution is one row, which ends after the launch that waited for its first node
+# returns: held by that row, which started before it returned
+GRAPH_ROW_ENDS_LATE = "a graph launch returns before its one graph-level row ends"
 
 # variant -> frames definition (the programs' kernels or graph launches)
 VARIANTS = {
@@ -320,16 +322,12 @@ def test_the_split_against_the_programs_timers(name: str) -> None:
             assert blocked <= 0.05 * (c.hi - c.lo), (name, blocked)
 
 
-BLOCKED_GAPS = {"pageable": PAGEABLE_RETURNS_EARLY, "graph_block_h2d_node": PAGEABLE_RETURNS_EARLY,
-                "graph_block_h2d_graph": GRAPH_ROW_ENDS_LATE}  # fmt: skip
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=BLOCKED_GAPS[n]))
-                                  if n in BLOCKED_GAPS else n for n in NAMES if program(n) in BLOCKING])  # fmt: skip
+@pytest.mark.parametrize("name", [n for n in NAMES if program(n) in BLOCKING])
 def test_the_calls_the_program_saw_block_are_blocked(name: str) -> None:
     """The calls of the kind each program is built to block in (launches into a full queue, pageable copies,
     graph launches), which the program timed at 20 µs or more, waited while the GPU was busy: the thread's
-    blocked time holds that busy time, less the return allowance (the floor above)."""
+    blocked time holds that busy time, less the return allowance (the floor above). pageable and
+    graph_block_h2d_node: PAGEABLE_RETURNS_EARLY; graph_block_h2d_graph: GRAPH_ROW_ENDS_LATE."""
     c = case(name)
     (th,) = program_threads(c.truth)
     labels = BLOCKING[program(name)]
@@ -374,7 +372,6 @@ def test_queue_fill_launches_block_on_a_full_queue() -> None:
     assert cp_shares(c.j).get("kernel", 0) >= 0.8 and binds(c.j) == "kernel"
 
 
-@pytest.mark.xfail(strict=True, reason=PAGEABLE_RETURNS_EARLY)
 def test_pageable_copies_hold_the_thread_and_the_copy_binds() -> None:
     c = case("pageable")
     t = c.truth
@@ -387,8 +384,7 @@ def test_pageable_copies_hold_the_thread_and_the_copy_binds() -> None:
     assert max(s, key=s.get) == "h2d"
 
 
-@pytest.mark.parametrize("name", ["graph_block_h2d_node", pytest.param(
-    "graph_block_h2d_graph", marks=pytest.mark.xfail(strict=True, reason=GRAPH_ROW_ENDS_LATE))])
+@pytest.mark.parametrize("name", ["graph_block_h2d_node", "graph_block_h2d_graph"])
 def test_a_graph_launch_that_blocks_on_its_pageable_copy(name: str) -> None:
     c = case(name)
     t = c.truth

@@ -11,8 +11,8 @@ critical-path shares within 0.5 %; the plain-SQL oracle (the calls' durations, t
 the samples print; and the reading of each sample that a person makes from its timeline (a blocked launch,
 a link that binds, host and GPU taking turns, kernels that bind).
 
-Where the definitions cannot see what the timeline shows, the test says so with a strict xfail naming the
-reason, so that it fails the day the analysis sees it. Until analyze reports blocked time and the critical
+Two readings the first definitions could not see (LAUNCH_RETURNS_AT_ITS_KERNEL, LEGACY_STREAM below) are
+now seen: their strict xfails went with the rules that see them (docs/analyze.md). Until analyze reports blocked time and the critical
 path (critical_path in its JSON), the tests that read them skip, saying so.
 """
 
@@ -34,11 +34,12 @@ HELD_FLOOR = 0.8  # a held call's blocked time: its time less its return (µs) a
 # jacobiCudaGraphs at node level is over 1 MB (three rows an iteration): only its graph-level trace is kept
 NAMES = ["asyncAPI", "simpleCudaGraphs", "simpleCudaGraphs_graph", "jacobiCudaGraphs_graph", "simpleMultiCopy",
          "simpleHyperQ"]  # fmt: skip
-LAUNCH_RETURNS_AT_ITS_KERNEL = ("asyncAPI's first cudaLaunchKernel returns as its own kernel starts, 60 µs after the "
-                                "H2D it waited for ended: its own row ends after it, and the H2D ended more than "
-                                "RETURN_NS before it returned, so neither held rule applies")  # fmt: skip
-LEGACY_STREAM = ("the sum kernel on the legacy default stream waits for every blocking stream's kernels; the "
-                 "definitions have no edge for that implicit synchronization, so the wait reads as a launch gap")
+# asyncAPI's first cudaLaunchKernel returns as its own kernel starts, 60 µs after the H2D it waited for ended:
+# held by its own kernel, which started before it returned (and the first launch of its kernel: module_load)
+LAUNCH_RETURNS_AT_ITS_KERNEL = "a launch returns as its own kernel starts"
+# the sum kernel on the legacy default stream waits for every blocking stream's kernels: the legacy stream's
+# edges (TARGET_INFO_CUDA_STREAM flags) say so, where a launch gap would otherwise stand
+LEGACY_STREAM = "the legacy default stream waits for the blocking streams"
 GPU = ("kernel", "h2d", "d2h", "memset", "graph", "d2d", "p2p")
 
 
@@ -163,7 +164,6 @@ def test_async_api_the_gpu_is_on_the_path() -> None:
     assert not any("does not raise throughput" in n for n in notes(c.j))
 
 
-@pytest.mark.xfail(strict=True, reason=LAUNCH_RETURNS_AT_ITS_KERNEL)
 def test_async_api_the_launch_that_waits_for_the_copy_is_blocked() -> None:
     """Its one cudaLaunchKernel (1.2 ms) returns only when the H2D before it has run: blocked, not host work."""
     c = case("asyncAPI")
@@ -201,7 +201,6 @@ def test_jacobi_host_and_gpu_take_turns() -> None:
     assert not any("does not raise throughput" in n for n in notes(c.j))
 
 
-@pytest.mark.xfail(strict=True, reason=LEGACY_STREAM)
 def test_simple_hyperq_the_kernels_bind() -> None:
     """simpleHyperQ: 64 kernels of about 10 ms on 32 streams, run concurrently, then a sum on the default
     stream and a copy: the kernels hold the path."""
