@@ -383,11 +383,27 @@ def _blocked_launch(g: GroupAnalysis):
         if b.cause == "queue_full" and b.max_depth is not None:
             why += f" (up to {U.count(b.max_depth)} rows issued and not ended on the device)"
         parts.append(f"{U.count(b.calls)} {b.name} ({U.duration(b.blocked_ns)}: {why})")
+    causes = dict.fromkeys(b.cause for b in sorted(groups, key=lambda b: -b.blocked_ns))
+    advice = " ".join(_BLOCKED_ADVICE[c] for c in causes if _BLOCKED_ADVICE.get(c))
     return (
-        f"launches were held by the GPU for {U.duration(ns)} ({U.pct(frac, 0)} of the window): " + "; ".join(parts) + ". The host "
-        "is ahead of the GPU there: that time is the GPU's, not host work, and the host bar leaves it out.",
+        f"launches were held by the GPU for {U.duration(ns)} ({U.pct(frac, 0)} of the window): " + "; ".join(parts) + ". "
+        "That time is the GPU's, not host work, and the host bar leaves it out." + (f" {advice}" if advice else ""),
         frac,
     )
+
+
+# What to do about launches held for each cause (pageable: the pageable_blocks note says it).
+_BLOCKED_ADVICE = {
+    "queue_full": "The host is ahead of the GPU: launch no further ahead than the GPU can run (fewer batches in flight "
+                  "per launch queue), or issue fewer, larger launches (a CUDA graph per batch).",
+    "gpu_behind": "The host is ahead of the GPU: each launch waited for earlier work; fewer, larger launches (a CUDA "
+                  "graph per batch) cost the thread less.",
+    "graph": "A graph launch that returns with its graph keeps the thread from queueing the next one: look for "
+             "pageable copy nodes or host nodes in the graph.",
+    "module_load": "A first launch that loads its module waits for the GPU: that is set-up, not the loop. Warm up "
+                   "before the part you measure (launch every kernel once, or CUDA_MODULE_LOADING=EAGER).",
+    "implicit_sync": "Keep calls that synchronize implicitly (cudaFree, cudaFreeHost, cudaProfilerStop) out of the loop.",
+}
 
 
 def _LAUNCH_NAMES(g: GroupAnalysis) -> set[str]:  # noqa: N802
@@ -555,8 +571,7 @@ RULES: tuple[Rule, ...] = (
     Rule("blocked_launch", "launches held by the GPU", None, BLOCKED_FRACTION,
          "kernel and graph launches held by the GPU (a full queue, the GPU behind, a graph launch that returns with its "
          "graph, a first launch that loads its module) for >= 1 % of the window",
-         "Launch no further ahead than the GPU can run (fewer batches in flight per launch queue), or issue fewer, larger "
-         "launches (a CUDA graph per batch).", _blocked_launch),
+         "", _blocked_launch),
     Rule("pageable_blocks", "pageable copies hold the thread", "cuda_memcpy_async", BLOCKED_FRACTION,
          "copies from pageable host memory held the launching threads >= 1 % of the window",
          "Copy from pinned host memory (cudaHostAlloc, cudaHostRegister, cupy.cuda.alloc_pinned_memory).", _pageable_blocks),
