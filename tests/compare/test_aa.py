@@ -47,7 +47,7 @@ def test_the_a_a_groups_of_the_committed_dirs(committed) -> None:
         ("2026-12-01_f32_slide", "2026-12-01_f32_slide_aa"),
         # probes of one build on freshly started machines (m3 is a second sitting of m2's unit), with the
         # deliberate delays of one config probed in two of their sessions
-        tuple(sorted([f"2026-12-02_f32_aa_m{m}_{i}" for m, n in ((2, 3), (3, 3), (4, 2), (5, 2)) for i in range(1, n + 1)]
+        tuple(sorted([f"2026-12-02_f32_aa_m{m}_{i}" for m, n in ((2, 3), (3, 3), (4, 2), (5, 2), (6, 2), (7, 2)) for i in range(1, n + 1)]
                      + [f"2026-12-02_f32_delay{d}_m{m}" for d in (5, 20) for m in (2, 3)])),
     ])  # fmt: skip
     why = {Path(p).name if "/" in p else p: w for p, w in left}
@@ -88,16 +88,16 @@ def test_no_committed_a_a_pair_moves_with_the_committed_floors_file(committed) -
     # results/floors/NVIDIA_H200.json, whatever A/A runs it was last made of: no pair reads FASTER or SLOWER
     fs = read_floors(ROOT / "results" / "floors" / "NVIDIA_H200.json")
     summary = judge_aa(committed, lambda b, a: {"NVIDIA H200": fs})
-    # 5 older pairs, and C(10, 2) = 45 pairs of the 10 fresh-machine A/A dirs plus the 2 pairs of the delayed
+    # 5 older pairs, and C(14, 2) = 91 pairs of the 14 fresh-machine A/A dirs plus the 2 pairs of the delayed
     # dirs of one delay (delay5_m2/delay5_m3, delay20_m2/delay20_m3); each way round
-    assert len(summary.judged) == 2 * (5 + 45 + 2)
+    assert len(summary.judged) == 2 * (5 + 91 + 2)
     assert summary.moved == 0, [(j.before, j.after, j.moved) for j in summary.judged if j.moved]
 
 
 def test_a_delay_is_never_an_a_a_partner(committed) -> None:
     summary = judge_aa(committed, lambda b, a: {})
     delayed = [(p, w) for p, w in summary.left_out if "delay" in p and "aa_m" in p]
-    assert len(delayed) == 10 * 4  # every fresh-machine A/A dir against each of the four delayed dirs
+    assert len(delayed) == 14 * 4  # every fresh-machine A/A dir against each of the four delayed dirs
     assert all("delay_us_per_frame" in w and "not an A/A pair" in w for _, w in delayed)
 
 
@@ -107,7 +107,8 @@ def test_floors_of_one_sitting_misjudge_fresh_machines(committed) -> None:
     fresh = [r for r in committed if r.name.startswith("2026-12-02_f32_aa_m")]
     summary = judge_aa(fresh, lambda b, a: {"NVIDIA H200": H200})
     assert summary.moved > 0
-    assert {m.metric for j in summary.judged for m in j.moved} == {"sustained_fps"}
+    # sustained FPS above all (1-stream floors of 0.5 % against units that differ by about 1 %)
+    assert "sustained_fps" in {m.metric for j in summary.judged for m in j.moved}
 
 
 def test_find_results_dirs_refuses_a_root_that_is_not_a_folder(tmp_path: Path) -> None:
