@@ -92,28 +92,25 @@ class Walk:
         return out
 
 
-def _exit_rows(links: Links, held: Held) -> np.ndarray:
-    """Per call, the row the walk goes on to when it leaves the thread at that call: the row that
-    released it, when the GPU held it and that row ended after the call started (-1 otherwise)."""
-    ex = np.full(links.n_calls, NONE, dtype=np.int64)
+def _exit_calls(links: Links, held: Held) -> tuple[np.ndarray, np.ndarray]:
+    """The calls at which the walk leaves their thread, in call order, and the row it goes on to at each:
+    the calls the GPU held whose releasing row ended after the call started, and that row."""
     ok = held.release > links.cstart[held.call]
-    ex[held.call[ok]] = held.row[ok]
-    return ex
+    return held.call[ok], held.row[ok]
 
 
 class _Threads:
     """Per thread, its exit calls (the calls the GPU held and released after they started) in start order:
     the only calls at which the walk leaves a thread. Few, whatever the number of calls."""
 
-    def __init__(self, links: Links, exit_row: np.ndarray) -> None:
+    def __init__(self, links: Links, calls: np.ndarray, rows: np.ndarray) -> None:
         self.links = links
-        calls = np.flatnonzero(exit_row >= 0)
         th = links.cthread[calls].astype(np.int64)
         self.base = int(links.cstart[0]) if links.n_calls else 0
         key = self._keys(th, links.cstart[calls])
         o = np.argsort(key, kind="stable")
         self.calls, self.th, self.key = calls[o], th[o], key[o]
-        self.rows = exit_row[self.calls]
+        self.rows = rows[o]
         self.release = np.minimum(links.end[self.rows], links.cend[self.calls]) if self.calls.size else self.calls
 
     def _keys(self, th: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -149,7 +146,7 @@ def _event_edges(links: Links, syncs, records) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the row it waits for through cudaStreamWaitEvent (the first row on the waiting stream
     issued after the wait follows the last row on the recording stream issued before the latest
     record of the event preceding the wait), or -1."""
-    src = np.full(links.n_rows, NONE, dtype=np.int64)
+    src = np.full(links.n_rows, NONE, dtype=links.by_corr.dtype)
     waits = np.flatnonzero(_names_mask(links, STREAM_WAIT_EVENT_CALLS))
     if waits.size == 0:
         return src, waits
@@ -170,19 +167,24 @@ ENGINE_CODES = tuple(range(len(S.ENGINES)))  # every engine: one direction's cop
 def _engine_predecessors(links: Links) -> np.ndarray:
     """Per row: the latest-ending other row of its engine that ended at or before its start (-1 for
     none). An engine's rows are one range of the rows."""
-    out = np.full(links.n_rows, NONE, dtype=np.int64)
-    for code in ENGINE_CODES:
+    out = np.full(links.n_rows, NONE, dtype=links.by_corr.dtype)
+    big = [code for code in ENGINE_CODES if links.engine_hi[code] - links.engine_lo[code] >= 2]
+    if not big:
+        return out
+    by_end = links.by_end
+    eng = links.engine[by_end] if len(big) > 1 or links.engine_hi[big[0]] - links.engine_lo[big[0]] < links.n_rows else None
+    for code in big:
         lo, hi = int(links.engine_lo[code]), int(links.engine_hi[code])
-        if hi - lo < 2:
-            continue
-        order = np.argsort(links.end[lo:hi], kind="stable")  # nearly sorted already
-        ends = links.end[lo:hi][order]
-        rows = lo + order
-        k = np.searchsorted(ends, links.start[lo:hi], side="right") - 1
-        own = np.arange(lo, hi)
-        k = np.where((k >= 0) & (rows[np.maximum(k, 0)] == own), k - 1, k)  # not itself (zero length)
-        ok = k >= 0
-        out[own[ok]] = rows[k[ok]]
+        rows = by_end if eng is None else by_end[eng == code]  # the engine's rows in end order (ties by row)
+        ends = links.end[rows]
+        for b0 in range(lo, hi, iv.BLOCK):
+            b1 = min(hi, b0 + iv.BLOCK)
+            k = np.searchsorted(ends, links.start[b0:b1], side="right") - 1
+            own = np.arange(b0, b1)
+            k = np.where((k >= 0) & (rows[np.maximum(k, 0)] == own), k - 1, k)  # not itself (zero length)
+            ok = k >= 0
+            out[own[ok]] = rows[k[ok]]
+        del rows, ends
     return out
 
 
@@ -190,7 +192,7 @@ def _legacy_predecessors(links: Links) -> np.ndarray:
     """Per row on the legacy default stream: the latest-ending row issued before it on a blocking stream;
     per row on a blocking stream: the latest-ending row issued before it on the legacy default stream
     (-1 for none, and where the trace does not say which stream is which)."""
-    out = np.full(links.n_rows, NONE, dtype=np.int64)
+    out = np.full(links.n_rows, NONE, dtype=links.by_corr.dtype)
     flag = links.stream_flag[links.srank] if links.n_rows else np.empty(0, np.int8)
     null = flag == S.STREAM_NULL
     if not null.any():
@@ -203,15 +205,33 @@ def _legacy_predecessors(links: Links) -> np.ndarray:
         m = source[bc]
         if not m.any():
             continue
-        e = np.where(m, links.end[bc], np.iinfo(np.int64).min)
-        run = np.maximum.accumulate(e)
-        pos = np.arange(bc.size, dtype=np.int64)
-        at = np.maximum.accumulate(np.where((e == run) & m, pos, -1))
+        at = latest_so_far(links.end, bc, m)
+        del m
         rows = np.flatnonzero(target & host)
-        k = np.searchsorted(corr, links.corr[rows], side="left") - 1  # issued before the row
-        got = np.where(k >= 0, at[np.maximum(k, 0)], -1)
-        ok = got >= 0
-        out[rows[ok]] = bc[got[ok]]
+        for b0 in range(0, rows.size, iv.BLOCK):
+            rb = rows[b0 : b0 + iv.BLOCK]
+            k = np.searchsorted(corr, links.corr[rb], side="left") - 1  # issued before the row
+            got = np.where(k >= 0, at[np.maximum(k, 0)], -1)
+            ok = got >= 0
+            out[rb[ok]] = bc[got[ok]]
+        del at, rows
+    return out
+
+
+def latest_so_far(end: np.ndarray, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """At each position of ``rows``: the position of the latest-ending row so far among those ``mask`` keeps
+    (ties: the later), -1 before the first; int32 while it fits, in blocks (no int64 temporary over every row)."""
+    out = np.empty(rows.size, dtype=np.int32 if rows.size < (1 << 31) else np.int64)
+    low = np.iinfo(np.int64).min
+    run, at = low, -1
+    for b0 in range(0, rows.size, iv.BLOCK):
+        m = mask[b0 : b0 + iv.BLOCK]
+        e = np.where(m, end[rows[b0 : b0 + iv.BLOCK]], low)
+        r = np.maximum.accumulate(np.maximum(e, run))
+        pos = np.where((e == r) & m, np.arange(b0, b0 + e.size), at)
+        np.maximum.accumulate(pos, out=pos)
+        out[b0 : b0 + e.size] = pos
+        run, at = int(r[-1]), int(pos[-1])
     return out
 
 
@@ -231,19 +251,21 @@ class Graph:
 
 def _better(best: np.ndarray, pr: np.ndarray, src: np.ndarray, s: np.ndarray, e: np.ndarray, cap: bool) -> None:
     """Take ``src`` (a row per row, -1 for none) where its release beats ``best``: its end, capped at the
-    row's start (``cap``: a stream's overlapping row), or only when it ended by the row's start."""
-    has = np.flatnonzero(src >= 0)
-    if has.size == 0:
-        return
-    r = src[has]
-    rel = e[r]
-    if cap:
-        rel = np.minimum(rel, s[has])
-    else:
-        keep = rel <= s[has]  # a dependency the row did not wait for is none
-        has, r, rel = has[keep], r[keep], rel[keep]
-    win = rel > best[has]
-    best[has[win]], pr[has[win]] = rel[win], r[win]
+    row's start (``cap``: a stream's overlapping row), or only when it ended by the row's start. Block by
+    block: the temporaries stay small."""
+    for b0 in range(0, src.size, iv.BLOCK):
+        has = np.flatnonzero(src[b0 : b0 + iv.BLOCK] >= 0) + b0
+        if has.size == 0:
+            continue
+        r = src[has]
+        rel = e[r]
+        if cap:
+            rel = np.minimum(rel, s[has])
+        else:
+            keep = rel <= s[has]  # a dependency the row did not wait for is none
+            has, r, rel = has[keep], r[keep], rel[keep]
+        win = rel > best[has]
+        best[has[win]], pr[has[win]] = rel[win], r[win]
 
 
 def predecessors(links: Links, held: Held, syncs=None, records=None) -> Graph:  # noqa: ANN001
@@ -251,7 +273,7 @@ def predecessors(links: Links, held: Held, syncs=None, records=None) -> Graph:  
     while they fit, and each source let go as soon as it is weighed."""
     n = links.n_rows
     idx = np.int32 if n < (1 << 31) else np.int64
-    th = _Threads(links, _exit_rows(links, held))
+    th = _Threads(links, *_exit_calls(links, held))
     if n == 0:
         e0 = np.empty(0, dtype=np.int64)
         return Graph(e0, e0, e0, th)
@@ -280,18 +302,21 @@ def predecessors(links: Links, held: Held, syncs=None, records=None) -> Graph:  
     _better(best, pr, _legacy_predecessors(links), s, e, cap=False)
     # launch call; the latest release wins (ties: stream, event, engine, default stream, then launch)
     lc = links.launch
-    lc_rel = np.full(n, _NEG, dtype=np.int64)
-    has = np.flatnonzero(lc >= 0)
-    lc_rel[has] = links.cstart[lc[has]]
-    lc_rel[lc_rel > s] = _NEG  # a launch that started after its row: no dependency
-    by_call = np.flatnonzero(lc_rel > best)
-    # a device-launched row with none of these: the GPU's latest row that ended by its start
-    orphan = np.flatnonzero((pr < 0) & (lc_rel <= best) & links.device_launched)
-    del lc_rel, has
+    by_call_l, orphan_l = [], []
+    for b0 in range(0, n, iv.BLOCK):
+        sl = slice(b0, b0 + iv.BLOCK)
+        lb = lc[sl]
+        lc_rel = np.full(lb.size, _NEG, dtype=np.int64)
+        has = lb >= 0
+        lc_rel[has] = links.cstart[lb[has]]
+        lc_rel[lc_rel > s[sl]] = _NEG  # a launch that started after its row: no dependency
+        by_call_l.append(np.flatnonzero(lc_rel > best[sl]) + b0)
+        # a device-launched row with none of these: the GPU's latest row that ended by its start
+        orphan_l.append(np.flatnonzero((pr[sl] < 0) & (lc_rel <= best[sl]) & links.device_launched[sl]) + b0)
+    by_call, orphan = np.concatenate(by_call_l), np.concatenate(orphan_l)
+    del by_call_l, orphan_l
     if orphan.size:
-        ends = e[links.by_end]
-        k = np.searchsorted(ends, s[orphan], side="right") - 1
-        del ends
+        k = links.end_rank(s[orphan]) - 1
         r = np.where(k >= 0, links.by_end[np.maximum(k, 0)], NONE)
         k = np.where(r == orphan, k - 1, k)  # not itself (a zero-length row)
         r = np.where(k >= 0, links.by_end[np.maximum(k, 0)], NONE)
@@ -315,14 +340,10 @@ def _start_nodes(links: Links, th: _Threads, window: iv.Intervals, launching: np
     before that call when it is a call: [head_lo, first_end] on its thread (head_lo -inf: to the start)."""
     ws, we = window
     n = links.n_rows
-    row_end = links.end[links.by_end] if n else np.empty(0, np.int64)
-    kr = np.searchsorted(row_end, we, side="right") - 1
+    kr = links.end_rank(we) - 1
     r0 = np.where(kr >= 0, links.by_end[np.maximum(kr, 0)] if n else NONE, NONE)
     r0_end = np.where(r0 >= 0, links.end[np.maximum(r0, 0)] if n else _NEG, _NEG)
-    mine = np.flatnonzero(launching[links.cthread]) if links.n_calls and launching.size else np.empty(0, np.int64)
-    c_order = mine[np.argsort(links.cend[mine], kind="stable")]
-    kc = np.searchsorted(links.cend[c_order], we, side="right") - 1
-    c0 = np.where(kc >= 0, c_order[np.maximum(kc, 0)] if c_order.size else NONE, NONE)
+    c0 = _last_call_ending_by(links, launching, we)
     c0_end = np.where(c0 >= 0, links.cend[np.maximum(c0, 0)] if links.n_calls else _NEG, _NEG)
     use_call = c0_end > r0_end  # ties: the row
     first_end = np.where(use_call, c0_end, r0_end)
@@ -337,6 +358,29 @@ def _start_nodes(links: Links, th: _Threads, window: iv.Intervals, launching: np
     head_res = np.where(use_call, HOST0 + (links.cthread[np.maximum(c0, 0)].astype(np.int64) if links.n_calls else 0), IDLE)
     top0 = np.where(use_call, head_lo, first_end)  # where the walk enters its first node
     return start, top0, first_end, use_call, head_lo, head_res
+
+
+def _last_call_ending_by(links: Links, launching: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time of ``t``: the launching threads' call with the latest end at or before it (ties: the later
+    call), -1 for none; block by block over the calls."""
+    out = np.full(t.size, NONE, dtype=np.int64)
+    best = np.full(t.size, _NEG, dtype=np.int64)
+    if not links.n_calls or not launching.size:
+        return out
+    for b0 in range(0, links.n_calls, iv.BLOCK):
+        sl = slice(b0, b0 + iv.BLOCK)
+        mine = np.flatnonzero(launching[links.cthread[sl]])
+        if mine.size == 0:
+            continue
+        ce = links.cend[sl][mine]
+        o = np.argsort(ce, kind="stable")
+        k = np.searchsorted(ce[o], t, side="right") - 1
+        ok = k >= 0
+        got_end = ce[o[np.maximum(k, 0)]]
+        win = ok & (got_end >= best)  # a later block's call wins a tie
+        out[win] = b0 + mine[o[k[win]]]
+        best[win] = got_end[win]
+    return out
 
 
 FRONTIER_MIN = 32  # with this many walks or more still going, they step together in NumPy
@@ -430,26 +474,34 @@ def walk(links: Links, held: Held, window: iv.Intervals, launching: np.ndarray, 
     start, top0, first_end, use_call, head_lo, head_res = _start_nodes(links, gr.threads, window, launching)
 
     nodes, bounds_a, complete = follow(pred, rel, ws, start, top0)
+    del pred, start
     per_interval = np.diff(bounds_a)
     w0s = np.repeat(ws, per_interval)
+    rel_n = rel[nodes]
+    v = via[nodes]
+    del gr, rel, via  # the graph's arrays over every row go; the walk keeps arrays over its nodes
 
     # each row's stretch: [mid, top] the row itself; below it, down to lo, its predecessor's gap, split
     # at its launch call's start (if the row waited for it) into the thread's host time and the delay
     top = np.empty(nodes.size, dtype=np.int64)
     if nodes.size:
-        top[1:] = rel[nodes[:-1]]
+        top[1:] = rel_n[:-1]
         top[bounds_a[:-1][per_interval > 0]] = top0[per_interval > 0]
-    top = np.maximum(top, w0s)
-    lo = np.maximum(rel[nodes], w0s)
+    np.maximum(top, w0s, out=top)
+    lo = np.maximum(rel_n, w0s, out=rel_n)
+    del w0s
     mid = np.clip(links.start[nodes], lo, top)
-    v = via[nodes]
     has_via = v >= 0
-    cut = np.clip(np.where(has_via, links.cstart[np.maximum(v, 0)] if links.n_calls else 0, lo), lo, mid)
-    host_res = HOST0 + (links.cthread[np.maximum(v, 0)].astype(np.int64) if links.n_calls else 0)
+    vv = np.maximum(v, 0)
+    del v
+    cut = np.clip(np.where(has_via, links.cstart[vv] if links.n_calls else 0, lo), lo, mid)
+    host_res = np.where(has_via, HOST0 + (links.cthread[vv].astype(np.int32) if links.n_calls else 0), IDLE).astype(np.int32)
+    del vv
     own_res = (ENGINE0 + links.engine[nodes]).astype(np.int32)
     parts = [(mid, top, own_res, links.kname[nodes].astype(np.int32)),
              (cut, mid, np.where(has_via, LAUNCH, IDLE).astype(np.int32), None),
-             (lo, cut, np.where(has_via, host_res, IDLE).astype(np.int32), None)]  # fmt: skip
+             (lo, cut, host_res, None)]  # fmt: skip
+    del has_via
     # after the first node: idle; before it, when the walk began at a call: the thread's host time
     he = np.where(use_call, np.clip(first_end, ws, we), ws)
     parts.append((np.minimum(np.maximum(first_end, ws), we), we.astype(np.int64), np.full(k, IDLE, np.int32), None))

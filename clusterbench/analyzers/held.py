@@ -259,7 +259,9 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
             ev[event_sync] = _call_events(links, waits[event_sync], syncs)
         recorded, by_event = _event_sources(links, ev, cc[waits], records)
         on_stream = links.last_on_stream_before(np.where((stream_sync | sync_copy) & known_stream, rank, NONE), cc[waits])
-        own = np.where(sync_copy, links.own_last[waits], NONE)
+        own = np.full(waits.size, NONE, dtype=np.int64)
+        if sync_copy.any():
+            own[sync_copy] = links.own(waits[sync_copy])
         # what each waits for: its stream, its event, or (unknown) the whole device
         by_stream = (stream_sync | sync_copy) & known_stream
         by_ev = event_sync & recorded
@@ -281,16 +283,19 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
     issuing = np.zeros(len(S.API_CATEGORIES), dtype=bool)
     issuing[[_LAUNCH, _GRAPH, _COPY]] = True
     # only a call whose own row ended before it returned, or one that lasted HELD_MIN_NS, can be held
-    may = (links.own_done >= 0) | ((ce - cs) >= HELD_MIN_NS)
-    cand = np.flatnonzero(may)
-    cand = cand[(issuing[cat[cand]] | implicit_name[links.cname[cand]]) & (cat[cand] != _WAIT)]
+    done = np.zeros(n, dtype=bool)
+    done[links.done_calls()] = True
+    cand = _candidates(links, done, issuing, implicit_name)
+    del done
     cand = cand[~np.isin(cand, synced)]  # held as waits are, above
     c_row = np.full(cand.size, NONE, dtype=np.int64)
     if cand.size:
-        own = links.own_done[cand]
+        own = links.own(cand, "done")
         long = (ce[cand] - cs[cand]) >= HELD_MIN_NS
         other = np.full(cand.size, NONE, dtype=np.int64)
-        began = np.where(long, links.own_started[cand], NONE)
+        began = np.full(cand.size, NONE, dtype=np.int64)
+        if long.any():
+            began[long] = links.own(cand[long], "started")
         if long.any():
             other[long] = _issued_ending_in(links, cand[long])
         c_row = _latest_release(links, cand, own, other, began)
@@ -331,6 +336,21 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
     return Held(calls, rows, release, is_wait, cause, blocked, depth)
 
 
+def _candidates(links: Links, done: np.ndarray, issuing: np.ndarray, implicit_name: np.ndarray) -> np.ndarray:
+    """The calls that can be held without a SYNCHRONIZATION row: launches, copies, memsets and implicit
+    synchronizes (not waits) that lasted HELD_MIN_NS or whose own row ended before they returned
+    (``done``), block by block (no temporary over every call)."""
+    out = []
+    cs, ce, cat, name = links.cstart, links.cend, links.ccat, links.cname
+    for b0 in range(0, links.n_calls, iv.BLOCK):
+        sl = slice(b0, b0 + iv.BLOCK)
+        c = cat[sl]
+        m = (issuing[c] | implicit_name[name[sl]]) & (c != _WAIT)
+        m &= done[sl] | ((ce[sl] - cs[sl]) >= HELD_MIN_NS)
+        out.append(np.flatnonzero(m) + b0)
+    return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+
+
 def _issued_ending_in(links: Links, calls: np.ndarray) -> np.ndarray:
     """Per call c, the latest-ending row issued before it (a row with a launch call and a smaller
     correlation id, or a device-launched row) with c.start < R.end <= c.end and c.end - R.end <=
@@ -367,7 +387,7 @@ def _first_launches(links: Links, calls: np.ndarray) -> np.ndarray:
         return np.zeros(calls.size, dtype=bool)
     first = np.full(len(links.kernel_names) + 1, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, links.kname[kr], links.corr[kr])
-    own = links.own_last[calls]
+    own = links.own(calls)
     has = own >= 0
     out = np.zeros(calls.size, dtype=bool)
     kn = links.kname[own[has]]

@@ -189,9 +189,15 @@ def _drained(g: GroupTrace, wait_ends: np.ndarray, steady: iv.Intervals) -> int:
     if wait_ends.size == 0 or not g.engines:
         return 0
     lists = [(r.start_ns, r.end_ns) if iv.is_sorted(r.start_ns) else iv.union(r.start_ns, r.end_ns) for r in g.engines.values()]
-    lo, hi = iv.idle_around(lists, np.sort(wait_ends))
+    t = wait_ends if iv.is_sorted(wait_ends) else np.sort(wait_ends)
+    lo, hi = iv.idle_around(lists, t)
     keep = hi > lo
-    pairs = np.unique(np.stack([lo[keep], hi[keep]], axis=1), axis=0)
-    if pairs.size == 0:
+    lo, hi = lo[keep], hi[keep]
+    if lo.size == 0:
         return 0
-    return int(iv.clipped_lengths(pairs[:, 0], pairs[:, 1], steady).sum())
+    # for points in time order the stretches come in order (both ends never decrease), so that the points of
+    # one stretch are next to each other: each stretch once is where it differs from the one before
+    first = np.empty(lo.size, dtype=bool)
+    first[0] = True
+    first[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
+    return int(iv.clipped_lengths(lo[first], hi[first], steady).sum())

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from clusterbench.analyzers import intervals as iv
 from clusterbench.analyzers.model import GroupTrace
 from clusterbench.io.nsys import schema as S
 
@@ -81,9 +82,10 @@ class Links:
     skeys: np.ndarray  # per stream-order position: its (stream rank, correlation id) key, sorted
     engine_lo: np.ndarray  # per engine code: its rows are lo..hi-1 (the rows come engine by engine)
     engine_hi: np.ndarray
-    own_last: np.ndarray  # per call: its own row with the latest end, or -1
-    own_done: np.ndarray  # per call: its own row with the latest end at or before the call's end, or -1
-    own_started: np.ndarray  # per call: its own row with the latest end among those that started before the call ended, or -1
+    # the rows with a launch call, in issue order: each call's own rows are one run of them (one row per call,
+    # but for the nodes of a node-level graph launch); :meth:`own` looks a call's up by binary search
+    hosted: np.ndarray
+    hosted_corr: np.ndarray  # their correlation ids (sorted)
 
     @property
     def n_rows(self) -> int:
@@ -157,6 +159,77 @@ class Links:
         rc = self.corr[self.by_corr]
         rows = self.by_corr[np.searchsorted(rc, x, side="left") : np.searchsorted(rc, x, side="right")]
         return rows[self.launch[rows] == call]
+
+    def end_rank(self, t: np.ndarray) -> np.ndarray:
+        """Per time of ``t``: how many rows end at or before it (the position after them in end order), by
+        binary search in blocks of the rows in end order (no copy of every row's end)."""
+        t = np.asarray(t, dtype=np.int64)
+        out = np.zeros(t.shape, dtype=np.int64)
+        order = self.by_end
+        for b0 in range(0, order.size, iv.BLOCK):
+            ends = self.end[order[b0 : b0 + iv.BLOCK]]
+            k = np.searchsorted(ends, t, side="right")
+            got = k > 0
+            out[got] = b0 + k[got]  # the later blocks end later: the last block that has some wins
+        return out
+
+    def own(self, calls: np.ndarray, kind: str = "last") -> np.ndarray:
+        """Per call of ``calls``: among its own rows, the one with the latest end (``kind`` "last"), with the
+        latest end at or before the call's end ("done"), or with the latest end among those that started
+        before the call ended ("started"); -1 when none (ties: the last in issue order)."""
+        calls = np.asarray(calls, dtype=np.int64)
+        out = np.full(calls.size, NONE, dtype=np.int64)
+        hc = self.hosted_corr
+        if calls.size == 0 or hc.size == 0:
+            return out
+        x = self.ccorr[calls]
+        lo = np.searchsorted(hc, x, side="left")
+        top = hc.size - 1
+        ok = (hc[np.minimum(lo, top)] == x) & (x > 0)
+        ok[ok] &= self.launch[self.hosted[lo[ok]]] == calls[ok]  # a repeated id: its rows are the first call's
+        q = np.flatnonzero(ok)
+        if q.size == 0:
+            return out
+        lo = lo[q]
+        multi = (lo < top) & (hc[np.minimum(lo + 1, top)] == x[q])  # more than one row (a node-level graph launch)
+        single = ~multi
+        rows = self.hosted[lo[single]].astype(np.int64)
+        if kind == "last":
+            keep = np.ones(rows.size, dtype=bool)
+        elif kind == "done":
+            keep = self.end[rows] <= self.cend[calls[q[single]]]
+        else:
+            keep = self.start[rows] < self.cend[calls[q[single]]]
+        out[q[single][keep]] = rows[keep]
+        if not multi.any():
+            return out
+        q, lo = q[multi], lo[multi]
+        hi = np.searchsorted(hc, x[q], side="right")
+        n = hi - lo
+        rep = np.repeat(np.arange(q.size), n)
+        first = np.cumsum(n) - n
+        pos = lo[rep] + (np.arange(rep.size) - first[rep])
+        rows = self.hosted[pos].astype(np.int64)
+        e = self.end[rows]
+        low = np.iinfo(np.int64).min
+        if kind == "done":
+            e = np.where(e <= self.cend[calls[q]][rep], e, low)
+        elif kind == "started":
+            e = np.where(self.start[rows] < self.cend[calls[q]][rep], e, low)
+        best = np.maximum.reduceat(e, first)
+        at = np.maximum.reduceat(np.where(e == best[rep], np.arange(rep.size), -1), first)
+        good = best > low
+        out[q[good]] = rows[at[good]]
+        return out
+
+    def done_calls(self) -> np.ndarray:
+        """The calls (sorted) with an own row that ended at or before the call's end."""
+        rows = self.hosted
+        if rows.size == 0:
+            return np.empty(0, dtype=np.int64)
+        call = self.launch[rows]
+        fits = self.end[rows] <= self.cend[call]
+        return np.unique(call[fits]).astype(np.int64)
 
     def queue_depth(self, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each call of ``calls``: (rows of the device, rows on the call's own stream) issued
@@ -310,7 +383,8 @@ def build(g: GroupTrace) -> Links:
         latest = np.maximum.accumulate(np.where(key == run, np.arange(n, dtype=idx), 0)).astype(idx, copy=False)
         del key, run
     by_end = np.argsort(end, kind="stable").astype(idx)
-    own_last, own_done, own_started = _own_latest(by_corr, launch, start, end, cend)
+    hosted = by_corr[launch[by_corr] >= 0]
+    hosted_corr = corr[hosted]
     skeys = (ranks.astype(np.int64) << _PACK) | np.clip(corr[by_stream], 0, (1 << _PACK) - 1).astype(np.int64)
     counts = np.bincount(engine, minlength=len(S.ENGINES)) if n else np.zeros(len(S.ENGINES), np.int64)
     engine_hi = np.cumsum(counts)
@@ -323,7 +397,7 @@ def build(g: GroupTrace) -> Links:
         api_index=api_index, cstart=cstart, cend=cend, cthread=cthread, cname=cname, ccorr=ccorr, cstream=cstream,
         ccat=ccat, names=tuple(names),
         by_corr=by_corr, by_stream=by_stream, seg_lo=seg_lo, seg_hi=seg_hi,
-        latest=latest, by_end=by_end, own_last=own_last, own_done=own_done, own_started=own_started, skeys=skeys, engine_lo=engine_lo,
+        latest=latest, by_end=by_end, hosted=hosted, hosted_corr=hosted_corr, skeys=skeys, engine_lo=engine_lo,
         engine_hi=engine_hi,
     )  # fmt: skip
 
@@ -343,40 +417,3 @@ def _ranks(stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         streams, srank = np.unique(stream, return_inverse=True)
         srank = srank.reshape(-1)
     return streams, srank.astype(np.int16 if streams.size < (1 << 15) else np.int32)
-
-
-def _own_latest(by_corr: np.ndarray, launch: np.ndarray, start: np.ndarray, end: np.ndarray,
-                cend: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """Per call: its own row with the latest end; the one with the latest end at or before the call's
-    end; the one with the latest end among those that started before the call ended (-1 when none). The
-    rows with a launch call, in issue order, come in one run per call (one row per call, but for the
-    nodes of a node-level graph launch)."""
-    last = np.full(cend.size, NONE, dtype=by_corr.dtype)
-    done = np.full(cend.size, NONE, dtype=by_corr.dtype)
-    began = np.full(cend.size, NONE, dtype=by_corr.dtype)
-    rows = by_corr[launch[by_corr] >= 0]
-    if rows.size == 0:
-        return last, done, began
-    call = launch[rows]
-    e = end[rows]
-    fits = e <= cend[call]
-    inside = start[rows] < cend[call]
-    new = np.empty(rows.size, dtype=bool)
-    new[0] = True
-    np.not_equal(call[1:], call[:-1], out=new[1:])
-    if new.all():  # one row per call
-        last[call] = rows
-        done[call[fits]] = rows[fits]
-        began[call[inside]] = rows[inside]
-        return last, done, began
-    starts = np.flatnonzero(new)
-    owner = call[starts]
-    pos = np.arange(rows.size, dtype=np.int64)
-    runs = np.cumsum(new) - 1
-    low = np.iinfo(np.int64).min
-    for out, vals in ((last, e), (done, np.where(fits, e, low)), (began, np.where(inside, e, low))):
-        best = np.maximum.reduceat(vals, starts)
-        at = np.maximum.reduceat(np.where(vals == best[runs], pos, -1), starts)
-        ok = best > low
-        out[owner[ok]] = rows[at[ok]]
-    return last, done, began
