@@ -247,36 +247,9 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
     synced = np.flatnonzero(implicit_name[links.cname])
     synced = synced[_has_sync_row(links, synced, syncs)] if synced.size else synced
     waits = np.sort(np.concatenate([np.flatnonzero(links.ccat == _WAIT), synced]))
-    w_row = np.full(waits.size, NONE, dtype=np.int64)
-    if waits.size:
-        stream_sync = _names_mask(links, STREAM_SYNC_CALLS, waits)
-        event_sync = _names_mask(links, EVENT_SYNC_CALLS, waits)
-        sync_copy = _names_mask(links, S.SYNC_COPY_CALLS, waits)
-        rank = links.rank_of(links.cstream[waits])
-        known_stream = links.cstream[waits] >= 0
-        ev = np.full(waits.size, NONE, dtype=np.int64)
-        if event_sync.any():
-            ev[event_sync] = _call_events(links, waits[event_sync], syncs)
-        recorded, by_event = _event_sources(links, ev, cc[waits], records)
-        on_stream = links.last_on_stream_before(np.where((stream_sync | sync_copy) & known_stream, rank, NONE), cc[waits])
-        own = np.full(waits.size, NONE, dtype=np.int64)
-        if sync_copy.any():
-            own[sync_copy] = links.own(waits[sync_copy])
-        # what each waits for: its stream, its event, or (unknown) the whole device
-        by_stream = (stream_sync | sync_copy) & known_stream
-        by_ev = event_sync & recorded
-        device_sync = ~(by_stream | by_ev)
-        dev_row = np.full(waits.size, NONE, dtype=np.int64)
-        if device_sync.any():  # the device's latest-ending row issued before: the latest of each stream's
-            x = cc[waits[device_sync]]
-            per_stream = [links.last_on_stream_before(np.full(x.size, r), x) for r in range(links.streams.size)]
-            got = _latest(links, *per_stream) if per_stream else np.full(x.size, NONE)
-            got[links.device_launched[np.maximum(got, 0)] & (got >= 0)] = NONE  # device-launched rows: by time, below
-            dev_row[device_sync] = got
-        launched = _device_ending_in(links, cs[waits], ce[waits])
-        w_row = _latest(links, on_stream, own, by_event, dev_row, launched)
-        we = links.end[np.maximum(w_row, 0)]
-        w_row[(w_row < 0) | (we < cs[waits]) | (we > ce[waits])] = NONE
+    # block by block: the temporaries per call stay a few MB whatever the calls
+    w_row = np.concatenate([_wait_rows(links, waits[b0 : b0 + iv.BLOCK], syncs, records) for b0 in range(0, waits.size, iv.BLOCK)]) \
+        if waits.size else np.full(0, NONE, dtype=np.int64)  # fmt: skip
 
     # non-synchronizing calls: launches, asynchronous copies and memsets, implicit synchronizes
     cat = links.ccat
@@ -288,17 +261,8 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
     cand = _candidates(links, done, issuing, implicit_name)
     del done
     cand = cand[~np.isin(cand, synced)]  # held as waits are, above
-    c_row = np.full(cand.size, NONE, dtype=np.int64)
-    if cand.size:
-        own = links.own(cand, "done")
-        long = (ce[cand] - cs[cand]) >= HELD_MIN_NS
-        other = np.full(cand.size, NONE, dtype=np.int64)
-        began = np.full(cand.size, NONE, dtype=np.int64)
-        if long.any():
-            began[long] = links.own(cand[long], "started")
-        if long.any():
-            other[long] = _issued_ending_in(links, cand[long])
-        c_row = _latest_release(links, cand, own, other, began)
+    c_row = np.concatenate([_call_rows(links, cand[b0 : b0 + iv.BLOCK]) for b0 in range(0, cand.size, iv.BLOCK)]) \
+        if cand.size else np.full(0, NONE, dtype=np.int64)  # fmt: skip
     ok_c = c_row >= 0
     cand, c_row = cand[ok_c], c_row[ok_c]
 
@@ -336,6 +300,55 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
     return Held(calls, rows, release, is_wait, cause, blocked, depth)
 
 
+def _wait_rows(links: Links, waits: np.ndarray, syncs, records) -> np.ndarray:  # noqa: ANN001
+    """Per wait of ``waits`` (explicit waits and implicit synchronizes with a SYNCHRONIZATION row): the row
+    that held it (the awaited row with the latest end, when it ended inside the call), or -1."""
+    cs, ce, cc = links.cstart, links.cend, links.ccorr
+    stream_sync = _names_mask(links, STREAM_SYNC_CALLS, waits)
+    event_sync = _names_mask(links, EVENT_SYNC_CALLS, waits)
+    sync_copy = _names_mask(links, S.SYNC_COPY_CALLS, waits)
+    rank = links.rank_of(links.cstream[waits])
+    known_stream = links.cstream[waits] >= 0
+    ev = np.full(waits.size, NONE, dtype=np.int64)
+    if event_sync.any():
+        ev[event_sync] = _call_events(links, waits[event_sync], syncs)
+    recorded, by_event = _event_sources(links, ev, cc[waits], records)
+    del ev
+    on_stream = links.last_on_stream_before(np.where((stream_sync | sync_copy) & known_stream, rank, NONE), cc[waits])
+    del rank
+    own = np.full(waits.size, NONE, dtype=np.int64)
+    if sync_copy.any():
+        own[sync_copy] = links.own(waits[sync_copy])
+    # what each waits for: its stream, its event, or (unknown) the whole device
+    by_stream = (stream_sync | sync_copy) & known_stream
+    by_ev = event_sync & recorded
+    device_sync = ~(by_stream | by_ev)
+    dev_row = np.full(waits.size, NONE, dtype=np.int64)
+    if device_sync.any():  # the device's latest-ending row issued before: the latest of each stream's
+        x = cc[waits[device_sync]]
+        per_stream = [links.last_on_stream_before(np.full(x.size, r), x) for r in range(links.streams.size)]
+        got = _latest(links, *per_stream) if per_stream else np.full(x.size, NONE)
+        got[links.device_launched[np.maximum(got, 0)] & (got >= 0)] = NONE  # device-launched rows: by time, below
+        dev_row[device_sync] = got
+    launched = _device_ending_in(links, cs[waits], ce[waits])
+    w_row = _latest(links, on_stream, own, by_event, dev_row, launched)
+    we = links.end[np.maximum(w_row, 0)]
+    w_row[(w_row < 0) | (we < cs[waits]) | (we > ce[waits])] = NONE
+    return w_row
+
+
+def _call_rows(links: Links, cand: np.ndarray) -> np.ndarray:
+    """Per candidate non-synchronizing call: the row that releases it last, or -1."""
+    own = links.own(cand, "done")
+    long = (links.cend[cand] - links.cstart[cand]) >= HELD_MIN_NS
+    other = np.full(cand.size, NONE, dtype=np.int64)
+    began = np.full(cand.size, NONE, dtype=np.int64)
+    if long.any():
+        began[long] = links.own(cand[long], "started")
+        other[long] = _issued_ending_in(links, cand[long])
+    return _latest_release(links, cand, own, other, began)
+
+
 def _candidates(links: Links, done: np.ndarray, issuing: np.ndarray, implicit_name: np.ndarray) -> np.ndarray:
     """The calls that can be held without a SYNCHRONIZATION row: launches, copies, memsets and implicit
     synchronizes (not waits) that lasted HELD_MIN_NS or whose own row ended before they returned
@@ -357,17 +370,16 @@ def _issued_ending_in(links: Links, calls: np.ndarray) -> np.ndarray:
     RETURN_NS; -1 when none. Rows in end order, stepping back past rows issued after c."""
     out = np.full(calls.size, NONE, dtype=np.int64)
     order = links.by_end
-    ends = links.end[order]
     cs, ce, cc = links.cstart[calls], links.cend[calls], links.ccorr[calls]
     lo = np.maximum(cs, ce - RETURN_NS)  # R.end > cs, and R.end >= ce - RETURN_NS
-    k = np.searchsorted(ends, ce, side="right") - 1
+    k = links.end_rank(ce) - 1
     todo = np.arange(calls.size)
     dev = links.device_launched
     while todo.size:
         kk = k[todo]
         alive = kk >= 0
-        alive[alive] &= ends[kk[alive]] >= lo[todo[alive]]
-        alive[alive] &= ~((ends[kk[alive]] == cs[todo[alive]]))  # R.end must be after c.start
+        e = links.end[order[kk[alive]]]
+        alive[alive] = (e >= lo[todo[alive]]) & (e != cs[todo[alive]])  # R.end must be after c.start
         todo, kk = todo[alive], kk[alive]
         if not todo.size:
             break
