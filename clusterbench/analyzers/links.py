@@ -161,16 +161,28 @@ class Links:
         return rows[self.launch[rows] == call]
 
     def end_rank(self, t: np.ndarray) -> np.ndarray:
-        """Per time of ``t``: how many rows end at or before it (the position after them in end order), by
-        binary search in blocks of the rows in end order (no copy of every row's end)."""
+        """Per time of ``t``: how many rows end at or before it (the position after them in end order). The
+        rows in end order are cut in blocks; each time is searched in the one block where it falls (found
+        from the blocks' first ends), so that no copy of every row's end is made and each time is searched
+        once."""
         t = np.asarray(t, dtype=np.int64)
         out = np.zeros(t.shape, dtype=np.int64)
         order = self.by_end
-        for b0 in range(0, order.size, iv.BLOCK):
-            ends = self.end[order[b0 : b0 + iv.BLOCK]]
-            k = np.searchsorted(ends, t, side="right")
-            got = k > 0
-            out[got] = b0 + k[got]  # the later blocks end later: the last block that has some wins
+        if order.size == 0 or t.size == 0:
+            return out
+        firsts = self.end[order[:: iv.BLOCK]]  # the first end of each block
+        blk = np.searchsorted(firsts, t, side="right") - 1  # the last block starting at or before the time
+        if firsts.size == 1:
+            q = np.flatnonzero(blk >= 0)
+            out[q] = np.searchsorted(self.end[order], t[q], side="right")
+            return out
+        o = np.argsort(blk, kind="stable")
+        edges = np.searchsorted(blk[o], np.arange(firsts.size + 1), side="left")
+        for b in range(firsts.size):
+            q = o[edges[b] : edges[b + 1]]
+            if q.size:
+                b0 = b * iv.BLOCK
+                out[q] = b0 + np.searchsorted(self.end[order[b0 : b0 + iv.BLOCK]], t[q], side="right")
         return out
 
     def own(self, calls: np.ndarray, kind: str = "last") -> np.ndarray:
