@@ -77,3 +77,58 @@ def test_the_calibration_runs_the_calls_untraced_and_under_the_probes_nsys_optio
     assert untraced == ["py", "-m", "clusterbench.workloads.cupy.calls"]
     assert traced[:7] == ["nsys", "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none"]
     assert traced[-3:] == untraced and "--export=sqlite" not in traced
+
+
+def _runs(monkeypatch: pytest.MonkeyPatch, docs: list[dict]) -> list[list[str]]:
+    """subprocess.run of the calibration answers with ``docs`` in turn (untraced, traced, untraced, ...)."""
+    seen: list[list[str]] = []
+
+    def run(cmd, **kw):
+        seen.append(cmd)
+        return SimpleNamespace(returncode=0, stdout="calls\n" + json.dumps(docs[len(seen) - 1]) + "\n", stderr="")
+
+    monkeypatch.setattr(callcost.subprocess, "run", run)
+    return seen
+
+
+STEADY = record([1.0, 1.0, 1.0], [2.0, 2.0, 2.0], [0.5, 0.5, 0.5])
+
+
+def test_a_calibration_that_does_not_settle_runs_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # attempt 1: launch untraced [5, 5, 9] (median 5, half range 2), traced [6, 6, 6]: cost 1.0 µs, spread 2.0
+    # (not settled); attempt 2: launch [5, 5.1, 5] and [6, 6, 6.1]: cost 1.0, spread 0.05 + 0.05 = 0.1
+    noisy_u = record([5.0, 5.0, 9.0], [1.0, 1.0, 1.0], [0.5, 0.5, 0.5])
+    calm_u = record([5.0, 5.1, 5.0], [1.0, 1.0, 1.0], [0.5, 0.5, 0.5])
+    traced = record([6.0, 6.0, 6.0], [2.0, 2.0, 2.0], [1.0, 1.0, 1.0])
+    seen = _runs(monkeypatch, [noisy_u, traced, calm_u, record([6.0, 6.0, 6.1], [2.0, 2.0, 2.0], [1.0, 1.0, 1.0])])
+    cost = callcost.calibrate("nsys", {"host": "h"})
+    assert len(seen) == 4  # two attempts of two children; the second settled
+    assert cost.settled and cost.cost_us["launch"] == pytest.approx(1.0)
+    assert cost.spread_us["launch"] == pytest.approx(0.1)
+
+
+def test_a_calibration_that_never_settles_keeps_the_least_noisy_and_is_not_cached(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # launch cost 1.0 µs in every attempt, spreads 2.0, 1.5 and 3.0 (untraced half ranges): the second kept
+    traced = record([6.0, 6.0, 6.0], [2.0, 2.0, 2.0], [1.0, 1.0, 1.0])
+    docs = []
+    for worst in (9.0, 8.0, 11.0):
+        docs += [record([5.0, 5.0, worst], [1.0, 1.0, 1.0], [0.5, 0.5, 0.5]), traced]
+    seen = _runs(monkeypatch, docs)
+    path = tmp_path / "cost.json"
+    costs = callcost.CallCosts("nsys", {"host": "h"}, {}, True, path)
+    cost = costs.get(need=True)
+    assert len(seen) == 6 and not cost.settled
+    assert cost.spread_us["launch"] == pytest.approx(1.5) and cost.noise() == pytest.approx(1.5)
+    assert not path.exists()  # a noisy calibration serves this probe only
+    est = callcost.estimate_calibrated(30.0, {"launch": 2.0, "copy": 0.0, "event": 0.0}, cost)
+    assert est.untraced_us == pytest.approx(28.0) and (est.low_us, est.high_us) == pytest.approx((25.0, 31.0))
+    assert "did not settle" in est.note
+
+
+def test_a_settled_calibration_is_cached(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen = _runs(monkeypatch, [STEADY, record([2.0, 2.0, 2.0], [3.0, 3.0, 3.0], [1.0, 1.0, 1.0])])
+    path = tmp_path / "cost.json"
+    cost = callcost.CallCosts("nsys", {"host": "h"}, {}, True, path).get(need=True)
+    assert len(seen) == 2 and cost.settled and cost.cost_us == pytest.approx({"launch": 1.0, "copy": 1.0, "event": 0.5})
+    assert callcost.cached({"host": "h"}, path) == cost
