@@ -24,7 +24,8 @@ case "${1:-}" in
     -h|--help) gpu_script_usage "${BASH_SOURCE[0]}" "bash scripts/device_steady.sh OUT"; exit 0 ;;
     "") echo "Error: no OUT folder given" >&2; echo "Hint: bash scripts/device_steady.sh OUT" >&2; exit 2 ;;
 esac
-if [ -f "$root/.device/env.sh" ]; then . "$root/.device/env.sh"; fi  # nsys on PATH on the GPU machine
+# nsys on PATH on the GPU machine (only there: elsewhere the refusal below comes first)
+if [ -f "$root/.device/env.sh" ] && command -v nvidia-smi >/dev/null 2>&1; then . "$root/.device/env.sh"; fi
 require_gpu_and_nsys scripts/device_steady.sh
 mkdir -p "$1" || exit 2
 out=$(cd "$1" && pwd)
