@@ -406,18 +406,7 @@ def call_time_by_name(path, tid: int, lo: int, hi: int) -> dict[str, tuple[int, 
 def call_durations(path, tid: int, name: str, lo: int, hi: int, copy_kind: int | None = None) -> list[int]:
     """end - start of each call of base name ``name`` by thread ``tid`` starting inside [lo, hi], in start
     order; copy_kind (1 H2D, 2 D2H) keeps only the calls whose copy row has that kind (by correlation id)."""
-    con = _con(path)
-    join, where = "", ""
-    if copy_kind is not None:
-        join = "JOIN CUPTI_ACTIVITY_KIND_MEMCPY m ON m.correlationId = a.correlationId"
-        where = f"AND m.copyKind = {int(copy_kind)}"
-    rows = con.execute(
-        f"SELECT s.value, a.end - a.start FROM ({_api_union(con)}) a JOIN StringIds s ON s.id = a.nameId {join} "
-        f"WHERE (a.globalTid & 16777215) = :tid AND a.start >= :lo AND a.start <= :hi {where} ORDER BY a.start",
-        {"tid": tid, "lo": lo, "hi": hi},
-    ).fetchall()  # fmt: skip
-    con.close()
-    return [d for n, d in rows if api_base(n) == name]
+    return [e - s for s, e in call_intervals(path, tid, name, lo, hi, copy_kind)]
 
 
 def thread_wait_ns(path, tid: int, lo: int, hi: int) -> int:
@@ -453,7 +442,7 @@ def gpu_time_by_engine(path, pid: int, lo: int, hi: int) -> dict[str, int]:
 
 def call_intervals(path, tid: int, name: str, lo: int, hi: int, copy_kind: int | None = None) -> list[Interval]:
     """(start, end) of each call of base name ``name`` by thread ``tid`` starting inside [lo, hi], in start
-    order (as call_durations)."""
+    order; copy_kind as in call_durations."""
     con = _con(path)
     join, where = "", ""
     if copy_kind is not None:
