@@ -31,7 +31,7 @@ from clusterbench import __version__
 from clusterbench.compare.compare import CONFIG_COLUMNS, config_value, params_differences, row_gpu, row_steady
 from clusterbench.compare.noise import (ACROSS_UNITS, COMPARED_METRICS, FLOOR_MARGIN, FLOOR_MIN_PCT, FLOOR_STEP_PCT,
                                         MIN_PAIRS, SAME_UNIT, SCOPE_PAIRS, SCOPE_TEXT, SCOPES, SEED_DRIFT_SOURCE,
-                                        SEED_SOURCE, SHARED_LINK_METRICS, TRACE_FLOOR_MIN_PCT, TRACE_METRICS,
+                                        SHARED_LINK_METRICS, TRACE_FLOOR_MIN_PCT, TRACE_METRICS,
                                         TRANSFER_METRICS, WITHIN_SESSION, AaSet, FloorSet, Machine, NoiseFloor,
                                         drift_bound_pct, seed_floors, suggest_floor_pct)
 from clusterbench.errors import InputError
@@ -315,7 +315,7 @@ def aa_floors(dirs: Sequence[ResultSet], now: Callable[[], str] | None = None,
                     measured = True
             if not measured and metric in TRACE_METRICS:
                 floors.append(NoiseFloor(metric, multi, TRACE_FLOOR_MIN_PCT,
-                                         f"{SEED_SOURCE}: the A/A dirs have no {'multi' if multi else '1'}-stream "
+                                         f"the seed's 1 % rule: the A/A dirs have no {'multi' if multi else '1'}-stream "
                                          f"{metric}", scope=SAME_UNIT))
     cross = [abs(d.diff_pct) for d in diffs if d.multi_stream and d.metric in TRANSFER_METRICS
              and d.scope != WITHIN_SESSION]

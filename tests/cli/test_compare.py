@@ -127,7 +127,7 @@ def test_sustained_test_in_json() -> None:
     assert t["ratio"] == pytest.approx(57_331.72898898405 / 57_104.18374230134)
     assert (t["level"], t["resamples"], t["excludes_one"]) == (0.95, 10_000, False)
     assert (s["verdict"], s["reason_code"]) == ("SAME", "not_significant") and s["across"] == []
-    assert doc["level"] == 0.95 and doc["schema"] == "clusterbench.compare/4"
+    assert doc["level"] == 0.95 and doc["schema"] == "clusterbench.compare/5"
 
 
 def test_markdown() -> None:
