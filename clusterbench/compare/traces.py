@@ -113,10 +113,10 @@ def compare_traces(a: TraceAnalysis, b: TraceAnalysis, kernels_a: Mapping[str, f
                                   "text says frames=N")
     warnings: list[str] = []
     try:
-        one = Path(before.path).resolve() == Path(after.path).resolve()
+        itself = Path(before.path).resolve() == Path(after.path).resolve()
     except OSError:
-        one = False
-    if one:
+        itself = False
+    if itself:
         warnings.append(f"{before.name} is compared with itself: every figure is identical")
     if before.gpu_name and after.gpu_name and before.gpu_name != after.gpu_name:
         if not allow_different_gpu:
@@ -149,7 +149,7 @@ def compare_traces(a: TraceAnalysis, b: TraceAnalysis, kernels_a: Mapping[str, f
             where = "before" if n not in ka else "after"
             m = dataclasses.replace(m, reason=f"only in {where}", code=Reason.ONE_SIDED)
         kernels.append(dataclasses.replace(m, name=n))
-    if multi and not one:
+    if multi and not itself:
         warnings.append(f"{streams} streams: the transfer engines of two traces (two sessions) are judged against "
                         f"the {U.pct_of(floors.drift_bound_pct, None)} drift bound, not the {U.pct_of(TRACE_FLOOR_MIN_PCT, None)} rule")
     return TraceComparison(before, after, tuple(engines), tuple(kernels), floors, tuple(warnings))
