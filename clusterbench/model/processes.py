@@ -227,3 +227,13 @@ def process_spread(procs: Sequence[ProcessRun]) -> ProcessSpread:
     unsettled = [p for p in procs if p.settled is False]
     return ProcessSpread(len(procs), median(medians), spread_of(medians),
                          max((p.run_spread for p in unsettled), default=0.0), len(unsettled))
+
+
+def steady_summary(procs: Sequence[ProcessRun]) -> dict[str, object]:
+    """The row's steady columns of several processes (pure): ``steady`` False when any process's runs did not
+    settle, True when every one did, else None (not judged); ``warmups`` and ``warmup_s`` summed over them."""
+    settled = [p.settled for p in procs]
+    steady = False if False in settled else (True if settled and all(s is True for s in settled) else None)
+    verdicts = [p.steady for p in procs if p.steady is not None]
+    return {"steady": steady, "warmups": sum(v.warmups for v in verdicts) if verdicts else None,
+            "warmup_s": round(sum(v.warmup_s for v in verdicts), 6) if verdicts else None}

@@ -399,3 +399,72 @@ class UnitRecord:
                                                           "cpu_model", "link_problem", "measured_utc")},
                    **subs)  # type: ignore[arg-type]
 
+
+
+def buffer_nodes(maps_text: str, numa_maps_text: str, addresses: Sequence[int]) -> tuple[int, ...] | None:
+    """The NUMA nodes that hold pages of the mappings containing ``addresses`` (pure): each address's mapping
+    from a /proc/PID/maps text (``start-end perms ...``, hex), its pages per node from the numa_maps line of
+    the same start (``N<node>=<pages>``). None when no address lies in a mapping with pages on a node."""
+    ranges = []
+    for line in maps_text.splitlines():
+        head = line.split(" ", 1)[0]
+        lo, sep, hi = head.partition("-")
+        try:
+            ranges.append((int(lo, 16), int(hi, 16)))
+        except ValueError:
+            continue
+    pages: dict[int, set[int]] = {}
+    for line in numa_maps_text.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        try:
+            start = int(parts[0], 16)
+        except ValueError:
+            continue
+        nodes = set()
+        for tok in parts[1:]:
+            if tok.startswith("N") and "=" in tok:
+                node, _, count = tok[1:].partition("=")
+                if node.isdigit() and count.isdigit() and int(count) > 0:
+                    nodes.add(int(node))
+        pages[start] = nodes
+    found: set[int] = set()
+    for a in addresses:
+        starts = [lo for lo, hi in ranges if lo <= a < hi]
+        for lo in starts:
+            found |= pages.get(lo, set())
+    return tuple(sorted(found)) or None
+
+
+def boot_id(text: str) -> str | None:
+    """The boot's id from /proc/sys/kernel/random/boot_id's text (pure): a UUID, or None."""
+    t = text.strip()
+    return t if t and len(t) <= 64 and all(c in "0123456789abcdef-" for c in t.lower()) else None
+
+
+def cpu_model(cpuinfo_text: str) -> str | None:
+    """The CPU's model name from /proc/cpuinfo's text (pure): the first ``model name`` (x86), else the first
+    ``Model`` or ``CPU part`` line (Arm); with the count of such processors when they are all alike."""
+    names = []
+    for line in cpuinfo_text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() in ("model name", "model", "cpu part") and value.strip():
+            names.append((key.strip().lower(), value.strip()))
+    if not names:
+        return None
+    first_key = names[0][0]
+    values = [v for k, v in names if k == first_key]
+    model = values[0]
+    return model if len(set(values)) > 1 else f"{model} ({len(values)} logical CPU{'s' if len(values) > 1 else ''})"
+
+
+def sysfs_bus_id(nvml_bus_id: str | None) -> str | None:
+    """NVML's PCI bus id (``00000000:18:00.0``) as sysfs names the device (``0000:18:00.0``) (pure)."""
+    if not nvml_bus_id:
+        return None
+    t = nvml_bus_id.strip().lower()
+    domain, sep, rest = t.partition(":")
+    if not sep or not rest:
+        return None
+    return f"{int(domain, 16):04x}:{rest}" if all(c in "0123456789abcdef" for c in domain) else None
