@@ -752,7 +752,7 @@ def _attach_samples(directory: Path, rows: list[ResultRow], notes: list[str]) ->
     schema, version = doc.get("schema"), doc.get("version")
     if schema != SAMPLES_SCHEMA or type(version) is not int or not 3 <= version <= RESULTS_VERSION:
         raise InputError(f"{SAMPLES_JSON} blocks 'schema' and 'version' must be {SAMPLES_SCHEMA!r} and "
-                         f"{RESULTS_VERSION} (or 3), got {json_value_words(schema)} and {json_value_words(version)}: "
+                         f"{RESULTS_VERSION} (or 3 to {RESULTS_VERSION - 1}), got {json_value_words(schema)} and {json_value_words(version)}: "
                          f"{path}", hint="use the clusterbench version that wrote it, or re-run clusterbench probe")
     try:
         entries = _samples_entries(doc)

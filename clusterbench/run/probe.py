@@ -65,7 +65,8 @@ from clusterbench.model.engines import display_name
 from clusterbench.model.steady import STEADY_HINT
 from clusterbench.run.callcost import CallCosts
 from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity, trace_figures
-from clusterbench.run.processes import (DEFAULT_PROCESSES, EarlySustained, check_processes, early_applies,
+from clusterbench.run.processes import (DEFAULT_PROCESSES, MAX_PROCESSES, EarlySustained, check_processes,
+                                        early_applies,
                                         measure_config, steady_plan, sustained_block, sustained_command,
                                         traced_sustained)
 from clusterbench.run.sustained import steadiness_of

@@ -341,8 +341,8 @@ def build_row(
     steady = sustained.metadata.get("steady") if sustained is not None else None
     steady = steady if isinstance(steady, Mapping) else {}
     procs = processes_of(sustained)
-    if procs:  # several processes: steady when every one settled, unsteady when any did not
-        steady = steady_summary(procs)
+    if procs and not steady:  # several processes of their own runs: steady when every one settled, unsteady when
+        steady = steady_summary(procs)  # any did not (a program run whole keeps its whole runs' verdict)
     return ResultRow(
         key=RowKey(cfg.label), **keys, frames=frames_col,  # type: ignore[arg-type]
         **trace_cols,  # type: ignore[arg-type]
