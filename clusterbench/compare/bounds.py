@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clusterbench.model import units as U
+
 
 @dataclass(frozen=True, slots=True)
 class DefaultBound:
@@ -43,7 +45,7 @@ class DefaultBound:
         what = {"within_session": "probes of one session", "same_unit": "sessions on one GPU unit",
                 "across_units": "GPU units"}[self.scope]
         return (f"default bound, measured on {self.gpu_name}: {self.pairs} pairs of {what}, largest A/A "
-                f"difference {self.worst_pct:.2f} %")
+                f"difference {U.pct_of(self.worst_pct, 2)}")
 
 
 # The H200 (PCIe Gen5 x16, driver 580.159.04): the A/A dirs of results/floors/NVIDIA_H200.json, made by

@@ -1190,6 +1190,7 @@ def judge_gate(comparison: Comparison, pct: float, metrics: Sequence[str] = DEFA
                     continue
             if m.verdict is Verdict.SAME and m.code is not Reason.IDENTICAL and m.noise_pct is not None and (
                     m.noise_pct > resolution + 1e-9):
-                coarse.append((r.label, name, f"noise ±{m.noise_pct:.2f} % above the gate's {pct:g} %"))
+                coarse.append((r.label, name, f"noise ±{U.pct_of(m.noise_pct, 2)} above the gate's "
+                                              f"{U.pct_of(pct, None)}"))
     return GateOutcome(pct, measured, tuple(failures), tuple(judged), tuple(skipped),
                        tuple(n for n in metrics if n not in measured), tuple(coarse), unjudged_pass)

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from clusterbench.model import units
 from clusterbench.model.measurement import Measurement
 from clusterbench.model.stats import median
 from clusterbench.model.steady import Steadiness, spread_of
@@ -218,7 +219,7 @@ class ProcessSpread:
     @property
     def text(self) -> str:
         """``3 processes spread 0.41 %``."""
-        return f"{self.n} process{'' if self.n == 1 else 'es'} spread {self.spread * 100:.2f} %"
+        return f"{self.n} process{'' if self.n == 1 else 'es'} spread {units.pct(self.spread, 2)}"
 
 
 def process_spread(procs: Sequence[ProcessRun]) -> ProcessSpread:
