@@ -204,7 +204,10 @@ class UnitProbe:
         if isinstance(out, BaseException):
             problem = f"the link child could not run: {out}"
         elif out is not None and not out.ok:
-            problem = f"the link child failed ({out.status_text}): {out.tail.splitlines()[-1] if out.tail else ''}"
+            lines = [ln for ln in (out.tail or "").splitlines() if ln.strip()]
+            said = next((ln[len("Error: "):] for ln in reversed(lines) if ln.startswith("Error: ")),
+                        lines[-1] if lines else "")
+            problem = f"the link child failed ({out.status_text}): {said}"
         else:
             try:
                 doc = json.loads(self.result_path.read_text())
