@@ -175,7 +175,8 @@ def probe(
 ) -> None:
     from clusterbench.errors import InputError
     from clusterbench.io.history import check_session_name, default_db
-    from clusterbench.render.probe import ProbeProgress, outcome_json, render_checks, render_dry_run, render_footer
+    from clusterbench.render.probe import (ProbeProgress, outcome_json, render_checks, render_dry_run, render_footer,
+                                           render_unit)
     from clusterbench.run.campaign import executor_options_for
     from clusterbench.run.config import DEFAULT_CONFIG_FILE, ExecOptions
     from clusterbench.run.probe import (REPLACE_HINT, ProbeRequest, dry_run as plan_dry_run, plan_probe, preflight,
@@ -253,6 +254,9 @@ def probe(
             _print_scan(outcome, plan)
         for line in render_checks(outcome.checks):  # wrapped at stderr's width, like every message
             err.print(Text(line), highlight=False, soft_wrap=False)
+        unit_line = render_unit(outcome.unit)
+        if unit_line is not None:
+            err.print(unit_line, markup=False, highlight=False)
         err.print(render_footer(outcome), markup=False, highlight=False)
     require_no_failures(outcome)  # a config failed: exit 1 now that every config ran and its row is written
 

@@ -305,6 +305,7 @@ class ProbeOutcome:
     guard: GuardVerdict
     failures: tuple[ConfigFailure, ...] = ()
     checks: Mapping[str, tuple[FigureCheck, ...]] = field(default_factory=dict)  # per config label
+    unit: Any = None  # the unit the probe ran on (model.unit.UnitRecord), as env.json's unit block holds it
 
 
 EventCallback = Callable[[ProbeEvent], None]
@@ -989,7 +990,8 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     finally:
         if frame_cache is not None:
             shutil.rmtree(frame_cache, ignore_errors=True)
-    return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), verdict, tuple(failures), checks)
+    return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), verdict, tuple(failures), checks,
+                        unit)
 
 
 def start_unit_probe() -> Any:
