@@ -53,7 +53,8 @@ from clusterbench.run.tracers import read_result, result_hint
 # child's): the steady rule of a concurrent round, and the file it waits on before its runs.
 STEADY_ENV = "CLUSTERBENCH_STEADY"
 GO_ENV = "CLUSTERBENCH_GO_FILE"
-GO_BEFORE_ENV = "CLUSTERBENCH_GO_BEFORE"  # "gpu": a later process waits for its go before any GPU work
+GO_BEFORE_ENV = "CLUSTERBENCH_GO_BEFORE"  # "runs" (after its set-up) or "gpu" (before any GPU work)
+READY_SUFFIX = ".ready"  # <go file>.ready: the process is set up and waits for its go (our finder writes it)
 GO_POLL_S = 0.005
 # A process's runs end this long before its parent sees it end, at most (its record written, its exit): the clock
 # window of its runs is widened by it.
@@ -314,11 +315,12 @@ def measure_sustained(gpus: Sequence[GpuInfo], tools: PinTools, command: Sustain
     """Sustained FPS of config ``label`` on ``gpus`` (the first is the solo GPU): its runs on it alone, in
     ``processes`` fresh processes (a command run whole: until its rule stops, each run a process), each until
     the command's rule stops its runs; with several GPUs, then on every GPU at once with the solo round's plan.
-    ``on_round(phase, k)`` reports each process round as it starts. ``go_file``: a command that waits for
-    the probe's go (``command.go``) is told to wait for this file before its first process's runs (the caller
-    writes "go" into it); each later process is started while the one before it runs, sets up without touching
-    the GPU's engines and waits for its own go, given when the one before it has ended. A failed child:
-    EnvironmentFailure or WorkloadProtocolError (exit 1) naming its GPU, with its log's last lines."""
+    ``on_round(phase, k)`` reports each process round as it starts. A command that waits for a go
+    (``command.go``, our finder) starts every process at once, so that each sets up while the tracer finishes,
+    and gives them their go one at a time (:class:`_ProcessChain`): the first once ``go_file`` says go (the
+    caller writes it once the GPU is the runs' alone; no file: at once) and every process is set up, each later
+    one once the one before has ended. A failed child: EnvironmentFailure or WorkloadProtocolError (exit 1)
+    naming its GPU, with its log's last lines."""
     if not gpus:
         raise ValueError("measure_sustained needs at least one GPU")
     if type(processes) is not int or processes < 1:
@@ -367,15 +369,15 @@ def measure_sustained(gpus: Sequence[GpuInfo], tools: PinTools, command: Sustain
                 k += 1
         else:
             n = processes if phase != "concurrent" else 1
-            chain = _ProcessChain(command, selected, tools, out_dir, label, phase, phase_env, cwd, timeout_s,
-                                  go_file if phase != "concurrent" else None)
+            gated = phase != "concurrent"
+            chain = _ProcessChain(dataclasses.replace(command, go=command.go and gated), selected, tools, out_dir,
+                                  label, phase, phase_env, cwd, timeout_s, go_file if gated else None, n)
+            chain.start_all()  # our finder: every process sets up at once, each then waits for its go
             try:
                 for k in range(n):
                     emit(phase, k)
                     starts.append(time.monotonic() - t0)
                     t_go = chain.open(k)
-                    if command.go and k + 1 < n:
-                        chain.start_next(k + 1)  # its set-up overlaps this process's runs
                     outcomes = chain.join(k)
                     require_all_ok(outcomes, _what(phase, label, k, False, n > 1), command.hint)
                     rounds.append(outcomes)
@@ -391,8 +393,6 @@ def measure_sustained(gpus: Sequence[GpuInfo], tools: PinTools, command: Sustain
             phase_env = dict(env)
             if phase == "concurrent" and command.own_steady:
                 phase_env[STEADY_ENV] = json.dumps(rule.to_json())
-            if go_file is not None and command.go and phase != "concurrent":
-                phase_env[GO_ENV] = str(go_file)
             run_phase(phase, selected, rule, phase_env)
             if phase != "concurrent":
                 solo = _solo_measurement(figures_of(phase)[solo_gpu.index], by_phase[phase], offsets[phase],
@@ -445,18 +445,22 @@ def _solo_measurement(base: Measurement, rounds: Sequence[Sequence[GpuOutcome]],
 
 
 class _ProcessChain:
-    """The solo processes of one config, one after the other: process k's child is planned with its own files
-    (``<label>.<phase>.p<k>``; the first keeps ``<label>.<phase>``) and, for a command that waits for a go,
-    its own gate file; :meth:`start_next` starts process k+1 early (its set-up while k runs: it waits at its gate
-    before any GPU work), :meth:`open` gives process k its go (the first: the caller's go file, or none) and
-    :meth:`join` waits for its outcome; :meth:`close` stops a process started but never opened."""
+    """The solo processes of one config, one after the other on the GPU. Process k's child has its own files
+    (``<label>.<phase>.p<k>``; the first keeps ``<label>.<phase>``). For a command that waits for a go
+    (our finder), every process is started at once (:meth:`start_all`): each sets up (imports, buffers, kernels,
+    pedestal, a warm-up pass) while the tracer finishes, and waits at its own gate (``<stem>.go``) before its
+    runs, saying so in ``<gate>.ready``; :meth:`open` gives process k its go: the first once the caller's go
+    file says go (or at once without one) and every process is waiting or has ended, each later one once the
+    one before it has ended. Another command's processes start one at a time, when opened. :meth:`join`
+    waits for a process's outcome; :meth:`close` stops a process never given its go and waits for the rest."""
 
     def __init__(self, command: SustainedCommand, selected: tuple[GpuInfo, ...], tools: PinTools, out_dir: Path,
                  label: str, phase: str, env: Mapping[str, str], cwd: str | None, timeout_s: float | None,
-                 go_file: Path | None) -> None:
+                 go_file: Path | None, n: int) -> None:
         self.command, self.selected, self.tools, self.out_dir = command, selected, tools, out_dir
         self.label, self.phase, self.env, self.cwd, self.timeout_s = label, phase, dict(env), cwd, timeout_s
-        self.go_file = go_file
+        self.go_file, self.n = go_file, n
+        self.gated = command.go
         self.started: dict[int, tuple[threading.Thread, dict[str, Any], Path | None]] = {}
         self.opened: set[int] = set()
 
@@ -466,11 +470,12 @@ class _ProcessChain:
     def _start(self, k: int) -> None:
         env = dict(self.env)
         gate: Path | None = None
-        if k > 0 and self.command.go:
+        if self.gated:
             gate = self._gate(k)
-            gate.unlink(missing_ok=True)
+            for f in (gate, Path(f"{gate}{READY_SUFFIX}")):
+                f.unlink(missing_ok=True)
             env[GO_ENV] = str(gate)
-            env[GO_BEFORE_ENV] = "gpu"
+            env[GO_BEFORE_ENV] = "runs"
         stem = f"{self.label}.{self.phase}" + (f".p{k}" if k else "")
         children = plan_gpu_children(self.selected, self.tools, self.command.argv, self.out_dir, stem, env, self.cwd,
                                      self.timeout_s, self.command.watch)
@@ -486,38 +491,50 @@ class _ProcessChain:
         t.start()
         self.started[k] = (t, box, gate)
 
-    def start_next(self, k: int) -> None:
-        """Start process ``k`` early: once process k-1 has its go (the first's go file says so, or it has none)."""
-        if k in self.started:
-            return
-        first = self.started.get(k - 1)
-        if k == 1 and self.go_file is not None and first is not None:
-            while first[0].is_alive():
-                try:
-                    if self.go_file.read_text().strip() == "go":
-                        break
-                except FileNotFoundError:
-                    pass
-                time.sleep(GO_POLL_S)
-            if not first[0].is_alive():
-                return  # it ended (or failed) before its go: start nothing early
-        self._start(k)
+    def start_all(self) -> None:
+        """Start every process now (a command that waits for a go), else nothing before it is opened."""
+        if self.gated:
+            for k in range(self.n):
+                if k not in self.started:
+                    self._start(k)
+
+    def _waiting(self, k: int) -> bool:
+        t, _, gate = self.started[k]
+        return not t.is_alive() or (gate is not None and Path(f"{gate}{READY_SUFFIX}").exists())
 
     def open(self, k: int) -> float:
-        """Give process ``k`` its go (starting it if it was not started early); the time.time() of that go."""
+        """Give process ``k`` its go (starting it if it was not started); the time.time() of that go."""
         if k not in self.started:
             self._start(k)
         gate = self.started[k][2]
         if gate is not None:
+            if k == 0:
+                while not (self._go_given() and all(self._waiting(j) for j in self.started)):
+                    if not self.started[0][0].is_alive():
+                        break  # it ended (or failed) before its go: join() says how
+                    time.sleep(GO_POLL_S)
             gate.write_text("go\n")
         self.opened.add(k)
         return time.time()
 
+    def _go_given(self) -> bool:
+        """The caller's go file says go (always, without one). Anything else written there stops every process."""
+        if self.go_file is None:
+            return True
+        try:
+            word = self.go_file.read_text().strip()
+        except FileNotFoundError:
+            return False
+        if word and word != "go":
+            self.close(word)  # the caller stops the probe before the runs: stop them all
+            return True
+        return word == "go"
+
     def join(self, k: int) -> tuple[GpuOutcome, ...]:
         t, box, gate = self.started[k]
         t.join()
-        if gate is not None:
-            gate.unlink(missing_ok=True)
+        for f in ((gate, Path(f"{gate}{READY_SUFFIX}")) if gate is not None else ()):
+            f.unlink(missing_ok=True)
         if "error" in box:
             raise box["error"]
         return box["value"]
@@ -525,12 +542,14 @@ class _ProcessChain:
     def close(self, why: str) -> None:
         """Stop every process started but not given its go, and wait for every process still running (one given
         its go ends with its runs' cap): none is left on the GPU."""
-        for k, (t, _, gate) in self.started.items():
+        for k, (t, _, gate) in list(self.started.items()):
             if k not in self.opened and gate is not None:
                 try:
                     gate.write_text(f"stop: {why}\n")
                 except OSError:
                     pass
+                self.opened.add(k)  # told: it stops before it measures
+        for k, (t, _, gate) in list(self.started.items()):
             t.join()
-            if gate is not None:
-                gate.unlink(missing_ok=True)
+            for f in ((gate, Path(f"{gate}{READY_SUFFIX}")) if gate is not None else ()):
+                f.unlink(missing_ok=True)

@@ -171,7 +171,7 @@ GATED_CHILD = textwrap.dedent("""
 """)
 
 
-def test_each_later_process_sets_up_during_the_one_before_and_starts_its_gpu_work_after_it(tmp_path: Path) -> None:
+def test_every_process_sets_up_at_once_and_each_runs_after_the_one_before(tmp_path: Path) -> None:
     child = tmp_path / "gated.py"
     child.write_text(GATED_CHILD)
     log = tmp_path / "events.log"
@@ -186,12 +186,28 @@ def test_each_later_process_sets_up_during_the_one_before_and_starts_its_gpu_wor
         name, what, t = json.loads(line)
         events[(name.split(".gpu")[0], what)] = t
     p0, p1, p2 = "c.sustained", "c.sustained.p1", "c.sustained.p2"
-    # process 2 started (and set up) before process 1 ended; its GPU work began only after process 1 had ended
-    assert events[(p1, "start")] < events[(p0, "end")] < events[(p1, "gpu")]
-    assert events[(p2, "start")] < events[(p1, "end")] < events[(p2, "gpu")]
+    # every process set up (its "gpu" mark: past its set-up, at its gate) before the first one's runs began
+    assert max(events[(p, "gpu")] for p in (p0, p1, p2)) < events[(p0, "runs")]
+    # and each ran only once the one before it had ended
+    assert events[(p0, "end")] < events[(p1, "runs")] and events[(p1, "end")] < events[(p2, "runs")]
     # the passes 10, 11 and 10.5 ms of 1000 frames: 100,000, 90,909 and 95,238 FPS, median 95,238 each process
     assert run.figures.solo.samples == pytest.approx((95_238.095,) * 3)
-    assert not list(tmp_path.glob("*.go"))  # the gates are gone
+    assert not list(tmp_path.glob("*.go")) and not list(tmp_path.glob("*.ready"))  # the gates are gone
+
+
+def test_a_stop_before_the_runs_stops_every_process(tmp_path: Path) -> None:
+    child = tmp_path / "gated.py"
+    child.write_text(GATED_CHILD)
+    go = tmp_path / "c.sustained.go"
+    go.write_text("stop: the trace failed\n")  # the probe's trace failed: no process may measure
+    command = sus.SustainedCommand(lambda g, r: [sys.executable, str(child), str(r), str(tmp_path / "e.log")],
+                                   SteadyRule(counted=3, min_warmups=0, max_runs=3), "sustained", go=True)
+    gpu = machine.GpuInfo(0, "GPU-0000", "NVIDIA H200")
+    with pytest.raises(Exception, match="asked this process to stop before it measured"):
+        sus.measure_sustained((gpu,), machine.PinTools(None, True, tuple(sorted(os.sched_getaffinity(0)))), command,
+                              tmp_path, "c", base_env=dict(os.environ), timeout_s=60, processes=3, go_file=go)
+    marks = [json.loads(ln)[1] for ln in (tmp_path / "e.log").read_text().splitlines()]
+    assert "runs" not in marks and marks.count("start") == 3
 
 
 def test_sustained_block_names_each_process_without_its_runs() -> None:

@@ -137,12 +137,12 @@ def _kernel_name(pipe: Any, params: WorkloadParams) -> str:
 STEADY_ENV = "CLUSTERBENCH_STEADY"
 GO_ENV = "CLUSTERBENCH_GO_FILE"
 # Where the process waits for its go: "runs" (the default: after its pedestal and warm-up pass, so that they run
-# while the tracer finishes) or "gpu" (after its buffers, kernels and pinned pool are set up, before any GPU
-# work: a later process of a config waits so while the one before it runs, and its set-up does not touch the
-# GPU's engines meanwhile).
+# while the tracer finishes; every process of a config sets up at once and waits so) or "gpu" (after its buffers,
+# kernels and pinned pool are set up, before any GPU work).
 GO_BEFORE_ENV = "CLUSTERBENCH_GO_BEFORE"
 GO_BEFORE = ("runs", "gpu")
 GO_POLL_S = 0.002
+READY_SUFFIX = ".ready"  # <go file>.ready: written when the process starts to wait for its go
 
 
 def _steady_rule(repeats: int) -> SteadyRule:
@@ -159,14 +159,19 @@ def _steady_rule(repeats: int) -> SteadyRule:
 
 
 def wait_for_go(path: str | None, poll_s: float = GO_POLL_S) -> float:
-    """Wait until the probe writes ``go`` to ``path`` (None: do not wait); seconds waited. InputError when it
-    writes anything else (the probe's trace failed, or it was interrupted) or when the probe is gone."""
+    """Wait until the probe writes ``go`` to ``path`` (None: do not wait); seconds waited. ``<path>.ready`` is
+    written first, to say the process is waiting. InputError when the probe writes anything else (the probe's
+    trace failed, or it was interrupted) or when the probe is gone."""
     import os
 
     if not path:
         return 0.0
     t0, parent = time.perf_counter(), os.getppid()
     go = Path(path)
+    try:  # tell the probe this process is set up and waiting (it holds the first go until every process is)
+        Path(f"{path}{READY_SUFFIX}").write_text("ready\n")
+    except OSError:
+        pass
     while True:
         try:
             word = go.read_text().strip()
