@@ -9,12 +9,11 @@ warm-ups and its steady runs (:mod:`clusterbench.model.steady`), and keeps every
 throttle reasons); the figure is the median of the process medians, and compare's noise for two probes is their
 spread.
 
-- **Our finder** (workload ``cupy``): the first process starts once the traced pass has written its record, so
-  that its set-up (interpreter, CuPy, buffers, kernels, pedestal) runs while the tracer finishes
-  (:class:`EarlySustained`), and waits for the probe's go before its runs. Each later process is started as the
-  one before it gets its go: it imports, builds its buffers and kernels and loads the frames while the one
-  before runs, then waits, before any GPU work, for its own go, given when the one before has ended
-  (:func:`clusterbench.run.sustained.measure_sustained`).
+- **Our finder** (workload ``cupy``): every process starts once the traced pass has written its record, so
+  that their set-up (interpreter, CuPy, buffers, kernels, pedestal, a warm-up pass) runs while the tracer
+  finishes (:class:`EarlySustained`); each waits at its own gate before its runs. The first gets its go once
+  the probe's go came and every process is set up, each later one once the one before has ended
+  (:func:`clusterbench.run.sustained.measure_sustained`): no set-up runs beside a measured run.
 - **Another protocol workload** that takes ``{mode}``: P processes of R passes each, one after the other.
 - **A program run whole** (a program probed as it is, ``--rate``, ``--sustained wall``; or a workload without
   ``{mode}``): each run is a process; runs until the last P agree within its rule, at most P + 2.
@@ -59,8 +58,7 @@ def steady_plan(command: Any, processes: int = 1) -> str:
                 f"{U.pct(rule.spread)} (range over median), {rule.max_runs} runs at most")
     many = (f"in {processes} fresh processes, one after the other" if processes > 1 else "in one process")
     if command.own_steady:
-        later = (": each later process sets up while the one before runs, and starts its GPU work once it has "
-                 "ended" if processes > 1 else "")
+        later = (": all set up at once, and each runs once the one before has ended" if processes > 1 else "")
         return (f"{many}{later}; in each: {rule.min_warmups} warm-up run of one pass that sets the passes per run "
                 f"(runs of at least {U.seconds(rule.target_s)}), then runs until the last {rule.counted} agree within "
                 f"{U.pct(rule.spread)}, at most {rule.max_runs} runs"

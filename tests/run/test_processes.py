@@ -138,8 +138,8 @@ def test_bad_process_counts_are_refused_before_any_gpu_work(tmp_path: Path) -> N
 def test_the_plan_in_words() -> None:
     ours = sus.SustainedCommand(lambda g, r: [], SteadyRule(counted=3), "sustained", own_steady=True, go=True)
     text = steady_plan(ours, 3)
-    assert text.startswith("in 3 fresh processes, one after the other: each later process sets up while the one "
-                           "before runs, and starts its GPU work once it has ended; in each: 1 warm-up run")
+    assert text.startswith("in 3 fresh processes, one after the other: all set up at once, and each runs once the "
+                           "one before has ended; in each: 1 warm-up run")
     assert "until the last 3 agree within 1.5 %" in text and "0.8 s of runs" in text
     assert steady_plan(ours, 1).startswith("in one process; in each: 1 warm-up run")
 
