@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterbench.errors import ClusterbenchError, EnvironmentFailure, InputError
-from clusterbench.model.unit import LinkRate, LinkRates, buffer_nodes, rate_of
+from clusterbench.model.unit import LinkRate, LinkRates, buffer_nodes, rate_of, sysfs_bus_id
 
 # 32 MiB a copy: long enough (about 0.6 ms at 55 GB/s) that the launch and event costs are a small part of it,
 # short enough that 3 x 5 samples x 4 copies take about 0.1 s of link time.
@@ -158,6 +158,31 @@ def _nvml_now(uuid: str | None) -> dict[str, Any]:
     return out
 
 
+def _nvml_bus(uuid: str | None) -> str | None:
+    """The PCI bus id NVML gives the GPU of ``uuid`` (None without NVML or a UUID)."""
+    if not uuid:
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            bus = pynvml.nvmlDeviceGetPciInfo(pynvml.nvmlDeviceGetHandleByUUID(uuid)).busId
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
+    return bus.decode() if isinstance(bus, bytes) else str(bus)
+
+
+def _cuda_bus(cp: Any) -> str | None:
+    """The PCI bus id of CUDA device 0 of this process (None where CuPy cannot say)."""
+    try:
+        return str(cp.cuda.runtime.deviceGetPCIBusId(0))
+    except Exception:
+        return None
+
+
 MPOL_F_NODE = 1
 MPOL_F_ADDR = 2
 
@@ -209,6 +234,11 @@ def run(go_file: str | None) -> dict[str, Any]:
     cp = require_cupy()
     t1 = time.perf_counter()
     cp.cuda.Device(0).use()
+    want, got = _nvml_bus(uuid), _cuda_bus(cp)
+    if want and got and sysfs_bus_id(want) != sysfs_bus_id(got):
+        raise EnvironmentFailure(f"the link child sees the GPU at {got}, not {uuid} at {want}: CUDA had started "
+                                 "before it could be told which GPU", hint="probe with that GPU alone visible "
+                                                                           "(CUDA_VISIBLE_DEVICES)")
     cp.cuda.runtime.free(cp.cuda.runtime.malloc(1))  # the context, timed apart from the copies
     t2 = time.perf_counter()
     link, addresses = measure_link(cp)
