@@ -13,7 +13,8 @@
 #             (A/A), then with a 5 % longer GPU spin per frame (its own --kernel-us flag; 5 % of the frame time the
 #             first probe measured);
 #   compare   every pair: aa1 -> aa1 (itself), aa1 -> aa2, base5 -> delay5, base20 -> delay20, aa2 -> f64,
-#             zoo_a -> zoo_b, zoo_a -> zoo_delay5; text, --json, and the exit status of --gate 3 for each.
+#             zoo_a -> zoo_b, zoo_a -> zoo_delay5; text, --json, and the exit status of --gate 3 for each;
+#   gpu_tests the GPU tests of the unit's link and of the sustained processes (pytest -m gpu, about 30 s).
 # STEPS: a comma list of the step names above (default: all, in that order; compare only compares what exists).
 # Outputs under OUT: the step logs; results/ (every results dir made here, renamed <date>_<dtype>_<what>_<unit>,
 # without traces: probes.csv, env.json, samples.json, the logs); compare/ (each compare's text, JSON and gate
@@ -27,7 +28,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 case "${1:-}" in
     -h|--help) gpu_script_usage "${BASH_SOURCE[0]}" "bash scripts/device_verdicts.sh OUT [--what STEPS]"; exit 0 ;;
 esac
-all="make_run,aa2,delay5,delay20,f64,zoo,compare"
+all="make_run,aa2,delay5,delay20,f64,zoo,compare,gpu_tests"
 what=$all
 out_arg=""
 while [ $# -gt 0 ]; do
@@ -163,6 +164,10 @@ if wants compare; then
     } 2>&1 | tee "$out/compare.log"
 fi
 
+if wants gpu_tests; then
+    run gpu_tests "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider tests/run/test_unit.py \
+        tests/run/test_tracers_gpu.py
+fi
 (cd "$out" && tar czf results.tgz results) || failed=1
 {
     echo
