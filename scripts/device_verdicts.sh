@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # "Did my change help?" on one freshly started GPU machine, as a user asks it, with no --session and no floors
-# file for the model: about 4 minutes on an H100.
+# file for the model: about 4 to 5 minutes on an H100.
 #   bash scripts/device_verdicts.sh OUT [--what STEPS]
 # Steps (each prints its command first and logs to OUT/<step>.log; a failing step is reported, the others go on):
 #   make_run  `make run` timed whole (the first thing on the fresh machine: make's set-up, the guards, the unit's
