@@ -25,7 +25,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 environment failure (no GPU, nsys failed); "
     "2 usage error or bad input (bad trace, bad config); 3 a check ran and failed "
-    "(guard refused, compare gate)."
+    "(guard refused, compare gate); 4 compare --gate could not judge a gated figure."
 )
 
 

@@ -25,8 +25,11 @@ HELP = (
     "Per config: one workload process (pedestal, one batched pass, exit) traced with nsys (or the "
     "in-process CUPTI tracer): clusterbench's CuPy finder, or with workload = \"command\" any program "
     "that speaks the protocol of docs/workloads.md. Its SQLite export is analyzed over the pass range into per-engine µs per frame and "
-    "the roofline, then sustained FPS measured without any profiler (median and spread over --repeat "
-    "runs), shown against the roofline with the profiler overhead. probes.csv keeps one row per "
+    "the roofline, then sustained FPS measured without any profiler in --processes fresh processes (default 3; "
+    "the median of their medians, and their spread), shown against the roofline with the profiler overhead. "
+    "Once after the guards, the unit is measured: the GPU's pinned link (H2D alone, D2H alone, both at once), "
+    "PCIe, NUMA, CPU model and clocks (env.json's unit block), so that compare can tell a slower host from a "
+    "slower build. probes.csv keeps one row per "
     "config: re-running one config replaces its row only. The config is validated before any GPU "
     "call; the idle-GPU and fresh-build guards run before tracing (exit 3 when they refuse, unless "
     "--force). Ctrl-C keeps finished rows (exit 130). A config that fails (its --timeout, an exit "
@@ -51,7 +54,7 @@ HELP = (
 )
 
 # The options --request replaces: a request file says all of them.
-_REQUEST_REPLACES = ("frames", "only", "tag", "config", "tracer", "repeat", "results_dir", "max_util",
+_REQUEST_REPLACES = ("frames", "only", "tag", "config", "tracer", "repeat", "processes", "results_dir", "max_util",
                      "require_clean", "force", "data", "gpus", "executor", "partition", "gpus_per_task",
                      "array_parallelism", "label", "window", "capture", "rate", "rate_unit", "kernel_time",
                      "kernel_time_unit", "sustained", "wall_start", "wall_end", "timeout", "scan", "program")
@@ -70,6 +73,7 @@ def probe(
     config: Optional[Path] = options.CONFIG,
     tracer: str = options.TRACER,
     repeat: int = options.REPEAT,
+    processes: int = options.PROCESSES,
     results_dir: Path = options.RESULTS_DIR,
     max_util: float = options.MAX_UTIL,
     require_clean: bool = options.REQUIRE_CLEAN,
@@ -171,7 +175,8 @@ def probe(
 ) -> None:
     from clusterbench.errors import InputError
     from clusterbench.io.history import check_session_name, default_db
-    from clusterbench.render.probe import ProbeProgress, outcome_json, render_checks, render_dry_run, render_footer
+    from clusterbench.render.probe import (ProbeProgress, outcome_json, render_checks, render_dry_run, render_footer,
+                                           render_unit)
     from clusterbench.run.campaign import executor_options_for
     from clusterbench.run.config import DEFAULT_CONFIG_FILE, ExecOptions
     from clusterbench.run.probe import (REPLACE_HINT, ProbeRequest, dry_run as plan_dry_run, plan_probe, preflight,
@@ -190,7 +195,8 @@ def probe(
         count, spec = _frames_option(frames)
         request = ProbeRequest(
             config_path=Path(DEFAULT_CONFIG_FILE) if config is None else config, only=tuple(only or ()),
-            frames=count, tag=tag, tracer=tracer, repeat=repeat, results_root=results_dir, max_util_pct=max_util,
+            frames=count, tag=tag, tracer=tracer, repeat=repeat, processes=processes, results_root=results_dir,
+            max_util_pct=max_util,
             require_clean=require_clean, force=force, data=data, argv=argv, gpus=gpus,
             session=None if session is None else check_session_name(session),
             history_db=default_db(results_dir) if db is None else db,
@@ -248,6 +254,9 @@ def probe(
             _print_scan(outcome, plan)
         for line in render_checks(outcome.checks):  # wrapped at stderr's width, like every message
             err.print(Text(line), highlight=False, soft_wrap=False)
+        unit_line = render_unit(outcome.unit)
+        if unit_line is not None:
+            err.print(unit_line, markup=False, highlight=False)
         err.print(render_footer(outcome), markup=False, highlight=False)
     require_no_failures(outcome)  # a config failed: exit 1 now that every config ran and its row is written
 

@@ -79,7 +79,11 @@ SAMPLES_SCHEMA = "clusterbench.samples"
 #     an exec workload (a program probed as it is) may leave cluster, cap, streams, batch and frames empty;
 #     binds may be "host"; env.json configs entries add analysis, sustained, checks, error and phase_s.
 #     A version-3 dir reads as it is (its rows lack the new columns: not measured).
-RESULTS_VERSION = 4
+#   5: sustained FPS from several fresh processes: probes.csv adds sustained_processes; samples.json's
+#     sustained measurement holds the process medians as its samples and every process under
+#     metadata.processes; env.json adds the unit block (the GPU on its host and boot, its link, PCIe, NUMA,
+#     CPU and clocks). A version-4 dir reads as it is (one process per figure, no unit).
+RESULTS_VERSION = 5
 
 # The config columns a row that lacks them takes from env.json (older and hand-written dirs): its config
 # entry, else the dir's value. A clusterbench dir that names no workload ran the CuPy workload.
@@ -424,7 +428,7 @@ def _read_json(path: Path, what: str) -> dict:
 
 
 LEGACY_ENV_KEYS: tuple[str, ...] = ("gpu", "driver", "pedestal_dtype", "git_rev", "dirty")
-_READABLE = "4, 3, 2 and 1 (and legacy aare-perf dirs, which have none)"
+_READABLE = "5, 4, 3, 2 and 1 (and legacy aare-perf dirs, which have none)"
 
 
 def dir_version(doc: Mapping[str, object], path: Path) -> int:
@@ -572,6 +576,7 @@ _READERS: dict[int, _Reader] = {
     1: _Reader(_env_v1_v2, _OLD_KINDS, _key_v1_v2, "matched"),
     2: _Reader(_env_v1_v2, _OLD_KINDS, _key_v1_v2, "matched"),
     3: _Reader(_env_v3, COLUMN_KINDS, _key_v3, "file"),
+    4: _Reader(_env_v3, COLUMN_KINDS, _key_v3, "file"),
     RESULTS_VERSION: _Reader(_env_v3, COLUMN_KINDS, _key_v3, "file"),
 }
 
@@ -747,7 +752,7 @@ def _attach_samples(directory: Path, rows: list[ResultRow], notes: list[str]) ->
     schema, version = doc.get("schema"), doc.get("version")
     if schema != SAMPLES_SCHEMA or type(version) is not int or not 3 <= version <= RESULTS_VERSION:
         raise InputError(f"{SAMPLES_JSON} blocks 'schema' and 'version' must be {SAMPLES_SCHEMA!r} and "
-                         f"{RESULTS_VERSION} (or 3), got {json_value_words(schema)} and {json_value_words(version)}: "
+                         f"{RESULTS_VERSION} (or 3 to {RESULTS_VERSION - 1}), got {json_value_words(schema)} and {json_value_words(version)}: "
                          f"{path}", hint="use the clusterbench version that wrote it, or re-run clusterbench probe")
     try:
         entries = _samples_entries(doc)

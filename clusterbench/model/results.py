@@ -28,6 +28,7 @@ from typing import Mapping
 from clusterbench.model.engines import ENGINES
 from clusterbench.model.jsontypes import check_json, json_types, json_value_words
 from clusterbench.model.measurement import Measurement
+from clusterbench.model.unit import UnitRecord
 
 JsonValue = object  # a value json.dumps accepts
 
@@ -185,6 +186,9 @@ class ResultRow:
     sustained_fps: float | None = None
     sustained_fps_spread: float | None = None
     sustained_repeats: int | None = None
+    # how many fresh processes the sustained figure came from (its samples are their medians); None: one
+    # process, in a dir made before several (its samples are that process's repeats)
+    sustained_processes: int | None = None
     sustained_gbps: float | None = None
     # where the sustained figure came from: result (the workload's result records), rate (the program's own
     # printed rate, untraced), wall (frames over the program's wall time between two printed markers),
@@ -505,10 +509,14 @@ class EnvRecord:
     configs: Mapping[RowKey, ConfigEntry] = field(default_factory=dict)
     multi_gpu: Mapping[str, JsonValue] | None = None
     campaign: Mapping[str, JsonValue] | None = None
+    # the unit the last probe ran on (its GPU on its host and boot, its link, PCIe, NUMA, CPU, clocks)
+    unit: UnitRecord | None = None
     blocks: Mapping[str, JsonValue] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "argv", tuple(self.argv))
+        if self.unit is not None and not isinstance(self.unit, UnitRecord):
+            raise ValueError(f"env.json unit must be a unit record, got {type(self.unit).__name__}")
         object.__setattr__(self, "hosts", tuple(self.hosts))
         for name, kind in _ENV_SCALARS.items():
             v = getattr(self, name)
@@ -534,6 +542,8 @@ class EnvRecord:
             v = getattr(self, name)
             if name == "configs":
                 v = {k.label: {"config": k.config, "variant": k.variant, **e.to_json()} for k, e in v.items()}
+            elif name == "unit":
+                v = None if v is None else v.to_json()
             elif isinstance(v, tuple):
                 v = list(v)
             elif isinstance(v, Mapping):
@@ -561,6 +571,12 @@ class EnvRecord:
                 raise ValueError(f"env.json configs.{label} names config {key.label!r}")
             configs[key] = e
         values["configs"] = configs
+        unit = doc.get("unit")
+        if unit is not None:
+            try:
+                values["unit"] = UnitRecord.from_json(unit)
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"env.json block 'unit': {exc}") from None
         for name in ("argv", "hosts"):
             values[name] = tuple(doc.get(name) or ())  # type: ignore[arg-type]
         return cls(**values, blocks={k: v for k, v in doc.items() if k not in _ENV_FIELDS})  # type: ignore[arg-type]
@@ -604,7 +620,7 @@ def _env_scalars() -> dict[str, type]:
 
 _ENV_SCALARS = _env_scalars()
 # The JSON type of each env.json block EnvRecord knows (configs is checked entry by entry)
-_ENV_JSON: dict[str, object] = {**json_types(EnvRecord, skip=("blocks", "configs")),
+_ENV_JSON: dict[str, object] = {**json_types(EnvRecord, skip=("blocks", "configs", "unit")),
                                 "kernel_sha256": Mapping[str, str] | tuple[Mapping[str, str], ...]}
 
 

@@ -65,6 +65,10 @@ from clusterbench.model.engines import display_name
 from clusterbench.model.steady import STEADY_HINT
 from clusterbench.run.callcost import CallCosts
 from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity, trace_figures
+from clusterbench.run.processes import (DEFAULT_PROCESSES, MAX_PROCESSES, EarlySustained, check_processes,
+                                        early_applies,
+                                        measure_config, steady_plan, sustained_block, sustained_command,
+                                        traced_sustained)
 from clusterbench.run.sustained import steadiness_of
 from clusterbench.run.tracers import TRACERS, GRAPH_VARIANT, NsysTracer, TracedRun, Tracer, TracerSetup, WorkloadJob
 from clusterbench.workloads.protocol import PASS_RANGE, Workload, pass_range_text, workload_for
@@ -79,9 +83,10 @@ if TYPE_CHECKING:
     from clusterbench.run.scan import Scan
 
 PHASES = ("guard", "trace", "export", "analyze", "sustained")
-# --repeat: the runs that count (the last R, once they agree within the noise); 5 gives a median and a
-# bootstrap interval something to work with, at 5 x 100 ms per config for our finder (docs/probe.md)
-DEFAULT_REPEAT = 5
+# --repeat: the runs that count in each sustained process (the last R, once they agree within the noise); 3 give
+# each process a median and a steady verdict at 3 x 100 ms, and the processes give the spread (--processes,
+# run/processes.py; docs/probe.md)
+DEFAULT_REPEAT = 3
 MAX_REPEAT = 100
 DEFAULT_TRACER = "nsys"
 DEFAULT_RESULTS_ROOT = "results"
@@ -104,8 +109,8 @@ class ProbeInterrupted(ClusterbenchError):
 
 REQUEST_SCHEMA = "clusterbench.probe-request"
 # ProbeRequest.to_json (a campaign task's request file). History: 1: first version. 2: adds program, label,
-# measure (the ExecOptions of a program probed as it is), timeout_s and scan.
-REQUEST_VERSION = 2
+# measure (the ExecOptions of a program probed as it is), timeout_s and scan. 3: adds processes.
+REQUEST_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +140,7 @@ class ProbeRequest:
     scan: tuple[str, ...] = ()
     session: str | None = None  # --session NAME: join this probe to a named session (else a fresh id)
     history_db: Path | None = None  # --db PATH: record every row written in this history database
+    processes: int = DEFAULT_PROCESSES  # --processes P: fresh processes per sustained figure
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"schema": REQUEST_SCHEMA, "version": REQUEST_VERSION}
@@ -191,7 +197,7 @@ _FIELD_KINDS = {"config_path": "path", "only": "strings", "frames": "int?", "tag
                 "repeat": "int", "results_root": "path", "max_util_pct": "number", "require_clean": "bool",
                 "force": "bool", "data": "path?", "argv": "strings", "gpus": "str?", "program": "strings",
                 "label": "str?", "measure": "options", "timeout_s": "number", "scan": "strings",
-                "session": "str?", "history_db": "path?"}
+                "session": "str?", "history_db": "path?", "processes": "int"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +215,7 @@ class ProbePlan:
     timeout_s: float = DEFAULT_TIMEOUT_S
     scans: tuple[Scan, ...] = ()
     existing: ExistingRows | None = None  # the results dir exists already: what it holds that this probe replaces
+    processes: int = DEFAULT_PROCESSES  # fresh processes per sustained figure
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +305,7 @@ class ProbeOutcome:
     guard: GuardVerdict
     failures: tuple[ConfigFailure, ...] = ()
     checks: Mapping[str, tuple[FigureCheck, ...]] = field(default_factory=dict)  # per config label
+    unit: Any = None  # the unit the probe ran on (model.unit.UnitRecord), as env.json's unit block holds it
 
 
 EventCallback = Callable[[ProbeEvent], None]
@@ -394,6 +402,10 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
     if not isinstance(request.repeat, int) or not 1 <= request.repeat <= MAX_REPEAT:
         raise InputError(f"--repeat must be an integer from 1 to {MAX_REPEAT}, got {request.repeat!r}",
                          hint=f"use --repeat {DEFAULT_REPEAT} (the default) or more for a tighter spread")
+    problem = check_processes(request.processes)
+    if problem is not None:
+        raise InputError(problem, hint=f"use --processes {DEFAULT_PROCESSES} (the default): fresh processes per "
+                                       "sustained figure, whose spread is compare's noise")
     if not isinstance(request.timeout_s, (int, float)) or not math.isfinite(request.timeout_s) or request.timeout_s <= 0:
         raise InputError(f"--timeout must be a number of seconds > 0, got {request.timeout_s!r}",
                          hint=f"use --timeout {DEFAULT_TIMEOUT_S:g} (the default) or what one run may take")
@@ -458,7 +470,7 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
 
         gpus = parse_gpu_selection(request.gpus)  # InputError (exit 2), before any NVML call
     return ProbePlan(config_file, configs, results_dir, request.tracer, request.repeat, tuple(warnings), gpus,
-                     float(request.timeout_s), scans, existing_rows(results_dir, configs, gpus))
+                     float(request.timeout_s), scans, existing_rows(results_dir, configs, gpus), request.processes)
 
 
 REPLACE_HINT = "give --tag T (or another --results-dir) to keep them, or --only LABEL to probe fewer configs"
@@ -642,9 +654,10 @@ class DryRun:
     warnings: tuple[str, ...]
     gpus: str | None
     existing: ExistingRows | None = None
+    processes: int = DEFAULT_PROCESSES
 
     def to_json(self) -> dict[str, object]:
-        return {"dry_run": True, "results_dir": str(self.results_dir),
+        return {"dry_run": True, "results_dir": str(self.results_dir), "processes": self.processes,
                 "results_dir_exists": self.existing is not None,
                 "existing": None if self.existing is None else self.existing.to_json(),
                 "tracer": self.tracer, "nsys": self.nsys,
@@ -659,7 +672,6 @@ def dry_run(plan: ProbePlan, request: ProbeRequest) -> DryRun:
     from clusterbench.io.nsys.export import nsys_export_command
     from clusterbench.run.commands import nsys_capture_env, nsys_profile_command
     from clusterbench.run.config import parse_capture
-    from clusterbench.run.sustained import exec_command, workload_command
     from clusterbench.run.tracers import partial_paths, workload_cwd
 
     found = nsys_export.find_nsys() if plan.tracer == "nsys" else None
@@ -694,22 +706,24 @@ def dry_run(plan: ProbePlan, request: ProbeRequest) -> DryRun:
                 sustained: tuple[tuple[str, ...], ...] = ()
                 note = "frames over the traced window, under the profiler (no untraced run)"
             else:
-                command = exec_command(child, cfg.exec, plan.repeat)
+                command = sustained_command(cfg, child, job.workload, plan.repeat, plan.processes)
                 sustained = tuple(tuple(command.argv(None, result)) for _ in range(command.rule.least_runs))  # type: ignore[arg-type]
                 note = (f"the program's own rate: the last line matching {cfg.exec.rate!r} in each run" if source == "rate"
                         else f"{cfg.exec.frames:,} frames over each run's wall time "
                         + (f"from {cfg.exec.wall_start!r} to {cfg.exec.wall_end!r}" if cfg.exec.wall_start
                            else "(the whole run, start-up included)"))
-                note += "; " + steady_plan(command)
+                note += "; " + steady_plan(command, plan.processes)
         else:
             source = "result"
-            command = workload_command(job.workload, cfg.label, cfg.params, plan.repeat)
+            command = sustained_command(cfg, child, job.workload, plan.repeat, plan.processes)
             stem = f"{cfg.label}.sustained"
-            n = command.rule.least_runs if command.whole_runs else 1
-            sustained = tuple(tuple(command.argv(None, (out / f"{stem}{f'.r{k}' if command.whole_runs else ''}.gpu<N>.json")
+            n = command.rule.least_runs if command.whole_runs else plan.processes
+            sustained = tuple(tuple(command.argv(None, (out / f"{stem}{f'.r{k}' if command.whole_runs else f'.p{k}' if k else ''}.gpu<N>.json")
                                                  .resolve()))  # type: ignore[arg-type]
                               for k in range(n))
-            note = "frames / seconds of the counted runs in the result records; " + steady_plan(command)
+            note = ("frames / seconds of the counted runs in the result records; the figure is the median of the "
+                    "processes' medians; " if plan.processes > 1 and not command.whole_runs else
+                    "frames / seconds of the counted runs in the result records; ") + steady_plan(command, plan.processes)
         configs.append(DryRunConfig(cfg.label, cfg.workload.kind, cfg.placeholders(), trace, env,
                                     export, analysis, sustained, source, note, workload_cwd(job.workload)))
     g = ["idle GPU: every selected GPU's utilization over 1 s at most "
@@ -718,8 +732,10 @@ def dry_run(plan: ProbePlan, request: ProbeRequest) -> DryRun:
          "fresh build: this checkout's kernel sources as the package hashes them"
          + (", and [build]'s artifact newer than its sources" if plan.config_file.build else ""),
          "git: the checkout's rev" + (", clean (--require-clean)" if request.require_clean else " and dirty flag")]
+    g.append("the unit: the link (pinned H2D alone, D2H alone, both at once), PCIe, NUMA, CPU and clocks of the "
+             "GPU, measured once after the guards (a child: python -m clusterbench.workloads.cupy.link)")
     return DryRun(plan.results_dir, plan.tracer, None if found is None else str(found), plan.repeat, plan.timeout_s,
-                  tuple(g), tuple(configs), plan.warnings, request.gpus, plan.existing)
+                  tuple(g), tuple(configs), plan.warnings, request.gpus, plan.existing, plan.processes)
 
 
 # Sustained FPS above the trace's roofline by more than this share (or the repeats' spread, if larger)
@@ -793,33 +809,6 @@ def above_roofline(row: ResultRow, sustained: Measurement | None, host: Any = No
     return None
 
 
-def steady_plan(command: Any) -> str:
-    """When a config's sustained runs stop, in words (``command``: a sustained.SustainedCommand) (pure)."""
-    rule = command.rule
-    if command.whole_runs:
-        return (f"each run is the whole program; runs until the last {rule.counted} agree within "
-                f"{U.pct(rule.spread)} (range over median), {rule.max_runs} runs at most")
-    if command.own_steady:
-        return (f"in one process: {rule.min_warmups} warm-up run of one pass that sets the passes per run (runs of at "
-                f"least {U.seconds(rule.target_s)}), then runs until the last {rule.counted} agree within "
-                f"{U.pct(rule.spread)}, at most {rule.max_runs} runs"
-                + (f" or {U.seconds(rule.max_s)} of runs" if rule.max_s is not None else ""))
-    return f"in one process: {rule.counted} timed passes, judged steady when they agree within {U.pct(rule.spread)}"
-
-
-def sustained_block(m: Measurement) -> dict[str, object]:
-    """env.json's ``configs.<label>.sustained``: where the figure came from and how, and the steady verdict
-    without its runs (samples.json keeps them) (pure)."""
-    out: dict[str, object] = {"source": m.metadata.get("source") or "result"}
-    out.update({k: v for k, v in m.metadata.items() if k != "steady"})
-    steady = m.metadata.get("steady")
-    if isinstance(steady, Mapping):
-        out["steady"] = {k: v for k, v in steady.items() if k != "runs"}
-        runs = steady.get("runs")
-        out["steady"]["runs"] = len(runs) if isinstance(runs, list) else None  # type: ignore[index]
-    return out
-
-
 def _start(fn: Callable[..., Any], *args: Any) -> tuple[threading.Thread, dict[str, Any]]:
     """Run ``fn(*args)`` in a thread; the dict gets its ``value`` or ``error``."""
     box: dict[str, Any] = {}
@@ -872,21 +861,27 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
 
     emit(ProbeEvent("phase", phase="guard", total=len(plan.configs)))
     versions_job = _start(read_child_versions, nsys)  # a child asks CuPy while the guards sample the GPU
+    unit_probe = start_unit_probe()  # and another imports CuPy to measure the link once the guards passed
     frame_cache = _frame_cache(plan)
     frames_job = _start(_build_frames, plan, frame_cache)  # and the configs' frames are drawn meanwhile
     try:
         gpu_plan = plan_gpus(plan.gpus, plan.config_file, max_util_pct=request.max_util_pct,
                              window_s=DEFAULT_WINDOW_S, require_clean=request.require_clean, force=request.force)
     except BaseException as exc:
+        unit_probe.stop("the guards did not finish")
         if frame_cache is not None:
             shutil.rmtree(frame_cache, ignore_errors=True)
         if isinstance(exc, KeyboardInterrupt):
             raise ProbeInterrupted("interrupted during the guards, before any config ran: nothing was written") from None
         raise
     verdict = gpu_plan.verdict
-    if verdict.refused and frame_cache is not None:
-        shutil.rmtree(frame_cache, ignore_errors=True)
+    if verdict.refused:
+        unit_probe.stop("the guards refused")
+        if frame_cache is not None:
+            shutil.rmtree(frame_cache, ignore_errors=True)
     require_guard_pass(verdict)  # CheckFailed (exit 3): a busy GPU or a stale build, without --force
+    solo = gpu_plan.run_gpus[0]
+    unit_probe.go(solo.uuid, solo.name, solo.cpus)
     if verdict.forced:
         warn(verdict.message, verdict.hint)
 
@@ -903,6 +898,11 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         out_dir.mkdir(parents=True, exist_ok=True)
         gpu = gpu_identity(verdict.reading)
         versions = _joined(*versions_job)
+        unit = unit_probe.result()  # before the first config: the GPU is the link child's alone meanwhile
+        unit_probe.keep_log(out_dir)
+        if unit.link is None:
+            warn(f"the unit's link was not measured: {unit.link_problem}",
+                 "compare then judges link-bound figures across units as measured; read unit.log in the results dir")
         git = {"git_rev": verdict.git_rev, "git_dirty": verdict.git_dirty}
         guard_json = _guard_json(verdict)
         per_config: dict[str, ConfigEntry] = {}
@@ -922,7 +922,8 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
             # merged into the dir: the entries, rows and blocks of configs this probe does not run stay
             env_record = build_env(session_id=session_id, argv=request.argv, configs=plan.configs,
                                    tracer=plan.tracer, gpu=gpu, versions=versions, git=git,
-                                   guard=guard_json, per_config=per_config, kernel_sources=verdict.kernel_sources)
+                                   guard=guard_json, per_config=per_config, kernel_sources=verdict.kernel_sources,
+                                   unit=unit)
             if plan.gpus is not None:
                 env_record = dataclasses.replace(env_record, multi_gpu=gpu_plan.env_block(
                     {k: r.summary for k, r in gpu_runs.items()}, {k: r.overlap_s for k, r in gpu_runs.items()}))
@@ -989,7 +990,15 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     finally:
         if frame_cache is not None:
             shutil.rmtree(frame_cache, ignore_errors=True)
-    return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), verdict, tuple(failures), checks)
+    return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), verdict, tuple(failures), checks,
+                        unit)
+
+
+def start_unit_probe() -> Any:
+    """The link child of :mod:`clusterbench.run.unit`, started now (it imports CuPy while the guards run)."""
+    from clusterbench.run.unit import UnitProbe
+
+    return UnitProbe().start()
 
 
 def _frame_cache(plan: ProbePlan) -> Path | None:
@@ -1330,51 +1339,42 @@ class ConfigRun:
         self._save(clocks=verdict.to_json())
 
     def _early_sustained(self, job: WorkloadJob, run_gpus: Any) -> EarlySustained | None:
-        """Our finder's sustained process, started once the traced pass has written its record, so that its
-        set-up (interpreter, CuPy, buffers, kernels, pedestal) overlaps the tracer's finish; it waits for
-        the go before its runs. None where it does not apply (another workload, several GPUs, no trace)."""
+        """Our finder's first sustained process, started once the traced pass has written its record
+        (:mod:`clusterbench.run.processes`); None where it does not apply."""
         cfg = self.cfg
-        if (cfg.exec is not None or cfg.workload.kind != "cupy" or self.plan.gpus is not None
-                or self.plan.tracer == "none" or len(run_gpus) != 1):
+        if not early_applies(cfg, self.plan.tracer, self.plan.gpus is not None, run_gpus):
             return None
         go_file = self.out_dir / f"{cfg.label}.sustained.go"
         return EarlySustained(lambda go: self._sustained(job, run_gpus, go_file=go, report=False),
                               self.out_dir / f"{cfg.label}.pass.json", go_file)
 
     def _sustained(self, job: WorkloadJob, run_gpus: Any, go_file: Path | None = None, report: bool = True) -> Any:
-        """The untraced runs, or None (an exec program whose figure is its trace's). ``go_file``: the runs
-        wait for it (:class:`EarlySustained`); ``report``: report each round as a phase (not from another
-        thread)."""
-        from clusterbench.run.sustained import exec_command, measure_sustained, workload_command
+        """The untraced runs in the plan's processes, or None (an exec program whose figure is its trace's).
+        ``go_file``: the first process's runs wait for it; ``report``: report each process as a phase (not
+        from another thread)."""
         from clusterbench.run.tracers import workload_cwd
 
         cfg, plan = self.cfg, self.plan
-        if cfg.exec is not None:
-            if cfg.exec.source == "trace":
-                return None
-            command = exec_command(job.argv(self.out_dir / "unused", "pass"), cfg.exec, plan.repeat)
-        else:
-            command = workload_command(job.workload, cfg.label, cfg.params, plan.repeat)
-        return measure_sustained(run_gpus, self.gpu_plan.tools, command, self.out_dir, cfg.label,
-                                 input_bytes_per_frame=None if cfg.params is None else cfg.params.frame_bytes,
-                                 base_env=self.env, cwd=workload_cwd(job.workload), timeout_s=plan.timeout_s,
-                                 on_round=(lambda p, k: self.phase("sustained", None if p == "sustained" else p))
-                                 if report else None, go_file=go_file)
+        command = sustained_command(cfg, job.argv(self.out_dir / "unused", "pass"), job.workload, plan.repeat,
+                                    plan.processes)
+        if command is None:
+            return None
+        return measure_config(cfg, command, run_gpus, self.gpu_plan.tools, self.out_dir, env=self.env,
+                              cwd=workload_cwd(job.workload), timeout_s=plan.timeout_s, processes=plan.processes,
+                              on_round=(lambda p, k: self.phase("sustained", None if p == "sustained" and k == 0 else
+                                                                f"process {k + 1}" if p == "sustained" else p))
+                              if report else None, go_file=go_file)
 
     def _traced_sustained(self) -> Measurement | None:
-        """An exec program's sustained figure from its trace: the window's frames over its length, under the
-        profiler (None: nothing traced, or the frames are unknown)."""
+        """An exec program's sustained figure from its trace (None: nothing traced, or the frames are unknown)."""
         if self.cfg.exec is None or self.cfg.exec.source != "trace" or self.analysis is None:
             return None
-        figs = trace_figures(self.analysis)
-        if not figs.measured_us:
+        out = traced_sustained(self.cfg, trace_figures(self.analysis))
+        if out is None:
             self.warn(f"{self.cfg.label}: no sustained figure: the traced window's frames are unknown",
                       "give --frames N or a frames definition, or the program's own rate (--rate REGEX)",
                       label=self.cfg.label)
-            return None
-        return Measurement(SUSTAINED_FPS, (U.fps_of_us(figs.measured_us),), metadata={
-            "source": "trace", "under_profiler": True, "frames": figs.frames, "window_ns": figs.window_ns,
-            "note": "frames over the traced window, under the profiler: the profiler's own cost is in it"})
+        return out
 
     def _figure_checks(self, sustained: Measurement | None) -> tuple[FigureCheck, ...]:
         """The program's own rate and kernel time against the trace."""
@@ -1436,70 +1436,6 @@ class ConfigRun:
         self._save(error={"phase": failure.phase, "message": first, "hint": failure.error.hint, "tail": tail or None,
                           "exit_code": failure.error.exit_code}, phase_s=dict(self.phase_s))
         return self._row(None, error=f"{failure.phase}: {first}")
-
-
-class EarlySustained:
-    """Our finder's sustained process, started while the tracer finishes (nsys flushes and exports for a
-    second or two after the traced program's pass): a thread waits until the traced pass has written its
-    result record, then starts the sustained run (``start(go_file)``), whose process sets up and waits for
-    ``go_file``. :meth:`go` writes "go" once the GPU is the sustained runs' alone and returns what they
-    measured; :meth:`stop` tells the process to stop before it measures. Where the record never appeared
-    before :meth:`go`, nothing was started and :meth:`go` returns None (the caller starts it then)."""
-
-    POLL_S = 0.005
-
-    def __init__(self, start: Callable[[Path], Any], result_path: Path, go_file: Path) -> None:
-        self.go_file = go_file
-        go_file.unlink(missing_ok=True)
-        result_path.unlink(missing_ok=True)  # a record an earlier probe left must not start it early
-        self._lock = threading.Lock()
-        self._abandoned = False
-        self._started = False
-        self._box: dict[str, Any] = {}
-
-        def watch() -> None:
-            while True:
-                with self._lock:
-                    if self._abandoned:
-                        return
-                    if result_path.exists():
-                        self._started = True
-                        break
-                time.sleep(self.POLL_S)
-            try:
-                self._box["value"] = start(go_file)
-            except BaseException as exc:  # noqa: BLE001 - handed to go() or dropped by stop()
-                self._box["error"] = exc
-
-        self._thread = threading.Thread(target=watch, name="clusterbench-early-sustained", daemon=True)
-        self._thread.start()
-
-    def _settle(self) -> bool:
-        with self._lock:
-            self._abandoned = True
-            return self._started
-
-    def go(self) -> Any:
-        """Let the runs start; what they measured (their error is raised), or None when nothing was started."""
-        if not self._settle():
-            self._thread.join()
-            return None
-        self.go_file.write_text("go\n")
-        self._thread.join()
-        self.go_file.unlink(missing_ok=True)
-        if "error" in self._box:
-            raise self._box["error"]
-        return self._box.get("value")
-
-    def stop(self, why: str) -> None:
-        """Tell a started process to stop before it measures, and wait for it; its outcome is dropped."""
-        if self._settle() and self._thread.is_alive():
-            try:
-                self.go_file.write_text(f"stop: {why}\n")
-            except OSError:
-                pass
-            self._thread.join()
-        self.go_file.unlink(missing_ok=True)
 
 
 def _cpus() -> int:

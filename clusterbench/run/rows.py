@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from clusterbench import __version__
 from clusterbench.model import units as U
+from clusterbench.model.processes import processes_of, steady_summary
 from clusterbench.model.measurement import SUSTAINED_FPS, SUSTAINED_GBPS, Measurement
 from clusterbench.model.results import ConfigEntry, EnvRecord, ResultRow, RowKey, RowRole
 from clusterbench.model.workload import WorkloadResult
@@ -339,12 +340,17 @@ def build_row(
     overhead = profiler_overhead if source == "trace" else _ratio(sustained_fps, traced_fps)
     steady = sustained.metadata.get("steady") if sustained is not None else None
     steady = steady if isinstance(steady, Mapping) else {}
+    procs = processes_of(sustained)
+    if procs and not steady:  # several processes of their own runs: steady when every one settled, unsteady when
+        steady = steady_summary(procs)  # any did not (a program run whole keeps its whole runs' verdict)
     return ResultRow(
         key=RowKey(cfg.label), **keys, frames=frames_col,  # type: ignore[arg-type]
         **trace_cols,  # type: ignore[arg-type]
         sustained_fps=sustained_fps,
         sustained_fps_spread=fps.spread if fps is not None else None,
-        sustained_repeats=sustained.repeats if sustained is not None else None,
+        sustained_repeats=(sum(len(p.values) for p in procs) if procs else
+                           sustained.repeats if sustained is not None else None),
+        sustained_processes=len(procs) if procs else None,
         sustained_gbps=fps.input_gbps if fps is not None else (gbps.median if gbps is not None else None),
         sustained_source=source,
         sustained_steady=steady.get("steady") if isinstance(steady.get("steady"), bool) else None,
@@ -380,6 +386,7 @@ def build_env(
     kernel_sources: Mapping[str, str] | None = None,
     created_utc: str | None = None,
     host: str | None = None,
+    unit: Any = None,
 ) -> EnvRecord:
     """env.json of a probe (pure): ``per_config`` holds the entries of the configs it ran, by label. Merged
     into a results dir (:meth:`clusterbench.model.results.ResultSet.merge`), it keeps every other entry."""
@@ -412,6 +419,7 @@ def build_env(
         kernel_sources=dict(kernel_sources) if kernel_sources else None,
         guard=dict(guard) if guard is not None else None,
         configs={RowKey(label): entry for label, entry in per_config.items()},
+        unit=unit,
     )
 
 

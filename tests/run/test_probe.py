@@ -52,6 +52,7 @@ def config_path(tmp_path: Path) -> Path:
 
 def request(config_path: Path, tmp_path: Path, **kw) -> ProbeRequest:
     kw.setdefault("repeat", 3)  # the toy's sustained passes run at 1000, 2000, 3000 FPS: worked out for three
+    kw.setdefault("processes", 1)  # one sustained process unless a test asks for more (figures worked out for one)
     return ProbeRequest(config_path=config_path, results_root=tmp_path / "results", argv=("clusterbench", "probe"),
                         **kw)
 
@@ -64,7 +65,8 @@ def test_plan_applies_frames_and_names_the_dir(config_path: Path, tmp_path: Path
     assert [c.label for c in plan.configs] == ["a", "b"]
     assert [(c.params.frames, c.params.batch) for c in plan.configs] == [(5, 5), (5, 5)]  # batch clipped
     assert plan.results_dir == tmp_path / "results" / "2026-09-10_f32_smoke"
-    assert plan.tracer == "nsys" and plan.repeat == 3 and probe_mod.DEFAULT_REPEAT == 5
+    assert plan.tracer == "nsys" and plan.repeat == 3 and probe_mod.DEFAULT_REPEAT == 3
+    assert plan.processes == 1 and probe_mod.DEFAULT_PROCESSES == 3
 
 
 def test_plan_only_selects_in_file_order(config_path: Path, tmp_path: Path) -> None:
@@ -264,7 +266,7 @@ def test_run_probe_writes_rows_env_and_events(monkeypatch, config_path: Path, tm
     assert (plan.results_dir / "a.sustained.gpu0.json").is_file()
     assert "CUDA_VISIBLE_DEVICES" not in __import__("os").environ
     assert env["cupy"] == "13.6.0" and env["argv"] == ["clusterbench", "probe"]
-    assert env["workloads"] == "command" and (env["schema"], env["version"]) == ("clusterbench.results", 4)
+    assert env["workloads"] == "command" and (env["schema"], env["version"]) == ("clusterbench.results", 5)
     assert env["configs"]["a"]["workload"] == "command"
     assert env["configs"]["a"]["command"][:2] == ["{python}", "toy_ok.py"]  # as configs.toml gives it
     assert env["configs"]["a"]["finder"] == "toy finder"
@@ -543,59 +545,3 @@ def test_above_the_traced_host_bar_but_not_the_untraced_one_is_the_profilers_inf
     assert not inside.impossible
     assert ("and 3.2 % above the roofline without the profiler, inside its ±4.5 % noise, (125,000 FPS: the host "
             "bar 8.00 µs/frame, calibrated)") in inside.note
-
-
-# ----------------------------------------------------------------------------- the sustained process started early
-
-
-def test_the_early_sustained_process_starts_once_the_pass_is_recorded_and_runs_on_go(tmp_path: Path) -> None:
-    import threading
-    import time
-
-    from clusterbench.workloads.cupy.run import wait_for_go
-
-    result, go = tmp_path / "a.pass.json", tmp_path / "a.sustained.go"
-    result.write_text("{}")  # an earlier probe's record: it must not start anything
-    seen: dict = {}
-
-    def start(go_file: Path) -> str:
-        seen["started_before_go"] = not go_file.exists()
-        seen["waited_s"] = wait_for_go(str(go_file), poll_s=0.001)
-        return "measured"
-
-    early = probe_mod.EarlySustained(start, result, go)
-    time.sleep(0.05)
-    assert "started_before_go" not in seen  # the stale record was removed, nothing started
-    result.write_text("{}")  # the traced pass wrote its record
-    deadline = time.monotonic() + 5
-    while "started_before_go" not in seen and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert seen["started_before_go"] is True
-    assert early.go() == "measured" and not go.exists()
-
-
-def test_the_early_sustained_process_is_not_started_without_a_record_and_stops_when_told(tmp_path: Path) -> None:
-    from clusterbench.errors import InputError
-    from clusterbench.workloads.cupy.run import wait_for_go
-
-    never = probe_mod.EarlySustained(lambda go: pytest.fail("started without a record"), tmp_path / "x.pass.json",
-                                     tmp_path / "x.go")
-    assert never.go() is None  # the caller runs it the ordinary way
-    result = tmp_path / "b.pass.json"
-    errors: list = []
-
-    def start(go_file: Path) -> None:
-        try:
-            wait_for_go(str(go_file), poll_s=0.001)
-        except InputError as exc:
-            errors.append(str(exc))
-            raise
-
-    early = probe_mod.EarlySustained(start, result, tmp_path / "b.go")
-    result.write_text("{}")
-    import time
-
-    time.sleep(0.05)
-    early.stop("the trace failed")  # its error is dropped
-    assert errors == ["the probe asked this process to stop before it measured (stop: the trace failed)"]
-    assert not (tmp_path / "b.go").exists()
