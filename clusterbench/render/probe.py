@@ -354,6 +354,7 @@ def outcome_json(outcome: ProbeOutcome) -> dict[str, object]:
         "warnings": list(outcome.warnings),
         "failures": [f.to_json() for f in outcome.failures],
         "checks": {label: [c.to_json() for c in cs] for label, cs in outcome.checks.items() if cs},
+        **({"untraced": {label: r.to_json() for label, r in outcome.untraced.items()}} if outcome.untraced else {}),
     }
 
 
