@@ -321,6 +321,8 @@ def render_dry_run(dry: DryRun, width: int = 80) -> str:
         for argv in c.sustained:
             command("  untraced: ", words(argv))
         prose(f"sustained FPS ({c.sustained_source}): {c.sustained_note}", "  ")
+        if c.what_binds is not None:
+            prose(f"what binds: {c.what_binds}", "  ")
     for w in dry.warnings:
         prose(f"warning: {w}")
     lines = out

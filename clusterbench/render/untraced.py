@@ -106,7 +106,7 @@ def render_untraced(label: str, record: UntracedRecord, width: int = 80) -> str:
     head = f"what binds {label} without the profiler"
     if d is not None:
         head += f" (delay test: {d.processes} processes a point, {U.us(d.k_us, 1)} a frame)"
-    lines = [head]
+    lines = _wrap(head, width, "")
     lines += render_delay(record, width)
     lines += render_frame(record, width)
     if record.split is not None:

@@ -65,20 +65,23 @@ class Toolkit:
     cupti_lib: Path
 
 
-def _nvcc(environ: Mapping[str, str]) -> Path | None:
+DEFAULT_CUDA = Path("/usr/local/cuda")  # where the toolkit installs by default: searched last
+
+
+def _nvcc(environ: Mapping[str, str], default: Path) -> Path | None:
     for c in (environ.get(NVCC_ENV), environ.get("NVCC"), shutil.which("nvcc", path=environ.get("PATH")),
-              f"{environ.get('CUDA_HOME', '/nonexistent')}/bin/nvcc", "/usr/local/cuda/bin/nvcc"):
+              f"{environ.get('CUDA_HOME', '/nonexistent')}/bin/nvcc", str(default / "bin" / "nvcc")):
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return Path(c)
     return None
 
 
-def _cupti_dirs(nvcc: Path, environ: Mapping[str, str]) -> list[Path]:
+def _cupti_dirs(nvcc: Path, environ: Mapping[str, str], default: Path) -> list[Path]:
     roots = []
     if environ.get(CUPTI_ENV):
         roots.append(Path(environ[CUPTI_ENV]))
     top = nvcc.resolve().parent.parent
-    for base in (top, Path(environ.get("CUDA_HOME", "/nonexistent")), Path("/usr/local/cuda")):
+    for base in (top, Path(environ.get("CUDA_HOME", "/nonexistent")), default):
         roots += [base / "extras" / "CUPTI", base]
     for site in sys.path:  # pip's NVIDIA wheels: nvidia/cuda_cupti, nvidia/cu13
         if site.endswith("-packages"):
@@ -86,18 +89,18 @@ def _cupti_dirs(nvcc: Path, environ: Mapping[str, str]) -> list[Path]:
     return roots
 
 
-def find_toolkit(environ: Mapping[str, str] | None = None) -> Toolkit:
+def find_toolkit(environ: Mapping[str, str] | None = None, default: Path = DEFAULT_CUDA) -> Toolkit:
     """nvcc and CUPTI's headers and library; EnvironmentFailure (exit 1) saying what is missing and where it
-    looked."""
+    looked (``default``: the toolkit's default folder, searched last)."""
     env = os.environ if environ is None else environ
-    nvcc = _nvcc(env)
+    nvcc = _nvcc(env, default)
     if nvcc is None:
         raise EnvironmentFailure("clusterbench's injection library and latency program are built with nvcc, and no "
-                                 f"nvcc was found (${NVCC_ENV}, $NVCC, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)",
+                                 f"nvcc was found (${NVCC_ENV}, $NVCC, PATH, $CUDA_HOME/bin, {default}/bin)",
                                  hint=TOOLKIT_HINT)
     inc = lib = None
     looked = []
-    for root in _cupti_dirs(nvcc, env):
+    for root in _cupti_dirs(nvcc, env, default):
         looked.append(str(root))
         if inc is None and (root / "include" / "cupti.h").is_file():
             inc = root / "include"

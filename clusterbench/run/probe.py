@@ -654,13 +654,14 @@ class DryRunConfig:
     sustained_source: str
     sustained_note: str
     cwd: str | None
+    what_binds: str | None = None  # --what-binds: the delay test's plan, in words
 
     def to_json(self) -> dict[str, object]:
         return {"label": self.label, "workload": self.workload, "placeholders": dict(self.placeholders),
                 "trace": None if self.trace is None else list(self.trace), "trace_env": dict(self.trace_env),
                 "export": None if self.export is None else list(self.export), "analysis": self.analysis,
                 "sustained": [list(a) for a in self.sustained], "sustained_source": self.sustained_source,
-                "sustained_note": self.sustained_note, "cwd": self.cwd}
+                "sustained_note": self.sustained_note, "cwd": self.cwd, "what_binds": self.what_binds}
 
 
 @dataclass(frozen=True, slots=True)
@@ -745,8 +746,13 @@ def dry_run(plan: ProbePlan, request: ProbeRequest) -> DryRun:
                                                  .resolve()))  # type: ignore[arg-type]
                               for k in range(n))
             note = "frames / seconds of the counted runs in the result records; " + steady_plan(command)
+        binds = None
+        if plan.what_binds is not None:
+            from clusterbench.run.whatbinds import plan_words
+
+            binds = plan_words(cfg, plan.what_binds, nsys if plan.tracer == "nsys" else None)
         configs.append(DryRunConfig(cfg.label, cfg.workload.kind, cfg.placeholders(), trace, env,
-                                    export, analysis, sustained, source, note, workload_cwd(job.workload)))
+                                    export, analysis, sustained, source, note, workload_cwd(job.workload), binds))
     g = ["idle GPU: every selected GPU's utilization over 1 s at most "
          f"{U.pct_of(request.max_util_pct, None)}, no other compute process (NVML)",
          "clocks: the SM clock and throttle reasons (NVML), reported",
@@ -1321,7 +1327,8 @@ class ConfigRun:
             self.warn(f"{self.cfg.label}: what binds: {note}", label=self.cfg.label)
         if record.split is not None and record.split.agrees is False:
             self.warn(f"{self.cfg.label}: the untraced split: {record.split.note}", label=self.cfg.label)
-        self._save(analysis={**dict(self.entry.analysis or {}), "untraced": doc})
+        self._close_phase()
+        self._save(analysis={**dict(self.entry.analysis or {}), "untraced": doc}, phase_s=dict(self.phase_s))
 
     def _analyze(self, traced: TracedRun) -> TraceAnalysis:
         return analyze_exec(traced, self.cfg) if self.cfg.exec is not None else analyze_pass(traced, self.cfg)

@@ -55,6 +55,19 @@ def config_problem(cfg: Any) -> str | None:
     return why
 
 
+def plan_words(cfg: Any, options: WhatBindsOptions, nsys: str | None) -> str:
+    """What --what-binds would run for ``cfg``, in words (pure)."""
+    from clusterbench.run.inject import INJECTION_ENV, mark_of
+
+    mark, _ = mark_of(cfg.exec.analysis_frames if cfg.exec is not None else None)
+    k = "half the untraced frame (at least 2 µs)" if options.k_us is None else f"{options.k_us:g} µs"
+    bare = ", and without it (the library's cost, by the program's own rate)" if cfg.exec is not None and cfg.exec.rate else ""
+    return (f"the program again with {INJECTION_ENV} (clusterbench's injection library, built here with nvcc; "
+            f"frames marked at {mark}), {options.processes} processes at each point: no delay, the host +k, the GPU "
+            f"+0 and +k, the link +0 and +k, k {k}{bare}; then the latency program on the frame's ops, untraced"
+            + (f" and under {nsys}" if nsys else "") + "; then the untraced split of the trace's critical path")
+
+
 def warmup_for(frames: int | None) -> int:
     """Marks per thread to leave out before the loop's figures (pure)."""
     if not frames or frames < WARMUP_MIN_FRAMES:
