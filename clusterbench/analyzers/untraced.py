@@ -214,6 +214,10 @@ def structure_of_segments(ss: np.ndarray, ee: np.ndarray, rr: np.ndarray, frames
     """The path's structure from its segments in time order (start, end, resource code), the walk's links
     (its calls' ends, threads, rows' engines and times), the held calls and the trace's threads (pure)."""
     idle, launch, e0, h0 = path_mod.IDLE, path_mod.LAUNCH, path_mod.ENGINE0, path_mod.HOST0
+
+    def pf(ns: float) -> float:  # ns over the frames, in µs per frame
+        return U.us_per_frame_of(ns, frames) or 0.0
+
     length = (ee - ss).astype(np.int64)
     total = int(length.sum())
     engines = {S.ENGINES[c - e0]: int(length[rr == c].sum()) for c in np.unique(rr[(rr >= e0) & (rr < h0)]).tolist()}
@@ -260,9 +264,8 @@ def structure_of_segments(ss: np.ndarray, ee: np.ndarray, rr: np.ndarray, frames
         t = threads[ti]
         st = stats_by_tid.get(t.tid)
         work = getattr(st, "work_us_per_frame", None) if st is not None else None
-        hosts.append(PathHost(int(t.tid), getattr(t, "name", None), int(length[sel].sum()) / 1e3 / frames,
-                              wake_ns / 1e3 / frames, float(both[0].size) / frames, work, aw_ns / 1e3 / frames,
-                              aw_n / frames))
+        hosts.append(PathHost(int(t.tid), getattr(t, "name", None), pf(int(length[sel].sum())), pf(wake_ns),
+                              float(both[0].size) / frames, work, pf(aw_ns), aw_n / frames))
     is_launch = rr == launch
     launch_after = is_launch & prev_touch & (prev >= h0) & np.insert(after_wake[:-1], 0, False)
     # each engine's mean op duration over the window's rows
@@ -272,12 +275,12 @@ def structure_of_segments(ss: np.ndarray, ee: np.ndarray, rr: np.ndarray, frames
         sel = inside & (links.engine == code)
         op_us[S.ENGINES[code]] = float((links.end[sel] - links.start[sel]).mean()) / 1e3
     return PathStructure(
-        frames=frames, path_us=total / 1e3 / frames, engines_us={k: v / 1e3 / frames for k, v in engines.items()},
-        idle_us=int(length[is_idle].sum()) / 1e3 / frames, idle_gaps=gaps / frames,
-        launch_us=int(length[is_launch].sum()) / 1e3 / frames, launches=int(is_launch.sum()) / frames,
+        frames=frames, path_us=pf(total), engines_us={k: pf(v) for k, v in engines.items()},
+        idle_us=pf(int(length[is_idle].sum())), idle_gaps=gaps / frames,
+        launch_us=pf(int(length[is_launch].sum())), launches=int(is_launch.sum()) / frames,
         launches_after_wake=int(launch_after.sum()) / frames,
         hosts=tuple(sorted(hosts, key=lambda h: -h.path_us)), op_us=op_us,
-        launch_after_wake_us=int(length[launch_after].sum()) / 1e3 / frames)
+        launch_after_wake_us=pf(int(length[launch_after].sum())))
 
 
 # --------------------------------------------------------------------------- the frame's op sequence

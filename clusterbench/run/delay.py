@@ -19,6 +19,7 @@ Nothing here prints or exits.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ K_SHARE = 0.5
 K_MIN_US = 2.0
 K_MAX_US = 10_000.0
 LINK_BASE_BYTES = 4  # the link's baseline copy
+NOT_DELAYED = "not delayed: "  # a run's note where the library could not add the delay asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,12 +160,10 @@ def _run_point(req: DelayRequest, lib: Path, point: Point, process: int, link_by
         return DelayRun(point.resource, point.k_us, process, None, None, nbytes, own, str(exc)), None, None
     frame = host_frame(report)
     note = report.error
-    if frame is None:
-        note = f"no frame marked past the warm-up ({report.marks_total} marks of {req.mark})"
-    elif point.resource in ("gpu", "link"):
-        applied = report.gpu_applied if point.resource == "gpu" else report.link_applied
-        if applied == 0:
-            note = report.not_tested or "no frame could be delayed"
+    if point.resource in ("gpu", "link") and (report.gpu_applied if point.resource == "gpu" else report.link_applied) == 0:
+        note = NOT_DELAYED + (report.not_tested or "no frame could be delayed")
+    elif frame is None:
+        note = f"no frame period: {report.marks_total} mark(s) of {req.mark}, {req.warmup} of them warm-up"
     return (DelayRun(point.resource, point.k_us, process, None if frame is None else frame.period_us,
                      None if frame is None else frame.host_us, nbytes, own, note), frame, report)
 
@@ -201,9 +201,10 @@ def run_delay_test(req: DelayRequest, lib: Path, on_run: Callable[[str], None] |
     return DelayOutcome(test, tuple(frames.get("none", ())), tuple(reports), notes)
 
 
-def _frames_of(runs: Sequence[DelayRun], resource: str, delayed: bool) -> list[float]:
-    return [r.frame_us for r in runs if r.resource == resource and (r.k_us > 0) == delayed and r.frame_us is not None
-            and not (delayed and resource in ("gpu", "link") and r.note)]
+def _frames_of(runs: Sequence[DelayRun], resource: str, delayed: bool, key: str = "frame_us") -> list[float]:
+    return [getattr(r, key) for r in runs if r.resource == resource and (r.k_us > 0) == delayed
+            and getattr(r, key) is not None
+            and not (r.note or "").startswith(NOT_DELAYED)]
 
 
 def fit(runs: Sequence[DelayRun], k_us: float, processes: int, link_bytes: int | None, link_gbps: float | None
@@ -216,10 +217,19 @@ def fit(runs: Sequence[DelayRun], k_us: float, processes: int, link_bytes: int |
         why = None
         if resource == "link" and link_bytes is None:
             why = "the trace holds no H2D copy to size the link's delay by (the program moves nothing host-to-device)"
-        elif delayed_runs and all(r.frame_us is None or r.note for r in delayed_runs) and resource != "host":
-            why = next((r.note for r in delayed_runs if r.note), "no run could be delayed")
+        elif delayed_runs and all((r.note or "").startswith(NOT_DELAYED) for r in delayed_runs):
+            why = delayed_runs[0].note[len(NOT_DELAYED):]  # type: ignore[index]
         base_res, _ = base_of[resource]
-        slopes.append(fit_slope(resource, k_us, _frames_of(runs, base_res, False), _frames_of(runs, resource, True), why))
+        base, delayed = _frames_of(runs, base_res, False), _frames_of(runs, resource, True)
+        s = fit_slope(resource, k_us, base, delayed, why)
+        if s.verdict == "not tested" and why is None:
+            # a program of one frame marks no period: its own printed figure is its frame
+            own_b, own_d = _frames_of(runs, base_res, False, "own_us"), _frames_of(runs, resource, True, "own_us")
+            if own_b and own_d:
+                s = fit_slope(resource, k_us, own_b, own_d)
+                s = dataclasses.replace(s, note="by the program's own printed figure (its marks give no frame period)"
+                                        + (f"; {s.note}" if s.note else ""))
+        slopes.append(s)
     bare = [r.frame_us for r in runs if r.resource == "bare" and r.frame_us is not None]
     own_none = [r.own_us for r in runs if r.resource == "none" and r.own_us is not None]
     bare_us = median(bare) if bare else None

@@ -148,13 +148,13 @@ def test_a_probe_request_round_trips_and_names_a_bad_field(tmp_path: Path) -> No
                            measure=ExecOptions(window="range:loop@daq", frames_spec="kernel:calib",
                                                rate="rate: ([0-9.]+)"))
     doc = json.loads(json.dumps(request.to_json()))
-    assert doc["schema"] == "clusterbench.probe-request" and doc["version"] == 2
+    assert doc["schema"] == "clusterbench.probe-request" and doc["version"] == 3
     assert ProbeRequest.from_json(doc) == request
     program = ProbeRequest(program=("./prog", "--streams", "{streams}"), label="p",
                            measure=ExecOptions(sustained="wall"))
     assert ProbeRequest.from_json(json.loads(json.dumps(program.to_json()))) == program
     for changes, words in (({"repeat": "4"}, "field 'repeat' must be int, got '4'"),
-                           ({"version": 1}, "not a version-2 clusterbench.probe-request"),
+                           ({"version": 1}, "not a version-3 clusterbench.probe-request"),
                            ({"timeout_s": "30"}, "field 'timeout_s' must be a number, got '30'"),
                            ({"measure": {"rate": 3}}, "field 'measure' must be an object with the keys frames_spec"),
                            ({"speed": 1}, "unknown field 'speed'"),

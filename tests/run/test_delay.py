@@ -86,3 +86,16 @@ def test_fit_without_a_link_rate_says_why() -> None:
     assert t.slope("gpu").slope == pytest.approx(0.1) and t.slope("gpu").verdict == "slack"
     assert t.slope("link").verdict == "not tested" and "H2D" in t.slope("link").note
     assert t.bare_us is None and t.cost is None
+
+
+def test_a_program_of_one_frame_is_timed_by_its_own_figure() -> None:
+    # one mark a run (asyncAPI): no period from the marks; the program's own figure (ms/frame) is its frame
+    runs = [DelayRun("none", 0, p, None, own_us=2650.0 + p) for p in range(2)]
+    runs += [DelayRun("host", 100, p, None, own_us=2651.0 + p) for p in range(2)]
+    runs += [DelayRun("gpu", 0, p, None, own_us=2660.0 + p) for p in range(2)]
+    runs += [DelayRun("gpu", 100, p, None, own_us=2760.0 + p) for p in range(2)]
+    t = fit(runs, 100.0, 2, None, None)
+    host, gpu = t.slope("host"), t.slope("gpu")
+    assert host.slope == pytest.approx(0.01) and host.verdict == "slack" and "own printed figure" in host.note
+    assert gpu.slope == pytest.approx(1.0) and gpu.verdict == "binds"
+    assert t.binds == "gpu"

@@ -85,6 +85,20 @@ def test_what_binds_writes_its_columns_record_and_unit_block(edges, tmp_path: Pa
     text = render_untraced("turns", record, 80)
     assert all(len(line) <= 80 for line in text.splitlines()), text
     assert "host binds" in text and "untraced frame 20.00 µs/frame" in text
+    # the device script's summary reads the dir back
+    import shutil
+    import subprocess
+
+    out = tmp_path / "out"
+    shutil.copytree(plan.results_dir, out / "results" / plan.results_dir.name)
+    res = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "scripts" / "untraced_steps.py"),
+                          "summary", str(out)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    table = (out / "summary.md").read_text()
+    row_line = next(ln for ln in table.splitlines() if ln.startswith("| turns |"))
+    cells = [c.strip() for c in row_line.strip("|").split("|")]
+    assert cells[2] == "20.00" and cells[5] == "1.00" and cells[8] == "host" and cells[11] == "+0.5 %"
+    assert "| gpu_latency |" in table and "- slope host: 1.00 ± 0.00 binds" in table
 
 
 def test_what_binds_is_refused_where_it_cannot_mark_frames(edges, tmp_path: Path) -> None:
