@@ -34,7 +34,7 @@ INJECT_VERSION = 1
 LATENCY_SCHEMA = "clusterbench.latency-report"
 # cb_latency.cu's report. History: 1: first version.
 LATENCY_VERSION = 1
-UNTRACED_SCHEMA = "clusterbench.untraced"
+UNTRACED_SCHEMA = "clusterbench.untraced-record"
 # The per-config record probe --what-binds writes (<label>.untraced.json, and env.json's
 # configs.<label>.analysis.untraced). History: 1: first version.
 UNTRACED_VERSION = 1

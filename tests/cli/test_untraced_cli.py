@@ -70,8 +70,8 @@ def test_analyze_untraced_table_fits_80_columns() -> None:
 @pytest.mark.parametrize("content,words", [
     (None, "no such file"),
     ("{", "not JSON"),
-    (json.dumps({"schema": "clusterbench.untraced", "version": 99}), "version 99"),
-    (json.dumps({"schema": "other"}), "not a clusterbench.untraced record"),
+    (json.dumps({"schema": "clusterbench.untraced-record", "version": 99}), "version 99"),
+    (json.dumps({"schema": "other"}), "not a clusterbench.untraced-record record"),
 ])
 def test_analyze_refuses_a_bad_record_before_the_trace(tmp_path: Path, content, words) -> None:
     f = tmp_path / "r.json"

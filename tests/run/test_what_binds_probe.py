@@ -73,7 +73,7 @@ def test_what_binds_writes_its_columns_record_and_unit_block(edges, tmp_path: Pa
     assert costs.untraced.seq.startswith("h2d:320000") and costs.untraced.sched == "spin"
     assert record.idle is not None and record.idle.profiler_us is not None
     doc = json.loads((plan.results_dir / "turns.untraced.json").read_text())
-    assert doc["schema"] == "clusterbench.untraced" and doc["delay_test"]["binds"] == "host"
+    assert doc["schema"] == "clusterbench.untraced-record" and doc["delay_test"]["binds"] == "host"
     env = json.loads((plan.results_dir / "env.json").read_text())
     assert env["untraced"]["schema"] == "clusterbench.untraced-costs"
     assert env["configs"]["turns"]["analysis"]["untraced"]["split"]["traced_us"] == pytest.approx(split.traced_us)

@@ -326,6 +326,7 @@ struct Thread {
     int64_t wait_exit_t = -1, rti_ns = 0, rti_n = 0;
     uint64_t marks_total = 0;
     bool in_loop = false;
+    bool prepared = false;  // the delays' module and buffers made ready in this thread's context
     Mark warm{}, last{};
     std::vector<Mark> marks;
     std::unordered_map<const void*, int8_t> kernel_match;  // symbol -> matches the mark regex
@@ -352,7 +353,6 @@ Thread* self() {
     Thread* t = new Thread();
     t->tid = pid_t(syscall(SYS_gettid));
     read_comm(t->tid, t->name, sizeof(t->name));
-    t->marks.reserve(size_t(std::min<long>(g_set.max_marks, 1L << 20)));
     {
         std::lock_guard<std::mutex> lock(g_threads_mutex);
         g_threads.push_back(t);
@@ -475,6 +475,7 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
             }
             if (g_set.mark_kind != 0 && is_mark(t, a, cb)) {
                 Mark m{t0, t->call_ns, t->wait_ns, t->delay_ns};
+                if (t->marks_total == 0) t->marks.reserve(size_t(std::min<long>(g_set.max_marks, 1L << 20)));
                 if (long(t->marks.size()) < g_set.max_marks) t->marks.push_back(m);
                 if (t->marks_total == uint64_t(g_set.warmup)) {
                     t->warm = m;
@@ -508,6 +509,15 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
         ++l.n;
         l.total += d;
         if (d > l.max) l.max = d;
+    }
+    if (t->depth == 0 && cb->context != nullptr && (g_set.gpu_us >= 0 || g_set.link_bytes >= 0) && g_drv.ok &&
+        !t->prepared) {
+        // load the spin kernel and allocate the link's buffers after a call has returned (the driver holds
+        // nothing then), not inside the first marking call
+        t_inside = true;
+        ctx_inject(cb->context);
+        t_inside = false;
+        t->prepared = true;
     }
     if (t->depth == 0) {
         t->call_ns += d;
