@@ -371,7 +371,7 @@ SIGNED_COLUMNS = frozenset({"delay_slope_host", "delay_slope_gpu", "delay_slope_
 # delay_binds: the resources that bind joined by '+', or shared, none, untested
 DELAY_BINDS = re.compile(r"^(?:(?:host|gpu|link)(?:\+(?:gpu|link))*|shared|none|untested)$")
 CHECK_STATUSES = ("agree", "disagree", "unchecked")
-HOST_ESTIMATES = ("calibrated", "rate-scaled")  # how host_untraced_us was made
+HOST_ESTIMATES = ("calibrated", "rate-scaled", "measured")  # how host_untraced_us was made
 # What may bind: a GPU engine, or the host (a launching thread whose busy time per frame is the tallest bar)
 BINDERS: tuple[str, ...] = (*ENGINES, "host")
 

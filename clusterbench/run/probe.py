@@ -1286,9 +1286,10 @@ class ConfigRun:
         if verdict is not None and verdict.steady is False:
             self.warn(f"{cfg.label}: {verdict.message('its sustained FPS')}", STEADY_HINT, label=cfg.label)
 
-        self.host = self._host_estimate(solo)
         if plan.what_binds is not None:
             self._what_binds(job)
+        measured = self._measured_host()
+        self.host = measured if measured is not None else self._host_estimate(solo)
 
         def row_for(s: Measurement) -> ResultRow:
             return self._row(s)
@@ -1329,6 +1330,14 @@ class ConfigRun:
             self.warn(f"{self.cfg.label}: the untraced split: {record.split.note}", label=self.cfg.label)
         self._close_phase()
         self._save(analysis={**dict(self.entry.analysis or {}), "untraced": doc}, phase_s=dict(self.phase_s))
+
+    def _measured_host(self) -> Any:
+        """--what-binds: the host bar without the profiler as measured, in place of the estimate (None: not
+        measured)."""
+        from clusterbench.run.rows import host_bar
+        from clusterbench.run.whatbinds import measured_host
+
+        return measured_host(self.untraced, host_bar(self.analysis)[1]) if self.untraced is not None else None
 
     def _analyze(self, traced: TracedRun) -> TraceAnalysis:
         return analyze_exec(traced, self.cfg) if self.cfg.exec is not None else analyze_pass(traced, self.cfg)

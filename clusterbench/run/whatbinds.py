@@ -153,3 +153,20 @@ def row_columns(record: UntracedRecord | None) -> dict[str, object]:
             "delay_binds": None if d is None else d.binds,
             "delay_slope_host": slope("host"), "delay_slope_gpu": slope("gpu"), "delay_slope_link": slope("link"),
             "inject_cost": None if d is None else d.cost}
+
+
+def measured_host(record: UntracedRecord | None, traced_us: float | None) -> Any:
+    """The host bar without the profiler as measured (a callcost.HostEstimate with method ``measured``), in
+    place of the estimate: the busiest thread's own time per frame in the baseline process of median
+    frame, its band the baseline processes' range; None where it was not measured (pure)."""
+    from clusterbench.model import units as U
+    from clusterbench.run.callcost import HostEstimate
+
+    if record is None or record.host is None or not record.host.host_us or traced_us is None:
+        return None
+    bars = [r.host_us for r in (record.delay.runs if record.delay is not None else ())
+            if r.resource == "none" and r.host_us]
+    low, high = (min(bars), max(bars)) if bars else (record.host.host_us, record.host.host_us)
+    return HostEstimate(traced_us, record.host.host_us, min(low, record.host.host_us), max(high, record.host.host_us),
+                        "measured", {}, f"measured: the busiest thread's own time per frame without the profiler "
+                        f"(the injection library, {len(bars) or 1} process(es): {U.us(low, 2)} to {U.us(high, 2)})")

@@ -60,6 +60,9 @@ def test_what_binds_writes_its_columns_record_and_unit_block(edges, tmp_path: Pa
     assert row.delay_slope_gpu == pytest.approx(0.0, abs=1e-3) and row.delay_slope_link == pytest.approx(0.0, abs=1e-3)
     assert row.untraced_frame_us == pytest.approx(20.0, abs=1e-3)
     assert row.inject_cost == pytest.approx(20.0 / 19.9 - 1, abs=1e-4)
+    # the measured host bar takes the estimate's place; the traced roofline stays the trace's
+    assert row.host_estimate == "measured" and row.host_untraced_us == row.untraced_host_us == pytest.approx(20.0, abs=1e-3)
+    assert row.binds == "host" and row.roofline_us == pytest.approx(row.host_us)  # the traced bar, as traced
     record = outcome.untraced["turns"]
     # the split of the real trace: its parts as traced add up to the path per frame, and every part was
     # measured untraced (the stand-ins' figures), so the untraced parts have a sum
