@@ -11,9 +11,9 @@
 #                 program (clusterbench.run.inject, into OUT/cache)
 #   b_cost        scripts/untraced_steps.py cost: daq_loop at 1 and 4 streams, bare and with the library
 #                 (no delay), by its own rate (limit 2 %)
-#   c_host_bound  probe --what-binds on host_bound (4,000 frames)
-#   d_turns       probe --what-binds on turns (2,000 frames, window range:loop)
-#   e_daq_loop    probe --what-binds --scan streams=1,2,4 on daq_loop (20,000 frames, window range:loop)
+#   c_host_bound  probe --what-binds on host_bound (3,000 frames)
+#   d_turns       probe --what-binds on turns (1,500 frames, window range:loop)
+#   e_daq_loop    probe --what-binds --scan streams=1,2,4 on daq_loop (10,000 frames, window range:loop)
 #   f_own_flags   scripts/untraced_steps.py own-flags: daq_loop's own --spin-us/--delay-us/--h2d-bytes at 1 stream
 #   g_asyncAPI    probe --what-binds on asyncAPI (its one frame: slopes by its own printed GPU time)
 #   h_jacobi      probe --what-binds on jacobiCudaGraphs (frames: its graph launches)
@@ -85,19 +85,19 @@ else
 fi
 if [ -x "$zoo/host_bound" ]; then
     probe c_host_bound host_bound --label host_bound --frames kernel:zoo_calib --rate "$rate" \
-        -- "$zoo/host_bound" --frames 4000
+        -- "$zoo/host_bound" --frames 3000
 else
     skip c_host_bound "not built"
 fi
 if [ -x "$zoo/turns" ]; then
     probe d_turns turns --label turns --window range:loop --frames kernel:zoo_calib --rate "$rate" \
-        -- "$zoo/turns" --frames 2000
+        -- "$zoo/turns" --frames 1500
 else
     skip d_turns "not built"
 fi
 if [ -x "$zoo/daq_loop" ]; then
     probe e_daq_loop daq_loop --label daq_loop --window range:loop --frames kernel:zoo_calib --rate "$rate" \
-        --scan streams=1,2,4 -- "$zoo/daq_loop" --frames 20000 --streams '{streams}'
+        --scan streams=1,2,4 -- "$zoo/daq_loop" --frames 10000 --streams '{streams}'
     run f_own_flags "$PYTHON" scripts/untraced_steps.py own-flags "$zoo" "$out" --processes "$P" --k-us 10
 else
     skip e_daq_loop "not built"

@@ -210,18 +210,6 @@ class ResultRow:
     # a roofline, where it does beyond the noise
     roofline_untraced_us: float | None = None
     roofline_note: str | None = None
-    # probe --what-binds (docs/probe.md, "The untraced frame"), measured without the profiler: the frame and the
-    # busiest thread's own time per frame (the injection library's baseline processes), the untraced split's
-    # sum, what binds by the delay test and each resource's slope (frame µs per µs of delay), and the
-    # injection library's own cost (its baseline frame over the bare one, less 1)
-    untraced_frame_us: float | None = None
-    untraced_host_us: float | None = None
-    untraced_split_us: float | None = None
-    delay_binds: str | None = None
-    delay_slope_host: float | None = None
-    delay_slope_gpu: float | None = None
-    delay_slope_link: float | None = None
-    inject_cost: float | None = None
     # the program's own figures set against the trace (clusterbench.run.checks): agree, disagree or unchecked
     rate_check: str | None = None
     kernel_check: str | None = None
@@ -253,6 +241,18 @@ class ResultRow:
     # a campaign merge: the task that measured the row and its results dir, relative to the merged dir
     task: int | None = None
     source_dir: str | None = None
+    # probe --what-binds (docs/probe.md, "The untraced frame"), measured without the profiler: the frame and the
+    # busiest thread's own time per frame (the injection library's baseline processes), the untraced split's
+    # sum, what binds by the delay test and each resource's slope (frame µs per µs of delay), and the
+    # injection library's own cost (its baseline frame over the bare one, less 1)
+    untraced_frame_us: float | None = None
+    untraced_host_us: float | None = None
+    untraced_split_us: float | None = None
+    delay_binds: str | None = None
+    delay_slope_host: float | None = None
+    delay_slope_gpu: float | None = None
+    delay_slope_link: float | None = None
+    inject_cost: float | None = None
     extra: Mapping[str, object] = field(default_factory=dict)
     measurements: tuple[Measurement, ...] = ()
 

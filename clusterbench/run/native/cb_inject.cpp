@@ -459,6 +459,7 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
     Thread* t = self();
     ApiInfo& a = api_info(dom, cbid, cb->functionName);
     if (cb->callbackSite == CUPTI_API_ENTER) {
+        int64_t start = t0;  // the call's own start: after any delay the library added at its entry
         if (t->depth == 0) {
             if (g_ctx_flags.load(std::memory_order_relaxed) < 0 && cb->context != nullptr && g_drv.ctxGetFlags) {
                 unsigned flags = 0;
@@ -487,10 +488,11 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
                 t_inside = true;
                 gpu_delays(a, cb);
                 t_inside = false;
-                t->delay_ns += now_ns() - t0;
+                start = now_ns();
+                t->delay_ns += start - t0;
             }
         }
-        if (t->depth < kMaxDepth) t->stack_t[t->depth] = now_ns();
+        if (t->depth < kMaxDepth) t->stack_t[t->depth] = start;
         ++t->depth;
         return;
     }
