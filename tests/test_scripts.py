@@ -45,6 +45,7 @@ GPU_ONLY = {
     "benchmarks/bench_probe_time.py": ([], "needs an NVIDIA GPU and Nsight Systems"),
     "scripts/device_steady.sh": (["{tmp}/out"], "needs an NVIDIA GPU and Nsight Systems"),
     "scripts/device_verdicts.sh": (["{tmp}/out"], "needs an NVIDIA GPU and Nsight Systems"),
+    "scripts/device_untraced.sh": (["{tmp}/out"], "needs an NVIDIA GPU and Nsight Systems"),
     "scripts/steady_series.py": (["{tmp}/out"], "needs CuPy and an NVIDIA GPU"),
     "scripts/nsys_call_cost.py": ([], "needs an NVIDIA GPU, CuPy and Nsight Systems"),
 }

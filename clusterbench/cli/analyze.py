@@ -57,6 +57,13 @@ def analyze(
         help="Write the window as a Chrome trace-event JSON file (opens in ui.perfetto.dev): one track per engine "
         "and stream, one per launching host thread, idle gaps labelled by cause.",
     ),  # fmt: skip
+    untraced_file: Path | None = typer.Option(
+        None, "--untraced", metavar="FILE",
+        help="The <label>.untraced.json of clusterbench probe --what-binds: split this trace's critical path again "
+        "without the profiler (each part measured on its own: the untraced frame and host time of the injection "
+        "library's runs, the unit's latency and round trip) and name the causes of its idle (docs/analyze.md, "
+        "\"The untraced split\").",
+    ),  # fmt: skip
     as_json: bool = JSON,
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV to stdout (one row per group and engine)."),
 ) -> None:
@@ -77,6 +84,14 @@ def analyze(
         from clusterbench.render.timeline import check_export_path
 
         check_export_path(export_trace)
+    measured = None
+    if untraced_file is not None and as_csv:
+        raise InputError("--untraced adds the untraced split to the table and to --json; --csv has no place for it",
+                         hint="drop --csv, or drop --untraced")
+    if untraced_file is not None:  # a bad file costs nothing: read before the trace
+        from clusterbench.io.untraced import load_untraced
+
+        measured = load_untraced(untraced_file)
     cache: dict = {}
     with _progress(trace) as on_progress:
         data = core.load_trace(trace, req=req, on_progress=on_progress, cache=cache)
@@ -84,13 +99,16 @@ def analyze(
 
     from clusterbench.render import analyze as render
 
+    untraced = None
+    if measured is not None:
+        untraced = _untraced(data, result, measured)
     table = not (as_json or as_csv)
     for message in result.warnings:
         if table and message == result.graph_warning:
             continue  # the table shows it in place, once
         warn(message)
     if as_json:
-        typer.echo(render.render_json(result))
+        typer.echo(render.render_json(result) if untraced is None else _with_untraced(render.render_json(result), untraced))
     elif as_csv:
         typer.echo(render.render_csv(result), nl=False)
     else:
@@ -98,6 +116,11 @@ def analyze(
         with con.capture() as captured:
             for item in render.render_analysis(result, by_kernel=by_kernel):
                 con.print(item)
+            if untraced is not None:
+                from clusterbench.render.untraced import render_untraced
+
+                con.print(render_untraced(Path(trace).name, untraced, con.width), markup=False, highlight=False,
+                          soft_wrap=True)
         text = captured.get()
         if not con.is_terminal:  # piped: no padding at line ends (tables and wrapped prose pad them)
             text = "\n".join(line.rstrip() for line in text.split("\n"))
@@ -119,6 +142,29 @@ def analyze(
         notes.append(f"trace: wrote {out} ({ex.event_count:,} events; open it in ui.perfetto.dev)")
     for note in notes:
         typer.echo(note, err=not table)  # with --json or --csv, stdout holds only that
+
+
+def _untraced(data: object, result: object, measured: object) -> object:
+    """The measured record with this trace's path, untraced split and idle causes."""
+    import dataclasses
+
+    from clusterbench.analyzers.untraced import idle_causes, path_structure, untraced_split
+
+    path = path_structure(data, result.primary)  # type: ignore[attr-defined]
+    if path is None:
+        warn("--untraced: the trace has no critical path with frames (no CUDA API rows, or frames unknown): no "
+             "untraced split", "give the frames (FRAMES or --frames) and a trace with CUDA API calls")
+        return dataclasses.replace(measured, path=None, split=None, idle=None)  # type: ignore[type-var]
+    return dataclasses.replace(measured, path=path, split=untraced_split(path, measured.host, measured.costs),  # type: ignore[type-var,attr-defined]
+                               idle=idle_causes(path, measured.costs))  # type: ignore[attr-defined]
+
+
+def _with_untraced(text: str, record: object) -> str:
+    import json
+
+    doc = json.loads(text)
+    doc["untraced"] = record.to_json()  # type: ignore[attr-defined]
+    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
 
 
 def _plot_start(text: str | None) -> tuple[float, bool]:

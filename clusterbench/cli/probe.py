@@ -57,7 +57,8 @@ HELP = (
 _REQUEST_REPLACES = ("frames", "only", "tag", "config", "tracer", "repeat", "processes", "results_dir", "max_util",
                      "require_clean", "force", "data", "gpus", "executor", "partition", "gpus_per_task",
                      "array_parallelism", "label", "window", "capture", "rate", "rate_unit", "kernel_time",
-                     "kernel_time_unit", "sustained", "wall_start", "wall_end", "timeout", "scan", "program")
+                     "kernel_time_unit", "sustained", "wall_start", "wall_end", "timeout", "scan", "program",
+                     "what_binds", "delay_processes", "delay_us")
 
 
 @boundary
@@ -165,6 +166,22 @@ def probe(
         None, "--plot", metavar="FILE",
         help="With --scan: draw FPS against the first scanned placeholder to FILE (.png, .svg or .pdf; needs "
              "matplotlib)."),
+    what_binds: bool = typer.Option(
+        False, "--what-binds",
+        help="A program as it is (frames: --frames kernel:REGEX or graph): after its sustained runs, what binds "
+             "it without the profiler. The delay test adds k µs per frame to the host (a spin at its marking "
+             "call), the GPU (a spin kernel in its stream) and the link (an H2D copy of k µs) one at a time "
+             "through clusterbench's injection library (CUPTI callbacks, built here with nvcc), in "
+             "--delay-processes processes each, and reports each slope (frame µs per µs of delay: about 1 "
+             "binds, about 0 slack); the same runs give the untraced frame and host bar; a latency program "
+             "measures the GPU's latency between dependent work and a synchronize's round trip with and without "
+             "nsys; the trace's critical path is split again without the profiler (docs/probe.md, \"The "
+             "untraced frame\")."),
+    delay_processes: int = typer.Option(
+        3, "--delay-processes", metavar="P", help="With --what-binds: fresh processes per point of the delay test."),
+    delay_us: Optional[float] = typer.Option(
+        None, "--delay-us", metavar="K",
+        help="With --what-binds: the delay per frame in µs (default: half the untraced frame, at least 2 µs)."),
     dry_run: bool = typer.Option(
         False, "--dry-run",
         help="Print the plan (every command line, nsys options, placeholders filled in, the guards) and exit 0, "
@@ -201,6 +218,7 @@ def probe(
             session=None if session is None else check_session_name(session),
             history_db=default_db(results_dir) if db is None else db,
             program=tuple(program or ()), label=label, timeout_s=timeout, scan=tuple(scan or ()),
+            what_binds=what_binds, delay_processes=delay_processes, delay_us=delay_us,
             measure=ExecOptions(frames_spec=spec, window=window, capture=capture, rate=rate, rate_unit=rate_unit,
                                 kernel_time=kernel_time, kernel_time_unit=kernel_time_unit, sustained=sustained,
                                 wall_start=wall_start, wall_end=wall_end),
@@ -234,7 +252,11 @@ def probe(
         return
     nsys = preflight(plan)  # no GPU or no nsys: exit 1, before any progress is drawn
     err = stderr_console()
-    with ProbeProgress(err, [c.label for c in plan.configs]) as progress:
+    from clusterbench.run.probe import PHASES
+    from clusterbench.run.whatbinds import PHASE as WHAT_BINDS
+
+    phases = PHASES[1:] + ((WHAT_BINDS,) if plan.what_binds is not None else ())
+    with ProbeProgress(err, [c.label for c in plan.configs], phases) as progress:
         def on_event(event: ProbeEvent) -> None:
             if event.kind == "warning" and event.message == notice:
                 return  # said above, before the GPU was asked
@@ -252,6 +274,12 @@ def probe(
         _print_summary(outcome.rows, f"clusterbench probe: {plan.results_dir}", wide)
         if plan.scans:
             _print_scan(outcome, plan)
+        if outcome.untraced:
+            from clusterbench.render.untraced import render_untraced
+
+            out = stdout_console()
+            for label, record in outcome.untraced.items():
+                out.print(render_untraced(label, record, out.width), markup=False, highlight=False, soft_wrap=True)
         for line in render_checks(outcome.checks):  # wrapped at stderr's width, like every message
             err.print(Text(line), highlight=False, soft_wrap=False)
         unit_line = render_unit(outcome.unit)

@@ -19,9 +19,11 @@ from typing import Mapping, Sequence
 
 from clusterbench.model import units as U
 from clusterbench.model.stats import half_range, median
+from clusterbench.model.untraced import UntracedCosts
 
 UNIT_SCHEMA = "clusterbench.unit"
-# The unit block's version. History: 1: first version (identity, link, PCIe, NUMA, CPU model, clocks).
+# The unit block's version. History: 1: first version (identity, link, PCIe, NUMA, CPU model, clocks; the
+# optional key untraced, what probe --what-binds measured of the unit, read where present).
 UNIT_VERSION = 1
 
 DIRECTIONS = ("h2d", "d2h")
@@ -305,6 +307,8 @@ class UnitRecord:
     link: LinkRates | None = None
     link_problem: str | None = None
     measured_utc: str | None = None
+    # what the unit costs a pipeline untraced, measured by probe --what-binds (None: not measured)
+    untraced: UntracedCosts | None = None
     version: int = UNIT_VERSION
 
     def __post_init__(self) -> None:
@@ -313,7 +317,8 @@ class UnitRecord:
             v = getattr(self, name)
             if v is not None and not isinstance(v, str):
                 raise ValueError(f"unit.{name} must be text or null, got {v!r:.40}")
-        for name, kind in (("pcie", PcieLink), ("numa", NumaPlacement), ("clocks", UnitClocks), ("link", LinkRates)):
+        for name, kind in (("pcie", PcieLink), ("numa", NumaPlacement), ("clocks", UnitClocks), ("link", LinkRates),
+                           ("untraced", UntracedCosts)):
             v = getattr(self, name)
             if v is not None and not isinstance(v, kind):
                 raise ValueError(f"unit.{name} must be a {kind.__name__} or None, got {type(v).__name__}")
@@ -381,7 +386,8 @@ class UnitRecord:
                 "numa": None if self.numa is None else self.numa.to_json(),
                 "clocks": None if self.clocks is None else self.clocks.to_json(),
                 "link": None if self.link is None else self.link.to_json(), "link_problem": self.link_problem,
-                "measured_utc": self.measured_utc}
+                "measured_utc": self.measured_utc,
+                "untraced": None if self.untraced is None else self.untraced.to_json()}
 
     @classmethod
     def from_json(cls, doc: object, where: str = "unit") -> "UnitRecord":
@@ -395,6 +401,11 @@ class UnitRecord:
         for name, kind in (("pcie", PcieLink), ("numa", NumaPlacement), ("clocks", UnitClocks), ("link", LinkRates)):
             v = d.get(name)
             subs[name] = None if v is None else kind.from_json(v, f"{where}.{name}")  # type: ignore[attr-defined]
+        if d.get("untraced") is not None:
+            try:
+                subs["untraced"] = UntracedCosts.from_json(d["untraced"])
+            except ValueError as exc:
+                raise ValueError(f"{where}.untraced: {exc}") from None
         return cls(**{n: _opt_str(d, n, where) for n in ("gpu_uuid", "gpu_name", "host", "boot_id", "pci_bus_id",
                                                           "cpu_model", "link_problem", "measured_utc")},
                    **subs)  # type: ignore[arg-type]

@@ -321,6 +321,8 @@ def render_dry_run(dry: DryRun, width: int = 80) -> str:
         for argv in c.sustained:
             command("  untraced: ", words(argv))
         prose(f"sustained FPS ({c.sustained_source}): {c.sustained_note}", "  ")
+        if c.what_binds is not None:
+            prose(f"what binds: {c.what_binds}", "  ")
     for w in dry.warnings:
         prose(f"warning: {w}")
     lines = out
@@ -366,6 +368,7 @@ def outcome_json(outcome: ProbeOutcome) -> dict[str, object]:
         "failures": [f.to_json() for f in outcome.failures],
         "unit": None if outcome.unit is None else outcome.unit.to_json(),
         "checks": {label: [c.to_json() for c in cs] for label, cs in outcome.checks.items() if cs},
+        **({"untraced": {label: r.to_json() for label, r in outcome.untraced.items()}} if outcome.untraced else {}),
     }
 
 

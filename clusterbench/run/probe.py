@@ -109,7 +109,8 @@ class ProbeInterrupted(ClusterbenchError):
 
 REQUEST_SCHEMA = "clusterbench.probe-request"
 # ProbeRequest.to_json (a campaign task's request file). History: 1: first version. 2: adds program, label,
-# measure (the ExecOptions of a program probed as it is), timeout_s and scan. 3: adds processes.
+# measure (the ExecOptions of a program probed as it is), timeout_s and scan. 3: adds processes,
+# what_binds, delay_processes and delay_us.
 REQUEST_VERSION = 3
 
 
@@ -141,6 +142,9 @@ class ProbeRequest:
     session: str | None = None  # --session NAME: join this probe to a named session (else a fresh id)
     history_db: Path | None = None  # --db PATH: record every row written in this history database
     processes: int = DEFAULT_PROCESSES  # --processes P: fresh processes per sustained figure
+    what_binds: bool = False  # --what-binds: the delay test and the untraced split (clusterbench.run.whatbinds)
+    delay_processes: int = 3  # --delay-processes P: processes per point of the delay test
+    delay_us: float | None = None  # --delay-us K: the delay per frame (None: half the untraced frame)
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"schema": REQUEST_SCHEMA, "version": REQUEST_VERSION}
@@ -197,7 +201,8 @@ _FIELD_KINDS = {"config_path": "path", "only": "strings", "frames": "int?", "tag
                 "repeat": "int", "results_root": "path", "max_util_pct": "number", "require_clean": "bool",
                 "force": "bool", "data": "path?", "argv": "strings", "gpus": "str?", "program": "strings",
                 "label": "str?", "measure": "options", "timeout_s": "number", "scan": "strings",
-                "session": "str?", "history_db": "path?", "processes": "int"}
+                "session": "str?", "history_db": "path?", "processes": "int", "what_binds": "bool",
+                "delay_processes": "int", "delay_us": "number?"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +221,7 @@ class ProbePlan:
     scans: tuple[Scan, ...] = ()
     existing: ExistingRows | None = None  # the results dir exists already: what it holds that this probe replaces
     processes: int = DEFAULT_PROCESSES  # fresh processes per sustained figure
+    what_binds: Any = None  # --what-binds: a run.whatbinds.WhatBindsOptions (None: not asked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +312,7 @@ class ProbeOutcome:
     failures: tuple[ConfigFailure, ...] = ()
     checks: Mapping[str, tuple[FigureCheck, ...]] = field(default_factory=dict)  # per config label
     unit: Any = None  # the unit the probe ran on (model.unit.UnitRecord), as env.json's unit block holds it
+    untraced: Mapping[str, Any] = field(default_factory=dict)  # --what-binds: per config label, its UntracedRecord
 
 
 EventCallback = Callable[[ProbeEvent], None]
@@ -459,6 +466,7 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
             raise ConfigError(f"config {c.label!r}: --gpus runs the sustained figure on every GPU at once, untraced; "
                               "this program's comes from its trace",
                               hint="give the program's own rate (--rate REGEX) or time it (--sustained wall)")
+    what_binds = _what_binds_options(request, configs)
     warnings: list[str] = []
     for c in configs:
         warnings.extend(config_warnings(c))
@@ -470,7 +478,35 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
 
         gpus = parse_gpu_selection(request.gpus)  # InputError (exit 2), before any NVML call
     return ProbePlan(config_file, configs, results_dir, request.tracer, request.repeat, tuple(warnings), gpus,
-                     float(request.timeout_s), scans, existing_rows(results_dir, configs, gpus), request.processes)
+                     float(request.timeout_s), scans, existing_rows(results_dir, configs, gpus), request.processes,
+                     what_binds)
+
+
+def _what_binds_options(request: ProbeRequest, configs: tuple[ProbeConfig, ...]) -> Any:
+    """--what-binds and its options checked against the configs (ConfigError/InputError, exit 2), or None."""
+    from clusterbench.run.delay import K_MAX_US, MAX_PROCESSES
+    from clusterbench.run.whatbinds import WhatBindsOptions, config_problem
+
+    if not request.what_binds:
+        if request.delay_us is not None:
+            raise InputError("--delay-us sets the delay test's delay, which only --what-binds runs",
+                             hint="add --what-binds, or drop --delay-us")
+        return None
+    if not isinstance(request.delay_processes, int) or not 2 <= request.delay_processes <= MAX_PROCESSES:
+        raise InputError(f"--delay-processes must be an integer from 2 to {MAX_PROCESSES}, got {request.delay_processes!r}",
+                         hint="use --delay-processes 3 (the default): a slope's spread needs two processes a point")
+    if request.delay_us is not None and not (isinstance(request.delay_us, (int, float)) and math.isfinite(request.delay_us)
+                                             and 0 < request.delay_us <= K_MAX_US):
+        raise InputError(f"--delay-us must be a number of µs above 0 and at most {K_MAX_US:g}, got {request.delay_us!r}",
+                         hint="leave it out: the delay is then half the untraced frame")
+    if request.gpus is not None:
+        raise InputError("--what-binds runs on one GPU; --gpus runs every config on several",
+                         hint="drop --gpus (or --what-binds)")
+    for c in configs:
+        problem = config_problem(c)
+        if problem:
+            raise ConfigError(f"config {c.label!r}: {problem}", hint="docs/probe.md, \"The untraced frame\"")
+    return WhatBindsOptions(processes=request.delay_processes, k_us=request.delay_us)
 
 
 REPLACE_HINT = "give --tag T (or another --results-dir) to keep them, or --only LABEL to probe fewer configs"
@@ -631,13 +667,14 @@ class DryRunConfig:
     sustained_source: str
     sustained_note: str
     cwd: str | None
+    what_binds: str | None = None  # --what-binds: the delay test's plan, in words
 
     def to_json(self) -> dict[str, object]:
         return {"label": self.label, "workload": self.workload, "placeholders": dict(self.placeholders),
                 "trace": None if self.trace is None else list(self.trace), "trace_env": dict(self.trace_env),
                 "export": None if self.export is None else list(self.export), "analysis": self.analysis,
                 "sustained": [list(a) for a in self.sustained], "sustained_source": self.sustained_source,
-                "sustained_note": self.sustained_note, "cwd": self.cwd}
+                "sustained_note": self.sustained_note, "cwd": self.cwd, "what_binds": self.what_binds}
 
 
 @dataclass(frozen=True, slots=True)
@@ -724,8 +761,13 @@ def dry_run(plan: ProbePlan, request: ProbeRequest) -> DryRun:
             note = ("frames / seconds of the counted runs in the result records; the figure is the median of the "
                     "processes' medians; " if plan.processes > 1 and not command.whole_runs else
                     "frames / seconds of the counted runs in the result records; ") + steady_plan(command, plan.processes)
+        binds = None
+        if plan.what_binds is not None:
+            from clusterbench.run.whatbinds import plan_words
+
+            binds = plan_words(cfg, plan.what_binds, nsys if plan.tracer == "nsys" else None)
         configs.append(DryRunConfig(cfg.label, cfg.workload.kind, cfg.placeholders(), trace, env,
-                                    export, analysis, sustained, source, note, workload_cwd(job.workload)))
+                                    export, analysis, sustained, source, note, workload_cwd(job.workload), binds))
     g = ["idle GPU: every selected GPU's utilization over 1 s at most "
          f"{U.pct_of(request.max_util_pct, None)}, no other compute process (NVML)",
          "clocks: the SM clock and throttle reasons (NVML), reported",
@@ -890,6 +932,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     rows: list[ResultRow] = []
     failures: list[ConfigFailure] = []
     checks: dict[str, tuple[FigureCheck, ...]] = {}
+    untraced: dict[str, Any] = {}
     total = len(plan.configs)
     label: str | None = None
     phase = "setup"
@@ -918,12 +961,14 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
                                machine_key(gpu.get("uuid"), gpu.get("driver"), None if nsys_version is None  # type: ignore[arg-type]
                                            else str(nsys_version)), env, versions.get("cupy") is not None)
 
+        unit_costs: Any = None  # --what-binds: the unit's untraced costs (model.untraced.UntracedCosts; unit.untraced)
+
         def write_env() -> None:
             # merged into the dir: the entries, rows and blocks of configs this probe does not run stay
             env_record = build_env(session_id=session_id, argv=request.argv, configs=plan.configs,
                                    tracer=plan.tracer, gpu=gpu, versions=versions, git=git,
                                    guard=guard_json, per_config=per_config, kernel_sources=verdict.kernel_sources,
-                                   unit=unit)
+                                   unit=unit if unit_costs is None else dataclasses.replace(unit, untraced=unit_costs))
             if plan.gpus is not None:
                 env_record = dataclasses.replace(env_record, multi_gpu=gpu_plan.env_block(
                     {k: r.summary for k, r in gpu_runs.items()}, {k: r.overlap_s for k, r in gpu_runs.items()}))
@@ -959,6 +1004,10 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
                 checks[cfg.label] = run.checks
                 continue
             merge_results(out_dir, ResultSet(rows=(record,)))
+            if run.untraced is not None:
+                untraced[cfg.label] = run.untraced
+                if run.untraced.costs is not None:
+                    unit_costs = run.untraced.costs
             if figures is not None:
                 gpu_runs[cfg.label] = figures
             checks[cfg.label] = run.checks
@@ -991,7 +1040,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         if frame_cache is not None:
             shutil.rmtree(frame_cache, ignore_errors=True)
     return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), verdict, tuple(failures), checks,
-                        unit)
+                        unit, untraced)
 
 
 def start_unit_probe() -> Any:
@@ -1105,6 +1154,7 @@ class ConfigRun:
         self.graph_reason: str | None = None
         self._pending: tuple[threading.Thread, dict[str, Any]] | None = None
         self.host: Any = None  # the host bar estimated without the profiler (callcost.HostEstimate)
+        self.untraced: Any = None  # --what-binds: model.untraced.UntracedRecord
         self.roofline_note: str | None = None
         self.call_costs = call_costs or CallCosts(None, {}, {}, False)
         self.entry = ConfigEntry(session=session_id, tracer=plan.tracer, frames=cfg.frames,
@@ -1142,7 +1192,8 @@ class ConfigRun:
     def _row(self, sustained: Measurement | None, error: str | None = None, overhead: float | None = None) -> ResultRow:
         return build_row(self.cfg, self.analysis, sustained, self.result, self.plan.tracer, self.trace_name,
                          self.session_id, checks={c.what: c.status for c in self.checks}, error=error,
-                         profiler_overhead=overhead, host=self.host, roofline_note=self.roofline_note)
+                         profiler_overhead=overhead, host=self.host, roofline_note=self.roofline_note,
+                         untraced=_untraced_columns(self.untraced))
 
     def _host_estimate(self, sustained: Measurement | None) -> Any:
         """The busiest launching thread's bar without the profiler: calibrated from nsys's cost per call on
@@ -1243,7 +1294,10 @@ class ConfigRun:
         if verdict is not None and verdict.steady is False:
             self.warn(f"{cfg.label}: {verdict.message('its sustained FPS')}", STEADY_HINT, label=cfg.label)
 
-        self.host = self._host_estimate(solo)
+        if plan.what_binds is not None:
+            self._what_binds(job)
+        measured = self._measured_host()
+        self.host = measured if measured is not None else self._host_estimate(solo)
 
         def row_for(s: Measurement) -> ResultRow:
             return self._row(s)
@@ -1263,6 +1317,35 @@ class ConfigRun:
         if self.host is not None:
             self._save(analysis={**dict(self.entry.analysis or {}), "host": self.host.to_json()})
         return row, gpu_rows, figures
+
+    def _what_binds(self, job: WorkloadJob) -> None:
+        """--what-binds: the delay test, the unit's untraced costs and the untraced split
+        (:mod:`clusterbench.run.whatbinds`); its record goes to ``<label>.untraced.json`` and env.json."""
+        from clusterbench.run.tracers import workload_cwd
+        from clusterbench.run.whatbinds import PHASE, measure
+
+        self.phase(PHASE)
+        nsys = getattr(self.tracer, "nsys", None)
+        record = measure(self.cfg, job.argv(self.out_dir / "unused", "pass"), workload_cwd(job.workload), job.env(),
+                         self.out_dir, self.analysis, None if self.traced is None else self.traced.sqlite, nsys,
+                         self.plan.what_binds, self.plan.timeout_s, say=lambda text: self.phase(PHASE, text))
+        self.untraced = record
+        doc = record.to_json()
+        (self.out_dir / f"{self.cfg.label}.untraced.json").write_text(json.dumps(doc, indent=2) + "\n")
+        for note in record.notes:
+            self.warn(f"{self.cfg.label}: what binds: {note}", label=self.cfg.label)
+        if record.split is not None and record.split.agrees is False:
+            self.warn(f"{self.cfg.label}: the untraced split: {record.split.note}", label=self.cfg.label)
+        self._close_phase()
+        self._save(analysis={**dict(self.entry.analysis or {}), "untraced": doc}, phase_s=dict(self.phase_s))
+
+    def _measured_host(self) -> Any:
+        """--what-binds: the host bar without the profiler as measured, in place of the estimate (None: not
+        measured)."""
+        from clusterbench.run.rows import host_bar
+        from clusterbench.run.whatbinds import measured_host
+
+        return measured_host(self.untraced, host_bar(self.analysis)[1]) if self.untraced is not None else None
 
     def _analyze(self, traced: TracedRun) -> TraceAnalysis:
         return analyze_exec(traced, self.cfg) if self.cfg.exec is not None else analyze_pass(traced, self.cfg)
@@ -1436,6 +1519,12 @@ class ConfigRun:
         self._save(error={"phase": failure.phase, "message": first, "hint": failure.error.hint, "tail": tail or None,
                           "exit_code": failure.error.exit_code}, phase_s=dict(self.phase_s))
         return self._row(None, error=f"{failure.phase}: {first}")
+
+
+def _untraced_columns(record: Any) -> dict[str, object]:
+    from clusterbench.run.whatbinds import row_columns
+
+    return row_columns(record)
 
 
 def _cpus() -> int:

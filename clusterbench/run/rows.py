@@ -276,6 +276,7 @@ def build_row(
     profiler_overhead: float | None = None,
     host: HostEstimate | None = None,
     roofline_note: str | None = None,
+    untraced: Mapping[str, object] | None = None,
 ) -> ResultRow:
     """One probes.csv row from a config, its trace analysis, its pass result and its sustained FPS (pure).
 
@@ -287,7 +288,9 @@ def build_row(
     over traced rate, for a sustained figure that was itself traced. ``host``: the busiest launching
     thread's bar estimated without the profiler (:mod:`clusterbench.run.callcost`), which the roofline an
     untraced FPS is set against takes in place of the traced bar; ``roofline_note``: why the sustained FPS
-    stands above a roofline. Every ``*_us`` is microseconds per frame; absent means not measured.
+    stands above a roofline; ``untraced``: the columns of ``probe --what-binds``
+    (:func:`clusterbench.run.whatbinds.row_columns`). Every ``*_us`` is microseconds per frame; absent means
+    not measured.
     """
     p = cfg.params
     figs = trace_figures(analysis) if analysis is not None else None
@@ -361,7 +364,7 @@ def build_row(
         profiler_overhead=overhead,
         host_us=host_us, host_untraced_us=None if host is None else host.untraced_us,
         host_estimate=None if host is None else host.method, roofline_untraced_us=untraced_roof,
-        roofline_note=roofline_note,
+        roofline_note=roofline_note, **(untraced or {}),  # type: ignore[arg-type]
         rate_check=(checks or {}).get("rate"), kernel_check=(checks or {}).get("kernel_time"),
         clusters_per_frame=result.clusters_found / result.frames if result is not None else None,
         dropped_clusters=result.clusters_dropped if result is not None else None,

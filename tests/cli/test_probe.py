@@ -373,7 +373,7 @@ def test_a_bad_request_file_is_exit_2(tmp_path: Path) -> None:
     res = runner().invoke(app, ["probe", "--request", str(tmp_path / "missing.json")])
     assert res.exit_code == 2 and messages(res.stderr)[0] == f"Error: --request {tmp_path / 'missing.json'}: no such file"
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"schema": "clusterbench.probe-request", "version": 3}))
+    bad.write_text(json.dumps({"schema": "clusterbench.probe-request", "version": probe_mod.REQUEST_VERSION}))
     res = runner().invoke(app, ["probe", "--request", str(bad)])
     assert res.exit_code == 2 and messages(res.stderr)[0].startswith(f"Error: {bad}: missing field ")
 

@@ -89,14 +89,17 @@ def test_probe_columns_start_with_the_design_contract() -> None:
     # version 4 adds serial_us, sustained_source, rate_check, kernel_check, processes and error; then the
     # steady runs (sustained_steady, sustained_warmups, sustained_warmup_s) and the host bar without the
     # profiler (host_us, host_untraced_us, host_estimate, roofline_untraced_us, roofline_note); version 5 adds
-    # sustained_processes (after sustained_repeats)
-    assert len(set(COLUMNS)) == len(COLUMNS) == 40 + 4 + 12 + 6 + 8 + 1
+    # sustained_processes (after sustained_repeats) and probe --what-binds's 8 (untraced_frame_us ...
+    # inject_cost), after the campaign's columns
+    assert len(set(COLUMNS)) == len(COLUMNS) == 40 + 4 + 12 + 6 + 8 + 1 + 8
     assert COLUMNS[COLUMNS.index("sustained_repeats") + 1] == "sustained_processes"
+    assert COLUMNS[-8:] == ("untraced_frame_us", "untraced_host_us", "untraced_split_us", "delay_binds",
+                            "delay_slope_host", "delay_slope_gpu", "delay_slope_link", "inject_cost")
     assert COLUMNS[50:59] == ("transfer", "workload", "processes", "finder", "tracer", "trace", "session",
                               "timestamp", "error")
     assert {"serial_us", "sustained_source", "rate_check", "kernel_check", "sustained_steady", "host_untraced_us",
             "roofline_untraced_us"} <= set(COLUMNS)
-    assert COLUMNS[-2:] == ("task", "source_dir")
+    assert COLUMNS[-10:-8] == ("task", "source_dir")
 
 
 # ----------------------------------------------------------------------------- upsert
