@@ -40,7 +40,51 @@ class WhatBindsOptions:
 
     processes: int = 3
     k_us: float | None = None
-    domains: str = "runtime,driver"
+    domains: str | None = None  # None: from the trace (domains_for)
+
+
+# The CUPTI callback domains the injection library subscribes to. Every driver callback costs about as much
+# as a runtime one, and a runtime call makes driver calls of its own: on an H100 (2026-12-06) the zoo's
+# daq_loop ran 1.5 % slower with the runtime domain alone and 27 % slower with both at 4 streams (0.6 % and
+# 2.0 % at 1 stream; scripts/device_untraced.sh's cost step). The driver domain is needed only where the
+# program itself calls the driver API (CuPy, NVRTC-based loaders): nsys files such calls beside the runtime's,
+# under their cu* names.
+RUNTIME_ONLY = "runtime"
+# The driver calls that issue or wait for GPU work (the ones the library times, marks frames at or delays
+# in); others, such as cuKernelGetName or cuLibraryLoadData, the runtime makes itself and nsys files them too.
+_DRIVER_WORK = " OR ".join(f"s.value GLOB '{g}'" for g in ("cuLaunch*", "cuMemcpy*", "cuMemset*", "cuGraphLaunch*",
+                                                          "cu*Synchronize*", "cuEventRecord*", "cuStreamWait*"))
+BOTH_DOMAINS = "runtime,driver"
+
+
+def domains_for(trace: Path | None) -> tuple[str, str]:
+    """The callback domains for a program from its trace (``trace``: its SQLite export; None: not traced) and
+    why, in words: the runtime domain alone where the program made no driver API call of its own, else both."""
+    import sqlite3
+
+    from clusterbench.io.nsys.reader import connect_read_only
+
+    if trace is None:
+        return BOTH_DOMAINS, "both callback domains (no trace tells whether the program calls the driver API)"
+    try:
+        conn = connect_read_only(trace)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            found = None
+            for table in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+                if table in tables and "StringIds" in tables:
+                    found = conn.execute(
+                        f"SELECT s.value FROM [{table}] a JOIN StringIds s ON s.id = a.nameId "
+                        f"WHERE s.value NOT GLOB 'cuda*' AND ({_DRIVER_WORK}) LIMIT 1").fetchone()
+                    if found:
+                        break
+        finally:
+            conn.close()
+    except (sqlite3.Error, ClusterbenchError):
+        return BOTH_DOMAINS, "both callback domains (the trace could not be read for the driver calls)"
+    if found:
+        return BOTH_DOMAINS, f"both callback domains (the program calls the driver API itself: {found[0]})"
+    return RUNTIME_ONLY, "the runtime callback domain alone (the program makes no driver API call of its own)"
 
 
 def config_problem(cfg: Any) -> str | None:
@@ -100,12 +144,15 @@ def measure(cfg: Any, argv: tuple[str, ...], cwd: str | None, env: Mapping[str, 
     figs = trace_figures(analysis) if analysis is not None else None
     h2d = figs.engines.get("h2d") if figs is not None else None
     spec = cfg.exec
+    domains, domain_words = (options.domains, f"the {options.domains} callback domains (asked)") if options.domains \
+        else domains_for(trace)
     req = DelayRequest(argv=tuple(argv), mark=mark, out_dir=out_dir, stem=cfg.label, cwd=cwd, base_env=env,
                        warmup=warmup_for(group.frames.count if group is not None else None),
                        processes=options.processes, k_us=options.k_us,
                        link_gbps=None if h2d is None or not h2d.gbps else float(h2d.gbps),
-                       rate=spec.rate, rate_unit=spec.rate_unit, timeout_s=timeout_s, domains=options.domains)
+                       rate=spec.rate, rate_unit=spec.rate_unit, timeout_s=timeout_s, domains=domains)
     delay = run_delay_test(req, lib, on_run=lambda what: tell(f"delay test: {what}"))
+    notes.append(f"the injection library subscribed to {domain_words}")
     notes.extend(delay.notes)
     host = median_frame(delay.baselines)
     if host is None:

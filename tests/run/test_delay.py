@@ -99,3 +99,29 @@ def test_a_program_of_one_frame_is_timed_by_its_own_figure() -> None:
     assert host.slope == pytest.approx(0.01) and host.verdict == "slack" and "own printed figure" in host.note
     assert gpu.slope == pytest.approx(1.0) and gpu.verdict == "binds"
     assert t.binds == "gpu"
+
+
+# ----------------------------------------------------------------------------- callback domains from the trace
+
+
+def test_domains_follow_the_programs_own_driver_calls():
+    """The driver domain only where the program issues GPU work through the driver API itself: zoo no_nvtx
+    launches through cuLaunchKernel (1,000 rows named so in its export's RUNTIME table); zoo host_bound's export
+    holds only the runtime's own driver calls (cuKernelGetName 1,001, cuLibraryGetKernel, cuLibraryLoadData,
+    cuModuleGetLoadingMode), which issue no work; no trace: both, to be safe."""
+    from clusterbench.run.whatbinds import BOTH_DOMAINS, RUNTIME_ONLY, domains_for
+
+    data = Path(__file__).resolve().parents[1] / "data" / "zoo"
+    domains, why = domains_for(data / "zoo_no_nvtx.sqlite")
+    assert domains == BOTH_DOMAINS and "cuLaunchKernel" in why
+    assert domains_for(data / "zoo_host_bound.sqlite")[0] == RUNTIME_ONLY
+    assert domains_for(None)[0] == BOTH_DOMAINS
+
+
+def test_domains_of_an_unreadable_trace_are_both(tmp_path):
+    from clusterbench.run.whatbinds import BOTH_DOMAINS, domains_for
+
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"not a database at all" * 10)
+    domains, why = domains_for(bad)
+    assert domains == BOTH_DOMAINS and "could not be read" in why
