@@ -10,14 +10,8 @@ from clusterbench.cli import common
 from clusterbench.io.history import DEFAULT_DB_NAME
 from clusterbench.run.config import DEFAULT_CONFIG_FILE
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT, DEFAULT_WINDOW_S, MAX_WINDOW_S
-from clusterbench.run.probe import (
-    DEFAULT_REPEAT,
-    DEFAULT_PROCESSES,
-    MAX_PROCESSES,
-    DEFAULT_RESULTS_ROOT,
-    DEFAULT_TRACER,
-    MAX_REPEAT,
-)
+from clusterbench.run.probe import DEFAULT_REPEAT, DEFAULT_RESULTS_ROOT, DEFAULT_TRACER, MAX_REPEAT
+from clusterbench.run.processes import DEFAULT_PROCESSES, MAX_PROCESSES
 
 JSON = common.JSON  # defined in common: analyze takes it without the imports above
 

@@ -196,8 +196,9 @@ def probe(
                                            render_unit)
     from clusterbench.run.campaign import executor_options_for
     from clusterbench.run.config import DEFAULT_CONFIG_FILE, ExecOptions
-    from clusterbench.run.probe import (REPLACE_HINT, ProbeRequest, dry_run as plan_dry_run, plan_probe, preflight,
-                                        replace_notice, require_no_failures, run_probe)
+    from clusterbench.run.dryrun import dry_run as plan_dry_run
+    from clusterbench.run.probe import (REPLACE_HINT, ProbeRequest, plan_probe, preflight, replace_notice,
+                                        require_no_failures, run_probe)
 
     argv = tuple(["clusterbench", *sys.argv[1:]])
     if as_json and wide:

@@ -13,7 +13,8 @@ from rich.text import Text
 from clusterbench.model import units as U
 from clusterbench.model.engines import display_name
 from clusterbench.model.results import ResultRow, RowRole
-from clusterbench.run.probe import PHASES, DryRun, ProbeEvent, ProbeOutcome
+from clusterbench.run.dryrun import DryRun
+from clusterbench.run.probe import PHASES, ProbeEvent, ProbeOutcome
 from clusterbench.run.scan import Scan, ScanPoint
 
 

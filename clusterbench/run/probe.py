@@ -6,7 +6,7 @@ the protocol of docs/workloads.md, or any program as it is: ``workload = "exec"`
 same steps:
 
 1. :func:`plan_probe` validates the configs and the options (no GPU or NVML call), applies
-   ``--frames``, the exec options, ``--data`` and ``--scan``; :func:`dry_run` describes what would run.
+   ``--frames``, the exec options, ``--data`` and ``--scan``; :func:`clusterbench.run.dryrun.dry_run` describes what would run.
 2. :func:`run_probe` checks for a GPU (and nsys), picks the GPUs and guards them with one verdict
    (:func:`clusterbench.run.gpus.plan_gpus`), then for each config:
 3. traces one process on the solo GPU and exports SQLite (a program whose device-launched CUDA graphs a
@@ -61,14 +61,12 @@ from clusterbench.io.history import record_probe
 from clusterbench.run.clocks import ClockSample, ClockVerdict, clock_summary, judge_clocks
 from clusterbench.run.config import DEFAULT_CONFIG_FILE, EXEC, ConfigFile, ExecOptions, ProbeConfig
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT
-from clusterbench.model.engines import display_name
 from clusterbench.model.steady import STEADY_HINT
 from clusterbench.run.callcost import CallCosts
 from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity, trace_figures
-from clusterbench.run.processes import (DEFAULT_PROCESSES, MAX_PROCESSES, EarlySustained, check_processes,
-                                        early_applies,
-                                        measure_config, steady_plan, sustained_block, sustained_command,
-                                        traced_sustained)
+from clusterbench.run.above import above_roofline
+from clusterbench.run.processes import (DEFAULT_PROCESSES, EarlySustained, check_processes, early_applies,
+                                        measure_config, sustained_block, sustained_command, traced_sustained)
 from clusterbench.run.sustained import steadiness_of
 from clusterbench.run.tracers import TRACERS, GRAPH_VARIANT, NsysTracer, TracedRun, Tracer, TracerSetup, WorkloadJob
 from clusterbench.workloads.protocol import PASS_RANGE, Workload, pass_range_text, workload_for
@@ -466,7 +464,9 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
             raise ConfigError(f"config {c.label!r}: --gpus runs the sustained figure on every GPU at once, untraced; "
                               "this program's comes from its trace",
                               hint="give the program's own rate (--rate REGEX) or time it (--sustained wall)")
-    what_binds = _what_binds_options(request, configs)
+    from clusterbench.run.whatbinds import options_from_request
+
+    what_binds = options_from_request(request, configs)
     warnings: list[str] = []
     for c in configs:
         warnings.extend(config_warnings(c))
@@ -480,33 +480,6 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
     return ProbePlan(config_file, configs, results_dir, request.tracer, request.repeat, tuple(warnings), gpus,
                      float(request.timeout_s), scans, existing_rows(results_dir, configs, gpus), request.processes,
                      what_binds)
-
-
-def _what_binds_options(request: ProbeRequest, configs: tuple[ProbeConfig, ...]) -> Any:
-    """--what-binds and its options checked against the configs (ConfigError/InputError, exit 2), or None."""
-    from clusterbench.run.delay import K_MAX_US, MAX_PROCESSES
-    from clusterbench.run.whatbinds import WhatBindsOptions, config_problem
-
-    if not request.what_binds:
-        if request.delay_us is not None:
-            raise InputError("--delay-us sets the delay test's delay, which only --what-binds runs",
-                             hint="add --what-binds, or drop --delay-us")
-        return None
-    if not isinstance(request.delay_processes, int) or not 2 <= request.delay_processes <= MAX_PROCESSES:
-        raise InputError(f"--delay-processes must be an integer from 2 to {MAX_PROCESSES}, got {request.delay_processes!r}",
-                         hint="use --delay-processes 3 (the default): a slope's spread needs two processes a point")
-    if request.delay_us is not None and not (isinstance(request.delay_us, (int, float)) and math.isfinite(request.delay_us)
-                                             and 0 < request.delay_us <= K_MAX_US):
-        raise InputError(f"--delay-us must be a number of µs above 0 and at most {K_MAX_US:g}, got {request.delay_us!r}",
-                         hint="leave it out: the delay is then half the untraced frame")
-    if request.gpus is not None:
-        raise InputError("--what-binds runs on one GPU; --gpus runs every config on several",
-                         hint="drop --gpus (or --what-binds)")
-    for c in configs:
-        problem = config_problem(c)
-        if problem:
-            raise ConfigError(f"config {c.label!r}: {problem}", hint="docs/probe.md, \"The untraced frame\"")
-    return WhatBindsOptions(processes=request.delay_processes, k_us=request.delay_us)
 
 
 REPLACE_HINT = "give --tag T (or another --results-dir) to keep them, or --only LABEL to probe fewer configs"
@@ -649,206 +622,6 @@ def preflight(plan: ProbePlan) -> Path | None:
             hint="put nsys on PATH (source .device/env.sh on the GPU machine), or use --tracer cupti",
         )
     return nsys
-
-
-@dataclass(frozen=True, slots=True)
-class DryRunConfig:
-    """What a probe would run for one config: the traced command, the export (when nsys does not export
-    at the end of the profile), the analysis, the untraced runs, and the placeholders filled in."""
-
-    label: str
-    workload: str
-    placeholders: Mapping[str, object]
-    trace: tuple[str, ...] | None
-    trace_env: Mapping[str, str]
-    export: tuple[str, ...] | None
-    analysis: str | None
-    sustained: tuple[tuple[str, ...], ...]
-    sustained_source: str
-    sustained_note: str
-    cwd: str | None
-    what_binds: str | None = None  # --what-binds: the delay test's plan, in words
-
-    def to_json(self) -> dict[str, object]:
-        return {"label": self.label, "workload": self.workload, "placeholders": dict(self.placeholders),
-                "trace": None if self.trace is None else list(self.trace), "trace_env": dict(self.trace_env),
-                "export": None if self.export is None else list(self.export), "analysis": self.analysis,
-                "sustained": [list(a) for a in self.sustained], "sustained_source": self.sustained_source,
-                "sustained_note": self.sustained_note, "cwd": self.cwd, "what_binds": self.what_binds}
-
-
-@dataclass(frozen=True, slots=True)
-class DryRun:
-    """A probe's plan, every command line filled in, without running anything: ``probe --dry-run``."""
-
-    results_dir: Path
-    tracer: str
-    nsys: str | None  # the nsys it would run (None: none found here; 'nsys' stands in for it)
-    repeat: int
-    timeout_s: float
-    guards: tuple[str, ...]
-    configs: tuple[DryRunConfig, ...]
-    warnings: tuple[str, ...]
-    gpus: str | None
-    existing: ExistingRows | None = None
-    processes: int = DEFAULT_PROCESSES
-
-    def to_json(self) -> dict[str, object]:
-        return {"dry_run": True, "results_dir": str(self.results_dir), "processes": self.processes,
-                "results_dir_exists": self.existing is not None,
-                "existing": None if self.existing is None else self.existing.to_json(),
-                "tracer": self.tracer, "nsys": self.nsys,
-                "repeat": self.repeat, "timeout_s": self.timeout_s, "gpus": self.gpus, "guards": list(self.guards),
-                "configs": [c.to_json() for c in self.configs], "warnings": list(self.warnings)}
-
-
-def dry_run(plan: ProbePlan, request: ProbeRequest) -> DryRun:
-    """What :func:`run_probe` would run, with every placeholder filled in, without a GPU, NVML or any child
-    (it looks for nsys on this machine only to name it)."""
-    from clusterbench.io.nsys import export as nsys_export
-    from clusterbench.io.nsys.export import nsys_export_command
-    from clusterbench.run.commands import nsys_capture_env, nsys_profile_command
-    from clusterbench.run.config import parse_capture
-    from clusterbench.run.tracers import partial_paths, workload_cwd
-
-    found = nsys_export.find_nsys() if plan.tracer == "nsys" else None
-    nsys = str(found) if found is not None else "nsys"
-    out = plan.results_dir
-    configs = []
-    for cfg in plan.configs:
-        job = job_for(cfg, out, timeout_s=plan.timeout_s)
-        result = (out / f"{cfg.label}.pass.json").resolve()
-        child = job.argv(result, "pass")
-        trace = export = None
-        env: dict[str, str] = {}
-        if plan.tracer == "nsys":
-            capture = parse_capture(job.capture)
-            base = (out / f"{cfg.label}.partial").resolve()
-            trace = tuple(nsys_profile_command(nsys, base, child, "node", capture=capture, export_sqlite=True))
-            rep, sqlite = partial_paths(out, cfg.label)[:2]
-            export = tuple(nsys_export_command(nsys, rep, sqlite))
-            env = nsys_capture_env(capture)
-        elif plan.tracer == "cupti":
-            trace = tuple(child)
-        if plan.tracer == "none":
-            analysis = None
-        elif cfg.exec is not None:
-            analysis = (f"analyze_trace({cfg.label}.sqlite, window={cfg.exec.window or 'auto'!r}, "
-                        f"frames={cfg.exec.analysis_frames!r})")
-        else:
-            analysis = f"analyze_trace({cfg.label}.sqlite, frames={cfg.frames}, range_name={PASS_RANGE!r})"
-        if cfg.exec is not None:
-            source = cfg.exec.source
-            if source == "trace":
-                sustained: tuple[tuple[str, ...], ...] = ()
-                note = "frames over the traced window, under the profiler (no untraced run)"
-            else:
-                command = sustained_command(cfg, child, job.workload, plan.repeat, plan.processes)
-                sustained = tuple(tuple(command.argv(None, result)) for _ in range(command.rule.least_runs))  # type: ignore[arg-type]
-                note = (f"the program's own rate: the last line matching {cfg.exec.rate!r} in each run" if source == "rate"
-                        else f"{cfg.exec.frames:,} frames over each run's wall time "
-                        + (f"from {cfg.exec.wall_start!r} to {cfg.exec.wall_end!r}" if cfg.exec.wall_start
-                           else "(the whole run, start-up included)"))
-                note += "; " + steady_plan(command, plan.processes)
-        else:
-            source = "result"
-            command = sustained_command(cfg, child, job.workload, plan.repeat, plan.processes)
-            stem = f"{cfg.label}.sustained"
-            n = command.rule.least_runs if command.whole_runs else plan.processes
-            sustained = tuple(tuple(command.argv(None, (out / f"{stem}{f'.r{k}' if command.whole_runs else f'.p{k}' if k else ''}.gpu<N>.json")
-                                                 .resolve()))  # type: ignore[arg-type]
-                              for k in range(n))
-            note = ("frames / seconds of the counted runs in the result records; the figure is the median of the "
-                    "processes' medians; " if plan.processes > 1 and not command.whole_runs else
-                    "frames / seconds of the counted runs in the result records; ") + steady_plan(command, plan.processes)
-        binds = None
-        if plan.what_binds is not None:
-            from clusterbench.run.whatbinds import plan_words
-
-            binds = plan_words(cfg, plan.what_binds, nsys if plan.tracer == "nsys" else None)
-        configs.append(DryRunConfig(cfg.label, cfg.workload.kind, cfg.placeholders(), trace, env,
-                                    export, analysis, sustained, source, note, workload_cwd(job.workload), binds))
-    g = ["idle GPU: every selected GPU's utilization over 1 s at most "
-         f"{U.pct_of(request.max_util_pct, None)}, no other compute process (NVML)",
-         "clocks: the SM clock and throttle reasons (NVML), reported",
-         "fresh build: this checkout's kernel sources as the package hashes them"
-         + (", and [build]'s artifact newer than its sources" if plan.config_file.build else ""),
-         "git: the checkout's rev" + (", clean (--require-clean)" if request.require_clean else " and dirty flag")]
-    g.append("the unit: the link (pinned H2D alone, D2H alone, both at once), PCIe, NUMA, CPU and clocks of the "
-             "GPU, measured once after the guards (a child: python -m clusterbench.workloads.cupy.link)")
-    return DryRun(plan.results_dir, plan.tracer, None if found is None else str(found), plan.repeat, plan.timeout_s,
-                  tuple(g), tuple(configs), plan.warnings, request.gpus, plan.existing, plan.processes)
-
-
-# Sustained FPS above the trace's roofline by more than this share (or the repeats' spread, if larger)
-# cannot be right: no pipeline runs faster than its tallest bar (docs/probe.md, "Figures that cannot be right").
-ROOFLINE_EXCESS = 0.02
-
-
-@dataclass(frozen=True, slots=True)
-class AboveRoofline:
-    """A sustained FPS above a roofline beyond the noise: why (``note``, the row's ``roofline_note``), and
-    whether it stands above the roofline without the profiler too (``impossible``: no pipeline runs faster
-    than its tallest bar, so a bar of the trace overstates its cost; warned about)."""
-
-    note: str
-    impossible: bool
-
-
-def _untraced_binder(row: ResultRow, host: Any) -> str:
-    if host is not None and row.roofline_untraced_us is not None and math.isclose(row.roofline_untraced_us,
-                                                                                     host.untraced_us):
-        return "host"
-    if row.binds and row.binds != "host":
-        return row.binds
-    bars = {n: getattr(row, f"{n}_us") for n in ("kernel", "h2d", "d2h") if getattr(row, f"{n}_us")}
-    return max(bars, key=bars.get) if bars else "host"  # type: ignore[arg-type]
-
-
-def above_roofline(row: ResultRow, sustained: Measurement | None, host: Any = None) -> AboveRoofline | None:
-    """Why the row's sustained FPS stands above a roofline beyond the noise, or None (pure).
-
-    The noise: the larger of ROOFLINE_EXCESS and the runs' spread over their median, plus, where the host
-    binds without the profiler, the estimate's own band. Above the roofline without the profiler
-    (``roofline_untraced_us``: the GPU bars as traced, the host bar estimated untraced): impossible, a bar of
-    the trace overstates its cost (the traced pass ran slower). Above the traced roofline only: the
-    profiler's inflation of the host bar, which the estimate takes off."""
-    fps = row.sustained_fps
-    if fps is None or sustained is None:
-        return None
-    noise = max(ROOFLINE_EXCESS, sustained.spread / fps)
-    traced = row.roofline_fps
-    untraced = U.fps_of_us(row.roofline_untraced_us) or traced
-    if untraced is None:
-        return None
-    binder = _untraced_binder(row, host)
-    band = 0.0
-    if binder == "host" and host is not None and host.untraced_us > 0:
-        band = (host.untraced_us - host.low_us) / host.untraced_us
-    if fps > untraced * (1 + noise + band):
-        what = (f"the host bar {U.us_per_frame(row.roofline_untraced_us, 2)} without the profiler "
-                f"({host.method})" if binder == "host" and host is not None else
-                f"{display_name(binder)} the tallest bar" if binder != "host" else
-                f"the host bar {U.us_per_frame(row.host_us, 2)} as traced (not estimated without the profiler)")
-        why = ("the traced pass ran slower than the untraced runs (the profiler's overhead, or other work "
-               "during the trace) and the trace's bars overstate the costs")
-        if binder == "host":
-            why += ("; or the profiler cost the host more than the estimate takes off" if host is not None else
-                    ": the profiler's inflation of the host bar, which no estimate took off")
-        return AboveRoofline(
-            f"sustained {U.fps(fps)} is {U.pct(fps / untraced - 1)} above the roofline without the "
-            f"profiler ({U.fps(untraced)}, {what}), beyond the ±{U.pct(noise + band)} noise: no pipeline "
-            f"runs faster than its tallest bar, so {why}", True)
-    if traced is not None and fps > traced * (1 + noise) and host is not None:
-        where = ("within the roofline without the profiler" if fps <= untraced else
-                 f"{U.pct(fps / untraced - 1)} above the roofline without the profiler, inside its "
-                 f"±{U.pct(noise + band)} noise,")
-        return AboveRoofline(
-            f"sustained {U.fps(fps)} is {U.pct(fps / traced - 1)} above the traced roofline "
-            f"({U.fps(traced)}: the host bar {U.us_per_frame(host.traced_us, 2)} under nsys) and {where} "
-            f"({U.fps(untraced)}: the host bar {U.us_per_frame(host.untraced_us, 2)}, {host.method}): the "
-            "profiler's inflation of the host bar", False)
-    return None
 
 
 def _start(fn: Callable[..., Any], *args: Any) -> tuple[threading.Thread, dict[str, Any]]:

@@ -18,11 +18,12 @@ Nothing here prints or exits.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from clusterbench.errors import ClusterbenchError
+from clusterbench.errors import ClusterbenchError, ConfigError, InputError
 from clusterbench.model.untraced import UntracedRecord
 
 PHASE = "what-binds"
@@ -97,6 +98,33 @@ def config_problem(cfg: Any) -> str | None:
                 "where it launches them, and its delays are injected into its own calls")
     _, why = mark_of(cfg.exec.analysis_frames)
     return why
+
+
+def options_from_request(request: Any, configs: tuple[Any, ...]) -> WhatBindsOptions | None:
+    """--what-binds and its options (``request``: a run.probe.ProbeRequest) checked against the configs
+    (ConfigError/InputError, exit 2, before any GPU work), or None where it was not asked."""
+    from clusterbench.run.delay import K_MAX_US, MAX_PROCESSES
+
+    if not request.what_binds:
+        if request.delay_us is not None:
+            raise InputError("--delay-us sets the delay test's delay, which only --what-binds runs",
+                             hint="add --what-binds, or drop --delay-us")
+        return None
+    if not isinstance(request.delay_processes, int) or not 2 <= request.delay_processes <= MAX_PROCESSES:
+        raise InputError(f"--delay-processes must be an integer from 2 to {MAX_PROCESSES}, got {request.delay_processes!r}",
+                         hint="use --delay-processes 3 (the default): a slope's spread needs two processes a point")
+    if request.delay_us is not None and not (isinstance(request.delay_us, (int, float)) and math.isfinite(request.delay_us)
+                                             and 0 < request.delay_us <= K_MAX_US):
+        raise InputError(f"--delay-us must be a number of µs above 0 and at most {K_MAX_US:g}, got {request.delay_us!r}",
+                         hint="leave it out: the delay is then half the untraced frame")
+    if request.gpus is not None:
+        raise InputError("--what-binds runs on one GPU; --gpus runs every config on several",
+                         hint="drop --gpus (or --what-binds)")
+    for c in configs:
+        problem = config_problem(c)
+        if problem:
+            raise ConfigError(f"config {c.label!r}: {problem}", hint="docs/probe.md, \"The untraced frame\"")
+    return WhatBindsOptions(processes=request.delay_processes, k_us=request.delay_us)
 
 
 def plan_words(cfg: Any, options: WhatBindsOptions, nsys: str | None) -> str:

@@ -22,6 +22,7 @@ import clusterbench.run.probe as probe_mod
 from gpu_edges import FakeMachine
 from clusterbench.run.config import ProbeConfig
 from clusterbench.errors import CheckFailed, ConfigError, EnvironmentFailure, InputError
+from clusterbench.run.dryrun import dry_run
 from clusterbench.run.probe import ProbeInterrupted, ProbeRequest, plan_probe, run_probe
 from clusterbench.run.rows import build_env, build_row
 from clusterbench.io.results import load_results
@@ -322,7 +323,7 @@ def test_a_probe_into_a_dir_with_rows_says_which_it_replaces_before_any_gpu_work
 
     second = run_probe(plan, req_b, on_event=on_event, nsys=None)
     assert seen_before == [[0]] and notice in second.warnings  # one reading so far: the first probe's
-    dry = probe_mod.dry_run(plan_probe(req_b), req_b)
+    dry = dry_run(plan_probe(req_b), req_b)
     assert dry.to_json()["results_dir_exists"] is True
     assert [r["label"] for r in dry.to_json()["existing"]["replaced"]] == ["b"]
 
@@ -493,7 +494,7 @@ def test_the_frames_of_our_finder_are_drawn_once_into_the_cache_its_processes_re
 
 def test_sustained_fps_above_the_roofline_is_said_to_be_impossible() -> None:
     from clusterbench.model.results import ResultRow
-    from clusterbench.run.probe import above_roofline
+    from clusterbench.run.above import above_roofline
 
     def row(fps: float, roof: float | None) -> ResultRow:
         return ResultRow(key=RowKey("a"), cluster=3, cap=10, streams=4, batch=200, frames=8000, roofline_fps=roof,
@@ -519,7 +520,7 @@ def test_sustained_fps_above_the_roofline_is_said_to_be_impossible() -> None:
 def test_above_the_traced_host_bar_but_not_the_untraced_one_is_the_profilers_inflation() -> None:
     from clusterbench.model.results import ResultRow
     from clusterbench.run.callcost import HostEstimate
-    from clusterbench.run.probe import above_roofline
+    from clusterbench.run.above import above_roofline
 
     # the host bar: 12 µs per frame traced (83,333 FPS), 8 µs without the profiler (125,000 FPS), ± 0.2 µs
     host = HostEstimate(12.0, 8.0, 7.8, 8.2, "calibrated", {}, "")
