@@ -38,7 +38,7 @@ from results_data import write  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 _COMMON = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("ci", derandomize=True, max_examples=60, **_COMMON)
+settings.register_profile("ci", derandomize=True, max_examples=100, **_COMMON)
 settings.register_profile("deep", max_examples=2000, **_COMMON)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 LIMIT = settings.get_profile(PROFILE).max_examples
@@ -191,6 +191,7 @@ def test_broken_nsys_exports(exports: list[Path]) -> None:
              opts=["--by-stream", "--csv"])
     @example(broken=(dev, [("set", "CUPTI_ACTIVITY_KIND_MEMCPY", "start", 0, -2**63)]), opts=["--json"])
     @example(broken=(dev, [("drop_table", "CUPTI_ACTIVITY_KIND_KERNEL", None, 0, None)]), opts=[])
+    @example(broken=(dev, [("set", "CUPTI_ACTIVITY_KIND_MEMCPY", "end", 0, 2**63 - 1)]), opts=["--by-stream", "--csv"])
     def check(broken: tuple[Path, list[tuple]], opts: list[str]) -> None:
         base, changes = broken
         with tempfile.TemporaryDirectory() as tmp:

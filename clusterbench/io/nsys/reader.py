@@ -496,6 +496,9 @@ def _fetch(path: Path, sql: str, lo: int, hi: int) -> list:
 # StringIds ids index lookup tables (one entry per id up to the largest seen); nsys numbers its strings from 0,
 # so an id this large names no string (a trace of 16M distinct strings would be another matter).
 _TABLE_IDS = 1 << 24
+# Every integer nsys writes (ns times, packed process and thread ids, byte counts) stays far below 2^62 in
+# magnitude; a larger one makes sums and differences overflow 64 bits.
+_INT_SANE = 2**62
 _REEXPORT = "re-export it: nsys export --type sqlite --force-overwrite true -o OUT.sqlite REPORT.nsys-rep"
 
 
@@ -517,6 +520,12 @@ def _not_integer(conn: sqlite3.Connection, path: Path, sql: str, lo: int | None 
             value, kind = (v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in bad[1:])
             return TraceError(f"{table}.{col} holds {kind} {value!r} at rowid {bad[0]}, where nsys writes an "
                               f"integer: {path}", hint="the export was changed after nsys wrote it; " + _REEXPORT)
+        huge = conn.execute(f"SELECT rowid, [{col}] FROM [{table}] WHERE {chunk}typeof([{col}]) = 'integer' AND "
+                            f"([{col}] >= {_INT_SANE} OR [{col}] <= -{_INT_SANE}) LIMIT 1").fetchone()
+        if huge is not None:  # a difference or sum of it overflowed 64 bits in SQLite (a real)
+            return TraceError(f"{table}.{col} holds {huge[1]:,} at rowid {huge[0]}, beyond what nsys writes (times, "
+                              f"ids and sizes below 2^62): {path}",
+                              hint="the export was changed after nsys wrote it; " + _REEXPORT)
     return TraceError(f"{table} holds a value that is not an integer (or an empty one) in a column nsys writes "
                       f"integers into: {path}", hint=_REEXPORT)
 
@@ -1520,7 +1529,12 @@ def read_trace(
     box = _PlanBox()
     try:
         try:
-            return _read(conn, path, pool, api_pool, box, tuple(range_prefixes), kernel_names, api_plan, on_progress)
+            data = _read(conn, path, pool, api_pool, box, tuple(range_prefixes), kernel_names, api_plan, on_progress)
+            if not _times_in_range(data):  # times no clock gives: the arithmetic on them would overflow
+                problem = _typed_problem(conn, path)
+                if problem is not None:
+                    raise problem
+            return data
         except sqlite3.DatabaseError as exc:
             raise _corrupt(path, exc) from None
         except (ValueError, TypeError, IndexError, OverflowError, KeyError, UnicodeDecodeError) as exc:
@@ -1538,9 +1552,13 @@ def read_trace(
         conn.close()
 
 
-# Every integer nsys writes (ns times, packed process and thread ids, byte counts) stays far below 2^62 in
-# magnitude; a larger one makes sums and differences overflow 64 bits.
-_INT_SANE = 2**62
+def _times_in_range(data: TraceData) -> bool:
+    """Whether every start and end time read lies within +-2^62 ns (min and max of each array: cheap)."""
+    for rec in (data.activity, data.api, data.ranges, data.overhead, data.syncs):
+        for a in (rec.start_ns, rec.end_ns):
+            if a.size and (int(a.min()) <= -_INT_SANE or int(a.max()) >= _INT_SANE):
+                return False
+    return True
 
 
 def _typed_problem(conn: sqlite3.Connection, path: Path) -> TraceError | None:
