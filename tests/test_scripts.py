@@ -37,7 +37,7 @@ GPU_ONLY = {
                                       "--pedestal-frames", "10", "--nsigma", "5", "--result", "{tmp}/r.json"],
                                      "needs CuPy and an NVIDIA GPU"),
     "probes/aare_cuda.py": (["--params-json", '{"pedestal": "tracking"}', "--result", "{tmp}/r.json"],
-                            "needs aare's CUDA build (make aare-cuda) and an NVIDIA GPU"),
+                            "needs aare with its CUDA module (installed by aare's own instructions) and an NVIDIA GPU"),
     "scripts/device_campaign.sh": ([], "needs an NVIDIA GPU, CuPy and Nsight Systems"),
     "scripts/zoo_trace.sh": (["{tmp}/zoo"], "needs an NVIDIA GPU and Nsight Systems"),
     "scripts/aa_floors_probe.sh": (["{tmp}/zoo"], "needs an NVIDIA GPU and Nsight Systems"),

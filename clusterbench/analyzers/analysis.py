@@ -41,6 +41,7 @@ from clusterbench.analyzers import verdict as verdict_mod
 from clusterbench.analyzers import window as window_mod
 from clusterbench.analyzers.records import GroupAnalysis, Throughput, TraceAnalysis
 from clusterbench.errors import InputError, TraceError
+from clusterbench.io.nsys import schema as S
 from clusterbench.io.nsys.reader import EVERYTHING, ApiPlan, TraceData
 from clusterbench.model import units as U
 from clusterbench.model.engines import BY_NAME
@@ -243,6 +244,16 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     return dataclasses.replace(out, findings=R.evaluate(out))
 
 
+def no_kernel_table_warning(tables: frozenset[str]) -> str:
+    """What an export without a kernel table means for the figures (one sentence for the user)."""
+    if S.GRAPH_TRACE_TABLE in tables:
+        return (f"the export has no {S.KERNEL_TABLE} table: every kernel ran inside a CUDA graph traced at graph "
+                "level, so the kernel row reads 0 and the graph row holds their time")
+    return (f"the export has no {S.KERNEL_TABLE} table: no kernel was traced, so the kernel row reads 0 and the "
+            "roofline leaves kernels out (nsys writes the table only when it traced CUDA (-t cuda) and the program "
+            "launched a kernel)")
+
+
 def analyze(data: TraceData, req: Request | None = None, trace_label: str | None = None, cache: dict | None = None,
             **options: Any) -> TraceAnalysis:  # fmt: skip
     """Analyze already-read trace data (pure). ``req`` (from :func:`request`) holds the options, or
@@ -266,6 +277,8 @@ def analyze(data: TraceData, req: Request | None = None, trace_label: str | None
             f"device {primary.device} (most GPU busy time); every group is under 'groups'. "
             "Pick one with --pid/--device.",
         )
+    if S.KERNEL_TABLE not in data.tables:  # the kernel row would read 0 with no word why
+        warnings.insert(0, no_kernel_table_warning(data.tables))
     graph_warning = None
     if data.graph_trace == "graph" and any("graph" in g.busy.engines for g in groups):
         graph_warning = R.GRAPH_WARNING

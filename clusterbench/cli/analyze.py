@@ -71,10 +71,17 @@ def analyze(
     from clusterbench.analyzers.whatif import parse_changes
     from clusterbench.errors import InputError
 
+    from clusterbench.io.outputs import refuse_inputs_as_outputs, refuse_stdout_as_input
+
     if as_json and as_csv:
         raise InputError("--json and --csv cannot be combined", hint="pick one output format")
+    # before anything is read or written: no output is the trace (by path or by inode)
+    inputs = [("TRACE", trace), ("--untraced", untraced_file)] + _report_exports(trace)
+    refuse_stdout_as_input(inputs, "--json" if as_json else "--csv" if as_csv else "the table")
+    refuse_inputs_as_outputs([("--plot", plot), ("--export-trace", export_trace)], inputs)
     req = core.request(frames, range_name, device, pid, by_stream, parse_changes(what_if or []), window, frames_spec, mangled)
     start_ms, at_longest_gap = _plot_start(plot_start)
+    _check_plot_span(plot_span)
     if plot is not None:  # before any output: a bad name or a missing matplotlib costs nothing
         from clusterbench.render.timeline import check_plot_path, require_matplotlib
 
@@ -167,6 +174,17 @@ def _with_untraced(text: str, record: object) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
 
 
+def _report_exports(trace: Path) -> list[tuple[str, Path]]:
+    """A report's SQLite exports (beside it, and in the cache folder), which analyze reads in its place."""
+    from clusterbench.io.nsys.export import CACHE_DIR, REP_SUFFIXES
+
+    suffix = next((s for s in REP_SUFFIXES if trace.name.endswith(s)), None)
+    if suffix is None:
+        return []
+    sibling = trace.with_name(trace.name[: -len(suffix)] + ".sqlite")
+    return [("the export of TRACE", sibling), ("the cached export of TRACE", trace.parent / CACHE_DIR / sibling.name)]
+
+
 def _plot_start(text: str | None) -> tuple[float, bool]:
     from clusterbench.errors import InputError
 
@@ -178,7 +196,23 @@ def _plot_start(text: str | None) -> tuple[float, bool]:
         value = float(text)
     except ValueError:
         raise InputError(f"--plot-start {text!r} is neither a number of ms nor longest-gap", hint="e.g. --plot-start 12.5 or --plot-start longest-gap") from None
+    if not 0 <= value <= MAX_PLOT_MS:  # NaN fails too
+        raise InputError(f"--plot-start takes ms from 0 to {MAX_PLOT_MS:g} (from the window's start), got {text}",
+                         hint="e.g. --plot-start 12.5 or --plot-start longest-gap")
     return value, False
+
+
+# --plot-start and --plot-span in ms: at most 10^12 ms (31 years), far past any trace, far below where
+# nanoseconds overflow 64 bits
+MAX_PLOT_MS = 1e12
+
+
+def _check_plot_span(span: float | None) -> None:
+    from clusterbench.errors import InputError
+
+    if span is not None and not 0 < span <= MAX_PLOT_MS:  # NaN fails too
+        raise InputError(f"--plot-span takes ms above 0 and at most {MAX_PLOT_MS:g}, got {span:g}",
+                         hint="e.g. --plot-span 5 (a few batches)")
 
 
 class _progress:

@@ -138,7 +138,14 @@ def compare(
     import json
 
     from clusterbench.compare.traces import is_trace
+    from clusterbench.io.history import BASELINE_PREFIX
+    from clusterbench.io.outputs import refuse_inputs_as_outputs, refuse_stdout_as_input
 
+    # before anything is read or written: no output is an input (two inputs may be one: compare T T)
+    inputs = [("--db" if arg.startswith(BASELINE_PREFIX) else name, db if arg.startswith(BASELINE_PREFIX) else Path(arg))
+              for name, arg in (("DIR_A", dir_a), ("DIR_B", dir_b))] + [("--floors", floors_file)]
+    refuse_stdout_as_input(inputs, "--json" if json_out else "the table")
+    refuse_inputs_as_outputs([("--plot", plot)], inputs)
     traces = (is_trace(dir_a), is_trace(dir_b))
     if any(traces):
         if not all(traces):

@@ -225,6 +225,8 @@ def probe(
                                 wall_start=wall_start, wall_end=wall_end),
         )
     plan = plan_probe(request)  # step 1: config and option errors exit 2 before any GPU call
+    _check_outputs(request, plan, request_file, plot, as_json)  # no output over an input; the dirs writable
+    _check_memory(plan, host=not dry_run and executor is None)  # the GPU's memory, where NVML can tell
     if plot is not None:
         from clusterbench.render.plot import check_plot_path
 
@@ -238,12 +240,18 @@ def probe(
         if opts is not None:
             raise InputError("--dry-run shows what this machine would run; a campaign's tasks run elsewhere",
                              hint="drop --executor to see one task's plan")
+        from clusterbench.run.config import no_gpu_bounds
+
         dry = plan_dry_run(plan, request)
         if as_json:
-            typer.echo(json.dumps(dry.to_json(), indent=2, allow_nan=False))
+            typer.echo(json.dumps({**dry.to_json(), "bounds": no_gpu_bounds()}, indent=2, allow_nan=False))
         else:
             con = stdout_console()
             con.print(render_dry_run(dry, con.width), markup=False, highlight=False, soft_wrap=True)
+            import textwrap
+
+            con.print(textwrap.fill(f"bounds checked, with or without a GPU: {no_gpu_bounds()}", width=con.width,
+                                    subsequent_indent="  ", break_on_hyphens=False), markup=False, highlight=False)
         return
     notice = replace_notice(plan)  # which rows this probe replaces, said before any GPU work
     if notice is not None:
@@ -290,20 +298,73 @@ def probe(
     require_no_failures(outcome)  # a config failed: exit 1 now that every config ran and its row is written
 
 
+def _check_outputs(request: ProbeRequest, plan: ProbePlan, request_file: Optional[Path], plot: Optional[Path],
+                   as_json: bool) -> None:
+    """Before any GPU call (and in --dry-run too): standard output, --db, --plot and the results dir are none
+    of the probe's inputs (the config, --data, --request); the results dir can be written; --db is a
+    history database or a new file."""
+    from clusterbench.io.history import check_history_file
+    from clusterbench.io.outputs import check_writable_dir, refuse_inputs_as_outputs, refuse_stdout_as_input
+
+    inputs = [("--config", request.config_path), ("--data", request.data), ("--request", request_file)]
+    refuse_stdout_as_input(inputs, "--json" if as_json else "the output")
+    refuse_inputs_as_outputs([("--db", request.history_db), ("--plot", plot)], inputs,
+                             folders=[("the results dir", plan.results_dir)])
+    check_writable_dir(plan.results_dir, "--results-dir")
+    if request.history_db is not None:
+        check_history_file(request.history_db)
+        check_writable_dir(Path(request.history_db).parent, "--db")
+
+
+def _check_memory(plan: ProbePlan, host: bool) -> None:
+    """Configs that need more device memory than the largest GPU here has (when NVML can tell; plan_probe
+    checked the bound without a GPU), or (``host``: on the machine that runs them) more host memory than
+    this machine has: ConfigError (exit 2) with the numbers, before any GPU work."""
+    import os
+
+    from clusterbench.errors import ConfigError
+    from clusterbench.run.config import resource_problems
+    from clusterbench.run.guards import gpu_memory_totals
+    from clusterbench.run.probe import RESOURCE_HINT
+
+    totals = gpu_memory_totals()
+    host_bytes = None
+    if host:
+        try:
+            host_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            host_bytes = None
+    if not totals and host_bytes is None:
+        return
+    problems = resource_problems(plan.configs, plan.timeout_s, max(totals) if totals else None, host_bytes)
+    if problems:
+        raise ConfigError("\n".join(problems), hint=RESOURCE_HINT)
+
+
 def _frames_option(text: Optional[str]) -> tuple[Optional[int], Optional[str]]:
     """--frames: a count (data frames, or an exec program's frame count), or a frames definition."""
     from clusterbench.errors import InputError
 
     if text is None:
         return None, None
+    from clusterbench.model.params import INT64_MAX
+
     t = text.strip()
+    hint = "use e.g. --frames 2000, or --frames kernel:REGEX for a program as it is"
     if re.fullmatch(r"[+-]?\d+", t):
         n = int(t)
         if n < 1:
-            raise InputError(f"--frames must be a positive integer or a frames definition, got {text!r}",
-                             hint="use e.g. --frames 2000, or --frames kernel:REGEX for a program as it is")
+            raise InputError(f"--frames must be a positive integer or a frames definition, got {text!r}", hint=hint)
+        if n > INT64_MAX:
+            raise InputError(f"--frames {n:,} is more than a 64-bit integer holds ({INT64_MAX:,})", hint=hint)
         return n, None
-    return None, t
+    try:
+        value = float(t)
+    except ValueError:
+        return None, t
+    raise InputError(f"--frames takes a whole number of frames, got {text!r}, a {'float' if value == value else 'NaN'}"
+                     + (f" ({value:,.0f})" if value == value and abs(value) != float("inf") and abs(value) >= 1e6 else ""),
+                     hint=hint)
 
 
 def _print_scan(outcome: object, plan: object) -> None:

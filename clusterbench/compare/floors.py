@@ -36,7 +36,7 @@ from clusterbench.compare.noise import (ACROSS_UNITS, COMPARED_METRICS, FLOOR_MA
                                         TRANSFER_METRICS, WITHIN_SESSION, AaSet, FloorSet, Machine, NoiseFloor,
                                         drift_bound_pct, seed_floors, suggest_floor_pct)
 from clusterbench.errors import InputError
-from clusterbench.io.results import _atomic_write_text
+from clusterbench.io.outputs import atomic_write_text
 from clusterbench.model import units as U
 from clusterbench.model.results import ResultRow, ResultSet
 
@@ -449,7 +449,7 @@ def write_floors(fs: FloorSet, path: Path, replace: bool = False) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if replace:
-            _atomic_write_text(path, text, ".floors.")
+            atomic_write_text(path, text, "the floors")
         else:
             tmp = path.parent / f".floors.{os.getpid()}.{path.name}.tmp"
             try:

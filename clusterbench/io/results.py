@@ -90,6 +90,12 @@ RESULTS_VERSION = 5
 FILLED_COLUMNS = ("tracer", "transfer", "pedestal", "pedestal_dtype", "workload")
 DEFAULT_WORKLOAD = "cupy"
 
+# The largest magnitude of a figure in probes.csv: far above any µs per frame, FPS, GB/s or count a probe
+# writes (the committed dirs stay below 2e5), far below where a difference or a percentage of two figures
+# overflows a float. Integers (frames, bytes) are held to 64 bits.
+MAX_FIGURE = 1e15
+INT64_MAX = 2**63 - 1
+
 _TAG_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 _DTYPE_TAGS = {"f32": "f32", "f64": "f64", "float32": "f32", "float64": "f64", "exec": "exec"}
 # The hints of a results file that cannot be read as it is
@@ -390,23 +396,33 @@ def _parse_cell(text: str, kind: type | None, column: str, label: str, path: Pat
     numeric = kind is not None or column.endswith(SPREAD_SUFFIX)
     try:
         f = float(s)
-        if not math.isfinite(f):
+        if not math.isfinite(f) or abs(f) > MAX_FIGURE:
             raise ValueError(s)
         if kind is int:
             if not f.is_integer():
                 raise ValueError(s)
-            return int(f)
+            value = int(s) if re.fullmatch(r"[+-]?\d+", s) else int(f)
+            if abs(value) > INT64_MAX:
+                raise ValueError(s)
+            return value
     except ValueError:
         if not numeric:
             return s  # an unknown column holding text: keep it as text
         what = "an integer" if kind is int else "a finite number"
+        try:
+            big = math.isfinite(float(s)) and (kind is not int or float(s).is_integer())
+        except ValueError:
+            big = False
+        if big:  # a number, but one no probe writes
+            what += (f" of at most {INT64_MAX:,} (64 bits)" if kind is int else
+                     f" of at most {MAX_FIGURE:g} in magnitude")
         raise InputError(
             f"probes.csv row {label!r} column {column}: expected {what}, got {s!r}: {path}",
             hint="fix the value by hand, or re-run clusterbench probe --only " + label.split("@")[0],
         ) from None
     if kind is float or column.endswith(SPREAD_SUFFIX):
         return f
-    return int(s) if re.fullmatch(r"[+-]?\d+", s) else f
+    return int(s) if re.fullmatch(r"[+-]?\d+", s) and abs(int(s)) <= INT64_MAX else f
 
 
 def _read_json(path: Path, what: str) -> dict:
@@ -437,7 +453,8 @@ def dir_version(doc: Mapping[str, object], path: Path) -> int:
     anything else, naming what is missing or which version it has."""
     if "schema" in doc:
         version = doc.get("version")
-        if doc["schema"] != RESULTS_SCHEMA or isinstance(version, bool) or version not in _READERS or version < 3:
+        if (doc["schema"] != RESULTS_SCHEMA or type(version) is not int or version not in _READERS
+                or version < 3):
             raise InputError(
                 f"env.json is schema {doc['schema']!r} version {version!r}; this clusterbench reads "
                 f"{RESULTS_SCHEMA!r} versions {_READABLE}: {path}",
@@ -454,7 +471,7 @@ def dir_version(doc: Mapping[str, object], path: Path) -> int:
             "a legacy aare-perf one carries " + ", ".join(LEGACY_ENV_KEYS),
         )
     version = doc.get("schema_version")
-    if isinstance(version, bool) or version not in (1, 2):
+    if type(version) is not int or version not in (1, 2):
         raise InputError(
             f"env.json has schema_version {version!r}; this clusterbench reads versions {_READABLE}: {path}",
             hint="use the clusterbench version that wrote it, or re-run clusterbench probe",

@@ -273,6 +273,14 @@ def render_history_site(series: Sequence[HistorySeries], db_name: str, generated
     return _page("clusterbench history", "\n".join(parts))
 
 
+# The file that marks a folder as a history site clusterbench wrote: history --html writes only into a new or
+# empty folder, or one holding this file (a second run updates it).
+SITE_MARKER = ".clusterbench-history-site"
+
+
 def write_text(path: Path, text: str) -> None:
+    """A page of the site, written whole or not at all (a temporary file renamed over the old page)."""
+    from clusterbench.io.outputs import atomic_write_text
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    atomic_write_text(path, text, "the history site page")

@@ -394,8 +394,8 @@ def _check_results_root(root: Path) -> None:
 def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> ProbePlan:
     """Validate everything that can be checked without a GPU. Raises ConfigError/InputError (exit 2)."""
     from clusterbench.io.results import results_dir_for
-    from clusterbench.run.config import (config_warnings, exec_placeholder_problems, load_configs, select, with_data,
-                                         with_exec, with_frames)
+    from clusterbench.run.config import (config_warnings, exec_placeholder_problems, load_configs, resource_problems,
+                                         run_time_warning, select, with_data, with_exec, with_frames)
     from clusterbench.run.guards import check_settings
     from clusterbench.run.scan import expand, parse_scans
 
@@ -467,9 +467,15 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
     from clusterbench.run.whatbinds import options_from_request
 
     what_binds = options_from_request(request, configs)
+    problems = resource_problems(configs, request.timeout_s)  # without a GPU to ask (docs/probe.md, "Bounds")
+    if problems:
+        raise ConfigError("\n".join(problems), hint=RESOURCE_HINT)
     warnings: list[str] = []
     for c in configs:
         warnings.extend(config_warnings(c))
+    long_run = run_time_warning(configs)
+    if long_run is not None:
+        warnings.append(long_run)
     date = today or datetime.date.today()
     results_dir = results_dir_for(Path(request.results_root), date, configs[0].dtype_tag, request.tag)
     gpus: GpuSelection | None = None
@@ -482,6 +488,8 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
                      what_binds)
 
 
+RESOURCE_HINT = ("use fewer streams, a smaller batch, cap or detector, or fewer frames (--frames N); --timeout S "
+                 "allows a longer pass")
 REPLACE_HINT = "give --tag T (or another --results-dir) to keep them, or --only LABEL to probe fewer configs"
 
 

@@ -265,7 +265,7 @@ def test_the_aare_config_holds_the_four_reference_configs() -> None:
         # ... but aare's pedestal always tracks, and it runs as its own program
         assert c.params.pedestal == "tracking" and c.workload.kind == "command"
         assert c.workload.command[:2] == ("{python}", "../probes/aare_cuda.py")
-    assert cf.build is not None and cf.build.artifact.name == "_aare_cuda*.so"
+    assert cf.build is None  # aare is the user's own install: no build of it for the guards to check
 
 
 def test_the_minimal_example_config_is_valid() -> None:
