@@ -40,25 +40,8 @@ export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 export CLUSTERBENCH_CACHE_DIR="$out/cache"
 zoo="$out/zoo"
 res="$out/results"
-t_start=$(date +%s.%N)
-since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-rows=()
-failed=0
+gpu_steps_start
 
-run() {  # run NAME COMMAND...: print it, run it (output on the terminal and in OUT/NAME.log), time it
-    local name=$1
-    shift
-    echo
-    echo "=== $name ($(since "$t_start") s in)"
-    printf '$'; printf ' %q' "$@"; echo
-    local s rc
-    s=$(date +%s.%N)
-    "$@" 2>&1 | tee "$out/$name.log"
-    rc=${PIPESTATUS[0]}
-    [ "$rc" -eq 0 ] || failed=1
-    rows+=("$name|$rc|$(since "$s")")
-    printf '%-14s exit %-4s %8s s\n' "$name" "$rc" "$(since "$s")" >> "$out/steps.txt"
-}
 
 skip() {  # skip NAME WHY
     echo

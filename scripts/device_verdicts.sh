@@ -16,7 +16,7 @@
 #             zoo_a -> zoo_b, zoo_a -> zoo_delay5; text, --json, and the exit status of --gate 3 for each;
 #   gpu_tests the GPU tests of the unit's link and of the sustained processes (pytest -m gpu, about 30 s).
 # STEPS: a comma list of the step names above (default: all, in that order; compare only compares what exists).
-# Outputs under OUT: the step logs; results/ (every results dir made here, renamed <date>_<dtype>_<what>_<unit>,
+# Outputs under OUT: the step logs (and steps.txt: each step's exit and time); results/ (every results dir made here, renamed <date>_<dtype>_<what>_<unit>,
 # without traces: probes.csv, env.json, samples.json, the logs); compare/ (each compare's text, JSON and gate
 # exit); summary.txt (wall times, the unit block, the verdicts, the gate exits); results.tgz (results/ for the
 # lead: clusterbench floors and scripts/bounds_table.py read the dirs of several machines).
@@ -55,35 +55,18 @@ cd "$root" || exit 2
 PYTHON=${PYTHON:-python3}
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 export COLUMNS=${COLUMNS:-100}
-t_start=$(date +%s.%N)
-since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+gpu_steps_start
 wants() { case ",$what," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 2>/dev/null | head -1 | tr -d ' ')
 unit=${uuid:0:12}
 unit=${unit:-unknown}
 today=$(date +%F)
 res="$out/results"
-rows=()
-failed=0
 {
     echo "device_verdicts: $(hostname), GPU 0 $(nvidia-smi --query-gpu=name,uuid,driver_version,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader -i 0 2>/dev/null)"
     echo "device_verdicts: uptime $(cut -d' ' -f1 /proc/uptime) s; git $(git rev-parse --short=12 HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' dirty'); steps $what"
 } | tee "$out/machine.txt"
 
-run() {  # run NAME COMMAND...: print it, run it (output on the terminal and in OUT/NAME.log), time it
-    local name=$1
-    shift
-    echo
-    echo "=== $name ($(since "$t_start") s in)"
-    printf '$'; printf ' %q' "$@"; echo
-    local s rc
-    s=$(date +%s.%N)
-    "$@" 2>&1 | tee "$out/$name.log"
-    rc=${PIPESTATUS[0]}
-    [ "$rc" -eq 0 ] || failed=1
-    rows+=("$name|$rc|$(since "$s")")
-    return "$rc"
-}
 
 probe() {  # probe NAME TAG ARGS...: clusterbench probe into OUT/results with --tag TAG_<unit>
     local name=$1 tag=$2

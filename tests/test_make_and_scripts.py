@@ -86,3 +86,18 @@ def test_the_readme_has_a_row_for_every_command_and_says_how_make_bench_exits() 
     codes = readme[readme.index("## Exit codes"):]
     three = next(ln for ln in codes.splitlines() if ln.startswith("| 3 |"))
     assert "`python benchmarks/bench_analyze.py` missed a limit" in three and "`make bench` then exits 2" in three
+
+
+def test_the_device_scripts_step_runner_times_logs_and_counts_failures(tmp_path):
+    """scripts/lib/gpu_script.sh's run: each step's output in OUT/NAME.log, a row NAME|exit|seconds, a line in
+    OUT/steps.txt, failed=1 after a failing step, and the step's own exit status returned."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    script = (f'out={tmp_path}; . {root}/scripts/lib/gpu_script.sh; gpu_steps_start; run ok echo hello; '
+              'run bad sh -c "echo oops; exit 3"; rc=$?; echo "rows=${#rows[@]} failed=$failed rc=$rc ${rows[1]%|*}"')
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-1] == "rows=2 failed=1 rc=3 bad|3"
+    assert (tmp_path / "ok.log").read_text() == "hello\n" and (tmp_path / "bad.log").read_text() == "oops\n"
+    lines = (tmp_path / "steps.txt").read_text().splitlines()
+    assert [ln.split()[:3] for ln in lines] == [["ok", "exit", "0"], ["bad", "exit", "3"]]

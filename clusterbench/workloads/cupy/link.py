@@ -32,6 +32,7 @@ from typing import Any
 
 from clusterbench.errors import ClusterbenchError, EnvironmentFailure, InputError
 from clusterbench.model.unit import LinkRate, LinkRates, buffer_nodes, rate_of, sysfs_bus_id
+from clusterbench.workloads.protocol import child_error
 
 # 32 MiB a copy: long enough (about 0.6 ms at 55 GB/s) that the launch and event costs are a small part of it,
 # short enough that 3 x 5 samples x 4 copies take about 0.1 s of link time.
@@ -282,10 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             raise InputError(f"cannot write {args.result}: {exc.strerror}", hint="check the path") from None
     except ClusterbenchError as err:
-        print(f"Error: {err}", file=sys.stderr)
-        if err.hint:
-            print(f"Hint: {err.hint}", file=sys.stderr)
-        return err.exit_code
+        return child_error(err)
     return 0
 
 

@@ -35,7 +35,7 @@ from clusterbench.model.params import WorkloadParams
 from clusterbench.model.steady import SteadyRule, run_until_steady
 from clusterbench.workloads.synth import FrameSet
 from clusterbench.workloads.protocol import PASS_RANGE as PASS_RANGE_PREFIX
-from clusterbench.workloads.protocol import PEDESTAL_RANGE, pass_range_text
+from clusterbench.workloads.protocol import PEDESTAL_RANGE, child_error, pass_range_text
 
 if TYPE_CHECKING:
     from clusterbench.workloads.cupy.pipeline import Pipeline
@@ -338,10 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(doc)
     except ClusterbenchError as err:
-        print(f"Error: {err}", file=sys.stderr)
-        if err.hint:
-            print(f"Hint: {err.hint}", file=sys.stderr)
-        return err.exit_code
+        return child_error(err)
     return 0
 
 
