@@ -65,6 +65,7 @@ from clusterbench.model.steady import STEADY_HINT
 from clusterbench.run.callcost import CallCosts
 from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity, trace_figures
 from clusterbench.run.above import above_roofline
+from clusterbench.run.precompile import Precompile, finder_builds
 from clusterbench.run.processes import (DEFAULT_PROCESSES, EarlySustained, check_processes, early_applies,
                                         measure_config, sustained_block, sustained_command, traced_sustained)
 from clusterbench.run.sustained import steadiness_of
@@ -687,11 +688,13 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     unit_probe = start_unit_probe()  # and another imports CuPy to measure the link once the guards passed
     frame_cache = _frame_cache(plan)
     frames_job = _start(_build_frames, plan, frame_cache)  # and the configs' frames are drawn meanwhile
+    precompile = Precompile(finder_builds(plan.configs))  # and our finder's kernels compiled, with no GPU context
     try:
         gpu_plan = plan_gpus(plan.gpus, plan.config_file, max_util_pct=request.max_util_pct,
                              window_s=DEFAULT_WINDOW_S, require_clean=request.require_clean, force=request.force)
     except BaseException as exc:
         unit_probe.stop("the guards did not finish")
+        precompile.stop()
         if frame_cache is not None:
             shutil.rmtree(frame_cache, ignore_errors=True)
         if isinstance(exc, KeyboardInterrupt):
@@ -700,6 +703,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     verdict = gpu_plan.verdict
     if verdict.refused:
         unit_probe.stop("the guards refused")
+        precompile.stop()
         if frame_cache is not None:
             shutil.rmtree(frame_cache, ignore_errors=True)
     require_guard_pass(verdict)  # CheckFailed (exit 3): a busy GPU or a stale build, without --force
@@ -735,6 +739,8 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
                                                   else str(nsys_version)))
         gpu_runs: dict[str, MultiGpuSustained] = {}
         _joined(*frames_job)
+        precompile.wait()  # before the first config: its traced pass then loads its kernels from CuPy's cache
+        precompile.keep_log(out_dir)
         env = _child_env(frame_cache)
         from clusterbench.run.callcost import machine_key
 
@@ -818,6 +824,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
             discard_partials(out_dir, label)
         raise
     finally:
+        precompile.stop()
         if frame_cache is not None:
             shutil.rmtree(frame_cache, ignore_errors=True)
     return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), verdict, tuple(failures), checks,

@@ -12,8 +12,9 @@ spread.
 - **Our finder** (workload ``cupy``): every process starts once the traced pass has written its record, so
   that their set-up (interpreter, CuPy, buffers, kernels, pedestal, a warm-up pass) runs while the tracer
   finishes (:class:`EarlySustained`); each waits at its own gate before its runs. The first gets its go once
-  the probe's go came and every process is set up, each later one once the one before has ended
-  (:func:`clusterbench.run.sustained.measure_sustained`): no set-up runs beside a measured run.
+  the probe's go came and every process is set up, each later one once the runs of the one before have ended
+  (:func:`clusterbench.run.sustained.measure_sustained`): no set-up runs beside a measured run; the one
+  before writes its record and exits during the next one's first run, which calibrates and is not counted.
 - **Another protocol workload** that takes ``{mode}``: P processes of R passes each, one after the other.
 - **A program run whole** (a program probed as it is, ``--rate``, ``--sustained wall``; or a workload without
   ``{mode}``): each run is a process; runs until the last P agree within its rule, at most P + 2.
@@ -58,7 +59,7 @@ def steady_plan(command: Any, processes: int = 1) -> str:
                 f"{U.pct(rule.spread)} (range over median), {rule.max_runs} runs at most")
     many = (f"in {processes} fresh processes, one after the other" if processes > 1 else "in one process")
     if command.own_steady:
-        later = (": all set up at once, and each runs once the one before has ended" if processes > 1 else "")
+        later = (": all set up at once, and each runs once the one before has ended its runs" if processes > 1 else "")
         return (f"{many}{later}; in each: {rule.min_warmups} warm-up run of one pass that sets the passes per run "
                 f"(runs of at least {U.seconds(rule.target_s)}), then runs until the last {rule.counted} agree within "
                 f"{U.pct(rule.spread)}, at most {rule.max_runs} runs"

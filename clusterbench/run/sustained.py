@@ -48,13 +48,10 @@ from clusterbench.run.supervisor import (
     run_children,
 )
 from clusterbench.run.tracers import read_result, result_hint
+from clusterbench.workloads.protocol import DONE_SUFFIX, GO_BEFORE_ENV, GO_ENV, READY_SUFFIX, STEADY_ENV
 
 # Our finder's side channels (clusterbench.workloads.cupy.run, which this module must not import: it is the
-# child's): the steady rule of a concurrent round, and the file it waits on before its runs.
-STEADY_ENV = "CLUSTERBENCH_STEADY"
-GO_ENV = "CLUSTERBENCH_GO_FILE"
-GO_BEFORE_ENV = "CLUSTERBENCH_GO_BEFORE"  # "runs" (after its set-up) or "gpu" (before any GPU work)
-READY_SUFFIX = ".ready"  # <go file>.ready: the process is set up and waits for its go (our finder writes it)
+# child's): the steady rule of a concurrent round, the file it waits on before its runs, and those it writes.
 GO_POLL_S = 0.005
 # A process's runs end this long before its parent sees it end, at most (its record written, its exit): the clock
 # window of its runs is widened by it.
@@ -319,7 +316,7 @@ def measure_sustained(gpus: Sequence[GpuInfo], tools: PinTools, command: Sustain
     (``command.go``, our finder) starts every process at once, so that each sets up while the tracer finishes,
     and gives them their go one at a time (:class:`_ProcessChain`): the first once ``go_file`` says go (the
     caller writes it once the GPU is the runs' alone; no file: at once) and every process is set up, each later
-    one once the one before has ended. A failed child: EnvironmentFailure or WorkloadProtocolError (exit 1)
+    one once the runs of the one before have ended (its pipeline closed; it writes its record and exits meanwhile). A failed child: EnvironmentFailure or WorkloadProtocolError (exit 1)
     naming its GPU, with its log's last lines."""
     if not gpus:
         raise ValueError("measure_sustained needs at least one GPU")
@@ -373,15 +370,31 @@ def measure_sustained(gpus: Sequence[GpuInfo], tools: PinTools, command: Sustain
             chain = _ProcessChain(dataclasses.replace(command, go=command.go and gated), selected, tools, out_dir,
                                   label, phase, phase_env, cwd, timeout_s, go_file if gated else None, n)
             chain.start_all()  # our finder: every process sets up at once, each then waits for its go
+            pending: tuple[int, float, float] | None = None  # a process whose runs ended, its record not read yet
+
+            def collect(k: int, t_go: float, t_end: float) -> None:
+                outcomes = chain.join(k)
+                require_all_ok(outcomes, _what(phase, label, k, False, n > 1), command.hint)
+                rounds.append(outcomes)
+                windows.append((t_go, t_end, starts[k]))
+
             try:
                 for k in range(n):
                     emit(phase, k)
                     starts.append(time.monotonic() - t0)
                     t_go = chain.open(k)
-                    outcomes = chain.join(k)
-                    require_all_ok(outcomes, _what(phase, label, k, False, n > 1), command.hint)
-                    rounds.append(outcomes)
-                    windows.append((t_go, time.time(), starts[-1]))
+                    # the next process's go once this one's runs have ended (our finder says so once its pipeline
+                    # is closed): its record and exit overlap the next one's first run, which calibrates and is not
+                    # counted. A process that ended (failed, or another command's) is read before the next starts.
+                    t_end = chain.wait_done(k)
+                    if pending is not None:
+                        collect(*pending)
+                    pending = (k, t_go, t_end)
+                    if not chain.running(k):
+                        collect(*pending)
+                        pending = None
+                if pending is not None:
+                    collect(*pending)
             finally:
                 chain.close("the process before it failed")
         by_phase[phase], offsets[phase], reasons[phase] = tuple(rounds), starts, reason
@@ -451,7 +464,7 @@ class _ProcessChain:
     pedestal, a warm-up pass) while the tracer finishes, and waits at its own gate (``<stem>.go``) before its
     runs, saying so in ``<gate>.ready``; :meth:`open` gives process k its go: the first once the caller's go
     file says go (or at once without one) and every process is waiting or has ended, each later one once the
-    one before it has ended. Another command's processes start one at a time, when opened. :meth:`join`
+    one before it has said its runs ended (:meth:`wait_done`) or has ended. Another command's processes start one at a time, when opened. :meth:`join`
     waits for a process's outcome; :meth:`close` stops a process never given its go and waits for the rest."""
 
     def __init__(self, command: SustainedCommand, selected: tuple[GpuInfo, ...], tools: PinTools, out_dir: Path,
@@ -467,12 +480,19 @@ class _ProcessChain:
     def _gate(self, k: int) -> Path:
         return self.out_dir / f"{self.label}.{self.phase}.p{k}.go"
 
+    @staticmethod
+    def _files(gate: Path | None) -> tuple[Path, ...]:
+        """A process's gate and the files it writes beside it (none without a gate)."""
+        if gate is None:
+            return ()
+        return (gate, Path(f"{gate}{READY_SUFFIX}"), Path(f"{gate}{DONE_SUFFIX}"))
+
     def _start(self, k: int) -> None:
         env = dict(self.env)
         gate: Path | None = None
         if self.gated:
             gate = self._gate(k)
-            for f in (gate, Path(f"{gate}{READY_SUFFIX}")):
+            for f in self._files(gate):
                 f.unlink(missing_ok=True)
             env[GO_ENV] = str(gate)
             env[GO_BEFORE_ENV] = "runs"
@@ -530,10 +550,23 @@ class _ProcessChain:
             return True
         return word == "go"
 
+    def running(self, k: int) -> bool:
+        """Process ``k`` has not ended yet."""
+        return self.started[k][0].is_alive()
+
+    def wait_done(self, k: int) -> float:
+        """Wait until process ``k``'s runs have ended: it wrote ``<gate>.done`` (its pipeline closed; its record
+        and exit still to come) or it ended; the time.time() it was seen."""
+        t, _, gate = self.started[k]
+        done = Path(f"{gate}{DONE_SUFFIX}") if gate is not None else None
+        while t.is_alive() and not (done is not None and done.exists()):
+            t.join(GO_POLL_S)
+        return time.time()
+
     def join(self, k: int) -> tuple[GpuOutcome, ...]:
         t, box, gate = self.started[k]
         t.join()
-        for f in ((gate, Path(f"{gate}{READY_SUFFIX}")) if gate is not None else ()):
+        for f in self._files(gate):
             f.unlink(missing_ok=True)
         if "error" in box:
             raise box["error"]
@@ -551,5 +584,5 @@ class _ProcessChain:
                 self.opened.add(k)  # told: it stops before it measures
         for k, (t, _, gate) in list(self.started.items()):
             t.join()
-            for f in ((gate, Path(f"{gate}{READY_SUFFIX}")) if gate is not None else ()):
+            for f in self._files(gate):
                 f.unlink(missing_ok=True)

@@ -31,6 +31,23 @@ PEDESTAL_RANGE = "clusterbench:pedestal"
 PASS_RANGE = "clusterbench:pass"  # the pass range's text is "clusterbench:pass frames=N"
 MODES = ("pass", "sustained")
 
+# The probe's side channels to its own finder's sustained process (docs/workloads.md, "clusterbench's finder"),
+# read by the child (clusterbench.workloads.cupy.run) and written by the probe (clusterbench.run.sustained):
+# a steady rule other than the default (a concurrent round's fixed plan), and a file to wait for before the runs
+# (the probe starts the process while the tracer finishes, and writes "go" once the GPU is the sustained runs'
+# alone; anything else written there stops the process before it measures).
+STEADY_ENV = "CLUSTERBENCH_STEADY"
+GO_ENV = "CLUSTERBENCH_GO_FILE"
+# Where the process waits for its go: "runs" (the default: after its pedestal and warm-up pass, so that they run
+# while the tracer finishes; every process of a config sets up at once and waits so) or "gpu" (after its buffers,
+# kernels and pinned pool are set up, before any GPU work).
+GO_BEFORE_ENV = "CLUSTERBENCH_GO_BEFORE"
+GO_BEFORE = ("runs", "gpu")
+READY_SUFFIX = ".ready"  # <go file>.ready: the process is set up and waits for its go
+# <go file>.done: the process's runs have ended and its pipeline is closed (its GPU work synchronized, its buffers
+# freed); what is left is writing its record and exiting, so the probe may give the next process its go
+DONE_SUFFIX = ".done"
+
 # Placeholders a command may use, beyond every parameter of WorkloadParams.
 RUN_PLACEHOLDERS: Mapping[str, str] = {
     "label": "the config's label",

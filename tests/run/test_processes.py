@@ -139,7 +139,7 @@ def test_the_plan_in_words() -> None:
     ours = sus.SustainedCommand(lambda g, r: [], SteadyRule(counted=3), "sustained", own_steady=True, go=True)
     text = steady_plan(ours, 3)
     assert text.startswith("in 3 fresh processes, one after the other: all set up at once, and each runs once the "
-                           "one before has ended; in each: 1 warm-up run")
+                           "one before has ended its runs; in each: 1 warm-up run")
     assert "until the last 3 agree within 1.5 %" in text and "0.8 s of runs" in text
     assert steady_plan(ours, 1).startswith("in one process; in each: 1 warm-up run")
 
@@ -164,6 +164,13 @@ GATED_CHILD = textwrap.dedent("""
         wait_for_go(gate, 0.001)
     mark("runs")
     time.sleep(0.5)
+    if len(sys.argv) > 3 and sys.argv[3] == "fail":
+        sys.exit(1)
+    if len(sys.argv) > 3 and sys.argv[3] == "done":  # as our finder does: its runs ended, then its record and exit
+        from clusterbench.workloads.cupy.run import signal_done
+        mark("done")
+        signal_done(gate)
+        time.sleep(0.5)
     doc = {"schema": "clusterbench.workload-result", "version": 2, "mode": "sustained", "frames": 1000,
            "pass_s": [0.010, 0.011, 0.0105], "clusters_found": 7}
     json.dump(doc, open(result, "w"))
@@ -193,6 +200,44 @@ def test_every_process_sets_up_at_once_and_each_runs_after_the_one_before(tmp_pa
     # the passes 10, 11 and 10.5 ms of 1000 frames: 100,000, 90,909 and 95,238 FPS, median 95,238 each process
     assert run.figures.solo.samples == pytest.approx((95_238.095,) * 3)
     assert not list(tmp_path.glob("*.go")) and not list(tmp_path.glob("*.ready"))  # the gates are gone
+
+
+def _gated_run(tmp_path: Path, mode: str) -> tuple[dict, object]:
+    child = tmp_path / "gated.py"
+    child.write_text(GATED_CHILD)
+    log = tmp_path / "events.log"
+    command = sus.SustainedCommand(lambda g, r: [sys.executable, str(child), str(r), str(log), mode],
+                                   SteadyRule(counted=3, min_warmups=0, max_runs=3), "sustained", go=True,
+                                   metadata={"source": "result"})
+    gpu = machine.GpuInfo(0, "GPU-0000", "NVIDIA H200")
+    run = None
+    try:
+        run = sus.measure_sustained((gpu,), machine.PinTools(None, True, tuple(sorted(os.sched_getaffinity(0)))),
+                                    command, tmp_path, "c", base_env=dict(os.environ), timeout_s=60, processes=3)
+    finally:
+        events = {}
+        for line in log.read_text().splitlines():
+            name, what, t = json.loads(line)
+            events[(name.split(".gpu")[0], what)] = t
+    return events, run
+
+
+def test_the_next_process_runs_once_the_one_before_says_its_runs_ended(tmp_path: Path) -> None:
+    events, run = _gated_run(tmp_path, "done")
+    p0, p1, p2 = "c.sustained", "c.sustained.p1", "c.sustained.p2"
+    for before, after in ((p0, p1), (p1, p2)):
+        # its go came after the one before closed its pipeline, while that one still wrote its record (0.5 s)
+        assert events[(before, "done")] < events[(after, "runs")] < events[(before, "end")]
+    assert run.figures.solo.samples == pytest.approx((95_238.095,) * 3)
+    assert not [p for p in tmp_path.iterdir() if p.suffix in (".go", ".ready", ".done")]
+
+
+def test_a_process_that_fails_stops_the_chain_before_the_next_runs(tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="c"):
+        _gated_run(tmp_path, "fail")
+    marks = [tuple(json.loads(ln)[:2]) for ln in (tmp_path / "events.log").read_text().splitlines()]
+    assert ("c.sustained.gpu0.json", "runs") in marks
+    assert not any(what == "runs" and not name.startswith("c.sustained.gpu0") for name, what in marks)
 
 
 def test_a_stop_before_the_runs_stops_every_process(tmp_path: Path) -> None:

@@ -35,7 +35,8 @@ from clusterbench.model.params import WorkloadParams
 from clusterbench.model.steady import SteadyRule, run_until_steady
 from clusterbench.workloads.synth import FrameSet
 from clusterbench.workloads.protocol import PASS_RANGE as PASS_RANGE_PREFIX
-from clusterbench.workloads.protocol import PEDESTAL_RANGE, child_error, pass_range_text
+from clusterbench.workloads.protocol import (DONE_SUFFIX, GO_BEFORE, GO_BEFORE_ENV, GO_ENV, PEDESTAL_RANGE, READY_SUFFIX,
+                                             STEADY_ENV, child_error, pass_range_text)
 
 if TYPE_CHECKING:
     from clusterbench.workloads.cupy.pipeline import Pipeline
@@ -130,19 +131,7 @@ def _kernel_name(pipe: Any, params: WorkloadParams) -> str:
     return pipe.frozen_kernel if params.pedestal == "frozen" else f"tracking {pipe.tracking_kernel}"
 
 
-# The probe's side channels to its own finder's sustained process (docs/workloads.md, "clusterbench's finder"):
-# a steady rule other than the default (a concurrent round's fixed plan), and a file to wait for before the
-# runs start (the probe starts the process while the tracer finishes, and writes "go" once the GPU is the
-# sustained runs' alone; anything else written there stops the process before it measures).
-STEADY_ENV = "CLUSTERBENCH_STEADY"
-GO_ENV = "CLUSTERBENCH_GO_FILE"
-# Where the process waits for its go: "runs" (the default: after its pedestal and warm-up pass, so that they run
-# while the tracer finishes; every process of a config sets up at once and waits so) or "gpu" (after its buffers,
-# kernels and pinned pool are set up, before any GPU work).
-GO_BEFORE_ENV = "CLUSTERBENCH_GO_BEFORE"
-GO_BEFORE = ("runs", "gpu")
 GO_POLL_S = 0.002
-READY_SUFFIX = ".ready"  # <go file>.ready: written when the process starts to wait for its go
 
 
 def _steady_rule(repeats: int) -> SteadyRule:
@@ -186,6 +175,17 @@ def wait_for_go(path: str | None, poll_s: float = GO_POLL_S) -> float:
             raise InputError(f"the probe asked this process to stop before it measured ({word})",
                              hint="nothing to do: the probe says why")
         time.sleep(poll_s)
+
+
+def signal_done(path: str | None) -> None:
+    """Tell the probe that this process's runs have ended and its pipeline is closed (``<path>.done``), so that
+    the next process may start its runs while this one writes its record and exits (None: nobody waits)."""
+    if not path:
+        return
+    try:
+        Path(f"{path}{DONE_SUFFIX}").write_text("done\n")
+    except OSError:
+        pass  # the probe then waits for this process to end, as without the file
 
 
 def sustained_passes(params: WorkloadParams, repeats: int = 5, frames: FrameSet | None = None,
@@ -242,6 +242,7 @@ def sustained_passes(params: WorkloadParams, repeats: int = 5, frames: FrameSet 
         timings["passes"] = time.perf_counter() - t0
         kernel = _kernel_name(pipe, params)
         out = last[0]
+    signal_done(go_file)
     counted = verdict.runs[len(verdict.runs) - len(verdict.values):]
     return WorkloadResult(mode="sustained", frames=params.frames, pass_s=tuple(r.seconds / r.passes for r in counted),
                           clusters_found=out.clusters_found, clusters_dropped=out.clusters_dropped,

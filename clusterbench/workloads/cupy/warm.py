@@ -1,0 +1,155 @@
+"""Fill CuPy's kernel cache for the finder's builds without touching the GPU: the compile a fresh machine
+would otherwise do inside the first traced pass of each build.
+
+On a machine whose CuPy kernel cache is empty (a fresh node, a new container), the first process of each build
+(pedestal type, cluster size, frame shape) compiles ``cluster_finder.cu`` with NVRTC, about 2.5 s on a GPU
+host's core, and that process is the traced pass: make run's four configs paid it twice in a row. This module
+compiles each build into CuPy's on-disk cache (``CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``) under the
+key CuPy's own ``RawModule`` computes, but never loads the module: no CUDA context is made, so NVML lists no
+process and the idle-GPU guard, which samples the GPU meanwhile, sees nothing of it. The probe starts one child
+per build while the guards sample (:func:`clusterbench.run.probe.run_probe`), and waits for them before the
+first config runs.
+
+Only the compile is done ahead. Which module a run loads, and how, is unchanged: a build whose compile fails
+here (or a CuPy that changes its cache key) is compiled where it was before, in the run's own process.
+
+``python -m clusterbench.workloads.cupy.warm --build float32,3,400,400`` compiles one build (several
+``--build``: one after the other) and prints one JSON line per build: its seconds, whether CuPy's cache had
+it already, and whether a CUDA context exists afterwards (it must not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from clusterbench.errors import InputError
+
+PEDESTAL_DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True, slots=True)
+class Build:
+    """One compiled form of cluster_finder.cu, as a run of the finder asks for it by default (no tile or slide
+    height of the benchmark's, no extra defines)."""
+
+    pedestal_dtype: str
+    cluster: int
+    rows: int
+    cols: int
+
+    def arg(self) -> str:
+        """The ``--build`` argument that names this build."""
+        return f"{self.pedestal_dtype},{self.cluster},{self.rows},{self.cols}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Build":
+        """A ``--build`` argument back into a Build (InputError when it is not one)."""
+        parts = text.split(",")
+        if len(parts) != 4 or parts[0] not in PEDESTAL_DTYPES or not all(p.isdigit() for p in parts[1:]):
+            raise InputError(f"--build takes DTYPE,CLUSTER,ROWS,COLS, got {text!r}",
+                             hint="e.g. --build float32,3,400,400")
+        cluster, rows, cols = (int(p) for p in parts[1:])
+        if min(cluster, rows, cols) < 1:
+            raise InputError(f"--build sizes must be positive, got {text!r}", hint="e.g. --build float32,3,400,400")
+        return cls(parts[0], cluster, rows, cols)
+
+
+def builds_of(params: Iterable[Any]) -> tuple[Build, ...]:
+    """The distinct builds of some WorkloadParams, in first-seen order (pure)."""
+    seen: dict[Build, None] = {}
+    for p in params:
+        seen.setdefault(Build(str(p.pedestal_dtype), int(p.cluster), int(p.rows), int(p.cols)), None)
+    return tuple(seen)
+
+
+class _NoLoad:
+    """Stands in for ``cupy.cuda.function.Module`` while a build is compiled: CuPy's compile path ends by loading
+    the module (which makes a CUDA context); here it only keeps what it is given."""
+
+    def load(self, cubin: bytes) -> None:
+        self.cubin = cubin
+
+    def _set_mapping(self, mapping: Any) -> None:
+        self.mapping = mapping
+
+
+class _Function:
+    """The ``function`` module as CuPy's compiler sees it during :func:`compile_build`: Module never loads."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+        self.Module = _NoLoad
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def _context_current() -> bool:
+    """Whether this thread has a current CUDA context (CuPy's driver binding)."""
+    from cupy.cuda import driver
+
+    try:
+        return bool(driver.ctxGetCurrent())
+    except Exception:  # noqa: BLE001 - a driver that cannot say: report none made
+        return False
+
+
+def compile_build(build: Build) -> dict[str, Any]:
+    """Compile one build into CuPy's kernel cache without loading it; what happened, as a JSON-able dict."""
+    from cupy.cuda import compiler
+
+    from clusterbench.workloads.cupy.pipeline import _main_module
+
+    cached_before = _cache_names()
+    t0 = time.perf_counter()
+    real = compiler.function
+    compiler.function = _Function(real)
+    try:
+        _main_module.__wrapped__(build.pedestal_dtype, build.cluster, None, None, (),
+                                 (build.rows, build.cols)).compile()
+    finally:
+        compiler.function = real
+    seconds = time.perf_counter() - t0
+    added = _cache_names() - cached_before
+    return {"build": build.arg(), "seconds": round(seconds, 3), "compiled": bool(added),
+            "context": _context_current()}
+
+
+def _cache_names() -> set[str]:
+    from cupy.cuda import compiler
+
+    try:
+        import os
+
+        return {n for n in os.listdir(compiler.get_cache_dir()) if n.endswith(".cubin")}
+    except OSError:
+        return set()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from clusterbench.workloads.protocol import child_error
+
+    ap = argparse.ArgumentParser(prog="python -m clusterbench.workloads.cupy.warm",
+                                 description="Compile the finder's kernels into CuPy's kernel cache without a CUDA "
+                                             "context (what a fresh machine's first traced pass would compile).",
+                                 epilog="Exit codes: 0 compiled (or cached already); 1 CuPy or the compiler "
+                                        "failed; 2 bad input.")
+    ap.add_argument("--build", action="append", required=True, metavar="DTYPE,CLUSTER,ROWS,COLS",
+                    help="one build, e.g. float32,3,400,400 (repeat for several)")
+    args = ap.parse_args(argv)
+    try:
+        builds = [Build.parse(b) for b in args.build]
+        for b in builds:
+            print(json.dumps(compile_build(b)), flush=True)
+    except Exception as err:  # noqa: BLE001 - one Error/Hint for the parent's log
+        return child_error(err)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""The finder's kernels compiled ahead of the runs: which builds a campaign has, the warm child's command line,
+and the children's life (they end, are waited for, are stopped, leave their log) on any machine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterbench.run.config import load_configs
+from clusterbench.run.precompile import Precompile, finder_builds
+from clusterbench.workloads.cupy.warm import Build, builds_of
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_smoke_configs_have_two_builds():
+    # configs/smoke.toml by hand: four float32 configs at 400x400, two at cluster 3 and two at cluster 9
+    cf = load_configs(ROOT / "configs" / "smoke.toml")
+    assert finder_builds(cf.configs) == (Build("float32", 3, 400, 400), Build("float32", 9, 400, 400))
+
+
+def test_f64_configs_build_float64():
+    cf = load_configs(ROOT / "configs" / "smoke_f64.toml")
+    assert {b.pedestal_dtype for b in finder_builds(cf.configs)} == {"float64"}
+
+
+def test_builds_of_keeps_first_seen_order_and_drops_repeats():
+    class P:
+        def __init__(self, dtype, cluster, rows=400, cols=400):
+            self.pedestal_dtype, self.cluster, self.rows, self.cols = dtype, cluster, rows, cols
+
+    got = builds_of([P("float32", 9), P("float32", 3), P("float32", 9), P("float64", 3, 256, 512)])
+    assert got == (Build("float32", 9, 400, 400), Build("float32", 3, 400, 400), Build("float64", 3, 256, 512))
+
+
+@pytest.mark.parametrize("text", ["float32,3,400,400", "float64,9,256,1024"])
+def test_build_argument_round_trips(text):
+    assert Build.parse(text).arg() == text
+
+
+@pytest.mark.parametrize("text", ["float16,3,400,400", "float32,3,400", "float32,x,400,400", "float32,0,400,400",
+                                  "", "float32,3,400,400,1"])
+def test_warm_child_refuses_a_bad_build_with_exit_2(text):
+    res = subprocess.run([sys.executable, "-m", "clusterbench.workloads.cupy.warm", "--build", text],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("Error: --build") and "\nHint: " in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_precompile_waits_for_each_child_and_keeps_its_log(tmp_path):
+    builds = (Build("float32", 3, 16, 16), Build("float32", 5, 16, 16))
+    pre = Precompile(builds)
+    assert len(pre.procs) == 2
+    pre.wait(timeout_s=300)
+    assert pre.procs == [] and pre.seconds is not None and pre.seconds > 0
+    pre.keep_log(tmp_path)
+    lines = (tmp_path / "precompile.log").read_text().splitlines()
+    assert lines[0].startswith("kernels compiled ahead in ")
+    # one line per build, with its exit: 0 where CuPy compiles it, 1 where CuPy or a compiler is missing
+    assert [ln.split(":")[0] for ln in lines[1:] if ln.startswith("float32,")] == ["float32,3,16,16",
+                                                                                  "float32,5,16,16"]
+    assert all(": exit 0: " in ln or ": exit 1: " in ln for ln in lines[1:] if ln.startswith("float32,"))
+
+
+def test_precompile_stop_ends_children_and_no_builds_start_nothing(tmp_path):
+    pre = Precompile((Build("float32", 3, 16, 16),), env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    pre.stop()
+    assert pre.procs == []
+    none = Precompile(())
+    none.wait()
+    none.keep_log(tmp_path)
+    assert none.procs == [] and not (tmp_path / "precompile.log").exists()
+
+
+def test_precompile_stops_a_child_past_its_wait():
+    slow = Precompile(())
+    slow.procs = [("sleep", subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))]
+    slow.wait(timeout_s=0.2)
+    assert slow.outputs == ["sleep: stopped after 0.2 s (the runs compile it): "]
