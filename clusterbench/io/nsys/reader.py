@@ -81,10 +81,25 @@ def _read_threads() -> int:
 
 
 READ_THREADS = _read_threads()
+# Rows per chunk, read and analysed: CLUSTERBENCH_CHUNK_ROWS sets it for the reader's rowid chunks and the
+# analyzers' blocks alike (the tests force it down to 64 rows, so that the bundled traces cross many chunk
+# edges and every answer must come out the same as in one piece).
+CHUNK_ENV = "CLUSTERBENCH_CHUNK_ROWS"
+
+
+def chunk_rows_setting() -> int | None:
+    """CLUSTERBENCH_CHUNK_ROWS when it is set to a whole number of at least 1; None otherwise."""
+    try:
+        asked = int(os.environ.get(CHUNK_ENV, ""))
+    except ValueError:
+        return None
+    return asked if asked > 0 else None
+
+
 # Rowids per read job: balances the threads; small strings reuse freed memory. Each running job holds its
 # chunk's text and arrays (about 2.5 MB at 25,000 API rows), and two pools run 2 x READ_THREADS jobs at
 # once: past 4 threads the chunks shrink so that the threads together hold about as much as 4 do.
-ROWS_PER_CHUNK = 25_000 if READ_THREADS <= 4 else max(5_000, 100_000 // READ_THREADS)
+ROWS_PER_CHUNK = chunk_rows_setting() or (25_000 if READ_THREADS <= 4 else max(5_000, 100_000 // READ_THREADS))
 
 _PACK_DEVICE = 1 << 24  # key = pid + 2**24*device (pid < 2**24)
 _PACK_PAGEABLE = 128  # memcpy code = kind + 128*pageable + 256*stream (kind < 128)
