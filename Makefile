@@ -18,7 +18,7 @@ help:
 	@echo "make test   - set up (scripts/bootstrap.sh: .venv with .[test], or python3 offline) and run pytest; GPU tests skip without a GPU"
 	@echo "make smoke  - probe the four configs of $(SMOKE_CONFIG) (8,000 frames, batch 200) into results/<date>_f32_smoke"
 	@echo "make sweep  - probe every config at its full frames into results/<date>_<f32|f64> (the reference campaign)"
-	@echo "make bench  - analyze's speed and memory limits at 1M, 5M and 10M records (benchmarks/out; exit 3 when one is missed; no GPU needed)"
+	@echo "make bench  - analyze's speed and memory limits at 1M, 5M and 10M records and on a host-bound loop at 1M and 10M (benchmarks/out; exit 3 when a limit is missed, and it says which; no GPU needed)"
 	@echo "make aare-cuda - build aare's ClusterFinderCUDA from the kit in AARE_KIT into AARE_OUT (docs/aare-cuda.md)"
 	@echo "make clean  - remove .venv, *.egg-info, .pytest_cache and benchmarks/out"
 
