@@ -399,9 +399,52 @@ def check_sqlite_file(path: Path) -> None:
         )
 
 
+# File systems on which SQLite's file locks are slow, unsupported or unsafe: a trace there is opened with
+# immutable=1 (SQLite then takes no lock and never checks for changes: an export is written once).
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs", "fuse.glusterfs", "lustre", "gpfs",
+    "beegfs", "fuse.sshfs", "sshfs", "fuse.s3fs", "fuse.rclone", "davfs", "fuse.davfs2", "fuse.gcsfuse", "fuse.juicefs",
+})  # fmt: skip
+# CLUSTERBENCH_IMMUTABLE=1 opens every trace with immutable=1, =0 none; unset: those on a network file system
+IMMUTABLE_ENV = "CLUSTERBENCH_IMMUTABLE"
+
+
+def _mount_type(path: Path, mountinfo: str = "/proc/self/mountinfo") -> str | None:
+    """The file-system type of the mount that holds ``path`` (the longest mount point above it), from
+    /proc/self/mountinfo; None where that cannot be read (not Linux)."""
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    target = str(path)
+    best, kind = -1, None
+    for line in lines:
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if not sep or len(fields) < 5 or not right:
+            continue
+        point = fields[4].encode().decode("unicode_escape")  # \040 for a space
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best:
+            best, kind = len(point), right.split()[0]
+    return kind
+
+
+def immutable(path: Path) -> bool:
+    """Whether ``path`` is opened with immutable=1: CLUSTERBENCH_IMMUTABLE=1 or 0 decides; unset, when the
+    file lies on a network file system (NETWORK_FILESYSTEMS)."""
+    asked = os.environ.get(IMMUTABLE_ENV, "").strip()
+    if asked in ("0", "1"):
+        return asked == "1"
+    return _mount_type(path) in NETWORK_FILESYSTEMS
+
+
 def connect_read_only(path: Path) -> sqlite3.Connection:
-    """Open ``path`` read-only: no journal or WAL is created and nothing is written."""
-    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    """Open ``path`` read-only: no journal or WAL is created and nothing is written; with immutable=1
+    on a network file system (:func:`immutable`)."""
+    resolved = path.resolve()
+    uri = f"file:{urllib.parse.quote(str(resolved))}?mode=ro" + ("&immutable=1" if immutable(resolved) else "")
     try:
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         conn.execute("PRAGMA query_only = 1")
