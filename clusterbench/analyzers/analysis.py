@@ -174,7 +174,11 @@ def load_trace(path: str | os.PathLike[str], range_name: str | None = None, req:
 # --------------------------------------------------------------------------- analysis
 
 
-def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: list[str]) -> GroupAnalysis:
+ANALYSIS_STEPS = 6  # the steps of one group that report progress (_group's tick calls)
+
+
+def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: list[str],
+           tick: Callable[[], None] = lambda: None) -> GroupAnalysis:  # fmt: skip
     fx = window_mod.fixed(g, data.ranges, req.window)
     used = None
     if fx is not None:
@@ -190,6 +194,7 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
         h2d_bytes = busy_mod.clip_records(h2d.start_ns, h2d.end_ns, h2d.bytes, w.intervals).nbytes
     frames = frames_mod.count(g, req.frames, w, used, data.ranges, h2d_bytes, warnings, data.graph_runs)
     n = frames.count
+    tick()
     busy = busy_mod.measure(g, w.intervals, n, req.by_stream)
     for name, st in busy.engines.items():
         if st.implausible_count:
@@ -202,13 +207,18 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     gp = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
     setup = gp.setup_mask()
     setup_iv = (gp.starts_ns[setup], gp.starts_ns[setup] + gp.lengths_ns[setup])
+    tick()
     links = links_mod.build(g)
+    tick()
     held = held_mod.find(links, w.intervals, g.syncs, g.events)
+    tick()
     host = host_mod.measure(g, w.intervals, setup_iv, n, links, held)
+    tick()
     path = None
     if links.api_known and host.threads:
         path = path_mod.measure(links, held, w.intervals, setup_iv, host_mod.launching_mask(g, host), n, g.api.threads,
                                 g.syncs, g.events)  # fmt: skip
+    tick()
     roof, busy = busy_mod.roofline(busy, host.threads, n)
     kernel_busy = busy.engines["kernel"].busy_ns if "kernel" in busy.engines else 0
     kernels = kernels_mod.by_name(g, w.intervals, n, kernel_busy)
@@ -244,9 +254,10 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
 
 
 def analyze(data: TraceData, req: Request | None = None, trace_label: str | None = None, cache: dict | None = None,
-            **options: Any) -> TraceAnalysis:  # fmt: skip
+            on_progress: Callable[[str, int, int], None] | None = None, **options: Any) -> TraceAnalysis:  # fmt: skip
     """Analyze already-read trace data (pure). ``req`` (from :func:`request`) holds the options, or
     ``options`` are :func:`request`'s keywords; ``cache`` is the one :func:`load_trace` filled, if any.
+    ``on_progress("analysis", done, total)`` is called as each step of each group ends.
     ``what_if`` takes whatif.Change records (whatif.parse_changes parses ``--what-if``); the result
     for the primary group is ``TraceAnalysis.what_if``."""
     if req is None:
@@ -254,9 +265,16 @@ def analyze(data: TraceData, req: Request | None = None, trace_label: str | None
     wanted = _wanted(data, req)
     groups: list[GroupAnalysis] = []
     warnings: list[str] = []
+    total, done = ANALYSIS_STEPS * len(wanted), [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if on_progress is not None:
+            on_progress("analysis", min(done[0], total), total)
+
     for p, d in wanted:
         w: list[str] = []
-        groups.append(_group(data, model_mod.build(data, p, d, cache), req, w))
+        groups.append(_group(data, model_mod.build(data, p, d, cache), req, w, tick))
         warnings.extend(f"pid {p} device {d}: {x}" if len(wanted) > 1 else x for x in w)
     primary = max(groups, key=lambda g: g.busy.any_busy_ns)
     if len(groups) > 1:

@@ -80,7 +80,7 @@ def analyze(
     cache: dict = {}
     with _progress(trace) as on_progress:
         data = core.load_trace(trace, req=req, on_progress=on_progress, cache=cache)
-        result = core.analyze(data, trace_label=str(trace), req=req, cache=cache)
+        result = core.analyze(data, trace_label=str(trace), req=req, cache=cache, on_progress=on_progress)
 
     from clusterbench.render import analyze as render
 
@@ -136,8 +136,8 @@ def _plot_start(text: str | None) -> tuple[float, bool]:
 
 
 class _progress:
-    """A progress bar on stderr while the trace is read, when stderr is a terminal (big traces take
-    seconds); nothing otherwise."""
+    """A progress bar on stderr while the trace is read (chunks) and analysed (steps), when stderr is a
+    terminal (big traces take seconds); nothing otherwise."""
 
     def __init__(self, trace: Path) -> None:
         self.trace = trace
@@ -150,7 +150,7 @@ class _progress:
             return None
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} chunks"),
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                             TimeElapsedColumn(), console=con, transient=True)  # fmt: skip
         self.bar.start()
         return self.update
@@ -158,7 +158,8 @@ class _progress:
     def update(self, what: str, done: int, total: int) -> None:
         task = self.tasks.get(what)
         if task is None:
-            task = self.tasks[what] = self.bar.add_task(f"reading {self.trace.name}: {what}", total=total)
+            label = f"analysing {self.trace.name}" if what == "analysis" else f"reading {self.trace.name}: {what}"
+            task = self.tasks[what] = self.bar.add_task(label, total=total)
         self.bar.update(task, completed=done, total=total)
 
     def __exit__(self, *exc) -> None:
