@@ -27,7 +27,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import sqlite3
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,12 +71,29 @@ class _Cursor:
     """One table read in rowid chunks: the rows read and not yet handed out (in start order), and the
     watermark (the start of the last row read; _INF once the table is read to its end)."""
 
-    def __init__(self, path: Path, table: str, read: Callable[[int, int], dict], span: tuple[int, int], ordered: bool) -> None:
+    def __init__(self, path: Path, table: str, read: Callable[[int, int], dict], span: tuple[int, int], ordered: bool,
+                 pool: ThreadPoolExecutor | None = None, ahead: int = 0) -> None:  # fmt: skip
         self.path, self.table, self.read_chunk, self.ordered = path, table, read, ordered
         self.chunks = R._chunks(*span)[::-1]  # popped from the end, in rowid order
         self.buf: dict[str, np.ndarray] | None = None
         self.watermark = -_INF if self.chunks else _INF
         self.last = -_INF
+        # chunks read ahead on the pool (in rowid order), at most ``ahead`` of them
+        self.pool, self.ahead = pool, ahead
+        self.pending: deque[Future] = deque()
+        self._fill()
+
+    def _fill(self) -> None:
+        if self.pool is None or not self.ordered:
+            return
+        while self.chunks and len(self.pending) < self.ahead:
+            a, b = self.chunks.pop()
+            self.pending.append(self.pool.submit(self.read_chunk, a, b))
+
+    def cancel(self) -> None:
+        for f in self.pending:
+            f.cancel()
+        self.pending.clear()
 
     def step(self) -> None:
         """Read one more chunk (the whole table, sorted, when it is read out of order)."""
@@ -88,8 +107,12 @@ class _Cursor:
                 self._append({k: v[order] for k, v in cols.items()})
             self.watermark = _INF
             return
-        a, b = self.chunks.pop()
-        got = self.read_chunk(a, b)
+        if self.pending:
+            got = self.pending.popleft().result()
+            self._fill()
+        else:
+            a, b = self.chunks.pop()
+            got = self.read_chunk(a, b)
         s = got["start"]
         if s.size:
             if int(s[0]) < self.last or (s.size > 1 and bool((s[1:] < s[:-1]).any())):
@@ -97,7 +120,7 @@ class _Cursor:
             self.last = int(s[-1])
             self._append(got)
             self.watermark = self.last
-        if not self.chunks:
+        if not self.chunks and not self.pending:
             self.watermark = _INF
 
     def _append(self, got: dict[str, np.ndarray]) -> None:
@@ -260,18 +283,23 @@ def _merge(parts: list[dict[str, np.ndarray] | None]) -> dict[str, np.ndarray] |
 
 
 def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, ordered: bool = True,
-               kernel_names: str = "short", reader_out: list | None = None) -> Iterator[Slab]:  # fmt: skip
+               kernel_names: str = "short", reader_out: list | None = None, threads: bool = True) -> Iterator[Slab]:  # fmt: skip
     """The export's rows in time slabs of about ``rows`` rows each (all tables together; default 4
     read chunks' worth), read in rowid chunks of ``reader.ROWS_PER_CHUNK`` rows. ``ordered=False`` reads
     tables whole and sorts them (for an export stored out of start order: see :class:`Disordered`).
-    ``reader_out``, when given, receives the :class:`SlabReader` (names and threads met so far)."""
+    ``reader_out``, when given, receives the :class:`SlabReader` (names and threads met so far).
+    ``threads``: read the tables' next chunks ahead on a pool of reader.READ_THREADS threads."""
     path = Path(path)
     R.check_sqlite_file(path)
     target = rows if rows is not None else 4 * R.ROWS_PER_CHUNK
     conn = R.connect_read_only(path)
+    # the tables' next chunks are read ahead on a pool (each table at most AHEAD_PER_THREAD x threads / tables)
+    pool = ThreadPoolExecutor(max_workers=R.READ_THREADS, thread_name_prefix="clusterbench-slab") if threads else None
+    cursors: list[_Cursor] = []
     try:
         tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
         rd = SlabReader(path, conn, tables, kernel_names)
+        ahead = max(1, R.AHEAD_PER_THREAD * R.READ_THREADS // 3)
         if reader_out is not None:
             reader_out.append(rd)
         acts, apis, syncs = [], [], []
@@ -279,13 +307,14 @@ def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, ordered
         name_col = R._kernel_name_column(kcols, kernel_names) if kcols else None
         for t in S.ACTIVITY_TABLES:
             if t in tables and R._table_has_rows(conn, t):
-                acts.append(_Cursor(path, t, _activity_reader(path, t, R._require(conn, path, t), name_col), R._rowid_span(conn, t), ordered))
+                acts.append(_Cursor(path, t, _activity_reader(path, t, R._require(conn, path, t), name_col), R._rowid_span(conn, t), ordered, pool, ahead))
         for t in S.API_TABLES:
             if t in tables and R._table_has_rows(conn, t):
-                apis.append(_Cursor(path, t, _api_reader(path, t, R._require(conn, path, t), rd), R._rowid_span(conn, t), ordered))
+                apis.append(_Cursor(path, t, _api_reader(path, t, R._require(conn, path, t), rd), R._rowid_span(conn, t), ordered,
+                                   pool, ahead))  # fmt: skip
         if S.SYNC_TABLE in tables and R._table_has_rows(conn, S.SYNC_TABLE):
             syncs.append(_Cursor(path, S.SYNC_TABLE, _sync_reader(path, R._require(conn, path, S.SYNC_TABLE)),
-                                 R._rowid_span(conn, S.SYNC_TABLE), ordered))  # fmt: skip
+                                 R._rowid_span(conn, S.SYNC_TABLE), ordered, pool, ahead))  # fmt: skip
         cursors = acts + apis + syncs
         t0: int | None = None
         index = 0
@@ -308,6 +337,10 @@ def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, ordered
     except sqlite3.DatabaseError as exc:
         raise R._corrupt(path, exc) from None
     finally:
+        for c in cursors:
+            c.cancel()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         conn.close()
 
 
