@@ -47,19 +47,27 @@ def main() -> None:
     con = R.connect_read_only(args.trace)
     pid, dev = con.execute("SELECT (globalPid >> 24) & 16777215, deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()
     con.close()
-    n = {"slabs": 0, "rows": 0}
+    n = {"slabs": 0, "rows": 0, "tries": 0}
 
-    def counted():
-        for s in B.iter_slabs(args.trace, rows=args.rows):
-            n["slabs"] += 1
-            n["rows"] += s.rows
-            yield s
+    def consume(slabs):  # noqa: ANN001, ANN202
+        n.update(slabs=0, rows=0, tries=n["tries"] + 1)
+
+        def counted():  # noqa: ANN202
+            for s in slabs:
+                n["slabs"] += 1
+                n["rows"] += s.rows
+                yield s
+
+        return ST.engines_over(counted(), pid, dev, window, None)
 
     c0, w0 = time.process_time(), time.perf_counter()
-    busy, kernels, copies = ST.engines_over(counted(), pid, dev, window, None)
+    out: list = []
+    busy, kernels, copies = B.run(args.trace, consume, rows=args.rows, reader_out=out)
+    late = sorted(c.table for c in out[-1].cursors if c.suffix is not None)
     dc, dw = time.process_time() - c0, time.perf_counter() - w0
     print(f"{args.trace.name}: {n['rows']:,} rows in {n['slabs']:,} slabs; window {window[0].size:,} intervals; "
-          f"{dw:.2f} s wall, {dc:.2f} s CPU; peak RSS {rss.peak / 2**20:,.0f} MB")  # fmt: skip
+          f"{dw:.2f} s wall, {dc:.2f} s CPU; peak RSS {rss.peak / 2**20:,.0f} MB"
+          + (f"; read {n['tries']} times, out of start order: {', '.join(late)}" if late else ""))  # fmt: skip
     print(f"  busy: " + ", ".join(f"{k} {v.busy_ns:,} ns ({v.count:,})" for k, v in busy.engines.items()))
     if args.check:
         from clusterbench.analyzers import busy as busy_mod

@@ -20,10 +20,10 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 TRACES = sorted(DATA.rglob("*.sqlite"))
 
 
-def _slabs(path: Path, rows: int, ordered: bool = True) -> tuple[list[B.Slab], B.SlabReader]:
+def _slabs(path: Path, rows: int, disordered=frozenset()) -> tuple[list[B.Slab], B.SlabReader]:  # noqa: ANN001
     out: list = []
-    got = list(B.iter_slabs(path, rows=rows, ordered=ordered, reader_out=out))
-    return got, out[0]
+    got = list(B.iter_slabs(path, rows=rows, disordered=disordered, reader_out=out))
+    return got, out[-1]
 
 
 def _check_against_whole(path: Path, slabs: list[B.Slab], rd: B.SlabReader) -> None:
@@ -76,7 +76,7 @@ def test_one_slab_when_it_is_large(monkeypatch: pytest.MonkeyPatch) -> None:
     _check_against_whole(path, slabs, rd)
 
 
-def test_rows_out_of_start_order_are_refused_then_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rows_out_of_start_order_are_refused_then_merged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = DATA / "zoo" / "zoo_two_threads.sqlite"
     dst = tmp_path / "shuffled.sqlite"
     shutil.copyfile(src, dst)
@@ -90,6 +90,49 @@ def test_rows_out_of_start_order_are_refused_then_read_whole(tmp_path: Path, mon
     with pytest.raises(B.Disordered) as err:
         _slabs(dst, rows=200)
     assert err.value.table == S.RUNTIME_TABLE
-    slabs, rd = _slabs(dst, rows=200, ordered=False)
+    slabs, rd = _slabs(dst, rows=200, disordered={S.RUNTIME_TABLE})
     _check_spans(slabs)
     _check_against_whole(dst, slabs, rd)
+    slabs, rd = _slabs(dst, rows=200, disordered=True)  # every table read as out of order: the same rows
+    _check_spans(slabs)
+    _check_against_whole(dst, slabs, rd)
+    out: list = []
+    tries: list[int] = []
+
+    def consume(it):  # noqa: ANN001, ANN202
+        tries.append(1)
+        return list(it)
+
+    slabs = B.run(dst, consume, rows=200, reader_out=out)  # refused once, then read as out of order
+    assert len(tries) == 2
+    _check_spans(slabs)
+    _check_against_whole(dst, slabs, out[-1])
+
+
+def test_a_tear_down_stored_first_waits_in_the_buffer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's host-bound shape stores its program's tear-down calls first (low rowids, the
+    latest starts): read as out of order, the buffer holds those few rows and the chunk being merged,
+    never the table."""
+    import importlib.util
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_analyze.py"
+    spec = importlib.util.spec_from_file_location("bench_analyze", bench)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    dst = tmp_path / "hb.sqlite"
+    mod.build_loop(DATA / "zoo" / "zoo_host_bound.sqlite", dst, 3002 + 4 * 3001)
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
+    out: list = []
+    most = [0]
+
+    def consume(it):  # noqa: ANN001, ANN202
+        got = []
+        for slab in it:
+            got.append(slab)
+            most[0] = max(most[0], max((c.buf["start"].size if c.buf is not None else 0) for c in out[-1].cursors))
+        return got
+
+    slabs = B.run(dst, consume, rows=200, reader_out=out)
+    _check_spans(slabs)
+    _check_against_whole(dst, slabs, out[-1])
+    assert most[0] < 64 * 3 + 20  # a few chunks and the tear-down's rows

@@ -9,10 +9,12 @@ read; past the table's end, no limit). No row read later can start before it, so
 exactly the rows of its time span, [t0, t1), whatever the chunk size.
 
 Each chunk's order is checked as it is read (its starts do not decrease, and its first is not before
-the previous chunk's last). A table out of order raises :class:`Disordered` (before any slab with a
-wrong row is handed out... the slabs already handed out are right: they hold only rows that start before
-the watermark, and no row read so far starts there); ``iter_slabs(..., ordered=False)`` reads such an
-export's tables whole and sorts them (exact; memory grows with the table).
+the previous chunk's last). A table out of order raises :class:`Disordered`: a row of it may belong to
+a slab already handed out, so the pass starts again (:func:`run`) with that table read the other way:
+one range scan per chunk first gives each chunk's least start, the watermark is the least start of
+the chunks still to read, and rows read early wait in the buffer until their time (a program's
+tear-down stored before its loop holds only those few rows). The memory then grows only with how far
+out of place the rows lie.
 
 What a slab holds (:class:`Slab`): the GPU activity of its span as an :class:`~reader.Activity` (every
 process and device; kernel name indices into the names met so far, which only grow), the CUDA API
@@ -47,7 +49,7 @@ class Disordered(TraceError):
 
     def __init__(self, table: str, path: Path) -> None:
         super().__init__(f"{table} does not store its rows in start order: {path}",
-                         hint="read it with iter_slabs(..., ordered=False)")  # fmt: skip
+                         hint="read it with iter_slabs(..., disordered={table}), as slabs.run does")  # fmt: skip
         self.table = table
 
 
@@ -69,22 +71,37 @@ class Slab:
 
 class _Cursor:
     """One table read in rowid chunks: the rows read and not yet handed out (in start order), and the
-    watermark (the start of the last row read; _INF once the table is read to its end)."""
+    watermark: no row still to be read starts before it (_INF once the table is read to its end).
 
-    def __init__(self, path: Path, table: str, read: Callable[[int, int], dict], span: tuple[int, int], ordered: bool,
-                 pool: ThreadPoolExecutor | None = None, ahead: int = 0) -> None:  # fmt: skip
-        self.path, self.table, self.read_chunk, self.ordered = path, table, read, ordered
+    In order (the exports seen), the watermark is the start of the last row read, and each chunk is
+    checked to keep the order (Disordered otherwise). Out of order (``mins``: per chunk, the least start
+    of its rows, from one range scan per chunk), the watermark is the least start of the chunks not yet
+    read, and each chunk's rows are merged into the buffer: rows far out of place wait there until
+    their time comes (a program's tear-down stored first holds its few rows to the end)."""
+
+    def __init__(self, path: Path, table: str, read: Callable[[int, int], dict], span: tuple[int, int],
+                 pool: ThreadPoolExecutor | None = None, ahead: int = 0, mins: list[int] | None = None) -> None:  # fmt: skip
+        self.path, self.table, self.read_chunk = path, table, read
         self.chunks = R._chunks(*span)[::-1]  # popped from the end, in rowid order
         self.buf: dict[str, np.ndarray] | None = None
-        self.watermark = -_INF if self.chunks else _INF
         self.last = -_INF
+        # out of order: the least start of the chunks from k on (suffix minima), per chunk k in rowid order
+        self.suffix: list[int] | None = None
+        if mins is not None:
+            run, suffix = _INF, []
+            for m in reversed(mins):
+                run = min(run, m)
+                suffix.append(run)
+            self.suffix = suffix[::-1] + [_INF]
+        self.done = 0  # chunks taken
+        self.watermark = (self.suffix[0] if self.suffix is not None else -_INF) if self.chunks else _INF
         # chunks read ahead on the pool (in rowid order), at most ``ahead`` of them
         self.pool, self.ahead = pool, ahead
         self.pending: deque[Future] = deque()
         self._fill()
 
     def _fill(self) -> None:
-        if self.pool is None or not self.ordered:
+        if self.pool is None:
             return
         while self.chunks and len(self.pending) < self.ahead:
             a, b = self.chunks.pop()
@@ -96,24 +113,24 @@ class _Cursor:
         self.pending.clear()
 
     def step(self) -> None:
-        """Read one more chunk (the whole table, sorted, when it is read out of order)."""
-        if not self.ordered:
-            parts = [self.read_chunk(a, b) for a, b in reversed(self.chunks)]
-            self.chunks = []
-            parts = [p for p in parts if p["start"].size]
-            if parts:
-                cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-                order = np.argsort(cols["start"], kind="stable")
-                self._append({k: v[order] for k, v in cols.items()})
-            self.watermark = _INF
-            return
+        """Read one more chunk."""
         if self.pending:
             got = self.pending.popleft().result()
             self._fill()
         else:
             a, b = self.chunks.pop()
             got = self.read_chunk(a, b)
+        self.done += 1
         s = got["start"]
+        if self.suffix is not None:
+            if s.size:
+                if self.buf is not None and self.buf["start"].size:
+                    got = {k: np.concatenate([self.buf[k], v]) for k, v in got.items()}
+                    self.buf = None
+                order = np.argsort(got["start"], kind="stable")  # ties: rowid order
+                self._append({k: v[order] for k, v in got.items()})
+            self.watermark = self.suffix[self.done]
+            return
         if s.size:
             if int(s[0]) < self.last or (s.size > 1 and bool((s[1:] < s[:-1]).any())):
                 raise Disordered(self.table, self.path)
@@ -154,6 +171,7 @@ class SlabReader:
         self._klut = np.full(0, -1, dtype=np.int32)
         self.kernel_names: list[str] = []
         self._kindex: dict[str, int] = {}
+        self.cursors: list[_Cursor] = []  # the tables being read (their buffers: what the slabs hold back)
 
     @property
     def api_names(self) -> tuple[str, ...]:
@@ -282,11 +300,14 @@ def _merge(parts: list[dict[str, np.ndarray] | None]) -> dict[str, np.ndarray] |
     return {k: v[order] for k, v in cols.items()}
 
 
-def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, ordered: bool = True,
+def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, disordered: frozenset[str] | bool = frozenset(),
                kernel_names: str = "short", reader_out: list | None = None, threads: bool = True) -> Iterator[Slab]:  # fmt: skip
     """The export's rows in time slabs of about ``rows`` rows each (all tables together; default 4
-    read chunks' worth), read in rowid chunks of ``reader.ROWS_PER_CHUNK`` rows. ``ordered=False`` reads
-    tables whole and sorts them (for an export stored out of start order: see :class:`Disordered`).
+    read chunks' worth), read in rowid chunks of ``reader.ROWS_PER_CHUNK`` rows. ``disordered``: the tables
+    to read as stored out of start order (True: every table), after one range scan per chunk for its
+    least start (see :class:`_Cursor`); a table found out of order otherwise raises :class:`Disordered`
+    (the slabs handed out before it may be wrong: start again with that table named, as :func:`run`
+    does).
     ``reader_out``, when given, receives the :class:`SlabReader` (names and threads met so far).
     ``threads``: read the tables' next chunks ahead on a pool of reader.READ_THREADS threads."""
     path = Path(path)
@@ -305,17 +326,25 @@ def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, ordered
         acts, apis, syncs = [], [], []
         kcols = R._require(conn, path, S.KERNEL_TABLE) if S.KERNEL_TABLE in tables else frozenset()
         name_col = R._kernel_name_column(kcols, kernel_names) if kcols else None
+
+        def cursor(t: str, read: Callable[[int, int], dict]) -> _Cursor:
+            span = R._rowid_span(conn, t)
+            mins = None
+            if disordered is True or (disordered and t in disordered):
+                q = f"SELECT min(start) FROM [{t}] WHERE rowid > ? AND rowid <= ?"
+                mins = [_INF if m is None else int(m) for m in (conn.execute(q, ab).fetchone()[0] for ab in R._chunks(*span))]
+            return _Cursor(path, t, read, span, pool, ahead, mins)
+
         for t in S.ACTIVITY_TABLES:
             if t in tables and R._table_has_rows(conn, t):
-                acts.append(_Cursor(path, t, _activity_reader(path, t, R._require(conn, path, t), name_col), R._rowid_span(conn, t), ordered, pool, ahead))
+                acts.append(cursor(t, _activity_reader(path, t, R._require(conn, path, t), name_col)))
         for t in S.API_TABLES:
             if t in tables and R._table_has_rows(conn, t):
-                apis.append(_Cursor(path, t, _api_reader(path, t, R._require(conn, path, t), rd), R._rowid_span(conn, t), ordered,
-                                   pool, ahead))  # fmt: skip
+                apis.append(cursor(t, _api_reader(path, t, R._require(conn, path, t), rd)))
         if S.SYNC_TABLE in tables and R._table_has_rows(conn, S.SYNC_TABLE):
-            syncs.append(_Cursor(path, S.SYNC_TABLE, _sync_reader(path, R._require(conn, path, S.SYNC_TABLE)),
-                                 R._rowid_span(conn, S.SYNC_TABLE), ordered, pool, ahead))  # fmt: skip
+            syncs.append(cursor(S.SYNC_TABLE, _sync_reader(path, R._require(conn, path, S.SYNC_TABLE))))
         cursors = acts + apis + syncs
+        rd.cursors = cursors
         t0: int | None = None
         index = 0
         while cursors:
@@ -342,6 +371,19 @@ def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, ordered
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         conn.close()
+
+
+def run(path: str | os.PathLike[str], consume: Callable[[Iterator[Slab]], object], **options) -> object:  # noqa: ANN003
+    """``consume(iter_slabs(path, **options))``, started again with a table named as out of order each time
+    one turns out to be (``consume`` must start from nothing each time it is called)."""
+    disordered: frozenset[str] = frozenset(options.pop("disordered", frozenset()) or ())
+    while True:
+        try:
+            return consume(iter_slabs(path, disordered=disordered, **options))
+        except Disordered as exc:
+            if exc.table in disordered:
+                raise
+            disordered = disordered | {exc.table}
 
 
 def as_whole(slabs: list[Slab], rd: SlabReader) -> tuple[R.Activity, dict[str, np.ndarray], R.SyncEvents]:
