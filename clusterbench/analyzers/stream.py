@@ -16,7 +16,7 @@ Each accumulator takes the slabs in time order and gives the record the whole-ar
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -362,3 +362,157 @@ def engines_over(slabs: Iterable[Slab], pid: int, device: int, window: iv.Interv
     b = busy.result()
     kb = b.engines["kernel"].busy_ns if "kernel" in b.engines else 0
     return b, kern.result(kb), copies.result()
+
+
+class SpanAccumulator:
+    """What the window and the idle gaps need, over slabs: the union of the group's records as it grows
+    (the open run carried from slab to slab, as intervals._runs carries it from block to block), its
+    first start, last end and holes of at least HOLE_NS; the records starting before each hole (for the
+    trim's segments); every launching thread's first and last issuing call; and the calls that overlap a
+    hole (the only calls the gaps' causes read), with the calls still running where the union ends
+    carried, since the next hole begins there."""
+
+    def __init__(self, pid: int, device: int, issues: Callable[[], np.ndarray], hole_ns: int) -> None:
+        self.pid, self.device, self.issues, self.hole_ns = pid, device, issues, hole_ns
+        self.carry_s: int | None = None  # the open run of the union
+        self.carry_e: int | None = None
+        self.first: int | None = None
+        self.hs: list[int] = []
+        self.he: list[int] = []
+        self.before_hole: list[int] = []  # per hole: the records (of positive length) starting before it
+        self.rows = 0  # records of positive length so far
+        self.zero_starts: list[np.ndarray] = []  # records of zero length: their starts (they may lie in a hole)
+        self.calls: list[dict[str, np.ndarray]] = []  # calls overlapping a hole
+        self.pending: dict[str, np.ndarray] | None = None  # calls that may overlap the next hole
+        self.ifirst: dict[int, int] = {}
+        self.ilast: dict[int, int] = {}
+        self.seen = 0  # calls read so far (their order)
+
+    def add(self, slab: Slab, thread_pid: np.ndarray) -> None:
+        engines, _ = split_engines(slab.activity, self.pid, self.device)
+        if engines:
+            s = np.concatenate([r.start_ns for r in engines.values()])
+            e = np.concatenate([r.end_ns for r in engines.values()])
+            zero = e <= s
+            if zero.any():
+                self.zero_starts.append(s[zero])
+                s, e = s[~zero], e[~zero]
+            o = np.argsort(s, kind="stable")
+            s, e = s[o], e[o]
+        else:
+            s = e = np.empty(0, dtype=np.int64)
+        new_holes: list[tuple[int, int]] = []
+        if s.size:
+            reach = np.maximum.accumulate(e)
+            if self.carry_e is not None:
+                np.maximum(reach, self.carry_e, out=reach)
+            new = np.empty(s.size, dtype=bool)
+            new[0] = self.carry_e is None or bool(s[0] > self.carry_e)
+            np.greater(s[1:], reach[:-1], out=new[1:])
+            idx = np.flatnonzero(new)
+            if self.first is None:
+                self.first = int(s[0])
+            for i in idx.tolist():  # runs starting in this slab: the one before each closes
+                prev_end = self.carry_e if i == 0 else int(reach[i - 1])
+                if prev_end is not None and int(s[i]) - prev_end >= self.hole_ns:
+                    self.hs.append(prev_end)
+                    self.he.append(int(s[i]))
+                    self.before_hole.append(self.rows + i)
+                    new_holes.append((prev_end, int(s[i])))
+            if idx.size:
+                self.carry_s = int(s[idx[-1]])
+            self.carry_e = int(reach[-1])
+            self.rows += int(s.size)
+        # calls: each thread's issuing span, and the calls that overlap the holes found now
+        api = slab.api
+        mine = thread_pid[api["thread"]] == self.pid if api["start"].size else np.zeros(0, dtype=bool)
+        iss = np.flatnonzero(mine & self.issues()[api["name"]]) if api["start"].size else np.empty(0, dtype=np.int64)
+        for t in np.unique(api["thread"][iss]).tolist():
+            st = api["start"][iss][api["thread"][iss] == t]
+            self.ifirst[t] = min(self.ifirst.get(t, _HIGH), int(st.min()))
+            self.ilast[t] = max(self.ilast.get(t, _LOW), int(st.max()))
+        n = api["start"].size
+        api = dict(api, seq=np.arange(self.seen, self.seen + n, dtype=np.int64), kept=np.zeros(n, dtype=bool))
+        self.seen += n
+        cand = api if self.pending is None else {k: np.concatenate([self.pending[k], v]) for k, v in api.items()}
+        if new_holes and cand["start"].size:
+            hs = np.array([a for a, _ in new_holes], dtype=np.int64)
+            he = np.array([b for _, b in new_holes], dtype=np.int64)
+            k = np.searchsorted(hs, cand["end"], side="left") - 1  # the last hole starting before the call ends
+            hit = (k >= 0) & (cand["start"] < he[np.maximum(k, 0)]) & ~cand["kept"]
+            if hit.any():
+                self.calls.append({key: v[hit] for key, v in cand.items()})
+                cand["kept"] = cand["kept"] | hit
+        if cand["start"].size:
+            keep = cand["end"] > (self.carry_e if self.carry_e is not None else _LOW)
+            self.pending = {key: v[keep] for key, v in cand.items()}
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return (self.first or 0, self.carry_e or 0)
+
+    @property
+    def holes(self) -> iv.Intervals:
+        return np.array(self.hs, dtype=np.int64), np.array(self.he, dtype=np.int64)
+
+    def records_before(self, t: np.ndarray) -> np.ndarray:
+        """Per time (each a hole's start, or past every record): the records that start before it."""
+        hs = np.array(self.hs, dtype=np.int64)
+        k = np.searchsorted(hs, t, side="left")
+        pos = np.array(self.before_hole + [self.rows], dtype=np.int64)
+        out = np.where(k < hs.size, pos[np.minimum(k, hs.size)], self.rows)
+        exact = (k < hs.size) & (hs[np.minimum(k, max(hs.size - 1, 0))] == t) if hs.size else np.zeros(t.size, bool)
+        if not bool((exact | (t >= (self.carry_e or 0))).all()):
+            raise ValueError("records_before takes the holes' starts")
+        z = np.sort(np.concatenate(self.zero_starts)) if self.zero_starts else np.empty(0, dtype=np.int64)
+        return out + np.searchsorted(z, t, side="left")
+
+    def kept_calls(self) -> dict[str, np.ndarray]:
+        parts = [c for c in self.calls if c["start"].size]
+        if not parts:
+            return {k: np.empty(0, dtype=np.int64) for k in ("start", "end", "thread", "name", "corr")}
+        cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        order = np.argsort(cols["seq"], kind="stable")  # the order the calls were read in: start order
+        return {k: cols[k][order] for k in ("start", "end", "thread", "name", "corr")}
+
+
+def window_and_gaps(slabs: Iterable[Slab], rd, pid: int, device: int, spec, ranges, overhead,  # noqa: ANN001
+                    graph_trace: str | None, srckind_read: bool, gap_ns: int, thread_names: dict[int, str]):  # noqa: ANN201
+    """The window (analyzers.window: fixed, the span, or the span trimmed) and its idle gaps with their
+    causes (analyzers.gaps), of group (pid, device), from the slabs of ``rd`` (a slabs.SlabReader) in one
+    pass: the group's trace model is built without its records (they are not needed once the span's
+    union and the calls in its holes are known). Returns (Window, Gaps, the NVTX ranges of the window)."""
+    from clusterbench.analyzers import gaps as gaps_mod
+    from clusterbench.analyzers import window as window_mod
+    from clusterbench.analyzers.model import HOLE_NS, GroupTrace
+    from clusterbench.io.nsys import reader as R
+
+    acc = SpanAccumulator(pid, device, lambda: rd.names.issues, HOLE_NS)
+    for slab in slabs:
+        keys = np.asarray(rd.threads_map.keys, dtype=np.int64)
+        acc.add(slab, keys >> 24)
+    keys = list(rd.threads_map.keys)
+    threads = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, thread_names.get(int(k))) for k in keys)
+    first = np.array([acc.ifirst.get(t, -1) for t in range(len(keys))], dtype=np.int64)
+    last = np.array([acc.ilast.get(t, -1) for t in range(len(keys))], dtype=np.int64)
+    kept = acc.kept_calls()
+    tables = tuple(c.table for c in rd.cursors if c.table in S.API_TABLES)
+    api = R.ApiCalls(start_ns=kept["start"], end_ns=kept["end"], thread=kept["thread"], name=kept["name"],
+                     correlation=kept["corr"], stream=np.full(kept["start"].size, -1, dtype=np.int64),
+                     names=tuple(rd.names.names), name_category=rd.names.categories.copy(), threads=threads,
+                     totals=R._empty_totals(), plan=R.KEEP_ALL, tables=tables, issue_first_ns=first, issue_last_ns=last)  # fmt: skip
+    s0, s1 = acc.span
+    g = GroupTrace(pid=pid, device=device, gpu_name=None, engines={}, implausible={}, kernel_names=tuple(rd.kernel_names),
+                   first_ns=s0, last_ns=s1, holes=acc.holes, api=api, overhead=overhead, graph_trace=graph_trace,
+                   srckind_read=srckind_read)  # fmt: skip
+    fx = window_mod.fixed(g, ranges, spec)
+    used = None
+    if fx is not None:
+        w, used = fx
+    else:
+        w = window_mod.span(g)
+        if spec.kind == "auto":
+            span_gaps = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, gap_ns), w.start_ns, gap_ns)
+            w = window_mod.trim(g, span_gaps, acc.records_before)
+    gp = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, gap_ns), w.start_ns, gap_ns)
+    return w, gp, used

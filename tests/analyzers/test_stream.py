@@ -53,3 +53,42 @@ def test_value_counts_give_a_sort_s_order_statistics() -> None:
         one.add(x[: n // 2])
         one.add(x[n // 2 :])
         assert one.median() == float(np.median(x))
+
+
+def _same_window(a, b) -> None:  # noqa: ANN001
+    for f in ("mode", "source", "ranges", "span_start_ns", "span_end_ns", "cut_before_ns", "cut_after_ns", "cut_note"):
+        assert getattr(a, f) == getattr(b, f), f
+    assert np.array_equal(a.starts_ns, b.starts_ns) and np.array_equal(a.ends_ns, b.ends_ns)
+
+
+def _same_gaps(a, b) -> None:  # noqa: ANN001
+    for f in ("threshold_ns", "api", "window_start_ns", "listed"):
+        assert getattr(a, f) == getattr(b, f), f
+    for f in ("starts_ns", "lengths_ns", "cause", "parts_ns"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    assert (a.between is None) == (b.between is None) and (a.between is None or np.array_equal(a.between, b.between))
+
+
+WINDOWS = (None, "span")
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_window_and_gaps_over_slabs_equal_the_whole(path: Path, window: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    req = A.request(window=window)
+    whole = A.analyze_trace(path, window=window)
+    data = A.load_trace(path, req=req)
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
+    for g in whole.groups:
+        def consume(slabs):  # noqa: ANN001, ANN202
+            out: list = []
+            it = B.iter_slabs(path, rows=50, reader_out=out, disordered=slabs)
+            first = next(it, None)
+            rd = out[-1]
+            chain = ([first] if first is not None else []) + list(it)
+            return ST.window_and_gaps(chain, rd, g.pid, g.device, req.window, data.ranges, data.overhead, data.graph_trace,
+                                      data.srckind_read, req.gap_ns, data.thread_names)  # fmt: skip
+
+        w, gp, _ = consume(frozenset())
+        _same_window(w, g.window)
+        _same_gaps(gp, g.gaps)
