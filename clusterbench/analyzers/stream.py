@@ -516,3 +516,217 @@ def window_and_gaps(slabs: Iterable[Slab], rd, pid: int, device: int, spec, rang
             w = window_mod.trim(g, span_gaps, acc.records_before)
     gp = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, gap_ns), w.start_ns, gap_ns)
     return w, gp, used
+
+
+class _Completions:
+    """Completion times (the ends of frame events) that come with their events in start order, put in
+    time order through a buffer (an event that starts at or after t ends at or after it, so the ends
+    before the next slab's start are final), and the intervals between consecutive ones summed up as
+    pacing.measure reads them: their value counts (median, 99th percentile), and the first longest."""
+
+    def __init__(self) -> None:
+        self.buf = np.empty(0, dtype=np.int64)
+        self.last: int | None = None
+        self.n = 0
+        self.intervals = ValueCounts()
+        self.max_d = -1
+        self.at: tuple[int, int] | None = None
+
+    def add(self, ends: np.ndarray, settled: int | None) -> None:
+        """``ends`` of new events; every event still to come ends at or after ``settled`` (None: none comes)."""
+        buf = np.concatenate([self.buf, ends]) if ends.size else self.buf
+        if settled is None:
+            out, self.buf = np.sort(buf), np.empty(0, dtype=np.int64)
+        else:
+            m = buf < settled
+            out, self.buf = np.sort(buf[m]), buf[~m]
+        if out.size == 0:
+            return
+        seq = out if self.last is None else np.concatenate([[self.last], out])
+        d = np.diff(seq)
+        if d.size:
+            self.intervals.add(d)
+            k = int(np.argmax(d))  # the first of equal maxima
+            if int(d[k]) > self.max_d:
+                self.max_d, self.at = int(d[k]), (int(seq[k]), int(seq[k + 1]))
+        self.n += int(out.size)
+        self.last = int(out[-1])
+
+
+class EventAccumulator:
+    """What frames.count and pacing.measure read from the records and calls, over slabs: per kernel name
+    and for graph rows, the events starting in the window (their count and completions), the kernels a
+    ``kernel:`` regex matches, and the process's cudaGraphLaunch calls starting in the window."""
+
+    def __init__(self, pid: int, device: int, window, regex: str | None, graph_launch_code: int) -> None:  # noqa: ANN001
+        import re
+
+        self.pid, self.device, self.window = pid, device, window
+        self.rx = re.compile(regex) if regex is not None else None
+        self.graph_launch_code = graph_launch_code
+        self.by_name: dict[int, _Completions] = {}
+        self.graph = _Completions()
+        self.graph_count = 0
+        self.matched = _Completions()
+        self.matched_names: set[int] = set()
+        self.graph_launches = 0
+        self.names: tuple[str, ...] = ()
+        self._ok: dict[int, bool] = {}
+
+    def add(self, slab: Slab, thread_pid: np.ndarray, name_category: np.ndarray) -> None:
+        from clusterbench.analyzers.frames import _starting_in
+
+        engines, _ = split_engines(slab.activity, self.pid, self.device)
+        self.names = slab.activity.kernel_names
+        settled = slab.t1
+        r = engines.get("kernel")
+        seen = set()
+        if r is not None and len(r):
+            m = _starting_in(r.start_ns, self.window)
+            nm, ends = r.name[m], r.end_ns[m]
+            for i in np.unique(nm).tolist():
+                seen.add(i)
+                self.by_name.setdefault(i, _Completions()).add(ends[nm == i], settled)
+            if self.rx is not None:
+                ok = np.array([self._match(i) for i in range(len(self.names))] + [False], dtype=bool)
+                hit = ok[nm]
+                self.matched_names.update(np.unique(nm[hit]).tolist())
+                self.matched.add(ends[hit], settled)
+        for i, c in self.by_name.items():  # names with no event in this slab: their buffers may settle now
+            if i not in seen:
+                c.add(np.empty(0, dtype=np.int64), settled)
+        if self.rx is not None and (r is None or not len(r)):
+            self.matched.add(np.empty(0, dtype=np.int64), settled)
+        gr = engines.get("graph")
+        ends = gr.end_ns[_starting_in(gr.start_ns, self.window)] if gr is not None and len(gr) else np.empty(0, dtype=np.int64)
+        self.graph.add(ends, settled)
+        api = slab.api
+        if api["start"].size:
+            m = (thread_pid[api["thread"]] == self.pid) & (name_category[api["name"]] == self.graph_launch_code)
+            if m.any():
+                self.graph_launches += int(_starting_in(api["start"][m], self.window).sum())
+
+    def _match(self, i: int) -> bool:
+        got = self._ok.get(i)
+        if got is None:
+            got = self._ok[i] = bool(self.rx.search(self.names[i]))
+        return got
+
+    def top_names(self) -> list[tuple[str, int]]:
+        from clusterbench.analyzers.frames import names_by_launches
+
+        ids = np.array(sorted(i for i, c in self.by_name.items() if c.n), dtype=np.int64)
+        counts = np.array([self.by_name[i].n for i in ids.tolist()], dtype=np.int64)
+        return names_by_launches(ids, counts, self.names)
+
+
+def frames_over(ev: EventAccumulator, spec, window, window_ranges, ranges, pid: int, h2d_bytes: int | None,  # noqa: ANN001
+                warnings: list[str], graph_runs=None):  # noqa: ANN001, ANN201
+    """frames.count from an EventAccumulator (the Frames record without its completion times: pacing_over
+    reads them from the accumulator)."""
+    from clusterbench.analyzers import frames as F
+    from clusterbench.analyzers.model import GroupTrace
+    from clusterbench.analyzers.records import Frames
+    from clusterbench.errors import InputError
+
+    if spec is None or spec.kind in ("count", "range", "h2d-bytes"):
+        g = GroupTrace(pid=pid, device=0, gpu_name=None, engines={}, implausible={}, kernel_names=ev.names, first_ns=0,
+                       last_ns=0, holes=iv.empty(), api=None, overhead=None, graph_trace=None, srckind_read=True)  # fmt: skip
+        if spec is None:
+            text = F._from_text(window_ranges) if window_ranges is not None and len(window_ranges) else None
+            if text is None or text[0] is None:
+                if text is not None and text[2]:
+                    warnings.append(text[2])
+                return Frames(None, None, None, hint=F.hint_from(ev.top_names()))
+            return Frames(text[0], text[1], "range-text")
+        out = F.count(g, spec, window, window_ranges, ranges, h2d_bytes, warnings, graph_runs)
+        return out
+    if spec.kind == "kernel":
+        n = ev.matched.n
+        names = sorted(ev.names[i] for i in ev.matched_names)
+        if n == 0:
+            raise InputError(
+                f"--frames kernel:{spec.pattern}: no kernel launch in the window matches",
+                hint="kernel names in the window: " + (", ".join(f"{a} ({c:,})" for a, c in ev.top_names()[:8]) or "none"),
+            )
+        what = ", ".join(names[:3]) + (f" and {len(names) - 3} more kernels" if len(names) > 3 else "")
+        return Frames(n, f"{n:,} launches of {what} starting in the window (kernel:{spec.pattern})", spec.describe(), None,
+                      f"launches of {what}", 1.0)  # fmt: skip
+    # graph
+    if ev.graph.n:
+        return Frames(ev.graph.n, f"{ev.graph.n:,} CUDA graph executions starting in the window (graph-level rows)", "graph",
+                      None, "CUDA graph executions", 1.0)  # fmt: skip
+    g = GroupTrace(pid=pid, device=0, gpu_name=None, engines={}, implausible={}, kernel_names=ev.names, first_ns=0, last_ns=0,
+                   holes=iv.empty(), api=None, overhead=None, graph_trace=None, srckind_read=True)  # fmt: skip
+    if graph_runs is not None and len(graph_runs):
+        mine = (graph_runs.pid == pid) & (graph_runs.device == ev.device)
+        m = mine & F._starting_in(graph_runs.start_ns, window)
+        if m.any():
+            return F.count(g, spec, window, window_ranges, ranges, h2d_bytes, warnings, graph_runs)
+    if ev.graph_launches == 0:
+        raise InputError("--frames graph: no CUDA graph launch in the window (no graph-level row, no cudaGraphLaunch call)",
+                         hint="count frames another way: kernel:REGEX, range:NAME or a number")  # fmt: skip
+    return Frames(ev.graph_launches, f"{ev.graph_launches:,} cudaGraphLaunch calls starting in the window (node-level trace)", "graph")
+
+
+def pacing_over(ev: EventAccumulator, frames, window, gaps):  # noqa: ANN001, ANN201
+    """pacing.measure from an EventAccumulator (and, for events not from the records, the frames' own
+    completion times)."""
+    import math
+
+    from clusterbench.analyzers import pacing as P
+    from clusterbench.analyzers.records import Pacing
+
+    if frames.count is None:
+        return None, "frames are unknown"
+    if frames.completions_ns is not None:  # NVTX ranges, node-level graph runs: their times are at hand
+        return P.measure(_NoRecords(), frames, window.intervals if hasattr(window, "intervals") else window, gaps)
+    c: _Completions | None = None
+    source, per_event = frames.events_source, frames.frames_per_event or 1.0
+    if frames.definition is not None and frames.definition.startswith("kernel:"):
+        c = ev.matched
+    elif frames.definition == "graph" and frames.events_source is not None:
+        c = ev.graph
+    else:
+        cands: list[tuple[int, str, _Completions]] = [(ev.by_name[i].n, f"launches of {ev.names[i]}", ev.by_name[i])
+                                                      for i in sorted(ev.by_name) if ev.by_name[i].n]  # fmt: skip
+        if ev.graph.n:
+            cands.append((ev.graph.n, "CUDA graph executions", ev.graph))
+        if not cands:
+            return None, f"frames come from {frames.definition}, which has no completion times, and no kernel or graph starts in the window"
+        cands.sort(key=lambda x: -x[0])
+        for n, src, comp in cands:
+            if n >= 2 and frames.count % n == 0:
+                c, source, per_event = comp, src, frames.count / n
+                break
+        else:
+            n, src, _ = cands[0]
+            return None, (
+                f"frames ({frames.count:,}, from {frames.definition}) are not a multiple of the {src} in the window "
+                f"(the most: {n:,}); count frames with --frames kernel:REGEX to see the pacing"
+            )
+    if c.n < 3:
+        return None, f"{c.n} frame completion(s) in the window: too few for intervals"
+    vc = c.intervals
+    median = vc.median() if vc.n % 2 else (float(vc.at(vc.n // 2 - 1)) + float(vc.at(vc.n // 2))) / 2
+    p99 = float(vc.at(max(0, math.ceil(0.99 * vc.n) - 1)))
+    a, b = c.at
+    cause, api = "busy", None
+    if len(gaps):
+        gs, gl = gaps.starts_ns, gaps.lengths_ns
+        inside = np.flatnonzero((gs < b) & (gs + gl > a))
+        if inside.size:
+            clipped = np.minimum(gs[inside] + gl[inside], b) - np.maximum(gs[inside], a)
+            if clipped.sum() >= P.STALL_GAP_SHARE * max(0.0, (b - a) - median):
+                top = int(inside[np.argmax(clipped)])
+                cause, api = gaps.cause_of(top), gaps.api[top]
+    ws = window.intervals if hasattr(window, "intervals") else window
+    return Pacing(source or "frame events", int(c.n), float(per_event), median, p99, int(c.max_d), a, cause, api,
+                  int(ws[0][0])), None  # fmt: skip
+
+
+class _NoRecords:
+    """A group with no records (pacing.measure on completion times at hand)."""
+
+    engines: dict = {}
+    kernel_names: tuple = ()

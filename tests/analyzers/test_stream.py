@@ -92,3 +92,69 @@ def test_window_and_gaps_over_slabs_equal_the_whole(path: Path, window: str | No
         w, gp, _ = consume(frozenset())
         _same_window(w, g.window)
         _same_gaps(gp, g.gaps)
+
+
+FRAMES = {
+    "zoo_device_graph_graph": "graph", "zoo_device_graph_host_graph": "graph", "zoo_device_graph_host_node": "graph",
+    "zoo_device_graph_node": "graph", "zoo_graph_block_h2d_graph": "graph", "zoo_queue_fill": "kernel:zoo_spin",
+    "zoo_no_nvtx": "kernel:zoo_calib_jit",
+}  # fmt: skip
+
+
+def _specs(path: Path) -> list[str | None]:
+    """The frames the tests use for the trace, none, and a plain number (the whole analysis's count, so
+    that pacing picks its events among the kernels)."""
+    name = path.stem
+    own = FRAMES.get(name, "kernel:zoo_calib" if name.startswith("zoo_") else None)
+    out = [None] + ([own] if own else [])
+    n = A.analyze_trace(path, frames_spec=own).primary.frames.count if own else None
+    return out + ([str(n)] if n else []) + ["h2d-bytes:65536"]
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_frames_and_pacing_over_slabs_equal_the_whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clusterbench.errors import InputError
+
+    for frames_spec in _specs(path):
+        req = A.request(frames_spec=frames_spec)
+        try:
+            whole = A.analyze_trace(path, frames_spec=frames_spec)
+        except InputError as exc:
+            whole = exc
+        data = A.load_trace(path, req=req)
+        with monkeypatch.context() as mp:
+            mp.setattr(R, "ROWS_PER_CHUNK", 64)
+            groups = whole.groups if not isinstance(whole, InputError) else [None]
+            for g in groups:
+                pid, dev = (g.pid, g.device) if g is not None else A.model_mod.groups_of(data)[0]
+                w, gp, used = _pass_a(path, req, data, pid, dev)
+                out: list = []
+                slabs = B.iter_slabs(path, rows=50, reader_out=out)
+                first = next(slabs)
+                rd = out[-1]
+                busy = ST.BusyAccumulator(pid, dev, w.intervals, None, data.srckind_read)
+                ev = ST.EventAccumulator(pid, dev, w, req.frames.pattern if req.frames is not None and req.frames.kind == "kernel" else None,
+                                         A.busy_mod.S.API_CODE["graph_launch"])  # fmt: skip
+                for slab in [first, *slabs]:
+                    busy.add(slab)
+                    ev.add(slab, np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24, rd.names.categories)
+                h2d = busy.nbytes("h2d") if "h2d" in busy.eng and busy.eng["h2d"].rows else None
+                warnings: list[str] = []
+                try:
+                    fr = ST.frames_over(ev, req.frames, w, used, data.ranges, pid, h2d, warnings, data.graph_runs)
+                except InputError as exc:
+                    assert isinstance(whole, InputError) and str(exc) == str(whole) and exc.hint == whole.hint
+                    continue
+                assert g is not None, whole
+                for f in ("count", "source", "definition", "events_source", "frames_per_event", "hint"):
+                    assert getattr(fr, f) == getattr(g.frames, f), (frames_spec, f)
+                pacing, note = ST.pacing_over(ev, fr, w, gp)
+                assert (pacing, note) == (g.pacing, g.pacing_note), frames_spec
+
+
+def _pass_a(path: Path, req, data, pid: int, dev: int):  # noqa: ANN001, ANN202
+    out: list = []
+    it = B.iter_slabs(path, rows=50, reader_out=out)
+    first = next(it)
+    return ST.window_and_gaps([first, *it], out[-1], pid, dev, req.window, data.ranges, data.overhead, data.graph_trace,
+                              data.srckind_read, req.gap_ns, data.thread_names)  # fmt: skip
