@@ -730,3 +730,219 @@ class _NoRecords:
 
     engines: dict = {}
     kernel_names: tuple = ()
+
+
+class _RunningUnion:
+    """The union of intervals that come in start order, a batch at a time (as intervals._runs merges
+    blocks): each batch gives the merged intervals it completes; the last one stays open."""
+
+    def __init__(self) -> None:
+        self.s: int | None = None
+        self.e: int | None = None
+
+    def add(self, sb: np.ndarray, eb: np.ndarray) -> iv.Intervals:
+        keep = eb > sb  # zero-length intervals are left out, as intervals.union leaves them
+        if not keep.all():
+            sb, eb = sb[keep], eb[keep]
+        if sb.size == 0:
+            return iv.empty()
+        if self.e is not None:  # the open interval first: it starts before every one of the batch
+            sb = np.concatenate([[self.s], sb])
+            eb = np.concatenate([[self.e], eb])
+        reach = np.maximum.accumulate(eb)
+        new = np.empty(sb.size, dtype=bool)
+        new[0] = True
+        np.greater(sb[1:], reach[:-1], out=new[1:])  # touching intervals merge
+        idx = np.flatnonzero(new)
+        starts = sb[idx]
+        ends = np.append(reach[idx[1:] - 1], reach[-1])
+        self.s, self.e = int(starts[-1]), int(ends[-1])
+        return starts[:-1], ends[:-1]
+
+    def close(self) -> iv.Intervals:
+        if self.e is None:
+            return iv.empty()
+        out = np.array([self.s], dtype=np.int64), np.array([self.e], dtype=np.int64)
+        self.s = self.e = None
+        return out
+
+
+class HostAccumulator:
+    """host.measure over slabs, without the blocked time (which needs the held calls): per launching
+    thread its calls' time by kind inside the window less its set-up gaps, its waits as a union, its
+    first and last call; the process's blocking calls as a union (host_sync_ns), its synchronous copies,
+    and the GPU's idle time where the waits end (drain_idle_ns). The unions are carried open from slab
+    to slab; each merged interval is measured once it is complete."""
+
+    _KINDS = ("launch", "copy", "wait", "other")
+
+    def __init__(self, pid: int, device: int, window: iv.Intervals, setup: iv.Intervals, frames: int | None) -> None:
+        self.pid, self.device, self.window, self.frames = pid, device, window, frames
+        self.steady = iv.subtract(window, setup)
+        self.ns: dict[tuple[int, int], int] = {}
+        self.calls: dict[tuple[int, int], int] = {}
+        self.first: dict[int, int] = {}
+        self.last: dict[int, int] = {}
+        self.issues: set[int] = set()
+        self.waits: dict[int, _RunningUnion] = {}
+        self.wait_ns: dict[int, int] = {}
+        self.every = _RunningUnion()
+        self.host_sync = 0
+        self.names_in: set[int] = set()
+        self.copies = _RunningUnion()
+        self.copy_ns = 0
+        self.copy_calls = 0
+        self.copy_names: set[int] = set()
+        # the GPU around the waits' ends: the latest end of the rows so far, and for the process's open
+        # wait interval, the latest end of the rows starting before its end and the first start at or after
+        self.runmax = _LOW
+        self.open_prev = _LOW
+        self.open_next: int | None = None
+        self.points: list[tuple[int, int, int | None]] = []  # (end, prev, next or None: not yet seen)
+        self.drain = 0
+        self.last_stretch: tuple[int, int] | None = None
+
+    def add(self, slab: Slab, thread_pid: np.ndarray, name_category: np.ndarray, names: tuple[str, ...]) -> None:
+        from clusterbench.analyzers.host import _ISSUE, _KIND_OF_CATEGORY
+
+        engines, _ = split_engines(slab.activity, self.pid, self.device)
+        if engines:
+            gs = np.concatenate([r.start_ns for r in engines.values()])
+            ge = np.concatenate([r.end_ns for r in engines.values()])
+            o = np.argsort(gs, kind="stable")
+            gs, ge = gs[o], ge[o]
+        else:
+            gs = ge = np.empty(0, dtype=np.int64)
+        pm = np.maximum.accumulate(ge) if ge.size else ge
+        before = self.runmax
+        # the points waiting for the GPU's next start: this slab's first row is the next (every row starts after them)
+        if gs.size:
+            self.points = [(t, p, int(gs[0]) if n is None else n) for t, p, n in self.points]
+        self._settle()
+
+        api = slab.api
+        n_api = api["start"].size
+        sync_copy = np.array([n in S.SYNC_COPY_CALLS for n in names] + [False], dtype=bool)
+        kind = _KIND_OF_CATEGORY[name_category] if len(names) else np.zeros(0, dtype=np.int64)
+        issue = (_ISSUE[name_category] | sync_copy[: len(names)]) if len(names) else np.zeros(0, dtype=bool)
+        if n_api:
+            s, e, th, nm = api["start"], api["end"], api["thread"], api["name"]
+            mine = thread_pid[th] == self.pid
+            touch = iv.touching(s, e, iv.clipped_lengths(s, e, self.window), self.window) & mine
+            if touch.any():
+                t = th[touch].astype(np.int64)
+                ts, te, tn = s[touch], e[touch], nm[touch]
+                for k in np.unique(t).tolist():
+                    m = t == k
+                    self.first[k] = min(self.first.get(k, _HIGH), int(ts[m].min()))
+                    self.last[k] = max(self.last.get(k, _LOW), int(te[m].max()))
+                self.issues.update(np.unique(t[issue[tn]]).tolist())
+                steady_len = iv.clipped_lengths(ts, te, self.steady)
+                counted = iv.touching(ts, te, steady_len, self.steady)
+                key = t[counted] * 4 + kind[tn[counted]]
+                if key.size:
+                    u, inv = np.unique(key, return_inverse=True)
+                    inv = inv.reshape(-1)
+                    w = np.bincount(inv, weights=steady_len[counted], minlength=u.size)
+                    c = np.bincount(inv, minlength=u.size)
+                    for k, v, n in zip(u.tolist(), w.tolist(), c.tolist()):
+                        self.ns[(k // 4, k % 4)] = self.ns.get((k // 4, k % 4), 0) + int(v)
+                        self.calls[(k // 4, k % 4)] = self.calls.get((k // 4, k % 4), 0) + int(n)
+            wm = mine & (kind[nm] == self._KINDS.index("wait"))
+            ws, we, wt, wn = s[wm], e[wm], th[wm], nm[wm]
+        else:
+            ws = we = wt = wn = np.empty(0, dtype=np.int64)
+        for k in np.unique(wt).tolist():  # each thread's waits, as a union inside the steady window
+            m = wt == k
+            done = self.waits.setdefault(k, _RunningUnion()).add(ws[m], we[m])
+            self.wait_ns[k] = self.wait_ns.get(k, 0) + int(iv.clipped_lengths(done[0], done[1], self.steady).sum())
+        if ws.size:
+            inside = iv.touching(ws, we, iv.clipped_lengths(ws, we, self.window), self.window)
+            self.names_in.update(np.unique(wn[inside]).tolist())
+            cm = inside & sync_copy[wn]
+            self.copy_calls += int(cm.sum())
+            self.copy_names.update(np.unique(wn[cm]).tolist())
+            done = self.copies.add(ws[cm], we[cm])
+            self.copy_ns += int(iv.clipped_lengths(done[0], done[1], self.window).sum())
+        # the process's waits as one union: each complete interval's length in the window, and its end
+        t0 = _LOW if slab.t0 is None else slab.t0
+        done = self.every.add(ws, we)
+        self.host_sync += int(iv.clipped_lengths(done[0], done[1], self.window).sum())
+        for t in done[1].tolist():
+            # an end before the slab's start is the interval left open by the slab before, closed unchanged
+            p, n = self._update_open(t, gs, pm) if t < t0 else self._around(t, gs, pm, before)
+            self.points.append((t, p, n))
+        self._settle()
+        # the interval still open: what is known of the GPU around its end so far
+        if self.every.e is not None:
+            if self.every.e < t0:
+                self.open_prev, self.open_next = self._update_open(self.every.e, gs, pm)
+            else:
+                self.open_prev, self.open_next = self._around(self.every.e, gs, pm, before)
+        if ge.size:
+            self.runmax = max(self.runmax, int(pm[-1]))
+
+    def _around(self, t: int, gs: np.ndarray, pm: np.ndarray, before: int) -> tuple[int, int | None]:
+        """For a time t at or after this slab's start: the latest end of the rows starting before it, and
+        the first start at or after it (None: not in this slab)."""
+        k = int(np.searchsorted(gs, t, side="left"))
+        prev = max(before, int(pm[k - 1])) if k > 0 else before
+        return prev, (int(gs[k]) if k < gs.size else None)
+
+    def _update_open(self, t: int, gs: np.ndarray, pm: np.ndarray) -> tuple[int, int | None]:
+        """The open interval's end t (from an earlier slab): its prev and next, with this slab's rows."""
+        prev, nxt = self.open_prev, self.open_next
+        if nxt is None and gs.size:
+            k = int(np.searchsorted(gs, t, side="left"))
+            if k > 0:
+                prev = max(prev, int(pm[k - 1]))
+            if k < gs.size:
+                nxt = int(gs[k])
+        return prev, nxt
+
+    def _settle(self, final: bool = False) -> None:
+        """Measure the drain stretches of the points whose next GPU start is known (in order)."""
+        while self.points and (self.points[0][2] is not None or final):
+            t, prev, nxt = self.points.pop(0)
+            if not bool(iv.points_inside(np.array([t], dtype=np.int64), self.steady)[0]):
+                continue
+            if nxt is None:
+                nxt = _HIGH
+            lo, hi = (t, t) if prev > t else (prev, nxt)
+            if hi <= lo:
+                continue
+            if self.last_stretch == (lo, hi):
+                continue
+            self.last_stretch = (lo, hi)
+            self.drain += int(iv.clipped_lengths(np.array([lo]), np.array([hi]), self.steady).sum())
+
+    def result(self, api_threads: tuple, names: tuple[str, ...]):  # noqa: ANN201
+        from clusterbench.analyzers.records import Host, ThreadRef, ThreadStats
+
+        for k, u in self.waits.items():
+            done = u.close()
+            self.wait_ns[k] = self.wait_ns.get(k, 0) + int(iv.clipped_lengths(done[0], done[1], self.steady).sum())
+        done = self.every.close()
+        self.host_sync += int(iv.clipped_lengths(done[0], done[1], self.window).sum())
+        if done[1].size:
+            self.points.append((int(done[1][0]), self.open_prev, self.open_next))
+        self._settle(final=True)
+        done = self.copies.close()
+        self.copy_ns += int(iv.clipped_lengths(done[0], done[1], self.window).sum())
+        threads = []
+        for t in sorted(self.issues):
+            span = (np.array([self.first[t]], dtype=np.int64), np.array([self.last[t]], dtype=np.int64))
+            active = iv.intersect(self.steady, span)
+            wait = self.wait_ns.get(t, 0)
+            busy_ns = iv.length(active) - wait
+            row = [self.ns.get((t, k), 0) for k in range(4)]
+            c = [self.calls.get((t, k), 0) for k in range(4)]
+            info = api_threads[t]
+            threads.append(ThreadStats(
+                thread=ThreadRef(info.pid, info.tid, info.name), launch_ns=row[0], launch_calls=c[0], copy_ns=row[1],
+                copy_calls=c[1], wait_ns=wait, wait_calls=c[2], other_ns=row[3], other_calls=c[3],
+                active_ns=iv.length(iv.intersect(self.window, span)), busy_ns=busy_ns, frames=self.frames,
+            ))  # fmt: skip
+        threads.sort(key=lambda x: (-x.work_ns, x.thread.tid))
+        return Host(True, tuple(threads), self.host_sync, tuple(sorted(names[i] for i in self.names_in)), self.copy_ns,
+                    self.copy_calls, tuple(sorted(names[i] for i in self.copy_names)), self.drain, (), False)  # fmt: skip

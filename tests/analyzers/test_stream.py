@@ -158,3 +158,32 @@ def _pass_a(path: Path, req, data, pid: int, dev: int):  # noqa: ANN001, ANN202
     first = next(it)
     return ST.window_and_gaps([first, *it], out[-1], pid, dev, req.window, data.ranges, data.overhead, data.graph_trace,
                               data.srckind_read, req.gap_ns, data.thread_names)  # fmt: skip
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_host_over_slabs_equals_the_whole_without_blocked_time(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """host.measure without the held calls (its blocked time comes with them): the threads' calls by kind,
+    waits, busy time, the process's blocking calls, synchronous copies and the drained idle time."""
+    from clusterbench.analyzers import host as H
+    from clusterbench.analyzers import model as M
+
+    spec = _specs(path)[1] if len(_specs(path)) > 2 else None
+    whole = A.analyze_trace(path, frames_spec=spec)
+    data = A.load_trace(path, req=A.request(frames_spec=spec))
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
+    for g in whole.groups:
+        gt = M.build(data, g.pid, g.device)
+        setup = g.gaps.setup_mask()
+        setup_iv = (g.gaps.starts_ns[setup], g.gaps.starts_ns[setup] + g.gaps.lengths_ns[setup])
+        want = H.measure(gt, g.window.intervals, setup_iv, g.frames.count)
+        out: list = []
+        it = B.iter_slabs(path, rows=50, reader_out=out)
+        first = next(it)
+        rd = out[-1]
+        acc = ST.HostAccumulator(g.pid, g.device, g.window.intervals, setup_iv, g.frames.count)
+        for slab in [first, *it]:
+            acc.add(slab, np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24, rd.names.categories, tuple(rd.names.names))
+        threads = tuple(data.api.threads[0].__class__(int(k) >> 24, int(k) & 0xFFFFFF, data.thread_names.get(int(k)))
+                        for k in rd.threads_map.keys)  # fmt: skip
+        got = acc.result(threads, tuple(rd.names.names))
+        assert got == want
