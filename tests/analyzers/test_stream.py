@@ -19,10 +19,17 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 TRACES = sorted(DATA.rglob("*.sqlite"))
 
 
+def _read(path: Path, **options):  # noqa: ANN003, ANN202
+    """The trace read once and analysed whole (the reference)."""
+    req = A.request(**options)
+    cache: dict = {}
+    data = A.load_trace(path, req=req, cache=cache)
+    return data, A.analyze(data, req=req, cache=cache)
+
+
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
 def test_engines_over_slabs_equal_the_whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    whole = A.analyze_trace(path)
-    data = A.load_trace(path)
+    data, whole = _read(path)
     monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
     for g in whole.groups:
         busy, kernels, copies = ST.engines_over(B.iter_slabs(path, rows=50), g.pid, g.device, g.window.intervals,
@@ -76,8 +83,7 @@ WINDOWS = (None, "span")
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
 def test_window_and_gaps_over_slabs_equal_the_whole(path: Path, window: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
     req = A.request(window=window)
-    whole = A.analyze_trace(path, window=window)
-    data = A.load_trace(path, req=req)
+    data, whole = _read(path, window=window)
     monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
     for g in whole.groups:
         def consume(slabs):  # noqa: ANN001, ANN202
@@ -107,7 +113,7 @@ def _specs(path: Path) -> list[str | None]:
     name = path.stem
     own = FRAMES.get(name, "kernel:zoo_calib" if name.startswith("zoo_") else None)
     out = [None] + ([own] if own else [])
-    n = A.analyze_trace(path, frames_spec=own).primary.frames.count if own else None
+    n = _read(path, frames_spec=own)[1].primary.frames.count if own else None
     return out + ([str(n)] if n else []) + ["h2d-bytes:65536"]
 
 
@@ -118,10 +124,10 @@ def test_frames_and_pacing_over_slabs_equal_the_whole(path: Path, monkeypatch: p
     for frames_spec in _specs(path):
         req = A.request(frames_spec=frames_spec)
         try:
-            whole = A.analyze_trace(path, frames_spec=frames_spec)
+            data, whole = _read(path, frames_spec=frames_spec)
         except InputError as exc:
             whole = exc
-        data = A.load_trace(path, req=req)
+            data = A.load_trace(path, req=req)
         with monkeypatch.context() as mp:
             mp.setattr(R, "ROWS_PER_CHUNK", 64)
             groups = whole.groups if not isinstance(whole, InputError) else [None]
@@ -167,9 +173,8 @@ def test_host_over_slabs_equals_the_whole_without_blocked_time(path: Path, monke
     from clusterbench.analyzers import host as H
     from clusterbench.analyzers import model as M
 
-    spec = _specs(path)[1] if len(_specs(path)) > 2 else None
-    whole = A.analyze_trace(path, frames_spec=spec)
-    data = A.load_trace(path, req=A.request(frames_spec=spec))
+    spec = FRAMES.get(path.stem, "kernel:zoo_calib" if path.stem.startswith("zoo_") else None)
+    data, whole = _read(path, frames_spec=spec)
     monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
     for g in whole.groups:
         gt = M.build(data, g.pid, g.device)
