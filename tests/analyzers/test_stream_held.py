@@ -1,0 +1,82 @@
+"""The calls the GPU held, over time slabs (analyzers.stream_held): held.find run on a small context per
+batch of calls gives, on every bundled trace that the slab-wise pass takes, held.find's records over the
+whole trace (the call, the row that held it, the release, the cause, the blocked time and the queue
+depth), in 64-row chunks and 50-row slabs; a trace it does not take is refused with the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clusterbench.analyzers import analysis as A
+from clusterbench.analyzers import held as H
+from clusterbench.analyzers import links as L
+from clusterbench.analyzers import model as M
+from clusterbench.analyzers import stream_held as SH
+from clusterbench.io.nsys import reader as R
+from clusterbench.io.nsys import slabs as B
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+TRACES = sorted(DATA.rglob("*.sqlite"))
+
+
+def _whole(path: Path):  # noqa: ANN202
+    req = A.request()
+    cache: dict = {}
+    data = A.load_trace(path, req=req, cache=cache)
+    res = A.analyze(data, req=req, cache=cache)
+    return data, res
+
+
+def _records_whole(links: L.Links, held: H.Held) -> list[tuple]:
+    c, r = held.call, held.row
+    return sorted(zip(links.ccorr[c].tolist(), links.cstart[c].tolist(), links.engine[r].tolist(), links.start[r].tolist(),
+                      links.end[r].tolist(), held.release.tolist(), held.wait.tolist(), held.cause.tolist(),
+                      held.blocked_ns.tolist(), held.depth.tolist()))  # fmt: skip
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_held_over_slabs_equal_the_whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data, res = _whole(path)
+    for g in res.groups:
+        gt = M.build(data, g.pid, g.device)
+        links = L.build(gt)
+        if not links.api_known:
+            continue
+        want = _records_whole(links, H.find(links, g.window.intervals, gt.syncs, gt.events))
+        known = links.ccorr[links.ccorr > 0]
+        corr_range = (int(known.min()), int(known.max())) if known.size else None
+        region = None if data.api.plan.region is None else data.api.plan.region.get(g.pid)
+        got: list = []
+        with monkeypatch.context() as mp:
+            mp.setattr(R, "ROWS_PER_CHUNK", 64)
+            for lag in (2, 8, 32, 128, 512):
+                got.clear()
+                out: list = []
+                it = B.iter_slabs(path, rows=50, reader_out=out)
+                first = next(it)
+                rd = out[-1]
+                hs = SH.HeldStream(g.pid, g.device, g.window.intervals, region, data.event_records, g.pid,
+                                   gt.stream_flags, corr_range, rd, got.append, lag=lag)  # fmt: skip
+                try:
+                    for slab in [first, *it]:
+                        hs.add(slab, np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24)
+                    hs.finish()
+                    break
+                except SH.NotLocal as exc:
+                    if not exc.lag_too_short:
+                        assert links.by_device.any(), str(exc)  # only the traces with device-launched rows
+                        got = None
+                        break
+            if got is None:
+                continue
+        rows = []
+        for h in got:
+            rows += list(zip(h.call.tolist(), h.cstart.tolist(), h.row_engine.tolist(), h.row_end.tolist(), h.release.tolist(),
+                             h.wait.tolist(), h.cause.tolist(), h.blocked_ns.tolist(), h.depth.tolist()))  # fmt: skip
+        # compare without the row start (the stream's records carry the row's end and engine)
+        w = sorted((x[1], x[2], x[4], x[5], x[6], x[7], x[8], x[9]) for x in want)
+        gsorted = sorted((x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8]) for x in rows)
+        assert gsorted == w
