@@ -916,7 +916,9 @@ class HostAccumulator:
             self.last_stretch = (lo, hi)
             self.drain += int(iv.clipped_lengths(np.array([lo]), np.array([hi]), self.steady).sum())
 
-    def result(self, api_threads: tuple, names: tuple[str, ...]):  # noqa: ANN201
+    def result(self, api_threads: tuple, names: tuple[str, ...], blocked: BlockedAccumulator | None = None):  # noqa: ANN201
+        """The Host record; with ``blocked`` (the held calls summed), its blocked time as host.measure gives it
+        with the links and the held calls."""
         from clusterbench.analyzers.records import Host, ThreadRef, ThreadStats
 
         for k, u in self.waits.items():
@@ -942,7 +944,70 @@ class HostAccumulator:
                 thread=ThreadRef(info.pid, info.tid, info.name), launch_ns=row[0], launch_calls=c[0], copy_ns=row[1],
                 copy_calls=c[1], wait_ns=wait, wait_calls=c[2], other_ns=row[3], other_calls=c[3],
                 active_ns=iv.length(iv.intersect(self.window, span)), busy_ns=busy_ns, frames=self.frames,
+                **(blocked.thread_fields(t, busy_ns) if blocked is not None else {}),
             ))  # fmt: skip
         threads.sort(key=lambda x: (-x.work_ns, x.thread.tid))
+        groups = blocked.groups_for(self.issues, names) if blocked is not None else ()
         return Host(True, tuple(threads), self.host_sync, tuple(sorted(names[i] for i in self.names_in)), self.copy_ns,
-                    self.copy_calls, tuple(sorted(names[i] for i in self.copy_names)), self.drain, (), False)  # fmt: skip
+                    self.copy_calls, tuple(sorted(names[i] for i in self.copy_names)), self.drain, groups, blocked is not None)  # fmt: skip
+
+
+class BlockedAccumulator:
+    """host._Blocked over the held calls as they come (stream_held.HeldCalls batches): per thread and
+    cause the blocked time, per thread the held calls, per (thread, name, cause) the calls, blocked time,
+    the calls' time in the steady window, the bytes of their own rows and the deepest queue; the
+    launching threads are picked at the end."""
+
+    def __init__(self, steady: iv.Intervals) -> None:
+        self.steady = steady
+        self.per: dict[tuple[int, int], int] = {}
+        self.count: dict[int, int] = {}
+        self.groups: dict[tuple[int, int, int], list] = {}
+
+    def add(self, h) -> None:  # noqa: ANN001
+        nb = ~h.wait & (h.blocked_ns > 0)
+        if not nb.any():
+            return
+        th, cause, ns = h.thread[nb], h.cause[nb].astype(np.int64), h.blocked_ns[nb]
+        name, own, nbytes, depth = h.name[nb], h.own[nb], h.row_bytes[nb], h.depth[nb]
+        call_ns = iv.clipped_lengths(h.cstart[nb], h.cend[nb], self.steady)
+        for i in range(th.size):
+            t, c = int(th[i]), int(cause[i])
+            self.per[(t, c)] = self.per.get((t, c), 0) + int(ns[i])
+            self.count[t] = self.count.get(t, 0) + 1
+            g = self.groups.setdefault((t, int(name[i]), c), [0, 0, 0, 0, -1, False])
+            g[0] += 1
+            g[1] += int(ns[i])
+            g[2] += int(call_ns[i])
+            g[3] += int(nbytes[i]) if bool(own[i]) else 0
+            if int(depth[i]) >= 0:
+                g[4] = max(g[4], int(depth[i]))
+                g[5] = True
+
+    def groups_for(self, launching: set[int], names: tuple[str, ...]) -> tuple:
+        """The held calls of the launching threads by (name, cause), most blocked time first."""
+        from clusterbench.analyzers.held import CAUSES
+        from clusterbench.analyzers.records import BlockedCalls
+
+        merged: dict[tuple[int, int], list] = {}
+        for (t, n, c), g in self.groups.items():
+            if t not in launching:
+                continue
+            m = merged.setdefault((n, c), [0, 0, 0, 0, -1, False])
+            for k in range(4):
+                m[k] += g[k]
+            m[4] = max(m[4], g[4])
+            m[5] |= g[5]
+        groups = [BlockedCalls(name=names[n], cause=CAUSES[c], calls=g[0], blocked_ns=g[1], call_ns=g[2], bytes=g[3],
+                               max_depth=g[4] if g[5] else None) for (n, c), g in merged.items()]  # fmt: skip
+        groups.sort(key=lambda b: (-b.blocked_ns, b.name, b.cause))
+        return tuple(groups)
+
+    def thread_fields(self, t: int, busy_ns: int) -> dict:
+        from clusterbench.analyzers.held import CAUSES
+        from clusterbench.analyzers.records import BLOCK_CAUSES
+
+        row = [self.per.get((t, CAUSES.index(c)), 0) for c in BLOCK_CAUSES]
+        by = tuple((c, v) for c, v in zip(BLOCK_CAUSES, row) if v > 0)
+        return {"blocked_ns": min(sum(self.per.get((t, k), 0) for k in range(len(CAUSES))), busy_ns), "blocked_by_cause": by,
+                "held_calls": int(self.count.get(t, 0))}  # fmt: skip

@@ -80,3 +80,44 @@ def test_held_over_slabs_equal_the_whole(path: Path, monkeypatch: pytest.MonkeyP
         w = sorted((x[1], x[2], x[4], x[5], x[6], x[7], x[8], x[9]) for x in want)
         gsorted = sorted((x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8]) for x in rows)
         assert gsorted == w
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_host_with_blocked_time_over_slabs_equals_the_whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole Host record (blocked time by cause, held calls by name and cause) from the slabs: the
+    host accumulator and the held calls summed as they come."""
+    from clusterbench.analyzers import stream as ST
+
+    data, res = _whole(path)
+    for g in res.groups:
+        gt = M.build(data, g.pid, g.device)
+        links = L.build(gt)
+        if not links.api_known or links.by_device.any():
+            continue
+        known = links.ccorr[links.ccorr > 0]
+        region = None if data.api.plan.region is None else data.api.plan.region.get(g.pid)
+        setup = g.gaps.setup_mask()
+        setup_iv = (g.gaps.starts_ns[setup], g.gaps.starts_ns[setup] + g.gaps.lengths_ns[setup])
+        with monkeypatch.context() as mp:
+            mp.setattr(R, "ROWS_PER_CHUNK", 64)
+            for lag in (2, 8, 32, 128, 512):
+                out: list = []
+                it = B.iter_slabs(path, rows=50, reader_out=out)
+                first = next(it)
+                rd = out[-1]
+                host = ST.HostAccumulator(g.pid, g.device, g.window.intervals, setup_iv, g.frames.count)
+                blocked = ST.BlockedAccumulator(host.steady)
+                hs = SH.HeldStream(g.pid, g.device, g.window.intervals, region, data.event_records, g.pid, gt.stream_flags,
+                                   (int(known.min()), int(known.max())), rd, blocked.add, lag=lag)  # fmt: skip
+                try:
+                    for slab in [first, *it]:
+                        tp = np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24
+                        hs.add(slab, tp)
+                        host.add(slab, tp, rd.names.categories, tuple(rd.names.names))
+                    hs.finish()
+                    break
+                except SH.NotLocal as exc:
+                    assert exc.lag_too_short, str(exc)
+        threads = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, data.thread_names.get(int(k))) for k in rd.threads_map.keys)
+        got = host.result(threads, tuple(rd.names.names), blocked)
+        assert got == g.host
