@@ -101,7 +101,7 @@ class HeldStream:
     each batch come out through ``out`` (a callable taking a HeldCalls)."""
 
     def __init__(self, pid: int, device: int, window: iv.Intervals, region: iv.Intervals | None, records, syncs_pid: int,
-                 stream_flags: dict, corr_range: tuple[int, int] | None, rd, out, lag: int = 2) -> None:  # noqa: ANN001  # fmt: skip
+                 stream_flags: dict, corr_range: tuple[int, int] | None, rd, out, lag: int = 2, path=None) -> None:  # noqa: ANN001  # fmt: skip
         self.pid, self.device, self.window, self.region = pid, device, window, region
         self.records, self.stream_flags, self.corr_range, self.rd, self.out, self.lag = records, stream_flags, corr_range, rd, out, lag
         self.rows: dict[int, dict[str, np.ndarray]] = {}  # per engine code: rows kept and pending, in start order
@@ -117,6 +117,7 @@ class HeldStream:
         self.slab_index = -1
         self.events_from = np.iinfo(np.int64).min  # records below this id have their source row noted
         self.names_cache: tuple[str, ...] = ()
+        self.path = path  # a stream_path.PathStream fed each batch's context, when the critical path is wanted
 
     # ------------------------------------------------------------------ input
 
@@ -132,8 +133,12 @@ class HeldStream:
             news.append(got)
         if news:
             every = _cat(news, _ROWCOLS)
+            every["eng"] = np.concatenate([np.full(x["start"].size, S.ENGINE_CODE[n], np.int64) for n, x in zip(engines, news)])
             o = np.argsort(every["start"], kind="stable")
-            self._check(_take(every, o))
+            every = _take(every, o)
+            self._check(every)
+            if self.path is not None:
+                self.path.rows_arrived(every["stream"], every["corr"], every["eng"], every["gid"])
         api = slab.api
         n = api["start"].size
         seq = np.arange(self.n_calls, self.n_calls + n, dtype=np.int64)
@@ -247,12 +252,20 @@ class HeldStream:
 
     def _answer(self) -> None:
         slab_index, t0, c_lo, c_hi = self.batches.pop(0)
+        t1 = self.batches[0][1] if self.batches else _HIGH
         g, gids, seq = self._context()
-        if c_hi > c_lo:
+        if self.path is not None:
             links = links_mod.build(g, self.corr_range)
             if links.by_device.any():
                 raise NotLocal("a row launched by the device (its correlation id matches no call)")
             held = held_mod.find(links, self.window, g.syncs, g.events)
+            self.path.batch(self, g, links, held, gids, seq, c_lo, c_hi, t0, t1)
+        if c_hi > c_lo:
+            if self.path is None:
+                links = links_mod.build(g, self.corr_range)
+                if links.by_device.any():
+                    raise NotLocal("a row launched by the device (its correlation id matches no call)")
+                held = held_mod.find(links, self.window, g.syncs, g.events)
             # the context's call indices are its calls in order; links keeps the process's (every one here)
             pick = (held.call >= c_lo) & (held.call < c_hi)
             if pick.any():
@@ -270,7 +283,8 @@ class HeldStream:
             self.max_x = max(self.max_x, int(g.api.correlation[c_lo:c_hi].max()) if c_hi > c_lo else 0)
             self._note_events(links, c_hi)
         elif self.records is not None and len(self.records):
-            links = links_mod.build(g, self.corr_range)
+            if self.path is None:
+                links = links_mod.build(g, self.corr_range)
             self._note_events(links, c_hi)
         self._prune(c_hi)
 
@@ -307,6 +321,9 @@ class HeldStream:
             forever.setdefault(S.ENGINE_CODE["kernel"], set()).add(gid)
         for eng, gid in self.event_rows.values():
             forever.setdefault(eng, set()).add(gid)
+        if self.path is not None:  # the rows of the exits the path's next batches can leave a thread at
+            for eng, gids in self.path.kept_rows.items():
+                forever.setdefault(eng, set()).update(gids)
         keeps = {code: (r["start"] >= t) | np.isin(r["gid"], list(forever.get(code, ()))) for code, r in self.rows.items()}
         # per stream, over every engine, in stream order (correlation id, start, engine, index): from the first
         # row still running at t on, and the latest-ending row before it
@@ -329,6 +346,19 @@ class HeldStream:
                     sel.append(o[:cut][np.flatnonzero(e == e.max())[-1]])
                 for j in sel:
                     keeps[int(code_of[j])][int(at[j])] = True
+        if self.path is not None:
+            # per engine the latest-ending row (ties: the later), and on the legacy default stream's classes: the
+            # critical path's engine and default-stream orders reach back to them
+            for code, r in self.rows.items():
+                drop = np.flatnonzero(~keeps[code])
+                if drop.size:
+                    e = r["end"][drop]
+                    keeps[code][drop[np.flatnonzero(e == e.max())[-1]]] = True
+                    flags = np.array([self.stream_flags.get(int(x), 0) for x in r["stream"][drop].tolist()], dtype=np.int64)
+                    for cls in (flags == S.STREAM_NULL, (flags == S.STREAM_NULL) | (flags == S.STREAM_BLOCKING)):
+                        if cls.any():
+                            d = drop[cls]
+                            keeps[code][d[np.flatnonzero(r["end"][d] == r["end"][d].max())[-1]]] = True
         for code in list(self.rows):
             self.rows[code] = _take(self.rows[code], keeps[code])
         # calls: those of batches still to answer, and the launch calls of the rows kept
@@ -337,6 +367,8 @@ class HeldStream:
         rows = _cat([self.rows[k] for k in self.rows], _ROWCOLS)
         launch = np.isin(c["corr"], rows["corr"]) & (c["corr"] > 0)
         keep_c = later | launch
+        if self.path is not None:
+            keep_c |= np.isin(c["seq"], list(self.path.kept_calls))
         self.calls = _take(c, keep_c)
         shift = int((~keep_c[:c_hi]).sum())
         self.batches = [(i, t0, lo - shift, hi - shift) for i, t0, lo, hi in self.batches]

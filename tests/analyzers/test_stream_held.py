@@ -121,3 +121,43 @@ def test_host_with_blocked_time_over_slabs_equals_the_whole(path: Path, monkeypa
         threads = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, data.thread_names.get(int(k))) for k in rd.threads_map.keys)
         got = host.result(threads, tuple(rd.names.names), blocked)
         assert got == g.host
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_critical_path_over_slabs_equals_the_whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The critical path from the slabs (every row's predecessor in the held calls' contexts, the walk read
+    back from the nodes written per engine) is the whole analysis's: shares, ns, kernels, steps."""
+    from clusterbench.analyzers import stream_path as SP
+
+    data, res = _whole(path)
+    for g in res.groups:
+        gt = M.build(data, g.pid, g.device)
+        links = L.build(gt)
+        if not links.api_known or links.by_device.any() or g.critical_path is None:
+            continue
+        known = links.ccorr[links.ccorr > 0]
+        region = None if data.api.plan.region is None else data.api.plan.region.get(g.pid)
+        setup = g.gaps.setup_mask()
+        setup_iv = (g.gaps.starts_ns[setup], g.gaps.starts_ns[setup] + g.gaps.lengths_ns[setup])
+        with monkeypatch.context() as mp:
+            mp.setattr(R, "ROWS_PER_CHUNK", 64)
+            for lag in (2, 8, 32, 128, 512):
+                out: list = []
+                it = B.iter_slabs(path, rows=50, reader_out=out)
+                first = next(it)
+                rd = out[-1]
+                ps = SP.PathStream(g.window.intervals)
+                hs = SH.HeldStream(g.pid, g.device, g.window.intervals, region, data.event_records, g.pid, gt.stream_flags,
+                                   (int(known.min()), int(known.max())), rd, lambda h: None, lag=lag, path=ps)  # fmt: skip
+                try:
+                    for slab in [first, *it]:
+                        hs.add(slab, np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24)
+                    hs.finish()
+                    break
+                except SH.NotLocal as exc:
+                    assert exc.lag_too_short, str(exc)
+        threads = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, data.thread_names.get(int(k))) for k in rd.threads_map.keys)
+        want_threads = {(t.thread.pid, t.thread.tid) for t in g.host.threads}
+        launching = {i for i, t in enumerate(threads) if (t.pid, t.tid) in want_threads}
+        got = SP.measure(ps, launching, g.window.intervals, setup_iv, g.frames.count, threads, tuple(rd.kernel_names))
+        assert got == g.critical_path
