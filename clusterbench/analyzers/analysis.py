@@ -174,6 +174,17 @@ def load_trace(path: str | os.PathLike[str], range_name: str | None = None, req:
 # --------------------------------------------------------------------------- analysis
 
 
+def implausible_warnings(busy, warnings: list[str]) -> None:  # noqa: ANN001
+    for name, st in busy.engines.items():
+        if st.implausible_count:
+            warnings.append(
+                f"{name}: {st.implausible_count:,} record(s) of {st.implausible_bytes:,} bytes in total report up to "
+                f"{U.gbps(st.implausible_max_gbps)}, above the {U.gbps(st.implausible_limit_gbps)} that no "
+                f"{BY_NAME[name].link} reaches: the record's bytes or times are wrong. They are left out of busy time, "
+                "bytes, GB/s and the roofline."
+            )
+
+
 ANALYSIS_STEPS = 6  # the steps of one group that report progress (_group's tick calls)
 
 
@@ -196,14 +207,7 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     n = frames.count
     tick()
     busy = busy_mod.measure(g, w.intervals, n, req.by_stream)
-    for name, st in busy.engines.items():
-        if st.implausible_count:
-            warnings.append(
-                f"{name}: {st.implausible_count:,} record(s) of {st.implausible_bytes:,} bytes in total report up to "
-                f"{U.gbps(st.implausible_max_gbps)}, above the {U.gbps(st.implausible_limit_gbps)} that no "
-                f"{BY_NAME[name].link} reaches: the record's bytes or times are wrong. They are left out of busy time, "
-                "bytes, GB/s and the roofline."
-            )
+    implausible_warnings(busy, warnings)
     gp = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
     setup = gp.setup_mask()
     setup_iv = (gp.starts_ns[setup], gp.starts_ns[setup] + gp.lengths_ns[setup])
@@ -224,6 +228,14 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     kernels = kernels_mod.by_name(g, w.intervals, n, kernel_busy)
     copies = kernels_mod.copy_classes(g, w.intervals, n)
     pacing, pacing_note = pacing_mod.measure(g, frames, w.intervals, gp)
+    return assemble(g, w, frames, busy, roof, gp, host, path, kernels, copies, pacing, pacing_note, warnings)
+
+
+def assemble(g: model_mod.GroupTrace, w, frames, busy, roof, gp, host, path, kernels, copies, pacing, pacing_note,  # noqa: ANN001
+             warnings: list[str]) -> GroupAnalysis:  # fmt: skip
+    """One group's analysis from its analyzers' records (the whole-array path and the slab path share it):
+    the throughput, the figures a missing GPU's work would make wrong, the verdict and the rules."""
+    n = frames.count
     hidden = gaps_mod.work_not_traced(g, gp, w.length_ns)
     window_ns = w.length_ns
     steady_ns = window_ns - gp.setup_ns
@@ -276,6 +288,13 @@ def analyze(data: TraceData, req: Request | None = None, trace_label: str | None
         w: list[str] = []
         groups.append(_group(data, model_mod.build(data, p, d, cache), req, w, tick))
         warnings.extend(f"pid {p} device {d}: {x}" if len(wanted) > 1 else x for x in w)
+    return finish(groups, warnings, data.graph_trace, data.nsys_version, data.schema_version, req,
+                  trace_label if trace_label is not None else str(data.path))
+
+
+def finish(groups: list[GroupAnalysis], warnings: list[str], graph_trace: str | None, nsys_version: str | None,
+           schema_version: str | None, req: Request, label: str) -> TraceAnalysis:  # fmt: skip
+    """The trace's analysis from its groups' (the whole-array path and the slab path share it)."""
     primary = max(groups, key=lambda g: g.busy.any_busy_ns)
     if len(groups) > 1:
         warnings.insert(
@@ -285,7 +304,7 @@ def analyze(data: TraceData, req: Request | None = None, trace_label: str | None
             "Pick one with --pid/--device.",
         )
     graph_warning = None
-    if data.graph_trace == "graph" and any("graph" in g.busy.engines for g in groups):
+    if graph_trace == "graph" and any("graph" in g.busy.engines for g in groups):
         graph_warning = R.GRAPH_WARNING
         warnings.insert(0, graph_warning)
     wif = None
@@ -294,9 +313,9 @@ def analyze(data: TraceData, req: Request | None = None, trace_label: str | None
 
         wif = _what_if(primary, tuple(req.what_if))
     return TraceAnalysis(
-        trace=trace_label if trace_label is not None else str(data.path),
-        nsys_version=data.nsys_version,
-        schema_version=data.schema_version,
+        trace=label,
+        nsys_version=nsys_version,
+        schema_version=schema_version,
         groups=tuple(groups),
         primary=primary,
         warnings=tuple(warnings),

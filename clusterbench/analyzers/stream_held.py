@@ -208,8 +208,9 @@ class HeldStream:
         keys = list(rd.threads_map.keys)
         threads = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, None) for k in keys)
         c = self.calls
+        names, cats, _ = rd.name_snapshot()
         api = R.ApiCalls(start_ns=c["start"], end_ns=c["end"], thread=c["thread"], name=c["name"], correlation=c["corr"],
-                         stream=self._call_streams(), names=tuple(rd.names.names), name_category=rd.names.categories.copy(),
+                         stream=self._call_streams(), names=names, name_category=cats,
                          threads=threads, totals=R._empty_totals(), plan=R.KEEP_ALL,
                          tables=tuple(x.table for x in rd.cursors if x.table in S.API_TABLES))  # fmt: skip
         syncs = self._sync_rows()

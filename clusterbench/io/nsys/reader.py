@@ -1647,3 +1647,57 @@ def read_api_window(path: str | os.PathLike[str], pid: int, start_ns: int, end_n
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         conn.close()
+
+
+def read_shell(path: str | os.PathLike[str], *, range_prefixes: tuple[str, ...] = DEFAULT_PASS_PREFIXES,
+               kernel_names: str = "short") -> TraceData:  # fmt: skip
+    """What read_trace reads but the big tables, checked as it checks them: the export's versions, GPU
+    names, NVTX ranges, thread names, profiler overhead, stream flags, CUDA event records, how graphs were
+    traced; the activity, the API calls and the synchronization rows are empty (io.nsys.slabs reads them
+    in time slabs). TraceError as read_trace raises it for an export that is not a usable one."""
+    if kernel_names not in ("short", "mangled"):
+        raise ValueError(f"kernel_names must be 'short' or 'mangled', not {kernel_names!r}")
+    path = Path(path)
+    check_sqlite_file(path)
+    conn = connect_read_only(path)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clusterbench-read")
+    try:
+        tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
+        if not (tables & S.NSYS_MARKER_TABLES or any(t.startswith("CUPTI_") or t == S.NVTX_TABLE for t in tables)):
+            shown = ", ".join(sorted(tables)[:8]) or "none"
+            raise TraceError(f"SQLite file is not an nsys export (tables: {shown}): {path}",
+                             hint="export a report with: nsys export --type sqlite -o OUT.sqlite REPORT.nsys-rep")  # fmt: skip
+        present = [t for t in S.ACTIVITY_TABLES if t in tables and _table_has_rows(conn, t)]
+        if not present:
+            raise _no_gpu_work(conn, path, tables)
+        columns = {t: _require(conn, path, t) for t in present}
+        for t in S.API_TABLES:
+            if t in tables and _table_has_rows(conn, t):
+                _require(conn, path, t)
+        event_jobs = _start_table(conn, path, tables, S.CUDA_EVENT_TABLE, pool, _event_sql)
+        meta, gpu_names, ranges, thread_names, overhead = _read_small(conn, path, tables, tuple(range_prefixes))
+        event_records = _finish_events(path, event_jobs)
+        if S.GRAPH_TRACE_TABLE in present:
+            graph_trace = "graph"
+        elif S.GRAPH_NODE_EVENTS_TABLE in tables:
+            graph_trace = "node"
+        else:
+            graph_trace = None
+        memcpy_cols = columns.get(S.MEMCPY_TABLE)
+        e64 = np.empty(0, dtype=np.int64)
+        activity = Activity(e64, e64, e64, e64, np.empty(0, np.int8), e64, e64, np.empty(0, bool), e64,
+                            tuple((0, 0) for _ in S.ENGINES), np.empty(0, np.int32), ())  # fmt: skip
+        api_tables = tuple(t for t in S.API_TABLES if t in tables and _table_has_rows(conn, t))
+        api = _build_api(path, None, KEEP_ALL, _Names(), _Threads(), thread_names, api_tables)
+        return TraceData(
+            path=path, tables=tables, schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
+            nsys_version=meta.get("EXPORT_PRODUCT_VERSION"), activity=activity, ranges=ranges, range_prefixes=tuple(range_prefixes),
+            gpu_names=gpu_names, api=api, overhead=overhead, graph_trace=graph_trace,
+            srckind_read=memcpy_cols is None or {"srcKind", "dstKind"} <= memcpy_cols, thread_names=thread_names,
+            kernel_name_kind=kernel_names, event_records=event_records, stream_flags=_read_stream_flags(conn, tables),
+        )  # fmt: skip
+    except sqlite3.DatabaseError as exc:
+        raise _corrupt(path, exc) from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        conn.close()

@@ -177,6 +177,13 @@ class SlabReader:
     def api_names(self) -> tuple[str, ...]:
         return tuple(self.names.names)
 
+    def name_snapshot(self) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+        """The API names met so far, with each one's category and whether it issues GPU work, taken
+        together (the read threads add names as their chunks come)."""
+        with self.names.lock:
+            n = len(self.names.names)
+            return tuple(self.names.names[:n]), self.names.categories[:n].copy(), self.names.issues[:n].copy()
+
     def kernel_index(self, ids: np.ndarray) -> np.ndarray:
         """StringIds ids of kernel names (-1: none) -> index into kernel_names (each name once)."""
         if ids.size == 0:
