@@ -14,8 +14,9 @@ id) is the whole trace's, so ties fall the same way.
 Exactness rests on facts checked as the rows come, and the pass is refused (:class:`NotLocal`) where one
 fails, so that the caller falls back to the whole-array path, or tries again with a longer lag:
 - the rows of each stream come in correlation order (held.find's stream order is then time order);
-- no row is launched by the device (its correlation id matches no call: device rows are ordered by time
-  across the whole trace);
+- no row has correlation id 0 (a row the device launched: held.find puts it first on its stream,
+  ahead of every row of the whole trace); a row whose id matches no call read (its launch call lies
+  outside the plan's region) is ordered by time, as held.find orders it, from the rows around it;
 - no row arrives after a batch that was answered without it: a row whose correlation id is at most the
   largest of a batch already answered means the lag was too short.
 """
@@ -257,15 +258,11 @@ class HeldStream:
         g, gids, seq = self._context()
         if self.path is not None:
             links = links_mod.build(g, self.corr_range)
-            if links.by_device.any():
-                raise NotLocal("a row launched by the device (its correlation id matches no call)")
             held = held_mod.find(links, self.window, g.syncs, g.events)
             self.path.batch(self, g, links, held, gids, seq, c_lo, c_hi, t0, t1)
         if c_hi > c_lo:
             if self.path is None:
                 links = links_mod.build(g, self.corr_range)
-                if links.by_device.any():
-                    raise NotLocal("a row launched by the device (its correlation id matches no call)")
                 held = held_mod.find(links, self.window, g.syncs, g.events)
             # the context's call indices are its calls in order; links keeps the process's (every one here)
             pick = (held.call >= c_lo) & (held.call < c_hi)
