@@ -902,19 +902,29 @@ class HostAccumulator:
 
     def _settle(self, final: bool = False) -> None:
         """Measure the drain stretches of the points whose next GPU start is known (in order)."""
-        while self.points and (self.points[0][2] is not None or final):
-            t, prev, nxt = self.points.pop(0)
-            if not bool(iv.points_inside(np.array([t], dtype=np.int64), self.steady)[0]):
-                continue
-            if nxt is None:
-                nxt = _HIGH
-            lo, hi = (t, t) if prev > t else (prev, nxt)
-            if hi <= lo:
-                continue
-            if self.last_stretch == (lo, hi):
-                continue
-            self.last_stretch = (lo, hi)
-            self.drain += int(iv.clipped_lengths(np.array([lo]), np.array([hi]), self.steady).sum())
+        k = 0
+        while k < len(self.points) and (self.points[k][2] is not None or final):
+            k += 1
+        if k == 0:
+            return
+        done, self.points = self.points[:k], self.points[k:]
+        t = np.array([x[0] for x in done], dtype=np.int64)
+        prev = np.array([x[1] for x in done], dtype=np.int64)
+        nxt = np.array([_HIGH if x[2] is None else x[2] for x in done], dtype=np.int64)
+        m = iv.points_inside(t, self.steady)
+        t, prev, nxt = t[m], prev[m], nxt[m]
+        busy = prev > t
+        lo, hi = np.where(busy, t, prev), np.where(busy, t, nxt)
+        keep = hi > lo
+        lo, hi = lo[keep], hi[keep]
+        if lo.size == 0:
+            return
+        first = np.ones(lo.size, dtype=bool)
+        first[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
+        if self.last_stretch == (int(lo[0]), int(hi[0])):
+            first[0] = False
+        self.last_stretch = (int(lo[-1]), int(hi[-1]))
+        self.drain += int(iv.clipped_lengths(lo[first], hi[first], self.steady).sum())
 
     def result(self, api_threads: tuple, names: tuple[str, ...], blocked: BlockedAccumulator | None = None):  # noqa: ANN201
         """The Host record; with ``blocked`` (the held calls summed), its blocked time as host.measure gives it

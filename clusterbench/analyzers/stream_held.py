@@ -269,8 +269,10 @@ class HeldStream:
             if pick.any():
                 hc, hr = held.call[pick], held.row[pick]
                 eng = links.engine[hr].astype(np.int64)
-                base = np.array([links.engine_lo[e] for e in eng.tolist()], dtype=np.int64) if eng.size else eng
-                rid = np.array([gids[e][i - b] for e, i, b in zip(eng.tolist(), hr.tolist(), base.tolist())], dtype=np.int64)
+                gid_of = np.full(links.n_rows, -1, dtype=np.int64)
+                for code, gg in gids.items():
+                    gid_of[int(links.engine_lo[code]) : int(links.engine_lo[code]) + gg.size] = gg
+                rid = gid_of[hr]
                 self.out(HeldCalls(
                     call=seq[hc], row_engine=eng, row_index=rid, release=held.release[pick], wait=held.wait[pick],
                     cause=held.cause[pick], blocked_ns=held.blocked_ns[pick], depth=held.depth[pick],

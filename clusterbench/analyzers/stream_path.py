@@ -96,6 +96,7 @@ class PathStream:
                     raise AssertionError("an event's source row is not in the context")
                 src[j] = x
         gr = P.predecessors(links, hcp, g.syncs, g.events, event_src=src)
+        gid_of = _gid_table(links, gids)
         # the rows of this batch: their nodes, per engine in index order
         for code in range(len(S.ENGINES)):
             lo, hi = int(links.engine_lo[code]), int(links.engine_hi[code])
@@ -109,9 +110,7 @@ class PathStream:
             pr = gr.pred[r].astype(np.int64)
             has = pr >= 0
             peng = np.where(has, links.engine[np.maximum(pr, 0)], -1).astype(np.int64)
-            pgid = np.full(r.size, -1, dtype=np.int64)
-            if has.any():
-                pgid[has] = [_gid(links, gids, int(x)) for x in pr[has].tolist()]
+            pgid = np.where(has, gid_of[np.maximum(pr, 0)], -1)
             v = gr.via[r].astype(np.int64)
             hv = v >= 0
             vstart = np.where(hv, links.cstart[np.maximum(v, 0)], 0) if links.n_calls else np.zeros(r.size, np.int64)
@@ -126,8 +125,8 @@ class PathStream:
         ws, we = self.window
         k0 = int(np.searchsorted(we, t0, side="left"))
         k1 = int(np.searchsorted(we, t1, side="left"))
-        for k in range(max(k0, self.done_intervals), k1):
-            self.starts[k] = self._start_candidates(links, gids, gr.threads, seq, int(we[k]))
+        if k1 > max(k0, self.done_intervals):
+            self._start_candidates(links, gid_of, gr.threads, seq, np.arange(max(k0, self.done_intervals), k1), we)
         self.done_intervals = max(self.done_intervals, k1)
         # exits kept for later batches: per thread the latest-starting one released by t1, and those after it not yet released
         ex = P._exit_calls(links, hcp)
@@ -215,27 +214,38 @@ class PathStream:
             else:
                 del self.unresolved[sid]
 
-    def _start_candidates(self, links: Links, gids, th, seq: np.ndarray, w: int) -> tuple:  # noqa: ANN001
-        kr = int(links.end_rank(np.array([w]))[0]) - 1
-        row = None
-        if kr >= 0 and links.n_rows:
-            r0 = int(links.by_end[kr])
-            row = (int(links.engine[r0]), _gid(links, gids, r0), int(links.end[r0]))
-        per: dict[int, tuple] = {}
+    def _start_candidates(self, links: Links, gid_of: np.ndarray, th, seq: np.ndarray, ks: np.ndarray, we: np.ndarray) -> None:  # noqa: ANN001
+        """For the intervals ``ks``: the row ending last by each one's end (critical_path._start_nodes), and per
+        thread its call ending last by it (ties: the later call) with the row that released its last held call."""
+        w = we[ks].astype(np.int64)
+        kr = links.end_rank(w) - 1 if links.n_rows else np.full(w.size, -1)
+        rows = [None] * w.size
+        if links.n_rows:
+            ok = kr >= 0
+            r0 = links.by_end[np.maximum(kr, 0)]
+            for i in np.flatnonzero(ok).tolist():
+                rows[i] = (int(links.engine[r0[i]]), int(gid_of[r0[i]]), int(links.end[r0[i]]))
+        per: list[dict] = [{} for _ in range(w.size)]
         if links.n_calls:
-            ok = np.flatnonzero(links.cend <= w)
-            for t in np.unique(links.cthread[ok]).tolist():
-                m = ok[links.cthread[ok] == t]
-                e = links.cend[m]
-                c0 = int(m[np.flatnonzero(e == e.max())[-1]])
-                call, rw = th.before(np.array([t], dtype=np.int64), np.array([int(links.cend[c0])], dtype=np.int64))
-                call, rw = int(call[0]), int(rw[0])
-                if rw >= 0:
-                    head_lo = min(int(links.end[rw]), int(links.cend[call]))
-                    per[int(t)] = (int(links.cend[c0]), int(seq[c0]), (int(links.engine[rw]), _gid(links, gids, rw)), head_lo)
-                else:
-                    per[int(t)] = (int(links.cend[c0]), int(seq[c0]), None, _NEG)
-        return row, per
+            for t in np.unique(links.cthread).tolist():
+                m = np.flatnonzero(links.cthread == t)
+                o = m[np.lexsort((m, links.cend[m]))]  # by end, ties by call order
+                e = links.cend[o]
+                k = np.searchsorted(e, w, side="right") - 1
+                has = np.flatnonzero(k >= 0)
+                if has.size == 0:
+                    continue
+                c0 = o[k[has]]
+                cend = links.cend[c0]
+                call, rw = th.before(np.full(has.size, t, dtype=np.int64), cend)
+                for j, i in enumerate(has.tolist()):
+                    if rw[j] >= 0:
+                        head_lo = min(int(links.end[rw[j]]), int(links.cend[call[j]]))
+                        per[i][int(t)] = (int(cend[j]), int(seq[c0[j]]), (int(links.engine[rw[j]]), int(gid_of[rw[j]])), head_lo)
+                    else:
+                        per[i][int(t)] = (int(cend[j]), int(seq[c0[j]]), None, _NEG)
+        for i, k in enumerate(ks.tolist()):
+            self.starts[k] = (rows[i], per[i])
 
     # ------------------------------------------------------------------ backward
 
@@ -348,6 +358,15 @@ class _Nodes:
         cols = c[2]
         return (int(cols["start"][k]), int(cols["kname"][k]), int(cols["peng"][k]), int(cols["pgid"][k]), int(cols["rel"][k]),
                 int(cols["vstart"][k]), int(cols["vthread"][k]))  # fmt: skip
+
+
+def _gid_table(links: Links, gids: dict[int, np.ndarray]) -> np.ndarray:
+    """Per row of the context: its index among its engine's rows of the whole trace."""
+    out = np.full(links.n_rows, -1, dtype=np.int64)
+    for code, g in gids.items():
+        lo = int(links.engine_lo[code])
+        out[lo : lo + g.size] = g
+    return out
 
 
 def _gid(links: Links, gids: dict[int, np.ndarray], row: int) -> int:
