@@ -249,27 +249,38 @@ class PathStream:
 
     # ------------------------------------------------------------------ backward
 
-    def walk(self, launching: set[int], setup: iv.Intervals, n_threads: int, n_kernels: int) -> P.Walk:
-        """The walk of every interval and its parts (as critical_path.walk gives them, summed)."""
+    def walk(self, launching: set[int], setup: iv.Intervals, n_threads: int, n_kernels: int) -> _Summed:
+        """The walk of every interval and its parts (as critical_path.walk gives them), summed per resource,
+        per kernel name and inside the set-up gaps; one plain Python step per node."""
         for f in self.files.values():
             f.close()
         ws, we = self.window
         nodes = _Nodes(self.dir.name, self.count)
-        per = np.zeros(P.HOST0 + max(n_threads, 1), dtype=np.int64)
-        kern = np.zeros(max(n_kernels, 1), dtype=np.int64)
-        segs: list[tuple[int, int, int]] = []  # (start, end, code) of every segment, for the time inside the set-up gaps
+        size = P.HOST0 + max(n_threads, 1)
+        per = [0] * size
+        kern = [0] * max(n_kernels, 1)
+        inset = [0] * size
+        zs, ze = (setup[0].tolist(), setup[1].tolist())
         steps = 0
         complete = True
         limit = sum(self.count.values()) + 1
         firsts: list[tuple[int, int]] = []  # per walked interval: (its start, the last node's lo)
+        IDLE, LAUNCH, ENGINE0, HOST0 = P.IDLE, P.LAUNCH, P.ENGINE0, P.HOST0
 
-        def add(s: int, e: int, code: int, k: int = -1) -> None:
-            d = e - s
-            if d > 0:
-                per[code] += d
-                if k >= 0:
-                    kern[k] += d
-                segs.append((s, e, code))
+        def inside(a: int, b: int, code: int) -> None:
+            """Add the part of [a, b) inside the set-up gaps (few) to ``code``."""
+            k = _bisect_right(ze, a)
+            while k < len(zs) and zs[k] < b:
+                x = min(b, ze[k]) - max(a, zs[k])
+                if x > 0:
+                    inset[code] += x
+                k += 1
+
+        def add(a: int, b: int, code: int) -> None:
+            if b > a:
+                per[code] += b - a
+                if zs:
+                    inside(a, b, code)
 
         for i in range(ws.size - 1, -1, -1):
             w0, w1 = int(ws[i]), int(we[i])
@@ -285,56 +296,70 @@ class PathStream:
             first_end = best[0] if use_call else r0_end
             start = (best[2] if use_call else (row[:2] if row is not None else None))
             head_lo = best[3] if use_call else _NEG
-            head_res = P.HOST0 + best[4] if use_call else P.IDLE
+            head_res = HOST0 + best[4] if use_call else IDLE
             top0 = head_lo if use_call else first_end
-            add(min(max(first_end, w0), w1), w1, P.IDLE)
+            add(min(max(first_end, w0), w1), w1, IDLE)
             he = min(max(first_end, w0), w1) if use_call else w0
             add(min(max(head_lo, w0), he), he, head_res)
             if start is None or not top0 > w0:
                 continue
             top = top0
-            cur = start
-            lo = None
+            eng, gid = start
+            lo = w0
             for _ in range(limit):
-                st, kn, pe, pg, rel, vs, vt = nodes.get(*cur)
+                st, kn, pe, pg, rel, vs, vt = nodes.get(eng, gid)
                 steps += 1
-                tp = max(top, w0)
-                lo = max(rel, w0)
-                mid = min(max(st, lo), tp)
-                cut = min(max(vs if vt >= 0 else lo, lo), mid)
-                add(mid, tp, P.ENGINE0 + cur[0], kn)
-                add(cut, mid, P.LAUNCH if vt >= 0 else P.IDLE)
-                add(lo, cut, P.HOST0 + vt if vt >= 0 else P.IDLE)
+                tp = top if top > w0 else w0
+                lo = rel if rel > w0 else w0
+                mid = st if st > lo else lo
+                if mid > tp:
+                    mid = tp
+                if vt >= 0:
+                    cut = vs if vs > lo else lo
+                    if cut > mid:
+                        cut = mid
+                    if mid > cut:
+                        add(cut, mid, LAUNCH)
+                    if cut > lo:
+                        add(lo, cut, HOST0 + vt)
+                elif mid > lo:
+                    add(lo, mid, IDLE)
+                if tp > mid:
+                    add(mid, tp, ENGINE0 + eng)
+                    if kn >= 0:
+                        kern[kn] += tp - mid
                 if rel <= w0:
                     break
                 top = rel
-                cur = (pe, pg)
+                eng, gid = pe, pg
             else:
                 complete = False
             firsts.append((w0, lo))
         if not complete:
             for w0, lo in firsts:
-                add(w0, lo, P.IDLE)
+                add(w0, lo, IDLE)
         self.dir.cleanup()
-        s = np.array([x[0] for x in segs], dtype=np.int64)
-        e = np.array([x[1] for x in segs], dtype=np.int64)
-        r = np.array([x[2] for x in segs], dtype=np.int32)
-        return _Summed(per, kern[:n_kernels], (s, e, r), steps, complete)
+        return _Summed(np.array(per, dtype=np.int64), np.array(kern[:n_kernels], dtype=np.int64), np.array(inset, dtype=np.int64),
+                       steps, complete)  # fmt: skip
 
 
 class _Summed:
     """A walk's sums in the shape critical_path.summarize reads (totals, inside)."""
 
-    def __init__(self, per: np.ndarray, kern: np.ndarray, segs: tuple, steps: int, complete: bool) -> None:
-        self.per, self.kern, self.segs, self.steps, self.complete = per, kern, segs, steps, complete
+    def __init__(self, per: np.ndarray, kern: np.ndarray, inset: np.ndarray, steps: int, complete: bool) -> None:
+        self.per, self.kern, self.inset, self.steps, self.complete = per, kern, inset, steps, complete
 
     def totals(self, n_threads: int, n_kernels: int) -> tuple[np.ndarray, np.ndarray]:
         return self.per[: P.HOST0 + n_threads], self.kern
 
     def inside(self, zone: iv.Intervals, size: int) -> np.ndarray:
-        s, e, r = self.segs
-        w = P.Walk(((s, e, r, None),), self.steps, self.complete)
-        return w.inside(zone, size)
+        return self.inset[:size]
+
+
+def _bisect_right(a: list[int], x: int) -> int:
+    import bisect
+
+    return bisect.bisect_right(a, x)
 
 
 class _Nodes:
@@ -353,11 +378,9 @@ class _Nodes:
             for name, dt in _FIELDS:
                 with open(os.path.join(self.folder, f"{eng}_{name}.bin"), "rb") as fh:
                     cols[name] = np.fromfile(fh, dtype=dt, count=hi - lo, offset=lo * np.dtype(dt).itemsize)
-            c = self.cache[eng] = (lo, hi, cols)
-        k = gid - c[0]
-        cols = c[2]
-        return (int(cols["start"][k]), int(cols["kname"][k]), int(cols["peng"][k]), int(cols["pgid"][k]), int(cols["rel"][k]),
-                int(cols["vstart"][k]), int(cols["vthread"][k]))  # fmt: skip
+            rows = list(zip(*(cols[name].tolist() for name, _ in _FIELDS)))
+            c = self.cache[eng] = (lo, hi, rows)
+        return c[2][gid - c[0]]
 
 
 def _gid_table(links: Links, gids: dict[int, np.ndarray]) -> np.ndarray:
