@@ -412,13 +412,17 @@ class SpanAccumulator:
             idx = np.flatnonzero(new)
             if self.first is None:
                 self.first = int(s[0])
-            for i in idx.tolist():  # runs starting in this slab: the one before each closes
-                prev_end = self.carry_e if i == 0 else int(reach[i - 1])
-                if prev_end is not None and int(s[i]) - prev_end >= self.hole_ns:
-                    self.hs.append(prev_end)
-                    self.he.append(int(s[i]))
-                    self.before_hole.append(self.rows + i)
-                    new_holes.append((prev_end, int(s[i])))
+            # runs starting in this slab: the one before each closes; a hole where the gap is long enough
+            prev_end = np.where(idx > 0, reach[np.maximum(idx - 1, 0)], self.carry_e if self.carry_e is not None else _LOW)
+            valid = (idx > 0) | (self.carry_e is not None)
+            hole = valid & ((s[idx] - prev_end) >= self.hole_ns)
+            hi_ = np.flatnonzero(hole)
+            if hi_.size:
+                a, b = prev_end[hi_], s[idx[hi_]]
+                self.hs.extend(a.tolist())
+                self.he.extend(b.tolist())
+                self.before_hole.extend((self.rows + idx[hi_]).tolist())
+                new_holes = list(zip(a.tolist(), b.tolist()))
             if idx.size:
                 self.carry_s = int(s[idx[-1]])
             self.carry_e = int(reach[-1])
@@ -868,10 +872,17 @@ class HostAccumulator:
         t0 = _LOW if slab.t0 is None else slab.t0
         done = self.every.add(ws, we)
         self.host_sync += int(iv.clipped_lengths(done[0], done[1], self.window).sum())
-        for t in done[1].tolist():
+        ends = done[1]
+        if ends.size:
             # an end before the slab's start is the interval left open by the slab before, closed unchanged
-            p, n = self._update_open(t, gs, pm) if t < t0 else self._around(t, gs, pm, before)
-            self.points.append((t, p, n))
+            k = np.searchsorted(gs, ends, side="left")
+            prev = np.where(k > 0, np.maximum(before, pm[np.maximum(k - 1, 0)] if pm.size else before), before)
+            nxt = np.where(k < gs.size, gs[np.minimum(k, max(gs.size - 1, 0))] if gs.size else -1, -1)
+            for t, p_, n_, kk in zip(ends.tolist(), prev.tolist(), nxt.tolist(), k.tolist()):
+                if t < t0:
+                    self.points.append((t, *self._update_open(t, gs, pm)))
+                else:
+                    self.points.append((t, p_, n_ if kk < gs.size else None))
         self._settle()
         # the interval still open: what is known of the GPU around its end so far
         if self.every.e is not None:

@@ -70,12 +70,11 @@ class PathStream:
         self._seq = seq
         # the held calls the rows of this batch can leave a thread at: the batch's, and those kept from before
         pick = (held.call >= c_lo) & (held.call < c_hi)
-        local_of_seq = {int(s): i for i, s in enumerate(seq.tolist())}
         ex_call, ex_row, ex_rel = [], [], []
         for th, cs, cstart, cend, reng, rgid, rend, rel in self.exits:
-            i = local_of_seq.get(cs)
+            i = int(np.searchsorted(seq, cs))
             j = _local_row(links, gids, reng, rgid)
-            if i is None or j is None:
+            if i >= seq.size or int(seq[i]) != cs or j is None:
                 raise AssertionError("a kept exit is not in the context")
             ex_call.append(i)
             ex_row.append(j)
@@ -158,9 +157,9 @@ class PathStream:
                 self.kept_rows.setdefault(xkey[0], set()).add(xkey[1])
         if links.n_calls:
             later = links.cend > t1
+            self.kept_calls.update(seq[later].tolist())
             for t in np.unique(links.cthread).tolist():
                 m = np.flatnonzero(links.cthread == t)
-                self.kept_calls.update(int(seq[i]) for i in m[later[m]].tolist())
                 done = m[~later[m]]
                 if done.size:
                     e = links.cend[done]
@@ -276,11 +275,19 @@ class PathStream:
                     inset[code] += x
                 k += 1
 
+        check = [False]  # whether the current node's stretch meets a set-up gap
+
         def add(a: int, b: int, code: int) -> None:
             if b > a:
                 per[code] += b - a
-                if zs:
+                if check[0]:
                     inside(a, b, code)
+
+        def meets(a: int, b: int) -> bool:
+            if not zs:
+                return False
+            k = _bisect_right(ze, a)
+            return k < len(zs) and zs[k] < b
 
         for i in range(ws.size - 1, -1, -1):
             w0, w1 = int(ws[i]), int(we[i])
@@ -298,6 +305,7 @@ class PathStream:
             head_lo = best[3] if use_call else _NEG
             head_res = HOST0 + best[4] if use_call else IDLE
             top0 = head_lo if use_call else first_end
+            check[0] = bool(zs)
             add(min(max(first_end, w0), w1), w1, IDLE)
             he = min(max(first_end, w0), w1) if use_call else w0
             add(min(max(head_lo, w0), he), he, head_res)
@@ -311,6 +319,7 @@ class PathStream:
                 steps += 1
                 tp = top if top > w0 else w0
                 lo = rel if rel > w0 else w0
+                check[0] = meets(lo, tp) if zs else False
                 mid = st if st > lo else lo
                 if mid > tp:
                     mid = tp
@@ -336,6 +345,7 @@ class PathStream:
                 complete = False
             firsts.append((w0, lo))
         if not complete:
+            check[0] = bool(zs)
             for w0, lo in firsts:
                 add(w0, lo, IDLE)
         self.dir.cleanup()
