@@ -328,10 +328,27 @@ def analyze_trace(path: str | os.PathLike[str], **options: Any) -> TraceAnalysis
     """Read ``path`` (an nsys SQLite export, or a .nsys-rep exported through nsys) and analyze it;
     ``options`` are :func:`request`'s keywords (frames, range_name, window, frames_spec, device, pid,
     by_stream, mangled, what_if)."""
-    req = request(**options)
-    cache: dict = {}
-    data = load_trace(path, req=req, cache=cache)
-    return analyze(data, req=req, trace_label=str(Path(path)), cache=cache)
+    return analyze_file(path, request(**options))
+
+
+def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callable[[str, int, int], None] | None = None,
+                 trace_label: str | None = None) -> TraceAnalysis:  # fmt: skip
+    """Analyze the trace at ``path`` under ``req`` in memory that does not grow with the trace: over its
+    time slabs (analyzers.streamed), or, where that does not apply (device-launched rows, --by-stream),
+    read whole (load_trace, analyze). The same TraceAnalysis either way."""
+    from clusterbench.analyzers import streamed
+    from clusterbench.io.nsys import check_sqlite_file, resolve_trace
+
+    label = trace_label if trace_label is not None else str(Path(path))
+    sqlite_path = resolve_trace(path)
+    check_sqlite_file(sqlite_path)
+    _check_ranges(sqlite_path, req)
+    try:
+        return streamed.analyze_slabs(sqlite_path, req, label, on_progress)
+    except streamed.Fallback:
+        cache: dict = {}
+        data = load_trace(sqlite_path, req=req, on_progress=on_progress, cache=cache)
+        return analyze(data, req=req, trace_label=label, cache=cache, on_progress=on_progress)
 
 
 def critical_path_walk(data: TraceData, group: GroupAnalysis) -> path_mod.Walk | None:

@@ -78,9 +78,13 @@ def analyze(
 
         check_export_path(export_trace)
     cache: dict = {}
+    data = None
     with _progress(trace) as on_progress:
-        data = core.load_trace(trace, req=req, on_progress=on_progress, cache=cache)
-        result = core.analyze(data, trace_label=str(trace), req=req, cache=cache, on_progress=on_progress)
+        if plot is None and export_trace is None:  # the picture and the trace export need the rows at hand
+            result = core.analyze_file(trace, req, on_progress, trace_label=str(trace))
+        else:
+            data = core.load_trace(trace, req=req, on_progress=on_progress, cache=cache)
+            result = core.analyze(data, trace_label=str(trace), req=req, cache=cache, on_progress=on_progress)
 
     from clusterbench.render import analyze as render
 
