@@ -23,7 +23,7 @@ import numpy as np
 from clusterbench.analyzers import intervals as iv
 from clusterbench.analyzers.busy import engine_stats, working_streams
 from clusterbench.analyzers.kernels import SIZE_CLASSES
-from clusterbench.analyzers.model import EngineRecords, split_engines
+from clusterbench.analyzers.model import EngineRecords, GroupTrace, split_engines
 from clusterbench.analyzers.records import Busy, CopyClass, KernelStats
 from clusterbench.io.nsys import schema as S
 from clusterbench.io.nsys.slabs import Slab
@@ -368,25 +368,38 @@ class SpanAccumulator:
     """What the window and the idle gaps need, over slabs: the union of the group's records as it grows
     (the open run carried from slab to slab, as intervals._runs carries it from block to block), its
     first start, last end and holes of at least HOLE_NS; the records starting before each hole (for the
-    trim's segments); every launching thread's first and last issuing call; and the calls that overlap a
-    hole (the only calls the gaps' causes read), with the calls still running where the union ends
-    carried, since the next hole begins there."""
+    trim's segments); every launching thread's first and last issuing call; and, per hole, what the gaps'
+    causes read of the calls in it, summed as the hole closes: per thread and state the time, and the
+    longest call (gaps.classify), and the first module load with the calls after it (gaps.first_launch_loads).
+    The calls still running where the union ends are carried, since the next hole begins there. Memory:
+    a few numbers per hole, none per call."""
 
-    def __init__(self, pid: int, device: int, issues: Callable[[], np.ndarray], hole_ns: int) -> None:
+    def __init__(self, pid: int, device: int, issues: Callable[[], np.ndarray], hole_ns: int,
+                 names: Callable[[], tuple] | None = None, window: iv.Intervals | None = None) -> None:  # fmt: skip
         self.pid, self.device, self.issues, self.hole_ns = pid, device, issues, hole_ns
+        # a window fixed before the read: the gaps are the holes cut to it, with the stretches before the
+        # first record and after the last (gaps.idle); else (the span, trimmed or not) the holes themselves
+        self.window = window
+        self.agg_start: dict[int, int] = {}  # a gap's start -> its id in the sums
+        self.names = names  # () -> (names, categories, issues): the API names met so far
         self.carry_s: int | None = None  # the open run of the union
         self.carry_e: int | None = None
         self.first: int | None = None
-        self.hs: list[int] = []
-        self.he: list[int] = []
-        self.before_hole: list[int] = []  # per hole: the records (of positive length) starting before it
+        self.hs: list[np.ndarray] = []
+        self.he: list[np.ndarray] = []
+        self.before_hole: list[np.ndarray] = []  # per hole: the records (of positive length) starting before it
+        self.n_holes = 0
         self.rows = 0  # records of positive length so far
         self.zero_starts: list[np.ndarray] = []  # records of zero length: their starts (they may lie in a hole)
-        self.calls: list[dict[str, np.ndarray]] = []  # calls overlapping a hole
+        # per (hole, thread, state): the time of the calls' pieces in the hole, and the longest piece (its length,
+        # the call's name, the call's place in the read order: the later wins a tie, as in gaps._longest)
+        self.agg = {k: np.empty(0, dtype=np.int64) for k in ("key", "ns", "blen", "blabel", "bseq")}
+        self.loads: dict[int, list] = {}  # hole -> [first load's start, end, thread, calls after it, first after's category]
         self.pending: dict[str, np.ndarray] | None = None  # calls that may overlap the next hole
         self.ifirst: dict[int, int] = {}
         self.ilast: dict[int, int] = {}
         self.seen = 0  # calls read so far (their order)
+        self.n_threads = 1 << 20
 
     def add(self, slab: Slab, thread_pid: np.ndarray) -> None:
         engines, _ = split_engines(slab.activity, self.pid, self.device)
@@ -401,7 +414,8 @@ class SpanAccumulator:
             s, e = s[o], e[o]
         else:
             s = e = np.empty(0, dtype=np.int64)
-        new_holes: list[tuple[int, int]] = []
+        ha = hb = np.empty(0, dtype=np.int64)
+        first_was = self.first
         if s.size:
             reach = np.maximum.accumulate(e)
             if self.carry_e is not None:
@@ -418,16 +432,16 @@ class SpanAccumulator:
             hole = valid & ((s[idx] - prev_end) >= self.hole_ns)
             hi_ = np.flatnonzero(hole)
             if hi_.size:
-                a, b = prev_end[hi_], s[idx[hi_]]
-                self.hs.extend(a.tolist())
-                self.he.extend(b.tolist())
-                self.before_hole.extend((self.rows + idx[hi_]).tolist())
-                new_holes = list(zip(a.tolist(), b.tolist()))
+                ha, hb = prev_end[hi_].astype(np.int64), s[idx[hi_]].astype(np.int64)
+                self.hs.append(ha)
+                self.he.append(hb)
+                self.before_hole.append((self.rows + idx[hi_]).astype(np.int64))
+                self.n_holes += int(ha.size)
             if idx.size:
                 self.carry_s = int(s[idx[-1]])
             self.carry_e = int(reach[-1])
             self.rows += int(s.size)
-        # calls: each thread's issuing span, and the calls that overlap the holes found now
+        # calls: each thread's issuing span, and the calls in the holes found now
         api = slab.api
         mine = thread_pid[api["thread"]] == self.pid if api["start"].size else np.zeros(0, dtype=bool)
         iss = np.flatnonzero(mine & self.issues()[api["name"]]) if api["start"].size else np.empty(0, dtype=np.int64)
@@ -436,20 +450,84 @@ class SpanAccumulator:
             self.ifirst[t] = min(self.ifirst.get(t, _HIGH), int(st.min()))
             self.ilast[t] = max(self.ilast.get(t, _LOW), int(st.max()))
         n = api["start"].size
-        api = dict(api, seq=np.arange(self.seen, self.seen + n, dtype=np.int64), kept=np.zeros(n, dtype=bool))
+        cols = {k: api[k][mine] for k in ("start", "end", "thread", "name")}
+        cols["seq"] = np.arange(self.seen, self.seen + n, dtype=np.int64)[mine]
         self.seen += n
-        cand = api if self.pending is None else {k: np.concatenate([self.pending[k], v]) for k, v in api.items()}
-        if new_holes and cand["start"].size:
-            hs = np.array([a for a, _ in new_holes], dtype=np.int64)
-            he = np.array([b for _, b in new_holes], dtype=np.int64)
-            k = np.searchsorted(hs, cand["end"], side="left") - 1  # the last hole starting before the call ends
-            hit = (k >= 0) & (cand["start"] < he[np.maximum(k, 0)]) & ~cand["kept"]
-            if hit.any():
-                self.calls.append({key: v[hit] for key, v in cand.items()})
-                cand["kept"] = cand["kept"] | hit
+        cand = cols if self.pending is None else {k: np.concatenate([self.pending[k], v]) for k, v in cols.items()}
+        if self.window is not None and self.first is not None and first_was is None:
+            # the stretch before the first record, inside the window
+            self._gaps_of(cand, np.array([_LOW], dtype=np.int64), np.array([self.first], dtype=np.int64))
+        if ha.size and cand["start"].size:
+            self._gaps_of(cand, ha, hb)
         if cand["start"].size:
             keep = cand["end"] > (self.carry_e if self.carry_e is not None else _LOW)
             self.pending = {key: v[keep] for key, v in cand.items()}
+
+    def _gaps_of(self, cand: dict[str, np.ndarray], ha: np.ndarray, hb: np.ndarray) -> None:
+        """Sum the calls' pieces in the holes [ha, hb) (cut to the window when it is fixed)."""
+        if self.window is not None:
+            ha, hb = iv.intersect(self.window, (ha, hb))
+        if ha.size == 0:
+            return
+        first_id = len(self.agg_start)
+        for k, a in enumerate(ha.tolist()):
+            self.agg_start[a] = first_id + k
+        if cand["start"].size:
+            self._pieces(cand, ha, hb, first_id)
+
+    def finish(self) -> None:
+        """After the last slab: the stretch after the last record, inside a fixed window."""
+        if self.window is not None and self.carry_e is not None and self.pending is not None:
+            self._gaps_of(self.pending, np.array([self.carry_e], dtype=np.int64), np.array([_HIGH], dtype=np.int64))
+
+    def _pieces(self, cand: dict[str, np.ndarray], ha: np.ndarray, hb: np.ndarray, first_hole: int) -> None:
+        from clusterbench.analyzers.gaps import _STATE_OF_CATEGORY
+
+        names, cats, issues = self.names()
+        ps, pe, owner = iv.clip(cand["start"], cand["end"], (ha, hb))
+        rows = np.arange(cand["start"].size) if owner is None else owner
+        if ps.size == 0:
+            return
+        j = np.searchsorted(ha, ps, side="right") - 1
+        hole = first_hole + j
+        st = _STATE_OF_CATEGORY[cats[cand["name"][rows]]]
+        key = (hole.astype(np.int64) * self.n_threads + cand["thread"][rows].astype(np.int64)) * 8 + st
+        self._merge(key, pe - ps, cand["name"][rows].astype(np.int64), cand["seq"][rows])
+        # module loads: per hole the first one (gaps.first_launch_loads) and the calls after it on its thread
+        ml = S.API_CODE["module_load"]
+        sync_copy = np.array([x in S.SYNC_COPY_CALLS for x in names] + [False], dtype=bool)
+        issue_cat = np.array([c in S.ISSUE_CATEGORIES for c in S.API_CATEGORIES], dtype=bool)
+        c_cat = cats[cand["name"]]
+        is_load = c_cat == ml
+        if not is_load.any():
+            return
+        for h in range(ha.size):
+            a, b = int(ha[h]), int(hb[h])
+            inside = (cand["start"] < b) & (cand["end"] > a)
+            lm = np.flatnonzero(inside & is_load)
+            if lm.size == 0:
+                continue
+            f = lm[np.argmin(cand["start"][lm])]
+            th, fe = int(cand["thread"][f]), int(cand["end"][f])
+            after = np.flatnonzero((issue_cat[c_cat] | sync_copy[cand["name"]]) & (cand["thread"] == th) & (cand["start"] >= fe)
+                                   & (cand["start"] < b))  # fmt: skip
+            after = after[np.argsort(cand["seq"][after], kind="stable")]
+            self.loads[first_hole + h] = [int(cand["start"][f]), fe, th, int(after.size),
+                                          int(c_cat[after[0]]) if after.size else -1]  # fmt: skip
+
+    def _merge(self, key: np.ndarray, plen: np.ndarray, label: np.ndarray, seq: np.ndarray) -> None:
+        a = self.agg
+        k = np.concatenate([a["key"], key])
+        ns = np.concatenate([a["ns"], plen])
+        bl = np.concatenate([a["blen"], plen])
+        lb = np.concatenate([a["blabel"], label])
+        sq = np.concatenate([a["bseq"], seq])
+        o = np.lexsort((sq, bl, k))  # per key, the longest last (ties: the later call)
+        k, ns, bl, lb, sq = k[o], ns[o], bl[o], lb[o], sq[o]
+        last = np.flatnonzero(np.append(k[1:] != k[:-1], True))
+        first = np.concatenate([[0], last[:-1] + 1])
+        sums = np.add.reduceat(ns, first)
+        self.agg = {"key": k[last], "ns": sums, "blen": bl[last], "blabel": lb[last], "bseq": sq[last]}
 
     @property
     def span(self) -> tuple[int, int]:
@@ -457,13 +535,15 @@ class SpanAccumulator:
 
     @property
     def holes(self) -> iv.Intervals:
-        return np.array(self.hs, dtype=np.int64), np.array(self.he, dtype=np.int64)
+        if not self.hs:
+            return iv.empty()
+        return np.concatenate(self.hs), np.concatenate(self.he)
 
     def records_before(self, t: np.ndarray) -> np.ndarray:
         """Per time (each a hole's start, or past every record): the records that start before it."""
-        hs = np.array(self.hs, dtype=np.int64)
+        hs = self.holes[0]
         k = np.searchsorted(hs, t, side="left")
-        pos = np.array(self.before_hole + [self.rows], dtype=np.int64)
+        pos = np.concatenate(self.before_hole + [np.array([self.rows], dtype=np.int64)])
         out = np.where(k < hs.size, pos[np.minimum(k, hs.size)], self.rows)
         exact = (k < hs.size) & (hs[np.minimum(k, max(hs.size - 1, 0))] == t) if hs.size else np.zeros(t.size, bool)
         if not bool((exact | (t >= (self.carry_e or 0))).all()):
@@ -471,40 +551,145 @@ class SpanAccumulator:
         z = np.sort(np.concatenate(self.zero_starts)) if self.zero_starts else np.empty(0, dtype=np.int64)
         return out + np.searchsorted(z, t, side="left")
 
-    def kept_calls(self) -> dict[str, np.ndarray]:
-        parts = [c for c in self.calls if c["start"].size]
-        if not parts:
-            return {k: np.empty(0, dtype=np.int64) for k in ("start", "end", "thread", "name", "corr")}
-        cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        order = np.argsort(cols["seq"], kind="stable")  # the order the calls were read in: start order
-        return {k: cols[k][order] for k in ("start", "end", "thread", "name", "corr")}
+    def classify(self, g, gaps: iv.Intervals, window_start_ns: int, threshold: int):  # noqa: ANN001, ANN201
+        """gaps.classify of ``gaps`` (each one of the holes), from the sums per hole."""
+        from clusterbench.analyzers import gaps as G
+        from clusterbench.analyzers.records import GAP_CAUSES, Gaps
+
+        gs, ge = gaps
+        n = int(gs.size)
+        lengths = ge - gs
+        ns_ = len(GAP_CAUSES)
+        parts = np.zeros((n, ns_), dtype=np.int64)
+        cause = np.full(n, G._UNKNOWN, dtype=np.int8)
+        spans = G.issue_spans(g)
+        if n == 0 or not spans:
+            parts[:, G._UNKNOWN] = lengths
+            return Gaps(threshold, gs, lengths, cause, (None,) * n, parts, window_start_ns)
+        threads = np.array(sorted(spans), dtype=np.int64)
+        first = np.array([spans[t][0] for t in threads.tolist()], dtype=np.int64)
+        last = np.array([spans[t][1] for t in threads.tolist()], dtype=np.int64)
+        relevant = (first[None, :] <= gs[:, None]) & (last[None, :] >= gs[:, None])
+        between = ~relevant.any(axis=1)
+        relevant[between, :] = True
+        n_rel = relevant.sum(axis=1)
+        per = np.zeros(n * ns_, dtype=np.int64)
+        best_len = np.zeros(n * ns_, dtype=np.int64)
+        best_seq = np.full(n * ns_, -1, dtype=np.int64)
+        best_label = np.full(n * ns_, -1, dtype=np.int64)
+        # the sums these gaps have (each gap is a hole, cut to a fixed window)
+        hole_of = np.array([self.agg_start.get(int(x), -1) for x in gs.tolist()], dtype=np.int64)
+        a = self.agg
+        if a["key"].size and n:
+            hole = a["key"] // (self.n_threads * 8)
+            th = (a["key"] // 8) % self.n_threads
+            st = a["key"] % 8
+            o_h = np.argsort(hole_of, kind="stable")
+            srt = hole_of[o_h]
+            jj = np.searchsorted(srt, hole)
+            ok = (jj < n) & (srt[np.minimum(jj, n - 1)] == hole)
+            j = o_h[np.minimum(jj, n - 1)]
+            k = np.searchsorted(threads, th)
+            ok &= (k < threads.size) & (threads[np.minimum(k, threads.size - 1)] == th)
+            j, k, st = j[ok], k[ok], st[ok]
+            rel = relevant[j, k]
+            j, st = j[rel], st[rel]
+            sel = np.flatnonzero(ok)[rel]
+            key = j * ns_ + st
+            np.add.at(per, key, a["ns"][sel])
+            for q, kk in enumerate(key.tolist()):  # the longest piece per (gap, state), ties: the later call
+                bl, bs = int(a["blen"][sel[q]]), int(a["bseq"][sel[q]])
+                if bl > best_len[kk] or (bl == best_len[kk] and bs > best_seq[kk]):
+                    best_len[kk], best_seq[kk], best_label[kk] = bl, bs, int(a["blabel"][sel[q]])
+        # nsys's own overhead rows (a small table): as gaps._pieces reads them, after every call
+        empty = R_empty_api(g)
+        g0 = GroupTrace(pid=g.pid, device=g.device, gpu_name=g.gpu_name, engines={}, implausible={}, kernel_names=g.kernel_names,
+                        first_ns=g.first_ns, last_ns=g.last_ns, holes=g.holes, api=empty, overhead=g.overhead,
+                        graph_trace=g.graph_trace, srckind_read=g.srckind_read)  # fmt: skip
+        for plen, jj, stt, lab in G._pieces(g0, gaps, threads, relevant):
+            key = jj * ns_ + stt
+            np.add.at(per, key, plen)
+            for q, kk in enumerate(key.tolist()):
+                bl = int(plen[q])
+                if bl > 0 and bl >= best_len[kk]:
+                    best_len[kk], best_seq[kk], best_label[kk] = bl, _HIGH, int(lab[q])
+        per = per.reshape(n, ns_)
+        blocked = per[:, G._ML] + per[:, G._ALLOC] + per[:, G._SYNC] + per[:, G._PROF]
+        per[:, G._HOST] = np.maximum(lengths * n_rel - blocked, 0)
+        order = np.array(G._PICK_ORDER)
+        picked = order[np.argmax(per[:, order], axis=1)]
+        cause = np.where(per[:, G._ML] > 0, G._ML, picked).astype(np.int8)
+        best_label = best_label[np.arange(n) * ns_ + cause]
+        parts = np.rint(per / n_rel[:, None]).astype(np.int64)
+        labels = list(g.api.names) + list(g.overhead.name)
+        api_name = tuple(labels[i] if i >= 0 else None for i in best_label.tolist())
+        return Gaps(threshold, gs, lengths, cause, api_name, parts, window_start_ns, between=between if between.any() else None)
+
+    def first_launch_loads(self, gaps) -> np.ndarray:  # noqa: ANN001
+        """gaps.first_launch_loads from the first module load kept per hole."""
+        from clusterbench.analyzers.gaps import LAZY_LEAD, _ML
+
+        out = np.zeros(len(gaps), dtype=bool)
+        for j in np.flatnonzero(gaps.cause == _ML).tolist():
+            gs = int(gaps.starts_ns[j])
+            ge = gs + int(gaps.lengths_ns[j])
+            got = self.loads.get(self.agg_start.get(gs, -1))
+            if got is None:
+                continue
+            start, _, _, n_after, cat = got
+            if start - gs > LAZY_LEAD * (ge - gs):
+                continue
+            out[j] = n_after == 1 and cat == S.API_CODE["launch"]
+        return out
+
+
+def R_empty_api(g):  # noqa: ANN001, ANN201, N802
+    """g's API calls with none of the calls: the threads, names and spans only."""
+    from clusterbench.io.nsys import reader as R
+
+    a = g.api
+    e = np.empty(0, dtype=np.int64)
+    return R.ApiCalls(start_ns=e, end_ns=e, thread=e, name=e, correlation=e, stream=e, names=a.names, name_category=a.name_category,
+                      threads=a.threads, totals=a.totals, plan=a.plan, tables=a.tables, issue_first_ns=a.issue_first_ns,
+                      issue_last_ns=a.issue_last_ns)  # fmt: skip
 
 
 def window_and_gaps(slabs: Iterable[Slab], rd, pid: int, device: int, spec, ranges, overhead,  # noqa: ANN001
                     graph_trace: str | None, srckind_read: bool, gap_ns: int, thread_names: dict[int, str]):  # noqa: ANN201
     """The window (analyzers.window: fixed, the span, or the span trimmed) and its idle gaps with their
     causes (analyzers.gaps), of group (pid, device), from the slabs of ``rd`` (a slabs.SlabReader) in one
-    pass: the group's trace model is built without its records (they are not needed once the span's
-    union and the calls in its holes are known). Returns (Window, Gaps, the NVTX ranges of the window)."""
+    pass (SpanAccumulator). Returns (Window, Gaps, the NVTX ranges of the window)."""
     from clusterbench.analyzers import gaps as gaps_mod
     from clusterbench.analyzers import window as window_mod
-    from clusterbench.analyzers.model import HOLE_NS, GroupTrace
+    from clusterbench.analyzers.model import HOLE_NS
+    from clusterbench.errors import InputError
     from clusterbench.io.nsys import reader as R
 
-    acc = SpanAccumulator(pid, device, lambda: rd.names.issues, HOLE_NS)
+    region = None
+    if spec.kind == "ms":
+        region = (np.array([int(round(spec.start_ms * 1e6))], dtype=np.int64), np.array([int(round(spec.end_ms * 1e6))], dtype=np.int64))
+    elif spec.kind != "span":
+        stub = GroupTrace(pid=pid, device=device, gpu_name=None, engines={}, implausible={}, kernel_names=(), first_ns=0, last_ns=1,
+                          holes=iv.empty(), api=None, overhead=overhead, graph_trace=None, srckind_read=True)  # fmt: skip
+        try:
+            fx = window_mod.fixed(stub, ranges, spec)
+        except InputError:
+            fx = None
+        region = None if fx is None else fx[0].intervals
+    acc = SpanAccumulator(pid, device, lambda: rd.name_snapshot()[2], HOLE_NS, rd.name_snapshot, region)
     for slab in slabs:
-        keys = np.asarray(rd.threads_map.keys, dtype=np.int64)
-        acc.add(slab, keys >> 24)
+        acc.add(slab, np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24)
+    acc.finish()
     keys = list(rd.threads_map.keys)
     threads = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, thread_names.get(int(k))) for k in keys)
     first = np.array([acc.ifirst.get(t, -1) for t in range(len(keys))], dtype=np.int64)
     last = np.array([acc.ilast.get(t, -1) for t in range(len(keys))], dtype=np.int64)
-    kept = acc.kept_calls()
     tables = tuple(c.table for c in rd.cursors if c.table in S.API_TABLES)
-    api = R.ApiCalls(start_ns=kept["start"], end_ns=kept["end"], thread=kept["thread"], name=kept["name"],
-                     correlation=kept["corr"], stream=np.full(kept["start"].size, -1, dtype=np.int64),
-                     names=tuple(rd.names.names), name_category=rd.names.categories.copy(), threads=threads,
-                     totals=R._empty_totals(), plan=R.KEEP_ALL, tables=tables, issue_first_ns=first, issue_last_ns=last)  # fmt: skip
+    names, cats, _ = rd.name_snapshot()
+    e = np.empty(0, dtype=np.int64)
+    api = R.ApiCalls(start_ns=e, end_ns=e, thread=e, name=e, correlation=e, stream=e, names=names, name_category=cats,
+                     threads=threads, totals=R._empty_totals(), plan=R.KEEP_ALL, tables=tables, issue_first_ns=first,
+                     issue_last_ns=last)  # fmt: skip
     s0, s1 = acc.span
     g = GroupTrace(pid=pid, device=device, gpu_name=None, engines={}, implausible={}, kernel_names=tuple(rd.kernel_names),
                    first_ns=s0, last_ns=s1, holes=acc.holes, api=api, overhead=overhead, graph_trace=graph_trace,
@@ -516,11 +701,10 @@ def window_and_gaps(slabs: Iterable[Slab], rd, pid: int, device: int, spec, rang
     else:
         w = window_mod.span(g)
         if spec.kind == "auto":
-            span_gaps = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, gap_ns), w.start_ns, gap_ns)
-            w = window_mod.trim(g, span_gaps, acc.records_before)
-    gp = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, gap_ns), w.start_ns, gap_ns)
+            span_gaps = acc.classify(g, gaps_mod.idle(g, w.intervals, gap_ns), w.start_ns, gap_ns)
+            w = window_mod.trim(g, span_gaps, acc.records_before, acc.first_launch_loads(span_gaps))
+    gp = acc.classify(g, gaps_mod.idle(g, w.intervals, gap_ns), w.start_ns, gap_ns)
     return w, gp, used
-
 
 class _Completions:
     """Completion times (the ends of frame events) that come with their events in start order, put in

@@ -49,6 +49,7 @@ def analyze_slabs(path, req: A.Request, trace_label: str, on_progress: Callable[
     """The analysis of the export at ``path`` (an SQLite file) under ``req``, over its time slabs."""
     if req.by_stream:
         raise Fallback("--by-stream (per-stream tables) reads the trace whole")
+    R._fixed_mmap_threshold()  # freed arrays go back to the system (see reader)
     data = R.read_shell(path, range_prefixes=req.range_prefixes(), kernel_names="mangled" if req.mangled else "short")
     if req.frames is not None and req.frames.kind == "graph" and data.graph_trace == "node":
         import dataclasses
@@ -77,7 +78,7 @@ def analyze_slabs(path, req: A.Request, trace_label: str, on_progress: Callable[
     for p, d in wanted:
         acc = accs[(p, d)]
         g, w, used = _window(acc, rd_a, threads_a, data, req, p, d)
-        gp = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
+        gp = acc.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
         parts[(p, d)] = (g, w, used, gp)
     # pass 2, with a longer look-ahead while the held calls need one
     for lag in LAGS:
@@ -175,6 +176,7 @@ def _pass_a(slabs, data: R.TraceData, req: A.Request, known: list[tuple[int, int
         if on_progress is not None:
             on_progress("reading the trace (1 of 2)", k + 1, k + 2)
     for acc in accs.values():
+        acc.finish()
         acc.ifirst, acc.ilast = dict(ifirst), dict(ilast)
     if req.window.kind == "span":
         for (p, d), acc in accs.items():
@@ -213,8 +215,8 @@ def _span_settle(sp: dict, acc: ST.SpanAccumulator, final: bool = False) -> None
 
 
 def _new_group(g: tuple[int, int], accs, regions, data, req, rd) -> None:  # noqa: ANN001
-    accs[g] = ST.SpanAccumulator(g[0], g[1], lambda: rd.name_snapshot()[2], HOLE_NS)
     region = _fixed_region(data, req, *g) if req.window.kind != "span" else None
+    accs[g] = ST.SpanAccumulator(g[0], g[1], lambda: rd.name_snapshot()[2], HOLE_NS, rd.name_snapshot, region)
     prev = regions.get(g[0], "none")
     if prev == "none":
         regions[g[0]] = region
@@ -228,12 +230,12 @@ def _window(acc: ST.SpanAccumulator, rd, threads, data: R.TraceData, req: A.Requ
     keys = list(rd.threads_map.keys)
     first = np.array([acc.ifirst.get(t, -1) for t in range(len(keys))], dtype=np.int64)
     last = np.array([acc.ilast.get(t, -1) for t in range(len(keys))], dtype=np.int64)
-    kept = acc.kept_calls()
     tables = tuple(c.table for c in rd.cursors if c.table in S.API_TABLES)
-    api = R.ApiCalls(start_ns=kept["start"], end_ns=kept["end"], thread=kept["thread"], name=kept["name"], correlation=kept["corr"],
-                     stream=np.full(kept["start"].size, -1, dtype=np.int64), names=tuple(rd.names.names),
-                     name_category=rd.names.categories.copy(), threads=threads, totals=R._empty_totals(), plan=R.KEEP_ALL,
-                     tables=tables, issue_first_ns=first, issue_last_ns=last)  # fmt: skip
+    names, cats, _ = rd.name_snapshot()
+    e = np.empty(0, dtype=np.int64)
+    api = R.ApiCalls(start_ns=e, end_ns=e, thread=e, name=e, correlation=e, stream=e, names=names, name_category=cats,
+                     threads=threads, totals=R._empty_totals(), plan=R.KEEP_ALL, tables=tables, issue_first_ns=first,
+                     issue_last_ns=last)  # fmt: skip
     s0, s1 = acc.span
     g = GroupTrace(pid=pid, device=device, gpu_name=data.gpu_name(device), engines={}, implausible={},
                    kernel_names=tuple(rd.kernel_names), first_ns=s0, last_ns=s1, holes=acc.holes, api=api,
@@ -245,8 +247,8 @@ def _window(acc: ST.SpanAccumulator, rd, threads, data: R.TraceData, req: A.Requ
     else:
         w = window_mod.span(g)
         if req.window.kind == "auto":
-            span_gaps = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
-            w = window_mod.trim(g, span_gaps, acc.records_before)
+            span_gaps = acc.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
+            w = window_mod.trim(g, span_gaps, acc.records_before, acc.first_launch_loads(span_gaps))
     return g, w, used
 
 

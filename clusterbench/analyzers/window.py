@@ -232,12 +232,12 @@ def starts_before(g: GroupTrace, t: np.ndarray) -> np.ndarray:
     return out
 
 
-def trim(g: GroupTrace, gaps: Gaps, records_before=None) -> Window:  # noqa: ANN001
+def trim(g: GroupTrace, gaps: Gaps, records_before=None, first_launch: np.ndarray | None = None) -> Window:  # noqa: ANN001
     """The span with its leading and trailing set-up cut off (``gaps``: the span's gaps, classified;
-    ``records_before(t)``: per time, the group's records that start before it, when the group's records
-    are not at hand)."""
+    ``records_before(t)``: per time, the group's records that start before it, and ``first_launch``: the
+    gaps only a kernel's first launch made, when the group's records and calls are not at hand)."""
     s0, s1 = g.span
-    sep = np.flatnonzero(separators(gaps, first_launch_loads(g, gaps)))
+    sep = np.flatnonzero(separators(gaps, first_launch_loads(g, gaps) if first_launch is None else first_launch))
     if sep.size == 0:
         w = span(g)
         return Window("trimmed-span", "GPU activity span (no gap separates set-up from the loop)", w.starts_ns, w.ends_ns,
