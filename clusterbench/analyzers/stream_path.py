@@ -44,8 +44,10 @@ class PathStream:
         self.count: dict[int, int] = {}
         # retained exits: (thread, call seq, call start, call end, row engine, row gid, row end, release)
         self.exits: list[tuple[int, int, int, int, int, int, int, int]] = []
-        # per interval: (row candidate (eng, gid, end) or None, {thread: (call end, call seq, row (eng, gid) | None, head_lo)})
-        self.starts: dict[int, tuple] = {}
+        # per interval its first node's candidates: [interval, engine, index, end] of the row ending last by its end,
+        # and per thread [interval, thread, call end, call seq, row engine, row index, head_lo]
+        self.start_rows: list[np.ndarray] = []
+        self.start_calls: list[np.ndarray] = []
         self.done_intervals = 0
         self.kept_calls: set[int] = set()  # call seqs the next contexts need (calls ending last by an interval end)
         self.kept_rows: dict[int, set[int]] = {}
@@ -215,16 +217,20 @@ class PathStream:
 
     def _start_candidates(self, links: Links, gid_of: np.ndarray, th, seq: np.ndarray, ks: np.ndarray, we: np.ndarray) -> None:  # noqa: ANN001
         """For the intervals ``ks``: the row ending last by each one's end (critical_path._start_nodes), and per
-        thread its call ending last by it (ties: the later call) with the row that released its last held call."""
+        thread its call ending last by it (ties: the later call) with the row that released its last held call;
+        kept as arrays (a few numbers per interval)."""
         w = we[ks].astype(np.int64)
-        kr = links.end_rank(w) - 1 if links.n_rows else np.full(w.size, -1)
-        rows = [None] * w.size
+        rows = np.full((ks.size, 4), -1, dtype=np.int64)  # interval, engine, index, end
+        rows[:, 0] = ks
+        rows[:, 3] = _NEG
         if links.n_rows:
+            kr = links.end_rank(w) - 1
             ok = kr >= 0
             r0 = links.by_end[np.maximum(kr, 0)]
-            for i in np.flatnonzero(ok).tolist():
-                rows[i] = (int(links.engine[r0[i]]), int(gid_of[r0[i]]), int(links.end[r0[i]]))
-        per: list[dict] = [{} for _ in range(w.size)]
+            rows[ok, 1] = links.engine[r0[ok]]
+            rows[ok, 2] = gid_of[r0[ok]]
+            rows[ok, 3] = links.end[r0[ok]]
+        self.start_rows.append(rows)
         if links.n_calls:
             for t in np.unique(links.cthread).tolist():
                 m = np.flatnonzero(links.cthread == t)
@@ -237,14 +243,17 @@ class PathStream:
                 c0 = o[k[has]]
                 cend = links.cend[c0]
                 call, rw = th.before(np.full(has.size, t, dtype=np.int64), cend)
-                for j, i in enumerate(has.tolist()):
-                    if rw[j] >= 0:
-                        head_lo = min(int(links.end[rw[j]]), int(links.cend[call[j]]))
-                        per[i][int(t)] = (int(cend[j]), int(seq[c0[j]]), (int(links.engine[rw[j]]), int(gid_of[rw[j]])), head_lo)
-                    else:
-                        per[i][int(t)] = (int(cend[j]), int(seq[c0[j]]), None, _NEG)
-        for i, k in enumerate(ks.tolist()):
-            self.starts[k] = (rows[i], per[i])
+                out = np.full((has.size, 7), -1, dtype=np.int64)  # interval, thread, call end, call seq, row engine, row index, head_lo
+                out[:, 0] = ks[has]
+                out[:, 1] = t
+                out[:, 2] = cend
+                out[:, 3] = seq[c0]
+                hit = rw >= 0
+                out[hit, 4] = links.engine[rw[hit]]
+                out[hit, 5] = gid_of[rw[hit]]
+                out[:, 6] = _NEG
+                out[hit, 6] = np.minimum(links.end[rw[hit]], links.cend[call[hit]])
+                self.start_calls.append(out)
 
     # ------------------------------------------------------------------ backward
 
@@ -289,16 +298,26 @@ class PathStream:
             k = _bisect_right(ze, a)
             return k < len(zs) and zs[k] < b
 
+        sr = np.concatenate(self.start_rows) if self.start_rows else np.empty((0, 4), dtype=np.int64)
+        sc = np.concatenate(self.start_calls) if self.start_calls else np.empty((0, 7), dtype=np.int64)
+        self.start_rows = self.start_calls = []
+        if sc.size:
+            lm = np.isin(sc[:, 1], list(launching))
+            sc = sc[lm]
+            sc = sc[np.lexsort((sc[:, 3], sc[:, 2], sc[:, 0]))]  # per interval, the last is the latest end (ties: the later call)
+        sr = sr[np.argsort(sr[:, 0], kind="stable")]
+        call_last = np.searchsorted(sc[:, 0], np.arange(ws.size), side="right") - 1 if sc.size else None
         for i in range(ws.size - 1, -1, -1):
             w0, w1 = int(ws[i]), int(we[i])
-            row, calls = self.starts.get(i, (None, {}))
+            kk = int(np.searchsorted(sr[:, 0], i)) if sr.size else 0
+            row = None
+            if kk < sr.shape[0] and int(sr[kk, 0]) == i and int(sr[kk, 1]) >= 0:
+                row = (int(sr[kk, 1]), int(sr[kk, 2]), int(sr[kk, 3]))
             r0_end = row[2] if row is not None else _NEG
             best = None
-            for t, (cend, cseq, rw, head_lo) in calls.items():
-                if t not in launching:
-                    continue
-                if best is None or cend > best[0] or (cend == best[0] and cseq > best[1]):
-                    best = (cend, cseq, rw, head_lo, t)
+            if call_last is not None and call_last[i] >= 0 and int(sc[call_last[i], 0]) == i:
+                c = sc[call_last[i]].tolist()
+                best = (c[2], c[3], (c[4], c[5]) if c[4] >= 0 else None, c[6], c[1])
             use_call = best is not None and best[0] > r0_end
             first_end = best[0] if use_call else r0_end
             start = (best[2] if use_call else (row[:2] if row is not None else None))

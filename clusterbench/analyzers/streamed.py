@@ -65,6 +65,7 @@ def analyze_slabs(path, req: A.Request, trace_label: str, on_progress: Callable[
         except _NewGroup as more:
             groups = more.groups
     accs, rd_a, corr_ranges, api_known, regions = first
+    del first
     all_groups = sorted(accs)
     wanted = [(p, d) for p, d in all_groups if (req.pid is None or p == req.pid) and (req.device is None or d == req.device)]
     if not wanted:
@@ -80,6 +81,7 @@ def analyze_slabs(path, req: A.Request, trace_label: str, on_progress: Callable[
         g, w, used = _window(acc, rd_a, threads_a, data, req, p, d)
         gp = acc.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
         parts[(p, d)] = (g, w, used, gp)
+    accs.clear()  # the holes' sums are not needed any more
     # pass 2, with a longer look-ahead while the held calls need one
     for lag in LAGS:
         try:
