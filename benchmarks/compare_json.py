@@ -6,7 +6,8 @@ leaves every answer as it was.
     python benchmarks/compare_json.py --against benchmarks/out/json_before     # with the new code
     python benchmarks/compare_json.py --against DIR --extra benchmarks/out/big_1000000.sqlite
 
-The JSON comes from the library (``analyze_trace`` then ``render_json``) in this process, with the
+The JSON comes from the library (``analyze_trace``, over the trace's time slabs, or with --whole the
+trace read whole: ``load_trace`` then ``analyze``; then ``render_json``) in this process, with the
 environment as it is (CLUSTERBENCH_CHUNK_ROWS=64 runs it in 64-row chunks). Exit 0 when every file
 matches, 3 when one differs (each difference named with its first differing line), 2 on bad arguments.
 """
@@ -40,18 +41,24 @@ def main() -> int:
     ap.add_argument("--save", type=Path, help="write each trace's JSON into this folder")
     ap.add_argument("--against", type=Path, help="compare each trace's JSON with the one saved in this folder")
     ap.add_argument("--extra", type=Path, nargs="*", default=[], help="more traces (the benchmark's, say)")
+    ap.add_argument("--whole", action="store_true", help="analyse each trace read whole (load_trace, analyze) instead of "
+                    "over its time slabs (analyze_trace): --save with one and --against with the other compares the two")
     args = ap.parse_args()
     if (args.save is None) == (args.against is None):
         print("Error: give one of --save DIR or --against DIR", file=sys.stderr)
         return 2
-    from clusterbench.analyzers.analysis import analyze_trace
+    from clusterbench.analyzers.analysis import analyze, analyze_trace, load_trace, request
     from clusterbench.errors import ClusterbenchError
     from clusterbench.render.analyze import render_json
 
     differ = 0
     for p in traces(args.extra):
         try:
-            text = render_json(analyze_trace(p))
+            if args.whole:
+                req, cache = request(), {}
+                text = render_json(analyze(load_trace(p, req=req, cache=cache), req=req, trace_label=str(p), cache=cache))
+            else:
+                text = render_json(analyze_trace(p))
         except ClusterbenchError as exc:  # a trace analyze refuses: its message is the answer
             text = f"Error: {exc}\n"
         name = _name(p)
