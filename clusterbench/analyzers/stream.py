@@ -393,7 +393,7 @@ class SpanAccumulator:
         self.zero_starts: list[np.ndarray] = []  # records of zero length: their starts (they may lie in a hole)
         # per (hole, thread, state): the time of the calls' pieces in the hole, and the longest piece (its length,
         # the call's name, the call's place in the read order: the later wins a tie, as in gaps._longest)
-        self.agg = {k: np.empty(0, dtype=np.int64) for k in ("key", "ns", "blen", "blabel", "bseq")}
+        self.parts: list[dict[str, np.ndarray]] = []
         self.loads: dict[int, list] = {}  # hole -> [first load's start, end, thread, calls after it, first after's category]
         self.pending: dict[str, np.ndarray] | None = None  # calls that may overlap the next hole
         self.ifirst: dict[int, int] = {}
@@ -498,36 +498,41 @@ class SpanAccumulator:
         sync_copy = np.array([x in S.SYNC_COPY_CALLS for x in names] + [False], dtype=bool)
         issue_cat = np.array([c in S.ISSUE_CATEGORIES for c in S.API_CATEGORIES], dtype=bool)
         c_cat = cats[cand["name"]]
-        is_load = c_cat == ml
-        if not is_load.any():
+        loads = np.flatnonzero(c_cat == ml)
+        if loads.size == 0:
             return
-        for h in range(ha.size):
-            a, b = int(ha[h]), int(hb[h])
-            inside = (cand["start"] < b) & (cand["end"] > a)
-            lm = np.flatnonzero(inside & is_load)
-            if lm.size == 0:
-                continue
-            f = lm[np.argmin(cand["start"][lm])]
+        # each load against the holes it overlaps; per hole the earliest-starting load
+        first_load: dict[int, int] = {}
+        h0 = np.searchsorted(hb, cand["start"][loads], side="right")  # the first hole ending after the load starts
+        for f, h in zip(loads.tolist(), h0.tolist()):
+            while h < ha.size and ha[h] < cand["end"][f]:
+                cur = first_load.get(h)
+                if cur is None or cand["start"][f] < cand["start"][cur]:
+                    first_load[h] = f
+                h += 1
+        issuing = issue_cat[c_cat] | sync_copy[cand["name"]]
+        for h, f in first_load.items():
+            b = int(hb[h])
             th, fe = int(cand["thread"][f]), int(cand["end"][f])
-            after = np.flatnonzero((issue_cat[c_cat] | sync_copy[cand["name"]]) & (cand["thread"] == th) & (cand["start"] >= fe)
-                                   & (cand["start"] < b))  # fmt: skip
+            after = np.flatnonzero(issuing & (cand["thread"] == th) & (cand["start"] >= fe) & (cand["start"] < b))
             after = after[np.argsort(cand["seq"][after], kind="stable")]
             self.loads[first_hole + h] = [int(cand["start"][f]), fe, th, int(after.size),
                                           int(c_cat[after[0]]) if after.size else -1]  # fmt: skip
 
     def _merge(self, key: np.ndarray, plen: np.ndarray, label: np.ndarray, seq: np.ndarray) -> None:
-        a = self.agg
-        k = np.concatenate([a["key"], key])
-        ns = np.concatenate([a["ns"], plen])
-        bl = np.concatenate([a["blen"], plen])
-        lb = np.concatenate([a["blabel"], label])
-        sq = np.concatenate([a["bseq"], seq])
-        o = np.lexsort((sq, bl, k))  # per key, the longest last (ties: the later call)
-        k, ns, bl, lb, sq = k[o], ns[o], bl[o], lb[o], sq[o]
+        """Sum the pieces of holes that close now (a hole closes once: its keys are new) and keep them."""
+        o = np.lexsort((seq, plen, key))  # per key, the longest last (ties: the later call)
+        k, ns, lb, sq = key[o], plen[o], label[o], seq[o]
         last = np.flatnonzero(np.append(k[1:] != k[:-1], True))
         first = np.concatenate([[0], last[:-1] + 1])
-        sums = np.add.reduceat(ns, first)
-        self.agg = {"key": k[last], "ns": sums, "blen": bl[last], "blabel": lb[last], "bseq": sq[last]}
+        self.parts.append({"key": k[last], "ns": np.add.reduceat(ns, first), "blen": ns[last], "blabel": lb[last], "bseq": sq[last]})
+
+    @property
+    def agg(self) -> dict[str, np.ndarray]:
+        if len(self.parts) != 1:
+            keys = ("key", "ns", "blen", "blabel", "bseq")
+            self.parts = [{k: np.concatenate([p[k] for p in self.parts]) if self.parts else np.empty(0, np.int64) for k in keys}]
+        return self.parts[0]
 
     @property
     def span(self) -> tuple[int, int]:
