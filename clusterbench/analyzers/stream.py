@@ -527,6 +527,14 @@ class SpanAccumulator:
         first = np.concatenate([[0], last[:-1] + 1])
         self.parts.append({"key": k[last], "ns": np.add.reduceat(ns, first), "blen": ns[last], "blabel": lb[last], "bseq": sq[last]})
 
+    def compact(self) -> None:
+        """The per-slab pieces of the holes' sums and of the holes, joined into one array each."""
+        _ = self.agg
+        for name in ("hs", "he", "before_hole"):
+            parts = getattr(self, name)
+            if len(parts) > 1:
+                setattr(self, name, [np.concatenate(parts)])
+
     @property
     def agg(self) -> dict[str, np.ndarray]:
         if len(self.parts) != 1:

@@ -31,7 +31,7 @@ from clusterbench.io.nsys import schema as S
 _NEG = P._NEG
 _FIELDS = (("start", np.int64), ("kname", np.int64), ("peng", np.int64), ("pgid", np.int64), ("rel", np.int64),
            ("vstart", np.int64), ("vthread", np.int64))  # fmt: skip
-CHUNK = 1 << 16  # nodes read back per step of the walk
+CHUNK = 1 << 13  # nodes read back per step of the walk (as plain values: about 2.5 MB an engine)
 
 
 class PathStream:

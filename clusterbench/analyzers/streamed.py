@@ -35,6 +35,17 @@ from clusterbench.io.nsys import slabs as B
 LAGS = (2, 8, 32, 128, 512)  # slabs of look-ahead tried in turn for the held calls (rows issued before, run later)
 
 
+def _trim() -> None:
+    """Give the heap's free memory back to the system (glibc's malloc_trim; a no-op elsewhere): the slabs'
+    small arrays come and go by the thousand and would otherwise leave the heap fragmented and resident."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 class Fallback(Exception):
     """The slab path does not apply to this trace or request (the reason); read it whole."""
 
@@ -80,8 +91,12 @@ def analyze_slabs(path, req: A.Request, trace_label: str, on_progress: Callable[
         acc = accs[(p, d)]
         g, w, used = _window(acc, rd_a, threads_a, data, req, p, d)
         gp = acc.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
-        parts[(p, d)] = (g, w, used, gp)
+        import dataclasses
+
+        # the holes are not needed once the gaps are known (they are the window's gaps)
+        parts[(p, d)] = (dataclasses.replace(g, holes=iv.empty()), w, used, gp)
     accs.clear()  # the holes' sums are not needed any more
+    _trim()
     # pass 2, with a longer look-ahead while the held calls need one
     for lag in LAGS:
         try:
@@ -177,6 +192,10 @@ def _pass_a(slabs, data: R.TraceData, req: A.Request, known: list[tuple[int, int
                         corr[p] = [min(lo, int(c.min())), max(hi, int(c.max()))]
         if on_progress is not None:
             on_progress("reading the trace (1 of 2)", k + 1, k + 2)
+        if k % 16 == 15:
+            _trim()
+            for acc in accs.values():
+                acc.compact()
     for acc in accs.values():
         acc.finish()
         acc.ifirst, acc.ilast = dict(ifirst), dict(ilast)
@@ -292,6 +311,8 @@ def _pass_b(slabs, data: R.TraceData, req: A.Request, parts: dict, corr_ranges: 
                 st["held"].add(slab, tp)
         if on_progress is not None:
             on_progress("analysing the trace (2 of 2)", k + 1, k + 2)
+        if k % 16 == 15:
+            _trim()
     for st in state.values():
         if st["held"] is not None:
             st["held"].finish()
