@@ -380,7 +380,7 @@ class SpanAccumulator:
         # a window fixed before the read: the gaps are the holes cut to it, with the stretches before the
         # first record and after the last (gaps.idle); else (the span, trimmed or not) the holes themselves
         self.window = window
-        self.agg_start: dict[int, int] = {}  # a gap's start -> its id in the sums
+        self.agg_starts: list[np.ndarray] = []  # the gaps' starts, in the order of their ids in the sums
         self.names = names  # () -> (names, categories, issues): the API names met so far
         self.carry_s: int | None = None  # the open run of the union
         self.carry_e: int | None = None
@@ -394,6 +394,7 @@ class SpanAccumulator:
         # per (hole, thread, state): the time of the calls' pieces in the hole, and the longest piece (its length,
         # the call's name, the call's place in the read order: the later wins a tie, as in gaps._longest)
         self.parts: list[dict[str, np.ndarray]] = []
+        self.n_agg = 0
         self.loads: dict[int, list] = {}  # hole -> [first load's start, end, thread, calls after it, first after's category]
         self.pending: dict[str, np.ndarray] | None = None  # calls that may overlap the next hole
         self.ifirst: dict[int, int] = {}
@@ -469,11 +470,21 @@ class SpanAccumulator:
             ha, hb = iv.intersect(self.window, (ha, hb))
         if ha.size == 0:
             return
-        first_id = len(self.agg_start)
-        for k, a in enumerate(ha.tolist()):
-            self.agg_start[a] = first_id + k
+        first_id = self.n_agg
+        self.agg_starts.append(np.asarray(ha, dtype=np.int64))
+        self.n_agg += int(ha.size)
         if cand["start"].size:
             self._pieces(cand, ha, hb, first_id)
+
+    def _agg_id(self, starts: np.ndarray) -> np.ndarray:
+        """Per gap start, the id of its sums (-1 for none)."""
+        if len(self.agg_starts) != 1:
+            self.agg_starts = [np.concatenate(self.agg_starts) if self.agg_starts else np.empty(0, dtype=np.int64)]
+        a = self.agg_starts[0]
+        o = np.argsort(a, kind="stable")
+        k = np.searchsorted(a[o], starts)
+        ok = (k < a.size) & (a[o][np.minimum(k, max(a.size - 1, 0))] == starts) if a.size else np.zeros(starts.size, bool)
+        return np.where(ok, o[np.minimum(k, max(a.size - 1, 0))] if a.size else -1, -1)
 
     def finish(self) -> None:
         """After the last slab: the stretch after the last record, inside a fixed window."""
@@ -530,7 +541,7 @@ class SpanAccumulator:
     def compact(self) -> None:
         """The per-slab pieces of the holes' sums and of the holes, joined into one array each."""
         _ = self.agg
-        for name in ("hs", "he", "before_hole"):
+        for name in ("hs", "he", "before_hole", "agg_starts"):
             parts = getattr(self, name)
             if len(parts) > 1:
                 setattr(self, name, [np.concatenate(parts)])
@@ -591,7 +602,7 @@ class SpanAccumulator:
         best_seq = np.full(n * ns_, -1, dtype=np.int64)
         best_label = np.full(n * ns_, -1, dtype=np.int64)
         # the sums these gaps have (each gap is a hole, cut to a fixed window)
-        hole_of = np.array([self.agg_start.get(int(x), -1) for x in gs.tolist()], dtype=np.int64)
+        hole_of = self._agg_id(gs)
         a = self.agg
         if a["key"].size and n:
             hole = a["key"] // (self.n_threads * 8)
@@ -610,10 +621,11 @@ class SpanAccumulator:
             sel = np.flatnonzero(ok)[rel]
             key = j * ns_ + st
             np.add.at(per, key, a["ns"][sel])
-            for q, kk in enumerate(key.tolist()):  # the longest piece per (gap, state), ties: the later call
-                bl, bs = int(a["blen"][sel[q]]), int(a["bseq"][sel[q]])
-                if bl > best_len[kk] or (bl == best_len[kk] and bs > best_seq[kk]):
-                    best_len[kk], best_seq[kk], best_label[kk] = bl, bs, int(a["blabel"][sel[q]])
+            if key.size:  # the longest piece per (gap, state) over the threads that count, ties: the later call
+                o = np.lexsort((a["bseq"][sel], a["blen"][sel], key))
+                last = o[np.flatnonzero(np.append(key[o][1:] != key[o][:-1], True))]
+                kk = key[last]
+                best_len[kk], best_seq[kk], best_label[kk] = a["blen"][sel][last], a["bseq"][sel][last], a["blabel"][sel][last]
         # nsys's own overhead rows (a small table): as gaps._pieces reads them, after every call
         empty = R_empty_api(g)
         g0 = GroupTrace(pid=g.pid, device=g.device, gpu_name=g.gpu_name, engines={}, implausible={}, kernel_names=g.kernel_names,
@@ -643,10 +655,12 @@ class SpanAccumulator:
         from clusterbench.analyzers.gaps import LAZY_LEAD, _ML
 
         out = np.zeros(len(gaps), dtype=bool)
-        for j in np.flatnonzero(gaps.cause == _ML).tolist():
+        ml = np.flatnonzero(gaps.cause == _ML)
+        ids = self._agg_id(gaps.starts_ns[ml].astype(np.int64)) if ml.size else ml
+        for j, h in zip(ml.tolist(), ids.tolist()):
             gs = int(gaps.starts_ns[j])
             ge = gs + int(gaps.lengths_ns[j])
-            got = self.loads.get(self.agg_start.get(gs, -1))
+            got = self.loads.get(h)
             if got is None:
                 continue
             start, _, _, n_after, cat = got
