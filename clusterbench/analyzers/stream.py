@@ -598,53 +598,68 @@ class SpanAccumulator:
         relevant[between, :] = True
         n_rel = relevant.sum(axis=1)
         per = np.zeros(n * ns_, dtype=np.int64)
-        best_len = np.zeros(n * ns_, dtype=np.int64)
-        best_seq = np.full(n * ns_, -1, dtype=np.int64)
-        best_label = np.full(n * ns_, -1, dtype=np.int64)
-        # the sums these gaps have (each gap is a hole, cut to a fixed window)
-        hole_of = self._agg_id(gs)
+        hole_of = self._agg_id(gs)  # the sums each gap has (each gap is a hole, cut to a fixed window)
+        o_h = np.argsort(hole_of, kind="stable")
+        srt = hole_of[o_h]
         a = self.agg
-        if a["key"].size and n:
-            hole = a["key"] // (self.n_threads * 8)
-            th = (a["key"] // 8) % self.n_threads
-            st = a["key"] % 8
-            o_h = np.argsort(hole_of, kind="stable")
-            srt = hole_of[o_h]
+        step = 1 << 18
+
+        def entries(b0: int):  # noqa: ANN202
+            """A block of the sums: (its rows that count, their gap, their state)."""
+            key = a["key"][b0 : b0 + step]
+            hole = key // (self.n_threads * 8)
+            th = (key // 8) % self.n_threads
+            st = key % 8
             jj = np.searchsorted(srt, hole)
             ok = (jj < n) & (srt[np.minimum(jj, n - 1)] == hole)
-            j = o_h[np.minimum(jj, n - 1)]
+            jg = o_h[np.minimum(jj, n - 1)]
             k = np.searchsorted(threads, th)
             ok &= (k < threads.size) & (threads[np.minimum(k, threads.size - 1)] == th)
-            j, k, st = j[ok], k[ok], st[ok]
-            rel = relevant[j, k]
-            j, st = j[rel], st[rel]
-            sel = np.flatnonzero(ok)[rel]
-            key = j * ns_ + st
-            np.add.at(per, key, a["ns"][sel])
-            if key.size:  # the longest piece per (gap, state) over the threads that count, ties: the later call
-                o = np.lexsort((a["bseq"][sel], a["blen"][sel], key))
-                last = o[np.flatnonzero(np.append(key[o][1:] != key[o][:-1], True))]
-                kk = key[last]
-                best_len[kk], best_seq[kk], best_label[kk] = a["blen"][sel][last], a["bseq"][sel][last], a["blabel"][sel][last]
+            ok[ok] &= relevant[jg[ok], k[ok]]
+            sel = np.flatnonzero(ok)
+            return sel + b0, jg[sel], st[sel]
+
+        for b0 in range(0, a["key"].size, step):
+            sel, jg, st = entries(b0)
+            np.add.at(per, jg * ns_ + st, a["ns"][sel])
         # nsys's own overhead rows (a small table): as gaps._pieces reads them, after every call
         empty = R_empty_api(g)
         g0 = GroupTrace(pid=g.pid, device=g.device, gpu_name=g.gpu_name, engines={}, implausible={}, kernel_names=g.kernel_names,
                         first_ns=g.first_ns, last_ns=g.last_ns, holes=g.holes, api=empty, overhead=g.overhead,
                         graph_trace=g.graph_trace, srckind_read=g.srckind_read)  # fmt: skip
-        for plen, jj, stt, lab in G._pieces(g0, gaps, threads, relevant):
-            key = jj * ns_ + stt
-            np.add.at(per, key, plen)
-            for q, kk in enumerate(key.tolist()):
-                bl = int(plen[q])
-                if bl > 0 and bl >= best_len[kk]:
-                    best_len[kk], best_seq[kk], best_label[kk] = bl, _HIGH, int(lab[q])
+        prof = list(G._pieces(g0, gaps, threads, relevant))
+        for plen, jj_, stt, lab in prof:
+            np.add.at(per, jj_ * ns_ + stt, plen)
         per = per.reshape(n, ns_)
         blocked = per[:, G._ML] + per[:, G._ALLOC] + per[:, G._SYNC] + per[:, G._PROF]
         per[:, G._HOST] = np.maximum(lengths * n_rel - blocked, 0)
         order = np.array(G._PICK_ORDER)
         picked = order[np.argmax(per[:, order], axis=1)]
         cause = np.where(per[:, G._ML] > 0, G._ML, picked).astype(np.int8)
-        best_label = best_label[np.arange(n) * ns_ + cause]
+        # the call that names the cause: the longest piece in that state (ties: the later; nsys's rows come last)
+        best_len = np.zeros(n, dtype=np.int64)
+        best_seq = np.full(n, -1, dtype=np.int64)
+        best_label = np.full(n, -1, dtype=np.int64)
+        for b0 in range(0, a["key"].size, step):
+            sel, jg, st = entries(b0)
+            m = st == cause[jg]
+            sel, jg = sel[m], jg[m]
+            if sel.size == 0:
+                continue
+            bl, bs = a["blen"][sel], a["bseq"][sel]
+            o = np.lexsort((bs, bl, jg))
+            last = o[np.flatnonzero(np.append(jg[o][1:] != jg[o][:-1], True))]
+            jw = jg[last]
+            better = (bl[last] > best_len[jw]) | ((bl[last] == best_len[jw]) & (bs[last] > best_seq[jw]))
+            jw, last = jw[better], last[better]
+            best_len[jw], best_seq[jw], best_label[jw] = bl[last], bs[last], a["blabel"][sel][last]
+        for plen, jj_, stt, lab in prof:
+            for q in np.flatnonzero((stt == cause[jj_]) & (plen > 0)).tolist():
+                j0 = int(jj_[q])
+                if int(plen[q]) >= best_len[j0]:
+                    best_len[j0], best_seq[j0], best_label[j0] = int(plen[q]), _HIGH, int(lab[q])
+        per_done = per
+        per = per_done
         parts = np.rint(per / n_rel[:, None]).astype(np.int64)
         labels = list(g.api.names) + list(g.overhead.name)
         api_name = tuple(labels[i] if i >= 0 else None for i in best_label.tolist())
