@@ -395,7 +395,8 @@ class SpanAccumulator:
         # the call's name, the call's place in the read order: the later wins a tie, as in gaps._longest)
         self.parts: list[dict[str, np.ndarray]] = []
         self.n_agg = 0
-        self.loads: dict[int, list] = {}  # hole -> [first load's start, end, thread, calls after it, first after's category]
+        # per hole with a module load: [gap id, first load's start, end, thread, calls after it, first after's category]
+        self.loads: list[np.ndarray] = []
         self.pending: dict[str, np.ndarray] | None = None  # calls that may overlap the next hole
         self.ifirst: dict[int, int] = {}
         self.ilast: dict[int, int] = {}
@@ -436,7 +437,7 @@ class SpanAccumulator:
                 ha, hb = prev_end[hi_].astype(np.int64), s[idx[hi_]].astype(np.int64)
                 self.hs.append(ha)
                 self.he.append(hb)
-                self.before_hole.append((self.rows + idx[hi_]).astype(np.int64))
+                self.before_hole.append((self.rows + idx[hi_]).astype(np.int64 if self.rows + s.size >= 1 << 31 else np.int32))
                 self.n_holes += int(ha.size)
             if idx.size:
                 self.carry_s = int(s[idx[-1]])
@@ -522,13 +523,15 @@ class SpanAccumulator:
                     first_load[h] = f
                 h += 1
         issuing = issue_cat[c_cat] | sync_copy[cand["name"]]
+        rows = []
         for h, f in first_load.items():
             b = int(hb[h])
             th, fe = int(cand["thread"][f]), int(cand["end"][f])
             after = np.flatnonzero(issuing & (cand["thread"] == th) & (cand["start"] >= fe) & (cand["start"] < b))
             after = after[np.argsort(cand["seq"][after], kind="stable")]
-            self.loads[first_hole + h] = [int(cand["start"][f]), fe, th, int(after.size),
-                                          int(c_cat[after[0]]) if after.size else -1]  # fmt: skip
+            rows.append((first_hole + h, int(cand["start"][f]), fe, th, int(after.size), int(c_cat[after[0]]) if after.size else -1))
+        if rows:
+            self.loads.append(np.array(rows, dtype=np.int64))
 
     def _merge(self, key: np.ndarray, plen: np.ndarray, label: np.ndarray, seq: np.ndarray) -> None:
         """Sum the pieces of holes that close now (a hole closes once: its keys are new) and keep them."""
@@ -536,12 +539,13 @@ class SpanAccumulator:
         k, ns, lb, sq = key[o], plen[o], label[o], seq[o]
         last = np.flatnonzero(np.append(k[1:] != k[:-1], True))
         first = np.concatenate([[0], last[:-1] + 1])
-        self.parts.append({"key": k[last], "ns": np.add.reduceat(ns, first), "blen": ns[last], "blabel": lb[last], "bseq": sq[last]})
+        self.parts.append({"key": k[last], "ns": np.add.reduceat(ns, first), "blen": ns[last], "blabel": lb[last].astype(np.int32),
+                           "bseq": sq[last]})
 
     def compact(self) -> None:
         """The per-slab pieces of the holes' sums and of the holes, joined into one array each."""
         _ = self.agg
-        for name in ("hs", "he", "before_hole", "agg_starts"):
+        for name in ("hs", "he", "before_hole", "agg_starts", "loads"):
             parts = getattr(self, name)
             if len(parts) > 1:
                 setattr(self, name, [np.concatenate(parts)])
@@ -567,7 +571,7 @@ class SpanAccumulator:
         """Per time (each a hole's start, or past every record): the records that start before it."""
         hs = self.holes[0]
         k = np.searchsorted(hs, t, side="left")
-        pos = np.concatenate(self.before_hole + [np.array([self.rows], dtype=np.int64)])
+        pos = np.concatenate([x.astype(np.int64) for x in self.before_hole] + [np.array([self.rows], dtype=np.int64)])
         out = np.where(k < hs.size, pos[np.minimum(k, hs.size)], self.rows)
         exact = (k < hs.size) & (hs[np.minimum(k, max(hs.size - 1, 0))] == t) if hs.size else np.zeros(t.size, bool)
         if not bool((exact | (t >= (self.carry_e or 0))).all()):
@@ -672,13 +676,16 @@ class SpanAccumulator:
         out = np.zeros(len(gaps), dtype=bool)
         ml = np.flatnonzero(gaps.cause == _ML)
         ids = self._agg_id(gaps.starts_ns[ml].astype(np.int64)) if ml.size else ml
+        loads = np.concatenate(self.loads) if self.loads else np.empty((0, 6), dtype=np.int64)
+        o = np.argsort(loads[:, 0], kind="stable")
+        loads = loads[o]
         for j, h in zip(ml.tolist(), ids.tolist()):
             gs = int(gaps.starts_ns[j])
             ge = gs + int(gaps.lengths_ns[j])
-            got = self.loads.get(h)
-            if got is None:
+            k = int(np.searchsorted(loads[:, 0], h))
+            if h < 0 or k >= loads.shape[0] or int(loads[k, 0]) != h:
                 continue
-            start, _, _, n_after, cat = got
+            _, start, _, _, n_after, cat = loads[k].tolist()
             if start - gs > LAZY_LEAD * (ge - gs):
                 continue
             out[j] = n_after == 1 and cat == S.API_CODE["launch"]
