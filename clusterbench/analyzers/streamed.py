@@ -32,7 +32,7 @@ from clusterbench.io.nsys import reader as R
 from clusterbench.io.nsys import schema as S
 from clusterbench.io.nsys import slabs as B
 
-LAGS = (2, 8, 32, 128, 512)  # slabs of look-ahead tried in turn for the held calls (rows issued before, run later)
+LAGS = (1, 4, 16, 64, 256, 1024)  # slabs of look-ahead tried in turn for the held calls (rows issued before, run later)
 
 
 def _trim() -> None:

@@ -309,7 +309,7 @@ def _merge(parts: list[dict[str, np.ndarray] | None]) -> dict[str, np.ndarray] |
 
 def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, disordered: frozenset[str] | bool = frozenset(),
                kernel_names: str = "short", reader_out: list | None = None, threads: bool = True) -> Iterator[Slab]:  # fmt: skip
-    """The export's rows in time slabs of about ``rows`` rows each (all tables together; default 4
+    """The export's rows in time slabs of about ``rows`` rows each (all tables together; default 2
     read chunks' worth), read in rowid chunks of ``reader.ROWS_PER_CHUNK`` rows. ``disordered``: the tables
     to read as stored out of start order (True: every table), after one range scan per chunk for its
     least start (see :class:`_Cursor`); a table found out of order otherwise raises :class:`Disordered`
@@ -319,7 +319,7 @@ def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, disorde
     ``threads``: read the tables' next chunks ahead on a pool of reader.READ_THREADS threads."""
     path = Path(path)
     R.check_sqlite_file(path)
-    target = rows if rows is not None else 4 * R.ROWS_PER_CHUNK
+    target = rows if rows is not None else 2 * R.ROWS_PER_CHUNK
     conn = R.connect_read_only(path)
     # the tables' next chunks are read ahead on a pool (each table at most AHEAD_PER_THREAD x threads / tables)
     pool = ThreadPoolExecutor(max_workers=R.READ_THREADS, thread_name_prefix="clusterbench-slab") if threads else None
