@@ -606,7 +606,7 @@ class SpanAccumulator:
         o_h = np.argsort(hole_of, kind="stable")
         srt = hole_of[o_h]
         a = self.agg
-        step = 1 << 18
+        step = 1 << 16
 
         def entries(b0: int):  # noqa: ANN202
             """A block of the sums: (its rows that count, their gap, their state)."""
@@ -664,7 +664,12 @@ class SpanAccumulator:
                     best_len[j0], best_seq[j0], best_label[j0] = int(plen[q]), _HIGH, int(lab[q])
         per_done = per
         per = per_done
-        parts = np.rint(per / n_rel[:, None]).astype(np.int64)
+        if bool((n_rel == 1).all()):  # one thread counts for every gap: its time is the average (no temporary)
+            parts = per
+        else:
+            parts = np.empty_like(per)
+            for b0 in range(0, n, 1 << 16):
+                parts[b0 : b0 + (1 << 16)] = np.rint(per[b0 : b0 + (1 << 16)] / n_rel[b0 : b0 + (1 << 16), None]).astype(np.int64)
         labels = list(g.api.names) + list(g.overhead.name)
         api_name = tuple(labels[i] if i >= 0 else None for i in best_label.tolist())
         return Gaps(threshold, gs, lengths, cause, api_name, parts, window_start_ns, between=between if between.any() else None)
