@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from clusterbench.analyzers import analysis as A
+from clusterbench.analyzers import assembly as A
 from clusterbench.analyzers import busy as busy_mod
 from clusterbench.analyzers import gaps as gaps_mod
 from clusterbench.analyzers import intervals as iv
