@@ -25,18 +25,23 @@ takes one statement per table per doubling; a size that is a whole multiple of a
 same shape and run is built from it (10M = 2 x 5M, 5M = 5 x 1M).
 
 Each measurement is a fresh process, as a user runs it: `python -m clusterbench analyze BIG --json`
-(start-up included); its CPU time comes from os.wait4, its peak RSS is the larger of os.wait4's and
-the peak of the sum over the process and its descendants sampled every 10 ms from /proc. When nsys is
+(start-up included, CLUSTERBENCH_ANALYZE_PATH set by --path: by default auto, which reads whole up to
+analyze's row limit and in time slabs past it; analyze's notes on stderr say which it took, and the table
+says it); its CPU time comes from os.wait4, its peak RSS is the larger of os.wait4's (where it is above
+this process's own peak: a child's ru_maxrss starts from its parent's) and the peak of the sum of the
+high-water marks (VmHWM) of the process and its descendants sampled every 10 ms from /proc; the traces
+are built in a process of their own. When nsys is
 found (PATH, $CLUSTERBENCH_NSYS, NVIDIA's install folders), `nsys stats --report cuda_gpu_sum --format
 csv --output - BIG` is timed the same way on the same file (after one warm-up run of each).
 
-The last lines printed are a table (per shape and size: records, API rows, analyze wall s (median),
-CPU s, peak MB, nsys stats wall s and the ratio, wall µs per record) and one line per limit; the table
+The last lines printed are a table (per shape and size: records, API rows, how it was read, analyze wall
+s (median), CPU s, peak MB, nsys stats wall s and the ratio, wall µs per record) and one line per limit; the table
 and the figures also go to OUT/bench_analyze.txt and OUT/bench_analyze.json. The exit code is 3 when
 a required limit is missed (the lines say which), 0 when every limit measured is met.
 
     python benchmarks/bench_analyze.py [--records 1000000 5000000 10000000] [--host-bound 1000000 10000000]
         [--runs 3] [--threads N] [--memory-threads 16] [--out benchmarks/out] [--no-nsys] [--rebuild]
+        [--path auto|whole|slabs]
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -80,6 +86,7 @@ LIMIT_MB = 400  # at MEMORY_AT records and more
 LIMIT_LINEAR = 1.2  # per-record wall time at the largest size over that at the smallest
 SPEED_AT, MEMORY_AT = 1_000_000, (5_000_000, 10_000_000)
 THREADS_ENV = "CLUSTERBENCH_READ_THREADS"  # the reader's read threads per pool (clusterbench.io.nsys.reader)
+PATH_ENV = "CLUSTERBENCH_ANALYZE_PATH"  # how analyze reads: auto, whole or slabs (clusterbench.analyzers.analysis)
 BUILD_VERSION = 3  # bump when build() changes what it writes: older traces are rebuilt
 
 
@@ -238,29 +245,39 @@ def _columns(con: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
 
 
-def measure(cmd: list[str], runs: int, env: dict[str, str] | None = None) -> tuple[list[float], list[float], float, str]:
-    """Walls and CPU seconds of ``runs`` fresh runs (after one warm-up run), and the peak RSS in MB."""
+def measure(cmd: list[str], runs: int, env: dict[str, str] | None = None) -> tuple[list[float], list[float], float, str, str]:
+    """Walls and CPU seconds of ``runs`` fresh runs (after one warm-up run), the peak RSS in MB, and the
+    last run's stdout and stderr."""
     _one(cmd, env)  # warm the page cache
-    walls, cpus, peak, out = [], [], 0.0, ""
+    walls, cpus, peak, out, err = [], [], 0.0, "", ""
     for _ in range(runs):
-        w, c, rss, out = _one(cmd, env)
+        w, c, rss, out, err = _one(cmd, env)
         walls.append(w)
         cpus.append(c)
         peak = max(peak, rss)
-    return walls, cpus, peak, out
+    return walls, cpus, peak, out, err
 
 
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# analyze's notes on stderr (clusterbench.analyzers.analysis.analyze_file) say how it read the trace
+SLABS_NOTE, WHOLE_AFTER_ALL_NOTE = "reading in time slabs", "the time slabs do not apply"
+
+
+def path_taken(stderr: str) -> str:
+    """How analyze read the trace, from its notes on stderr: "slabs" or "whole"."""
+    text = " ".join(stderr.split())  # the notes wrap at the output width
+    return "slabs" if SLABS_NOTE in text and WHOLE_AFTER_ALL_NOTE not in text else "whole"
 
 
 def _tree_rss(pid: int) -> int:
-    """The resident bytes of process ``pid`` and of all its descendants (0 once it is gone)."""
+    """The peak resident bytes of process ``pid`` and of all its descendants, each since it was started
+    (its VmHWM: the kernel's high-water mark of the program's own memory, which starts afresh at exec), summed;
+    0 once it is gone."""
     total, todo = 0, [pid]
     while todo:
         p = todo.pop()
         try:
-            with open(f"/proc/{p}/statm") as fh:
-                total += int(fh.read().split()[1]) * PAGE
+            with open(f"/proc/{p}/status") as fh:
+                total += next((int(line.split()[1]) for line in fh if line.startswith("VmHWM:")), 0) * 1024  # none: exiting
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as fh:
                     todo += [int(x) for x in fh.read().split()]
@@ -270,7 +287,7 @@ def _tree_rss(pid: int) -> int:
 
 
 class _TreePeak:
-    """The peak of _tree_rss(pid), sampled every 10 ms by a thread until stop()."""
+    """The largest _tree_rss(pid), sampled every 10 ms by a thread until stop()."""
 
     def __init__(self, pid: int) -> None:
         self.pid, self.peak, self.done = pid, 0, threading.Event()
@@ -288,9 +305,12 @@ class _TreePeak:
         return self.peak
 
 
-def _one(cmd: list[str], extra: dict[str, str] | None = None) -> tuple[float, float, float, str]:
-    """(wall s, CPU s (user + system), peak RSS MB, stdout) of one fresh process: CPU from its own rusage
-    (os.wait4 on its pid), the peak RSS the larger of its rusage's and of the sampled process tree's."""
+def _one(cmd: list[str], extra: dict[str, str] | None = None) -> tuple[float, float, float, str, str]:
+    """(wall s, CPU s (user + system), peak RSS MB, stdout, stderr) of one fresh process: CPU from its own rusage
+    (os.wait4 on its pid), the peak RSS the larger of its rusage's and of the process tree's high-water marks
+    sampled as it runs. On Linux a child's ru_maxrss starts from the peak resident size of the process it was
+    started from, whatever its own program uses after exec: it counts only when it is above this benchmark's
+    own peak (which stays small: the traces are built in a process of their own)."""
     # As installed: bytecode caching on (a shell with PYTHONDONTWRITEBYTECODE=1 would
     # otherwise recompile every clusterbench module on each start).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -309,8 +329,12 @@ def _one(cmd: list[str], extra: dict[str, str] | None = None) -> tuple[float, fl
             sys.exit(f"{' '.join(cmd)} failed (exit {code}): {errf.read().decode(errors='replace')[-2000:]}")
         outf.seek(0)
         out = outf.read()
-    peak = max(usage.ru_maxrss * 1024, tree) / 2**20  # ru_maxrss is in KiB; MB here is 2**20 bytes, as always in these figures
-    return wall, usage.ru_utime + usage.ru_stime, peak, out.decode(errors="replace")
+        errf.seek(0)
+        err = errf.read()
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB, as ru_maxrss
+    child = usage.ru_maxrss if usage.ru_maxrss > own else 0
+    peak = max(child * 1024, tree) / 2**20  # MB here is 2**20 bytes, as always in these figures
+    return wall, usage.ru_utime + usage.ru_stime, peak, out.decode(errors="replace"), err.decode(errors="replace")
 
 
 def find_nsys() -> str | None:
@@ -319,6 +343,16 @@ def find_nsys() -> str | None:
 
     p = _find()
     return str(p) if p else None
+
+
+def _apart(func, *args):  # noqa: ANN001, ANN002, ANN202
+    """``func(*args)`` in a fresh process: building a trace takes 300 MB of SQLite cache, which would otherwise
+    stay this process's peak and show in every later child's ru_maxrss (see _one)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(func, *args).result()
 
 
 def _trace_for(shape: str, records: int, out: Path, built: list[tuple[int, Path]], rebuild: bool) -> Path:
@@ -332,10 +366,10 @@ def _trace_for(shape: str, records: int, out: Path, built: list[tuple[int, Path]
             # records are 2 copies of the 5M trace (one doubling), 5M are 5 copies of the 1M one
             src = next((p for n, p in reversed(built) if records >= 2 * n and abs(records / n - round(records / n)) < 0.001),
                        SOURCE)  # fmt: skip
-            total, copies = build(src, big, records)
+            total, copies = _apart(build, src, big, records)
             what = f"{copies:,} copies of {src.name}"
         else:
-            total, copies = build_loop(source, big, records)
+            total, copies = _apart(build_loop, source, big, records)
             what = f"{source.name} and {copies:,} more runs of its loop"
         print(f"built {big.name}: {total:,} activity records ({what}) in {time.perf_counter() - t:.1f} s, "
               f"{big.stat().st_size / 1e6:,.0f} MB", file=sys.stderr)  # fmt: skip
@@ -358,6 +392,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out", help="where the big traces and the results go")
     ap.add_argument("--rebuild", action="store_true", help="rebuild the big traces even if present")
     ap.add_argument("--no-nsys", action="store_true", help="do not time nsys stats even when nsys is found")
+    ap.add_argument("--path", choices=("auto", "whole", "slabs"), default="auto", help=f"how analyze reads each trace "
+                    f"(sets {PATH_ENV}): auto (default) reads whole up to its row limit and in time slabs past it; "
+                    "whole or slabs for every size")  # fmt: skip
     args = ap.parse_args()
     if any(r < 1 for r in args.records + args.host_bound) or args.runs < 1:
         print("Error: --records, --host-bound and --runs take whole numbers of at least 1", file=sys.stderr)
@@ -365,8 +402,9 @@ def main() -> int:
 
     nsys = None if args.no_nsys else find_nsys()
     env = {THREADS_ENV: str(args.threads)} if args.threads else {}
+    env[PATH_ENV] = args.path
     print(f"nsys: {nsys or 'not found (nsys stats not measured)'}; python {sys.version.split()[0]}; "
-          f"{os.cpu_count()} CPUs; read threads: {args.threads or 'default'}", file=sys.stderr)  # fmt: skip
+          f"{os.cpu_count()} CPUs; read threads: {args.threads or 'default'}; {PATH_ENV}={args.path}", file=sys.stderr)  # fmt: skip
     rows = []
     built: list[tuple[int, Path]] = []  # (activity records, trace) of the device-bound sizes done so far
     todo = [("dev", r) for r in sorted(args.records)] + [("host-bound", r) for r in sorted(args.host_bound)]
@@ -379,20 +417,20 @@ def main() -> int:
             built.append((total, big))
         runs = args.runs if shape == "dev" else 1
         cmd = [sys.executable, "-m", "clusterbench", "analyze", str(big), "--json"]
-        walls, cpus, peak, out = measure(cmd, runs, env)
+        walls, cpus, peak, out, err = measure(cmd, runs, env)
         json.loads(out)  # the output is valid JSON
         row = {"shape": shape, "records": total, "api_rows": api_rows, "wall": statistics.median(walls),
                "wall_min": min(walls), "wall_max": max(walls), "cpu": statistics.median(cpus), "peak_mb": peak, "nsys": None,
-               "threads": args.threads, "peak_mb_threads": None}  # fmt: skip
-        print(f"analyze --json, {shape}, {total:,} kernel and copy records (+{api_rows:,} API rows): wall median "
-              f"{row['wall']:.3f} s (min {row['wall_min']:.3f}, max {row['wall_max']:.3f}) over {len(walls)} runs; "
-              f"CPU median {row['cpu']:.3f} s; peak RSS {peak:,.0f} MB", file=sys.stderr)  # fmt: skip
+               "threads": args.threads, "peak_mb_threads": None, "path": path_taken(err), "path_setting": args.path}  # fmt: skip
+        print(f"analyze --json, {shape}, {total:,} kernel and copy records (+{api_rows:,} API rows), read "
+              f"{row['path']}: wall median {row['wall']:.3f} s (min {row['wall_min']:.3f}, max {row['wall_max']:.3f}) "
+              f"over {len(walls)} runs; CPU median {row['cpu']:.3f} s; peak RSS {peak:,.0f} MB", file=sys.stderr)  # fmt: skip
         if args.memory_threads and _memory_size(total) and args.memory_threads != args.threads:
-            _, _, peak_t, _ = measure(cmd, 1, {THREADS_ENV: str(args.memory_threads)})
+            _, _, peak_t, _, _ = measure(cmd, 1, {THREADS_ENV: str(args.memory_threads), PATH_ENV: args.path})
             row["peak_mb_threads"] = (args.memory_threads, peak_t)
             print(f"  with {args.memory_threads} read threads: peak RSS {peak_t:,.0f} MB", file=sys.stderr)
         if nsys and shape == "dev":
-            nw, ncpu, _, _ = measure([nsys, "stats", "--report", "cuda_gpu_sum", "--format", "csv", "--output", "-",
+            nw, ncpu, _, _, _ = measure([nsys, "stats", "--report", "cuda_gpu_sum", "--format", "csv", "--output", "-",
                                       str(big)], args.runs)  # fmt: skip
             row["nsys"] = statistics.median(nw)
             print(f"nsys stats --report cuda_gpu_sum: wall median {row['nsys']:.3f} s (min {min(nw):.3f}) over "
@@ -426,16 +464,16 @@ def _version(path: Path) -> int:
 
 def report(rows: list[dict], have_nsys: bool) -> tuple[list[str], list[str]]:
     """The table and one line per limit; and the required limits missed."""
-    head = (f"{'shape':<10}  {'records':>11}  {'API rows':>11}  {'analyze s':>9}  {'CPU s':>7}  {'peak MB':>7}  "
-            f"{'nsys stats s':>12}  {'ratio':>6}  {'µs/record':>9}")  # fmt: skip
+    head = (f"{'shape':<10}  {'records':>11}  {'API rows':>11}  {'read':>6}  {'analyze s':>9}  {'CPU s':>7}  "
+            f"{'peak MB':>7}  {'nsys stats s':>12}  {'ratio':>6}  {'µs/record':>9}")  # fmt: skip
     lines = [head, "-" * len(head)]
     for r in rows:
         ns = "–" if r["nsys"] is None else f"{r['nsys']:.3f}"
         ratio = "–" if r["nsys"] is None else f"{r['wall'] / r['nsys']:.2f}"
         per = r["wall"] / r["records"] * 1e6  # µs per record
         peak = max([r["peak_mb"]] + ([r["peak_mb_threads"][1]] if r["peak_mb_threads"] else []))
-        lines.append(f"{r.get('shape', 'dev'):<10}  {r['records']:>11,}  {r['api_rows']:>11,}  {r['wall']:>9.3f}  "
-                     f"{r['cpu']:>7.3f}  {peak:>7.0f}  {ns:>12}  {ratio:>6}  {per:>9.3f}")  # fmt: skip
+        lines.append(f"{r.get('shape', 'dev'):<10}  {r['records']:>11,}  {r['api_rows']:>11,}  {r.get('path', '–'):>6}  "
+                     f"{r['wall']:>9.3f}  {r['cpu']:>7.3f}  {peak:>7.0f}  {ns:>12}  {ratio:>6}  {per:>9.3f}")  # fmt: skip
     missed: list[str] = []
 
     def near(shape: str, target: int) -> dict | None:
@@ -446,8 +484,8 @@ def report(rows: list[dict], have_nsys: bool) -> tuple[list[str], list[str]]:
         lines.append(f"speed at {SPEED_AT:,} records: not measured (no such size)")
     else:
         ok = r1["wall"] <= LIMIT_SECONDS
-        lines.append(f"speed at {r1['records']:,} records: {r1['wall']:.3f} s, {'within' if ok else 'OVER'} the required "
-                     f"{LIMIT_SECONDS} s")  # fmt: skip
+        lines.append(f"speed at {r1['records']:,} records (read {r1.get('path', '?')}): {r1['wall']:.3f} s, "
+                     f"{'within' if ok else 'OVER'} the required {LIMIT_SECONDS} s")  # fmt: skip
         if not ok:
             missed.append(f"speed ({r1['wall']:.2f} s > {LIMIT_SECONDS} s at 1M)")
         if not have_nsys or r1["nsys"] is None:
@@ -463,8 +501,8 @@ def report(rows: list[dict], have_nsys: bool) -> tuple[list[str], list[str]]:
             worst = max(p for _, p in peaks)
             ok = worst <= LIMIT_MB
             shown = ", ".join(f"{p:,.0f} MB with {t} read threads" for t, p in peaks)
-            lines.append(f"memory, {shape}, at {r['records']:,} records: {shown}; {'within' if ok else 'OVER'} the "
-                         f"{LIMIT_MB} MB limit")  # fmt: skip
+            lines.append(f"memory, {shape}, at {r['records']:,} records (read {r.get('path', '?')}): {shown}; "
+                         f"{'within' if ok else 'OVER'} the {LIMIT_MB} MB limit")  # fmt: skip
             if not ok:
                 missed.append(f"memory ({shape}: {worst:,.0f} MB > {LIMIT_MB} MB at {r['records'] / 1e6:.1f}M)")
         if shape == "dev":

@@ -220,11 +220,59 @@ def analyze_trace(path: str | os.PathLike[str], **options: Any) -> TraceAnalysis
     return analyze_file(path, request(**options))
 
 
+# Which way analyze_file reads (docs/analyze.md, "Which way a trace is read"). Reading whole is the faster
+# way; its peak memory grows with the rows it keeps one by one (activity, CUDA API and synchronization rows:
+# about 63 MB + 66 bytes a row, start-up included, on both shapes of the benchmark's traces), so that
+# WHOLE_ROWS_LIMIT rows keep it at about 325 MB, within the 400 MB limit with a margin. Past it the trace
+# is read in time slabs, in memory that does not grow with the trace. CLUSTERBENCH_ANALYZE_PATH=whole or
+# slabs sets the way for every trace (the tests run both); auto, or unset, chooses by size.
+PATH_ENV = "CLUSTERBENCH_ANALYZE_PATH"
+PATH_CHOICES = ("auto", "whole", "slabs")
+WHOLE_ROWS_LIMIT = 4_000_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReadChoice:
+    """How analyze_file reads a trace: ``path`` "whole" or "slabs"; ``rows`` its activity, CUDA API and
+    synchronization rows (reader.table_rows: counted without a scan); ``limit`` the rows read whole at most
+    under auto; ``setting`` the CLUSTERBENCH_ANALYZE_PATH that decided ("auto" when unset)."""
+
+    path: str
+    rows: int
+    limit: int
+    setting: str
+
+
+def path_setting(environ: dict[str, str] | None = None) -> str:
+    """CLUSTERBENCH_ANALYZE_PATH (auto, whole or slabs; auto when unset or empty); InputError otherwise."""
+    env = os.environ if environ is None else environ
+    value = env.get(PATH_ENV, "").strip().lower() or "auto"
+    if value not in PATH_CHOICES:
+        raise InputError(f"{PATH_ENV}={env.get(PATH_ENV)!r} is not one of {', '.join(PATH_CHOICES)}",
+                         hint=f"unset it, or set auto (read whole up to {WHOLE_ROWS_LIMIT:,} activity, API and "
+                         "synchronization rows, in time slabs past that), whole or slabs")  # fmt: skip
+    return value
+
+
+def read_choice(sqlite_path: str | os.PathLike[str], environ: dict[str, str] | None = None) -> ReadChoice:
+    """How :func:`analyze_file` reads the export at ``sqlite_path``: whole when its activity, CUDA API and
+    synchronization rows are at most WHOLE_ROWS_LIMIT, else in time slabs; CLUSTERBENCH_ANALYZE_PATH
+    (``environ``, by default the process's) set to whole or slabs decides instead."""
+    from clusterbench.io.nsys.reader import table_rows
+
+    setting = path_setting(environ)
+    rows = sum(table_rows(sqlite_path).values())
+    path = setting if setting != "auto" else ("whole" if rows <= WHOLE_ROWS_LIMIT else "slabs")
+    return ReadChoice(path=path, rows=rows, limit=WHOLE_ROWS_LIMIT, setting=setting)
+
+
 def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callable[[str, int, int], None] | None = None,
-                 trace_label: str | None = None) -> TraceAnalysis:  # fmt: skip
-    """Analyze the trace at ``path`` under ``req`` in memory that does not grow with the trace: over its
-    time slabs (analyzers.streamed), or, where that does not apply (device-launched rows, --by-stream),
-    read whole (load_trace, analyze). The same TraceAnalysis either way."""
+                 trace_label: str | None = None, on_note: Callable[[str], None] | None = None) -> TraceAnalysis:  # fmt: skip
+    """Analyze the trace at ``path`` under ``req``: read whole (load_trace, analyze), the faster way, when
+    it fits the memory limit (:func:`read_choice`), else over its time slabs (analyzers.streamed), in memory
+    that does not grow with the trace; where the slabs do not apply (device-launched rows, --by-stream),
+    read whole. The same TraceAnalysis either way. ``on_note(message)`` hears when the slabs are used, and
+    when they were chosen but the trace is read whole after all."""
     from clusterbench.analyzers import streamed
     from clusterbench.io.nsys import check_sqlite_file, resolve_trace
 
@@ -232,12 +280,19 @@ def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callab
     sqlite_path = resolve_trace(path)
     check_sqlite_file(sqlite_path)
     _check_ranges(sqlite_path, req)
-    try:
-        return streamed.analyze_slabs(sqlite_path, req, label, on_progress)
-    except streamed.Fallback:
-        cache: dict = {}
-        data = load_trace(sqlite_path, req=req, on_progress=on_progress, cache=cache)
-        return analyze(data, req=req, trace_label=label, cache=cache, on_progress=on_progress)
+    choice = read_choice(sqlite_path)
+    note = on_note if on_note is not None else (lambda message: None)
+    if choice.path == "slabs":
+        why = (f"{choice.rows:,} activity, API and synchronization rows, over the {choice.limit:,} read whole "
+               "within the memory limit" if choice.setting == "auto" else f"{PATH_ENV}=slabs")  # fmt: skip
+        note(f"{why}: reading in time slabs (bounded memory; slower than reading whole)")
+        try:
+            return streamed.analyze_slabs(sqlite_path, req, label, on_progress)
+        except streamed.Fallback as exc:
+            note(f"the time slabs do not apply ({exc}): reading whole; memory grows with the trace")
+    cache: dict = {}
+    data = load_trace(sqlite_path, req=req, on_progress=on_progress, cache=cache)
+    return analyze(data, req=req, trace_label=label, cache=cache, on_progress=on_progress)
 
 
 def critical_path_walk(data: TraceData, group: GroupAnalysis) -> path_mod.Walk | None:

@@ -79,9 +79,10 @@ def analyze(
         check_export_path(export_trace)
     cache: dict = {}
     data = None
-    with _progress(trace) as on_progress:
+    progress = _progress(trace)
+    with progress as on_progress:
         if plot is None and export_trace is None:  # the picture and the trace export need the rows at hand
-            result = core.analyze_file(trace, req, on_progress, trace_label=str(trace))
+            result = core.analyze_file(trace, req, on_progress, trace_label=str(trace), on_note=progress.note)
         else:
             data = core.load_trace(trace, req=req, on_progress=on_progress, cache=cache)
             result = core.analyze(data, trace_label=str(trace), req=req, cache=cache, on_progress=on_progress)
@@ -141,12 +142,18 @@ def _plot_start(text: str | None) -> tuple[float, bool]:
 
 class _progress:
     """A progress bar on stderr while the trace is read (chunks) and analysed (steps), when stderr is a
-    terminal (big traces take seconds); nothing otherwise."""
+    terminal (big traces take seconds); nothing otherwise. ``note`` prints a line about how the trace is
+    read (``analyze: ...`` on stderr, above the bar when there is one)."""
 
     def __init__(self, trace: Path) -> None:
         self.trace = trace
         self.bar = None
         self.tasks: dict[str, object] = {}
+
+    def note(self, message: str) -> None:
+        from clusterbench.cli.common import print_message
+
+        print_message("analyze:", message, self.bar.console if self.bar is not None else None)
 
     def __enter__(self):
         con = stderr_console()

@@ -1,13 +1,16 @@
 """Chunked reads and block-wise analysis give the answers of one piece.
 
-- Every bundled export (tests/data: the H200 dev and probe traces, the zoo, NVIDIA's samples) analysed
-  with 64-row read chunks and 64-interval analysis blocks (CLUSTERBENCH_CHUNK_ROWS=64; the largest holds
-  14,809 rows, so each crosses dozens to hundreds of chunk edges) gives the JSON of the default setting,
-  in which each of them is one chunk: byte for byte, with the frames the zoo's and the samples' own
-  counts use (pacing, kernels by name and the critical path included).
+- Every bundled export (tests/data: the H200 dev and probe traces, the zoo, NVIDIA's samples) read whole
+  (CLUSTERBENCH_ANALYZE_PATH=whole) with 64-row read chunks and 64-interval analysis blocks
+  (CLUSTERBENCH_CHUNK_ROWS=64; the largest holds 14,809 rows, so each crosses dozens to hundreds of chunk
+  edges) gives the JSON of the default setting, in which each of them is one chunk: byte for byte, with
+  the frames the zoo's and the samples' own counts use (pacing, kernels by name and the critical path
+  included). The time slabs are checked against the same JSON on every bundled export, in 64-row chunks
+  and 50-row slabs, in test_streamed.
 - The setting reaches the CLI through the environment.
 - An export whose rows are stored out of time order (every activity, API and synchronization table
-  rewritten in a shuffled rowid order) gives the same JSON: the reader does not rely on rowid order.
+  rewritten in a shuffled rowid order) gives the same JSON, read whole and in time slabs: the reader does
+  not rely on rowid order.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ def test_every_bundled_trace_is_checked() -> None:
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
 def test_64_row_chunks_give_the_whole_answer(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(A.PATH_ENV, "whole")
     whole = _json(path)
     monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
     monkeypatch.setattr(R, "READ_THREADS", 3)  # several chunks in flight, finishing out of order
@@ -70,7 +74,7 @@ def test_64_row_chunks_give_the_whole_answer(path: Path, monkeypatch: pytest.Mon
 
 
 def _cli(path: Path, env_extra: dict[str, str]) -> str:
-    env = {k: v for k, v in os.environ.items() if k != R.CHUNK_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in (R.CHUNK_ENV, A.PATH_ENV)}
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(env_extra)
     out = subprocess.run([sys.executable, "-m", "clusterbench", "analyze", str(path), "--json"], capture_output=True,
@@ -110,8 +114,9 @@ def _shuffle_rowids(src: Path, dst: Path) -> int:
     return moved
 
 
+@pytest.mark.parametrize("way", ["whole", "slabs"])
 @pytest.mark.parametrize("name", ["dev_7x7_s3_b250_async", "zoo_two_threads", "zoo_pageable", "sample_simpleHyperQ"])
-def test_rows_out_of_rowid_order_give_the_same_answer(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rows_out_of_rowid_order_give_the_same_answer(name: str, way: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = next(DATA.rglob(f"{name}.sqlite"))
     dst = tmp_path / f"{name}.sqlite"
     assert _shuffle_rowids(src, dst) > 100
@@ -119,7 +124,9 @@ def test_rows_out_of_rowid_order_give_the_same_answer(name: str, tmp_path: Path,
     starts = [r[0] for r in con.execute("SELECT start FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY rowid")]
     con.close()
     assert any(b < a for a, b in zip(starts, starts[1:]))  # start no longer grows with rowid
+    monkeypatch.setenv(A.PATH_ENV, "whole")
     want = _json(src).replace(str(src), str(dst))
+    monkeypatch.setenv(A.PATH_ENV, way)
     assert _json(dst) == want
     monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
     monkeypatch.setattr(iv, "BLOCK", 64)

@@ -1649,6 +1649,24 @@ def read_api_window(path: str | os.PathLike[str], pid: int, start_ns: int, end_n
         conn.close()
 
 
+def table_rows(path: str | os.PathLike[str]) -> dict[str, int]:
+    """The rows of each activity, CUDA API and synchronization table the export holds (S.ACTIVITY_TABLES,
+    S.API_TABLES, S.SYNC_TABLE: the tables whose rows analyze keeps one by one when it reads whole), by
+    table: its largest rowid, which SQLite reads from the table's b-tree without a scan (nsys numbers the rows
+    from 1; a deleted row leaves the largest as it was, so this is never fewer than the rows). TraceError for a
+    file SQLite cannot read."""
+    path = Path(path)
+    conn = connect_read_only(path)
+    try:
+        tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        return {t: max(0, int(conn.execute(f"SELECT ifnull(max(rowid), 0) FROM [{t}]").fetchone()[0]))
+                for t in (*S.ACTIVITY_TABLES, *S.API_TABLES, S.SYNC_TABLE) if t in tables}  # fmt: skip
+    except sqlite3.DatabaseError as exc:
+        raise _corrupt(path, exc) from None
+    finally:
+        conn.close()
+
+
 def read_shell(path: str | os.PathLike[str], *, range_prefixes: tuple[str, ...] = DEFAULT_PASS_PREFIXES,
                kernel_names: str = "short") -> TraceData:  # fmt: skip
     """What read_trace reads but the big tables, checked as it checks them: the export's versions, GPU
