@@ -18,9 +18,8 @@ help:
 	@echo "make test   - set up (scripts/bootstrap.sh: .venv with .[test], or python3 offline) and run pytest; GPU tests skip without a GPU"
 	@echo "make smoke  - probe the four configs of $(SMOKE_CONFIG) (8,000 frames, batch 200) into results/<date>_f32_smoke"
 	@echo "make sweep  - probe every config at its full frames into results/<date>_<f32|f64> (the reference campaign)"
-	@echo "make bench  - analyze's speed and memory limits at 1M, 5M and 10M records and on a host-bound loop at 1M and 10M (benchmarks/out; exit 3 when a limit is missed, and it says which; no GPU needed)"
-	@echo "make aare-cuda - build aare's ClusterFinderCUDA from the kit in AARE_KIT into AARE_OUT (docs/aare-cuda.md)"
-	@echo "make clean  - remove .venv, *.egg-info, .pytest_cache and benchmarks/out"
+	@echo "make bench  - analyze's speed and memory limits at 1M, 5M and 10M records and on a host-bound loop at 1M and 10M (benchmarks/out; no GPU needed; it says which way each size was read and which limit was missed): make exits 2 when a limit is missed (GNU make's status for any failed recipe; python benchmarks/bench_analyze.py itself exits 3)"
+	@echo "make clean  - remove .venv, *.egg-info, .pytest_cache, __pycache__, benchmarks/out and results/history.db (clusterbench history import results makes it again; named baselines go with it)"
 
 test:
 	@$(WITH_PY) $$py -m pytest -q
@@ -45,15 +44,6 @@ bench:
 	@$(WITH_PY) $$py benchmarks/bench_analyze.py
 
 clean:
-	rm -rf .venv *.egg-info .pytest_cache benchmarks/out
+	rm -rf .venv *.egg-info .pytest_cache benchmarks/out results/history.db results/history.db-journal
+	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
 
-# aare's ClusterFinderCUDA (docs/aare-cuda.md). The project does not vendor aare: this calls the
-# offline kit's build.sh, from .device/peers/aare-cuda unless AARE_KIT names another copy, and
-# builds for the interpreter that runs clusterbench into AARE_OUT (probes/aare_cuda.py finds it there).
-AARE_KIT ?= .device/peers/aare-cuda
-AARE_OUT ?= build/aare-cuda
-.PHONY: aare-cuda
-aare-cuda:
-	@test -f "$(AARE_KIT)/build.sh" || { echo "make aare-cuda: no build kit at $(AARE_KIT)/build.sh; copy the aare-cuda kit there or pass AARE_KIT=DIR (docs/aare-cuda.md)" >&2; exit 2; }
-	@$(WITH_PY) echo "make aare-cuda: bash $(AARE_KIT)/build.sh $(AARE_OUT) (PYTHON=$$py)" >&2; \
-	  PYTHON=$$($$py -c 'import sys; print(sys.executable)') bash "$(AARE_KIT)/build.sh" "$(AARE_OUT)"

@@ -10,7 +10,7 @@ difference, f32 against f64, is left out and counted as such). For each pair: ho
 judged, how many read SAME, how many NOT COMPARABLE (with the reason codes) and which read FASTER or
 SLOWER; then the totals and the false-positive rate, FASTER or SLOWER among the figures judged SAME, FASTER
 or SLOWER. The floors are those compare would use (the floors file of the GPU model beside the dirs or in
-results/floors/), or --floors FILE, or none (--seed-rules), or, out of sample, floors made only of the
+results/floors/), or --floors FILE, or none (--seed-rules: the default bounds), or, out of sample, floors made only of the
 A/A dirs measured on other GPU units than each pair's (--held-out): floors made of a pair's own
 differences clear it by construction.
 """
@@ -39,7 +39,8 @@ def main(argv: list[str]) -> int:
                     help=f"folders of results dirs, or results dirs (default: {' '.join(DEFAULT_ROOTS)})")
     how = ap.add_mutually_exclusive_group()
     how.add_argument("--floors", type=Path, metavar="FILE", help="judge with this floors file")
-    how.add_argument("--seed-rules", action="store_true", help="judge with no floors file (the seed's rules)")
+    how.add_argument("--seed-rules", action="store_true",
+                     help="judge with no floors file (the default bounds of compare/bounds.py)")
     how.add_argument("--held-out", action="store_true",
                      help="judge each pair with floors made only of the A/A dirs of other GPU units (out of sample)")
     ap.add_argument("--markdown", action="store_true", help="print Markdown tables (for docs/compare.md)")

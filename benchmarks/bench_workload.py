@@ -2,9 +2,12 @@
 
     python3 benchmarks/bench_workload.py [--frames 20000] [--json out.json] [--sweep [--quick]]
 
-1. The link limit, measured in the same run: large pinned H2D and D2H copies (64 MiB, CUDA events,
-   median of 5), and both at once on two streams. Bytes per frame over GB/s give the µs-per-frame
-   floor of each config (copy mode: in = 320 KB per 400x400 frame, out = the whole slot).
+1. The link limit, measured in the same run and the same way as a probe measures its unit
+   (clusterbench.workloads.cupy.link: pinned H2D alone, D2H alone, and both at once on two streams, each
+   direction timed by its own events). Bytes per frame over GB/s give the µs-per-frame floor of each config
+   (model.unit.link_floor_us: copy mode, in = 320 KB per 400x400 frame, out = the whole slot; with the rates of
+   both directions at once where the config moves both at the same time, copy mode on several streams; each
+   direction alone on one stream and for zero-copy's frame in).
 2. Kernel µs per frame, 1 stream, CUDA events around launches over frames already on the GPU: the
    frozen kernels side by side ("strip", "twophase", the two-phase kernel with the other classify
    tile height, and "slide"), 3x3 and 9x9, f32 and f64. Each variant's clusters on 400 frames are
@@ -45,44 +48,16 @@ from gpu_start import gpu_only, start_gpu  # also puts the checkout on sys.path
 
 from clusterbench.model.params import WorkloadParams  # noqa: E402
 
-MIB64 = 64 * 1024 * 1024
 CHECK_FRAMES = 400  # frames whose clusters each kernel variant must reproduce byte for byte
 
 
-def link_gbps(cp, nbytes: int = MIB64, repeats: int = 5) -> dict[str, float]:
-    from clusterbench.workloads.cupy.pipeline import HostBuffer
+def floor_of(p, link) -> float:
+    """The link's floor on a frame of params ``p``, µs per frame (model.unit.link_floor_us): its frame in and, in
+    copy mode, its slot out, with both directions at once where several streams move both at the same time."""
+    from clusterbench.model.unit import link_floor_us
 
-    rt = cp.cuda.runtime
-    h1, h2 = HostBuffer(nbytes), HostBuffer(nbytes)
-    h1.array[:] = 1
-    d1, d2 = cp.empty(nbytes, cp.uint8), cp.empty(nbytes, cp.uint8)
-    s1, s2 = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
-
-    def timed(fn) -> float:
-        fn()
-        cp.cuda.Device().synchronize()
-        out = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            cp.cuda.Device().synchronize()
-            out.append(time.perf_counter() - t0)
-        return statistics.median(out)
-
-    h2d = timed(lambda: rt.memcpyAsync(d1.data.ptr, h1.ptr, nbytes, 1, s1.ptr))
-    d2h = timed(lambda: rt.memcpyAsync(h2.ptr, d2.data.ptr, nbytes, 2, s2.ptr))
-    both = timed(lambda: (rt.memcpyAsync(d1.data.ptr, h1.ptr, nbytes, 1, s1.ptr),
-                          rt.memcpyAsync(h2.ptr, d2.data.ptr, nbytes, 2, s2.ptr)))
-    h1.close()
-    h2.close()
-    return {"h2d_gbps": nbytes / h2d / 1e9, "d2h_gbps": nbytes / d2h / 1e9, "duplex_gbps": 2 * nbytes / both / 1e9}
-
-
-def link_floors(p, link: dict) -> tuple[float, float]:
-    """(H2D µs, copy-mode floor µs) per frame of params p over the measured link: bytes over GB/s; the
-    copy-mode floor is the taller of the frame in and the slot out (zerocopy's floor is the frame in)."""
-    in_us = p.frame_bytes / (link["h2d_gbps"] * 1e3)
-    return in_us, max(in_us, p.slot_bytes / (link["d2h_gbps"] * 1e3))
+    copy = p.transfer == "copy"
+    return link_floor_us(p.frame_bytes, p.slot_bytes if copy else None, link, both=copy and p.streams > 1)
 
 
 def fps_of(r) -> dict:
@@ -110,12 +85,11 @@ def sweep(args, base, frames, link) -> list[dict]:
     sustained = []
     for label, k, cap in configs:
         p0 = base.replace(cluster=k, cap=cap)
-        in_us, floor_copy = link_floors(p0, link)
         for transfer in ("copy", "zerocopy"):
-            floor = floor_copy if transfer == "copy" else in_us
             best = None
             for streams, batch in combos:
                 p = p0.replace(streams=streams, batch=batch, transfer=transfer)
+                floor = floor_of(p, link)
                 r = measure_sustained(p, repeats=3, frames=frames)
                 row = sustained_row(label, "frozen", pipeline.default_frozen_kernel(p.pedestal_dtype, p.cluster),
                                     transfer, streams, batch, fps_of(r), floor, sweep=True)
@@ -128,7 +102,7 @@ def sweep(args, base, frames, link) -> list[dict]:
             best["best"] = True
         pt = p0.replace(pedestal="tracking", streams=4, batch=500)
         r = measure_sustained(pt, repeats=3, frames=frames)
-        row = sustained_row(label, "tracking", "tracking", "copy", 4, 500, fps_of(r), floor_copy)
+        row = sustained_row(label, "tracking", "tracking", "copy", 4, 500, fps_of(r), floor_of(pt, link))
         sustained.append(row)
         print(f"sustained {label} tracking s4 b500: {r.median:,.0f} FPS (min {r.min:,.0f}, "
               f"max {r.max:,.0f}); {100 * row['of_link']:.1f} % of the copy-mode link floor", flush=True)
@@ -229,9 +203,6 @@ def modes(args, base, frames, link, report) -> int:
     rows = []
     for label, k, cap in configs:
         p0 = base.replace(cluster=k, cap=cap)
-        in_us = p0.frame_bytes / (link["h2d_gbps"] * 1e3)
-        out_us = p0.slot_bytes / (link["d2h_gbps"] * 1e3)
-        floor = max(in_us, out_us)
         for mode in ("frozen", "tracking"):
             # frozen: the sweep runs twophase (the float64 default), then slide (the float32 default) at its best S x B
             kw = ({"frozen_kernel": "twophase"} if mode == "frozen"
@@ -242,6 +213,7 @@ def modes(args, base, frames, link, report) -> int:
             best = None
             for streams, batch in combos:
                 p = p0.replace(pedestal=mode, streams=streams, batch=batch)
+                floor = floor_of(p, link)
                 try:
                     r = sustained_fps(p, frames, 3, **kw)
                 except Exception as exc:
@@ -259,14 +231,14 @@ def modes(args, base, frames, link, report) -> int:
             if mode == "frozen" and best is not None:  # the sliding-window kernel at the same S x B
                 p = p0.replace(pedestal=mode, streams=best["streams"], batch=best["batch"])
                 r = sustained_fps(p, frames, 3, frozen_kernel="slide")
-                rows.append(sustained_row(label, mode, "slide", "copy", best["streams"], best["batch"], r, floor,
-                                          variant=True))
+                rows.append(sustained_row(label, mode, "slide", "copy", best["streams"], best["batch"], r,
+                                          floor_of(p, link), variant=True))
                 print(f"sustained {label} frozen (slide) s{best['streams']} b{best['batch']}: {r['median_fps']:,.0f} FPS "
                       f"(min {r['min_fps']:,.0f}, max {r['max_fps']:,.0f})", flush=True)
             if mode == "tracking" and kname != "graph":  # the old tracking path at its old best, for contrast
                 p = p0.replace(pedestal=mode, streams=4, batch=500)
                 r = sustained_fps(p, frames, 3, tracking_kernel="graph")
-                rows.append(sustained_row(label, mode, "graph", "copy", 4, 500, r, floor, baseline=True))
+                rows.append(sustained_row(label, mode, "graph", "copy", 4, 500, r, floor_of(p, link), baseline=True))
     report["sustained"] = rows
 
     print("\nkernel µs per frame (1 stream, CUDA events)")
@@ -313,10 +285,10 @@ def grid(args, base, frames, link, report) -> int:
     rows = []
     for label, k, cap in configs:
         p0 = base.replace(cluster=k, cap=cap)
-        floor = link_floors(p0, link)[1]
         for mode in ("frozen", "tracking"):
             best = None
             for streams, batch in combos:
+                floor = floor_of(p0.replace(streams=streams), link)
                 r = sustained_fps(p0.replace(pedestal=mode, streams=streams, batch=batch), frames, 3)
                 row = sustained_row(label, mode, r.pop("kernel"), "copy", streams, batch, r, floor)
                 rows.append(row)
@@ -366,10 +338,11 @@ def main() -> int:
     print(f"data: {frames.source}, {len(frames.dark)} dark + {len(frames.pool)} pool frames "
           f"built in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
 
-    link = link_gbps(cp)
-    report["link"] = link
-    print(f"link: H2D {link['h2d_gbps']:.1f} GB/s, D2H {link['d2h_gbps']:.1f} GB/s, "
-          f"both at once {link['duplex_gbps']:.1f} GB/s (64 MiB pinned copies)")
+    from clusterbench.workloads.cupy.link import measure_link
+
+    link = measure_link(cp)[0]
+    report["link"] = link.to_json()
+    print(f"link: {link.text} ({link.method})")
 
     if args.modes or args.grid:
         rc = (modes if args.modes else grid)(args, base, frames, link, report)
@@ -431,8 +404,8 @@ def main() -> int:
     best_before = {"3x3": (2, 200), "9x9": (4, 200)}  # docs/workload.md: the best copy-mode S x B
     for label, k, cap in configs:
         p0 = base.replace(cluster=k, cap=cap)
-        floor_copy = link_floors(p0, link)[1]
         streams, batch = best_before[label]
+        floor_copy = floor_of(p0.replace(streams=streams), link)
         for kernel in pipeline.FROZEN_KERNELS:
             p = p0.replace(streams=streams, batch=batch)
             r = measure_sustained(p, repeats=3, frames=frames, frozen_kernel=kernel)

@@ -7,6 +7,7 @@ everything else (a bug) keeps its traceback.
 Exit codes (documented in ``clusterbench --help``):
   0 success; 1 environment failure (no GPU, nsys failed); 2 usage error or bad input
   (a bad trace, a bad config); 3 a check ran and failed (guard refused, compare gate);
+  4 a check could not judge what it was asked to (compare --gate: a gated figure not comparable);
   130 interrupted (Ctrl-C during probe or a campaign: finished rows are kept).
 """
 
@@ -16,6 +17,7 @@ EXIT_OK = 0
 EXIT_ENVIRONMENT = 1
 EXIT_INPUT = 2
 EXIT_CHECK = 3
+EXIT_UNJUDGED = 4
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 
@@ -53,6 +55,12 @@ class CheckFailed(ClusterbenchError):
     """A check ran and said no: a guard refused, a compare gate tripped (exit 3)."""
 
     exit_code = EXIT_CHECK
+
+
+class CheckUnjudged(ClusterbenchError):
+    """A check could not judge what it was asked to: a gated figure that compare could not judge (exit 4)."""
+
+    exit_code = EXIT_UNJUDGED
 
 
 class WorkloadProtocolError(EnvironmentFailure):

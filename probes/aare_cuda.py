@@ -26,8 +26,8 @@ Input: the data frames sit in one registered (pinned) host array of pool + batch
 of the pass at ``ring[g % pool]``, so every batch is one contiguous slice and the pass has no
 host-side copy: the same footing as clusterbench's pipeline, which copies from a pinned pool.
 
-aare finds where ``import aare`` works, or in $CLUSTERBENCH_AARE_PYTHON, or in the checkout's
-``build/aare-cuda/python`` (what ``make aare-cuda`` builds).
+aare is the user's own install (docs/aare-cuda.md, "Getting aare"): found where ``import aare`` works, or in
+the folder $CLUSTERBENCH_AARE_PYTHON names.
 
 Exit codes: 0 success; 1 aare or the GPU missing; 2 a parameter aare cannot honour (a message
 says which). aare's own CUDA errors end the process with its exit status 1 and its message.
@@ -44,12 +44,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 AARE_ENV = "CLUSTERBENCH_AARE_PYTHON"
-DEFAULT_AARE = ROOT / "build" / "aare-cuda" / "python"
 # aare's Pedestal has a fixed sample count of 1000 and its kernel divides the sums by 1000.
 AARE_PEDESTAL_SAMPLES = 1000
 AARE_CLUSTER_SIZES = (3, 5, 7, 9)
 FINDER = "aare ClusterFinderCUDA (feature/cuda_clusterfinder 5922c73)"
-NEEDS = "needs aare's CUDA build (make aare-cuda) and an NVIDIA GPU"
+NEEDS = "needs aare with its CUDA module (installed by aare's own instructions) and an NVIDIA GPU"
 
 
 class Refused(Exception):
@@ -80,7 +79,7 @@ def check_params(p) -> None:
 
 
 def import_aare():
-    for extra in (os.environ.get(AARE_ENV), str(DEFAULT_AARE)):
+    for extra in (os.environ.get(AARE_ENV),):
         try:
             import aare  # noqa: F401
 
@@ -236,7 +235,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ImportError as exc:
         print(f"Error: probes/aare_cuda.py {NEEDS}: aare is not importable: {exc}", file=sys.stderr)
-        print(f"Hint: make aare-cuda (builds into {DEFAULT_AARE.parent}), or set {AARE_ENV}", file=sys.stderr)
+        print(f"Hint: install aare with its CUDA cluster finder (https://github.com/slsdetectorgroup/aare, branch "
+              f"feature/cuda_clusterfinder) where this Python imports it, or set {AARE_ENV} to the folder that holds "
+              "its built aare package (docs/aare-cuda.md)", file=sys.stderr)
         return 1
     except Exception as exc:  # clusterbench's own errors (bad params, data file) carry a message
         from clusterbench.errors import ClusterbenchError

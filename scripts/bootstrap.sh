@@ -29,8 +29,8 @@ STAMP="$VENV/.installed"
 if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && [ -x "$VENV/bin/python" ]; then
     echo "$VENV/bin/python"; exit 0
 fi
-if "$PYTHON" -c "import typer, rich, sqlite_utils, numpy, pytest" 2>/dev/null; then
-    echo "bootstrap: using $("$PYTHON" -c 'import sys; print(sys.executable)'), which already has typer, rich, sqlite-utils, numpy and pytest" >&2
+if "$PYTHON" -c "import typer, rich, sqlite_utils, numpy, pytest, hypothesis" 2>/dev/null; then
+    echo "bootstrap: using $("$PYTHON" -c 'import sys; print(sys.executable)'), which already has typer, rich, sqlite-utils, numpy, pytest and hypothesis" >&2
     command -v "$PYTHON"; exit 0
 fi
 probe_dir=$(mktemp -d)
@@ -44,6 +44,6 @@ if "$PYTHON" -m pip download --no-deps -q -d "$probe_dir" --timeout 8 --retries 
     echo "$VENV/bin/python"; exit 0
 fi
 rm -rf "$probe_dir"
-echo "bootstrap: Error: $PYTHON lacks typer/rich/sqlite-utils/numpy/pytest and no package index is reachable to install them." >&2
+echo "bootstrap: Error: $PYTHON lacks typer/rich/sqlite-utils/numpy/pytest/hypothesis and no package index is reachable to install them." >&2
 echo "bootstrap: Hint: connect to a package index once, or install those packages for $PYTHON." >&2
 exit 1

@@ -15,7 +15,8 @@
 #   tracking-graph-path          graph-trace modes on tracking (test fixtures), the tracking probe,
 #                                cupti on tracking, launch and grid-sync costs (2026-12-01, 2db9fec)
 #   aa-three-sweeps              A/A: three full sweeps of one build, tags aa1..aa3 (2026-12-01, fb200a5)
-#   aare-cuda-side-by-side       build aare (make aare-cuda), the tracer GPU tests and the aare cluster
+#   aare-cuda-side-by-side       with aare installed by the user (docs/aare-cuda.md; found on sys.path or
+#                                in $CLUSTERBENCH_AARE_PYTHON): the tracer GPU tests and the aare cluster
 #                                check, probe configs/aare_cuda.toml and configs.toml, rows against
 #                                analyze, compare ours against aare's, a side-by-side table (2026-12-01,
 #                                30b726a)
@@ -244,16 +245,17 @@ if [ "$part" = aa-three-sweeps ]; then
 fi
 
 if [ "$part" = aare-cuda ] || [ "$part" = aare-cuda-side-by-side ]; then
-    # About 8 minutes. The kit lies in .device/peers/aare-cuda; the build goes to
-    # build/aare-cuda (git-ignored, not carried), rebuilt incrementally in this same run so that the
-    # [build] guard of configs/aare_cuda.toml sees it newer than the kit it came from.
+    # About 6 minutes. aare is the user's own install (docs/aare-cuda.md): this script builds nothing;
+    # without it the cluster check skips and the aare probe fails, each saying why.
     step "machine"
     nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.max.sm --format=csv
     nsys --version
-    step "make aare-cuda (the offline kit's build.sh)"
-    make aare-cuda 2>&1 | tee logs/aare_build.log | tail -12
-    du -sh build/aare-cuda/python 2>/dev/null
-    PYTHONPATH=build/aare-cuda/python python3 -c "import numpy, cupy, aare; print('aare', aare.__file__, 'cuda', aare._cuda_available())"
+    step "aare as installed (sys.path, or \$CLUSTERBENCH_AARE_PYTHON)"
+    python3 -c "
+import importlib.util
+spec = importlib.util.spec_from_file_location('p', 'probes/aare_cuda.py'); p = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(p); a = p.import_aare(); print('aare', a.__file__, 'cuda', a._cuda_available())" \
+        || echo "aare is not importable here: install it as docs/aare-cuda.md says (the aare steps below fail)"
     step "GPU tests: the tracers through the workload protocol; the aare cluster check (own process: aare exits on a CUDA error)"
     python3 -m pytest -q -p no:cacheprovider tests/run/test_tracers_gpu.py 2>&1 | tee logs/pytest_tracers_gpu.log | tail -4
     CLUSTERBENCH_CHECK_OUT=logs python3 -m pytest -q -s -p no:cacheprovider tests/workloads/test_aare_cuda_gpu.py 2>&1 | tee logs/aare_cluster_check.log | tail -70
@@ -301,9 +303,6 @@ if [ "$part" = tracking-persistent-kernel ]; then
     budget() { local cap=$1 left=$((DEADLINE - SECONDS)); [ "$left" -lt "$cap" ] && cap=$left; [ "$cap" -lt 5 ] && cap=5; echo "$cap"; }
     step "machine"
     nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.max.sm --format=csv
-    if [ -f .device/aare_python.tgz ]; then  # an aare build carried from an earlier run
-        mkdir -p build/aare-cuda && tar xzf .device/aare_python.tgz -C build/aare-cuda
-    fi
     step "GPU tests of the workload (every kernel against the NumPy reference)"
     timeout "$(budget 230)" python3 -m pytest -m gpu -q -rf --tb=short -p no:cacheprovider --durations=10 tests/workloads \
         > logs/pytest_gpu_workload.log 2>&1; echo "pytest exit $?" >> logs/pytest_gpu_workload.log

@@ -7,11 +7,7 @@
 #      its own printed rate (--rate), checked against the trace: one results dir each;
 #   2. a scan of multi_kernel's streams (--scan streams=1,2,4 with {streams} in its command): each
 #      point's sustained FPS against its roofline (the tallest bar) and the sum of its bars;
-#   3. aare's own CUDA harness (scripts/aare_harness.sh prints its command line; it needs
-#      `make aare-cuda` first), probed as it is: frames from its kernel launches, its printed
-#      async-pipeline ms/frame checked against the trace; then its async phase alone (analyze --window
-#      ms:A-B, the part after its last long host gap) set against the same line;
-#   4. `make run` timed, with its breakdown (benchmarks/bench_probe_time.py).
+#   3. `make run` timed, with its breakdown (benchmarks/bench_probe_time.py).
 # Results dirs go to WORK (default build/device_probe_checks); their probes.csv and env.json (no
 # traces) are copied into $OUT (default WORK/out), with each step's log. A failing step is reported
 # and the others go on; the exit status is 1 when any step failed.
@@ -100,46 +96,7 @@ run host_bound zoo-host_bound "${probe[@]}" --tag zoo-host_bound --label host_bo
 run scan_streams zoo-scan "${probe[@]}" --tag zoo-scan --label multi_kernel --frames kernel:zoo_calib \
     --scan streams=1,2,4 -- "$zoo/multi_kernel" --frames 2400 --streams '{streams}'
 
-# ---------------------------------------------------------------- 3. aare's harness, as it is
-echo
-echo "=== aare_harness: its command line"
-echo '$ bash scripts/aare_harness.sh'
-if aare_cmd=$(bash scripts/aare_harness.sh 2>"$work/logs/aare_harness_build.log"); then
-    read -r -a aare <<< "$aare_cmd"
-    # the whole run is about 60 s, most of it the harness's CPU phases; its sustained figure is the
-    # traced window's (one run): the check uses the line it printed in that same run
-    run aare_harness aare-harness "${cb[@]}" probe --results-dir "$work/results" --tag aare-harness \
-        --label aare_harness --frames kernel:find_clusters_in_single_frame --sustained trace --timeout 400 \
-        --rate 'GPU\(async pipeline\):\s+([0-9.]+) ms/frame' -- "${aare[@]}"
-    trace=$(ls -d "$work"/results/*_exec_aare-harness/aare_harness.sqlite 2>/dev/null | tail -n 1)
-    if [ -n "$trace" ]; then
-        # the async pipeline's timed part: after the last host gap of at least 100 ms (its pedestal re-feed),
-        # to the end of the GPU activity (aare-harness-notes: 5 batches of 2000 frames, two in flight)
-        window=$("${cb[@]}" analyze "$trace" --window span --json 2>/dev/null | "$PYTHON" -c '
-import json, sys
-d = json.load(sys.stdin)
-w = d["window"]
-gaps = [g for g in d["gaps"] if g["cause"] == "host" and g["length_ns"] >= 100_000_000]
-a = w["start_ns"] + gaps[-1]["start_ns"] + gaps[-1]["length_ns"] if gaps else w["start_ns"]
-end = w["end_ns"]
-print(f"ms:{a / 1e6:.3f}-{end / 1e6 + 0.001:.3f}")')
-        if [ -z "$window" ]; then
-            echo "aare_async_phase: could not find the async phase in $trace" >&2
-            window=span
-        fi
-        printed=$(grep -a -E 'GPU\(async pipeline\):\s+[0-9.]+ ms/frame' "$work/logs/aare_harness.log" | tail -n 1)
-        echo "aare's own line in the traced run: ${printed:-none}"
-        run aare_async_phase - "${cb[@]}" analyze "$trace" --window "$window" \
-            --frames kernel:find_clusters_in_single_frame
-    fi
-else
-    echo "aare_harness: scripts/aare_harness.sh failed (make aare-cuda first?):"
-    tail -n 5 "$work/logs/aare_harness_build.log"
-    rows+=("aare_harness|not built|0|-")
-    failed=1
-fi
-
-# ---------------------------------------------------------------- 4. make run, timed
+# ---------------------------------------------------------------- 3. make run, timed
 run make_run_timed smoke "$PYTHON" benchmarks/bench_probe_time.py --json "$out/bench_probe_time.json"
 
 # ---------------------------------------------------------------- copies and the table

@@ -14,7 +14,7 @@
 #   d. gpu_tests: the GPU tests of the steady runner, the delay and the call costs;
 #   e. host_bound: configs/host_bound.toml scanned over streams=1,2,4, and the zoo's host_bound probed as it
 #      is (built with tests/zoo/build.sh): every point's host bar traced and estimated without the profiler.
-# Outputs under OUT: one log per step, series/ (series.json), calls.json, bench_probe_time.json, the results
+# Outputs under OUT: one log per step (and steps.txt: each step's exit and time), series/ (series.json), calls.json, bench_probe_time.json, the results
 # dirs' probes.csv, samples.json and env.json (no traces), and summary.txt (the table printed last).
 # The exit status is 1 when any step failed.
 set -u
@@ -35,24 +35,8 @@ export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 export CLUSTERBENCH_CACHE_DIR="$out/cache"  # the calibration step b saves is the one steps c-e read
 work="$out/work"
 mkdir -p "$work"
-t_start=$(date +%s.%N)
-since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-rows=()
-failed=0
+gpu_steps_start
 
-run() {  # run NAME COMMAND...: print it, run it (output on the terminal and in OUT/NAME.log), time it
-    local name=$1
-    shift
-    echo
-    echo "=== $name ($(since "$t_start") s in)"
-    printf '$'; printf ' %q' "$@"; echo
-    local s rc
-    s=$(date +%s.%N)
-    "$@" 2>&1 | tee "$out/$name.log"
-    rc=${PIPESTATUS[0]}
-    [ "$rc" -eq 0 ] || failed=1
-    rows+=("$name|$rc|$(since "$s")")
-}
 
 keep() {  # keep DIR...: copy each results dir's files (no traces) under OUT/results
     local d

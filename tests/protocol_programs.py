@@ -5,7 +5,9 @@ runs the program and turns the NVTX ranges it "pushed" into an SQLite trace.
 A program "pushes" an NVTX range by appending its text to ``<result>.nvtx`` (the stand-in nsys
 reads that file; no GPU, no NVTX library). Kernel, H2D and D2H activity in the trace is fixed:
 per pass of N frames, kernel 3000 ns, H2D 1000 ns (50 kB), D2H 1000 ns (10 kB), in a 10 000 ns
-pass window, as worked out in the tests.
+pass window, as worked out in the tests. A sustained process runs its passes at 1000, 2000, 3000 ... FPS;
+behaviour "varies" scales them by 1, 1.02 and 0.99 in its first, second and third sustained process (then
+again), as separate processes of one config run at speeds of their own.
 """
 
 from __future__ import annotations
@@ -33,8 +35,15 @@ PROGRAM = textwrap.dedent('''\
     if BEHAVIOUR == "no_result":
         sys.exit(0)
     passes = a.repeat if a.mode == "sustained" else 1
+    scale = 1.0
+    if BEHAVIOUR == "varies" and a.mode == "sustained":  # each sustained process runs at its own speed
+        import os
+        counter = os.path.join(os.path.dirname(os.path.abspath(__file__)), "toy_processes")
+        k = int(open(counter).read()) if os.path.exists(counter) else 0
+        open(counter, "w").write(str(k + 1))
+        scale = (1.0, 1.02, 0.99)[k % 3]
     rec = {{"schema": "clusterbench.workload-result", "version": 2, "mode": a.mode, "frames": a.frames,
-           "pass_s": [a.frames / (1000.0 * (i + 1)) for i in range(passes)], "clusters_found": 7 * a.frames,
+           "pass_s": [a.frames / (1000.0 * (i + 1) * scale) for i in range(passes)], "clusters_found": 7 * a.frames,
            "clusters_dropped": None, "finder": "toy finder"}}
     if BEHAVIOUR == "missing_frames":
         del rec["frames"]

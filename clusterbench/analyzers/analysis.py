@@ -42,6 +42,7 @@ from clusterbench.analyzers.assembly import (  # noqa: F401  (re-exported: the f
     assemble,
     finish,
     implausible_warnings,
+    no_kernel_table_warning,
     request,
 )
 from clusterbench.analyzers.records import GroupAnalysis, TraceAnalysis
@@ -210,7 +211,7 @@ def analyze(data: TraceData, req: Request | None = None, trace_label: str | None
         groups.append(_group(data, model_mod.build(data, p, d, cache), req, w, tick))
         warnings.extend(f"pid {p} device {d}: {x}" if len(wanted) > 1 else x for x in w)
     return finish(groups, warnings, data.graph_trace, data.nsys_version, data.schema_version, req,
-                  trace_label if trace_label is not None else str(data.path))
+                  trace_label if trace_label is not None else str(data.path), data.tables)
 
 
 def analyze_trace(path: str | os.PathLike[str], **options: Any) -> TraceAnalysis:
@@ -275,6 +276,7 @@ def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callab
     when they were chosen but the trace is read whole after all."""
     from clusterbench.analyzers import streamed
     from clusterbench.io.nsys import check_sqlite_file, resolve_trace
+    from clusterbench.io.nsys.reader import VALUE_ERRORS, typed_problem
 
     label = trace_label if trace_label is not None else str(Path(path))
     sqlite_path = resolve_trace(path)
@@ -290,6 +292,13 @@ def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callab
             return streamed.analyze_slabs(sqlite_path, req, label, on_progress)
         except streamed.Fallback as exc:
             note(f"the time slabs do not apply ({exc}): reading whole; memory grows with the trace")
+        except VALUE_ERRORS as exc:
+            # a value of the wrong type that the slabs did not check where they read it: name it (as reading
+            # whole does), else a bug
+            problem = typed_problem(sqlite_path)
+            if problem is None:
+                raise
+            raise problem from exc
     cache: dict = {}
     data = load_trace(sqlite_path, req=req, on_progress=on_progress, cache=cache)
     return analyze(data, req=req, trace_label=label, cache=cache, on_progress=on_progress)

@@ -13,6 +13,7 @@ from clusterbench.analyzers import rules as R
 from clusterbench.analyzers import verdict as verdict_mod
 from clusterbench.analyzers import window as window_mod
 from clusterbench.analyzers.records import GroupAnalysis, Throughput, TraceAnalysis
+from clusterbench.io.nsys import schema as S
 from clusterbench.model import units as U
 from clusterbench.model.engines import BY_NAME
 
@@ -100,9 +101,20 @@ def assemble(g, w, frames, busy, roof, gp, host, path, kernels, copies, pacing, 
     return dataclasses.replace(out, findings=R.evaluate(out))
 
 
+def no_kernel_table_warning(tables: frozenset[str]) -> str:
+    """What an export without a kernel table means for the figures (one sentence for the user)."""
+    if S.GRAPH_TRACE_TABLE in tables:
+        return (f"the export has no {S.KERNEL_TABLE} table: every kernel ran inside a CUDA graph traced at graph "
+                "level, so the kernel row reads 0 and the graph row holds their time")
+    return (f"the export has no {S.KERNEL_TABLE} table: no kernel was traced, so the kernel row reads 0 and the "
+            "roofline leaves kernels out (nsys writes the table only when it traced CUDA (-t cuda) and the program "
+            "launched a kernel)")
+
+
 def finish(groups: list[GroupAnalysis], warnings: list[str], graph_trace: str | None, nsys_version: str | None,
-           schema_version: str | None, req: Request, label: str) -> TraceAnalysis:  # fmt: skip
-    """The trace's analysis from its groups' (the whole-array path and the slab path share it)."""
+           schema_version: str | None, req: Request, label: str, tables: frozenset[str]) -> TraceAnalysis:  # fmt: skip
+    """The trace's analysis from its groups' (the whole-array path and the slab path share it); ``tables``
+    the export's tables."""
     primary = max(groups, key=lambda g: g.busy.any_busy_ns)
     if len(groups) > 1:
         warnings.insert(
@@ -111,6 +123,8 @@ def finish(groups: list[GroupAnalysis], warnings: list[str], graph_trace: str | 
             f"device {primary.device} (most GPU busy time); every group is under 'groups'. "
             "Pick one with --pid/--device.",
         )
+    if S.KERNEL_TABLE not in tables:  # the kernel row would read 0 with no word why
+        warnings.insert(0, no_kernel_table_warning(tables))
     graph_warning = None
     if graph_trace == "graph" and any("graph" in g.busy.engines for g in groups):
         graph_warning = R.GRAPH_WARNING

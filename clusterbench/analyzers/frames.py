@@ -40,6 +40,7 @@ class FramesSpec:
     pattern: str | None = None  # kernel: the regex; range: the name
     domain: str | None = None
     bytes_per_frame: int | None = None
+    given: str = "FRAMES argument"  # how the user gave a count: the FRAMES argument or --frames
 
     def describe(self) -> str:
         if self.kind == "kernel":
@@ -65,7 +66,7 @@ def parse(text: str | None, frames_arg: int | None = None) -> FramesSpec | None:
     if t.isdigit():
         if int(t) <= 0:
             raise InputError(f"--frames must be a positive number of frames, got {t}", hint=FRAMES_HINT)
-        return FramesSpec("count", count=int(t))
+        return FramesSpec("count", count=int(t), given="--frames")
     if t == "graph":
         return FramesSpec("graph")
     kind, sep, rest = t.partition(":")
@@ -138,11 +139,13 @@ def count(g: GroupTrace, spec: FramesSpec | None, window: Window, window_ranges:
         return Frames(text[0], text[1], "range-text")
     if spec.kind == "count":
         if text is not None and text[0] is not None and text[0] != spec.count:
+            what = "the FRAMES argument" if spec.given == "FRAMES argument" else spec.given
             warnings.append(
-                f"the FRAMES argument ({spec.count:,}) contradicts frames={text[0]:,} in the {text[1]}; "
-                f"used the FRAMES argument ({spec.count:,}). Leave FRAMES out to use the range text."
+                f"{what} ({spec.count:,}) contradicts frames={text[0]:,} in the {text[1]}; "
+                f"used {what} ({spec.count:,}). Leave {'FRAMES' if what == 'the FRAMES argument' else what} out to use "
+                "the range text."
             )
-        return Frames(spec.count, "FRAMES argument", "argument")
+        return Frames(spec.count, spec.given, "argument")
     if spec.kind == "kernel":
         r = g.engines.get("kernel")
         rx = re.compile(spec.pattern)

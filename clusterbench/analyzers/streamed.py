@@ -114,7 +114,7 @@ def analyze_slabs(path, req: A.Request, trace_label: str, on_progress: Callable[
         w_: list[str] = []
         out.append(_group(res, parts[(p, d)], data, req, api_known, w_))
         warnings.extend(f"pid {p} device {d}: {x}" if len(wanted) > 1 else x for x in w_)
-    return A.finish(out, warnings, data.graph_trace, data.nsys_version, data.schema_version, req, trace_label)
+    return A.finish(out, warnings, data.graph_trace, data.nsys_version, data.schema_version, req, trace_label, data.tables)
 
 
 def _fixed_region(data: R.TraceData, req: A.Request, pid: int, device: int) -> iv.Intervals | None:

@@ -35,8 +35,8 @@ PATH_ASSUMPTION = (
 HOST = "host"  # the launching threads' work (the busiest thread's is the host bar)
 _SPEC_HINT = (
     "use ENGINE=FACTOR (e.g. kernel=0.5 or kernel=0.5x: the kernel takes half its time; host=0.5: the launching "
-    "threads' work takes half its time) or COPY_gbps=RATE (e.g. h2d_gbps=375: h2d moves its bytes at 375 GB/s); engines: "
-    + ", ".join(S.ENGINES) + ", " + HOST
+    "threads' work takes half its time) or COPY_gbps=RATE (e.g. h2d_gbps=375: h2d moves its bytes at 375 GB/s); "
+    "factors from 0.001 to 1000, rates from 0.001 to 10,000 GB/s; engines: " + ", ".join(S.ENGINES) + ", " + HOST
 )
 
 
@@ -201,6 +201,13 @@ class WhatIf:
         }
 
 
+# The --what-if values that mean something: a factor from 1/1000 to 1000 (an engine 1000 times faster or
+# slower), a copy rate from 0.001 GB/s to 10,000 GB/s (beyond any link or memory). Outside them the
+# arithmetic runs away (1e308 overflows to infinity) and the answer means nothing.
+FACTOR_RANGE = (1e-3, 1e3)
+RATE_RANGE_GBPS = (1e-3, 1e4)
+
+
 def parse_changes(specs: list[str] | tuple[str, ...]) -> tuple[Change, ...]:
     """Parse ``--what-if`` values; raise InputError on a bad one."""
     out: list[Change] = []
@@ -219,6 +226,10 @@ def parse_changes(specs: list[str] | tuple[str, ...]) -> tuple[Change, ...]:
             raise InputError(f"--what-if {spec!r}: {value.strip()!r} is not a number", hint=_SPEC_HINT) from None
         if not math.isfinite(number) or number <= 0:
             raise InputError(f"--what-if {spec!r}: the value must be a positive number, got {value.strip()}", hint=_SPEC_HINT)
+        lo, hi, what = (*RATE_RANGE_GBPS, "the rate (GB/s)") if key.endswith("_gbps") else (*FACTOR_RANGE, "the factor")
+        if not lo <= number <= hi:
+            raise InputError(f"--what-if {spec!r}: {what} must be from {lo:,g} to {hi:,g}, got {value.strip()}",
+                             hint=_SPEC_HINT)
         if key.endswith("_gbps"):
             engine = key[: -len("_gbps")]
             if engine not in S.COPY_ENGINES:

@@ -66,5 +66,12 @@ def main() -> None:
     """The console script: the command named on the command line alone, when it names one."""
     import sys
 
+    from clusterbench.cli.common import exit_for_stream_error, stream_error
+
     word = sys.argv[1] if len(sys.argv) > 1 else None
-    build_app(word if word in COMMANDS else None)()
+    try:
+        build_app(word if word in COMMANDS else None)()
+    except OSError as exc:  # --help or a usage message into a full disk or a closed pipe
+        if stream_error(exc) is None:
+            raise
+        raise SystemExit(exit_for_stream_error(exc).exit_code) from None

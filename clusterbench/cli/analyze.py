@@ -57,6 +57,13 @@ def analyze(
         help="Write the window as a Chrome trace-event JSON file (opens in ui.perfetto.dev): one track per engine "
         "and stream, one per launching host thread, idle gaps labelled by cause.",
     ),  # fmt: skip
+    untraced_file: Path | None = typer.Option(
+        None, "--untraced", metavar="FILE",
+        help="The <label>.untraced.json of clusterbench probe --what-binds: split this trace's critical path again "
+        "without the profiler (each part measured on its own: the untraced frame and host time of the injection "
+        "library's runs, the unit's latency and round trip) and name the causes of its idle (docs/analyze.md, "
+        "\"The untraced split\").",
+    ),  # fmt: skip
     as_json: bool = JSON,
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV to stdout (one row per group and engine)."),
 ) -> None:
@@ -64,10 +71,17 @@ def analyze(
     from clusterbench.analyzers.whatif import parse_changes
     from clusterbench.errors import InputError
 
+    from clusterbench.io.outputs import refuse_inputs_as_outputs, refuse_stdout_as_input
+
     if as_json and as_csv:
         raise InputError("--json and --csv cannot be combined", hint="pick one output format")
+    # before anything is read or written: no output is the trace (by path or by inode)
+    inputs = [("TRACE", trace), ("--untraced", untraced_file)] + _report_exports(trace)
+    refuse_stdout_as_input(inputs, "--json" if as_json else "--csv" if as_csv else "the table")
+    refuse_inputs_as_outputs([("--plot", plot), ("--export-trace", export_trace)], inputs)
     req = core.request(frames, range_name, device, pid, by_stream, parse_changes(what_if or []), window, frames_spec, mangled)
     start_ms, at_longest_gap = _plot_start(plot_start)
+    _check_plot_span(plot_span)
     if plot is not None:  # before any output: a bad name or a missing matplotlib costs nothing
         from clusterbench.render.timeline import check_plot_path, require_matplotlib
 
@@ -77,11 +91,21 @@ def analyze(
         from clusterbench.render.timeline import check_export_path
 
         check_export_path(export_trace)
+    measured = None
+    if untraced_file is not None and as_csv:
+        raise InputError("--untraced adds the untraced split to the table and to --json; --csv has no place for it",
+                         hint="drop --csv, or drop --untraced")
+    if untraced_file is not None:  # a bad file costs nothing: read before the trace
+        from clusterbench.io.untraced import load_untraced
+
+        measured = load_untraced(untraced_file)
     cache: dict = {}
     data = None
+    # the picture, the trace export and the untraced split need the rows at hand: they read the trace whole
+    rows_needed = plot is not None or export_trace is not None or measured is not None
     progress = _progress(trace)
     with progress as on_progress:
-        if plot is None and export_trace is None:  # the picture and the trace export need the rows at hand
+        if not rows_needed:
             result = core.analyze_file(trace, req, on_progress, trace_label=str(trace), on_note=progress.note)
         else:
             data = core.load_trace(trace, req=req, on_progress=on_progress, cache=cache)
@@ -89,13 +113,16 @@ def analyze(
 
     from clusterbench.render import analyze as render
 
+    untraced = None
+    if measured is not None:
+        untraced = _untraced(data, result, measured)
     table = not (as_json or as_csv)
     for message in result.warnings:
         if table and message == result.graph_warning:
             continue  # the table shows it in place, once
         warn(message)
     if as_json:
-        typer.echo(render.render_json(result))
+        typer.echo(render.render_json(result) if untraced is None else _with_untraced(render.render_json(result), untraced))
     elif as_csv:
         typer.echo(render.render_csv(result), nl=False)
     else:
@@ -103,6 +130,11 @@ def analyze(
         with con.capture() as captured:
             for item in render.render_analysis(result, by_kernel=by_kernel):
                 con.print(item)
+            if untraced is not None:
+                from clusterbench.render.untraced import render_untraced
+
+                con.print(render_untraced(Path(trace).name, untraced, con.width), markup=False, highlight=False,
+                          soft_wrap=True)
         text = captured.get()
         if not con.is_terminal:  # piped: no padding at line ends (tables and wrapped prose pad them)
             text = "\n".join(line.rstrip() for line in text.split("\n"))
@@ -126,6 +158,40 @@ def analyze(
         typer.echo(note, err=not table)  # with --json or --csv, stdout holds only that
 
 
+def _untraced(data: object, result: object, measured: object) -> object:
+    """The measured record with this trace's path, untraced split and idle causes."""
+    import dataclasses
+
+    from clusterbench.analyzers.untraced import idle_causes, path_structure, untraced_split
+
+    path = path_structure(data, result.primary)  # type: ignore[attr-defined]
+    if path is None:
+        warn("--untraced: the trace has no critical path with frames (no CUDA API rows, or frames unknown): no "
+             "untraced split", "give the frames (FRAMES or --frames) and a trace with CUDA API calls")
+        return dataclasses.replace(measured, path=None, split=None, idle=None)  # type: ignore[type-var]
+    return dataclasses.replace(measured, path=path, split=untraced_split(path, measured.host, measured.costs),  # type: ignore[type-var,attr-defined]
+                               idle=idle_causes(path, measured.costs))  # type: ignore[attr-defined]
+
+
+def _with_untraced(text: str, record: object) -> str:
+    import json
+
+    doc = json.loads(text)
+    doc["untraced"] = record.to_json()  # type: ignore[attr-defined]
+    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def _report_exports(trace: Path) -> list[tuple[str, Path]]:
+    """A report's SQLite exports (beside it, and in the cache folder), which analyze reads in its place."""
+    from clusterbench.io.nsys.export import CACHE_DIR, REP_SUFFIXES
+
+    suffix = next((s for s in REP_SUFFIXES if trace.name.endswith(s)), None)
+    if suffix is None:
+        return []
+    sibling = trace.with_name(trace.name[: -len(suffix)] + ".sqlite")
+    return [("the export of TRACE", sibling), ("the cached export of TRACE", trace.parent / CACHE_DIR / sibling.name)]
+
+
 def _plot_start(text: str | None) -> tuple[float, bool]:
     from clusterbench.errors import InputError
 
@@ -137,7 +203,23 @@ def _plot_start(text: str | None) -> tuple[float, bool]:
         value = float(text)
     except ValueError:
         raise InputError(f"--plot-start {text!r} is neither a number of ms nor longest-gap", hint="e.g. --plot-start 12.5 or --plot-start longest-gap") from None
+    if not 0 <= value <= MAX_PLOT_MS:  # NaN fails too
+        raise InputError(f"--plot-start takes ms from 0 to {MAX_PLOT_MS:g} (from the window's start), got {text}",
+                         hint="e.g. --plot-start 12.5 or --plot-start longest-gap")
     return value, False
+
+
+# --plot-start and --plot-span in ms: at most 10^12 ms (31 years), far past any trace, far below where
+# nanoseconds overflow 64 bits
+MAX_PLOT_MS = 1e12
+
+
+def _check_plot_span(span: float | None) -> None:
+    from clusterbench.errors import InputError
+
+    if span is not None and not 0 < span <= MAX_PLOT_MS:  # NaN fails too
+        raise InputError(f"--plot-span takes ms above 0 and at most {MAX_PLOT_MS:g}, got {span:g}",
+                         hint="e.g. --plot-span 5 (a few batches)")
 
 
 class _progress:

@@ -29,6 +29,9 @@ def set_(name: str = typer.Argument(..., metavar="NAME", show_default=False),
          db: Optional[Path] = options.DB) -> None:
     db = default_db(Path(DEFAULT_RESULTS_ROOT)) if db is None else db
     from clusterbench.io.history import set_baseline
+    from clusterbench.io.outputs import refuse_stdout_as_input
+
+    refuse_stdout_as_input([("DIR", directory), ("--db", db)], "the output")
 
     b = set_baseline(db, name, directory)
     stdout_console().print(f"baseline {b.name}: {len(b.labels)} row(s) of {b.dir_name} ({', '.join(b.labels)}), "
@@ -40,6 +43,10 @@ def set_(name: str = typer.Argument(..., metavar="NAME", show_default=False),
 def list_(db: Optional[Path] = options.DB, as_json: bool = options.JSON) -> None:
     db = default_db(Path(DEFAULT_RESULTS_ROOT)) if db is None else db
     import json
+
+    from clusterbench.io.outputs import refuse_stdout_as_input
+
+    refuse_stdout_as_input([("--db", db)], "--json" if as_json else "the list")
 
     from clusterbench.io.history import baselines
 

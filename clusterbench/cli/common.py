@@ -9,6 +9,7 @@ output width, never between a number and its unit and never inside a word.
 
 from __future__ import annotations
 
+import errno
 import functools
 import re
 import textwrap
@@ -25,7 +26,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 environment failure (no GPU, nsys failed); "
     "2 usage error or bad input (bad trace, bad config); 3 a check ran and failed "
-    "(guard refused, compare gate)."
+    "(guard refused, compare gate); 4 compare --gate could not judge a gated figure."
 )
 
 
@@ -151,15 +152,104 @@ def warn(message: str, hint: str | None = None, console: Console | None = None) 
         print_message(HINT, hint, console)
 
 
+# Errors of writing to a stream that the user gave us: a closed pipe (``| head``), a full disk or quota
+# (``> /dev/full``), a file too large, an I/O error. Raised by a write or flush of stdout or stderr, they
+# carry no file name (an output file's errors are InputErrors naming it: clusterbench.io.outputs).
+_STREAM_ERRNOS = frozenset({errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.ECONNRESET})
+
+
+# Where a write to standard output or error happens: the echo of typer (click), rich's consoles, and our
+# flush at the end of a command (_flush_stdout).
+_STREAM_WRITERS = ("click", "typer", "rich")
+
+
+def _raised_writing_a_stream(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside a write to stdout or stderr (by the frames it passed through)."""
+    import traceback
+
+    for frame in traceback.extract_tb(exc.__traceback__):
+        where = frame.filename.replace("\\", "/")
+        if frame.name == "_flush_stdout" or any(f"/{m}/" in where for m in _STREAM_WRITERS):
+            return True
+    return False
+
+
+def stream_error(exc: BaseException) -> ClusterbenchError | None:
+    """The Error for an OSError that writing to standard output (or error) raised, else None (a bug,
+    which keeps its traceback)."""
+    if not isinstance(exc, OSError) or exc.errno not in _STREAM_ERRNOS or getattr(exc, "filename", None):
+        return None
+    if not _raised_writing_a_stream(exc):
+        return None
+    if exc.errno in (errno.EPIPE, errno.ECONNRESET):
+        return ClusterbenchError("cannot write to standard output: the pipe was closed before all output was "
+                                 "written (the program reading it ended)",
+                                 hint="read the whole output, or write it to a file (> out.txt)")
+    return ClusterbenchError(f"cannot write to standard output: {exc.strerror or exc}",
+                             hint="free space on the device standard output goes to, or redirect it to another file")
+
+
+def _silence_stdout() -> None:
+    """Point file descriptor 1 at /dev/null, so that what is still buffered for a broken stdout does not
+    fail again when the interpreter exits (which would print a second, raw error and exit 120)."""
+    import os
+    import sys
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a test runner's captured stream
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except OSError:
+        pass
+
+
+def _flush_stdout() -> None:
+    import sys
+
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
+def _report_quietly(err: ClusterbenchError) -> None:
+    """report_error, when stderr can take it (with stderr gone too, the exit code alone says it)."""
+    try:
+        report_error(err)
+    except OSError:
+        pass
+
+
+def exit_for_stream_error(exc: OSError) -> typer.Exit:
+    """Report a stream error (see :func:`stream_error`) and return the Exit (code 2) to raise."""
+    err = stream_error(exc)
+    assert err is not None
+    _silence_stdout()
+    _report_quietly(err)
+    return typer.Exit(code=err.exit_code)
+
+
 def boundary(func: F) -> F:
-    """Turn ClusterbenchError into ``Error: ...`` + exit code; let bugs raise."""
+    """Turn ClusterbenchError into ``Error: ...`` + exit code, and a failed write to standard output (a
+    closed pipe, a full disk) into an Error and exit 2; let bugs raise. Standard output is flushed here,
+    inside the boundary, so that its errors are caught too."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
+            try:
+                result = func(*args, **kwargs)
+            finally:
+                _flush_stdout()
+            return result
         except ClusterbenchError as err:
-            report_error(err)
+            _report_quietly(err)
             raise typer.Exit(code=err.exit_code) from None
+        except OSError as exc:
+            if stream_error(exc) is None:
+                raise
+            raise exit_for_stream_error(exc) from None
 
     return wrapper  # type: ignore[return-value]

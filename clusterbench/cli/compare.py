@@ -10,9 +10,10 @@ import typer
 from clusterbench.cli import options
 from clusterbench.cli.common import boundary, stderr_console, stdout_console, warn
 from clusterbench.compare.compare import GATE_METRICS, gate_metric
+from clusterbench.compare.noise import DEFAULT_MIN_EFFECT_PCT
 from clusterbench.model import units
 from clusterbench.model.stats import BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES
-from clusterbench.errors import CheckFailed, InputError
+from clusterbench.errors import CheckFailed, CheckUnjudged, InputError
 from clusterbench.io.history import default_db
 from clusterbench.model import units as U
 from clusterbench.run.probe import DEFAULT_RESULTS_ROOT
@@ -51,9 +52,17 @@ HELP = (
     "such rows are marked * across gpu, say which GPUs, and --gate leaves them out. Reads legacy aare-perf dirs "
     "(env.json without a version) with a warning.\n\n"
     "--gate PCT exits 3 when a like-for-like end-to-end figure got worse by more than PCT %: the roofline "
-    "(µs per frame) SLOWER, or sustained FPS SLOWER (lower), beyond the noise (significant where repeats exist) "
-    "or beyond the drift bound across sessions; and also when no figure was comparable at all. --gate-metric "
-    "NAME gates that figure only (repeatable): " + ", ".join(GATE_NAMES) + "."
+    "(µs per frame) SLOWER, or sustained FPS SLOWER (lower), beyond the noise, or beyond the drift bound across "
+    "sessions. It exits 4 when a gated figure could not be judged, naming which and why: NOT COMPARABLE, "
+    "measured on one side only, a row in one dir only, across a config difference, or judged SAME with a noise "
+    "above PCT % (a regression of PCT % would not have shown); --gate-unjudged pass only warns about those (exit 3 "
+    "still when nothing at all was judged). --gate-metric NAME gates that figure only (repeatable): "
+    + ", ".join(GATE_NAMES) + ".\n\n"
+    "Sustained FPS comes from several fresh processes (probe --processes): with process spread on both sides of "
+    "one GPU unit, a change must exceed the larger of --min-effect (default 1 %) and 1.5 x the larger side's "
+    "spread of the process medians; on two units of one model, also the across-units floor or default bound, "
+    "with link-bound figures judged as shares of each unit's measured link. Without a floors file the default "
+    "bounds judge, and those verdicts are marked provisional (prov.)."
 )
 
 
@@ -102,12 +111,24 @@ def compare(
              "are left out of --gate."),
     floors_file: Optional[Path] = typer.Option(
         None, "--floors", metavar="FILE", help="Judge with this floors file (clusterbench floors writes them)."),
+    min_effect: float = typer.Option(
+        DEFAULT_MIN_EFFECT_PCT, "--min-effect", metavar="PCT",
+        help="The least change called a change, % of the before value (every figure's noise is at least this)."),
+    gate_unjudged: str = typer.Option(
+        "fail", "--gate-unjudged", metavar="fail|pass",
+        help="What --gate does with a gated figure it could not judge: fail (exit 4, the default) or pass (warn)."),
     db: Optional[Path] = options.DB,
     frames: Optional[str] = options.TRACE_FRAMES,
     range_name: Optional[str] = options.TRACE_RANGE,
     window: Optional[str] = options.TRACE_WINDOW,
 ) -> None:
     db = default_db(Path(DEFAULT_RESULTS_ROOT)) if db is None else db
+    if gate_unjudged not in ("fail", "pass"):
+        raise InputError(f"--gate-unjudged must be fail or pass, got {gate_unjudged!r}",
+                         hint="--gate-unjudged pass keeps a gate that could not judge a figure from failing")
+    if not (min_effect >= 0 and min_effect < 1e6):
+        raise InputError(f"--min-effect must be a percentage >= 0, got {min_effect!r}",
+                         hint=f"use --min-effect {DEFAULT_MIN_EFFECT_PCT:g} (the default)")
     gated = tuple(dict.fromkeys(gate_metric(n) for n in gate_metrics or ()))  # bad names refused before any work
     if gated and gate is None:
         raise InputError("--gate-metric picks the figure --gate judges; it needs --gate PCT",
@@ -117,7 +138,14 @@ def compare(
     import json
 
     from clusterbench.compare.traces import is_trace
+    from clusterbench.io.history import BASELINE_PREFIX
+    from clusterbench.io.outputs import refuse_inputs_as_outputs, refuse_stdout_as_input
 
+    # before anything is read or written: no output is an input (two inputs may be one: compare T T)
+    inputs = [("--db" if arg.startswith(BASELINE_PREFIX) else name, db if arg.startswith(BASELINE_PREFIX) else Path(arg))
+              for name, arg in (("DIR_A", dir_a), ("DIR_B", dir_b))] + [("--floors", floors_file)]
+    refuse_stdout_as_input(inputs, "--json" if json_out else "the table")
+    refuse_inputs_as_outputs([("--plot", plot)], inputs)
     traces = (is_trace(dir_a), is_trace(dir_b))
     if any(traces):
         if not all(traces):
@@ -141,12 +169,13 @@ def compare(
     before, after = _load_side(dir_a, db), _load_side(dir_b, db)
     floors = floors_for((before, after), floors_file, roots=(Path("results"),))
     cmp = compare_results(before, after, allow_different_gpu=allow_different_gpu, across=tuple(across or ()),
-                          floors=floors)
+                          floors=floors, min_effect_pct=min_effect)
     if plot is not None:
         from clusterbench.render.plot import check_plot_path
 
         check_plot_path(plot)  # before anything is printed
-    outcome = judge_gate(cmp, gate, gated or DEFAULT_GATE_METRICS) if gate is not None else None
+    outcome = (judge_gate(cmp, gate, gated or DEFAULT_GATE_METRICS, unjudged_pass=gate_unjudged == "pass")
+               if gate is not None else None)
     for w in cmp.warnings:
         warn(w.message, w.hint)
 
@@ -168,26 +197,26 @@ def compare(
 
 
 def _gate_exit(outcome) -> None:  # noqa: ANN001
-    """Warn about the figures --gate did not judge; CheckFailed (exit 3) when it failed or judged nothing."""
+    """Exit 3 (CheckFailed) when the gate failed, else 4 (CheckUnjudged) when a gated figure could not be judged
+    (unless --gate-unjudged pass: then a warning, and exit 3 only when nothing at all was judged)."""
     from clusterbench.render.compare import gate_figure_name
 
-    skipped = ", ".join(f"{lb} {gate_figure_name(m)} ({why})" for lb, m, why in outcome.not_checked)
     gated = " or ".join(gate_figure_name(m) for m in outcome.metrics) or "gated figure"
     if outcome.not_measured:
         warn(f"--gate: {' and '.join(gate_figure_name(m) for m in outcome.not_measured)} not measured in either "
              "dir: not gated")
-    if outcome.not_checked and not outcome.nothing_comparable:
-        whys = {why for _, _, why in outcome.not_checked}
-        hints = [h for code, h in (("session_drift", "compare multi-stream rows within one session (--session NAME)"),
-                                   ("unsteady", "probe the unsteady configs again"),
-                                   ("no_floor", "measure floors: clusterbench floors DIR DIR [...]")) if code in whys]
-        warn(f"--gate did not judge: {skipped}", "; ".join(hints) or None)
-    if outcome.nothing_comparable:
-        raise CheckFailed(
-            f"--gate {outcome.pct:g} judged nothing: no {gated} was comparable like for like: {skipped or 'no rows'}",
-            hint="a gate that judged nothing does not pass; compare dirs of one config, tracer and session",
-        )
+    unjudged = ", ".join(f"{lb} {gate_figure_name(m)} ({why})" for lb, m, why in outcome.unjudged)
+    whys = " ".join(why for _, _, why in outcome.unjudged)
+    hints = [h for code, h in (("session_drift", "compare multi-stream rows within one session (--session NAME) or "
+                                                 "on units whose links were measured"),
+                               ("unsteady", "probe the unsteady configs again"),
+                               ("no_floor", "measure floors: clusterbench floors DIR DIR [...]"),
+                               ("above the gate", f"gate at a larger percentage, or probe with more --processes"),
+                               ("only in", "probe the same configs on both sides"),
+                               ("across", "compare dirs of one config")) if code in whys]
     if outcome.failures:
+        if outcome.unjudged:
+            warn(f"--gate could not judge: {unjudged}")
         names = " and ".join(dict.fromkeys(gate_figure_name(f.metric) for f in outcome.failures))
         worst = ", ".join(
             f"{f.label} {gate_figure_name(f.metric)} {U.metric(f.metric, f.before, unit=False)} -> "
@@ -196,6 +225,21 @@ def _gate_exit(outcome) -> None:  # noqa: ANN001
             f"{names} got worse by more than {U.pct_of(outcome.pct, None)}: {worst}",
             hint="look at the binding engine of those rows; re-run with repeats to measure the noise",
         )
+    if outcome.nothing_comparable:
+        message = (f"--gate {outcome.pct:g} judged nothing: no {gated} was comparable like for like: "
+                   f"{unjudged or 'no rows'}")
+        hint = "a gate that judged nothing does not pass; compare dirs of one config, tracer and session"
+        if outcome.unjudged_pass:
+            raise CheckFailed(message, hint=hint)
+        raise CheckUnjudged(message, hint=hint)
+    if outcome.unjudged:
+        if outcome.unjudged_pass:
+            warn(f"--gate did not judge: {unjudged}", "; ".join(hints) or None)
+            return
+        raise CheckUnjudged(
+            f"--gate {outcome.pct:g} could not judge {len(outcome.unjudged)} gated figure"
+            f"{'' if len(outcome.unjudged) == 1 else 's'}: {unjudged}",
+            hint="; ".join(hints + ["--gate-unjudged pass judges only what it can"]))
 
 
 def _compare_traces(a: Path, b: Path, json_out: bool, other_format: bool, allow_different_gpu: bool,

@@ -61,11 +61,17 @@ def floors(
     if len(dirs) < 2:
         raise InputError("floors needs two or more A/A results dirs of one build",
                          hint="clusterbench floors results/DATE_f32_aa1 results/DATE_f32_aa2 [...]")
+    from clusterbench.io.outputs import refuse_inputs_as_outputs, refuse_stdout_as_input
+
+    inputs = [(f"DIR {d}", d) for d in dirs]
+    refuse_stdout_as_input(inputs, "--json" if as_json else "the table")
+    refuse_inputs_as_outputs([("--out", out)], inputs)
     if out is not None and out.exists() and not force and not dry_run:  # before any dir is read
         raise InputError(f"{out} exists: floors writes a new file and never replaces one without --force",
                          hint="pass --out with a new file name, or --force to replace it")
     outcome = aa_floors([load_results(d) for d in dirs])
     target = out if out is not None else floors_file(results_dir, str(outcome.floors.gpu_name))
+    refuse_inputs_as_outputs([("--out" if out is not None else "the floors file", target)], inputs)
     previous = None
     if target.is_file():
         try:

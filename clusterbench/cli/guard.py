@@ -38,8 +38,11 @@ def guard(
     from clusterbench.run.guards import require_guard_pass
     from clusterbench.run.machine import parse_gpu_selection
 
+    from clusterbench.io.outputs import refuse_stdout_as_input
+
     if config is None and Path(DEFAULT_CONFIG_FILE).is_file():
         config = Path(DEFAULT_CONFIG_FILE)
+    refuse_stdout_as_input([("--config", config)], "--json" if as_json else "the table")
     config_file = load_configs(config) if config is not None else None  # before any NVML call
     selection = None if gpus is None else parse_gpu_selection(gpus)
     verdict = plan_gpus(selection, config_file, max_util_pct=max_util, window_s=window,

@@ -63,7 +63,11 @@ def history(
 
     from clusterbench.errors import InputError
 
+    from clusterbench.io.outputs import refuse_stdout_as_input
+
     words = list(args or [])
+    reading = [("--db", db)] + ([(f"FOLDER {w}", Path(w)) for w in words[1:]] if words[:1] == ["import"] else [])
+    refuse_stdout_as_input(reading, "--json" if as_json else "the output")
     if since is not None and not _DATE.match(since):
         raise InputError(f"--since takes a date YYYY-MM-DD, got {since!r}", hint="e.g. --since 2026-12-01")
     if words and words[0] == "import":
@@ -82,8 +86,10 @@ def history(
         raise InputError("history takes one LABEL (or: import FOLDER..., or --html DIR)",
                          hint="e.g. clusterbench history 3x3_s4 --metric sustained_fps")
     if plot is not None:
+        from clusterbench.io.outputs import refuse_inputs_as_outputs
         from clusterbench.render.plot import check_plot_path
 
+        refuse_inputs_as_outputs([("--plot", plot)], [("--db", db)])
         check_plot_path(plot)
     if fresh:
         _start(db)
@@ -171,13 +177,19 @@ def _site(db: Path, out_dir: Path, gpu: str | None, since: str | None, fresh: bo
 
     from clusterbench.compare.history import site_series, step_comparisons
     from clusterbench.errors import InputError
-    from clusterbench.render.history import (compare_page_name, dir_names, render_compare_page, render_history_site,
-                                             write_text)
+    from clusterbench.io.outputs import claim_output_folder, refuse_inputs_as_outputs
+    from clusterbench.io.results import ENV_JSON, PROBES_CSV, SAMPLES_JSON
+    from clusterbench.render.history import (SITE_MARKER, compare_page_name, dir_names, render_compare_page,
+                                             render_history_site, write_text)
+
+    RESULTS_FILES = (PROBES_CSV, ENV_JSON, SAMPLES_JSON)
     from clusterbench.render.plot import load_matplotlib, trend_svg
 
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--html needs a directory, and {out_dir} is a file", hint="pass --html DIR")
     load_matplotlib()  # before any work: the plots need it
+    refuse_inputs_as_outputs([], [("--db", db)], folders=[("--html", out_dir)])
+    claim_output_folder(out_dir, SITE_MARKER, "--html", "the history site", refused_markers=RESULTS_FILES)
     if fresh:
         _start(db)
     err = stderr_console()

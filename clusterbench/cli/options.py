@@ -10,12 +10,8 @@ from clusterbench.cli import common
 from clusterbench.io.history import DEFAULT_DB_NAME
 from clusterbench.run.config import DEFAULT_CONFIG_FILE
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT, DEFAULT_WINDOW_S, MAX_WINDOW_S
-from clusterbench.run.probe import (
-    DEFAULT_REPEAT,
-    DEFAULT_RESULTS_ROOT,
-    DEFAULT_TRACER,
-    MAX_REPEAT,
-)
+from clusterbench.run.probe import DEFAULT_REPEAT, DEFAULT_RESULTS_ROOT, DEFAULT_TRACER, MAX_REPEAT
+from clusterbench.run.processes import DEFAULT_PROCESSES, MAX_PROCESSES
 
 JSON = common.JSON  # defined in common: analyze takes it without the imports above
 
@@ -57,9 +53,15 @@ DB = typer.Option(
 
 REPEAT = typer.Option(
     DEFAULT_REPEAT, "--repeat", metavar="R",
-    help=f"Untraced sustained-FPS runs that count per config, 1 to {MAX_REPEAT}: warm-up runs first, then runs "
-         "until the last R agree within 1 % (a program run whole: 2 %, at most R + 2 runs), or a cap; median and "
-         "spread of the last R. A result that never agreed is written, marked unsteady.")
+    help=f"Untraced sustained-FPS runs that count in each process, 1 to {MAX_REPEAT}: warm-up runs first, then runs "
+         "until the last R agree within 1.5 %, or a cap; the process's figure is the median of the last R. A "
+         "process whose runs never agreed is kept, marked unsteady.")
+
+PROCESSES = typer.Option(
+    DEFAULT_PROCESSES, "--processes", metavar="P",
+    help=f"Fresh processes per sustained figure, 1 to {MAX_PROCESSES}: the figure is the median of their medians, "
+         "and their spread is the noise compare judges two probes by. A program run whole: each run is a process, "
+         "until the last P agree within 2 % (at most P + 2).")
 
 TRACER = typer.Option(
     DEFAULT_TRACER, "--tracer",

@@ -25,8 +25,11 @@ HELP = (
     "Per config: one workload process (pedestal, one batched pass, exit) traced with nsys (or the "
     "in-process CUPTI tracer): clusterbench's CuPy finder, or with workload = \"command\" any program "
     "that speaks the protocol of docs/workloads.md. Its SQLite export is analyzed over the pass range into per-engine µs per frame and "
-    "the roofline, then sustained FPS measured without any profiler (median and spread over --repeat "
-    "runs), shown against the roofline with the profiler overhead. probes.csv keeps one row per "
+    "the roofline, then sustained FPS measured without any profiler in --processes fresh processes (default 3; "
+    "the median of their medians, and their spread), shown against the roofline with the profiler overhead. "
+    "Once after the guards, the unit is measured: the GPU's pinned link (H2D alone, D2H alone, both at once), "
+    "PCIe, NUMA, CPU model and clocks (env.json's unit block), so that compare can tell a slower host from a "
+    "slower build. probes.csv keeps one row per "
     "config: re-running one config replaces its row only. The config is validated before any GPU "
     "call; the idle-GPU and fresh-build guards run before tracing (exit 3 when they refuse, unless "
     "--force). Ctrl-C keeps finished rows (exit 130). A config that fails (its --timeout, an exit "
@@ -51,10 +54,11 @@ HELP = (
 )
 
 # The options --request replaces: a request file says all of them.
-_REQUEST_REPLACES = ("frames", "only", "tag", "config", "tracer", "repeat", "results_dir", "max_util",
+_REQUEST_REPLACES = ("frames", "only", "tag", "config", "tracer", "repeat", "processes", "results_dir", "max_util",
                      "require_clean", "force", "data", "gpus", "executor", "partition", "gpus_per_task",
                      "array_parallelism", "label", "window", "capture", "rate", "rate_unit", "kernel_time",
-                     "kernel_time_unit", "sustained", "wall_start", "wall_end", "timeout", "scan", "program")
+                     "kernel_time_unit", "sustained", "wall_start", "wall_end", "timeout", "scan", "program",
+                     "what_binds", "delay_processes", "delay_us")
 
 
 @boundary
@@ -70,6 +74,7 @@ def probe(
     config: Optional[Path] = options.CONFIG,
     tracer: str = options.TRACER,
     repeat: int = options.REPEAT,
+    processes: int = options.PROCESSES,
     results_dir: Path = options.RESULTS_DIR,
     max_util: float = options.MAX_UTIL,
     require_clean: bool = options.REQUIRE_CLEAN,
@@ -161,6 +166,22 @@ def probe(
         None, "--plot", metavar="FILE",
         help="With --scan: draw FPS against the first scanned placeholder to FILE (.png, .svg or .pdf; needs "
              "matplotlib)."),
+    what_binds: bool = typer.Option(
+        False, "--what-binds",
+        help="A program as it is (frames: --frames kernel:REGEX or graph): after its sustained runs, what binds "
+             "it without the profiler. The delay test adds k µs per frame to the host (a spin at its marking "
+             "call), the GPU (a spin kernel in its stream) and the link (an H2D copy of k µs) one at a time "
+             "through clusterbench's injection library (CUPTI callbacks, built here with nvcc), in "
+             "--delay-processes processes each, and reports each slope (frame µs per µs of delay: about 1 "
+             "binds, about 0 slack); the same runs give the untraced frame and host bar; a latency program "
+             "measures the GPU's latency between dependent work and a synchronize's round trip with and without "
+             "nsys; the trace's critical path is split again without the profiler (docs/probe.md, \"The "
+             "untraced frame\")."),
+    delay_processes: int = typer.Option(
+        3, "--delay-processes", metavar="P", help="With --what-binds: fresh processes per point of the delay test."),
+    delay_us: Optional[float] = typer.Option(
+        None, "--delay-us", metavar="K",
+        help="With --what-binds: the delay per frame in µs (default: half the untraced frame, at least 2 µs)."),
     dry_run: bool = typer.Option(
         False, "--dry-run",
         help="Print the plan (every command line, nsys options, placeholders filled in, the guards) and exit 0, "
@@ -171,11 +192,13 @@ def probe(
 ) -> None:
     from clusterbench.errors import InputError
     from clusterbench.io.history import check_session_name, default_db
-    from clusterbench.render.probe import ProbeProgress, outcome_json, render_checks, render_dry_run, render_footer
+    from clusterbench.render.probe import (ProbeProgress, outcome_json, render_checks, render_dry_run, render_footer,
+                                           render_unit)
     from clusterbench.run.campaign import executor_options_for
     from clusterbench.run.config import DEFAULT_CONFIG_FILE, ExecOptions
-    from clusterbench.run.probe import (REPLACE_HINT, ProbeRequest, dry_run as plan_dry_run, plan_probe, preflight,
-                                        replace_notice, require_no_failures, run_probe)
+    from clusterbench.run.dryrun import dry_run as plan_dry_run
+    from clusterbench.run.probe import (REPLACE_HINT, ProbeRequest, plan_probe, preflight, replace_notice,
+                                        require_no_failures, run_probe)
 
     argv = tuple(["clusterbench", *sys.argv[1:]])
     if as_json and wide:
@@ -190,16 +213,20 @@ def probe(
         count, spec = _frames_option(frames)
         request = ProbeRequest(
             config_path=Path(DEFAULT_CONFIG_FILE) if config is None else config, only=tuple(only or ()),
-            frames=count, tag=tag, tracer=tracer, repeat=repeat, results_root=results_dir, max_util_pct=max_util,
+            frames=count, tag=tag, tracer=tracer, repeat=repeat, processes=processes, results_root=results_dir,
+            max_util_pct=max_util,
             require_clean=require_clean, force=force, data=data, argv=argv, gpus=gpus,
             session=None if session is None else check_session_name(session),
             history_db=default_db(results_dir) if db is None else db,
             program=tuple(program or ()), label=label, timeout_s=timeout, scan=tuple(scan or ()),
+            what_binds=what_binds, delay_processes=delay_processes, delay_us=delay_us,
             measure=ExecOptions(frames_spec=spec, window=window, capture=capture, rate=rate, rate_unit=rate_unit,
                                 kernel_time=kernel_time, kernel_time_unit=kernel_time_unit, sustained=sustained,
                                 wall_start=wall_start, wall_end=wall_end),
         )
     plan = plan_probe(request)  # step 1: config and option errors exit 2 before any GPU call
+    _check_outputs(request, plan, request_file, plot, as_json)  # no output over an input; the dirs writable
+    _check_memory(plan, host=not dry_run and executor is None)  # the GPU's memory, where NVML can tell
     if plot is not None:
         from clusterbench.render.plot import check_plot_path
 
@@ -213,12 +240,18 @@ def probe(
         if opts is not None:
             raise InputError("--dry-run shows what this machine would run; a campaign's tasks run elsewhere",
                              hint="drop --executor to see one task's plan")
+        from clusterbench.run.config import no_gpu_bounds
+
         dry = plan_dry_run(plan, request)
         if as_json:
-            typer.echo(json.dumps(dry.to_json(), indent=2, allow_nan=False))
+            typer.echo(json.dumps({**dry.to_json(), "bounds": no_gpu_bounds()}, indent=2, allow_nan=False))
         else:
             con = stdout_console()
             con.print(render_dry_run(dry, con.width), markup=False, highlight=False, soft_wrap=True)
+            import textwrap
+
+            con.print(textwrap.fill(f"bounds checked, with or without a GPU: {no_gpu_bounds()}", width=con.width,
+                                    subsequent_indent="  ", break_on_hyphens=False), markup=False, highlight=False)
         return
     notice = replace_notice(plan)  # which rows this probe replaces, said before any GPU work
     if notice is not None:
@@ -228,7 +261,11 @@ def probe(
         return
     nsys = preflight(plan)  # no GPU or no nsys: exit 1, before any progress is drawn
     err = stderr_console()
-    with ProbeProgress(err, [c.label for c in plan.configs]) as progress:
+    from clusterbench.run.probe import PHASES
+    from clusterbench.run.whatbinds import PHASE as WHAT_BINDS
+
+    phases = PHASES[1:] + ((WHAT_BINDS,) if plan.what_binds is not None else ())
+    with ProbeProgress(err, [c.label for c in plan.configs], phases) as progress:
         def on_event(event: ProbeEvent) -> None:
             if event.kind == "warning" and event.message == notice:
                 return  # said above, before the GPU was asked
@@ -246,10 +283,62 @@ def probe(
         _print_summary(outcome.rows, f"clusterbench probe: {plan.results_dir}", wide)
         if plan.scans:
             _print_scan(outcome, plan)
+        if outcome.untraced:
+            from clusterbench.render.untraced import render_untraced
+
+            out = stdout_console()
+            for label, record in outcome.untraced.items():
+                out.print(render_untraced(label, record, out.width), markup=False, highlight=False, soft_wrap=True)
         for line in render_checks(outcome.checks):  # wrapped at stderr's width, like every message
             err.print(Text(line), highlight=False, soft_wrap=False)
+        unit_line = render_unit(outcome.unit)
+        if unit_line is not None:
+            err.print(unit_line, markup=False, highlight=False)
         err.print(render_footer(outcome), markup=False, highlight=False)
     require_no_failures(outcome)  # a config failed: exit 1 now that every config ran and its row is written
+
+
+def _check_outputs(request: ProbeRequest, plan: ProbePlan, request_file: Optional[Path], plot: Optional[Path],
+                   as_json: bool) -> None:
+    """Before any GPU call (and in --dry-run too): standard output, --db, --plot and the results dir are none
+    of the probe's inputs (the config, --data, --request); the results dir can be written; --db is a
+    history database or a new file."""
+    from clusterbench.io.history import check_history_file
+    from clusterbench.io.outputs import check_writable_dir, refuse_inputs_as_outputs, refuse_stdout_as_input
+
+    inputs = [("--config", request.config_path), ("--data", request.data), ("--request", request_file)]
+    refuse_stdout_as_input(inputs, "--json" if as_json else "the output")
+    refuse_inputs_as_outputs([("--db", request.history_db), ("--plot", plot)], inputs,
+                             folders=[("the results dir", plan.results_dir)])
+    check_writable_dir(plan.results_dir, "--results-dir")
+    if request.history_db is not None:
+        check_history_file(request.history_db)
+        check_writable_dir(Path(request.history_db).parent, "--db")
+
+
+def _check_memory(plan: ProbePlan, host: bool) -> None:
+    """Configs that need more device memory than the largest GPU here has (when NVML can tell; plan_probe
+    checked the bound without a GPU), or (``host``: on the machine that runs them) more host memory than
+    this machine has: ConfigError (exit 2) with the numbers, before any GPU work."""
+    import os
+
+    from clusterbench.errors import ConfigError
+    from clusterbench.run.config import resource_problems
+    from clusterbench.run.guards import gpu_memory_totals
+    from clusterbench.run.probe import RESOURCE_HINT
+
+    totals = gpu_memory_totals()
+    host_bytes = None
+    if host:
+        try:
+            host_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            host_bytes = None
+    if not totals and host_bytes is None:
+        return
+    problems = resource_problems(plan.configs, plan.timeout_s, max(totals) if totals else None, host_bytes)
+    if problems:
+        raise ConfigError("\n".join(problems), hint=RESOURCE_HINT)
 
 
 def _frames_option(text: Optional[str]) -> tuple[Optional[int], Optional[str]]:
@@ -258,14 +347,24 @@ def _frames_option(text: Optional[str]) -> tuple[Optional[int], Optional[str]]:
 
     if text is None:
         return None, None
+    from clusterbench.model.params import INT64_MAX
+
     t = text.strip()
+    hint = "use e.g. --frames 2000, or --frames kernel:REGEX for a program as it is"
     if re.fullmatch(r"[+-]?\d+", t):
         n = int(t)
         if n < 1:
-            raise InputError(f"--frames must be a positive integer or a frames definition, got {text!r}",
-                             hint="use e.g. --frames 2000, or --frames kernel:REGEX for a program as it is")
+            raise InputError(f"--frames must be a positive integer or a frames definition, got {text!r}", hint=hint)
+        if n > INT64_MAX:
+            raise InputError(f"--frames {n:,} is more than a 64-bit integer holds ({INT64_MAX:,})", hint=hint)
         return n, None
-    return None, t
+    try:
+        value = float(t)
+    except ValueError:
+        return None, t
+    raise InputError(f"--frames takes a whole number of frames, got {text!r}, a {'float' if value == value else 'NaN'}"
+                     + (f" ({value:,.0f})" if value == value and abs(value) != float("inf") and abs(value) >= 1e6 else ""),
+                     hint=hint)
 
 
 def _print_scan(outcome: object, plan: object) -> None:

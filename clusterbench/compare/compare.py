@@ -35,13 +35,17 @@ The rules (also in ``clusterbench compare --help`` and docs/compare.md):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable, Mapping, Sequence
 
-from clusterbench.compare.noise import (ACROSS_UNITS, COMPARED_METRICS, MIN_PAIRS, SAME_UNIT, SCOPE_TEXT, SEED_FLOORS,
-                                        TRACE_METRICS, TRANSFER_METRICS, WITHIN_SESSION, FloorSet, FloorUse,
-                                        NoiseFloor, noise_of, seed_floors)
+from clusterbench.compare.link import LinkShare, link_share
+from clusterbench.compare.noise import (ACROSS_UNITS, COMPARED_METRICS, DEFAULT_MIN_EFFECT_PCT, MIN_PAIRS, SAME_UNIT,
+                                        SCOPE_TEXT, SEED_FLOORS, TRACE_METRICS, TRANSFER_METRICS, WITHIN_SESSION,
+                                        FloorSet, FloorUse, NoiseFloor, noise_of, seed_floors)
+from clusterbench.model.processes import ProcessSpread, process_spread, processes_of
+from clusterbench.model.unit import UnitRecord
 from clusterbench.model.stats import BOOTSTRAP_LEVEL, RatioInterval, bootstrap_ratio_of_medians, half_range
 from clusterbench.errors import InputError
 from clusterbench.model.engines import TRANSFER_ENGINES
@@ -51,6 +55,12 @@ from clusterbench.model.results import SPREAD_SUFFIX, ResultRow, ResultSet, RowK
 
 # Confidence level of the bootstrap interval of the ratio of medians (model/stats.py says why 95 %).
 LEVEL = BOOTSTRAP_LEVEL
+# Sustained FPS from several processes: a change must exceed this many times the larger side's spread of process
+# medians (max - min over their median). With 3 processes a side and normal process-to-process noise, two
+# probes of one build then differ by more than that 1.6 % of the time where the spread, not the minimum effect,
+# sets the noise (1.0 x: 6.2 %; 2.0 x: 0.5 %); benchmarks/process_noise.py simulates it, and its power at a 5 %
+# change, and docs/compare.md gives the figures.
+PROCESS_SPREAD_FACTOR = 1.5
 
 # What a session is, as the output and docs/compare.md say it.
 SESSION_DEFINITION = (
@@ -150,7 +160,12 @@ class MetricDelta:
     pair_scope: str | None = None  # where the two sides were measured (noise.SCOPES)
     floor_scope: str | None = None  # the scope of the floor that judged, when a floor judged
     floor_stand_in: str | None = None  # "broader" or "narrower": that floor stood in for the pair's scope's
-    floor_provisional: bool = False  # that floor was made of fewer than MIN_PAIRS pairs
+    floor_provisional: bool = False  # that floor was made of fewer than MIN_PAIRS pairs, or is a default bound
+    min_effect_pct: float | None = None  # the least change called a change (--min-effect)
+    link: LinkShare | None = None  # judged as shares of each unit's link (two units)
+    judged_delta_pct: float | None = None  # the change judged, as shares of each unit's link (with ``link``)
+    processes: bool = False  # judged by the spread of both sides' process medians
+    floor_default: bool = False  # the floor that judged is a default bound (no floors file for it)
 
     @property
     def noise_pct(self) -> float | None:
@@ -162,6 +177,16 @@ class MetricDelta:
     @property
     def judged(self) -> bool:
         return self.verdict in (Verdict.SAME, Verdict.FASTER, Verdict.SLOWER)
+
+    @property
+    def provisional(self) -> bool:
+        """Judged, with a default bound or a floor of too few pairs among what judged it."""
+        return self.judged and self.floor_provisional and self.code is not Reason.IDENTICAL
+
+    @property
+    def change_pct(self) -> float | None:
+        """The change the verdict judged: as shares of each unit's link where it was, else delta_pct."""
+        return self.judged_delta_pct if self.link is not None else self.delta_pct
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +250,8 @@ class RowComparison:
     gpu_after: GpuIdentity | None = None
     scope: str | None = None  # where the two rows were measured (noise.SCOPES); None for a one-sided row
     scope_text: str | None = None  # the same in words
+    unit_before: UnitRecord | None = None  # the unit each row was measured on, where its dir recorded it
+    unit_after: UnitRecord | None = None
 
     @property
     def gpu_differs(self) -> bool:
@@ -271,6 +298,7 @@ class Comparison:
     across: tuple[str, ...] = ()  # columns compared across, on request or because the whole dir differs
     level: float = LEVEL  # the confidence level of the bootstrap intervals
     floors: tuple[FloorSet, ...] = ()  # the floors used, one per GPU model compared
+    min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT  # the least change called a change (--min-effect)
 
     @property
     def same_session(self) -> bool:
@@ -307,16 +335,30 @@ class GateOutcome:
     metrics: tuple[str, ...]  # the gated figures either dir measured
     failures: tuple[GateFailure, ...]
     judged: tuple[tuple[str, str], ...]  # (label, metric) of every figure it judged
-    not_checked: tuple[tuple[str, str, str], ...]  # (label, metric, why) for the rest
+    not_checked: tuple[tuple[str, str, str], ...]  # (label, metric, why) for the figures it could not judge
     not_measured: tuple[str, ...] = ()  # gated figures neither dir measured (sustained FPS of trace-only dirs)
+    # (label, metric, why): figures judged SAME with a noise above the gate's percentage (and the minimum
+    # effect): a regression of that size could not have been seen
+    too_coarse: tuple[tuple[str, str, str], ...] = ()
+    unjudged_pass: bool = False  # --gate-unjudged pass: figures it could not judge do not fail the gate
 
     @property
     def nothing_comparable(self) -> bool:
         return not self.judged
 
     @property
+    def unjudged(self) -> tuple[tuple[str, str, str], ...]:
+        """Every gated figure it could not judge at its percentage: not comparable, measured on one side only,
+        across a difference, or too coarse."""
+        return self.not_checked + self.too_coarse
+
+    @property
     def passed(self) -> bool:
-        return not self.failures and not self.nothing_comparable
+        if self.failures:
+            return False
+        if self.unjudged_pass:
+            return not self.nothing_comparable
+        return not self.unjudged and not self.nothing_comparable
 
 
 # The figures --gate judges unless --gate-metric picks some: what the user cares about end to end.
@@ -362,30 +404,45 @@ def compare_metric(
     note: str | None = None,
     level: float = LEVEL,
     scope: str | None = None,
+    min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT,
+    processes_before: ProcessSpread | None = None,
+    processes_after: ProcessSpread | None = None,
+    link: LinkShare | None = None,
+    bound_note: str | None = None,
 ) -> MetricDelta:
     """One metric's delta and verdict (see the module docstring for the rules).
 
     ``floor`` defaults to the floor ``floors`` gives ``name`` for a pair of ``scope`` (noise.SCOPES: one
     session, two sessions of one GPU unit, two units; None, not known: judged as two sessions of one unit, the
-    floors' meaning before they had scopes) on ``streams`` streams (FloorSet.use). ``drift_bound_pct``:
-    the pair is a multi-stream transfer figure of two sessions, held to that bound instead of the floor."""
+    floors' meaning before they had scopes) on ``streams`` streams (FloorSet.use), else the default bound of
+    the GPU model. ``drift_bound_pct``: the pair is a multi-stream transfer figure of two sessions whose units'
+    links were not measured, held to that bound instead of the floor. ``processes_before`` and
+    ``processes_after``: the spread of each side's process medians (sustained FPS from several processes);
+    with both, the change must clear the process rule (module docstring). ``link``: the figure is judged as
+    a share of each unit's link. ``min_effect_pct``: the least change called a change. ``bound_note``: why a
+    bound judged rather than the processes (a side without process spread), said in the reason."""
     unit = U.metric_unit(name)
     if floor is _USE_TABLE:
         use = floors.use(name, streams, scope or SAME_UNIT)
+        if use is None and not floors.seed:  # a floors file without this figure: the default bound judges it
+            use = seed_floors(floors.gpu_name).use(name, streams, scope or SAME_UNIT)
     else:
         use = None if floor is None else FloorUse(floor, scope or SAME_UNIT)  # type: ignore[arg-type]
     fl = use.floor if use is not None else None
-    nb = len(samples_before) or None
-    na = len(samples_after) or None
+    procs = processes_before is not None and processes_after is not None
+    nb = (processes_before.n if procs else len(samples_before)) or None  # type: ignore[union-attr]
+    na = (processes_after.n if procs else len(samples_after)) or None  # type: ignore[union-attr]
 
     def md(verdict: Verdict, code: Reason, reason: str, delta_pct: float | None, noise: float | None,
            p: RatioInterval | None = None, *, floor_pct: float | None = None, bound: float | None = None,
-           noise_from: str | None = None, cross: bool = False) -> MetricDelta:  # fmt: skip
+           noise_from: str | None = None, cross: bool = False, judged_pct: float | None = None) -> MetricDelta:  # fmt: skip
         judged_by = use if floor_pct is not None else None
         return MetricDelta(name, unit, before, after, delta_pct, noise, verdict, reason, code, note, across,
                            floor_pct, p, nb, na, bound, noise_from, cross, scope,
                            judged_by.floor.scope if judged_by else None, judged_by.stand_in if judged_by else None,
-                           judged_by.floor.provisional if judged_by else False)  # fmt: skip
+                           judged_by.floor.provisional if judged_by else False, min_effect_pct, link,
+                           judged_pct if link is not None else None, procs,
+                           judged_by.floor.seed if judged_by else False)  # fmt: skip
 
     if before is None or after is None:
         side = "either dir" if before is None and after is None else ("before" if before is None else "after")
@@ -393,59 +450,101 @@ def compare_metric(
     delta_pct = (after - before) / before * 100.0 if before != 0 else None
     if not_comparable is not None:
         return md(Verdict.NOT_COMPARABLE, not_comparable[0], not_comparable[1], delta_pct, None)
-    diff = after - before
-    better = diff > 0 if name in HIGHER_IS_BETTER else diff < 0
+    if before == after and tuple(samples_before) == tuple(samples_after):
+        return md(Verdict.SAME, Reason.IDENTICAL, "identical values" + (f" (and repeats)" if samples_before else ""),
+                  delta_pct, 0.0, judged_pct=0.0)
+    ratio = link.ratio(before, after) if link is not None else (after / before if before != 0 else None)
+    if ratio is None or not math.isfinite(ratio) or ratio <= 0:
+        return md(Verdict.NOT_COMPARABLE, Reason.NOT_MEASURED, "the before value is 0: no relative change", None, None)
+    judged_pct = (ratio - 1.0) * 100.0
+    better = ratio > 1 if name in HIGHER_IS_BETTER else ratio < 1
     moved = Verdict.FASTER if better else Verdict.SLOWER
+    shared = f", {link.text}: {U.signed_pct(judged_pct)}" if link is not None else ""
+    base = abs(before)
 
-    def clears(noise: float) -> bool:
+    def clears(frac: float) -> bool:
         # a relative 1e-9 absorbs float rounding of decimal inputs (10.3 - 10.0 > 0.3 in binary)
-        return abs(diff) > noise + 1e-9 * max(abs(before), abs(after))
+        return abs(ratio - 1.0) > frac + 1e-9
 
     if drift_bound_pct is not None:
-        noise = abs(before) * drift_bound_pct / 100.0
+        frac = drift_bound_pct / 100.0
+        noise = base * frac
         bound_txt = (f"the {U.pct_of(drift_bound_pct, None)} cross-session drift bound of multi-stream transfers "
                      f"({U.plus_minus(noise, unit)})")
-        if not clears(noise):
+        if not clears(frac):
             return md(Verdict.NOT_COMPARABLE, Reason.SESSION_DRIFT,
-                      f"within {bound_txt}: two sessions, and drift that large is not a change", delta_pct, noise,
-                      bound=drift_bound_pct, noise_from="drift_bound")  # fmt: skip
-        return md(moved, Reason.BEYOND_DRIFT, f"beyond {bound_txt}, across two sessions", delta_pct, noise,
-                  bound=drift_bound_pct, noise_from="drift_bound", cross=True)  # fmt: skip
+                      f"within {bound_txt}: two sessions, and drift that large is not a change{shared}", delta_pct,
+                      noise, bound=drift_bound_pct, noise_from="drift_bound", judged_pct=judged_pct)  # fmt: skip
+        return md(moved, Reason.BEYOND_DRIFT, f"beyond {bound_txt}, across two sessions{shared}", delta_pct, noise,
+                  bound=drift_bound_pct, noise_from="drift_bound", cross=True, judged_pct=judged_pct)  # fmt: skip
+    min_frac = max(min_effect_pct, 0.0) / 100.0
+    if procs:
+        pb, pa = processes_before, processes_after
+        assert pb is not None and pa is not None
+        terms = [("min_effect", min_frac, f"the {U.pct_of(min_effect_pct, None)} minimum effect"),
+                 ("processes", PROCESS_SPREAD_FACTOR * max(pb.spread, pa.spread),
+                  f"{PROCESS_SPREAD_FACTOR:g} × the larger spread of the process medians ({pb.n} processes "
+                  f"before, spread {U.pct(pb.spread, 2)}; {pa.n} after, {U.pct(pa.spread, 2)})")]
+        if max(pb.unsettled_spread, pa.unsettled_spread) > 0:
+            terms.append(("unsettled", max(pb.unsettled_spread, pa.unsettled_spread),
+                          "the spread of the runs of a process that did not settle"))
+        floor_pct = None
+        if scope == ACROSS_UNITS and fl is not None:
+            floor_pct = fl.pct
+            terms.append(("floor", fl.pct / 100.0, use.text))  # type: ignore[union-attr]
+        which, frac, why = max(terms, key=lambda t: t[1])
+        noise = base * frac
+        where = ("two GPU units: " if scope == ACROSS_UNITS else "")
+        txt = (f"the noise {U.plus_minus(noise, unit)} ({U.pct(frac, 2)}: {where}{why}){shared}; the medians of "
+               f"the process medians")
+        if not clears(frac):
+            return md(Verdict.SAME, Reason.WITHIN_NOISE, f"within {txt}", delta_pct, noise, floor_pct=floor_pct,
+                      noise_from=which, judged_pct=judged_pct)
+        return md(moved, Reason.BEYOND_NOISE, f"beyond {txt}", delta_pct, noise, floor_pct=floor_pct,
+                  noise_from=which, judged_pct=judged_pct)
     floor_pct = fl.pct if fl is not None else None
     spreads = (spread_before, spread_after)
     if floor_pct is None and same_session and all(s is None for s in spreads):
         spreads = tuple(half_range(s) if len(s) >= 2 else None for s in (samples_before, samples_after))
     noise, which = noise_of(before, floor_pct, spreads)
-    if noise is None or (floor_pct is None and not same_session):
+    if noise is None and not same_session:
         where = f" on {floors.gpu_name}" if floors.gpu_name else ""
         return md(Verdict.NOT_COMPARABLE, Reason.NO_FLOOR,
                   f"no floor for {name}{where} ({'no floors file' if floors.seed else 'not in its floors file'})"
-                  + (" and no spread of repeats" if same_session else ", and the two rows are of different sessions"),
-                  delta_pct, None)  # fmt: skip
+                  ", and the two rows are of different sessions", delta_pct, None)  # fmt: skip
+    if noise is None or noise < base * min_frac:
+        noise, which = base * min_frac, "min_effect"
+    extra = f"; {bound_note}" if bound_note else ""
     if which == "floor":
-        noise_txt = f"{U.plus_minus(noise, unit)} ({use.text})"  # type: ignore[union-attr]
+        noise_txt = f"{U.plus_minus(noise, unit)} ({use.text}{extra})"  # type: ignore[union-attr]
+    elif which == "min_effect":
+        noise_txt = f"{U.plus_minus(noise, unit)} (the {U.pct_of(min_effect_pct, None)} minimum effect{extra})"
     elif floor_pct is not None:
-        noise_txt = f"{U.plus_minus(noise, unit)} (the spread of the repeats, above the {use.text})"  # type: ignore[union-attr]
+        noise_txt = f"{U.plus_minus(noise, unit)} (the spread of the repeats, above the {use.text}{extra})"  # type: ignore[union-attr]
     else:
-        noise_txt = f"{U.plus_minus(noise, unit)} (the spread of the repeats; one session, no floor)"
-    kw = {"floor_pct": floor_pct, "noise_from": which}
-    within = not clears(noise)
+        noise_txt = f"{U.plus_minus(noise, unit)} (the spread of the repeats; one session, no floor{extra})"
+    noise_txt += shared
+    frac = noise / base if base else math.inf
+    kw = {"floor_pct": floor_pct, "noise_from": which, "judged_pct": judged_pct}
+    within = not clears(frac)
     if len(samples_before) >= 2 and len(samples_after) >= 2:
         ci = bootstrap_ratio_of_medians(samples_before, samples_after, level=level)
+        if link is not None:  # the repeats of each side scale with its own unit's rate
+            f = link.ratio(1.0, 1.0)
+            ci = RatioInterval(ci.ratio * f, ci.low * f, ci.high * f, ci.level, ci.resamples, ci.seed, ci.n_before,
+                               ci.n_after)
         test = (f"the {U.pct(level, 0)} bootstrap interval of the change of the medians, "
                 f"{U.signed_pct((ci.low - 1) * 100)} to {U.signed_pct((ci.high - 1) * 100)} "
                 f"({len(samples_before)} vs {len(samples_after)} repeats),")
         if not ci.excludes_one:
-            return md(Verdict.SAME, Reason.NOT_SIGNIFICANT, f"not significant: {test} holds 0 %", delta_pct,
-                      noise, ci, **kw)  # fmt: skip
+            return md(Verdict.SAME, Reason.NOT_SIGNIFICANT, f"not significant: {test} holds 0 %{extra}{shared}",
+                      delta_pct, noise, ci, **kw)  # fmt: skip
         if within:
             return md(Verdict.SAME, Reason.SMALL_EFFECT,
                       f"{test} excludes 0 %, but the change is within the noise {noise_txt}", delta_pct, noise,
                       ci, **kw)  # fmt: skip
         return md(moved, Reason.SIGNIFICANT, f"{test} excludes 0 %, and the change is beyond the noise "
                   f"{noise_txt}", delta_pct, noise, ci, **kw)  # fmt: skip
-    if diff == 0:
-        return md(Verdict.SAME, Reason.IDENTICAL, "identical values", delta_pct, noise, **kw)
     if within:
         return md(Verdict.SAME, Reason.WITHIN_NOISE, f"within the noise {noise_txt}", delta_pct, noise, **kw)
     return md(moved, Reason.BEYOND_NOISE, f"beyond the noise {noise_txt}", delta_pct, noise, **kw)
@@ -482,6 +581,22 @@ def row_gpu(res: ResultSet, row: ResultRow) -> GpuIdentity:
     return GpuIdentity(name, res.env.gpu_uuid if res.env is not None else None, host, "dir")
 
 
+def row_unit(res: ResultSet, row: ResultRow) -> UnitRecord | None:
+    """The unit that measured ``row`` (pure): its dir's env.json ``unit``, where the row is of the probe that
+    recorded it (the row's session is the dir's session, or names none) and of its GPU (the UUIDs agree, or
+    the row names none); None otherwise (a row an earlier probe left in the dir, or a dir made before units
+    were recorded)."""
+    env = res.env
+    if env is None or env.unit is None:
+        return None
+    if row.session is not None and env.session_id is not None and row.session != env.session_id:
+        return None
+    uuid = row.gpu_uuid or env.gpu_uuid
+    if uuid and env.unit.gpu_uuid and uuid != env.unit.gpu_uuid:
+        return None
+    return env.unit
+
+
 def gpus_differ(a: GpuIdentity | None, b: GpuIdentity | None) -> bool:
     """Two GPU models, both known (pure)."""
     return a is not None and b is not None and a.name is not None and b.name is not None and a.name != b.name
@@ -508,10 +623,16 @@ def scope_of(session_a: str | None, session_b: str | None, unit_a: str | None, u
     return ACROSS_UNITS
 
 
-def scope_text(scope: str, gpu_a: GpuIdentity, gpu_b: GpuIdentity) -> str:
-    """The scope of a row pair in words: ``two sessions on one GPU unit (GPU-a209f1f8)``."""
+def scope_text(scope: str, gpu_a: GpuIdentity, gpu_b: GpuIdentity, unit_a: UnitRecord | None = None,
+               unit_b: UnitRecord | None = None) -> str:
+    """The scope of a row pair in words: ``two sessions on one GPU unit (GPU-a209f1f8)``; with both units'
+    records, each unit's GPU, host and boot."""
     if scope == WITHIN_SESSION:
         return "one session"
+    if unit_a is not None and unit_b is not None:
+        if scope == SAME_UNIT:
+            return f"two sessions on one GPU unit ({unit_a.short})"
+        return f"two GPU units ({unit_a.short}, {unit_b.short})"
     if scope == SAME_UNIT:
         return f"two sessions on one GPU unit ({str(gpu_a.uuid)[:12]})"
     if gpu_a.uuid and gpu_b.uuid:
@@ -600,34 +721,47 @@ def _delta_txt(m: MetricDelta) -> str:
 
 def _end_to_end(kernel: MetricDelta | None, roof: MetricDelta | None, sust: MetricDelta | None,
                 binds_after: str | None) -> tuple[EndToEnd, str, bool]:  # fmt: skip
+    """The roofline and sustained FPS together: a change of either (FASTER, SLOWER, or both ways: MIXED) is what
+    happened end to end; else, when either could not be judged (NOT COMPARABLE, or measured on one side only),
+    NOT_COMPARABLE with why, never SAME; else SAME; UNKNOWN when neither was measured."""
     parts: list[str] = []
     judged: list[MetricDelta] = []
-    not_comparable = False
+    unjudged: list[str] = []
     for what, m in (("roofline", roof), ("sustained", sust)):
-        if m is None or m.verdict is Verdict.MISSING:
-            parts.append(f"{what} not measured" if m is None or m.before is None and m.after is None
-                         else f"{what} {m.reason}")  # fmt: skip
+        if m is None or m.verdict is Verdict.MISSING and m.before is None and m.after is None:
+            parts.append(f"{what} not measured")
+            continue
+        if m.verdict is Verdict.MISSING:
+            parts.append(f"{what} {m.reason}")
+            unjudged.append(f"{what} {m.reason}")
             continue
         across = f" across {', '.join(m.across)}" if m.across and m.judged else ""
-        parts.append(f"{what} {_delta_txt(m)}{_verdict_word(m)}{across}")
+        prov = " (provisional)" if m.provisional else ""
+        parts.append(f"{what} {_delta_txt(m)}{_verdict_word(m)}{prov}{across}")
         if m.verdict is Verdict.NOT_COMPARABLE:
-            not_comparable = True
+            unjudged.append(f"{what} {m.code.value}")
         else:
             judged.append(m)
     moved = {m.verdict for m in judged} - {Verdict.SAME}
-    if not judged:
-        verdict = EndToEnd.NOT_COMPARABLE if not_comparable else EndToEnd.UNKNOWN
-    elif moved == {Verdict.FASTER, Verdict.SLOWER}:
+    if moved == {Verdict.FASTER, Verdict.SLOWER}:
         verdict = EndToEnd.MIXED
     elif moved:
         verdict = EndToEnd.FASTER if Verdict.FASTER in moved else EndToEnd.SLOWER
-    else:
+    elif unjudged:
+        verdict = EndToEnd.NOT_COMPARABLE
+    elif judged:
         verdict = EndToEnd.SAME
+    else:
+        verdict = EndToEnd.UNKNOWN
     reason = ", ".join(parts)
+    if verdict is EndToEnd.NOT_COMPARABLE and judged:
+        reason += (f"; not SAME: {' and '.join(unjudged)} could not be judged, and a change there would not "
+                   "show in the other")
     invisible = (
         kernel is not None and kernel.verdict in (Verdict.FASTER, Verdict.SLOWER)
         and roof is not None and roof.verdict is Verdict.SAME
-        and (sust is None or sust.verdict in (Verdict.SAME, Verdict.MISSING))
+        and (sust is None or sust.verdict is Verdict.SAME
+             or sust.verdict is Verdict.MISSING and sust.before is None and sust.after is None)
     )  # fmt: skip
     if invisible:
         assert kernel is not None
@@ -659,6 +793,7 @@ def _compare_row(
     level: float,
     allow_different_gpu: bool = False,
     floors: FloorSet = SEED_FLOORS,
+    min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT,
 ) -> RowComparison:
     presence = Presence.BOTH if rb is not None and ra is not None else (
         Presence.BEFORE_ONLY if rb is not None else Presence.AFTER_ONLY
@@ -684,7 +819,13 @@ def _compare_row(
     gpu_b, gpu_a = row_gpu(before, rb), row_gpu(after, ra)
     sb, sa = row_session(rb, sides[0]), row_session(ra, sides[1])
     same_session = sb is not None and sb == sa
-    scope = scope_of(sb, sa, gpu_b.uuid, gpu_a.uuid)
+    unit_b, unit_a = row_unit(before, rb), row_unit(after, ra)
+    both_units = unit_b is not None and unit_a is not None and unit_b.unit_id is not None and unit_a.unit_id is not None
+    scope = (scope_of(sb, sa, unit_b.unit_id, unit_a.unit_id) if both_units  # type: ignore[union-attr]
+             else scope_of(sb, sa, gpu_b.uuid, gpu_a.uuid))
+    # both units' links measured: multi-stream transfers are judged by their floor (as shares of each unit's
+    # link across units), not held to the drift bound of dirs that could not tell a slower host from drift
+    linked = both_units and unit_b.link is not None and unit_a.link is not None  # type: ignore[union-attr]
     # a row without a stream count (a program probed as it is) is judged as multi-stream, as noise.py does
     multi = any(s is None or s > 1 for s in (streams, ra.streams))
     mismatches = _mismatches(rb, ra, across)
@@ -697,13 +838,29 @@ def _compare_row(
         mismatches = mismatches + (Mismatch(GPU_COLUMN, gpu_b.text, gpu_a.text, tuple(COMPARED_METRICS), True),)
         notes.append(f"different GPUs: {gpu_b.text} before, {gpu_a.text} after (--allow-different-gpu): "
                      "the deltas measure the GPUs as much as the change, and --gate leaves this row out")
-    elif gpu_b.name is not None and gpu_b.name == gpu_a.name and gpu_b.same_unit(gpu_a) is False:
-        notes.append(f"same GPU model, another unit: {gpu_b.text} before, {gpu_a.text} after")
+    elif gpu_b.name is not None and gpu_b.name == gpu_a.name and scope == ACROSS_UNITS and (
+            gpu_b.same_unit(gpu_a) is False or both_units):
+        if both_units:
+            notes.append(f"same GPU model, another unit: {unit_b.short} before, {unit_a.short} after"  # type: ignore[union-attr]
+                         + (f"; they differ in: {'; '.join(unit_b.differences(unit_a))}"  # type: ignore[union-attr]
+                            if unit_b.differences(unit_a) else "; their links agree"))  # type: ignore[union-attr]
+        else:
+            notes.append(f"same GPU model, another unit: {gpu_b.text} before, {gpu_a.text} after")
     kernel_note = None
     if multi:
         sib = _one_stream_sibling(key, rb, before, after)
         kernel_note = f"{streams} streams: quote kernel changes from the 1-stream row" + (f" ({sib})" if sib else "")
-    unsteady = unsteady_text(rb, ra, sides)
+    procs_b, procs_a = processes_of(rb.measurement("sustained_fps")), processes_of(ra.measurement("sustained_fps"))
+    spread_b = process_spread(procs_b) if procs_b else None
+    spread_a = process_spread(procs_a) if procs_a else None
+    with_procs = spread_b is not None and spread_a is not None
+    # a side without process spread (a dir made before several processes) is judged by a bound, and its
+    # unsteady runs still make the figure not comparable; with process spread both, the spread judges
+    unsteady = None if with_procs else unsteady_text(rb, ra, sides)
+    one_process = [tag for tag, sp in (("before", spread_b), ("after", spread_a)) if sp is None]
+    bound_note = (f"no process spread on the {' and '.join(one_process)} side{'' if len(one_process) == 1 else 's'} "
+                  "(a dir made before sustained FPS came from several processes): judged by the across-process "
+                  "bound") if one_process and rb.sustained_fps is not None and ra.sustained_fps is not None else None
     metrics: list[MetricDelta] = []
     for n in metric_names:
         ncr: tuple[Reason, str] | None = None
@@ -713,11 +870,13 @@ def _compare_row(
             ncr = (Reason.CONFIG_DIFFERS, "; ".join(mm.text for mm in blocking))
         elif n == "sustained_fps" and unsteady is not None:
             ncr = (Reason.UNSTEADY, unsteady)
-        elif multi and not same_session and (
+        elif multi and not same_session and not linked and (
                 n in TRANSFER_METRICS
                 or n == "roofline_us" and (binds_before in TRANSFER_ENGINES or binds_after in TRANSFER_ENGINES)):
             bound = floors.drift_bound_pct
         m_across = tuple(mm.column for mm in mismatches if n in mm.affects and mm.across)
+        share = link_share(n, None if streams is None or ra.streams is None else max(streams, ra.streams),
+                           binds_before, binds_after, unit_b, unit_a) if scope == ACROSS_UNITS else None
         metrics.append(
             compare_metric(
                 n, rb.number(n), ra.number(n),
@@ -726,7 +885,10 @@ def _compare_row(
                 spread_before=rb.number(n + SPREAD_SUFFIX), spread_after=ra.number(n + SPREAD_SUFFIX),
                 samples_before=_samples(rb, n), samples_after=_samples(ra, n),
                 not_comparable=ncr, across=m_across, note=kernel_note if n == "kernel_us" else None, level=level,
-                scope=scope,
+                scope=scope, min_effect_pct=min_effect_pct,
+                processes_before=spread_b if n == "sustained_fps" and with_procs else None,
+                processes_after=spread_a if n == "sustained_fps" and with_procs else None,
+                link=share, bound_note=bound_note if n == "sustained_fps" else None,
             )
         )  # fmt: skip
     mt = tuple(metrics)
@@ -745,9 +907,16 @@ def _compare_row(
             f"< {display_engine(ta[0])} {U.us_per_frame(ta[1], 2, unit=False)}): "
             "the kernel change cannot move this roofline"
         )
+    for tag, procs in (("before", procs_b), ("after", procs_a)):
+        slowed = [f"process {p.index + 1}: {', '.join(p.clock.slowed)}" for p in procs or ()
+                  if p.clock is not None and p.clock.slowed]
+        if slowed:
+            notes.append(f"the GPU was slowed while the {tag} processes ran ({'; '.join(slowed)}): NVML's "
+                         "throttle reasons")
     return RowComparison(label, presence, streams, cluster, same_session, mt, binds_before, binds_after, e2e, why,
                          invisible, mismatches, tuple(notes), gpu_b, gpu_a, scope,
-                         scope_text(scope, gpu_b, gpu_a))  # fmt: skip
+                         scope_text(scope, gpu_b, gpu_a, unit_b if both_units else None,
+                                    unit_a if both_units else None), unit_b, unit_a)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- the whole
@@ -829,14 +998,20 @@ def compare_results(
     across: Iterable[str] = (),
     level: float = LEVEL,
     floors: Mapping[str, FloorSet] | None = None,
+    min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT,
 ) -> Comparison:
     """Compare every row of two results dirs, pairing rows by key.
 
     ``across`` names config columns the pair is compared across on purpose (see the module
     docstring); columns in which the whole dir differs are added automatically. ``floors``: the floor
     sets by GPU model; a row pair is judged with those of its before GPU, and a model without one with
-    the seed's reading rules. Raises InputError for different GPUs unless ``allow_different_gpu``, and
-    for an unknown column."""
+    the default bounds. ``min_effect_pct``: the least change called a change. Raises InputError for
+    different GPUs unless ``allow_different_gpu``, for an unknown column and for a minimum effect that is
+    not a number >= 0."""
+    if isinstance(min_effect_pct, bool) or not isinstance(min_effect_pct, (int, float)) or not (
+            math.isfinite(min_effect_pct) and min_effect_pct >= 0):
+        raise InputError(f"--min-effect must be a percentage >= 0, got {min_effect_pct!r}",
+                         hint=f"use --min-effect {DEFAULT_MIN_EFFECT_PCT:g} (the default)")
     wanted = tuple(across)
     unknown = [c for c in wanted if c not in CONFIG_COLUMNS]
     if unknown:
@@ -877,11 +1052,15 @@ def compare_results(
 
     rows = tuple(
         _compare_row(k, before.row(k), after.row(k), before, after, (a, b), metric_names, across_all, level,
-                     allow_different_gpu, floors_of(k))
+                     allow_different_gpu, floors_of(k), float(min_effect_pct))
         for k in keys
     )  # fmt: skip
+    if same_dirs(before, after):
+        warnings.insert(0, CompareWarning(
+            f"{a.name} and {b.name} are one results dir (the same {'path' if _same_path(before, after) else 'rows'}): "
+            "every figure is identical", "compare the dir against another probe of the build"))
     for fs in used.values():
-        if fs.seed:
+        if fs.seed and any(m.provisional for r in rows for m in r.metrics):
             warnings.append(CompareWarning(
                 f"{fs.text}", "clusterbench floors DIR DIR [...] makes a GPU's floors from A/A dirs of one build"))
     by_col: dict[tuple[str, str, str, bool], list[str]] = {}
@@ -930,7 +1109,8 @@ def compare_results(
             "measured further apart",
             "measure floors from A/A dirs of several machines of the model: clusterbench floors DIR DIR [...] "
             "(docs/compare.md, 'Floors')"))
-    provisional = sorted({m.floor_scope for r in rows for m in r.metrics if m.floor_provisional and m.floor_scope})
+    provisional = sorted({m.floor_scope for r in rows for m in r.metrics
+                          if m.floor_provisional and m.floor_scope and not m.floor_default})
     if provisional:
         warnings.append(CompareWarning(
             f"provisional floors judged ({', '.join(SCOPE_TEXT[s] for s in provisional)}: made of fewer than "
@@ -945,37 +1125,72 @@ def compare_results(
         warnings.append(CompareWarning(f"labels found in one dir only: {', '.join(one_sided)}"))
     differing = {mm.column for r in rows for mm in r.mismatches if mm.across}
     across_used = tuple(c for c in (*CONFIG_COLUMNS, GPU_COLUMN) if c in differing)
-    return Comparison(a, b, metric_names, rows, tuple(warnings), across_used, level, tuple(used.values()))
+    return Comparison(a, b, metric_names, rows, tuple(warnings), across_used, level, tuple(used.values()),
+                      float(min_effect_pct))
 
 
-def judge_gate(comparison: Comparison, pct: float, metrics: Sequence[str] = DEFAULT_GATE_METRICS) -> GateOutcome:
-    """``--gate PCT``: figures that got worse by more than ``pct`` percent and beyond the noise.
+def _same_path(a: ResultSet, b: ResultSet) -> bool:
+    if a.path is None or b.path is None:
+        return False
+    try:
+        return a.path.resolve() == b.path.resolve()
+    except OSError:
+        return False
+
+
+def same_dirs(a: ResultSet, b: ResultSet) -> bool:
+    """Two loaded results dirs that are one (pure but for resolving paths): the same path, or a copy (the same
+    session and the same rows, every figure and sample equal)."""
+    if _same_path(a, b):
+        return True
+    sa = a.env.session_id if a.env is not None else None
+    sb = b.env.session_id if b.env is not None else None
+    return sa is not None and sa == sb and bool(a.rows) and a.rows == b.rows
+
+
+def judge_gate(comparison: Comparison, pct: float, metrics: Sequence[str] = DEFAULT_GATE_METRICS,
+               unjudged_pass: bool = False) -> GateOutcome:
+    """``--gate PCT``: figures that got worse by more than ``pct`` percent and beyond the noise, and those that
+    could not be judged.
 
     Judges each of ``metrics`` (compared metric names; by default the end-to-end figures, the roofline and
-    sustained FPS) of each row, like for like only: a SLOWER verdict (beyond the noise, and significant
-    where repeats exist, or beyond the drift bound) that is worse by more than ``pct`` % fails; SAME never
-    does. NOT_COMPARABLE (another session's drift, an unsteady side, a config difference), one-sided,
-    not-measured and across-a-difference figures are not judged; when none is judged, the outcome is
-    ``nothing_comparable`` (a gate that judged nothing must not pass). A gated metric neither dir measured
-    (sustained FPS of dirs probed without it) is left out and named in ``not_measured``."""
+    sustained FPS) of each row, like for like: a SLOWER verdict (beyond the noise, or beyond the drift bound)
+    that is worse by more than ``pct`` % fails (as shares of each unit's link where the verdict judged it so);
+    SAME never does, provisional or not. A figure it cannot judge is ``not_checked`` with why: NOT_COMPARABLE
+    (another session's drift, an unsteady side, a config difference), measured on one side only, a row in one
+    dir only, or a figure across a difference; so is (``too_coarse``) a SAME whose noise is above both ``pct``
+    and the minimum effect: a regression of ``pct`` % would have read SAME. A gated metric neither dir measured
+    is left out and named in ``not_measured``. ``unjudged_pass``: what it could not judge does not fail it
+    (``--gate-unjudged pass``)."""
     failures: list[GateFailure] = []
     judged: list[tuple[str, str]] = []
     skipped: list[tuple[str, str, str]] = []
+    coarse: list[tuple[str, str, str]] = []
     measured = tuple(n for n in metrics if n in comparison.metric_names)
+    resolution = max(pct, comparison.min_effect_pct)
     for r in comparison.rows:
         for name in measured:
             m = r.metric(name)
+            if m.before is None and m.after is None:
+                continue  # neither side has the figure (an aggregate row's trace columns): nothing to judge
             if not m.judged:
-                skipped.append((r.label, name, m.code.value))
+                why = m.code.value if m.code is not Reason.ONE_SIDED else m.reason
+                skipped.append((r.label, name, why))
                 continue
             if m.across:
                 skipped.append((r.label, name, f"across {', '.join(m.across)}"))
                 continue
             judged.append((r.label, name))
-            if m.verdict is Verdict.SLOWER and m.delta_pct is not None:
-                worse = -m.delta_pct if name in HIGHER_IS_BETTER else m.delta_pct
+            change = m.change_pct
+            if m.verdict is Verdict.SLOWER and change is not None:
+                worse = -change if name in HIGHER_IS_BETTER else change
                 if worse > pct:
                     assert m.before is not None and m.after is not None
-                    failures.append(GateFailure(r.label, name, m.before, m.after, m.unit, m.delta_pct, worse, m.noise))
+                    failures.append(GateFailure(r.label, name, m.before, m.after, m.unit, change, worse, m.noise))
+                    continue
+            if m.verdict is Verdict.SAME and m.code is not Reason.IDENTICAL and m.noise_pct is not None and (
+                    m.noise_pct > resolution + 1e-9):
+                coarse.append((r.label, name, f"noise ±{U.pct_of(m.noise_pct, 2)} above the gate's "
+                                              f"{U.pct_of(pct, None)}"))
     return GateOutcome(pct, measured, tuple(failures), tuple(judged), tuple(skipped),
-                       tuple(n for n in metrics if n not in measured))
+                       tuple(n for n in metrics if n not in measured), tuple(coarse), unjudged_pass)

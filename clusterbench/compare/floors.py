@@ -28,14 +28,15 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from clusterbench import __version__
-from clusterbench.compare.compare import CONFIG_COLUMNS, config_value, params_differences, row_gpu, row_steady
+from clusterbench.compare.compare import (CONFIG_COLUMNS, config_value, params_differences, row_gpu, row_steady,
+                                         same_dirs)
 from clusterbench.compare.noise import (ACROSS_UNITS, COMPARED_METRICS, FLOOR_MARGIN, FLOOR_MIN_PCT, FLOOR_STEP_PCT,
                                         MIN_PAIRS, SAME_UNIT, SCOPE_PAIRS, SCOPE_TEXT, SCOPES, SEED_DRIFT_SOURCE,
-                                        SEED_SOURCE, SHARED_LINK_METRICS, TRACE_FLOOR_MIN_PCT, TRACE_METRICS,
+                                        SHARED_LINK_METRICS, TRACE_FLOOR_MIN_PCT, TRACE_METRICS,
                                         TRANSFER_METRICS, WITHIN_SESSION, AaSet, FloorSet, Machine, NoiseFloor,
                                         drift_bound_pct, seed_floors, suggest_floor_pct)
 from clusterbench.errors import InputError
-from clusterbench.io.results import _atomic_write_text
+from clusterbench.io.outputs import atomic_write_text
 from clusterbench.model import units as U
 from clusterbench.model.results import ResultRow, ResultSet
 
@@ -267,6 +268,13 @@ def _floor_of(metric: str, multi: bool, scope: str, cands: Sequence[PairDiff], m
     return NoiseFloor(metric, multi, pct, src, size, scope, pairs, len(cands), pairs < min_pairs)
 
 
+def _resolved(res: ResultSet) -> Path | None:
+    try:
+        return None if res.path is None else Path(res.path).resolve()
+    except OSError:
+        return None
+
+
 def aa_floors(dirs: Sequence[ResultSet], now: Callable[[], str] | None = None,
               min_pairs: int = MIN_PAIRS) -> FloorsOutcome:
     """The floors of two or more A/A dirs of one GPU model. Differences are taken only between dirs of one
@@ -275,10 +283,18 @@ def aa_floors(dirs: Sequence[ResultSet], now: Callable[[], str] | None = None,
     difference of that scope, with the number of pairs it saw (provisional below ``min_pairs``). On several
     streams H2D, D2H and the roofline share one link and take the worst of the three. A trace figure no A/A
     measured keeps the seed's floor; a scope no pair had gets no floor (compare then uses the nearest one and
-    says so). InputError for dirs that are not an A/A."""
+    says so). InputError for dirs that are not an A/A, and for a dir given twice (its path, or a copy of it)."""
     if len(dirs) < 2:
         raise InputError("floors needs two or more A/A results dirs of one build",
                          hint="clusterbench floors results/DATE_f32_aa1 results/DATE_f32_aa2 [...]")
+    for i, j in itertools.combinations(range(len(dirs)), 2):
+        if same_dirs(dirs[i], dirs[j]):
+            a, b = dirs[i], dirs[j]
+            how = ("the same path" if a.path is not None and b.path is not None and _resolved(a) == _resolved(b)
+                   else "a copy: the same session and the same rows")
+            raise InputError(f"{a.name} and {b.name} are one results dir ({how}): a dir paired with itself differs "
+                             "by nothing and would make a floor of no noise",
+                             hint="give each A/A dir once: probes of one build taken again (--tag aa1, --tag aa2, ...)")
     models = {d.name: _gpu_model(d) for d in dirs}
     known = {m for m in models.values() if m is not None}
     if len(known) != 1:
@@ -315,7 +331,7 @@ def aa_floors(dirs: Sequence[ResultSet], now: Callable[[], str] | None = None,
                     measured = True
             if not measured and metric in TRACE_METRICS:
                 floors.append(NoiseFloor(metric, multi, TRACE_FLOOR_MIN_PCT,
-                                         f"{SEED_SOURCE}: the A/A dirs have no {'multi' if multi else '1'}-stream "
+                                         f"the seed's 1 % rule: the A/A dirs have no {'multi' if multi else '1'}-stream "
                                          f"{metric}", scope=SAME_UNIT))
     cross = [abs(d.diff_pct) for d in diffs if d.multi_stream and d.metric in TRANSFER_METRICS
              and d.scope != WITHIN_SESSION]
@@ -433,7 +449,7 @@ def write_floors(fs: FloorSet, path: Path, replace: bool = False) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if replace:
-            _atomic_write_text(path, text, ".floors.")
+            atomic_write_text(path, text, "the floors")
         else:
             tmp = path.parent / f".floors.{os.getpid()}.{path.name}.tmp"
             try:

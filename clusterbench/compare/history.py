@@ -1,16 +1,18 @@
-"""Steps in a label's history: where a metric moved between consecutive builds beyond the noise.
+"""Steps in a label's history: where a metric moved between builds of one config beyond the noise.
 
 A series is one point per results dir holding the label (:func:`clusterbench.io.history.series`). Points
-are taken in the order measured, per GPU model. Between two consecutive points:
+are taken in the order measured, per GPU model. Each point is set against:
 
-- where the two rows ran different configs (STEP_CONFIG_COLUMNS: pedestal, finder, workload, dtype,
-  tracer, streams, transfer, cluster, cap, batch, frames, a column that does not affect the metric, as
-  compare's AFFECTS says, left out; and any other workload parameter of their env.json entries, such as
-  a delay added to the kernel), that is a **config change**: named (``pedestal frozen→tracking``), never
-  judged, so never a step, whatever the build did;
-- else, wherever the build (git rev and dirty flag) changes, the two rows are compared exactly as
-  ``clusterbench compare`` compares two dirs (:func:`~clusterbench.compare.compare.compare_results`: the
-  floors of the GPU model, the drift bound for multi-stream transfers of two sessions).
+- the **nearest earlier point of the same config** (the same STEP_CONFIG_COLUMNS but the finder, which
+  names what the build chose, such as its kernel; and the same workload parameters of their env.json
+  entries), where that point is of another build (git rev and dirty flag): the two rows are compared exactly
+  as ``clusterbench compare`` compares two dirs (:func:`~clusterbench.compare.compare.compare_results`), a
+  **change of build**. The nearest such point, not only the previous one: a history whose build changes
+  came with config changes (a shorter smoke run, a probe with a delay in between) still judges each build
+  against the last point of its own config;
+- else, where the previous point ran a different config (a column that does not affect the metric, as
+  compare's AFFECTS says, left out; any other workload parameter that differs, such as a delay added to the
+  kernel), a **config change**: named (``pedestal frozen→tracking``), never judged, so never a step.
 
 Both are **transitions**. A transition of the build whose verdict is FASTER or SLOWER is a **step**.
 """
@@ -53,8 +55,14 @@ class ConfigChange:
         return {"column": self.column, "before": self.before, "after": self.after}
 
 
+# The columns that name what a build chose rather than what was asked of it: the finder (the kernel the build's
+# default picks). Two points that differ only there ran one config on two builds.
+BUILD_COLUMNS = frozenset({"finder"})
+
+
 def config_changes(before: ResultRow, after: ResultRow, metric: str, params_before: Mapping[str, object] | None = None,
-                   params_after: Mapping[str, object] | None = None) -> tuple[ConfigChange, ...]:
+                   params_after: Mapping[str, object] | None = None, *,
+                   skip: frozenset[str] = frozenset()) -> tuple[ConfigChange, ...]:
     """What two rows ran differently: the STEP_CONFIG_COLUMNS in which they differ, where both say (a column
     one side does not record is not a difference), leaving out a column that does not affect ``metric``
     (compare's AFFECTS: the tracer does not touch the untraced sustained FPS); then, where both rows' config
@@ -63,7 +71,7 @@ def config_changes(before: ResultRow, after: ResultRow, metric: str, params_befo
     –→1.7``)."""
     out = []
     for column in STEP_CONFIG_COLUMNS:
-        if metric in COMPARED_METRICS and column in AFFECTS and metric not in AFFECTS[column]:
+        if column in skip or metric in COMPARED_METRICS and column in AFFECTS and metric not in AFFECTS[column]:
             continue
         vb, va = before.value(column), after.value(column)
         if vb is None or va is None or vb == va:
@@ -87,13 +95,17 @@ def _params(p: HistoryPoint) -> Mapping[str, object] | None:
 
 @dataclass(frozen=True, slots=True)
 class HistoryStep:
-    """Two consecutive points of different builds or configs, and the verdict of ``metric`` between them.
-    ``config``: what the two configs differ in (then the verdict is NOT_COMPARABLE, ``config_differs``)."""
+    """Two points of different builds of one config, or two consecutive points of different configs, and the
+    verdict of ``metric`` between them. ``config``: what the two configs differ in (then the verdict is
+    NOT_COMPARABLE, ``config_differs``); ``chose``: for a change of build, what the build chose differently
+    (the finder: ``finder a→b``); ``skipped``: how many points lie between the two (other configs)."""
 
     before: HistoryPoint
     after: HistoryPoint
     delta: MetricDelta
     config: tuple[ConfigChange, ...] = ()
+    chose: tuple[ConfigChange, ...] = ()
+    skipped: int = 0
 
     @property
     def kind(self) -> str:
@@ -118,7 +130,8 @@ class HistoryStep:
                 "before": d.before, "after": d.after, "delta_pct": d.delta_pct, "unit": d.unit,
                 "verdict": d.verdict.value, "reason_code": d.code.value, "reason": d.reason, "noise": d.noise,
                 "noise_pct": d.noise_pct, "floor_pct": d.floor_pct, "bound_pct": d.bound_pct,
-                "cross_session": d.cross_session, "across": list(d.across), "is_step": self.is_step}
+                "cross_session": d.cross_session, "across": list(d.across), "is_step": self.is_step,
+                "build_chose": [c.to_json() for c in self.chose], "points_between": self.skipped}
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,20 +177,40 @@ def judge_pair(before: HistoryPoint, after: HistoryPoint, metric: str, floors: F
                           samples_after=after.samples)
 
 
+def same_config_before(points: Sequence[HistoryPoint], p: HistoryPoint, metric: str) -> tuple[HistoryPoint, int] | None:
+    """The nearest of ``points`` (earlier ones, in order) that ran ``p``'s config and measured ``metric``, and how
+    many points lie between them; None when there is none (pure). The finder is what a build chose, not the
+    config: it does not tell two configs apart."""
+    for k, q in enumerate(reversed(points)):
+        if q.value is None:
+            continue
+        if not config_changes(q.row, p.row, metric, _params(q), _params(p), skip=BUILD_COLUMNS):
+            return q, k
+    return None
+
+
 def history_series(label: str, metric: str, points: Sequence[HistoryPoint],
                    floors: Mapping[str, FloorSet] | None = None) -> HistorySeries:
-    """The transitions and steps of ``points`` (one label, one metric), per GPU model: consecutive points
-    whose configs differ (named, never judged), else whose builds differ (judged with that model's floors,
-    else the seed's reading rules)."""
+    """The transitions and steps of ``points`` (one label, one metric), per GPU model (see the module
+    docstring): each point against the nearest earlier point of its config where the build differs (judged
+    with that model's floors, else the default bounds), else against the previous point where the config
+    differs (named, never judged)."""
     used: dict[str | None, FloorSet] = {}
-    last: dict[str | None, HistoryPoint] = {}
+    earlier: dict[str | None, list[HistoryPoint]] = {}
     transitions: list[HistoryStep] = []
     for p in points:
         gpu = p.gpu_name
         fs = used.setdefault(gpu, (floors or {}).get(gpu or "") or seed_floors(gpu))
-        prev = last.get(gpu)
-        last[gpu] = p
+        seen = earlier.setdefault(gpu, [])
+        prev = seen[-1] if seen else None
+        same = same_config_before(seen, p, metric) if p.value is not None else None
+        seen.append(p)
         if prev is None or prev.value is None and p.value is None:
+            continue
+        if same is not None and (same[0].build != p.build or p.git_dirty):
+            q, between = same
+            chose = config_changes(q.row, p.row, metric, skip=frozenset(STEP_CONFIG_COLUMNS) - BUILD_COLUMNS)
+            transitions.append(HistoryStep(q, p, judge_pair(q, p, metric, fs), chose=chose, skipped=between))
             continue
         changed = config_changes(prev.row, p.row, metric, _params(prev), _params(p))
         if changed:
@@ -185,10 +218,6 @@ def history_series(label: str, metric: str, points: Sequence[HistoryPoint],
                    "judged as a change of the build")
             delta = compare_metric(metric, prev.value, p.value, not_comparable=(Reason.CONFIG_DIFFERS, why))
             transitions.append(HistoryStep(prev, p, delta, changed))
-            continue
-        if prev.build == p.build and not p.git_dirty:
-            continue
-        transitions.append(HistoryStep(prev, p, judge_pair(prev, p, metric, fs)))
     return HistorySeries(label, metric, tuple(points), tuple(transitions), tuple(used.values()))
 
 

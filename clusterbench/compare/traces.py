@@ -5,8 +5,9 @@ would (:func:`clusterbench.analyzers.analysis.analyze_trace`: the probe's pass r
 frames of the range text or ``--frames``); then per engine (µs per frame), the roofline, and per kernel name
 (µs per frame of that kernel's busy time inside the window), before → after, with a verdict.
 
-The noise is the 1-stream reproducibility rule: trace figures reproduce across sessions to about 1 %, so
-a change within 1 % of the before value is SAME. Two traces are two sessions, so on a trace with several
+Identical figures read SAME (a trace compared with itself reads SAME everywhere). Otherwise the noise is the
+1-stream reproducibility rule: trace figures reproduce across sessions to about 1 %, so a change within 1 % of
+the before value is SAME. Two traces are two sessions, so on a trace with several
 streams the transfer engines (and a roofline that binds on one) are held to the drift bound instead: within
 it NOT COMPARABLE, beyond it FASTER or SLOWER, marked cross-session.
 """
@@ -111,6 +112,12 @@ def compare_traces(a: TraceAnalysis, b: TraceAnalysis, kernels_a: Mapping[str, f
                              hint="pass --frames N (the frames of the traced window), or a trace whose range "
                                   "text says frames=N")
     warnings: list[str] = []
+    try:
+        itself = Path(before.path).resolve() == Path(after.path).resolve()
+    except OSError:
+        itself = False
+    if itself:
+        warnings.append(f"{before.name} is compared with itself: every figure is identical")
     if before.gpu_name and after.gpu_name and before.gpu_name != after.gpu_name:
         if not allow_different_gpu:
             raise InputError(f"the two traces come from different GPUs: {before.gpu_name} ({before.name}) vs "
@@ -142,7 +149,7 @@ def compare_traces(a: TraceAnalysis, b: TraceAnalysis, kernels_a: Mapping[str, f
             where = "before" if n not in ka else "after"
             m = dataclasses.replace(m, reason=f"only in {where}", code=Reason.ONE_SIDED)
         kernels.append(dataclasses.replace(m, name=n))
-    if multi:
+    if multi and not itself:
         warnings.append(f"{streams} streams: the transfer engines of two traces (two sessions) are judged against "
                         f"the {U.pct_of(floors.drift_bound_pct, None)} drift bound, not the {U.pct_of(TRACE_FLOOR_MIN_PCT, None)} rule")
     return TraceComparison(before, after, tuple(engines), tuple(kernels), floors, tuple(warnings))

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from clusterbench.errors import EnvironmentFailure, InputError
+from clusterbench.io.outputs import refuse_inputs_as_outputs
 from clusterbench.io.results import Skipped, digests_from_text, find_results_dirs, load_results
 from clusterbench.model.results import VALUE_KINDS, EnvRecord, ResultRow, ResultSet
 
@@ -164,6 +165,65 @@ def _check_schema(db, path: Path) -> None:  # noqa: ANN001
                          hint="use the clusterbench version that wrote it, or pass --db NEW.db")
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_NOT_HISTORY_HINT = "pass --db with a clusterbench history database, or a new file name (one is made there)"
+
+
+def check_history_file(path: Path) -> None:
+    """InputError unless ``path`` is free for a history database or holds one: it does not exist, it is empty
+    (0 bytes: an empty SQLite database), it is an SQLite database without tables, or its ``meta`` table names
+    HISTORY_SCHEMA. Anything else (an nsys export, another program's database, a text file) is refused,
+    naming what it holds; it is opened read-only, and nothing in it changes."""
+    import urllib.parse
+
+    p = Path(path)
+    if not p.exists():
+        return
+    if p.is_dir():
+        raise InputError(f"--db {p} is a folder, not a database file", hint=_NOT_HISTORY_HINT)
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as fh:
+            head = fh.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise InputError(f"cannot read the history database {p}: {exc.strerror or exc}", hint=_NOT_HISTORY_HINT) from None
+    if size == 0:
+        return
+    if head != _SQLITE_MAGIC:
+        raise InputError(f"--db {p} is not a clusterbench history database: it is not an SQLite file",
+                         hint=_NOT_HISTORY_HINT)
+    try:
+        conn = sqlite3.connect(f"file:{urllib.parse.quote(str(p.resolve()))}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise InputError(f"cannot open the history database {p}: {exc}", hint=_NOT_HISTORY_HINT) from None
+    try:
+        tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                        if not r[0].startswith("sqlite_"))
+        if not tables:
+            return
+        meta: dict[str, object] = {}
+        if "meta" in tables:
+            try:
+                meta = {str(k): v for k, v in conn.execute("SELECT key, value FROM meta")}
+            except sqlite3.Error:
+                meta = {}
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"--db {p} cannot be read as SQLite: {exc}", hint=_NOT_HISTORY_HINT) from None
+    finally:
+        conn.close()
+    if meta.get("schema") != HISTORY_SCHEMA:
+        nsys = any(t.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_")) or t == "StringIds" for t in tables)
+        shown = ", ".join(tables[:6]) + (f" and {len(tables) - 6} more" if len(tables) > 6 else "")
+        raise InputError(f"--db {p} is not a clusterbench history database"
+                         + (" (it is an nsys export)" if nsys else "") + f": it holds the tables {shown}"
+                         + ("" if "meta" in tables else " and no meta table") + "; nothing was written to it",
+                         hint=_NOT_HISTORY_HINT)
+    if str(meta.get("version")) != str(HISTORY_VERSION):
+        raise InputError(f"{p} is history schema {meta.get('schema')!r} version {meta.get('version')!r}; this "
+                         f"clusterbench reads {HISTORY_SCHEMA!r} version {HISTORY_VERSION}",
+                         hint="use the clusterbench version that wrote it, or pass --db NEW.db")
+
+
 @contextlib.contextmanager
 def open_history(path: Path, *, write: bool = False) -> Iterator[object]:
     """The history database at ``path`` as a sqlite-utils Database. ``write``: inside one write transaction
@@ -177,6 +237,7 @@ def open_history(path: Path, *, write: bool = False) -> Iterator[object]:
         raise InputError(f"no history database at {path}",
                          hint="clusterbench probe records every row there; clusterbench history import FOLDER adds "
                               "the results dirs you have (clusterbench history import results)")
+    check_history_file(path)  # read-only: a file that is not a history is refused before anything is written
     if write:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -284,31 +345,33 @@ def import_folders(db_path: Path, paths: Sequence[Path],
     too when there is no results dir at all, naming what was skipped. ``on_dir`` hears of each dir as it
     is recorded (progress)."""
     found = find_results_dirs(paths)
+    refuse_inputs_as_outputs([("--db", db_path)], [("results dir", d) for d in found.dirs])
+    check_history_file(db_path)  # before any dir is read: a database that is not a history is refused
     sets = []
+    skipped = list(found.skipped)
     for d in found.dirs:
         try:
             sets.append(load_results(d))
-        except InputError as exc:
-            raise InputError(str(exc), hint=(f"{exc.hint}; " if exc.hint else "") + "nothing was imported (a "
-                             "results dir left out of the folders given imports the others)") from None
+        except InputError as exc:  # named and left out; the others are imported
+            skipped.append(Skipped(d, f"cannot be read: {exc}"))
     if not sets:
-        said = "; ".join(f"{s.path}: {s.reason}" for s in found.skipped)
+        said = "; ".join(f"{s.path}: {s.reason}" for s in skipped)
         raise InputError(f"no results dir to import in {', '.join(map(str, paths))}" + (f" ({said})" if said else ""),
                          hint="a results dir is a folder holding probes.csv and env.json, as clusterbench probe "
                               "writes under results/: clusterbench history import results")
-    skipped = found.skipped
     out = []
     for res in sets:
         with open_history(db_path, write=True) as db:
             out.append(_add_dir(db, res, _utc_now()))
         if on_dir is not None:
             on_dir(out[-1])
-    return ImportOutcome(tuple(out), skipped)
+    return ImportOutcome(tuple(out), tuple(skipped))
 
 
 def import_dirs(db_path: Path, dirs: Sequence[Path]) -> tuple[ImportedDir, ...]:
     """Add results dirs to the history (each read first: InputError for a bad one, before anything is
     written); each dir in one transaction. Idempotent: what is already recorded is not added again."""
+    refuse_inputs_as_outputs([("--db", db_path)], [("results dir", d) for d in dirs])
     sets = [load_results(d) for d in dirs]
     out = []
     for res in sets:
@@ -400,6 +463,8 @@ def check_baseline_name(name: str) -> str:
 def set_baseline(db_path: Path, name: str, directory: Path) -> Baseline:
     """Name the rows ``directory`` holds now (imported first) as baseline ``name``; an existing name moves."""
     check_baseline_name(name)
+    refuse_inputs_as_outputs([("--db", db_path)], [("DIR", directory)])
+    check_history_file(db_path)
     res = load_results(directory)
     now = _utc_now()
     with open_history(db_path, write=True) as db:

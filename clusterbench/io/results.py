@@ -79,12 +79,22 @@ SAMPLES_SCHEMA = "clusterbench.samples"
 #     an exec workload (a program probed as it is) may leave cluster, cap, streams, batch and frames empty;
 #     binds may be "host"; env.json configs entries add analysis, sustained, checks, error and phase_s.
 #     A version-3 dir reads as it is (its rows lack the new columns: not measured).
-RESULTS_VERSION = 4
+#   5: sustained FPS from several fresh processes: probes.csv adds sustained_processes; samples.json's
+#     sustained measurement holds the process medians as its samples and every process under
+#     metadata.processes; env.json adds the unit block (the GPU on its host and boot, its link, PCIe, NUMA,
+#     CPU and clocks). A version-4 dir reads as it is (one process per figure, no unit).
+RESULTS_VERSION = 5
 
 # The config columns a row that lacks them takes from env.json (older and hand-written dirs): its config
 # entry, else the dir's value. A clusterbench dir that names no workload ran the CuPy workload.
 FILLED_COLUMNS = ("tracer", "transfer", "pedestal", "pedestal_dtype", "workload")
 DEFAULT_WORKLOAD = "cupy"
+
+# The largest magnitude of a figure in probes.csv: far above any µs per frame, FPS, GB/s or count a probe
+# writes (the committed dirs stay below 2e5), far below where a difference or a percentage of two figures
+# overflows a float. Integers (frames, bytes) are held to 64 bits.
+MAX_FIGURE = 1e15
+INT64_MAX = 2**63 - 1
 
 _TAG_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 _DTYPE_TAGS = {"f32": "f32", "f64": "f64", "float32": "f32", "float64": "f64", "exec": "exec"}
@@ -386,23 +396,33 @@ def _parse_cell(text: str, kind: type | None, column: str, label: str, path: Pat
     numeric = kind is not None or column.endswith(SPREAD_SUFFIX)
     try:
         f = float(s)
-        if not math.isfinite(f):
+        if not math.isfinite(f) or abs(f) > MAX_FIGURE:
             raise ValueError(s)
         if kind is int:
             if not f.is_integer():
                 raise ValueError(s)
-            return int(f)
+            value = int(s) if re.fullmatch(r"[+-]?\d+", s) else int(f)
+            if abs(value) > INT64_MAX:
+                raise ValueError(s)
+            return value
     except ValueError:
         if not numeric:
             return s  # an unknown column holding text: keep it as text
         what = "an integer" if kind is int else "a finite number"
+        try:
+            big = math.isfinite(float(s)) and (kind is not int or float(s).is_integer())
+        except ValueError:
+            big = False
+        if big:  # a number, but one no probe writes
+            what += (f" of at most {INT64_MAX:,} (64 bits)" if kind is int else
+                     f" of at most {MAX_FIGURE:g} in magnitude")
         raise InputError(
             f"probes.csv row {label!r} column {column}: expected {what}, got {s!r}: {path}",
             hint="fix the value by hand, or re-run clusterbench probe --only " + label.split("@")[0],
         ) from None
     if kind is float or column.endswith(SPREAD_SUFFIX):
         return f
-    return int(s) if re.fullmatch(r"[+-]?\d+", s) else f
+    return int(s) if re.fullmatch(r"[+-]?\d+", s) and abs(int(s)) <= INT64_MAX else f
 
 
 def _read_json(path: Path, what: str) -> dict:
@@ -424,7 +444,7 @@ def _read_json(path: Path, what: str) -> dict:
 
 
 LEGACY_ENV_KEYS: tuple[str, ...] = ("gpu", "driver", "pedestal_dtype", "git_rev", "dirty")
-_READABLE = "4, 3, 2 and 1 (and legacy aare-perf dirs, which have none)"
+_READABLE = "5, 4, 3, 2 and 1 (and legacy aare-perf dirs, which have none)"
 
 
 def dir_version(doc: Mapping[str, object], path: Path) -> int:
@@ -433,7 +453,8 @@ def dir_version(doc: Mapping[str, object], path: Path) -> int:
     anything else, naming what is missing or which version it has."""
     if "schema" in doc:
         version = doc.get("version")
-        if doc["schema"] != RESULTS_SCHEMA or isinstance(version, bool) or version not in _READERS or version < 3:
+        if (doc["schema"] != RESULTS_SCHEMA or type(version) is not int or version not in _READERS
+                or version < 3):
             raise InputError(
                 f"env.json is schema {doc['schema']!r} version {version!r}; this clusterbench reads "
                 f"{RESULTS_SCHEMA!r} versions {_READABLE}: {path}",
@@ -450,7 +471,7 @@ def dir_version(doc: Mapping[str, object], path: Path) -> int:
             "a legacy aare-perf one carries " + ", ".join(LEGACY_ENV_KEYS),
         )
     version = doc.get("schema_version")
-    if isinstance(version, bool) or version not in (1, 2):
+    if type(version) is not int or version not in (1, 2):
         raise InputError(
             f"env.json has schema_version {version!r}; this clusterbench reads versions {_READABLE}: {path}",
             hint="use the clusterbench version that wrote it, or re-run clusterbench probe",
@@ -572,6 +593,7 @@ _READERS: dict[int, _Reader] = {
     1: _Reader(_env_v1_v2, _OLD_KINDS, _key_v1_v2, "matched"),
     2: _Reader(_env_v1_v2, _OLD_KINDS, _key_v1_v2, "matched"),
     3: _Reader(_env_v3, COLUMN_KINDS, _key_v3, "file"),
+    4: _Reader(_env_v3, COLUMN_KINDS, _key_v3, "file"),
     RESULTS_VERSION: _Reader(_env_v3, COLUMN_KINDS, _key_v3, "file"),
 }
 
@@ -747,7 +769,7 @@ def _attach_samples(directory: Path, rows: list[ResultRow], notes: list[str]) ->
     schema, version = doc.get("schema"), doc.get("version")
     if schema != SAMPLES_SCHEMA or type(version) is not int or not 3 <= version <= RESULTS_VERSION:
         raise InputError(f"{SAMPLES_JSON} blocks 'schema' and 'version' must be {SAMPLES_SCHEMA!r} and "
-                         f"{RESULTS_VERSION} (or 3), got {json_value_words(schema)} and {json_value_words(version)}: "
+                         f"{RESULTS_VERSION} (or 3 to {RESULTS_VERSION - 1}), got {json_value_words(schema)} and {json_value_words(version)}: "
                          f"{path}", hint="use the clusterbench version that wrote it, or re-run clusterbench probe")
     try:
         entries = _samples_entries(doc)

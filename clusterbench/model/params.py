@@ -29,6 +29,12 @@ CLUSTER_MAX = 11
 DETECTOR_SIDE_MAX = 65536
 # The pedestal std of one dark frame is 0 (every pixel would fire); two is the least that means anything.
 PEDESTAL_FRAMES_MIN = 2
+# Integers the kernels take as 32-bit ints (a batch's frame count, the cap, the pixel count, ...) must fit one;
+# frames and seed are 64-bit. A larger value would overflow on the GPU, so it is refused in the file.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+INT_BOUNDS = {"cap": INT32_MAX, "streams": INT32_MAX, "batch": INT32_MAX, "pool": INT32_MAX,
+              "pedestal_frames": INT32_MAX, "frames": INT64_MAX, "seed": INT64_MAX}
 # delay_us_per_frame is a test tool: a batch of 2000 frames at 1000 µs each spins for 2 s, enough for any test.
 DELAY_MAX_US = 1000.0
 
@@ -160,11 +166,14 @@ def choice_problem(value: Any, choices: tuple[str, ...]) -> str | None:
     return f"must be one of {', '.join(map(repr, choices))}, got {value!r}{guess}"
 
 
-def _int_problem(value: Any, minimum: int = 1) -> str | None:
+def _int_problem(value: Any, minimum: int = 1, maximum: int = INT64_MAX) -> str | None:
     if not _is_int(value):
         return f"must be an integer, got {_type_name(value)} {show(value)}"
     if value < minimum:
         return f"must be >= {minimum}, got {value}"
+    if value > maximum:
+        width = "32" if maximum == INT32_MAX else "64"
+        return f"must be at most {maximum:,} (a {width}-bit integer), got {value:,}"
     return None
 
 
@@ -188,11 +197,11 @@ def value_problem(key: str, value: Any) -> str | None:
             return f"must be between {CLUSTER_MIN} and {CLUSTER_MAX}, got {value}"
         return None
     if key in ("cap", "streams", "batch", "frames", "pool"):
-        return _int_problem(value)
+        return _int_problem(value, 1, INT_BOUNDS[key])
     if key == "pedestal_frames":
-        return _int_problem(value, PEDESTAL_FRAMES_MIN)
+        return _int_problem(value, PEDESTAL_FRAMES_MIN, INT_BOUNDS[key])
     if key == "seed":
-        return _int_problem(value, 0)
+        return _int_problem(value, 0, INT_BOUNDS[key])
     if key in ("nsigma", "occupancy", "delay_us_per_frame"):
         if type(value) not in (int, float):
             return f"must be a number, got {_type_name(value)} {show(value)}"
@@ -229,6 +238,9 @@ def cross_problems(values: Mapping[str, Any]) -> list[tuple[str, str]]:
         out.append(("batch", f"batch {values['batch']} exceeds frames {values['frames']}: "
                              "that launch could never happen"))
     rows, cols = values["detector"]
+    if rows * cols > INT32_MAX:
+        out.append(("detector", f"{rows}x{cols} = {rows * cols:,} pixels per frame: the kernels count pixels in a "
+                                f"32-bit integer (at most {INT32_MAX:,})"))
     if values["cap"] > rows * cols:
         out.append(("cap", f"cap {values['cap']} exceeds the {rows}x{cols} = {rows * cols} pixels "
                            "per frame: the D2H slot would carry clusters that cannot exist"))

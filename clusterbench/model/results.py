@@ -20,6 +20,7 @@ import dataclasses
 import enum
 import math
 import numbers
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Mapping
 from clusterbench.model.engines import ENGINES
 from clusterbench.model.jsontypes import check_json, json_types, json_value_words
 from clusterbench.model.measurement import Measurement
+from clusterbench.model.unit import UnitRecord
 
 JsonValue = object  # a value json.dumps accepts
 
@@ -185,6 +187,9 @@ class ResultRow:
     sustained_fps: float | None = None
     sustained_fps_spread: float | None = None
     sustained_repeats: int | None = None
+    # how many fresh processes the sustained figure came from (its samples are their medians); None: one
+    # process, in a dir made before several (its samples are that process's repeats)
+    sustained_processes: int | None = None
     sustained_gbps: float | None = None
     # where the sustained figure came from: result (the workload's result records), rate (the program's own
     # printed rate, untraced), wall (frames over the program's wall time between two printed markers),
@@ -240,6 +245,18 @@ class ResultRow:
     # a campaign merge: the task that measured the row and its results dir, relative to the merged dir
     task: int | None = None
     source_dir: str | None = None
+    # probe --what-binds (docs/probe.md, "The untraced frame"), measured without the profiler: the frame and the
+    # busiest thread's own time per frame (the injection library's baseline processes), the untraced split's
+    # sum, what binds by the delay test and each resource's slope (frame µs per µs of delay), and the
+    # injection library's own cost (its baseline frame over the bare one, less 1)
+    untraced_frame_us: float | None = None
+    untraced_host_us: float | None = None
+    untraced_split_us: float | None = None
+    delay_binds: str | None = None
+    delay_slope_host: float | None = None
+    delay_slope_gpu: float | None = None
+    delay_slope_link: float | None = None
+    inject_cost: float | None = None
     extra: Mapping[str, object] = field(default_factory=dict)
     measurements: tuple[Measurement, ...] = ()
 
@@ -351,9 +368,14 @@ SPREAD_SUFFIX = "_spread"
 POSITIVE_COLUMNS = frozenset({"kernel_us", "h2d_us", "d2h_us", "roofline_us", "measured_us", "roofline_fps",
                               "sustained_fps", "cluster", "cap", "streams", "batch", "frames", "gpus", "gpu_min_fps",
                               "solo_fps", "serial_us", "processes", "host_us", "host_untraced_us",
-                              "roofline_untraced_us"})
+                              "roofline_untraced_us", "untraced_frame_us", "untraced_host_us", "untraced_split_us"})
+# Columns that may be negative: a slope (noise around 0 reads below it) and a cost (a run with the library
+# may come out faster than one without, within the noise).
+SIGNED_COLUMNS = frozenset({"delay_slope_host", "delay_slope_gpu", "delay_slope_link", "inject_cost"})
+# delay_binds: the resources that bind joined by '+', or shared, none, untested
+DELAY_BINDS = re.compile(r"^(?:(?:host|gpu|link)(?:\+(?:gpu|link))*|shared|none|untested)$")
 CHECK_STATUSES = ("agree", "disagree", "unchecked")
-HOST_ESTIMATES = ("calibrated", "rate-scaled")  # how host_untraced_us was made
+HOST_ESTIMATES = ("calibrated", "rate-scaled", "measured")  # how host_untraced_us was made
 # What may bind: a GPU engine, or the host (a launching thread whose busy time per frame is the tallest bar)
 BINDERS: tuple[str, ...] = (*ENGINES, "host")
 
@@ -375,7 +397,7 @@ def _check_values(row: ResultRow) -> None:
             raise RowValueError(f"column {column}: {what} must be > 0, got {v!r}{unit}",
                                 hint="an engine that was not measured is an empty cell; fix the value or re-run "
                                      f"clusterbench probe --only {row.key.config}")
-        if v < 0:
+        if v < 0 and column not in SIGNED_COLUMNS:
             raise RowValueError(f"column {column}: must be >= 0, got {v!r}",
                                 hint=f"fix the value, or re-run clusterbench probe --only {row.key.config}")
     for column in ("rate_check", "kernel_check"):
@@ -386,6 +408,9 @@ def _check_values(row: ResultRow) -> None:
     if row.host_estimate is not None and row.host_estimate not in HOST_ESTIMATES:
         raise RowValueError(f"column host_estimate: must be one of {', '.join(HOST_ESTIMATES)}, got {row.host_estimate!r}",
                             hint=f"re-run clusterbench probe --only {row.key.config}")
+    if row.delay_binds is not None and not DELAY_BINDS.match(row.delay_binds):
+        raise RowValueError(f"column delay_binds: {row.delay_binds!r} is not host, gpu, link (joined by +), shared, "
+                            "none or untested", hint=f"re-run clusterbench probe --what-binds --only {row.key.config}")
     if row.binds is not None and row.binds not in BINDERS:
         raise RowValueError(f"column binds: {row.binds!r} is not an engine (one of {', '.join(BINDERS)})",
                             hint="binds names the engine with the largest busy time; fix it or re-run "
@@ -505,10 +530,14 @@ class EnvRecord:
     configs: Mapping[RowKey, ConfigEntry] = field(default_factory=dict)
     multi_gpu: Mapping[str, JsonValue] | None = None
     campaign: Mapping[str, JsonValue] | None = None
+    # the unit the last probe ran on (its GPU on its host and boot, its link, PCIe, NUMA, CPU, clocks)
+    unit: UnitRecord | None = None
     blocks: Mapping[str, JsonValue] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "argv", tuple(self.argv))
+        if self.unit is not None and not isinstance(self.unit, UnitRecord):
+            raise ValueError(f"env.json unit must be a unit record, got {type(self.unit).__name__}")
         object.__setattr__(self, "hosts", tuple(self.hosts))
         for name, kind in _ENV_SCALARS.items():
             v = getattr(self, name)
@@ -534,6 +563,8 @@ class EnvRecord:
             v = getattr(self, name)
             if name == "configs":
                 v = {k.label: {"config": k.config, "variant": k.variant, **e.to_json()} for k, e in v.items()}
+            elif name == "unit":
+                v = None if v is None else v.to_json()
             elif isinstance(v, tuple):
                 v = list(v)
             elif isinstance(v, Mapping):
@@ -561,6 +592,12 @@ class EnvRecord:
                 raise ValueError(f"env.json configs.{label} names config {key.label!r}")
             configs[key] = e
         values["configs"] = configs
+        unit = doc.get("unit")
+        if unit is not None:
+            try:
+                values["unit"] = UnitRecord.from_json(unit)
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"env.json block 'unit': {exc}") from None
         for name in ("argv", "hosts"):
             values[name] = tuple(doc.get(name) or ())  # type: ignore[arg-type]
         return cls(**values, blocks={k: v for k, v in doc.items() if k not in _ENV_FIELDS})  # type: ignore[arg-type]
@@ -604,7 +641,7 @@ def _env_scalars() -> dict[str, type]:
 
 _ENV_SCALARS = _env_scalars()
 # The JSON type of each env.json block EnvRecord knows (configs is checked entry by entry)
-_ENV_JSON: dict[str, object] = {**json_types(EnvRecord, skip=("blocks", "configs")),
+_ENV_JSON: dict[str, object] = {**json_types(EnvRecord, skip=("blocks", "configs", "unit")),
                                 "kernel_sha256": Mapping[str, str] | tuple[Mapping[str, str], ...]}
 
 

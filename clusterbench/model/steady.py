@@ -37,10 +37,10 @@ MIN_WARMUPS = 1
 STEADY_SPREAD = 0.015
 # Runs (warm-ups included) of one sustained measurement at most; with 100 ms runs the time cap binds first.
 MAX_RUNS = 40
-# Seconds of runs (warm-ups included) at most, once the counted runs are there: make run's plan gives each of
-# its four configs 1.5 s of sustained runs at most, about 12 runs of 110-135 ms (docs/probe.md, "Time to an
-# answer"), so that four configs at their caps still answer within 30 s.
-MAX_S = 1.5
+# Seconds of runs (warm-ups included) of one process at most, once the counted runs are there: make run's plan
+# gives each of its four configs three processes of at most 0.8 s of runs each, about 6 runs of 110-135 ms
+# (docs/probe.md, "Time to an answer"), so that four configs at their caps still answer within 30 s.
+MAX_S = 0.8
 # A run of one pass of the smallest config lasts about 50 µs per frame x frames: never more passes than this.
 MAX_PASSES_PER_RUN = 1000
 # A program run whole: the counted runs and at most this many more (each run is a whole program run, often

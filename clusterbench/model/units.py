@@ -102,6 +102,18 @@ def duration(ns: float | None) -> str:
     return f"{ns:,.0f} ns" if a >= 100 else f"{ns:.3g} ns"
 
 
+def long_span(s: float | None) -> str:
+    """A span of seconds that may run to years, in the unit that reads best: ``45.0 s``, ``12.5 min``,
+    ``3.2 h``, ``4.0 days``, ``1.98e+05 years`` (estimated run times)."""
+    if _missing(s):
+        return NOT_MEASURED
+    for limit, scale, name in ((120, 1, "s"), (7200, 60, "min"), (2 * 86400, 3600, "h"),
+                               (2 * 365 * 86400, 86400, "days")):
+        if abs(s) < limit:  # type: ignore[operator]
+            return f"{s / scale:,.1f} {name}"  # type: ignore[operator]
+    return f"{s / (365 * 86400):,.3g} years"  # type: ignore[operator]
+
+
 def _sig(x: float) -> str:
     a = abs(x)
     if a >= 100:

@@ -43,7 +43,13 @@ from clusterbench.compare.compare import (
 #     excludes_one, n_before, n_after}; top-level "level" replaces "alpha"); reason code "unsteady"; the gate
 #     judges the roofline and sustained FPS ("gate": metrics, judged and not_checked per label and metric,
 #     failures with metric, unit and worse_pct, not_measured).
-COMPARE_JSON_SCHEMA = "clusterbench.compare/4"
+#   clusterbench.compare/5: a verdict on every GPU: the default bounds judge a model without a floors file
+#     (floors[].seed), provisional verdicts ("provisional" per metric); sustained FPS from several processes
+#     ("processes" per metric, noise_from "processes", "unsettled" or "min_effect"; top-level
+#     "min_effect_pct"); link-bound figures across units as shares of each unit's link ("link": {direction,
+#     duplex, before_gbps, after_gbps}, "judged_delta_pct"); per row "units" (each side's unit record or
+#     null); gate "too_coarse", "unjudged" and "unjudged_pass", and exit 4 when it could not judge.
+COMPARE_JSON_SCHEMA = "clusterbench.compare/5"
 
 _SHORT = {"kernel_us": "kernel", "h2d_us": "h2d", "d2h_us": "d2h", "roofline_us": "roofline", "sustained_fps": "sustained"}
 _NAME = {"kernel_us": "kernel µs", "h2d_us": "H2D µs", "d2h_us": "D2H µs", "roofline_us": "roofline µs",
@@ -91,6 +97,12 @@ def _metric_json(m: MetricDelta) -> dict:
         "floor_provisional": m.floor_provisional,
         "test": test,
         "note": m.note,
+        "provisional": m.provisional,
+        "min_effect_pct": m.min_effect_pct,
+        "processes": m.processes,
+        "link": None if m.link is None else {"direction": m.link.direction, "duplex": m.link.duplex,
+                                             "before_gbps": m.link.before_gbps, "after_gbps": m.link.after_gbps},
+        "judged_delta_pct": m.judged_delta_pct,
     }
 
 
@@ -124,6 +136,9 @@ def render_gate_json(gate: GateOutcome) -> dict:
         "failures": [asdict(f) for f in gate.failures],
         "not_checked": [{"label": lb, "metric": m, "why": why} for lb, m, why in gate.not_checked],
         "not_measured": list(gate.not_measured),
+        "too_coarse": [{"label": lb, "metric": m, "why": why} for lb, m, why in gate.too_coarse],
+        "unjudged": [{"label": lb, "metric": m, "why": why} for lb, m, why in gate.unjudged],
+        "unjudged_pass": gate.unjudged_pass,
     }
 
 
@@ -139,6 +154,7 @@ def render_compare_json(cmp: Comparison, gate: GateOutcome | None = None) -> dic
         "floors": [floors_json(fs) for fs in cmp.floors],
         "across": list(cmp.across),
         "level": cmp.level,
+        "min_effect_pct": cmp.min_effect_pct,
         "rows": [
             {
                 "label": r.label,
@@ -156,6 +172,8 @@ def render_compare_json(cmp: Comparison, gate: GateOutcome | None = None) -> dic
                 "binds": {"before": r.binds_before, "after": r.binds_after, "changed": r.binds_changed},
                 "gpu": {"before": _gpu_json(r.gpu_before), "after": _gpu_json(r.gpu_after),
                         "differs": r.gpu_differs},
+                "units": {"before": None if r.unit_before is None else r.unit_before.to_json(),
+                          "after": None if r.unit_after is None else r.unit_after.to_json()},
                 "end_to_end": {"verdict": r.end_to_end.value, "reason": r.end_to_end_reason,
                                "kernel_invisible": r.kernel_invisible},  # fmt: skip
                 "notes": list(r.notes),
@@ -195,9 +213,13 @@ def _binds_text(r: RowComparison) -> str:
     return display_engine(r.binds_after if r.binds_after is not None else r.binds_before)
 
 
+PROVISIONAL_MARK = "†"  # judged by a default bound (no floors file) or a floor of too few pairs
+
+
 def _verdict_cell(m: MetricDelta) -> str:
     text = _VERDICT_TEXT[m.verdict]
-    return text + (ACROSS_MARK if m.across and m.judged else "") + (CROSS_SESSION_MARK if m.cross_session else "")
+    return (text + (ACROSS_MARK if m.across and m.judged else "") + (CROSS_SESSION_MARK if m.cross_session else "")
+            + (PROVISIONAL_MARK if m.provisional else ""))
 
 
 _QUIET = (Reason.IDENTICAL, Reason.WITHIN_NOISE)
@@ -335,12 +357,15 @@ def render_compare_text(cmp: Comparison, width: int = 80) -> list[str]:
             out += wrap(n, width, "  - ", "    ")
     out.append("")
     out += wrap(
-        f"µs/frame from the traces; FPS untraced. A verdict must clear the noise: the larger of the "
-        f"metric's session-to-session floor and the spread of the repeats. With repeats on both sides "
-        f"the {U.pct(cmp.level, 0)} bootstrap interval of the ratio of medians must exclude 1 as well; "
-        f"without, the noise alone decides. Multi-stream "
-        f"transfers of two sessions are held to the drift bound instead ({CROSS_SESSION_MARK}: beyond it). "
-        f"Sessions: {SESSION_DEFINITION}. Reason codes: docs/compare.md.",
+        f"µs/frame from the traces; FPS untraced, the median of its processes' medians. A verdict must clear "
+        f"the noise: at least the {U.pct_of(cmp.min_effect_pct, None)} minimum effect; sustained FPS of "
+        f"several processes on both sides: 1.5 × the larger spread of their medians (and on two units the "
+        f"across-units floor); else the metric's floor for where the two rows were measured and the spread of "
+        f"the repeats, and with repeats on both sides the {U.pct(cmp.level, 0)} bootstrap interval of the "
+        f"ratio of medians must exclude 1 as well. On two units, link-bound figures are judged as shares of "
+        f"each unit's link. Multi-stream transfers of two sessions whose links were not measured are held to "
+        f"the drift bound instead ({CROSS_SESSION_MARK}: beyond it). {PROVISIONAL_MARK}: provisional, judged by a default bound (no "
+        f"floors file). Sessions: {SESSION_DEFINITION}. Reason codes: docs/compare.md.",
         width,
         "",
         "",

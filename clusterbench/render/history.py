@@ -28,7 +28,8 @@ PAGE_METRICS = ("kernel_us", "h2d_us", "d2h_us", "roofline_us", "sustained_fps")
 CONFIG_CHANGED_WORD = "config_changed"
 LEGEND = ("* a dirty tree. ▶ a step: the change of build moved the metric beyond the noise (the floor of the GPU "
           "model, or the drift bound for multi-stream transfers of two sessions); n/c: not comparable (see --json "
-          "for the reason).")
+          "for the reason). Each point is judged against the nearest earlier point of its config (vs #N where that "
+          "is not the previous one).")
 CONFIG_LEGEND = ("config_changed: the two points ran different configs (named, before→after): the value moved "
                  "with the config, so it is not judged as a change of the build.")
 
@@ -122,7 +123,10 @@ def render_history_text(s: HistorySeries, width: int = 80) -> list[str]:
     by_after = {id(t.after): t for t in s.transitions}
     full = dir_names(s.points)
     values = {id(p): _value(p.value, s.metric) for p in s.points}
-    cells = {id(t.after): (f"{CONFIG_CHANGED_WORD}:" if t.config else _step_word(t)) for t in s.transitions}
+    index = {id(p): i for i, p in enumerate(s.points, 1)}
+    # a change of build judged against an earlier point than the previous one names it (the nearest of its config)
+    cells = {id(t.after): (f"{CONFIG_CHANGED_WORD}:" if t.config else _step_word(t)
+                           + (f" vs #{index[id(t.before)]}" if t.skipped else "")) for t in s.transitions}
     value_w = max([5, *map(len, values.values())])
     git_w = max([3, *(len(_build(p)) for p in s.points)])
     change_w = max([6, *map(len, cells.values())])
@@ -241,8 +245,8 @@ def render_history_site(series: Sequence[HistorySeries], db_name: str, generated
     labels = list(dict.fromkeys(s.label for s in series))
     names = dir_names([p for s in series for p in s.points])
     intro = (f"<h1>clusterbench history</h1>\n<p class=\"note\">{len(labels)} label(s) from {html.escape(db_name)}, "
-             f"generated {html.escape(generated_utc)}. A <b>step</b> is a change of build between consecutive "
-             "results dirs that moved the metric beyond the noise (the GPU model's floor, or the drift bound "
+             f"generated {html.escape(generated_utc)}. A <b>step</b> is a change of build between a results dir and "
+             "the nearest earlier one of the same config that moved the metric beyond the noise (the GPU model's floor, or the drift bound "
              "for multi-stream transfers of two sessions); each links to the compare of its two dirs. A "
              f"<b>{CONFIG_CHANGED_WORD}</b> row is a pair of consecutive results dirs that ran different configs "
              "(pedestal, finder, workload, dtype, tracer, streams, transfer, cluster, cap, batch, frames; named "
@@ -269,6 +273,14 @@ def render_history_site(series: Sequence[HistorySeries], db_name: str, generated
     return _page("clusterbench history", "\n".join(parts))
 
 
+# The file that marks a folder as a history site clusterbench wrote: history --html writes only into a new or
+# empty folder, or one holding this file (a second run updates it).
+SITE_MARKER = ".clusterbench-history-site"
+
+
 def write_text(path: Path, text: str) -> None:
+    """A page of the site, written whole or not at all (a temporary file renamed over the old page)."""
+    from clusterbench.io.outputs import atomic_write_text
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    atomic_write_text(path, text, "the history site page")

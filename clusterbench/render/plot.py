@@ -18,6 +18,7 @@ from clusterbench.model import units as U
 from clusterbench.model.engines import COLOURS
 from clusterbench.model.engines import display_name as display_engine
 from clusterbench.errors import EnvironmentFailure, InputError
+from clusterbench.io.outputs import atomic_write
 
 ENGINES: tuple[str, ...] = ("kernel", "h2d", "d2h")
 # extension -> matplotlib format name
@@ -74,14 +75,16 @@ def check_plot_path(path: Path) -> str:
     return fmt
 
 
+def save_figure(fig, path: Path, fmt: str) -> Path:  # noqa: ANN001 - a matplotlib Figure
+    """Write the figure to ``path`` through a temporary file renamed at the end (nothing half written);
+    InputError when it cannot be written."""
+    return atomic_write(Path(path), lambda tmp: fig.savefig(tmp, format=fmt), "the plot", hint=_PLOT_HINT)
+
+
 def _save(fig, path: Path, fmt: str) -> Path:  # noqa: ANN001 - a matplotlib Figure
     """Lay the figure out and write it; InputError when it cannot be written."""
     fig.tight_layout()
-    try:
-        fig.savefig(path, format=fmt)
-    except OSError as exc:
-        raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint=_PLOT_HINT) from None
-    return path
+    return save_figure(fig, path, fmt)
 
 
 def render_compare_plot(cmp: Comparison, path: Path) -> Path:
@@ -243,12 +246,7 @@ def render_trend_plot(series: HistorySeries, path: Path) -> Path:
     """``history --plot FILE``: the trend figure as .png, .svg or .pdf (by the extension)."""
     path = Path(path)
     fmt = check_plot_path(path)
-    fig = trend_figure(series)
-    try:
-        fig.savefig(path, format=fmt)
-    except OSError as exc:
-        raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint=_PLOT_HINT) from None
-    return path
+    return save_figure(trend_figure(series), path, fmt)
 
 
 def trend_svg(series: HistorySeries, step_urls: Sequence[str | None], names: Mapping[str, str] | None = None) -> str:

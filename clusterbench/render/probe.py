@@ -13,7 +13,8 @@ from rich.text import Text
 from clusterbench.model import units as U
 from clusterbench.model.engines import display_name
 from clusterbench.model.results import ResultRow, RowRole
-from clusterbench.run.probe import PHASES, DryRun, ProbeEvent, ProbeOutcome
+from clusterbench.run.dryrun import DryRun
+from clusterbench.run.probe import PHASES, ProbeEvent, ProbeOutcome
 from clusterbench.run.scan import Scan, ScanPoint
 
 
@@ -321,10 +322,23 @@ def render_dry_run(dry: DryRun, width: int = 80) -> str:
         for argv in c.sustained:
             command("  untraced: ", words(argv))
         prose(f"sustained FPS ({c.sustained_source}): {c.sustained_note}", "  ")
+        if c.what_binds is not None:
+            prose(f"what binds: {c.what_binds}", "  ")
     for w in dry.warnings:
         prose(f"warning: {w}")
     lines = out
     return "\n".join(lines)
+
+
+def render_unit(unit: Any) -> str | None:
+    """The unit a probe ran on, in one line: ``unit: GPU-... (host n, boot b): link H2D 54.70, D2H 54.50 GB/s;
+    both at once H2D 33.90 + D2H 40.00 GB/s; PCIe Gen5 x16 (max Gen5 x16); GPU on node 0, pinned buffers on
+    node 0`` (pure); None without one."""
+    if unit is None:
+        return None
+    link = unit.link.text if unit.link is not None else f"link not measured ({unit.link_problem})"
+    bits = [link] + [x.text for x in (unit.pcie, unit.numa) if x is not None]
+    return f"unit: {unit.short}: " + "; ".join(bits)
 
 
 def render_footer(outcome: ProbeOutcome) -> str:
@@ -353,7 +367,9 @@ def outcome_json(outcome: ProbeOutcome) -> dict[str, object]:
         "rows": [r.to_json() for r in outcome.rows],
         "warnings": list(outcome.warnings),
         "failures": [f.to_json() for f in outcome.failures],
+        "unit": None if outcome.unit is None else outcome.unit.to_json(),
         "checks": {label: [c.to_json() for c in cs] for label, cs in outcome.checks.items() if cs},
+        **({"untraced": {label: r.to_json() for label, r in outcome.untraced.items()}} if outcome.untraced else {}),
     }
 
 

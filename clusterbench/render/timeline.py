@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clusterbench.errors import InputError
+from clusterbench.io.outputs import atomic_write
 from clusterbench.model import units as U
 from clusterbench.model.engines import COLOURS
 from clusterbench.render.plot import check_plot_path as _check_plot_path
-from clusterbench.render.plot import load_matplotlib
+from clusterbench.render.plot import load_matplotlib, save_figure
 
 from clusterbench.analyzers.timeline import MAX_FLOWS
 
@@ -186,11 +187,7 @@ def render_timeline_plot(a: TraceAnalysis, g: GroupAnalysis, tl: Timeline, path:
         fontsize=9,
     )
     fig.subplots_adjust(left=0.13, right=0.98, top=0.80, bottom=0.24)
-    try:
-        fig.savefig(path, format=fmt)
-    except OSError as exc:
-        raise InputError(f"cannot write the plot {path}: {exc.strerror or exc}", hint="check the path and its permissions") from None
-    return path
+    return save_figure(fig, path, fmt)
 
 
 def check_export_path(path: str | Path) -> Path:
@@ -223,8 +220,9 @@ def write_chrome_trace(ex: TraceExport, path: str | Path) -> Path:
     if shown < ex.flows_total:
         meta["flows_note"] = (f"flow arrows from launch calls to their GPU work: the first {shown:,} in time of "
                               f"{ex.flows_total:,} (at most {MAX_FLOWS:,} are written)")  # fmt: skip
-    try:
-        with p.open("w", encoding="utf-8") as fh:
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", encoding="utf-8") as fh:
             fh.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps(meta) + ', "traceEvents": [\n')
             first = True
 
@@ -251,6 +249,5 @@ def write_chrome_trace(ex: TraceExport, path: str | Path) -> Path:
                     emit({"ph": "f", "bp": "e", "id": i, "name": "launch", "cat": "launch", "pid": pids[ex.tracks[rt].group],
                           "tid": rt + 1, "ts": (rs - w0) / U.NS_PER_US})  # fmt: skip
             fh.write("\n]}\n")
-    except OSError as exc:
-        raise InputError(f"cannot write the trace export {p}: {exc.strerror or exc}", hint=_EXPORT_HINT) from None
-    return p
+
+    return atomic_write(p, write, "the trace export", hint=_EXPORT_HINT)

@@ -52,7 +52,7 @@ CALIBRATION_ATTEMPTS = 3
 # copies and memsets issued, and the rest (events, queries, stream calls; a wait's entry) as an event record.
 KIND_OF_CALLS = {"launch_calls": "launch", "copy_calls": "copy", "other_calls": "event", "wait_calls": "event"}
 
-METHODS = ("calibrated", "rate-scaled")
+METHODS = ("calibrated", "rate-scaled", "measured")  # measured: probe --what-binds (clusterbench.run.whatbinds)
 
 
 @dataclass(frozen=True, slots=True)

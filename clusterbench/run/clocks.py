@@ -26,6 +26,7 @@ SAMPLE_INTERVAL_S = 0.02
 class ClockSample:
     t_s: float  # time.time() seconds
     sm_mhz: int
+    throttle: int | None = None  # NVML's clock throttle reasons at that time (a bit mask), None: not read
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,12 +153,20 @@ class ClockSampler:
 
     def _loop(self) -> None:
         nvml, handle = self._nvml, self._handle
+        reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
         while not self._stop.is_set():
             try:
                 mhz = int(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
             except Exception:
                 break
-            self.samples.append(ClockSample(time.time(), mhz))
+            mask = None
+            if reasons is not None:
+                try:
+                    mask = int(reasons(handle))
+                except Exception:
+                    reasons = None
+            self.samples.append(ClockSample(time.time(), mhz, mask))
             self._stop.wait(self.interval_s)
 
     def __exit__(self, *exc: object) -> None:

@@ -60,8 +60,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from clusterbench.errors import ConfigError
+from clusterbench.model import units as U
 from clusterbench.model.params import (
     FIELD_NAMES,
+    INT64_MAX,
     PARAM_DEFAULTS,
     PARAM_KEYS,
     WorkloadParams,
@@ -246,8 +248,9 @@ def exec_problems(spec: ExecSpec) -> list[tuple[str, str]]:
             "detector", [value, value])
         if problem:
             out.append((key, problem))
-    if spec.frames is not None and (type(spec.frames) is not int or spec.frames < 1):
-        out.append(("frames", f"must be a positive number of frames or a definition, got {show(spec.frames)}"))
+    if spec.frames is not None and (type(spec.frames) is not int or not 1 <= spec.frames <= INT64_MAX):
+        out.append(("frames", f"must be a positive number of frames (at most {INT64_MAX:,}, a 64-bit integer) or "
+                              f"a definition, got {show(spec.frames)}"))
     for key, parse in (("frames", lambda t: parse_frames(t)), ("window", lambda t: parse_window(t))):
         text = spec.frames_spec if key == "frames" else spec.window
         if text is None:
@@ -525,6 +528,10 @@ def parse_configs(text: str, path: Path | str = Path(DEFAULT_CONFIG_FILE)) -> Co
             raise ConfigError(f"{path}:{line}: TOML syntax error: {msg}{shown}",
                               hint="Fix the TOML syntax on that line (strings need quotes, arrays [a, b]).") from None
         raise ConfigError(f"{path}: TOML syntax error: {msg}", hint="Fix the TOML syntax.") from None
+    except RecursionError:  # arrays or tables nested thousands deep: the parser's stack runs out
+        raise ConfigError(f"{path}: arrays or tables nested too deep to read (TOML)",
+                          hint="A configs file holds [defaults], [[config]] tables and [build], a level or two "
+                               "deep.") from None
 
     problems = _Problems(path, _locate_lines(text))
     top = ("", 0)
@@ -640,6 +647,13 @@ def parse_configs(text: str, path: Path | str = Path(DEFAULT_CONFIG_FILE)) -> Co
             continue
         if param_values.get("data") is not None:
             param_values["data"] = str((base / param_values["data"]).resolve())
+            data_path = Path(param_values["data"])
+            problem = "no such file" if not data_path.is_file() else npy_problem(data_path)
+            if problem:
+                problems.add(where, table if "data" in raw else dtable, "data", f"{data_path}: {problem}",
+                             hint="Give a .npy of uint16 (frames, rows, cols), dark frames first, relative to the "
+                                  "config file.")
+                continue
         params = WorkloadParams.from_json(param_values)
         spec = (WorkloadSpec("command", tuple(command), base) if kind == "command" else WorkloadSpec())
         configs.append(ProbeConfig(label=merged["label"], params=params, workload=spec))
@@ -873,3 +887,106 @@ def config_warnings(cfg: ProbeConfig) -> tuple[str, ...]:
                    f"(about 7 % at one launch); give each stream at least {MIN_LAUNCHES_PER_STREAM} launches "
                    f"(frames >= {MIN_LAUNCHES_PER_STREAM * busy * p.batch:,}, or a smaller batch)")
     return tuple(out)
+
+
+# --------------------------------------------------------------------------- what a config needs
+
+# Every data frame crosses the host link once per pass. Its peak, per direction, on the fastest link of the
+# GPUs clusterbench has measured: PCIe 5.0 x16, 64 GB/s (the H200's measured 53-55 GB/s stay under it). So a
+# pass of F frames of B bytes takes at least F x B / 64 GB/s: an estimate that only errs short.
+HOST_LINK_PEAK_GBPS = 64.0
+# The most memory any NVIDIA GPU has (B300: 288 GB). Without a GPU to ask (--dry-run on a laptop), a config
+# that needs more device memory than this cannot run on any GPU.
+MAX_GPU_MEMORY_BYTES = 288 * 10**9
+# The most memory one machine has (the largest servers hold 24 to 32 TB): without the machine that runs the
+# probe to ask (--dry-run), a config whose frames need more host memory than this runs nowhere.
+MAX_HOST_MEMORY_BYTES = 32 * 10**12
+# Say so when a probe of the configs is estimated to take longer than this (it runs; the user may not expect it)
+LONG_PROBE_S = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryNeed:
+    """The memory one config's pipeline allocates (an estimate from the parameters, as the CuPy pipeline lays
+    out its buffers): on the device, the frames in flight (batch x streams frames), the cluster slots out,
+    the emit masks, the per-frame means of the persistent tracking kernels and the pedestal; on the host, the
+    dark frames, the frame pool (generated, then copied into pinned memory) and the pinned output slots. CuPy's
+    pool and the CUDA context come on top."""
+
+    device_bytes: int
+    host_bytes: int
+
+
+def memory_need(p: WorkloadParams) -> MemoryNeed:
+    """:class:`MemoryNeed` of clusterbench's own finder with parameters ``p`` (pure)."""
+    npix, fb, slots = p.rows * p.cols, p.frame_bytes, p.streams * p.batch
+    frames_in = slots * fb
+    clusters_out = 0 if p.transfer == "zerocopy" else slots * p.slot_bytes
+    masks = slots * 4 * p.rows * -(-p.cols // 32)  # one 32-bit word per 32 pixels of a row
+    means = slots * npix * p.itemsize if p.pedestal == "tracking" and p.tracking_kernel != "graph" else 0
+    pedestal = npix * (8 + 8 + 3 * p.itemsize)  # sum, sum2 (float64), two means and the threshold
+    pool = min(p.pool, p.frames)
+    return MemoryNeed(device_bytes=frames_in + clusters_out + masks + means + pedestal,
+                      host_bytes=(p.pedestal_frames + 2 * pool) * fb + slots * p.slot_bytes)
+
+
+def pass_seconds_at_least(p: WorkloadParams) -> float:
+    """The least time one run of ``p`` can take: its dark frames and one pass of its frames over the host link
+    at HOST_LINK_PEAK_GBPS."""
+    return (p.pedestal_frames + p.frames) * p.frame_bytes / (HOST_LINK_PEAK_GBPS * 1e9)
+
+
+def resource_problems(configs: Iterable[ProbeConfig], timeout_s: float, gpu_memory_bytes: int | None = None,
+                      host_memory_bytes: int | None = None) -> list[str]:
+    """What cannot run, per config, with the numbers (pure): device memory beyond ``gpu_memory_bytes`` (the
+    GPU's, or MAX_GPU_MEMORY_BYTES without a GPU to ask), host memory beyond ``host_memory_bytes`` (this
+    machine's, or MAX_HOST_MEMORY_BYTES without it), and a run that cannot end within ``timeout_s`` even at the host link's peak. Only configs with
+    parameters (clusterbench's finder; the link bound also for a protocol program, whose frames cross it too)."""
+    out: list[str] = []
+    gpu_limit = MAX_GPU_MEMORY_BYTES if gpu_memory_bytes is None else gpu_memory_bytes
+    gpu_what = ("the most any GPU has" if gpu_memory_bytes is None else "this GPU's memory")
+    for c in configs:
+        p = c.params
+        if p is None:
+            continue
+        if c.workload.kind == "cupy":
+            need = memory_need(p)
+            if need.device_bytes > gpu_limit:
+                out.append(f"config {c.label!r}: needs {U.size(need.device_bytes)} of device memory ({p.streams:,} "
+                           f"streams x batch {p.batch:,} frames of {p.frame_bytes:,} B, and their cluster slots), "
+                           f"more than {U.size(gpu_limit)}, {gpu_what}")
+            host_limit = MAX_HOST_MEMORY_BYTES if host_memory_bytes is None else host_memory_bytes
+            if need.host_bytes > host_limit:
+                out.append(f"config {c.label!r}: needs {U.size(need.host_bytes)} of host memory (dark frames, the frame "
+                           f"pool and the pinned cluster slots), more than "
+                           + ("any machine has" if host_memory_bytes is None else "this machine's")
+                           + f" ({U.size(host_limit)})")
+        least = pass_seconds_at_least(p)
+        if least > timeout_s:
+            out.append(f"config {c.label!r}: one run of {p.pedestal_frames:,} dark and {p.frames:,} data frames of "
+                       f"{p.frame_bytes:,} B takes at least {U.long_span(least)} at the host link's peak "
+                       f"({U.gbps(HOST_LINK_PEAK_GBPS)}), longer than --timeout {U.seconds(timeout_s, 0)}: it would be ended before "
+                       "it finished")
+    return out
+
+
+def run_time_warning(configs: Iterable[ProbeConfig]) -> str | None:
+    """A warning, with the estimate, when probing ``configs`` takes long (pure): per config at least three
+    runs (the traced one, an untraced warm-up and one counted run), each at least its dark and data frames at
+    the host link's peak. None when the estimate stays under LONG_PROBE_S (or no config has parameters)."""
+    per = [(c.label, pass_seconds_at_least(c.params)) for c in configs if c.params is not None]
+    total = sum(s for _, s in per) * 3
+    if total <= LONG_PROBE_S:
+        return None
+    label, longest = max(per, key=lambda t: t[1])
+    return (f"the probe takes at least {U.long_span(total)}: per config a traced run, an untraced warm-up and at "
+            f"least one counted run, each moving its frames at the host link's peak of {U.gbps(HOST_LINK_PEAK_GBPS)} "
+            f"({label!r} alone at least {U.long_span(longest)} per run)")
+
+
+def no_gpu_bounds() -> str:
+    """The bounds a probe checks without a GPU to ask (``--dry-run`` on any machine), in words."""
+    return (f"every integer within its type (a batch, cap, pool or pixel count in 32 bits, frames in 64); device "
+            f"memory at most {U.size(MAX_GPU_MEMORY_BYTES)} (the most any GPU has; with a GPU, that GPU's memory); "
+            f"host memory at most {U.size(MAX_HOST_MEMORY_BYTES)} (on the machine that probes, its own); each run's "
+            f"frames within --timeout at the host link's peak of {U.gbps(HOST_LINK_PEAK_GBPS)}")

@@ -519,6 +519,22 @@ def gpu_present() -> bool:
         return False
 
 
+def gpu_memory_totals() -> tuple[int, ...]:
+    """The memory of every GPU NVML sees, in bytes; () where NVML cannot tell (no GPU, no bindings). Never
+    raises: a bound to check configs against, before any GPU work."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return tuple(int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).total)
+                         for i in range(pynvml.nvmlDeviceGetCount()))
+        finally:
+            _optional(pynvml.nvmlShutdown)
+    except Exception:
+        return ()
+
+
 # --------------------------------------------------------------------------- pure checks
 
 
@@ -666,7 +682,7 @@ def check_external_build(artifact: Path, sources: Iterable[Path]) -> GuardCheck:
     details: dict[str, Any] = {"artifact": str(artifact), "sources": [str(f) for f in files]}
     if not artifact.is_file():
         return GuardCheck("external_build", Status.FAIL, f"build artifact not found: {pattern}",
-                          hint="Build it first (for aare: make aare-cuda), or fix [build] artifact in the config.",
+                          hint="Build it first, or fix [build] artifact in the config.",
                           details=details)
     if empty:
         return GuardCheck("external_build", Status.FAIL,

@@ -6,7 +6,7 @@ the protocol of docs/workloads.md, or any program as it is: ``workload = "exec"`
 same steps:
 
 1. :func:`plan_probe` validates the configs and the options (no GPU or NVML call), applies
-   ``--frames``, the exec options, ``--data`` and ``--scan``; :func:`dry_run` describes what would run.
+   ``--frames``, the exec options, ``--data`` and ``--scan``; :func:`clusterbench.run.dryrun.dry_run` describes what would run.
 2. :func:`run_probe` checks for a GPU (and nsys), picks the GPUs and guards them with one verdict
    (:func:`clusterbench.run.gpus.plan_gpus`), then for each config:
 3. traces one process on the solo GPU and exports SQLite (a program whose device-launched CUDA graphs a
@@ -61,10 +61,12 @@ from clusterbench.io.history import record_probe
 from clusterbench.run.clocks import ClockSample, ClockVerdict, clock_summary, judge_clocks
 from clusterbench.run.config import DEFAULT_CONFIG_FILE, EXEC, ConfigFile, ExecOptions, ProbeConfig
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT
-from clusterbench.model.engines import display_name
 from clusterbench.model.steady import STEADY_HINT
 from clusterbench.run.callcost import CallCosts
 from clusterbench.run.rows import build_env, build_row, config_rows, gpu_identity, trace_figures
+from clusterbench.run.above import above_roofline
+from clusterbench.run.processes import (DEFAULT_PROCESSES, EarlySustained, check_processes, early_applies,
+                                        measure_config, sustained_block, sustained_command, traced_sustained)
 from clusterbench.run.sustained import steadiness_of
 from clusterbench.run.tracers import TRACERS, GRAPH_VARIANT, NsysTracer, TracedRun, Tracer, TracerSetup, WorkloadJob
 from clusterbench.workloads.protocol import PASS_RANGE, Workload, pass_range_text, workload_for
@@ -79,9 +81,10 @@ if TYPE_CHECKING:
     from clusterbench.run.scan import Scan
 
 PHASES = ("guard", "trace", "export", "analyze", "sustained")
-# --repeat: the runs that count (the last R, once they agree within the noise); 5 gives a median and a
-# bootstrap interval something to work with, at 5 x 100 ms per config for our finder (docs/probe.md)
-DEFAULT_REPEAT = 5
+# --repeat: the runs that count in each sustained process (the last R, once they agree within the noise); 3 give
+# each process a median and a steady verdict at 3 x 100 ms, and the processes give the spread (--processes,
+# run/processes.py; docs/probe.md)
+DEFAULT_REPEAT = 3
 MAX_REPEAT = 100
 DEFAULT_TRACER = "nsys"
 DEFAULT_RESULTS_ROOT = "results"
@@ -104,8 +107,9 @@ class ProbeInterrupted(ClusterbenchError):
 
 REQUEST_SCHEMA = "clusterbench.probe-request"
 # ProbeRequest.to_json (a campaign task's request file). History: 1: first version. 2: adds program, label,
-# measure (the ExecOptions of a program probed as it is), timeout_s and scan.
-REQUEST_VERSION = 2
+# measure (the ExecOptions of a program probed as it is), timeout_s and scan. 3: adds processes,
+# what_binds, delay_processes and delay_us.
+REQUEST_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +139,10 @@ class ProbeRequest:
     scan: tuple[str, ...] = ()
     session: str | None = None  # --session NAME: join this probe to a named session (else a fresh id)
     history_db: Path | None = None  # --db PATH: record every row written in this history database
+    processes: int = DEFAULT_PROCESSES  # --processes P: fresh processes per sustained figure
+    what_binds: bool = False  # --what-binds: the delay test and the untraced split (clusterbench.run.whatbinds)
+    delay_processes: int = 3  # --delay-processes P: processes per point of the delay test
+    delay_us: float | None = None  # --delay-us K: the delay per frame (None: half the untraced frame)
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"schema": REQUEST_SCHEMA, "version": REQUEST_VERSION}
@@ -191,7 +199,8 @@ _FIELD_KINDS = {"config_path": "path", "only": "strings", "frames": "int?", "tag
                 "repeat": "int", "results_root": "path", "max_util_pct": "number", "require_clean": "bool",
                 "force": "bool", "data": "path?", "argv": "strings", "gpus": "str?", "program": "strings",
                 "label": "str?", "measure": "options", "timeout_s": "number", "scan": "strings",
-                "session": "str?", "history_db": "path?"}
+                "session": "str?", "history_db": "path?", "processes": "int", "what_binds": "bool",
+                "delay_processes": "int", "delay_us": "number?"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +218,8 @@ class ProbePlan:
     timeout_s: float = DEFAULT_TIMEOUT_S
     scans: tuple[Scan, ...] = ()
     existing: ExistingRows | None = None  # the results dir exists already: what it holds that this probe replaces
+    processes: int = DEFAULT_PROCESSES  # fresh processes per sustained figure
+    what_binds: Any = None  # --what-binds: a run.whatbinds.WhatBindsOptions (None: not asked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +309,8 @@ class ProbeOutcome:
     guard: GuardVerdict
     failures: tuple[ConfigFailure, ...] = ()
     checks: Mapping[str, tuple[FigureCheck, ...]] = field(default_factory=dict)  # per config label
+    unit: Any = None  # the unit the probe ran on (model.unit.UnitRecord), as env.json's unit block holds it
+    untraced: Mapping[str, Any] = field(default_factory=dict)  # --what-binds: per config label, its UntracedRecord
 
 
 EventCallback = Callable[[ProbeEvent], None]
@@ -381,8 +394,8 @@ def _check_results_root(root: Path) -> None:
 def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> ProbePlan:
     """Validate everything that can be checked without a GPU. Raises ConfigError/InputError (exit 2)."""
     from clusterbench.io.results import results_dir_for
-    from clusterbench.run.config import (config_warnings, exec_placeholder_problems, load_configs, select, with_data,
-                                         with_exec, with_frames)
+    from clusterbench.run.config import (config_warnings, exec_placeholder_problems, load_configs, resource_problems,
+                                         run_time_warning, select, with_data, with_exec, with_frames)
     from clusterbench.run.guards import check_settings
     from clusterbench.run.scan import expand, parse_scans
 
@@ -394,6 +407,10 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
     if not isinstance(request.repeat, int) or not 1 <= request.repeat <= MAX_REPEAT:
         raise InputError(f"--repeat must be an integer from 1 to {MAX_REPEAT}, got {request.repeat!r}",
                          hint=f"use --repeat {DEFAULT_REPEAT} (the default) or more for a tighter spread")
+    problem = check_processes(request.processes)
+    if problem is not None:
+        raise InputError(problem, hint=f"use --processes {DEFAULT_PROCESSES} (the default): fresh processes per "
+                                       "sustained figure, whose spread is compare's noise")
     if not isinstance(request.timeout_s, (int, float)) or not math.isfinite(request.timeout_s) or request.timeout_s <= 0:
         raise InputError(f"--timeout must be a number of seconds > 0, got {request.timeout_s!r}",
                          hint=f"use --timeout {DEFAULT_TIMEOUT_S:g} (the default) or what one run may take")
@@ -447,9 +464,18 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
             raise ConfigError(f"config {c.label!r}: --gpus runs the sustained figure on every GPU at once, untraced; "
                               "this program's comes from its trace",
                               hint="give the program's own rate (--rate REGEX) or time it (--sustained wall)")
+    from clusterbench.run.whatbinds import options_from_request
+
+    what_binds = options_from_request(request, configs)
+    problems = resource_problems(configs, request.timeout_s)  # without a GPU to ask (docs/probe.md, "Bounds")
+    if problems:
+        raise ConfigError("\n".join(problems), hint=RESOURCE_HINT)
     warnings: list[str] = []
     for c in configs:
         warnings.extend(config_warnings(c))
+    long_run = run_time_warning(configs)
+    if long_run is not None:
+        warnings.append(long_run)
     date = today or datetime.date.today()
     results_dir = results_dir_for(Path(request.results_root), date, configs[0].dtype_tag, request.tag)
     gpus: GpuSelection | None = None
@@ -458,9 +484,12 @@ def plan_probe(request: ProbeRequest, today: datetime.date | None = None) -> Pro
 
         gpus = parse_gpu_selection(request.gpus)  # InputError (exit 2), before any NVML call
     return ProbePlan(config_file, configs, results_dir, request.tracer, request.repeat, tuple(warnings), gpus,
-                     float(request.timeout_s), scans, existing_rows(results_dir, configs, gpus))
+                     float(request.timeout_s), scans, existing_rows(results_dir, configs, gpus), request.processes,
+                     what_binds)
 
 
+RESOURCE_HINT = ("use fewer streams, a smaller batch, cap or detector, or fewer frames (--frames N); --timeout S "
+                 "allows a longer pass")
 REPLACE_HINT = "give --tag T (or another --results-dir) to keep them, or --only LABEL to probe fewer configs"
 
 
@@ -603,223 +632,6 @@ def preflight(plan: ProbePlan) -> Path | None:
     return nsys
 
 
-@dataclass(frozen=True, slots=True)
-class DryRunConfig:
-    """What a probe would run for one config: the traced command, the export (when nsys does not export
-    at the end of the profile), the analysis, the untraced runs, and the placeholders filled in."""
-
-    label: str
-    workload: str
-    placeholders: Mapping[str, object]
-    trace: tuple[str, ...] | None
-    trace_env: Mapping[str, str]
-    export: tuple[str, ...] | None
-    analysis: str | None
-    sustained: tuple[tuple[str, ...], ...]
-    sustained_source: str
-    sustained_note: str
-    cwd: str | None
-
-    def to_json(self) -> dict[str, object]:
-        return {"label": self.label, "workload": self.workload, "placeholders": dict(self.placeholders),
-                "trace": None if self.trace is None else list(self.trace), "trace_env": dict(self.trace_env),
-                "export": None if self.export is None else list(self.export), "analysis": self.analysis,
-                "sustained": [list(a) for a in self.sustained], "sustained_source": self.sustained_source,
-                "sustained_note": self.sustained_note, "cwd": self.cwd}
-
-
-@dataclass(frozen=True, slots=True)
-class DryRun:
-    """A probe's plan, every command line filled in, without running anything: ``probe --dry-run``."""
-
-    results_dir: Path
-    tracer: str
-    nsys: str | None  # the nsys it would run (None: none found here; 'nsys' stands in for it)
-    repeat: int
-    timeout_s: float
-    guards: tuple[str, ...]
-    configs: tuple[DryRunConfig, ...]
-    warnings: tuple[str, ...]
-    gpus: str | None
-    existing: ExistingRows | None = None
-
-    def to_json(self) -> dict[str, object]:
-        return {"dry_run": True, "results_dir": str(self.results_dir),
-                "results_dir_exists": self.existing is not None,
-                "existing": None if self.existing is None else self.existing.to_json(),
-                "tracer": self.tracer, "nsys": self.nsys,
-                "repeat": self.repeat, "timeout_s": self.timeout_s, "gpus": self.gpus, "guards": list(self.guards),
-                "configs": [c.to_json() for c in self.configs], "warnings": list(self.warnings)}
-
-
-def dry_run(plan: ProbePlan, request: ProbeRequest) -> DryRun:
-    """What :func:`run_probe` would run, with every placeholder filled in, without a GPU, NVML or any child
-    (it looks for nsys on this machine only to name it)."""
-    from clusterbench.io.nsys import export as nsys_export
-    from clusterbench.io.nsys.export import nsys_export_command
-    from clusterbench.run.commands import nsys_capture_env, nsys_profile_command
-    from clusterbench.run.config import parse_capture
-    from clusterbench.run.sustained import exec_command, workload_command
-    from clusterbench.run.tracers import partial_paths, workload_cwd
-
-    found = nsys_export.find_nsys() if plan.tracer == "nsys" else None
-    nsys = str(found) if found is not None else "nsys"
-    out = plan.results_dir
-    configs = []
-    for cfg in plan.configs:
-        job = job_for(cfg, out, timeout_s=plan.timeout_s)
-        result = (out / f"{cfg.label}.pass.json").resolve()
-        child = job.argv(result, "pass")
-        trace = export = None
-        env: dict[str, str] = {}
-        if plan.tracer == "nsys":
-            capture = parse_capture(job.capture)
-            base = (out / f"{cfg.label}.partial").resolve()
-            trace = tuple(nsys_profile_command(nsys, base, child, "node", capture=capture, export_sqlite=True))
-            rep, sqlite = partial_paths(out, cfg.label)[:2]
-            export = tuple(nsys_export_command(nsys, rep, sqlite))
-            env = nsys_capture_env(capture)
-        elif plan.tracer == "cupti":
-            trace = tuple(child)
-        if plan.tracer == "none":
-            analysis = None
-        elif cfg.exec is not None:
-            analysis = (f"analyze_trace({cfg.label}.sqlite, window={cfg.exec.window or 'auto'!r}, "
-                        f"frames={cfg.exec.analysis_frames!r})")
-        else:
-            analysis = f"analyze_trace({cfg.label}.sqlite, frames={cfg.frames}, range_name={PASS_RANGE!r})"
-        if cfg.exec is not None:
-            source = cfg.exec.source
-            if source == "trace":
-                sustained: tuple[tuple[str, ...], ...] = ()
-                note = "frames over the traced window, under the profiler (no untraced run)"
-            else:
-                command = exec_command(child, cfg.exec, plan.repeat)
-                sustained = tuple(tuple(command.argv(None, result)) for _ in range(command.rule.least_runs))  # type: ignore[arg-type]
-                note = (f"the program's own rate: the last line matching {cfg.exec.rate!r} in each run" if source == "rate"
-                        else f"{cfg.exec.frames:,} frames over each run's wall time "
-                        + (f"from {cfg.exec.wall_start!r} to {cfg.exec.wall_end!r}" if cfg.exec.wall_start
-                           else "(the whole run, start-up included)"))
-                note += "; " + steady_plan(command)
-        else:
-            source = "result"
-            command = workload_command(job.workload, cfg.label, cfg.params, plan.repeat)
-            stem = f"{cfg.label}.sustained"
-            n = command.rule.least_runs if command.whole_runs else 1
-            sustained = tuple(tuple(command.argv(None, (out / f"{stem}{f'.r{k}' if command.whole_runs else ''}.gpu<N>.json")
-                                                 .resolve()))  # type: ignore[arg-type]
-                              for k in range(n))
-            note = "frames / seconds of the counted runs in the result records; " + steady_plan(command)
-        configs.append(DryRunConfig(cfg.label, cfg.workload.kind, cfg.placeholders(), trace, env,
-                                    export, analysis, sustained, source, note, workload_cwd(job.workload)))
-    g = ["idle GPU: every selected GPU's utilization over 1 s at most "
-         f"{U.pct_of(request.max_util_pct, None)}, no other compute process (NVML)",
-         "clocks: the SM clock and throttle reasons (NVML), reported",
-         "fresh build: this checkout's kernel sources as the package hashes them"
-         + (", and [build]'s artifact newer than its sources" if plan.config_file.build else ""),
-         "git: the checkout's rev" + (", clean (--require-clean)" if request.require_clean else " and dirty flag")]
-    return DryRun(plan.results_dir, plan.tracer, None if found is None else str(found), plan.repeat, plan.timeout_s,
-                  tuple(g), tuple(configs), plan.warnings, request.gpus, plan.existing)
-
-
-# Sustained FPS above the trace's roofline by more than this share (or the repeats' spread, if larger)
-# cannot be right: no pipeline runs faster than its tallest bar (docs/probe.md, "Figures that cannot be right").
-ROOFLINE_EXCESS = 0.02
-
-
-@dataclass(frozen=True, slots=True)
-class AboveRoofline:
-    """A sustained FPS above a roofline beyond the noise: why (``note``, the row's ``roofline_note``), and
-    whether it stands above the roofline without the profiler too (``impossible``: no pipeline runs faster
-    than its tallest bar, so a bar of the trace overstates its cost; warned about)."""
-
-    note: str
-    impossible: bool
-
-
-def _untraced_binder(row: ResultRow, host: Any) -> str:
-    if host is not None and row.roofline_untraced_us is not None and math.isclose(row.roofline_untraced_us,
-                                                                                     host.untraced_us):
-        return "host"
-    if row.binds and row.binds != "host":
-        return row.binds
-    bars = {n: getattr(row, f"{n}_us") for n in ("kernel", "h2d", "d2h") if getattr(row, f"{n}_us")}
-    return max(bars, key=bars.get) if bars else "host"  # type: ignore[arg-type]
-
-
-def above_roofline(row: ResultRow, sustained: Measurement | None, host: Any = None) -> AboveRoofline | None:
-    """Why the row's sustained FPS stands above a roofline beyond the noise, or None (pure).
-
-    The noise: the larger of ROOFLINE_EXCESS and the runs' spread over their median, plus, where the host
-    binds without the profiler, the estimate's own band. Above the roofline without the profiler
-    (``roofline_untraced_us``: the GPU bars as traced, the host bar estimated untraced): impossible, a bar of
-    the trace overstates its cost (the traced pass ran slower). Above the traced roofline only: the
-    profiler's inflation of the host bar, which the estimate takes off."""
-    fps = row.sustained_fps
-    if fps is None or sustained is None:
-        return None
-    noise = max(ROOFLINE_EXCESS, sustained.spread / fps)
-    traced = row.roofline_fps
-    untraced = U.fps_of_us(row.roofline_untraced_us) or traced
-    if untraced is None:
-        return None
-    binder = _untraced_binder(row, host)
-    band = 0.0
-    if binder == "host" and host is not None and host.untraced_us > 0:
-        band = (host.untraced_us - host.low_us) / host.untraced_us
-    if fps > untraced * (1 + noise + band):
-        what = (f"the host bar {U.us_per_frame(row.roofline_untraced_us, 2)} without the profiler "
-                f"({host.method})" if binder == "host" and host is not None else
-                f"{display_name(binder)} the tallest bar" if binder != "host" else
-                f"the host bar {U.us_per_frame(row.host_us, 2)} as traced (not estimated without the profiler)")
-        why = ("the traced pass ran slower than the untraced runs (the profiler's overhead, or other work "
-               "during the trace) and the trace's bars overstate the costs")
-        if binder == "host":
-            why += ("; or the profiler cost the host more than the estimate takes off" if host is not None else
-                    ": the profiler's inflation of the host bar, which no estimate took off")
-        return AboveRoofline(
-            f"sustained {U.fps(fps)} is {U.pct(fps / untraced - 1)} above the roofline without the "
-            f"profiler ({U.fps(untraced)}, {what}), beyond the ±{U.pct(noise + band)} noise: no pipeline "
-            f"runs faster than its tallest bar, so {why}", True)
-    if traced is not None and fps > traced * (1 + noise) and host is not None:
-        where = ("within the roofline without the profiler" if fps <= untraced else
-                 f"{U.pct(fps / untraced - 1)} above the roofline without the profiler, inside its "
-                 f"±{U.pct(noise + band)} noise,")
-        return AboveRoofline(
-            f"sustained {U.fps(fps)} is {U.pct(fps / traced - 1)} above the traced roofline "
-            f"({U.fps(traced)}: the host bar {U.us_per_frame(host.traced_us, 2)} under nsys) and {where} "
-            f"({U.fps(untraced)}: the host bar {U.us_per_frame(host.untraced_us, 2)}, {host.method}): the "
-            "profiler's inflation of the host bar", False)
-    return None
-
-
-def steady_plan(command: Any) -> str:
-    """When a config's sustained runs stop, in words (``command``: a sustained.SustainedCommand) (pure)."""
-    rule = command.rule
-    if command.whole_runs:
-        return (f"each run is the whole program; runs until the last {rule.counted} agree within "
-                f"{U.pct(rule.spread)} (range over median), {rule.max_runs} runs at most")
-    if command.own_steady:
-        return (f"in one process: {rule.min_warmups} warm-up run of one pass that sets the passes per run (runs of at "
-                f"least {U.seconds(rule.target_s)}), then runs until the last {rule.counted} agree within "
-                f"{U.pct(rule.spread)}, at most {rule.max_runs} runs"
-                + (f" or {U.seconds(rule.max_s)} of runs" if rule.max_s is not None else ""))
-    return f"in one process: {rule.counted} timed passes, judged steady when they agree within {U.pct(rule.spread)}"
-
-
-def sustained_block(m: Measurement) -> dict[str, object]:
-    """env.json's ``configs.<label>.sustained``: where the figure came from and how, and the steady verdict
-    without its runs (samples.json keeps them) (pure)."""
-    out: dict[str, object] = {"source": m.metadata.get("source") or "result"}
-    out.update({k: v for k, v in m.metadata.items() if k != "steady"})
-    steady = m.metadata.get("steady")
-    if isinstance(steady, Mapping):
-        out["steady"] = {k: v for k, v in steady.items() if k != "runs"}
-        runs = steady.get("runs")
-        out["steady"]["runs"] = len(runs) if isinstance(runs, list) else None  # type: ignore[index]
-    return out
-
-
 def _start(fn: Callable[..., Any], *args: Any) -> tuple[threading.Thread, dict[str, Any]]:
     """Run ``fn(*args)`` in a thread; the dict gets its ``value`` or ``error``."""
     box: dict[str, Any] = {}
@@ -872,21 +684,27 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
 
     emit(ProbeEvent("phase", phase="guard", total=len(plan.configs)))
     versions_job = _start(read_child_versions, nsys)  # a child asks CuPy while the guards sample the GPU
+    unit_probe = start_unit_probe()  # and another imports CuPy to measure the link once the guards passed
     frame_cache = _frame_cache(plan)
     frames_job = _start(_build_frames, plan, frame_cache)  # and the configs' frames are drawn meanwhile
     try:
         gpu_plan = plan_gpus(plan.gpus, plan.config_file, max_util_pct=request.max_util_pct,
                              window_s=DEFAULT_WINDOW_S, require_clean=request.require_clean, force=request.force)
     except BaseException as exc:
+        unit_probe.stop("the guards did not finish")
         if frame_cache is not None:
             shutil.rmtree(frame_cache, ignore_errors=True)
         if isinstance(exc, KeyboardInterrupt):
             raise ProbeInterrupted("interrupted during the guards, before any config ran: nothing was written") from None
         raise
     verdict = gpu_plan.verdict
-    if verdict.refused and frame_cache is not None:
-        shutil.rmtree(frame_cache, ignore_errors=True)
+    if verdict.refused:
+        unit_probe.stop("the guards refused")
+        if frame_cache is not None:
+            shutil.rmtree(frame_cache, ignore_errors=True)
     require_guard_pass(verdict)  # CheckFailed (exit 3): a busy GPU or a stale build, without --force
+    solo = gpu_plan.run_gpus[0]
+    unit_probe.go(solo.uuid, solo.name, solo.cpus)
     if verdict.forced:
         warn(verdict.message, verdict.hint)
 
@@ -895,6 +713,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     rows: list[ResultRow] = []
     failures: list[ConfigFailure] = []
     checks: dict[str, tuple[FigureCheck, ...]] = {}
+    untraced: dict[str, Any] = {}
     total = len(plan.configs)
     label: str | None = None
     phase = "setup"
@@ -903,6 +722,11 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         out_dir.mkdir(parents=True, exist_ok=True)
         gpu = gpu_identity(verdict.reading)
         versions = _joined(*versions_job)
+        unit = unit_probe.result()  # before the first config: the GPU is the link child's alone meanwhile
+        unit_probe.keep_log(out_dir)
+        if unit.link is None:
+            warn(f"the unit's link was not measured: {unit.link_problem}",
+                 "compare then judges link-bound figures across units as measured; read unit.log in the results dir")
         git = {"git_rev": verdict.git_rev, "git_dirty": verdict.git_dirty}
         guard_json = _guard_json(verdict)
         per_config: dict[str, ConfigEntry] = {}
@@ -918,11 +742,14 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
                                machine_key(gpu.get("uuid"), gpu.get("driver"), None if nsys_version is None  # type: ignore[arg-type]
                                            else str(nsys_version)), env, versions.get("cupy") is not None)
 
+        unit_costs: Any = None  # --what-binds: the unit's untraced costs (model.untraced.UntracedCosts; unit.untraced)
+
         def write_env() -> None:
             # merged into the dir: the entries, rows and blocks of configs this probe does not run stay
             env_record = build_env(session_id=session_id, argv=request.argv, configs=plan.configs,
                                    tracer=plan.tracer, gpu=gpu, versions=versions, git=git,
-                                   guard=guard_json, per_config=per_config, kernel_sources=verdict.kernel_sources)
+                                   guard=guard_json, per_config=per_config, kernel_sources=verdict.kernel_sources,
+                                   unit=unit if unit_costs is None else dataclasses.replace(unit, untraced=unit_costs))
             if plan.gpus is not None:
                 env_record = dataclasses.replace(env_record, multi_gpu=gpu_plan.env_block(
                     {k: r.summary for k, r in gpu_runs.items()}, {k: r.overlap_s for k, r in gpu_runs.items()}))
@@ -958,6 +785,10 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
                 checks[cfg.label] = run.checks
                 continue
             merge_results(out_dir, ResultSet(rows=(record,)))
+            if run.untraced is not None:
+                untraced[cfg.label] = run.untraced
+                if run.untraced.costs is not None:
+                    unit_costs = run.untraced.costs
             if figures is not None:
                 gpu_runs[cfg.label] = figures
             checks[cfg.label] = run.checks
@@ -989,7 +820,15 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     finally:
         if frame_cache is not None:
             shutil.rmtree(frame_cache, ignore_errors=True)
-    return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), verdict, tuple(failures), checks)
+    return ProbeOutcome(out_dir, session_id, tuple(rows), tuple(warnings), verdict, tuple(failures), checks,
+                        unit, untraced)
+
+
+def start_unit_probe() -> Any:
+    """The link child of :mod:`clusterbench.run.unit`, started now (it imports CuPy while the guards run)."""
+    from clusterbench.run.unit import UnitProbe
+
+    return UnitProbe().start()
 
 
 def _frame_cache(plan: ProbePlan) -> Path | None:
@@ -1096,6 +935,7 @@ class ConfigRun:
         self.graph_reason: str | None = None
         self._pending: tuple[threading.Thread, dict[str, Any]] | None = None
         self.host: Any = None  # the host bar estimated without the profiler (callcost.HostEstimate)
+        self.untraced: Any = None  # --what-binds: model.untraced.UntracedRecord
         self.roofline_note: str | None = None
         self.call_costs = call_costs or CallCosts(None, {}, {}, False)
         self.entry = ConfigEntry(session=session_id, tracer=plan.tracer, frames=cfg.frames,
@@ -1133,7 +973,8 @@ class ConfigRun:
     def _row(self, sustained: Measurement | None, error: str | None = None, overhead: float | None = None) -> ResultRow:
         return build_row(self.cfg, self.analysis, sustained, self.result, self.plan.tracer, self.trace_name,
                          self.session_id, checks={c.what: c.status for c in self.checks}, error=error,
-                         profiler_overhead=overhead, host=self.host, roofline_note=self.roofline_note)
+                         profiler_overhead=overhead, host=self.host, roofline_note=self.roofline_note,
+                         untraced=_untraced_columns(self.untraced))
 
     def _host_estimate(self, sustained: Measurement | None) -> Any:
         """The busiest launching thread's bar without the profiler: calibrated from nsys's cost per call on
@@ -1234,7 +1075,10 @@ class ConfigRun:
         if verdict is not None and verdict.steady is False:
             self.warn(f"{cfg.label}: {verdict.message('its sustained FPS')}", STEADY_HINT, label=cfg.label)
 
-        self.host = self._host_estimate(solo)
+        if plan.what_binds is not None:
+            self._what_binds(job)
+        measured = self._measured_host()
+        self.host = measured if measured is not None else self._host_estimate(solo)
 
         def row_for(s: Measurement) -> ResultRow:
             return self._row(s)
@@ -1254,6 +1098,35 @@ class ConfigRun:
         if self.host is not None:
             self._save(analysis={**dict(self.entry.analysis or {}), "host": self.host.to_json()})
         return row, gpu_rows, figures
+
+    def _what_binds(self, job: WorkloadJob) -> None:
+        """--what-binds: the delay test, the unit's untraced costs and the untraced split
+        (:mod:`clusterbench.run.whatbinds`); its record goes to ``<label>.untraced.json`` and env.json."""
+        from clusterbench.run.tracers import workload_cwd
+        from clusterbench.run.whatbinds import PHASE, measure
+
+        self.phase(PHASE)
+        nsys = getattr(self.tracer, "nsys", None)
+        record = measure(self.cfg, job.argv(self.out_dir / "unused", "pass"), workload_cwd(job.workload), job.env(),
+                         self.out_dir, self.analysis, None if self.traced is None else self.traced.sqlite, nsys,
+                         self.plan.what_binds, self.plan.timeout_s, say=lambda text: self.phase(PHASE, text))
+        self.untraced = record
+        doc = record.to_json()
+        (self.out_dir / f"{self.cfg.label}.untraced.json").write_text(json.dumps(doc, indent=2) + "\n")
+        for note in record.notes:
+            self.warn(f"{self.cfg.label}: what binds: {note}", label=self.cfg.label)
+        if record.split is not None and record.split.agrees is False:
+            self.warn(f"{self.cfg.label}: the untraced split: {record.split.note}", label=self.cfg.label)
+        self._close_phase()
+        self._save(analysis={**dict(self.entry.analysis or {}), "untraced": doc}, phase_s=dict(self.phase_s))
+
+    def _measured_host(self) -> Any:
+        """--what-binds: the host bar without the profiler as measured, in place of the estimate (None: not
+        measured)."""
+        from clusterbench.run.rows import host_bar
+        from clusterbench.run.whatbinds import measured_host
+
+        return measured_host(self.untraced, host_bar(self.analysis)[1]) if self.untraced is not None else None
 
     def _analyze(self, traced: TracedRun) -> TraceAnalysis:
         return analyze_exec(traced, self.cfg) if self.cfg.exec is not None else analyze_pass(traced, self.cfg)
@@ -1330,51 +1203,42 @@ class ConfigRun:
         self._save(clocks=verdict.to_json())
 
     def _early_sustained(self, job: WorkloadJob, run_gpus: Any) -> EarlySustained | None:
-        """Our finder's sustained process, started once the traced pass has written its record, so that its
-        set-up (interpreter, CuPy, buffers, kernels, pedestal) overlaps the tracer's finish; it waits for
-        the go before its runs. None where it does not apply (another workload, several GPUs, no trace)."""
+        """Our finder's first sustained process, started once the traced pass has written its record
+        (:mod:`clusterbench.run.processes`); None where it does not apply."""
         cfg = self.cfg
-        if (cfg.exec is not None or cfg.workload.kind != "cupy" or self.plan.gpus is not None
-                or self.plan.tracer == "none" or len(run_gpus) != 1):
+        if not early_applies(cfg, self.plan.tracer, self.plan.gpus is not None, run_gpus):
             return None
         go_file = self.out_dir / f"{cfg.label}.sustained.go"
         return EarlySustained(lambda go: self._sustained(job, run_gpus, go_file=go, report=False),
                               self.out_dir / f"{cfg.label}.pass.json", go_file)
 
     def _sustained(self, job: WorkloadJob, run_gpus: Any, go_file: Path | None = None, report: bool = True) -> Any:
-        """The untraced runs, or None (an exec program whose figure is its trace's). ``go_file``: the runs
-        wait for it (:class:`EarlySustained`); ``report``: report each round as a phase (not from another
-        thread)."""
-        from clusterbench.run.sustained import exec_command, measure_sustained, workload_command
+        """The untraced runs in the plan's processes, or None (an exec program whose figure is its trace's).
+        ``go_file``: the first process's runs wait for it; ``report``: report each process as a phase (not
+        from another thread)."""
         from clusterbench.run.tracers import workload_cwd
 
         cfg, plan = self.cfg, self.plan
-        if cfg.exec is not None:
-            if cfg.exec.source == "trace":
-                return None
-            command = exec_command(job.argv(self.out_dir / "unused", "pass"), cfg.exec, plan.repeat)
-        else:
-            command = workload_command(job.workload, cfg.label, cfg.params, plan.repeat)
-        return measure_sustained(run_gpus, self.gpu_plan.tools, command, self.out_dir, cfg.label,
-                                 input_bytes_per_frame=None if cfg.params is None else cfg.params.frame_bytes,
-                                 base_env=self.env, cwd=workload_cwd(job.workload), timeout_s=plan.timeout_s,
-                                 on_round=(lambda p, k: self.phase("sustained", None if p == "sustained" else p))
-                                 if report else None, go_file=go_file)
+        command = sustained_command(cfg, job.argv(self.out_dir / "unused", "pass"), job.workload, plan.repeat,
+                                    plan.processes)
+        if command is None:
+            return None
+        return measure_config(cfg, command, run_gpus, self.gpu_plan.tools, self.out_dir, env=self.env,
+                              cwd=workload_cwd(job.workload), timeout_s=plan.timeout_s, processes=plan.processes,
+                              on_round=(lambda p, k: self.phase("sustained", None if p == "sustained" and k == 0 else
+                                                                f"process {k + 1}" if p == "sustained" else p))
+                              if report else None, go_file=go_file)
 
     def _traced_sustained(self) -> Measurement | None:
-        """An exec program's sustained figure from its trace: the window's frames over its length, under the
-        profiler (None: nothing traced, or the frames are unknown)."""
+        """An exec program's sustained figure from its trace (None: nothing traced, or the frames are unknown)."""
         if self.cfg.exec is None or self.cfg.exec.source != "trace" or self.analysis is None:
             return None
-        figs = trace_figures(self.analysis)
-        if not figs.measured_us:
+        out = traced_sustained(self.cfg, trace_figures(self.analysis))
+        if out is None:
             self.warn(f"{self.cfg.label}: no sustained figure: the traced window's frames are unknown",
                       "give --frames N or a frames definition, or the program's own rate (--rate REGEX)",
                       label=self.cfg.label)
-            return None
-        return Measurement(SUSTAINED_FPS, (U.fps_of_us(figs.measured_us),), metadata={
-            "source": "trace", "under_profiler": True, "frames": figs.frames, "window_ns": figs.window_ns,
-            "note": "frames over the traced window, under the profiler: the profiler's own cost is in it"})
+        return out
 
     def _figure_checks(self, sustained: Measurement | None) -> tuple[FigureCheck, ...]:
         """The program's own rate and kernel time against the trace."""
@@ -1438,68 +1302,10 @@ class ConfigRun:
         return self._row(None, error=f"{failure.phase}: {first}")
 
 
-class EarlySustained:
-    """Our finder's sustained process, started while the tracer finishes (nsys flushes and exports for a
-    second or two after the traced program's pass): a thread waits until the traced pass has written its
-    result record, then starts the sustained run (``start(go_file)``), whose process sets up and waits for
-    ``go_file``. :meth:`go` writes "go" once the GPU is the sustained runs' alone and returns what they
-    measured; :meth:`stop` tells the process to stop before it measures. Where the record never appeared
-    before :meth:`go`, nothing was started and :meth:`go` returns None (the caller starts it then)."""
+def _untraced_columns(record: Any) -> dict[str, object]:
+    from clusterbench.run.whatbinds import row_columns
 
-    POLL_S = 0.005
-
-    def __init__(self, start: Callable[[Path], Any], result_path: Path, go_file: Path) -> None:
-        self.go_file = go_file
-        go_file.unlink(missing_ok=True)
-        result_path.unlink(missing_ok=True)  # a record an earlier probe left must not start it early
-        self._lock = threading.Lock()
-        self._abandoned = False
-        self._started = False
-        self._box: dict[str, Any] = {}
-
-        def watch() -> None:
-            while True:
-                with self._lock:
-                    if self._abandoned:
-                        return
-                    if result_path.exists():
-                        self._started = True
-                        break
-                time.sleep(self.POLL_S)
-            try:
-                self._box["value"] = start(go_file)
-            except BaseException as exc:  # noqa: BLE001 - handed to go() or dropped by stop()
-                self._box["error"] = exc
-
-        self._thread = threading.Thread(target=watch, name="clusterbench-early-sustained", daemon=True)
-        self._thread.start()
-
-    def _settle(self) -> bool:
-        with self._lock:
-            self._abandoned = True
-            return self._started
-
-    def go(self) -> Any:
-        """Let the runs start; what they measured (their error is raised), or None when nothing was started."""
-        if not self._settle():
-            self._thread.join()
-            return None
-        self.go_file.write_text("go\n")
-        self._thread.join()
-        self.go_file.unlink(missing_ok=True)
-        if "error" in self._box:
-            raise self._box["error"]
-        return self._box.get("value")
-
-    def stop(self, why: str) -> None:
-        """Tell a started process to stop before it measures, and wait for it; its outcome is dropped."""
-        if self._settle() and self._thread.is_alive():
-            try:
-                self.go_file.write_text(f"stop: {why}\n")
-            except OSError:
-                pass
-            self._thread.join()
-        self.go_file.unlink(missing_ok=True)
+    return row_columns(record)
 
 
 def _cpus() -> int:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from clusterbench import __version__
 from clusterbench.model import units as U
+from clusterbench.model.processes import processes_of, steady_summary
 from clusterbench.model.measurement import SUSTAINED_FPS, SUSTAINED_GBPS, Measurement
 from clusterbench.model.results import ConfigEntry, EnvRecord, ResultRow, RowKey, RowRole
 from clusterbench.model.workload import WorkloadResult
@@ -275,6 +276,7 @@ def build_row(
     profiler_overhead: float | None = None,
     host: HostEstimate | None = None,
     roofline_note: str | None = None,
+    untraced: Mapping[str, object] | None = None,
 ) -> ResultRow:
     """One probes.csv row from a config, its trace analysis, its pass result and its sustained FPS (pure).
 
@@ -286,7 +288,9 @@ def build_row(
     over traced rate, for a sustained figure that was itself traced. ``host``: the busiest launching
     thread's bar estimated without the profiler (:mod:`clusterbench.run.callcost`), which the roofline an
     untraced FPS is set against takes in place of the traced bar; ``roofline_note``: why the sustained FPS
-    stands above a roofline. Every ``*_us`` is microseconds per frame; absent means not measured.
+    stands above a roofline; ``untraced``: the columns of ``probe --what-binds``
+    (:func:`clusterbench.run.whatbinds.row_columns`). Every ``*_us`` is microseconds per frame; absent means
+    not measured.
     """
     p = cfg.params
     figs = trace_figures(analysis) if analysis is not None else None
@@ -339,12 +343,17 @@ def build_row(
     overhead = profiler_overhead if source == "trace" else _ratio(sustained_fps, traced_fps)
     steady = sustained.metadata.get("steady") if sustained is not None else None
     steady = steady if isinstance(steady, Mapping) else {}
+    procs = processes_of(sustained)
+    if procs and not steady:  # several processes of their own runs: steady when every one settled, unsteady when
+        steady = steady_summary(procs)  # any did not (a program run whole keeps its whole runs' verdict)
     return ResultRow(
         key=RowKey(cfg.label), **keys, frames=frames_col,  # type: ignore[arg-type]
         **trace_cols,  # type: ignore[arg-type]
         sustained_fps=sustained_fps,
         sustained_fps_spread=fps.spread if fps is not None else None,
-        sustained_repeats=sustained.repeats if sustained is not None else None,
+        sustained_repeats=(sum(len(p.values) for p in procs) if procs else
+                           sustained.repeats if sustained is not None else None),
+        sustained_processes=len(procs) if procs else None,
         sustained_gbps=fps.input_gbps if fps is not None else (gbps.median if gbps is not None else None),
         sustained_source=source,
         sustained_steady=steady.get("steady") if isinstance(steady.get("steady"), bool) else None,
@@ -355,7 +364,7 @@ def build_row(
         profiler_overhead=overhead,
         host_us=host_us, host_untraced_us=None if host is None else host.untraced_us,
         host_estimate=None if host is None else host.method, roofline_untraced_us=untraced_roof,
-        roofline_note=roofline_note,
+        roofline_note=roofline_note, **(untraced or {}),  # type: ignore[arg-type]
         rate_check=(checks or {}).get("rate"), kernel_check=(checks or {}).get("kernel_time"),
         clusters_per_frame=result.clusters_found / result.frames if result is not None else None,
         dropped_clusters=result.clusters_dropped if result is not None else None,
@@ -380,6 +389,7 @@ def build_env(
     kernel_sources: Mapping[str, str] | None = None,
     created_utc: str | None = None,
     host: str | None = None,
+    unit: Any = None,
 ) -> EnvRecord:
     """env.json of a probe (pure): ``per_config`` holds the entries of the configs it ran, by label. Merged
     into a results dir (:meth:`clusterbench.model.results.ResultSet.merge`), it keeps every other entry."""
@@ -412,6 +422,7 @@ def build_env(
         kernel_sources=dict(kernel_sources) if kernel_sources else None,
         guard=dict(guard) if guard is not None else None,
         configs={RowKey(label): entry for label, entry in per_config.items()},
+        unit=unit,
     )
 
 

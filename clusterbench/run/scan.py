@@ -28,7 +28,7 @@ SCAN_HINT = "write --scan NAME=V1,V2,... with NAME a placeholder, e.g. --scan st
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_POINTS = 1000
 # A point "beats" a bound when its sustained FPS is above it by more than this (or its runs' spread): the
-# probe's own floor for a figure above its roofline (run/probe.py ROOFLINE_EXCESS).
+# probe's own floor for a figure above its roofline (run/above.py ROOFLINE_EXCESS).
 ABOVE_NOISE = 0.02
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from clusterbench.errors import EnvironmentFailure, WorkloadProtocolError
 from clusterbench.model.measurement import SUSTAINED_FPS, SUSTAINED_GBPS, Measurement
+from clusterbench.model.processes import ProcessRun, process_clock, process_measurement, processes_of
 from clusterbench.model.steady import Run, Steadiness, SteadyRule, judge, stop_reason, whole_runs_rule
 from clusterbench.model.workload import WorkloadResult
 from clusterbench.run.clocks import ClockSample, ClockSampler
@@ -51,6 +53,12 @@ from clusterbench.run.tracers import read_result, result_hint
 # child's): the steady rule of a concurrent round, and the file it waits on before its runs.
 STEADY_ENV = "CLUSTERBENCH_STEADY"
 GO_ENV = "CLUSTERBENCH_GO_FILE"
+GO_BEFORE_ENV = "CLUSTERBENCH_GO_BEFORE"  # "runs" (after its set-up) or "gpu" (before any GPU work)
+READY_SUFFIX = ".ready"  # <go file>.ready: the process is set up and waits for its go (our finder writes it)
+GO_POLL_S = 0.005
+# A process's runs end this long before its parent sees it end, at most (its record written, its exit): the clock
+# window of its runs is widened by it.
+RUN_END_SLACK_S = 0.1
 
 # An exec run's figure from its output: (metric, value, how it was read) or ValueError with the user's message.
 OutputReader = Callable[[ChildOutcome], tuple[str, float, Mapping[str, Any]]]
@@ -79,19 +87,21 @@ class SustainedCommand:
     go: bool = False
 
 
-def workload_command(workload: Any, label: str, params: Any, repeat: int) -> SustainedCommand:
+def workload_command(workload: Any, label: str, params: Any, repeat: int, processes: int | None = None
+                     ) -> SustainedCommand:
     """The untraced command of a workload of :mod:`clusterbench.workloads` (its ``argv``, ``kind`` and
-    ``runs_sustained``): our finder's one ``sustained`` process that runs until steady; another program's
-    one ``sustained`` process of ``repeat`` passes; or, for a program without ``{mode}``, one ``pass`` per
-    process until the last ``repeat`` agree."""
+    ``runs_sustained``): our finder's ``sustained`` process that runs until steady (``repeat`` counted runs);
+    another program's ``sustained`` process of ``repeat`` passes; or, for a program without ``{mode}``, one
+    ``pass`` per process until the last ``processes`` (default ``repeat``) agree."""
     meta = {"source": "result"}
     if workload.runs_sustained:
         ours = getattr(workload, "kind", None) == "cupy"
         rule = SteadyRule(counted=repeat) if ours else SteadyRule(counted=repeat, min_warmups=0, max_runs=repeat)
         return SustainedCommand(lambda g, result: workload.argv(label, params, result, "sustained", repeat), rule,
                                 "sustained", metadata=meta, own_steady=ours, go=ours)
-    return SustainedCommand(lambda g, result: workload.argv(label, params, result, "pass"), whole_runs_rule(repeat),
-                            "pass", whole_runs=True, metadata=meta)
+    return SustainedCommand(lambda g, result: workload.argv(label, params, result, "pass"),
+                            whole_runs_rule(repeat if processes is None else processes), "pass", whole_runs=True,
+                            metadata=meta)
 
 
 def exec_command(argv: Sequence[str], spec: Any, repeat: int) -> SustainedCommand:
@@ -160,7 +170,11 @@ class SustainedRun:
 
 
 def steadiness_of(m: Measurement | None) -> Steadiness | None:
-    """The verdict a sustained measurement carries (``metadata["steady"]``), or None."""
+    """The verdict a sustained measurement carries (``metadata["steady"]``; for several processes, the last
+    process's), or None."""
+    procs = processes_of(m)
+    if procs and (m is None or "steady" not in m.metadata):
+        return procs[-1].steady
     doc = None if m is None else m.metadata.get("steady")
     if not isinstance(doc, Mapping):
         return None
@@ -275,9 +289,9 @@ def require_all_ok(outcomes: Sequence[GpuOutcome], what: str, hint: str | None =
     raise EnvironmentFailure(message, hint=f"read the whole log{'s' if len(bad) > 1 else ''}: {logs}")
 
 
-def _what(phase: str, label: str, round_index: int, whole_runs: bool) -> str:
+def _what(phase: str, label: str, round_index: int, whole_runs: bool, several: bool = False) -> str:
     which = {"sustained": "", "solo": "solo ", "concurrent": "concurrent "}[phase]
-    of = f" (run {round_index + 1})" if whole_runs else ""
+    of = f" (run {round_index + 1})" if whole_runs else (f" (process {round_index + 1})" if several else "")
     return f"the {which}sustained-FPS run of config {label!r}{of}"
 
 
@@ -297,15 +311,20 @@ def measure_sustained(gpus: Sequence[GpuInfo], tools: PinTools, command: Sustain
                       base_env: Mapping[str, str] | None = None, cwd: str | None = None,
                       timeout_s: float | None = None,
                       on_round: Callable[[str, int], None] | None = None,
-                      go_file: Path | None = None) -> SustainedRun:
-    """Sustained FPS of config ``label`` on ``gpus`` (the first is the solo GPU): its runs on it alone, until
-    the command's rule stops them; with several GPUs, then on every GPU at once with the solo round's plan.
-    ``on_round(phase, k)`` reports each process round as it starts. ``go_file``: a command that waits for
-    the probe's go (``command.go``) is told to wait for this file before its runs (the caller writes "go"
-    into it). A failed child: EnvironmentFailure or WorkloadProtocolError (exit 1) naming its GPU, with its
-    log's last lines."""
+                      go_file: Path | None = None, processes: int = 1) -> SustainedRun:
+    """Sustained FPS of config ``label`` on ``gpus`` (the first is the solo GPU): its runs on it alone, in
+    ``processes`` fresh processes (a command run whole: until its rule stops, each run a process), each until
+    the command's rule stops its runs; with several GPUs, then on every GPU at once with the solo round's plan.
+    ``on_round(phase, k)`` reports each process round as it starts. A command that waits for a go
+    (``command.go``, our finder) starts every process at once, so that each sets up while the tracer finishes,
+    and gives them their go one at a time (:class:`_ProcessChain`): the first once ``go_file`` says go (the
+    caller writes it once the GPU is the runs' alone; no file: at once) and every process is set up, each later
+    one once the one before has ended. A failed child: EnvironmentFailure or WorkloadProtocolError (exit 1)
+    naming its GPU, with its log's last lines."""
     if not gpus:
         raise ValueError("measure_sustained needs at least one GPU")
+    if type(processes) is not int or processes < 1:
+        raise ValueError(f"processes must be an integer >= 1, got {processes!r}")
     emit = on_round or (lambda phase, k: None)
     env = dict(child_env() if base_env is None else base_env)
     solo_gpu = gpus[0]
@@ -314,6 +333,7 @@ def measure_sustained(gpus: Sequence[GpuInfo], tools: PinTools, command: Sustain
     offsets: dict[str, list[float]] = {}
     reasons: dict[str, str | None] = {}
     rules: dict[str, SteadyRule] = {}
+    windows: list[tuple[float, float, float]] = []  # per solo process: its go and end (time.time()), and its start
     solo: Measurement | None = None
 
     def figures_of(phase: str) -> dict[int, Measurement]:
@@ -324,6 +344,48 @@ def measure_sustained(gpus: Sequence[GpuInfo], tools: PinTools, command: Sustain
             raise EnvironmentFailure(f"the sustained runs of config {label!r}: {exc}",
                                      hint=command.hint or "read the logs of the runs") from None
 
+    def run_phase(phase: str, selected: tuple[GpuInfo, ...], rule: SteadyRule, phase_env: dict[str, str]) -> None:
+        rounds: list[tuple[GpuOutcome, ...]] = []
+        starts: list[float] = []
+        t0 = time.monotonic()
+        reason = None
+        if command.whole_runs:
+            runs: list[Run] = []
+            k = 0
+            while True:
+                emit(phase, k)
+                starts.append(time.monotonic() - t0)
+                t_wall = time.time()
+                children = plan_gpu_children(selected, tools, command.argv, out_dir, f"{label}.{phase}.r{k}",
+                                             phase_env, cwd, timeout_s, command.watch)
+                outcomes = run_round(children, label, command.mode, command.reader)
+                require_all_ok(outcomes, _what(phase, label, k, True), command.hint)
+                rounds.append(outcomes)
+                windows.append((t_wall, time.time(), starts[-1]))
+                runs.extend(outcome_runs(outcomes[0], starts[-1])[0])
+                reason = stop_reason(runs, time.monotonic() - t0, rule)
+                if reason is not None:
+                    break
+                k += 1
+        else:
+            n = processes if phase != "concurrent" else 1
+            gated = phase != "concurrent"
+            chain = _ProcessChain(dataclasses.replace(command, go=command.go and gated), selected, tools, out_dir,
+                                  label, phase, phase_env, cwd, timeout_s, go_file if gated else None, n)
+            chain.start_all()  # our finder: every process sets up at once, each then waits for its go
+            try:
+                for k in range(n):
+                    emit(phase, k)
+                    starts.append(time.monotonic() - t0)
+                    t_go = chain.open(k)
+                    outcomes = chain.join(k)
+                    require_all_ok(outcomes, _what(phase, label, k, False, n > 1), command.hint)
+                    rounds.append(outcomes)
+                    windows.append((t_go, time.time(), starts[-1]))
+            finally:
+                chain.close("the process before it failed")
+        by_phase[phase], offsets[phase], reasons[phase] = tuple(rounds), starts, reason
+
     with ClockSampler(solo_gpu.index) as clocks:
         for phase, selected in phases:
             rule = command.rule if phase != "concurrent" or solo is None else concurrent_rule(command, solo)
@@ -331,30 +393,10 @@ def measure_sustained(gpus: Sequence[GpuInfo], tools: PinTools, command: Sustain
             phase_env = dict(env)
             if phase == "concurrent" and command.own_steady:
                 phase_env[STEADY_ENV] = json.dumps(rule.to_json())
-            if go_file is not None and command.go and phase != "concurrent":
-                phase_env[GO_ENV] = str(go_file)
-            rounds, starts, runs = [], [], []
-            t0 = time.monotonic()
-            k, reason = 0, None
-            while True:
-                emit(phase, k)
-                starts.append(time.monotonic() - t0)
-                stem = f"{label}.{phase}" + (f".r{k}" if command.whole_runs else "")
-                children = plan_gpu_children(selected, tools, command.argv, out_dir, stem, phase_env, cwd, timeout_s,
-                                             command.watch)
-                outcomes = run_round(children, label, command.mode, command.reader)
-                require_all_ok(outcomes, _what(phase, label, k, command.whole_runs), command.hint)
-                rounds.append(outcomes)
-                if not command.whole_runs:
-                    break
-                runs.extend(outcome_runs(outcomes[0], starts[-1])[0])
-                reason = stop_reason(runs, time.monotonic() - t0, rule)
-                if reason is not None:
-                    break
-                k += 1
-            by_phase[phase], offsets[phase], reasons[phase] = tuple(rounds), starts, reason
+            run_phase(phase, selected, rule, phase_env)
             if phase != "concurrent":
-                solo = figures_of(phase)[solo_gpu.index]
+                solo = _solo_measurement(figures_of(phase)[solo_gpu.index], by_phase[phase], offsets[phase],
+                                         windows, clocks.snapshot(), command, rule, processes, input_bytes_per_frame)
     solo_phase = "solo" if "solo" in by_phase else "sustained"
     solo_rounds = by_phase[solo_phase]
     together = by_phase.get("concurrent", solo_rounds)
@@ -363,3 +405,151 @@ def measure_sustained(gpus: Sequence[GpuInfo], tools: PinTools, command: Sustain
     figures = MultiGpuSustained(solo_gpu.index, solo, concurrent, scaling_summary(solo_gpu.index, solo, concurrent),
                                 min(overlap_s(r) for r in together), solo_rounds, together)
     return SustainedRun(figures, clocks.snapshot(), clocks.max_clock_mhz)
+
+
+def _solo_measurement(base: Measurement, rounds: Sequence[Sequence[GpuOutcome]], offsets: Sequence[float],
+                      windows: Sequence[tuple[float, float, float]], clocks: Sequence[ClockSample],
+                      command: SustainedCommand, rule: SteadyRule, processes: int,
+                      input_bytes_per_frame: int | None) -> Measurement:
+    """The solo GPU's measurement: as :func:`sustained_by_gpu` made it (``base``) for one process; for several,
+    one :class:`~clusterbench.model.processes.ProcessRun` per process (a command run whole: per counted run),
+    each with its runs, verdict and clock (:func:`~clusterbench.model.processes.process_clock`), the process
+    medians its samples."""
+    if processes < 2:
+        return base
+    samples = [(c.t_s, c.sm_mhz, c.throttle) for c in clocks]
+    procs: list[ProcessRun] = []
+    if command.whole_runs:
+        counted = len(base.samples)
+        firsts = len(rounds) - counted
+        for i, k in enumerate(range(firsts, len(rounds))):
+            t_go, t_end, start = windows[k]
+            procs.append(ProcessRun(i, (base.samples[i],), None, start, t_end - t_go,
+                                    process_clock(samples, t_go, t_end)))
+        meta = dict(base.metadata)  # its "steady": every whole run, warm-ups too, and the verdict
+        return process_measurement(base.metric, procs, input_bytes_per_frame if base.metric == SUSTAINED_FPS
+                                   else None, meta)
+    for k, outcomes in enumerate(rounds):
+        runs, verdict = outcome_runs(outcomes[0], offsets[k])
+        if verdict is None:
+            verdict = judge(runs, rule)
+        t_go, t_end, start = windows[k]
+        # the clock over its runs: they end as the process does, and last from the first run's start to the last's
+        # end (a later process's pedestal and warm-up, and the first's wait for its go, are left out)
+        span = (verdict.runs[-1].started_s - verdict.runs[0].started_s + (verdict.runs[-1].seconds or 0.0)
+                if verdict.runs else t_end - t_go)
+        clock = process_clock(samples, max(t_go, t_end - span - RUN_END_SLACK_S), t_end)
+        procs.append(ProcessRun(k, verdict.values, verdict, start, t_end - t_go, clock))
+    meta = {key: v for key, v in base.metadata.items() if key != "steady"}
+    return process_measurement(base.metric, procs, base.input_bytes_per_frame, meta)
+
+
+class _ProcessChain:
+    """The solo processes of one config, one after the other on the GPU. Process k's child has its own files
+    (``<label>.<phase>.p<k>``; the first keeps ``<label>.<phase>``). For a command that waits for a go
+    (our finder), every process is started at once (:meth:`start_all`): each sets up (imports, buffers, kernels,
+    pedestal, a warm-up pass) while the tracer finishes, and waits at its own gate (``<stem>.go``) before its
+    runs, saying so in ``<gate>.ready``; :meth:`open` gives process k its go: the first once the caller's go
+    file says go (or at once without one) and every process is waiting or has ended, each later one once the
+    one before it has ended. Another command's processes start one at a time, when opened. :meth:`join`
+    waits for a process's outcome; :meth:`close` stops a process never given its go and waits for the rest."""
+
+    def __init__(self, command: SustainedCommand, selected: tuple[GpuInfo, ...], tools: PinTools, out_dir: Path,
+                 label: str, phase: str, env: Mapping[str, str], cwd: str | None, timeout_s: float | None,
+                 go_file: Path | None, n: int) -> None:
+        self.command, self.selected, self.tools, self.out_dir = command, selected, tools, out_dir
+        self.label, self.phase, self.env, self.cwd, self.timeout_s = label, phase, dict(env), cwd, timeout_s
+        self.go_file, self.n = go_file, n
+        self.gated = command.go
+        self.started: dict[int, tuple[threading.Thread, dict[str, Any], Path | None]] = {}
+        self.opened: set[int] = set()
+
+    def _gate(self, k: int) -> Path:
+        return self.out_dir / f"{self.label}.{self.phase}.p{k}.go"
+
+    def _start(self, k: int) -> None:
+        env = dict(self.env)
+        gate: Path | None = None
+        if self.gated:
+            gate = self._gate(k)
+            for f in (gate, Path(f"{gate}{READY_SUFFIX}")):
+                f.unlink(missing_ok=True)
+            env[GO_ENV] = str(gate)
+            env[GO_BEFORE_ENV] = "runs"
+        stem = f"{self.label}.{self.phase}" + (f".p{k}" if k else "")
+        children = plan_gpu_children(self.selected, self.tools, self.command.argv, self.out_dir, stem, env, self.cwd,
+                                     self.timeout_s, self.command.watch)
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["value"] = run_round(children, self.label, self.command.mode, self.command.reader)
+            except BaseException as exc:  # noqa: BLE001 - handed to join()
+                box["error"] = exc
+
+        t = threading.Thread(target=target, name=f"clusterbench-process-{k}", daemon=True)
+        t.start()
+        self.started[k] = (t, box, gate)
+
+    def start_all(self) -> None:
+        """Start every process now (a command that waits for a go), else nothing before it is opened."""
+        if self.gated:
+            for k in range(self.n):
+                if k not in self.started:
+                    self._start(k)
+
+    def _waiting(self, k: int) -> bool:
+        t, _, gate = self.started[k]
+        return not t.is_alive() or (gate is not None and Path(f"{gate}{READY_SUFFIX}").exists())
+
+    def open(self, k: int) -> float:
+        """Give process ``k`` its go (starting it if it was not started); the time.time() of that go."""
+        if k not in self.started:
+            self._start(k)
+        gate = self.started[k][2]
+        if gate is not None:
+            if k == 0:
+                while not (self._go_given() and all(self._waiting(j) for j in self.started)):
+                    if not self.started[0][0].is_alive():
+                        break  # it ended (or failed) before its go: join() says how
+                    time.sleep(GO_POLL_S)
+            gate.write_text("go\n")
+        self.opened.add(k)
+        return time.time()
+
+    def _go_given(self) -> bool:
+        """The caller's go file says go (always, without one). Anything else written there stops every process."""
+        if self.go_file is None:
+            return True
+        try:
+            word = self.go_file.read_text().strip()
+        except FileNotFoundError:
+            return False
+        if word and word != "go":
+            self.close(word)  # the caller stops the probe before the runs: stop them all
+            return True
+        return word == "go"
+
+    def join(self, k: int) -> tuple[GpuOutcome, ...]:
+        t, box, gate = self.started[k]
+        t.join()
+        for f in ((gate, Path(f"{gate}{READY_SUFFIX}")) if gate is not None else ()):
+            f.unlink(missing_ok=True)
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def close(self, why: str) -> None:
+        """Stop every process started but not given its go, and wait for every process still running (one given
+        its go ends with its runs' cap): none is left on the GPU."""
+        for k, (t, _, gate) in list(self.started.items()):
+            if k not in self.opened and gate is not None:
+                try:
+                    gate.write_text(f"stop: {why}\n")
+                except OSError:
+                    pass
+                self.opened.add(k)  # told: it stops before it measures
+        for k, (t, _, gate) in list(self.started.items()):
+            t.join()
+            for f in ((gate, Path(f"{gate}{READY_SUFFIX}")) if gate is not None else ()):
+                f.unlink(missing_ok=True)

@@ -241,3 +241,13 @@ def workload_for(kind: str, command: Sequence[str] | None = None, cwd: Path | No
         assert command is not None, f"a {kind} workload without a command passed validation"
         return CommandWorkload(tuple(command), cwd) if kind == "command" else ExecWorkload(tuple(command), cwd)
     raise ValueError(f"unknown workload kind {kind!r}")
+
+
+def child_error(err: Exception) -> int:
+    """How a workload's own child program (its ``main``) reports a ClusterbenchError before it exits: the
+    ``Error:`` line and its ``Hint:`` on stderr, as the CLI does; returns the error's exit code."""
+    print(f"Error: {err}", file=sys.stderr)
+    hint = getattr(err, "hint", None)
+    if hint:
+        print(f"Hint: {hint}", file=sys.stderr)
+    return int(getattr(err, "exit_code", 1))

@@ -115,3 +115,38 @@ def test_the_count_reads_no_table_through(tmp_path: Path) -> None:
     con.close()
     assert gone > 0
     assert sum(R.table_rows(dst).values()) == _count(DEV) == _count(dst) + gone
+
+
+# (table, column, SQL value, the error's words): a value of the wrong type or size in a column analyze reads
+BROKEN = [
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "start", "'abc'", "holds text 'abc' at rowid {rowid}, where nsys writes an integer"),
+    ("CUPTI_ACTIVITY_KIND_MEMCPY", "end", "2.5", "holds real 2.5 at rowid {rowid}, where nsys writes an integer"),
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", "start", "'t0'", "holds text 't0' at rowid {rowid}, where nsys writes an integer"),
+    ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "start", "'later'", "holds text 'later' at rowid {rowid}, where nsys writes an integer"),
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "end", str(2**62 + 5), "holds 4,611,686,018,427,387,909 at rowid {rowid}, beyond what nsys writes"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("table", "column", "value", "words"), BROKEN, ids=lambda x: str(x)[:12])
+def test_a_value_of_the_wrong_type_is_named_on_both_ways(table: str, column: str, value: str, words: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A value nsys never writes, in a row past the first slabs (64-row chunks: the slabs before it are analysed
+    first): exit 2 and one Error naming TABLE.column, its row and value, read whole and in time slabs alike."""
+    src = DATA / "zoo" / "zoo_pipeline.sqlite"  # 801 to 4,119 rows in each of these tables
+    dst = tmp_path / "broken.sqlite"
+    dst.write_bytes(src.read_bytes())
+    con = sqlite3.connect(dst)
+    rowid = con.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] * 2 // 3  # well past the first chunks
+    assert rowid > 3 * 64
+    con.execute(f"UPDATE {table} SET [{column}] = {value} WHERE rowid = ?", (rowid,))
+    con.commit()
+    con.close()
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
+    want = f"Error: {table}.{column} {words.format(rowid=rowid)}"
+    for way in ("whole", "slabs"):
+        res = CliRunner().invoke(app, ["analyze", str(dst), "--json"], env={A.PATH_ENV: way, "COLUMNS": "300"})
+        assert res.exit_code == 2, (way, res.output)
+        errors = [line for line in res.stderr.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and errors[0].startswith(want), (way, res.stderr)
+        assert "Traceback" not in res.output and res.stdout == ""
+        assert ("reading in time slabs" in res.stderr) == (way == "slabs")

@@ -36,7 +36,9 @@ ENV_BLOCKS = [
     ("tracer", ["nsys"]), ("workloads", ["cupy"]), ("kernel_sha256", "1de3"), ("kernel_sha256", [1]),
     ("kernel_sha256", {"a.cu": 5}), ("kernel_sources", ["a.cu"]), ("kernel_sources", {"a.cu": 5}),
     ("guard", ["passed"]), ("guard", "passed"), ("configs", "3x3_s1"), ("configs", ["3x3_s1"]),
-    ("configs", {"3x3_s1": "frozen"}), ("multi_gpu", 2), ("campaign", "c1"),
+    ("configs", {"3x3_s1": "frozen"}), ("multi_gpu", 2), ("campaign", "c1"), ("unit", "GPU-0000"),
+    ("unit", {"schema": "clusterbench.unit", "version": 7}),
+    ("unit", {"schema": "clusterbench.unit", "version": 1, "gpu_uuid": "GPU-1", "link": {"h2d": 55}}),
 ]  # fmt: skip
 # the blocks of a config entry (configs.<label>: ConfigEntry's fields and the key's parts)
 ENTRY_BLOCKS = [

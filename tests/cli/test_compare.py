@@ -45,11 +45,11 @@ def test_table_to_stdout_warnings_to_stderr() -> None:
     out = r.stdout
     block = out[out.index("3x3_s1_uncontended (3x3, 1 stream)"):out.index("3x3_s4 (3x3, 4 streams)")]
     kernel = next(ln for ln in block.splitlines() if ln.startswith("  kernel µs"))
-    assert kernel.split() == ["kernel", "µs", "4.32", "→", "4.65", "+7.64", "%", "SLOWER", "beyond_noise"]
+    # † provisional: no floors file for the RTX 4090, so a default bound judged
+    assert kernel.split() == ["kernel", "µs", "4.32", "→", "4.65", "+7.64", "%", "SLOWER†", "beyond_noise"]
     assert "kernel change +7.64 % SLOWER invisible end to end (binds: H2D)" in " ".join(block.split())
     assert "-35.76 %" in out and "binding engine changed: kernel -> D2H" in out
     assert "Warning:" not in out
-    assert "within the drift bound are NOT COMPARABLE" in " ".join(r.stderr.split())
     assert "no floors file for NVIDIA GeForce RTX 4090" in " ".join(r.stderr.split())
 
 
@@ -111,8 +111,9 @@ def test_json_is_only_json_with_reason_codes() -> None:
     k = rows["3x3_s1_uncontended"]["metrics"]["kernel_us"]
     assert (k["before"], k["after"], k["reason_code"]) == (4.32, 4.65, "beyond_noise")
     assert k["delta_pct"] == pytest.approx((4.65 - 4.32) / 4.32 * 100)
-    assert rows["3x3_s4"]["metrics"]["h2d_us"]["reason_code"] == "session_drift"
-    assert any("NOT COMPARABLE" in w["message"] for w in doc["warnings"])
+    # the 4-stream transfers are the same numbers before and after: identical
+    assert rows["3x3_s4"]["metrics"]["h2d_us"]["reason_code"] == "identical"
+    assert any(w["message"].startswith("no floors file") for w in doc["warnings"])
 
 
 def test_sustained_test_in_json() -> None:
@@ -127,7 +128,7 @@ def test_sustained_test_in_json() -> None:
     assert t["ratio"] == pytest.approx(57_331.72898898405 / 57_104.18374230134)
     assert (t["level"], t["resamples"], t["excludes_one"]) == (0.95, 10_000, False)
     assert (s["verdict"], s["reason_code"]) == ("SAME", "not_significant") and s["across"] == []
-    assert doc["level"] == 0.95 and doc["schema"] == "clusterbench.compare/4"
+    assert doc["level"] == 0.95 and doc["schema"] == "clusterbench.compare/5"
 
 
 def test_markdown() -> None:
@@ -268,7 +269,8 @@ def test_gate_fails_on_a_sustained_drop_with_an_unchanged_roofline(tmp_path: Pat
     # the issue: a significant -8.09 % drop in sustained FPS passed --gate 5, which judged the roofline alone.
     # By hand: medians 100,000 -> 91,910 FPS, -8.09 %; every after repeat below every before repeat, so the
     # bootstrap interval of the ratio of medians is [91,700 / 100,200, 92,100 / 99,800] = [0.915, 0.923], which
-    # excludes 1; the noise is max(0.5 % floor of 100,000 = 500 FPS, spreads 200 and 200) = 500 FPS < 8,090.
+    # excludes 1; the noise is max(0.5 % floor of 100,000 = 500 FPS, the 1 % minimum effect = 1,000 FPS, spreads
+    # 200 and 200) = 1,000 FPS < 8,090.
     a, b = _fps_pair(tmp_path, [99_800.0, 100_000.0, 100_200.0], [91_700.0, 91_910.0, 92_100.0])
     r = _run(a, b, "--gate", "5", "--floors", H200_FLOORS_FILE)
     assert r.exit_code == 3, r.output
@@ -279,7 +281,7 @@ def test_gate_fails_on_a_sustained_drop_with_an_unchanged_roofline(tmp_path: Pat
     assert m["roofline_us"]["verdict"] == "SAME" and m["sustained_fps"]["verdict"] == "SLOWER"
     f = doc["gate"]["failures"]
     assert [(x["metric"], x["before"], x["after"]) for x in f] == [("sustained_fps", 100_000.0, 91_910.0)]
-    assert f[0]["worse_pct"] == pytest.approx(8.09) and f[0]["noise"] == pytest.approx(500.0)
+    assert f[0]["worse_pct"] == pytest.approx(8.09) and f[0]["noise"] == pytest.approx(1_000.0)
     # --gate-metric picks one figure: the roofline alone passes, sustained FPS alone fails; 10 % passes both
     assert _run(a, b, "--gate", "5", "--gate-metric", "roofline", "--floors", H200_FLOORS_FILE).exit_code == 0
     assert _run(a, b, "--gate", "5", "--gate-metric", "sustained", "--floors", H200_FLOORS_FILE).exit_code == 3
@@ -306,27 +308,41 @@ def test_an_unsteady_side_is_not_a_change_and_not_gated(tmp_path: Path) -> None:
     m = doc["rows"][0]["metrics"]["sustained_fps"]
     assert (m["verdict"], m["reason_code"]) == ("NOT_COMPARABLE", "unsteady")
     assert "after (b after 5 warm-up runs, 2.5 s) did not reach steady state" in m["reason"]
+    # the roofline (SAME) was judged; the unsteady figure could not be: the gate cannot pass (exit 4), naming it
     r = _run(a, b, "--gate", "5", "--floors", H200_FLOORS_FILE)
-    assert r.exit_code == 0, r.output  # the roofline (SAME) was judged; the unsteady figure was not
-    assert "3x3_s1 sustained FPS (unsteady)" in " ".join(r.stderr.split())
+    assert r.exit_code == 4, r.output
+    assert _error_lines(r) == ["Error: --gate 5 could not judge 1 gated figure: 3x3_s1 sustained FPS (unsteady)"]
     assert "NOT COMPARABLE  unsteady" in r.stdout
+    assert "end to end: NOT COMPARABLE" in r.stdout
+    # --gate-unjudged pass keeps the old behaviour: a warning, exit 0
+    r = _run(a, b, "--gate", "5", "--floors", H200_FLOORS_FILE, "--gate-unjudged", "pass")
+    assert r.exit_code == 0, r.output
+    assert "--gate did not judge: 3x3_s1 sustained FPS (unsteady)" in " ".join(r.stderr.split())
 
 
-def test_gate_with_nothing_comparable_exits_3(tmp_path: Path) -> None:
+def test_gate_with_nothing_comparable_exits_4(tmp_path: Path) -> None:
     a, b = _pair(tmp_path, 10.0, label_b="other")  # no label in common
     r = _run(a, b, "--gate", "5")
-    assert r.exit_code == 3
+    assert r.exit_code == 4
     errors = _error_lines(r)
     assert len(errors) == 1 and errors[0].startswith("Error: --gate 5 judged nothing: no roofline was comparable")
+    assert "3x3_s1 roofline (only in before (a))" in errors[0] and "other roofline (only in after (b))" in errors[0]
     doc = json.loads(_run(a, b, "--gate", "5", "--json").stdout)
     assert doc["gate"]["nothing_comparable"] is True and doc["gate"]["passed"] is False
+    # --gate-unjudged pass: a gate that judged nothing still does not pass (exit 3, as before)
+    assert _run(a, b, "--gate", "5", "--gate-unjudged", "pass").exit_code == 3
 
 
 def test_gate_across_tracer_judges_sustained_fps_only(tmp_path: Path) -> None:
     # the issue: f32 against f32_cupti --gate 1 called the roofline SLOWER (+1.34 %) and exited 3 as a regression.
     # The trace figures are across the tracer and not gated; sustained FPS runs untraced and is gated like for
     # like: 3x3 s1 111,282.69 -> 111,581.14 FPS (+0.27 %), 9x9 s1 57,104.2 -> 57,331.7 (+0.40 %), both SAME.
+    # the rooflines across the tracer cannot be judged like for like: exit 4 names them; --gate-unjudged pass
+    # judges what it can (sustained FPS, SAME) and passes
     r = _run(F32, CUPTI, "--gate", "1")
+    assert r.exit_code == 4, r.output
+    assert "3x3_s1_uncontended roofline (across tracer)" in " ".join(r.stderr.split())
+    r = _run(F32, CUPTI, "--gate", "1", "--gate-unjudged", "pass")
     assert r.exit_code == 0, r.output
     assert "roofline got worse" not in r.stderr
     text = " ".join(r.stderr.split())
@@ -337,11 +353,16 @@ def test_gate_across_tracer_judges_sustained_fps_only(tmp_path: Path) -> None:
         ("3x3_s1_uncontended", "sustained_fps"), ("9x9_s1_uncontended", "sustained_fps")]
 
 
-def test_aa_fixture_passes_a_tight_gate() -> None:
+def test_aa_fixture_fails_no_gate_but_a_tight_one_cannot_judge() -> None:
+    # an A/A pair: nothing got worse; but the 4-stream rooflines of two sessions (drift) and figures whose noise is
+    # above 0.5 % cannot be judged at 0.5 %: exit 4; told to pass what it cannot judge, exit 0
     aa = DATA / "aa"
     r = _run(aa / "2026-12-01_f32_aa1", aa / "2026-12-01_f32_aa2", "--gate", "0.5")
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 4, r.output
     assert "FASTER" not in r.stdout and "SLOWER" not in r.stdout
+    assert "3x3_s4 roofline (session_drift)" in " ".join(r.stderr.split())
+    assert _run(aa / "2026-12-01_f32_aa1", aa / "2026-12-01_f32_aa2", "--gate", "0.5",
+                "--gate-unjudged", "pass").exit_code == 0
 
 
 # ----------------------------------------------------------------------------- GPUs, legacy
@@ -415,7 +436,7 @@ def _broken(tmp_path: Path, what: str) -> Path:
         ("binds banana", "Error: probes.csv row '9x9_s1_uncontended' column binds: 'banana' is not an engine"),
         ("no env.json", "Error: no env.json in results dir: "),
         ("malformed env.json", "Error: env.json is not valid JSON: "),
-        ("unknown version", "Error: env.json has schema_version 7; this clusterbench reads versions 4, 3, 2 and 1"),
+        ("unknown version", "Error: env.json has schema_version 7; this clusterbench reads versions 5, 4, 3, 2 and 1"),
         ("no version, not legacy", "Error: env.json has no version and is not a legacy aare-perf stamp either"),
     ],
 )  # fmt: skip
@@ -447,7 +468,8 @@ def test_help_documents_verdicts_and_exit_codes() -> None:
     r = runner.invoke(app, ["compare", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0
     for text in ("bootstrap", "ratio of medians", "SAME", "NOT COMPARABLE", "--gate", "--across", "--wide", "Exit codes",
-                 "--allow-different-gpu", "legacy aare-perf", "comparable at all"):  # fmt: skip
+                 "--allow-different-gpu", "legacy aare-perf", "exits 4", "--gate-unjudged", "--min-effect",
+                 "could not be judged", "several fresh processes", "provisional"):  # fmt: skip
         assert text in r.output
 
 
@@ -498,7 +520,10 @@ def test_merged_dirs_refuse_a_row_pair_of_two_gpus_then_state_it_per_row(tmp_pat
     assert rows["3x3_s1"]["gpu"]["differs"] is False
     assert rows["3x3_s1@gpu1"]["metrics"]["kernel_us"]["across"] == ["gpu"]
     # the gate judges the like-for-like row only
+    # the gate judges the like-for-like row only: the row across GPUs is named, and exit 4 says it was not judged
     r = _run(a, b, "--allow-different-gpu", "--gate", "5")
+    assert r.exit_code == 4 and "3x3_s1@gpu1 roofline (across gpu)" in " ".join(r.stderr.split())
+    r = _run(a, b, "--allow-different-gpu", "--gate", "5", "--gate-unjudged", "pass")
     assert r.exit_code == 0 and "3x3_s1@gpu1 roofline (across gpu)" in " ".join(r.stderr.split())
 
 
@@ -560,8 +585,8 @@ def test_rtx4090_legacy_pair_says_which_floors() -> None:
     r = _run(LEGACY_BEFORE, LEGACY_AFTER)
     assert r.exit_code == 0
     text = " ".join(r.stdout.split())
-    assert ("floors: no floors file for NVIDIA GeForce RTX 4090: the seed's reading rules (RTX 4090 reference "
-            "campaign): trace figures 1 %, multi-stream transfers across sessions a 20 % drift bound") in text
+    assert ("floors: no floors file for NVIDIA GeForce RTX 4090: the default bounds (measured on NVIDIA H200; "
+            "verdicts they judge are provisional)") in text
     assert "Warning: no floors file for NVIDIA GeForce RTX 4090" in " ".join(r.stderr.split())
     doc = json.loads(_run(LEGACY_BEFORE, LEGACY_AFTER, "--json").stdout)
     assert doc["floors"][0]["seed"] is True and doc["floors"][0]["gpu_name"] == "NVIDIA GeForce RTX 4090"
@@ -656,3 +681,104 @@ def test_floors_refuse_too_few_pairs(tmp_path: Path) -> None:
     r = _run(pair[0], pair[1], "--floors", tmp_path / "floors" / "NVIDIA_H200.json")
     assert r.exit_code == 0 and "provisional: 1 pair" in " ".join(r.stdout.split())
     assert "provisional floors judged (same-unit" in " ".join(r.stderr.split())
+
+
+# ----------------------------------------------------------------------------- identity, processes, exit 4
+
+
+def test_a_dir_compared_with_itself_reads_same_identical() -> None:
+    r = _run(F32, F32, "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    codes = {(m["verdict"], m["reason_code"]) for row in doc["rows"] for m in row["metrics"].values()}
+    assert codes == {("SAME", "identical")}
+    assert all(row["end_to_end"]["verdict"] == "same" for row in doc["rows"])
+    assert doc["warnings"][0]["message"].startswith("2026-11-29_f32 and 2026-11-29_f32 are one results dir (the same path)")
+    # identical figures have no noise to hide behind: even a 0 % gate passes
+    assert _run(F32, F32, "--gate", "0").exit_code == 0
+
+
+def test_a_copy_of_a_dir_is_one_dir_too(tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(F32, copy)
+    r = _run(F32, copy)
+    assert r.exit_code == 0 and "(the same rows)" in " ".join(r.stderr.split())
+
+
+def test_a_trace_compared_with_itself_reads_same_identical() -> None:
+    trace = ROOT / "tests" / "data" / "h200" / "dev_7x7_s3_b250_async.sqlite"
+    r = _run(trace, trace, "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert {(m["verdict"], m["reason_code"]) for m in doc["engines"].values()} == {("SAME", "identical")}
+    assert {(k["verdict"], k["reason_code"]) for k in doc["kernels"]} == {("SAME", "identical")}
+    assert any("compared with itself" in w["message"] for w in doc["warnings"])
+    assert not any("drift bound" in w["message"] for w in doc["warnings"])
+
+
+def _proc_dirs(tmp_path: Path, after: list[list[float]], unit_b: str = "GPU-1111", unit_a: str = "GPU-1111"):
+    from results_data import unit
+
+    def row(procs: list[list[float]]) -> dict:
+        return {"label": "3x3_s1", "cluster": 3, "cap": 3000, "streams": 1, "batch": 200, "frames": 8000,
+                "kernel_us": 0.45, "h2d_us": 5.8, "d2h_us": 2.2, "roofline_us": 5.8, "binds": "h2d",
+                "processes": procs}
+
+    env = {"gpu_name": "NVIDIA H100 80GB HBM3", "driver": "580.65", "git_dirty": False}
+    b = write(tmp_path / "before", [row([[117_292.0], [117_500.0], [117_100.0]])],
+              {**env, "session_id": "S1", "gpu_uuid": unit_b, "unit": unit(unit_b, boot="b1")})
+    a = write(tmp_path / "after", [row(after)],
+              {**env, "session_id": "S2", "gpu_uuid": unit_a, "unit": unit(unit_a, boot="b1" if unit_a == unit_b
+                                                                          else "b2")})
+    return b, a
+
+
+def test_a_5_pct_drop_of_an_h100_without_floors_fails_the_gate(tmp_path: Path) -> None:
+    # the issue: 117,292 -> 111,764 FPS (-4.7 %) on one H100, no floors file, read SAME end to end and passed
+    # --gate 3. Now: three processes a side, one unit, noise max(1 %, 1.5 x 0.341 %) = 1 %: SLOWER, exit 3
+    b, a = _proc_dirs(tmp_path, [[111_764.0], [111_900.0], [111_650.0]])
+    r = _run(b, a, "--gate", "3")
+    assert r.exit_code == 3, r.output
+    assert _error_lines(r) == ["Error: sustained FPS got worse by more than 3 %: 3x3_s1 sustained FPS 117,292 -> "
+                               "111,764 FPS (-4.71 %)"]
+    assert "end to end: SLOWER" in r.stdout
+    # --min-effect 5: the 4.7 % drop is within it, SAME: a change under the minimum effect is not a change, so a
+    # gate finer than it gates at the minimum effect (exit 0)
+    r = _run(b, a, "--gate", "3", "--min-effect", "5")
+    assert r.exit_code == 0, r.output
+    assert "sustained FPS   117,292 →   111,764   -4.71 % SAME            within_noise" in r.stdout
+
+
+def test_a_noisy_process_spread_reads_same_but_exits_4_at_a_tighter_gate(tmp_path: Path) -> None:
+    # after medians 115,000, 112,000, 117,000: range 5,000 / 115,000 = 4.348 %; 1.5 x = 6.52 %; -1.95 % is SAME,
+    # but a 3 % gate cannot see through ±6.52 %
+    b, a = _proc_dirs(tmp_path, [[115_000.0], [112_000.0], [117_000.0]])
+    r = _run(b, a, "--gate", "3")
+    assert r.exit_code == 4, r.output
+    assert _error_lines(r)[0] == ("Error: --gate 3 could not judge 1 gated figure: 3x3_s1 sustained FPS (noise "
+                                  "±6.52 % above the gate's 3 %)")
+    assert _run(b, a, "--gate", "7").exit_code == 0
+    assert _run(b, a, "--gate", "3", "--gate-unjudged", "pass").exit_code == 0
+
+
+def test_bad_min_effect_and_gate_unjudged_are_refused_before_any_work(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    r = _run(missing, missing, "--min-effect", "-1")
+    assert r.exit_code == 2 and _error_lines(r) == ["Error: --min-effect must be a percentage >= 0, got -1.0"]
+    r = _run(missing, missing, "--gate", "3", "--gate-unjudged", "maybe")
+    assert r.exit_code == 2 and _error_lines(r) == ["Error: --gate-unjudged must be fail or pass, got 'maybe'"]
+
+
+def test_floors_refuse_a_dir_paired_with_itself(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["floors", str(F32), str(F32), "--provisional", "--out", str(tmp_path / "f.json")],
+                      env={"COLUMNS": "80"})
+    assert r.exit_code == 2, r.output
+    errors = [m for m in messages(r.stderr) if m.startswith("Error:")]
+    assert errors == ["Error: 2026-11-29_f32 and 2026-11-29_f32 are one results dir (the same path): a dir paired "
+                      "with itself differs by nothing and would make a floor of no noise"]
+    copy = tmp_path / "copy"
+    shutil.copytree(F32, copy)
+    r = runner.invoke(app, ["floors", str(F32), str(copy), "--provisional", "--out", str(tmp_path / "g.json")],
+                      env={"COLUMNS": "80"})
+    assert r.exit_code == 2 and "(a copy: the same session and the same rows)" in " ".join(r.stderr.split())
+    assert not (tmp_path / "f.json").exists() and not (tmp_path / "g.json").exists()

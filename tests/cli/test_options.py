@@ -9,7 +9,8 @@ from typer.main import get_command
 
 from clusterbench.cli import app
 from clusterbench.run.guards import DEFAULT_MAX_UTIL_PCT, DEFAULT_WINDOW_S
-from clusterbench.run.probe import DEFAULT_REPEAT, DEFAULT_RESULTS_ROOT, DEFAULT_TRACER
+from clusterbench.compare.noise import DEFAULT_MIN_EFFECT_PCT
+from clusterbench.run.probe import DEFAULT_PROCESSES, DEFAULT_REPEAT, DEFAULT_RESULTS_ROOT, DEFAULT_TRACER
 
 COMMANDS = {name: cmd for name, cmd in get_command(app).commands.items()}
 
@@ -36,6 +37,8 @@ OTHER_MEANING = {"--force": {"floors": "replace an existing floors file"}}
     ("--results-dir", {"probe", "floors"}, Path(DEFAULT_RESULTS_ROOT)),
     ("--db", {"compare", "history", "probe"}, None),
     ("--repeat", {"probe"}, DEFAULT_REPEAT),
+    ("--processes", {"probe"}, DEFAULT_PROCESSES),
+    ("--min-effect", {"compare"}, DEFAULT_MIN_EFFECT_PCT),
     ("--tracer", {"probe"}, DEFAULT_TRACER),
 ])
 def test_a_shared_option_is_one_definition_with_the_cores_default(option: str, commands: set[str],

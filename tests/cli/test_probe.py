@@ -373,7 +373,7 @@ def test_a_bad_request_file_is_exit_2(tmp_path: Path) -> None:
     res = runner().invoke(app, ["probe", "--request", str(tmp_path / "missing.json")])
     assert res.exit_code == 2 and messages(res.stderr)[0] == f"Error: --request {tmp_path / 'missing.json'}: no such file"
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"schema": "clusterbench.probe-request", "version": 2}))
+    bad.write_text(json.dumps({"schema": "clusterbench.probe-request", "version": probe_mod.REQUEST_VERSION}))
     res = runner().invoke(app, ["probe", "--request", str(bad)])
     assert res.exit_code == 2 and messages(res.stderr)[0].startswith(f"Error: {bad}: missing field ")
 
@@ -416,14 +416,17 @@ def test_dry_run_prints_every_command_without_a_gpu(monkeypatch, good: Path, tmp
     # paths inside the working folder are shown relative to it ("paths relative to this folder")
     here = str(Path.cwd()) + os.sep
     python = sys.executable[len(here):] if sys.executable.startswith(here) else sys.executable
-    assert out.count(f"untraced: {python} {prog} --streams 4") == 5  # --repeat 5 runs (and 2 more at most)
+    # each untraced run is a fresh process: --processes 3 (the default) runs, and 2 more at most
+    assert out.count(f"untraced: {python} {prog} --streams 4") == 3
     assert "idle GPU: every selected GPU's utilization over 1 s at most 5 %" in out
     assert not (tmp_path / "r").exists()  # nothing written
     res = runner().invoke(app, ["probe", "--dry-run", "--json", "--config", str(good), "--results-dir",
                                 str(tmp_path / "r")])
     doc = json.loads(res.stdout)
     assert doc["dry_run"] is True and doc["configs"][0]["label"] == "3x3_s1"
-    assert doc["configs"][0]["sustained"][0][-4:] == ["--mode", "sustained", "--repeat", "5"]
+    # --repeat 3 (the default) counted runs in each of the 3 processes (--processes, the default)
+    assert doc["configs"][0]["sustained"][0][-4:] == ["--mode", "sustained", "--repeat", "3"]
+    assert len(doc["configs"][0]["sustained"]) == 3 and doc["processes"] == 3
 
 
 def test_a_probe_says_which_rows_it_replaces_before_any_gpu_call(monkeypatch, good: Path, tmp_path: Path) -> None:

@@ -72,16 +72,14 @@ def test_every_committed_a_a_pair_reads_same_or_not_comparable(committed, floors
         if "cupti" in j.before + j.after:
             # 2 rows in common: sustained FPS like for like (2 verdicts), the 4 trace figures across the tracer (8)
             assert (j.verdicts, j.not_like_for_like) == (2, 8)
-            assert j.same == (2 if floors == "h200" else 0)  # the seed's rules have no sustained floor
+            assert j.same == 2  # a floor, or without a file the default bound, judges sustained FPS
         else:
             # 4 rows x 5 figures; the two 4-stream rows' H2D, D2H and roofline (binding on H2D or D2H) are of two
             # sessions, within the 20 % drift bound
             assert (j.verdicts, j.not_like_for_like) == (20, 0)
             nc = dict(j.not_comparable)
-            assert nc["session_drift"] == 6
-            # seed's rules: no floor for sustained FPS of two sessions (4 rows)
-            assert nc.get("no_floor", 0) == (0 if floors == "h200" else 4)
-            assert j.same == 20 - 6 - nc.get("no_floor", 0)
+            assert nc == {"session_drift": 6}  # no floors file needed: the default bounds judge the rest
+            assert j.same == 20 - 6
 
 
 def test_no_committed_a_a_pair_moves_with_the_committed_floors_file(committed) -> None:
@@ -92,6 +90,15 @@ def test_no_committed_a_a_pair_moves_with_the_committed_floors_file(committed) -
     # dirs of one delay (delay5_m2/delay5_m3, delay20_m2/delay20_m3); each way round
     assert len(summary.judged) == 2 * (5 + 91 + 2)
     assert summary.moved == 0, [(j.before, j.after, j.moved) for j in summary.judged if j.moved]
+
+
+def test_no_committed_a_a_pair_moves_without_a_floors_file(committed) -> None:
+    # no floors file at all: the default bounds (compare/bounds.py) judge every pair, marked provisional,
+    # and every figure of every committed A/A pair reads SAME or NOT COMPARABLE, never FASTER or SLOWER
+    summary = judge_aa(committed, lambda b, a: {})
+    assert len(summary.judged) == 2 * (5 + 91 + 2)
+    assert summary.moved == 0, [(j.before, j.after, j.moved) for j in summary.judged if j.moved]
+    assert {code for j in summary.judged for code, _ in j.not_comparable} <= {"session_drift", "unsteady"}
 
 
 def test_a_delay_is_never_an_a_a_partner(committed) -> None:

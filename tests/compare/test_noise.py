@@ -10,7 +10,7 @@ import pytest
 
 from clusterbench.compare.floors import (aa_floors, find_floors, floors_file, floors_for, pair_diffs_pct, read_floors,
                                          session_spreads, write_floors)
-from clusterbench.compare.noise import (COMPARED_METRICS, SEED_FLOORS, TRACE_METRICS, NoiseFloor, drift_bound_pct,
+from clusterbench.compare.noise import (COMPARED_METRICS, SEED_FLOORS, seed_floors, TRACE_METRICS, NoiseFloor, drift_bound_pct,
                                         noise_of, suggest_floor_pct)
 from clusterbench.errors import InputError
 from clusterbench.io.results import load_results
@@ -18,13 +18,45 @@ from clusterbench.io.results import load_results
 from results_data import write
 
 
-def test_the_seed_rules() -> None:
-    # 1 % for every trace figure, the 20 % drift bound, no sustained FPS floor; unknown streams count as several
-    for m in TRACE_METRICS:
-        assert SEED_FLOORS.floor(m, 1).pct == 1.0 and SEED_FLOORS.floor(m, 4).pct == 1.0
-    assert SEED_FLOORS.floor("sustained_fps", 1) is None and SEED_FLOORS.drift_bound_pct == 20.0
-    assert SEED_FLOORS.floor("h2d_us", None).multi_stream is True
-    assert SEED_FLOORS.seed and "no floors file" in SEED_FLOORS.text
+def test_the_default_bounds() -> None:
+    # without a floors file and without a model (SEED_FLOORS): the H200's A/A bounds (compare/bounds.py), twice
+    # over (rounded up to 0.5 %: a model without A/A runs of its own), for every compared metric, stream class and
+    # scope, each provisional, and the seed's 20 % drift bound; unknown streams count as several. The H200's own:
+    # (within, same unit, across) sustained 1 stream 1.5 / 2 / 2, several 1 / 3 / 3.5, H2D several 10.5 / 6 / 17.5,
+    # kernel 1 stream 1 / 1.5 / 2
+    for scope, fps1, fps4, h2d4, k1 in (("within_session", 3.0, 2.0, 21.0, 2.0), ("same_unit", 4.0, 6.0, 12.0, 3.0),
+                                        ("across_units", 4.0, 7.0, 35.0, 4.0)):
+        assert SEED_FLOORS.floor("sustained_fps", 1, scope).pct == fps1
+        assert SEED_FLOORS.floor("sustained_fps", 4, scope).pct == fps4
+        assert SEED_FLOORS.floor("h2d_us", 4, scope).pct == h2d4 and SEED_FLOORS.floor("kernel_us", 1, scope).pct == k1
+    assert all(f.provisional and f.seed for f in SEED_FLOORS.floors) and len(SEED_FLOORS.floors) == 30
+    assert SEED_FLOORS.drift_bound_pct == 20.0 and SEED_FLOORS.floor("h2d_us", None).multi_stream is True
+    assert SEED_FLOORS.seed and "no floors file" in SEED_FLOORS.text and "NVIDIA H200" in SEED_FLOORS.text
+    # a pair of two sessions on one unit takes the larger of its own and the within-session bound: 1-stream H2D
+    # moved 1.11 % within one session (2 %, twice: 4 %) and 0.85 % across sessions (1.5 %, twice: 3 %): 4 %
+    assert SEED_FLOORS.use("h2d_us", 1, "same_unit").floor.pct == 4.0
+    # the H200 itself is judged by its own bounds, not widened
+    h200 = seed_floors("NVIDIA H200")
+    assert h200.floor("h2d_us", 1, "same_unit").pct == 1.5 and h200.floor("kernel_us", 1, "across_units").pct == 2.0
+    assert "times 2" not in h200.floor("kernel_us", 1, "across_units").source
+    assert "times 2 on a model without A/A runs of its own" in SEED_FLOORS.floor("kernel_us", 1, "across_units").source
+
+
+def test_default_bounds_are_the_largest_over_the_models_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from clusterbench.compare import bounds
+
+    rows = (("kernel_us", False, "across_units", 4.0, 6, 2.5), ("sustained_fps", True, "same_unit", 1.0, 6, 0.6))
+    monkeypatch.setitem(bounds.MEASURED, "GPU X", rows)
+    other = {(b.metric, b.multi_stream, b.scope): b for b in bounds.default_bounds("GPU Y")}
+    # GPU X's 4 % beats the H200's 2 % for the 1-stream kernel across units, twice on GPU Y (no A/A runs of its
+    # own): 8 %; GPU X's 1 % loses to the H200's 3 %: 6 %
+    assert (other[("kernel_us", False, "across_units")].pct, other[("kernel_us", False, "across_units")].gpu_name) == \
+        (8.0, "GPU X")
+    assert other[("sustained_fps", True, "same_unit")].pct == 6.0
+    # a model measured gets its own rows only
+    own = bounds.default_bounds("GPU X")
+    assert [(b.metric, b.pct) for b in own] == [("kernel_us", 4.0), ("sustained_fps", 1.0)]
+    assert own[0].source == ("default bound, measured on GPU X: 6 pairs of GPU units, largest A/A difference 2.50 %")
 
 
 def test_noise_is_the_larger_of_floor_and_spreads() -> None:

@@ -53,7 +53,7 @@ def test_every_config_column_is_named_in_a_step() -> None:
     assert set(OTHER) == set(STEP_CONFIG_COLUMNS)
 
 
-@pytest.mark.parametrize("column", STEP_CONFIG_COLUMNS)
+@pytest.mark.parametrize("column", [c for c in STEP_CONFIG_COLUMNS if c != "finder"])
 def test_a_step_between_two_configs_is_named_not_judged(tmp_path: Path, column: str) -> None:
     # r1 -> r2 changes the build and one config column; the kernel goes 1.0 -> 2.5 (+150 %, far beyond any
     # floor): as a change of build alone this would read SLOWER. It must read config_changed.
@@ -70,6 +70,20 @@ def test_a_step_between_two_configs_is_named_not_judged(tmp_path: Path, column: 
     assert _change(lines, 2) == f"config_changed: {column} {BASE[column]}→{OTHER[column]}"
     assert not any("▶" in ln or "SLOWER" in ln for ln in _rows(lines).values())
     assert all(len(ln) <= 80 for ln in render_history_text(s, 80))
+
+
+def test_another_finder_is_what_the_build_chose_and_is_judged(tmp_path: Path) -> None:
+    # r1 -> r2 changes the build and with it the finder (the kernel its default picks): one config on two builds.
+    # The kernel 1.0 -> 2.5 (+150 %) is judged, SLOWER, and the step names what the build chose
+    a = _dir(tmp_path, "2026-12-01_f32_a", "r1", 1)
+    b = _dir(tmp_path, "2026-12-02_f32_b", "r2", 2, kernel_us=2.5, finder=OTHER["finder"])
+    db = tmp_path / "h.db"
+    import_dirs(db, [a, b])
+    s = history_series("3x3_s1", "kernel_us", series(db, "3x3_s1", "kernel_us"))
+    (t,) = s.transitions
+    assert t.config == () and t.is_step and t.delta.verdict is Verdict.SLOWER
+    assert [(c.column, c.before, c.after) for c in t.chose] == [("finder", BASE["finder"], OTHER["finder"])]
+    assert t.to_json()["build_chose"] == [{"column": "finder", "before": BASE["finder"], "after": OTHER["finder"]}]
 
 
 _ROW = re.compile(r"^  ( \d|\d\d) ")  # a row of the table: "   3 2026-12-..."
@@ -264,17 +278,20 @@ def test_import_of_a_folder_names_what_it_skipped(tmp_path: Path, monkeypatch: p
     assert "Warning: skipped results/history.db: a file, not a folder" in r.stderr
     doc = json.loads(runner.invoke(app, ["history", "import", "results", "--json"]).stdout)
     assert len(doc["dirs"]) == 3 and len(doc["skipped"]) == 5
-    # a results dir that cannot be read, found in the folder: bad input, named with its file and block;
-    # nothing is imported, and the hint says how to import the others
+    # a results dir that cannot be read, found in the folder or named: skipped and named with its file and
+    # block, as --help promises; the others are imported (nothing new here: they were before)
     _broken(tmp_path / "results")
-    before = (tmp_path / "results" / "history.db").read_bytes()
     for args in (["results"], sorted(glob.glob("results/*"))):
-        r = runner.invoke(app, ["history", "import", *args])
-        assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+        r = runner.invoke(app, ["history", "import", *args], env={"COLUMNS": "200"})
+        assert r.exit_code == 0 and "Traceback" not in r.output, r.output
         said = " ".join(r.stderr.split())
-        assert "Error: env.json block 'configs' must be an object" in said
-        assert "results/2026-12-05_f32_bad/env.json" in said and "nothing was imported" in said
-        assert r.stdout == "" and (tmp_path / "results" / "history.db").read_bytes() == before
+        assert "Warning: skipped results/2026-12-05_f32_bad: cannot be read: env.json block 'configs' must be an " \
+               "object" in said
+        assert "results/2026-12-05_f32_bad/env.json" in said
+        assert "history: results/history.db (0 row(s) added from 3 results dir(s))" in r.stdout
+    # only the broken one: nothing to import, bad input (exit 2), its problem named
+    r = runner.invoke(app, ["history", "import", "results/2026-12-05_f32_bad"])
+    assert r.exit_code == 2 and "env.json block 'configs' must be an object" in " ".join(r.stderr.split())
 
 
 @pytest.mark.parametrize(("args", "words"), [

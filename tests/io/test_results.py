@@ -88,13 +88,18 @@ def test_probe_columns_start_with_the_design_contract() -> None:
     assert COLUMNS[11:15] == ("config", "gpu", "role", "variant")
     # version 4 adds serial_us, sustained_source, rate_check, kernel_check, processes and error; then the
     # steady runs (sustained_steady, sustained_warmups, sustained_warmup_s) and the host bar without the
-    # profiler (host_us, host_untraced_us, host_estimate, roofline_untraced_us, roofline_note)
-    assert len(set(COLUMNS)) == len(COLUMNS) == 40 + 4 + 12 + 6 + 8
-    assert COLUMNS[49:58] == ("transfer", "workload", "processes", "finder", "tracer", "trace", "session",
+    # profiler (host_us, host_untraced_us, host_estimate, roofline_untraced_us, roofline_note); version 5 adds
+    # sustained_processes (after sustained_repeats) and probe --what-binds's 8 (untraced_frame_us ...
+    # inject_cost), after the campaign's columns
+    assert len(set(COLUMNS)) == len(COLUMNS) == 40 + 4 + 12 + 6 + 8 + 1 + 8
+    assert COLUMNS[COLUMNS.index("sustained_repeats") + 1] == "sustained_processes"
+    assert COLUMNS[-8:] == ("untraced_frame_us", "untraced_host_us", "untraced_split_us", "delay_binds",
+                            "delay_slope_host", "delay_slope_gpu", "delay_slope_link", "inject_cost")
+    assert COLUMNS[50:59] == ("transfer", "workload", "processes", "finder", "tracer", "trace", "session",
                               "timestamp", "error")
     assert {"serial_us", "sustained_source", "rate_check", "kernel_check", "sustained_steady", "host_untraced_us",
             "roofline_untraced_us"} <= set(COLUMNS)
-    assert COLUMNS[-2:] == ("task", "source_dir")
+    assert COLUMNS[-10:-8] == ("task", "source_dir")
 
 
 # ----------------------------------------------------------------------------- upsert
@@ -263,7 +268,7 @@ def test_env_json_is_versioned_sorted_and_keeps_blocks_it_does_not_know(tmp_path
     text = (tmp_path / "env.json").read_text()
     data = json.loads(text)
     assert list(data) == sorted(data)
-    assert (data["schema"], data["version"]) == ("clusterbench.results", 4)
+    assert (data["schema"], data["version"]) == ("clusterbench.results", 5)
     assert "schema_version" not in data and "clocks" not in data  # version 3 dropped them
     env = load_results(tmp_path).env
     assert (env.gpu_name, env.driver, dict(env.blocks)) == ("NVIDIA H200", "580.1", {"zeta": {"any": [1, 2]}})
@@ -285,8 +290,8 @@ def test_env_errors(tmp_path: Path) -> None:
     (tmp_path / "env.json").write_text('{"schema_version": 99}')
     with pytest.raises(InputError, match="schema_version 99"):
         load_results(tmp_path)
-    (tmp_path / "env.json").write_text('{"schema": "clusterbench.results", "version": 5}')
-    with pytest.raises(InputError, match="version 5; this clusterbench reads 'clusterbench.results' versions 4, 3, 2"):
+    (tmp_path / "env.json").write_text('{"schema": "clusterbench.results", "version": 6}')
+    with pytest.raises(InputError, match="version 6; this clusterbench reads 'clusterbench.results' versions 5, 4, 3, 2"):
         load_results(tmp_path)
 
 

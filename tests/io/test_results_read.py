@@ -88,7 +88,7 @@ def test_env_versions_1_and_2_are_read(tmp_path: Path, version: int) -> None:
 def test_other_versions_are_refused_by_name(tmp_path: Path, version: object) -> None:
     d = _dir(tmp_path, f"{HEADER}\n{GOOD}\n", raw_env={"schema_version": version, "gpu_name": "NVIDIA H200"})
     with pytest.raises(InputError, match=rf"env.json has schema_version {version!r}; this clusterbench reads "
-                                         r"versions 4, 3, 2 and 1 \(and legacy aare-perf dirs"):
+                                         r"versions 5, 4, 3, 2 and 1 \(and legacy aare-perf dirs"):
         load_results(d)
 
 
@@ -163,7 +163,7 @@ def test_version_3_samples_go_with_their_row_only(tmp_path: Path) -> None:
     write(tmp_path, [{**base, "sustained_fps": 100.0, "samples": {"sustained_fps": [99.0, 100.0, 103.0]}}],
           {"gpu_name": "G"})
     doc = json.loads((tmp_path / "samples.json").read_text())
-    assert (doc["schema"], doc["version"]) == ("clusterbench.samples", 4)
+    assert (doc["schema"], doc["version"]) == ("clusterbench.samples", 5)
     assert doc["rows"][0]["key"] == {"config": "a", "gpu": None, "role": None, "variant": None}
     assert _samples(load_results(tmp_path)) == (99.0, 100.0, 103.0)
     # a samples entry of another run of the row (written before a crash kept the new probes.csv) is not used
@@ -187,7 +187,7 @@ def test_samples_that_do_not_have_the_rows_median_are_bad_input(tmp_path: Path) 
         load_results(tmp_path)
     (tmp_path / "samples.json").write_text(json.dumps({"schema": "clusterbench.samples", "version": 2, "rows": []}))
     with pytest.raises(InputError, match=r"samples.json blocks 'schema' and 'version' must be 'clusterbench.samples' "
-                                         r"and 4 \(or 3\), got text 'clusterbench.samples' and the number 2"):
+                                         r"and 5 \(or 3 to 4\), got text 'clusterbench.samples' and the number 2"):
         load_results(tmp_path)
 
 

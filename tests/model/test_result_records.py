@@ -104,7 +104,7 @@ def test_a_result_set_round_trips_through_the_store(tmp_path: Path) -> None:
     merge_results(tmp_path, written)
     loaded = load_results(tmp_path)
     assert loaded.rows == rows and loaded.env == written.env
-    assert (loaded.version_read, loaded.notes, loaded.path) == (4, (), tmp_path)
+    assert (loaded.version_read, loaded.notes, loaded.path) == (5, (), tmp_path)
     header = next(csv.reader(open(tmp_path / "probes.csv", newline="")))
     assert tuple(header) == COLUMNS + ("kernel_us_spread", "note")
     cells = {r["label"]: r for r in _csv(tmp_path)}
@@ -282,7 +282,7 @@ def test_a_write_into_an_older_dir_migrates_it_whole(tmp_path: Path) -> None:
     before = load_results(v1)
     merge_results(v1, ResultSet(None, (full_row(key=RowKey("aare_3x3")),)))
     after = load_results(v1)
-    assert after.version_read == 4 and _json(v1 / "env.json")["version"] == 4
+    assert after.version_read == 5 and _json(v1 / "env.json")["version"] == 5
     assert after.rows[:-1] == before.rows and after.rows[-1].key == RowKey("aare_3x3")  # samples kept too
     assert after.env == before.env
     raw = _json(V1_DIR / "env.json")
@@ -293,6 +293,6 @@ def test_a_write_into_an_older_dir_migrates_it_whole(tmp_path: Path) -> None:
 def test_an_unknown_version_is_refused(tmp_path: Path) -> None:
     (tmp_path / "probes.csv").write_text(",".join(REQUIRED_COLUMNS) + "\n")
     (tmp_path / "env.json").write_text(json.dumps({"schema": "clusterbench.results", "version": 9}))
-    with pytest.raises(InputError, match="version 9; this clusterbench reads 'clusterbench.results' versions 4, 3, 2 "
+    with pytest.raises(InputError, match="version 9; this clusterbench reads 'clusterbench.results' versions 5, 4, 3, 2 "
                                          r"and 1 \(and legacy aare-perf dirs, which have none\)"):
         load_results(tmp_path)

@@ -143,18 +143,19 @@ def test_each_task_runs_the_parents_request_for_its_config_alone(tmp_path: Path,
 
 
 def test_a_probe_request_round_trips_and_names_a_bad_field(tmp_path: Path) -> None:
-    request = ProbeRequest(config_path=tmp_path / "c.toml", only=("a",), frames=10, repeat=4, gpus="0,2",
+    request = ProbeRequest(config_path=tmp_path / "c.toml", only=("a",), frames=10, repeat=4, processes=5, gpus="0,2",
                            data=tmp_path / "f.npy", argv=("clusterbench", "probe"), timeout_s=30, scan=("streams=1,2",),
                            measure=ExecOptions(window="range:loop@daq", frames_spec="kernel:calib",
                                                rate="rate: ([0-9.]+)"))
     doc = json.loads(json.dumps(request.to_json()))
-    assert doc["schema"] == "clusterbench.probe-request" and doc["version"] == 2
+    assert doc["schema"] == "clusterbench.probe-request" and doc["version"] == 3 and doc["processes"] == 5
     assert ProbeRequest.from_json(doc) == request
     program = ProbeRequest(program=("./prog", "--streams", "{streams}"), label="p",
                            measure=ExecOptions(sustained="wall"))
     assert ProbeRequest.from_json(json.loads(json.dumps(program.to_json()))) == program
     for changes, words in (({"repeat": "4"}, "field 'repeat' must be int, got '4'"),
-                           ({"version": 1}, "not a version-2 clusterbench.probe-request"),
+                           ({"version": 2}, "not a version-3 clusterbench.probe-request"),
+                           ({"processes": "3"}, "field 'processes' must be int, got '3'"),
                            ({"timeout_s": "30"}, "field 'timeout_s' must be a number, got '30'"),
                            ({"measure": {"rate": 3}}, "field 'measure' must be an object with the keys frames_spec"),
                            ({"speed": 1}, "unknown field 'speed'"),

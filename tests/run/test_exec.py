@@ -71,11 +71,12 @@ def test_an_exec_program_under_tracer_none_gives_its_own_rate(monkeypatch, tmp_p
     FakeMachine(monkeypatch, 1)
     counter = tmp_path / "runs"
     plan, outcome = probe(tmp_path, ["--rates", f"1000,3000,2000:{counter}"], tracer="none",
-                          rate=r"rate: ([0-9.]+)", label="toy", repeat=3)
+                          rate=r"rate: ([0-9.]+)", label="toy", processes=3)
     require_no_failures(outcome)
     (row,) = outcome.rows
-    # the untraced runs print 1000, 3000, 2000, 1000, 3000 frames/s: the last three never agree within 2 %,
-    # so after 3 + 2 runs (the cap for a program run whole) the last three count: 2000, 1000, 3000
+    # each untraced run is a fresh process; they print 1000, 3000, 2000, 1000, 3000 frames/s: the last three never
+    # agree within 2 %, so after 3 + 2 runs (the cap for a program run whole) the last three count: 2000, 1000, 3000,
+    # three processes of one figure each
     assert row.sustained_fps == 2000.0 and row.sustained_fps_spread == 1000.0 and row.sustained_repeats == 3
     assert row.sustained_source == "rate" and row.workload == "exec" and row.tracer == "none"
     assert row.kernel_us is None and row.cluster is None and row.streams is None and row.error is None
@@ -83,6 +84,8 @@ def test_an_exec_program_under_tracer_none_gives_its_own_rate(monkeypatch, tmp_p
     assert plan.results_dir.name.endswith("_exec")
     m = row.measurements[0]
     assert m.samples == (2000.0, 1000.0, 3000.0) and m.metadata["source"] == "rate"
+    assert row.sustained_processes == 3 and [p["values"] for p in m.metadata["processes"]] == [[2000.0], [1000.0],
+                                                                                                [3000.0]]
     runs = m.metadata["steady"]["runs"]
     assert [r["value"] for r in runs] == [1000.0, 3000.0, 2000.0, 1000.0, 3000.0]
     assert runs[0]["meta"] == {"line": "rate: 1000 frames/s", "value": 1000.0, "unit": "frames/s"}
@@ -110,7 +113,7 @@ def test_each_rate_unit(monkeypatch, tmp_path: Path, printed: str, unit, metric:
     out = tmp_path / "untraced.txt"
     out.write_text(f"rate: {printed}\n")
     _plan, outcome = probe(tmp_path, ["--untraced", str(out)], tracer="none", rate=r"rate: ([0-9.]+)",
-                           rate_unit=unit, repeat=1)
+                           rate_unit=unit, processes=1)
     require_no_failures(outcome)
     (row,) = outcome.rows
     assert row.measurements[0].metric == metric and row.measurements[0].samples == (value,)
@@ -121,13 +124,13 @@ def test_wall_between_markers_and_over_the_whole_run(monkeypatch, tmp_path: Path
     FakeMachine(monkeypatch, 1)
     # 100 frames over the 0.3 s between 'loop start' and 'loop end': about 333 FPS
     _plan, outcome = probe(tmp_path, ["--marked-sleep", "0.3"], tracer="none", sustained="wall", frames=100,
-                           wall_start="^loop start", wall_end="^loop end", repeat=2, label="marked")
+                           wall_start="^loop start", wall_end="^loop end", processes=2, label="marked")
     require_no_failures(outcome)
     (row,) = outcome.rows
     assert row.sustained_source == "wall" and 100 / 0.45 < row.sustained_fps <= 100 / 0.3
     # over the whole run: the start-up (the interpreter) is in it, so it reads lower than between the markers
     _plan, outcome = probe(tmp_path, ["--marked-sleep", "0.3"], tracer="none", sustained="wall", frames=100,
-                           repeat=1, label="whole")
+                           processes=1, label="whole")
     (row,) = outcome.rows
     assert row.sustained_source == "wall-run" and row.sustained_fps < 100 / 0.3
     assert row.measurements[0].metadata["includes"] == "the whole run, start-up included"
@@ -135,7 +138,7 @@ def test_wall_between_markers_and_over_the_whole_run(monkeypatch, tmp_path: Path
 
 def test_a_rate_the_output_lacks_fails_the_config_naming_the_regex(monkeypatch, tmp_path: Path) -> None:
     FakeMachine(monkeypatch, 1)
-    plan, outcome = probe(tmp_path, [], tracer="none", rate=r"throughput: ([0-9.]+)", repeat=1, label="quiet")
+    plan, outcome = probe(tmp_path, [], tracer="none", rate=r"throughput: ([0-9.]+)", processes=1, label="quiet")
     (failure,) = outcome.failures
     assert "no line of its output matches --rate 'throughput: ([0-9.]+)'" in failure.message
     assert "toy program: starting" in failure.message  # the program's output tail

@@ -246,7 +246,7 @@ def test_an_artifact_pattern_checks_the_newest_match(tmp_path: Path) -> None:
     c = check_external_build(tmp_path / "pkg" / "_ext*.so", [tmp_path / "src" / "*.tar.gz"])
     assert c.status is Status.FAIL and "older than 1 of its 1 sources" in c.message
     c = check_external_build(tmp_path / "none" / "_ext*.so", [tmp_path / "src" / "*.tar.gz"])
-    assert c.status is Status.FAIL and "build artifact not found" in c.message and "make aare-cuda" in c.hint
+    assert c.status is Status.FAIL and "build artifact not found" in c.message and "Build it first" in c.hint
 
 
 def test_missing_artifact_and_missing_sources(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import clusterbench.run.probe as probe_mod
 from gpu_edges import FakeMachine
 from clusterbench.run.config import ProbeConfig
 from clusterbench.errors import CheckFailed, ConfigError, EnvironmentFailure, InputError
+from clusterbench.run.dryrun import dry_run
 from clusterbench.run.probe import ProbeInterrupted, ProbeRequest, plan_probe, run_probe
 from clusterbench.run.rows import build_env, build_row
 from clusterbench.io.results import load_results
@@ -52,6 +53,7 @@ def config_path(tmp_path: Path) -> Path:
 
 def request(config_path: Path, tmp_path: Path, **kw) -> ProbeRequest:
     kw.setdefault("repeat", 3)  # the toy's sustained passes run at 1000, 2000, 3000 FPS: worked out for three
+    kw.setdefault("processes", 1)  # one sustained process unless a test asks for more (figures worked out for one)
     return ProbeRequest(config_path=config_path, results_root=tmp_path / "results", argv=("clusterbench", "probe"),
                         **kw)
 
@@ -64,7 +66,8 @@ def test_plan_applies_frames_and_names_the_dir(config_path: Path, tmp_path: Path
     assert [c.label for c in plan.configs] == ["a", "b"]
     assert [(c.params.frames, c.params.batch) for c in plan.configs] == [(5, 5), (5, 5)]  # batch clipped
     assert plan.results_dir == tmp_path / "results" / "2026-09-10_f32_smoke"
-    assert plan.tracer == "nsys" and plan.repeat == 3 and probe_mod.DEFAULT_REPEAT == 5
+    assert plan.tracer == "nsys" and plan.repeat == 3 and probe_mod.DEFAULT_REPEAT == 3
+    assert plan.processes == 1 and probe_mod.DEFAULT_PROCESSES == 3
 
 
 def test_plan_only_selects_in_file_order(config_path: Path, tmp_path: Path) -> None:
@@ -264,7 +267,7 @@ def test_run_probe_writes_rows_env_and_events(monkeypatch, config_path: Path, tm
     assert (plan.results_dir / "a.sustained.gpu0.json").is_file()
     assert "CUDA_VISIBLE_DEVICES" not in __import__("os").environ
     assert env["cupy"] == "13.6.0" and env["argv"] == ["clusterbench", "probe"]
-    assert env["workloads"] == "command" and (env["schema"], env["version"]) == ("clusterbench.results", 4)
+    assert env["workloads"] == "command" and (env["schema"], env["version"]) == ("clusterbench.results", 5)
     assert env["configs"]["a"]["workload"] == "command"
     assert env["configs"]["a"]["command"][:2] == ["{python}", "toy_ok.py"]  # as configs.toml gives it
     assert env["configs"]["a"]["finder"] == "toy finder"
@@ -320,7 +323,7 @@ def test_a_probe_into_a_dir_with_rows_says_which_it_replaces_before_any_gpu_work
 
     second = run_probe(plan, req_b, on_event=on_event, nsys=None)
     assert seen_before == [[0]] and notice in second.warnings  # one reading so far: the first probe's
-    dry = probe_mod.dry_run(plan_probe(req_b), req_b)
+    dry = dry_run(plan_probe(req_b), req_b)
     assert dry.to_json()["results_dir_exists"] is True
     assert [r["label"] for r in dry.to_json()["existing"]["replaced"]] == ["b"]
 
@@ -491,7 +494,7 @@ def test_the_frames_of_our_finder_are_drawn_once_into_the_cache_its_processes_re
 
 def test_sustained_fps_above_the_roofline_is_said_to_be_impossible() -> None:
     from clusterbench.model.results import ResultRow
-    from clusterbench.run.probe import above_roofline
+    from clusterbench.run.above import above_roofline
 
     def row(fps: float, roof: float | None) -> ResultRow:
         return ResultRow(key=RowKey("a"), cluster=3, cap=10, streams=4, batch=200, frames=8000, roofline_fps=roof,
@@ -517,7 +520,7 @@ def test_sustained_fps_above_the_roofline_is_said_to_be_impossible() -> None:
 def test_above_the_traced_host_bar_but_not_the_untraced_one_is_the_profilers_inflation() -> None:
     from clusterbench.model.results import ResultRow
     from clusterbench.run.callcost import HostEstimate
-    from clusterbench.run.probe import above_roofline
+    from clusterbench.run.above import above_roofline
 
     # the host bar: 12 µs per frame traced (83,333 FPS), 8 µs without the profiler (125,000 FPS), ± 0.2 µs
     host = HostEstimate(12.0, 8.0, 7.8, 8.2, "calibrated", {}, "")
@@ -543,59 +546,3 @@ def test_above_the_traced_host_bar_but_not_the_untraced_one_is_the_profilers_inf
     assert not inside.impossible
     assert ("and 3.2 % above the roofline without the profiler, inside its ±4.5 % noise, (125,000 FPS: the host "
             "bar 8.00 µs/frame, calibrated)") in inside.note
-
-
-# ----------------------------------------------------------------------------- the sustained process started early
-
-
-def test_the_early_sustained_process_starts_once_the_pass_is_recorded_and_runs_on_go(tmp_path: Path) -> None:
-    import threading
-    import time
-
-    from clusterbench.workloads.cupy.run import wait_for_go
-
-    result, go = tmp_path / "a.pass.json", tmp_path / "a.sustained.go"
-    result.write_text("{}")  # an earlier probe's record: it must not start anything
-    seen: dict = {}
-
-    def start(go_file: Path) -> str:
-        seen["started_before_go"] = not go_file.exists()
-        seen["waited_s"] = wait_for_go(str(go_file), poll_s=0.001)
-        return "measured"
-
-    early = probe_mod.EarlySustained(start, result, go)
-    time.sleep(0.05)
-    assert "started_before_go" not in seen  # the stale record was removed, nothing started
-    result.write_text("{}")  # the traced pass wrote its record
-    deadline = time.monotonic() + 5
-    while "started_before_go" not in seen and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert seen["started_before_go"] is True
-    assert early.go() == "measured" and not go.exists()
-
-
-def test_the_early_sustained_process_is_not_started_without_a_record_and_stops_when_told(tmp_path: Path) -> None:
-    from clusterbench.errors import InputError
-    from clusterbench.workloads.cupy.run import wait_for_go
-
-    never = probe_mod.EarlySustained(lambda go: pytest.fail("started without a record"), tmp_path / "x.pass.json",
-                                     tmp_path / "x.go")
-    assert never.go() is None  # the caller runs it the ordinary way
-    result = tmp_path / "b.pass.json"
-    errors: list = []
-
-    def start(go_file: Path) -> None:
-        try:
-            wait_for_go(str(go_file), poll_s=0.001)
-        except InputError as exc:
-            errors.append(str(exc))
-            raise
-
-    early = probe_mod.EarlySustained(start, result, tmp_path / "b.go")
-    result.write_text("{}")
-    import time
-
-    time.sleep(0.05)
-    early.stop("the trace failed")  # its error is dropped
-    assert errors == ["the probe asked this process to stop before it measured (stop: the trace failed)"]
-    assert not (tmp_path / "b.go").exists()

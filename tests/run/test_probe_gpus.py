@@ -53,7 +53,7 @@ def _rows(path: Path) -> dict[str, dict[str, str]]:
 
 def test_gpus_all_writes_solo_per_gpu_and_aggregate_rows(monkeypatch, config_path: Path, tmp_path: Path) -> None:
     nsys = edges(monkeypatch, tmp_path)
-    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, argv=("clusterbench", "probe"),
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, processes=1, argv=("clusterbench", "probe"),
                        gpus="all")
     plan = plan_probe(req)
     run_probe(plan, req, nsys=nsys)
@@ -75,7 +75,7 @@ def test_gpus_all_writes_solo_per_gpu_and_aggregate_rows(monkeypatch, config_pat
 
 def test_a_busy_gpu_refuses_unless_forced_then_only_itself(monkeypatch, config_path: Path, tmp_path: Path) -> None:
     nsys = edges(monkeypatch, tmp_path, busy=(1,))
-    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, gpus="all")
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, processes=1, gpus="all")
     with pytest.raises(CheckFailed, match=r"guard refused: GPU 1 \(NVIDIA H200\) is busy: utilization max 80 %"):
         run_probe(plan_probe(req), req, nsys=nsys)
     forced = dataclasses.replace(req, force=True)
@@ -90,7 +90,7 @@ def test_a_busy_gpu_refuses_unless_forced_then_only_itself(monkeypatch, config_p
 def test_gpus_0_runs_the_same_path_with_n_1(monkeypatch, config_path: Path, tmp_path: Path) -> None:
     sampled: list[int] = []
     nsys = edges(monkeypatch, tmp_path, sampled=sampled)
-    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, gpus="0")
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, processes=1, gpus="0")
     plan = plan_probe(req)
     outcome = run_probe(plan, req, nsys=nsys)
     assert sampled == [0]  # each selected GPU is sampled once, for its own guard and the report
@@ -149,7 +149,7 @@ def test_each_child_sees_only_its_gpu_by_uuid_and_the_trace_only_the_solo_gpu(mo
                                                                               tmp_path: Path) -> None:
     nsys = edges(monkeypatch, tmp_path)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-0000,GPU-0001")  # a Slurm allocation of both GPUs
-    req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results", repeat=3, gpus="all")
+    req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results", repeat=3, processes=1, gpus="all")
     plan = plan_probe(req)
     run_probe(plan, req, nsys=nsys)
     out = plan.results_dir
@@ -172,7 +172,7 @@ def test_a_failing_gpu_child_is_exit_1_naming_it_and_keeps_the_traced_row(monkey
                                                                           tmp_path: Path) -> None:
     nsys = edges(monkeypatch, tmp_path)
     monkeypatch.setenv("TOY_FAIL_ON", "GPU-0001")
-    req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results", repeat=3, gpus="all")
+    req = ProbeRequest(config_path=env_config, results_root=tmp_path / "results", repeat=3, processes=1, gpus="all")
     plan = plan_probe(req)
     outcome = run_probe(plan, req, nsys=nsys)  # the config fails; its row says so
     assert [f.label for f in outcome.failures] == ["a"] and outcome.failures[0].phase == "sustained"
@@ -190,7 +190,7 @@ def test_a_failing_gpu_child_is_exit_1_naming_it_and_keeps_the_traced_row(monkey
 
 def test_tracer_none_with_gpus(monkeypatch, config_path: Path, tmp_path: Path) -> None:
     edges(monkeypatch, tmp_path)
-    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, gpus="1,0", tracer="none")
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, processes=1, gpus="1,0", tracer="none")
     plan = plan_probe(req)
     run_probe(plan, req, nsys=None)
     rows = _rows(plan.results_dir / "probes.csv")
@@ -205,16 +205,17 @@ PASS_ONLY = CONFIGS.replace(', "--mode", "{mode}", "--repeat", "{repeat}"', '').
 assert PASS_ONLY != CONFIGS
 
 
-def test_a_program_without_mode_runs_repeat_rounds_of_one_pass(monkeypatch, tmp_path: Path) -> None:
+def test_a_program_without_mode_runs_one_pass_a_process_in_p_processes(monkeypatch, tmp_path: Path) -> None:
     nsys = edges(monkeypatch, tmp_path)
     write_program(tmp_path, "ok")
     cfg = tmp_path / "pass_only.toml"
     cfg.write_text(PASS_ONLY)
-    req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", gpus="all", repeat=2)
+    req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", gpus="all", processes=2)
     plan = plan_probe(req)
     run_probe(plan, req, nsys=nsys)
     rows = _rows(plan.results_dir / "probes.csv")
-    # one pass per run at 1000 FPS (10 frames in 0.01 s), 2 rounds: median 1000 per GPU, 2000 summed
+    # one pass per run (a fresh process each) at 1000 FPS (10 frames in 0.01 s), 2 rounds (--processes 2): median
+    # 1000 per GPU, 2000 summed
     assert float(rows["a@gpu1"]["sustained_fps"]) == 1000.0 and rows["a@gpu1"]["sustained_repeats"] == "2"
     assert float(rows["a@all"]["sustained_fps"]) == 2000.0
     assert (plan.results_dir / "a.concurrent.r1.gpu1.json").is_file()
@@ -223,7 +224,7 @@ def test_a_program_without_mode_runs_repeat_rounds_of_one_pass(monkeypatch, tmp_
 def test_an_index_nvml_does_not_list_is_exit_2_and_writes_nothing(monkeypatch, config_path: Path,
                                                                   tmp_path: Path) -> None:
     nsys = edges(monkeypatch, tmp_path)
-    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, gpus="0,3")
+    req = ProbeRequest(config_path=config_path, results_root=tmp_path / "results", repeat=3, processes=1, gpus="0,3")
     with pytest.raises(InputError, match=r"GPU 3 does not exist; NVML lists 0, 1") as err:
         run_probe(plan_probe(req), req, nsys=nsys)
     assert err.value.exit_code == 2
@@ -246,7 +247,7 @@ def test_a_stale_build_refuses_every_gpu_unless_forced(monkeypatch, tmp_path: Pa
     cfg = tmp_path / "stale.toml"
     cfg.write_text(CONFIGS + '\n[build]\nartifact = "finder"\nsources = ["finder.cu"]\n')
     nsys = edges(monkeypatch, tmp_path)
-    req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", repeat=3, gpus="all")
+    req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", repeat=3, processes=1, gpus="all")
     with pytest.raises(CheckFailed, match="build artifact finder is older than 1 of its 1 sources") as err:
         run_probe(plan_probe(req), req, nsys=nsys)
     assert err.value.hint.startswith("Rebuild the artifact, then re-run.")
@@ -282,7 +283,7 @@ def _gpus_dir(monkeypatch, tmp_path: Path):
     """Configs a and b probed with --gpus all into a results dir: (nsys, configs, request, plan)."""
     nsys = edges(monkeypatch, tmp_path)
     cfg = _two_configs(tmp_path)
-    req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", repeat=3, gpus="all")
+    req = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", repeat=3, processes=1, gpus="all")
     plan = plan_probe(req)
     run_probe(plan, req, nsys=nsys)
     return nsys, cfg, req, plan
@@ -342,7 +343,7 @@ def test_a_plain_reprobe_into_a_gpus_dir_keeps_every_block_and_row(monkeypatch, 
     nsys, cfg, _, plan = _gpus_dir(monkeypatch, tmp_path)
     before_env, before = _snapshot(plan.results_dir)
     assert {"multi_gpu", "configs", "guard"} <= set(before_env)
-    plain = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", repeat=3, only=("a",))
+    plain = ProbeRequest(config_path=cfg, results_root=tmp_path / "results", repeat=3, processes=1, only=("a",))
     outcome = run_probe(plan_probe(plain), plain, nsys=nsys)
     after_env, after = _snapshot(plan.results_dir)
     _keeps_every_block_and_row(before_env, before, after_env, after, RowKey("a"))

@@ -79,3 +79,25 @@ def test_cupy_sustained_mode_speaks_the_protocol(tmp_path: Path) -> None:
     assert solo.repeats == 2 and solo.median > 0
     assert run.last_result.mode == "sustained" and run.last_result.frames == PARAMS.frames
     assert len(run.last_result.pass_s) == 2
+
+
+def test_our_finders_processes_set_up_at_once_and_run_one_after_another(tmp_path: Path) -> None:
+    # three fresh processes of our finder's sustained mode on one GPU: each waits at its gate once set up (its
+    # .ready file), the first runs once all are ready, each later one once the one before ended; every process
+    # keeps its runs, verdict and SM clock; the gates are gone afterwards
+    from clusterbench.model.processes import processes_of
+    from clusterbench.run.machine import find_pin_tools, read_gpu_topology
+    from clusterbench.run.sustained import measure_sustained, workload_command
+    from clusterbench.workloads.protocol import CupyWorkload
+
+    gpu = read_gpu_topology()[0]
+    run = measure_sustained((gpu,), find_pin_tools(), workload_command(CupyWorkload(), "procs", PARAMS, 3),
+                            tmp_path, "procs", input_bytes_per_frame=PARAMS.frame_bytes, processes=3)
+    solo = run.figures.solo
+    procs = processes_of(solo)
+    assert procs is not None and len(procs) == 3 and solo.samples == tuple(p.median for p in procs)
+    assert all(p.steady is not None and len(p.values) == 3 for p in procs)
+    assert all(p.clock is not None and p.clock.samples >= 1 for p in procs)
+    for k in (1, 2):
+        assert (tmp_path / f"procs.sustained.p{k}.gpu{gpu.index}.json").is_file()
+    assert not list(tmp_path.glob("*.go")) and not list(tmp_path.glob("*.ready"))

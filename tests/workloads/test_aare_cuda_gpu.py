@@ -1,7 +1,7 @@
 """aare's ClusterFinderCUDA against a model of its own rule and against clusterbench's reference (GPU).
 
-Skips cleanly without CuPy and a GPU (conftest), or when aare is not importable (``make aare-cuda``
-builds it into build/aare-cuda; $CLUSTERBENCH_AARE_PYTHON names another build).
+Skips cleanly without CuPy and a GPU (conftest), or when aare is not importable: aare is the user's own
+install (docs/aare-cuda.md), found on sys.path or in the folder $CLUSTERBENCH_AARE_PYTHON names.
 
 The frames: clusterbench's synthetic generator (seed 0, 130 photons/frame), 1000 dark frames
 (aare's pedestal keeps exactly 1000 samples) and 300 data frames, 400x400, 5 sigma. aare runs
@@ -71,7 +71,8 @@ def _aare():
     try:
         return probe.import_aare()
     except ImportError as exc:
-        pytest.skip(f"aare not importable: {exc} (make aare-cuda)")
+        pytest.skip(f"aare not importable: {exc} (install it by aare's own instructions and put it on sys.path or "
+                    "in $CLUSTERBENCH_AARE_PYTHON: docs/aare-cuda.md)")
 
 
 def _examples(centres: frozenset[tuple[int, int, int]]) -> list[list[int]]:

@@ -19,7 +19,7 @@ shift
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
 all=(no_nvtx nvtx_domain multi_kernel threads device_graph host_bound
-     queue_fill pageable graph_block turns pipeline small_calls two_threads)
+     queue_fill pageable graph_block turns pipeline small_calls two_threads daq_loop)
 progs=("$@")
 [ ${#progs[@]} -eq 0 ] && progs=("${all[@]}")
 
@@ -104,7 +104,7 @@ flags_for() {  # flags_for PROGRAM : prints one flag a line
         echo "-Xlinker"; echo "-rpath=$(dirname "$nvrtc_lib")"
         echo "-L$(dirname "$libcuda")"; echo "-l:$(basename "$libcuda")"
         echo "-ldl" ;;
-    nvtx_domain|queue_fill|pageable|graph_block|turns|pipeline|small_calls) echo "-ldl" ;;
+    nvtx_domain|queue_fill|pageable|graph_block|turns|pipeline|small_calls|daq_loop) echo "-ldl" ;;
     threads|two_threads) echo "-lpthread"; echo "-ldl" ;;
     device_graph) echo "-rdc=true"; echo "-lcudadevrt" ;;
     esac

@@ -542,9 +542,50 @@ def _thread_conn(path: Path) -> sqlite3.Connection:
 
 
 def _fetch(path: Path, sql: str, lo: int, hi: int) -> list:
-    row = _thread_conn(path).execute(sql, (lo, hi)).fetchone()
+    conn = _thread_conn(path)
+    row = conn.execute(sql, (lo, hi)).fetchone()
     # numbers pass; a group_concat string is parsed (NULL, a chunk with no rows, is empty)
-    return [v if isinstance(v, (int, float)) else _ints(v) for v in row]
+    try:
+        return [v if isinstance(v, (int, float)) else _ints(v) for v in row]
+    except ValueError:  # a value that is not an integer (text, a real): say which table.column holds it
+        raise _not_integer(conn, path, sql, lo, hi) from None
+
+
+# StringIds ids index lookup tables (one entry per id up to the largest seen); nsys numbers its strings from 0,
+# so an id this large names no string (a trace of 16M distinct strings would be another matter).
+_TABLE_IDS = 1 << 24
+# Every integer nsys writes (ns times, packed process and thread ids, byte counts) stays far below 2^62 in
+# magnitude; a larger one makes sums and differences overflow 64 bits.
+_INT_SANE = 2**62
+_REEXPORT = "re-export it: nsys export --type sqlite --force-overwrite true -o OUT.sqlite REPORT.nsys-rep"
+
+
+def _not_integer(conn: sqlite3.Connection, path: Path, sql: str, lo: int | None = None,
+                 hi: int | None = None) -> TraceError:
+    """The error for a query whose integer columns hold something else (a chunk ``lo``..``hi`` of rowids, or the
+    whole table): the first column of the query's table, among those it reads, with a value that is neither an
+    integer nor NULL, naming ``table.column``, the row and the value."""
+    m = re.search(r"FROM \[?(\w+)\]?", sql)
+    table = m.group(1) if m else "a table"
+    names = (c.decode() if isinstance(c, bytes) else c for c in _columns(conn, table)) if m else ()  # bytes here
+    chunk = "" if lo is None else f"rowid > {int(lo)} AND rowid <= {int(hi or 0)} AND "
+    for col in sorted(names):
+        if not re.search(rf"(?<![\w]){re.escape(col)}(?!\w)", sql.split(" FROM ")[0]):
+            continue
+        bad = conn.execute(f"SELECT rowid, [{col}], typeof([{col}]) FROM [{table}] WHERE {chunk}"
+                           f"typeof([{col}]) NOT IN ('integer', 'null') LIMIT 1").fetchone()
+        if bad is not None:
+            value, kind = (v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in bad[1:])
+            return TraceError(f"{table}.{col} holds {kind} {value!r} at rowid {bad[0]}, where nsys writes an "
+                              f"integer: {path}", hint="the export was changed after nsys wrote it; " + _REEXPORT)
+        huge = conn.execute(f"SELECT rowid, [{col}] FROM [{table}] WHERE {chunk}typeof([{col}]) = 'integer' AND "
+                            f"([{col}] >= {_INT_SANE} OR [{col}] <= -{_INT_SANE}) LIMIT 1").fetchone()
+        if huge is not None:  # a difference or sum of it overflowed 64 bits in SQLite (a real)
+            return TraceError(f"{table}.{col} holds {huge[1]:,} at rowid {huge[0]}, beyond what nsys writes (times, "
+                              f"ids and sizes below 2^62): {path}",
+                              hint="the export was changed after nsys wrote it; " + _REEXPORT)
+    return TraceError(f"{table} holds a value that is not an integer (or an empty one) in a column nsys writes "
+                      f"integers into: {path}", hint=_REEXPORT)
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -831,9 +872,13 @@ def _resolve_kernel_names(conn: sqlite3.Connection, tables: frozenset[str], ids:
     if ids.size == 0:
         return ids.astype(np.int32), ()
     shifted = ids + 1  # -1 (no name) -> 0; ids are small non-negative integers
-    present = np.flatnonzero(np.bincount(shifted))
-    lut = np.zeros(present[-1] + 1, dtype=np.int32)
-    lut[present] = np.arange(present.size, dtype=np.int32)
+    if int(shifted.min()) < 0 or int(shifted.max()) >= _TABLE_IDS:  # not a StringIds id: no table over them
+        present, inverse = np.unique(shifted, return_inverse=True)
+        lut, shifted = None, inverse.reshape(-1)
+    else:
+        present = np.flatnonzero(np.bincount(shifted))
+        lut = np.zeros(present[-1] + 1, dtype=np.int32)
+        lut[present] = np.arange(present.size, dtype=np.int32)
     found: dict[int, str] = {}
     wanted = [int(i) - 1 for i in present.tolist() if i > 0]
     if S.STRINGS_TABLE in tables:
@@ -842,9 +887,8 @@ def _resolve_kernel_names(conn: sqlite3.Connection, tables: frozenset[str], ids:
             q = f"SELECT id, value FROM {S.STRINGS_TABLE} WHERE id IN ({','.join('?' * len(part))})"
             found.update({int(i): str(v) for i, v in conn.execute(q, part)})
     names = tuple(found.get(int(i) - 1, f"(kernel name id {int(i) - 1})") if i > 0 else "(no name)" for i in present.tolist())
-    if present.size < np.iinfo(np.int16).max:
-        lut = lut.astype(np.int16)
-    return lut[shifted], names
+    index = shifted if lut is None else lut[shifted]
+    return index.astype(np.int16 if present.size < np.iinfo(np.int16).max else np.int32), names
 
 
 # --------------------------------------------------------------------------- API calls
@@ -869,6 +913,9 @@ class _Names:
         with self.lock:
             if ids.size:
                 top = int(ids.max())
+                if top >= _TABLE_IDS:  # a table over the ids would not fit: no StringIds id is that large
+                    raise TraceError(f"a CUDA API row (CUPTI_ACTIVITY_KIND_RUNTIME or _DRIVER) has nameId {top:,}, "
+                                     f"beyond any {S.STRINGS_TABLE} id: {path}", hint=_REEXPORT)
                 if top >= self.lut.size:
                     grown = np.full(top + 1, -1, dtype=np.int32)
                     grown[: self.lut.size] = self.lut
@@ -1327,7 +1374,12 @@ def _read_ranges(conn: sqlite3.Connection, path: Path, tables: frozenset[str], p
     if not groups:
         return no_ranges()
     texts = tuple(str(g[0]) for g in groups)
-    cols_ = [[_ints(g[k].encode() if isinstance(g[k], str) else g[k]) for g in groups] for k in range(1, 5)]
+    try:
+        cols_ = [[_ints(g[k].encode() if isinstance(g[k], str) else g[k]) for g in groups] for k in range(1, 5)]
+    except ValueError:
+        raise _not_integer(conn, path, sql) from None
+    if any(len({c[i].size for c in cols_}) > 1 for i in range(len(groups))):  # an empty value drops out
+        raise _not_integer(conn, path, sql)
     index = np.concatenate([np.full(c.size, i, dtype=np.int64) for i, c in enumerate(cols_[0])])
     start, end, pid, domain = (np.concatenate(c) for c in cols_)
     order = np.argsort(start, kind="stable")
@@ -1417,7 +1469,9 @@ def _read_stream_flags(conn: sqlite3.Connection, tables: frozenset[str]) -> dict
     if S.STREAM_INFO_TABLE not in tables or not {"processId", "streamId", "flag"} <= _columns(conn, S.STREAM_INFO_TABLE):
         return {}
     q = f"SELECT processId, streamId, flag FROM {S.STREAM_INFO_TABLE}"
-    return {(int(p), int(sid)): int(f) for p, sid, f in conn.execute(q) if p is not None and sid is not None and f is not None}
+    # CUPTI's flags are 1, 2 and 3; any other value is an unknown flag (left out: 0)
+    return {(int(p), int(sid)): int(f) for p, sid, f in conn.execute(q)
+            if p is not None and sid is not None and f in (1, 2, 3)}
 
 
 def _read_thread_names(conn: sqlite3.Connection, tables: frozenset[str]) -> dict[int, str]:
@@ -1533,9 +1587,20 @@ def read_trace(
     box = _PlanBox()
     try:
         try:
-            return _read(conn, path, pool, api_pool, box, tuple(range_prefixes), kernel_names, api_plan, on_progress)
+            data = _read(conn, path, pool, api_pool, box, tuple(range_prefixes), kernel_names, api_plan, on_progress)
+            if not _times_in_range(data):  # times no clock gives: the arithmetic on them would overflow
+                problem = _typed_problem(conn, path)
+                if problem is not None:
+                    raise problem
+            return data
         except sqlite3.DatabaseError as exc:
             raise _corrupt(path, exc) from None
+        except VALUE_ERRORS as exc:
+            # a value of the wrong type that a reader did not check where it read it: name it, else a bug
+            problem = _typed_problem(conn, path)
+            if problem is None:
+                raise
+            raise problem from exc
     finally:
         if not box.ready.is_set():
             box.plan = None
@@ -1543,6 +1608,62 @@ def read_trace(
         pool.shutdown(wait=True, cancel_futures=True)
         api_pool.shutdown(wait=True, cancel_futures=True)
         conn.close()
+
+
+def _times_in_range(data: TraceData) -> bool:
+    """Whether every start and end time read lies within +-2^62 ns (min and max of each array: cheap)."""
+    return values_in_range(*(a for rec in (data.activity, data.api, data.ranges, data.overhead, data.syncs)
+                             for a in (rec.start_ns, rec.end_ns)))  # fmt: skip
+
+
+def values_in_range(*arrays: np.ndarray) -> bool:
+    """Whether every value of ``arrays`` lies within +-2^62, as every time nsys writes does (min and max of each
+    array: cheap); a larger one makes sums and differences overflow 64 bits."""
+    return not any(a.size and (int(a.min()) <= -_INT_SANE or int(a.max()) >= _INT_SANE) for a in arrays)
+
+
+# What a reader raises on a value of the wrong type that it did not check where it read it
+VALUE_ERRORS = (ValueError, TypeError, IndexError, OverflowError, KeyError, UnicodeDecodeError)
+
+
+def typed_problem(path: str | os.PathLike[str]) -> TraceError | None:
+    """The first value of the wrong type or size in the export at ``path`` (see :func:`_typed_problem`), on a
+    connection of its own; None when there is none. For the readers that hold no connection at hand when a
+    value turns out wrong (io.nsys.slabs and the analysis over its slabs)."""
+    path = Path(path)
+    conn = connect_read_only(path)
+    try:
+        return _typed_problem(conn, path)
+    finally:
+        conn.close()
+
+
+def _typed_problem(conn: sqlite3.Connection, path: Path) -> TraceError | None:
+    """The first value of the wrong type in the export: in a column declared INTEGER, a value that is neither an
+    integer nor NULL (text, an empty string, a real, a blob), as TraceError naming ``table.column``, its row and
+    value; None when every such column holds integers (a full scan, on the failure path only)."""
+    conn.text_factory = str
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        for table in tables:
+            for _cid, col, decl, *_ in conn.execute(f"PRAGMA table_info([{table}])").fetchall():
+                if "INT" not in str(decl).upper():
+                    continue
+                bad = conn.execute(f"SELECT rowid, [{col}], typeof([{col}]) FROM [{table}] "
+                                   f"WHERE typeof([{col}]) NOT IN ('integer', 'null') LIMIT 1").fetchone()
+                if bad is not None:
+                    value = bad[1].hex() if isinstance(bad[1], bytes) else bad[1]
+                    return TraceError(f"{table}.{col} holds {bad[2]} {value!r} at rowid {bad[0]}, where nsys writes "
+                                      f"an integer: {path}", hint="the export was changed after nsys wrote it; " + _REEXPORT)
+                huge = conn.execute(f"SELECT rowid, [{col}] FROM [{table}] WHERE typeof([{col}]) = 'integer' AND "
+                                    f"([{col}] >= {_INT_SANE} OR [{col}] <= -{_INT_SANE}) LIMIT 1").fetchone()
+                if huge is not None:
+                    return TraceError(f"{table}.{col} holds {huge[1]:,} at rowid {huge[0]}, beyond what nsys writes "
+                                      f"(times, ids and sizes below 2^62): {path}",
+                                      hint="the export was changed after nsys wrote it; " + _REEXPORT)
+    except sqlite3.DatabaseError as exc:
+        return _corrupt(path, exc)
+    return None
 
 
 def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_pool: ThreadPoolExecutor, box: _PlanBox,
@@ -1707,6 +1828,10 @@ def read_shell(path: str | os.PathLike[str], *, range_prefixes: tuple[str, ...] 
                             tuple((0, 0) for _ in S.ENGINES), np.empty(0, np.int32), ())  # fmt: skip
         api_tables = tuple(t for t in S.API_TABLES if t in tables and _table_has_rows(conn, t))
         api = _build_api(path, None, KEEP_ALL, _Names(), _Threads(), thread_names, api_tables)
+        if not values_in_range(ranges.start_ns, ranges.end_ns, overhead.start_ns, overhead.end_ns):
+            problem = _typed_problem(conn, path)  # times no clock gives: the arithmetic on them would overflow
+            if problem is not None:
+                raise problem
         return TraceData(
             path=path, tables=tables, schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
             nsys_version=meta.get("EXPORT_PRODUCT_VERSION"), activity=activity, ranges=ranges, range_prefixes=tuple(range_prefixes),

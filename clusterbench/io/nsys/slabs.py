@@ -365,7 +365,13 @@ def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, disorde
             api = _merge([c.take(mark) for c in apis])
             sy = _merge([c.take(mark) for c in syncs])
             api = api if api is not None else {k: np.empty(0, np.int64) for k in ("start", "end", "thread", "name", "corr")}
-            yield Slab(index, t0, None if mark == _INF else int(mark), _activity(act, rd), api, _syncs(sy))
+            slab = Slab(index, t0, None if mark == _INF else int(mark), _activity(act, rd), api, _syncs(sy))
+            if not R.values_in_range(slab.activity.start_ns, slab.activity.end_ns, api["start"], api["end"],
+                                     slab.syncs.start_ns, slab.syncs.end_ns):  # fmt: skip
+                problem = R._typed_problem(conn, path)  # times no clock gives: the arithmetic on them would overflow
+                if problem is not None:
+                    raise problem
+            yield slab
             index += 1
             if mark == _INF:
                 break

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from clusterbench.errors import ClusterbenchError, EnvironmentFailure, InputError
+from clusterbench.workloads.protocol import child_error
 
 SCHEMA = "clusterbench.call-costs"
 VERSION = 1
@@ -105,10 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             args.result.write_text(text + "\n")
     except ClusterbenchError as err:
-        print(f"Error: {err}", file=sys.stderr)
-        if err.hint:
-            print(f"Hint: {err.hint}", file=sys.stderr)
-        return err.exit_code
+        return child_error(err)
     return 0
 
 

@@ -35,7 +35,7 @@ from clusterbench.model.params import WorkloadParams
 from clusterbench.model.steady import SteadyRule, run_until_steady
 from clusterbench.workloads.synth import FrameSet
 from clusterbench.workloads.protocol import PASS_RANGE as PASS_RANGE_PREFIX
-from clusterbench.workloads.protocol import PEDESTAL_RANGE, pass_range_text
+from clusterbench.workloads.protocol import PEDESTAL_RANGE, child_error, pass_range_text
 
 if TYPE_CHECKING:
     from clusterbench.workloads.cupy.pipeline import Pipeline
@@ -136,7 +136,13 @@ def _kernel_name(pipe: Any, params: WorkloadParams) -> str:
 # sustained runs' alone; anything else written there stops the process before it measures).
 STEADY_ENV = "CLUSTERBENCH_STEADY"
 GO_ENV = "CLUSTERBENCH_GO_FILE"
+# Where the process waits for its go: "runs" (the default: after its pedestal and warm-up pass, so that they run
+# while the tracer finishes; every process of a config sets up at once and waits so) or "gpu" (after its buffers,
+# kernels and pinned pool are set up, before any GPU work).
+GO_BEFORE_ENV = "CLUSTERBENCH_GO_BEFORE"
+GO_BEFORE = ("runs", "gpu")
 GO_POLL_S = 0.002
+READY_SUFFIX = ".ready"  # <go file>.ready: written when the process starts to wait for its go
 
 
 def _steady_rule(repeats: int) -> SteadyRule:
@@ -153,14 +159,19 @@ def _steady_rule(repeats: int) -> SteadyRule:
 
 
 def wait_for_go(path: str | None, poll_s: float = GO_POLL_S) -> float:
-    """Wait until the probe writes ``go`` to ``path`` (None: do not wait); seconds waited. InputError when it
-    writes anything else (the probe's trace failed, or it was interrupted) or when the probe is gone."""
+    """Wait until the probe writes ``go`` to ``path`` (None: do not wait); seconds waited. ``<path>.ready`` is
+    written first, to say the process is waiting. InputError when the probe writes anything else (the probe's
+    trace failed, or it was interrupted) or when the probe is gone."""
     import os
 
     if not path:
         return 0.0
     t0, parent = time.perf_counter(), os.getppid()
     go = Path(path)
+    try:  # tell the probe this process is set up and waiting (it holds the first go until every process is)
+        Path(f"{path}{READY_SUFFIX}").write_text("ready\n")
+    except OSError:
+        pass
     while True:
         try:
             word = go.read_text().strip()
@@ -179,7 +190,7 @@ def wait_for_go(path: str | None, poll_s: float = GO_POLL_S) -> float:
 
 def sustained_passes(params: WorkloadParams, repeats: int = 5, frames: FrameSet | None = None,
                      frozen_kernel: str | None = None, rule: SteadyRule | None = None,
-                     go_file: str | None = None) -> WorkloadResult:
+                     go_file: str | None = None, go_before: str = "runs") -> WorkloadResult:
     """Untraced runs, in-process, no profiler, until they are steady: the protocol's ``sustained`` mode.
 
     Not timed: data generation, allocation, compilation, the pedestal, and one warm-up pass of
@@ -189,11 +200,15 @@ def sustained_passes(params: WorkloadParams, repeats: int = 5, frames: FrameSet 
     calibrates the passes per run (at least 100 ms a run), and runs follow until the last ``repeats`` agree,
     or a cap. ``pass_s`` holds the counted runs' seconds per pass (so ``fps`` is their FPS); ``extra.steady``
     every run, the warm-ups and the verdict. ``frozen_kernel`` ("strip" or "twophase", default the latter)
-    is for the benchmark's side-by-side runs; ``go_file``: wait for the probe's go before the runs."""
+    is for the benchmark's side-by-side runs; ``go_file``: wait for the probe's go before the runs
+    (``go_before`` "runs"), or before the pedestal and warm-up (``go_before`` "gpu")."""
     from clusterbench.workloads.cupy.pipeline import Pipeline
 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise InputError(f"repeats must be a positive integer, got {repeats!r}", hint="use e.g. --repeat 5")
+    if go_before not in GO_BEFORE:
+        raise InputError(f"{GO_BEFORE_ENV} must be one of {', '.join(GO_BEFORE)}, got {go_before!r}",
+                         hint="leave it to clusterbench probe")
     rule = rule or SteadyRule(counted=repeats)
     timings: dict[str, float] = {}
     t = time.perf_counter()
@@ -202,11 +217,14 @@ def sustained_passes(params: WorkloadParams, repeats: int = 5, frames: FrameSet 
     t = time.perf_counter()
     with Pipeline(params, frameset, frozen_kernel=frozen_kernel) as pipe:
         timings["pipeline"] = time.perf_counter() - t
+        if go_before == "gpu":
+            timings["wait_go"] = wait_for_go(go_file)
         t = time.perf_counter()
         pipe.compute_pedestal()
         pipe.run_pass(min(params.frames, 2 * params.streams * params.batch))
         timings["warm_up"] = time.perf_counter() - t
-        timings["wait_go"] = wait_for_go(go_file)
+        if go_before == "runs":
+            timings["wait_go"] = wait_for_go(go_file)
 
         last: list[Any] = []
 
@@ -302,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
                 import os
 
                 result = sustained_passes(params, repeats=args.repeat, rule=_steady_rule(args.repeat),
-                                          go_file=os.environ.get(GO_ENV))
+                                          go_file=os.environ.get(GO_ENV),
+                                          go_before=os.environ.get(GO_BEFORE_ENV) or "runs")
             else:
                 result = run_config(params, nvtx=not args.no_nvtx)
             timings = dict(result.extra.get("timings_s") or {})  # type: ignore[call-overload]
@@ -319,10 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(doc)
     except ClusterbenchError as err:
-        print(f"Error: {err}", file=sys.stderr)
-        if err.hint:
-            print(f"Hint: {err.hint}", file=sys.stderr)
-        return err.exit_code
+        return child_error(err)
     return 0
 
 

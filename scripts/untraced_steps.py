@@ -1,0 +1,258 @@
+"""Steps of scripts/device_untraced.sh that are not a probe: the injection library's own cost, the delay
+test through a program's own flags, and the summary table of every result.
+
+usage: python3 scripts/untraced_steps.py cost ZOO_DIR OUT [--processes P]
+       python3 scripts/untraced_steps.py own-flags ZOO_DIR OUT [--processes P] [--k-us K]
+       python3 scripts/untraced_steps.py summary OUT
+
+  cost       the zoo's daq_loop (built in ZOO_DIR) at 1 and 4 streams, bare and with the injection library
+             (no delay; every CUDA callback domain, then the runtime's alone), P processes each, interleaved:
+             the frame by the program's own rate, and the library's cost against the bare runs (limit: 2 %).
+             Writes OUT/cost.json. Needs a GPU and nvcc (the library is built here).
+  own-flags  the delay test through the daq_loop's own flags at 1 stream (--spin-us K: the host, --delay-us
+             K: the GPU, --h2d-bytes: the link), P processes a point: each slope by the program's own rate, to
+             set against the injection library's. Keeps each run's ZOO line (its own time per call). Writes
+             OUT/own_flags.json. Needs a GPU.
+  summary    reads OUT/results/*/ (probes.csv, <label>.untraced.json), OUT/cost.json and OUT/own_flags.json and
+             writes OUT/summary.md: per config the traced and untraced split, the delay slopes, the untraced
+             frame against the program's own rate, the host bar, and what binds. Needs no GPU.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+RATE = re.compile(r"rate: ([0-9.]+) frames/s")
+COST_LIMIT = 0.02  # the library's own cost must keep the frame within 2 % of a bare run
+
+
+def _usage(code: int = 2, why: str | None = None) -> None:
+    if why:
+        print(f"Error: {why}", file=sys.stderr)
+        print("Hint: python3 scripts/untraced_steps.py --help", file=sys.stderr)
+    else:
+        print(__doc__.split("\n\n", 1)[1])
+    sys.exit(code)
+
+
+def _gpu_or_exit(what: str) -> None:
+    import shutil
+
+    if shutil.which("nvidia-smi") is None or subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode != 0:
+        print(f"Error: untraced_steps.py {what} needs an NVIDIA GPU (nvidia-smi -L failed)", file=sys.stderr)
+        print("Hint: run it on the GPU machine (scripts/device_untraced.sh runs it)", file=sys.stderr)
+        sys.exit(1)
+
+
+def _run(argv: list[str], env: dict[str, str] | None = None, timeout: float = 120) -> tuple[float | None, str]:
+    """The frame (µs) by the program's own rate, and its output."""
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    out = res.stdout + res.stderr
+    rates = RATE.findall(res.stdout)
+    if res.returncode != 0 or not rates:
+        return None, out
+    return 1e6 / float(rates[-1]), out
+
+
+def _zoo_line(out: str) -> dict | None:
+    line = next((ln for ln in out.splitlines() if ln.startswith("ZOO ")), None)
+    return None if line is None else json.loads(line[4:])
+
+
+def _stats(values: list[float]) -> dict:
+    v = [x for x in values if x is not None]
+    if not v:
+        return {"n": 0, "median_us": None, "half_range_us": None, "values_us": []}
+    return {"n": len(v), "median_us": statistics.median(v), "half_range_us": (max(v) - min(v)) / 2, "values_us": v}
+
+
+def cost(zoo: Path, out: Path, processes: int) -> int:
+    _gpu_or_exit("cost")
+    from clusterbench.run import inject
+
+    lib = inject.build(inject.INJECT_LIB)
+    prog = str(zoo / "daq_loop")
+    doc: dict = {"limit": COST_LIMIT, "program": prog, "points": {}}
+    for streams in (1, 4):
+        argv = [prog, "--frames", "20000", "--streams", str(streams), "--no-timing"]
+        variants = {"bare": None, "inject_all": "runtime,driver", "inject_runtime": "runtime"}
+        frames: dict[str, list[float]] = {k: [] for k in variants}
+        for p in range(processes):
+            for name, domains in variants.items():
+                env = dict(os.environ)
+                if domains is not None:
+                    env.update(inject.inject_env(lib, out / f"cost.s{streams}.{name}.p{p}.json", "kernel:zoo_calib",
+                                                 warmup=100, domains=domains))
+                f, text = _run(argv, env)
+                if f is None:
+                    print(f"cost: {name} s{streams} p{p} failed:\n{text[-2000:]}", file=sys.stderr)
+                frames[name].append(f)  # type: ignore[arg-type]
+        point = {k: _stats(v) for k, v in frames.items()}
+        bare = point["bare"]["median_us"]
+        for k in ("inject_all", "inject_runtime"):
+            m = point[k]["median_us"]
+            point[k]["cost"] = None if not bare or m is None else m / bare - 1
+            point[k]["within_limit"] = None if point[k]["cost"] is None else point[k]["cost"] <= COST_LIMIT
+        doc["points"][f"streams{streams}"] = point
+        print(f"cost at {streams} stream(s): bare {bare} µs; with the library (all domains) "
+              f"{point['inject_all']['median_us']} µs ({point['inject_all']['cost']}); runtime only "
+              f"{point['inject_runtime']['median_us']} µs ({point['inject_runtime']['cost']})")
+    (out / "cost.json").write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
+
+
+def own_flags(zoo: Path, out: Path, processes: int, k_us: float) -> int:
+    _gpu_or_exit("own-flags")
+    prog = str(zoo / "daq_loop")
+    base = [prog, "--frames", "10000", "--streams", "1"]
+    link_bytes = 320000 + int(k_us * 25e3)  # k µs at 25 GB/s more per H2D (a nominal rate: the slope's unit)
+    points = {"base": [], "host": ["--spin-us", f"{k_us:g}"], "gpu": ["--delay-us", f"{k_us:g}"],
+              "link": ["--h2d-bytes", str(link_bytes)]}
+    frames: dict[str, list[float]] = {k: [] for k in points}
+    zoo_lines: dict[str, list[dict]] = {k: [] for k in points}
+    for p in range(processes):
+        for name, extra in points.items():
+            f, text = _run(base + extra)
+            frames[name].append(f)  # type: ignore[arg-type]
+            z = _zoo_line(text)
+            if z is not None:
+                zoo_lines[name].append({"calls": z.get("calls"), "budget": z.get("budget"), "gpu": z.get("gpu")})
+            if f is None:
+                print(f"own-flags: {name} p{p} failed:\n{text[-2000:]}", file=sys.stderr)
+    st = {k: _stats(v) for k, v in frames.items()}
+    b = st["base"]["median_us"]
+    slopes = {}
+    for name in ("host", "gpu", "link"):
+        d = st[name]["median_us"]
+        slopes[name] = None if b is None or d is None else (d - b) / k_us
+    doc = {"k_us": k_us, "link_bytes": link_bytes, "link_gbps_nominal": 25.0, "frames": st, "slopes": slopes,
+           "zoo": zoo_lines}
+    (out / "own_flags.json").write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"own flags (k {k_us:g} µs): base {b} µs; slopes {slopes}")
+    return 0
+
+
+def _fmt(v: float | None, digits: int = 2) -> str:
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def _pct(fraction: float | None) -> str:
+    return "–" if fraction is None else f"{fraction * 100:+.1f} %"
+
+
+def summary(out: Path) -> int:
+    from clusterbench.model.untraced import UntracedRecord
+
+    lines = ["# What binds without the profiler: device run", ""]
+    rows = []
+    for probes in sorted((out / "results").glob("*/probes.csv")):
+        with open(probes, newline="") as fh:
+            for r in csv.DictReader(fh):
+                rec_path = probes.parent / f"{r['label']}.untraced.json"
+                doc = json.loads(rec_path.read_text()) if rec_path.is_file() else None
+                rows.append((probes.parent.name, r, doc))
+    lines += ["| config | traced frame µs | untraced frame µs (library) | program's own µs | host bar µs | "
+              "slope host | gpu | link | binds | split untraced µs (miss) | profiler's µs | lib cost |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    details = []
+    for d, r, doc in rows:
+        def num(k: str) -> float | None:
+            try:
+                return float(r[k]) if r.get(k) not in (None, "") else None
+            except ValueError:
+                return None
+        own = 1e6 / num("sustained_fps") if num("sustained_fps") else None
+        split = (doc or {}).get("split") or {}
+        miss = split.get("miss")
+        lines.append(f"| {r['label']} | {_fmt(num('measured_us'))} | {_fmt(num('untraced_frame_us'))} | {_fmt(own)} | "
+                     f"{_fmt(num('untraced_host_us'))} | {_fmt(num('delay_slope_host'))} | {_fmt(num('delay_slope_gpu'))} | "
+                     f"{_fmt(num('delay_slope_link'))} | {r.get('delay_binds') or '–'} | "
+                     f"{_fmt(split.get('untraced_sum_us'))} ({_pct(miss)}) | "
+                     f"{_fmt(split.get('profiler_us'))} | "
+                     f"{_pct(num('inject_cost'))} |")
+        if doc is not None:
+            try:
+                UntracedRecord.from_json(doc)
+            except ValueError as exc:
+                details.append(f"- {r['label']}: its record does not read back: {exc}")
+            parts = split.get("parts") or []
+            details.append(f"\n## {r['label']} ({d})\n")
+            details.append("| part | traced µs | untraced µs | profiler µs | how |")
+            details.append("|---|---|---|---|---|")
+            for p in parts:
+                details.append(f"| {p['resource']} | {_fmt(p['traced_us'])} | {_fmt(p['untraced_us'])} | "
+                               f"{_fmt(p['profiler_us'])} | {p['how']} |")
+            idle = doc.get("idle") or {}
+            if idle:
+                details.append(f"\nidle {_fmt(idle.get('idle_us'))} µs/frame ({_fmt(idle.get('gaps'))} gaps): GPU's own "
+                               f"{_fmt(idle.get('gpu_own_us'))}, profiler's {_fmt(idle.get('profiler_us'))}, unexplained "
+                               f"{_fmt(idle.get('unexplained_us'))}; {idle.get('note')}")
+            dt = doc.get("delay_test") or {}
+            for s in dt.get("slopes") or []:
+                details.append(f"- slope {s['resource']}: {_fmt(s['slope'])} ± {_fmt(s['spread'])} {s['verdict']}"
+                               f" (base {_fmt(s['base_us'])} → {_fmt(s['delayed_us'])} µs){'; ' + s['note'] if s.get('note') else ''}")
+            host = doc.get("host") or {}
+            if host:
+                details.append(f"- untraced frame {_fmt(host.get('period_us'))} µs (p10 {_fmt(host.get('period_p10_us'))}, "
+                               f"p90 {_fmt(host.get('period_p90_us'))}); sched {host.get('sched')}; calls per frame: "
+                               + ", ".join(f"{c['api']} {c['per_frame']:.2f} × {c['us_per_call']:.2f} µs"
+                                           for c in (host.get('calls') or [])[:8]))
+            for n in doc.get("notes") or []:
+                details.append(f"- note: {n}")
+    lines += details
+    for name in ("cost.json", "own_flags.json"):
+        p = out / name
+        if p.is_file():
+            lines += ["", f"## {name}", "", "```", json.dumps(json.loads(p.read_text()), indent=1)[:6000], "```"]
+    text = "\n".join(lines) + "\n"
+    (out / "summary.md").write_text(text)
+    print(text)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        _usage(0 if argv else 2, None if argv else "no step given")
+    step, rest = argv[0], argv[1:]
+    opts = {"--processes": "3", "--k-us": "10"}
+    pos = []
+    i = 0
+    while i < len(rest):
+        if rest[i] in opts and i + 1 < len(rest):
+            opts[rest[i]] = rest[i + 1]
+            i += 2
+        else:
+            pos.append(rest[i])
+            i += 1
+    try:
+        processes, k_us = int(opts["--processes"]), float(opts["--k-us"])
+    except ValueError:
+        _usage(2, "--processes takes an integer and --k-us a number")
+    if step == "summary" and len(pos) == 1:
+        return summary(Path(pos[0]))
+    if step in ("cost", "own-flags") and len(pos) == 2:
+        zoo, out = Path(pos[0]), Path(pos[1])
+        if not (zoo / "daq_loop").is_file():
+            _usage(2, f"{zoo}/daq_loop is not there: build it first (bash tests/zoo/build.sh {zoo} daq_loop)")
+        out.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        rc = cost(zoo, out, processes) if step == "cost" else own_flags(zoo, out, processes, k_us)
+        print(f"{step}: {time.monotonic() - t0:.1f} s")
+        return rc
+    _usage(2, f"unknown step or arguments: {' '.join(argv)}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,339 @@
+"""The untraced frame's pure pieces, each against values worked out by hand: the injected run's frame, the
+slope and its verdict, the path's structure (a hand-drawn path, then the zoo's turns trace against its own
+critical path and ZOO line), the latency per gap, the untraced split and the causes of idle."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from clusterbench.analyzers import critical_path as cp
+from clusterbench.analyzers.untraced import (
+    BINDS_AT,
+    SLACK_BELOW,
+    binds_code,
+    binds_words,
+    fit_slope,
+    governor_of,
+    host_frame,
+    host_part,
+    idle_causes,
+    judge,
+    latency_per_gap,
+    match_threads,
+    median_frame,
+    path_structure,
+    sequence_of,
+    structure_of_segments,
+    untraced_split,
+)
+from clusterbench.io.nsys import schema as S
+from clusterbench.model.untraced import (
+    SPLIT_TOLERANCE,
+    HostFrame,
+    InjectReport,
+    LatencyRun,
+    PathHost,
+    PathStructure,
+    SlopeFit,
+    ThreadBar,
+    UntracedCosts,
+)
+from conftest import DATA
+
+HERE = DATA / "untraced"
+
+
+def _report(name: str) -> InjectReport:
+    return InjectReport.from_json(json.loads((HERE / name).read_text()))
+
+
+def _latency(name: str, under: str) -> LatencyRun:
+    return LatencyRun.from_report(json.loads((HERE / name).read_text()), under)
+
+
+# --------------------------------------------------------------------------- the injected run's frame
+
+
+def test_one_thread_frame_from_its_marks() -> None:
+    # marks 1..4 (warm-up 1): 3 frames over 60,000 ns; waits 18,000, delays 6,000, calls 24,000 in them
+    f = host_frame(_report("inject_one_thread.json"))
+    assert f is not None
+    assert f.frames == 3 and f.period_us == pytest.approx(20.0)
+    (t,) = f.threads
+    assert t.busy_us == pytest.approx(12.0)  # (60,000 - 18,000 - 6,000) / 3
+    assert (t.call_us, t.wait_us, t.delay_us) == (pytest.approx(8.0), pytest.approx(6.0), pytest.approx(2.0))
+    assert t.after_wait_us == pytest.approx(3.0)  # 9,000 ns over 3 waits
+    assert f.host_us == pytest.approx(12.0) and f.sched == "blocking"
+    assert (f.period_p10_us, f.period_p90_us) == (pytest.approx(20.0), pytest.approx(20.0))
+    # per frame of the loop: 3 syncs of 6 µs, 6 copies of 2 µs, 3 launches of 2 µs: by time a frame
+    assert f.calls == (("cudaStreamSynchronize", 1.0, 6.0), ("cudaMemcpyAsync", 2.0, 2.0), ("cudaLaunchKernel", 1.0, 2.0))
+
+
+def test_two_threads_share_the_process_frame() -> None:
+    # thread 2: 2 frames, wall 40,000, busy 30,000; thread 3: 1 frame, wall 40,000, busy 20,000;
+    # the process: 3 frames from 0 to 50,000 ns, 16.667 µs each; a thread's bar is its busy share of that
+    f = host_frame(_report("inject_two_threads.json"))
+    assert f is not None and f.frames == 3
+    assert f.period_us == pytest.approx(50.0 / 3)
+    bars = {t.tid: t for t in f.threads}
+    assert set(bars) == {2, 3}  # the main thread marked nothing
+    assert bars[2].busy_us == pytest.approx(30000 / 40000 * 50 / 3)
+    assert bars[3].busy_us == pytest.approx(20000 / 40000 * 50 / 3)
+    assert bars[3].wait_us == pytest.approx(20000 / 40000 * 50 / 3)
+    assert f.host_us == pytest.approx(12.5)
+    assert f.period_p10_us is None  # two marks kept: too few for percentiles
+    assert f.calls == (("cudaLaunchKernel", 1.0, pytest.approx(7 / 3)),)
+
+
+def test_no_frame_past_the_warm_up_gives_none() -> None:
+    r = _report("inject_one_thread.json")
+    import dataclasses
+
+    assert host_frame(dataclasses.replace(r, warmup=4)) is None  # 5 marks, warm-up 4: no frame between two marks
+
+
+def test_the_median_frame_is_the_middle_process() -> None:
+    fr = [HostFrame(10, p, None, None, 1.0, (), None) for p in (30.0, 10.0, 20.0, 40.0)]
+    assert median_frame(fr).period_us == 20.0  # the lower middle of four
+    assert median_frame([]) is None
+
+
+# --------------------------------------------------------------------------- slopes
+
+
+def test_a_slope_from_medians_and_its_spread() -> None:
+    s = fit_slope("host", 18.0, [36.0, 36.4, 36.2], [54.1, 54.5, 54.3])
+    assert s.slope == pytest.approx((54.3 - 36.2) / 18)
+    assert s.spread == pytest.approx((0.2 + 0.2) / 18)
+    assert (s.verdict, s.base_us, s.delayed_us, s.processes, s.note) == ("binds", 36.2, 54.3, 3, None)
+
+
+def test_a_noisy_slope_says_so() -> None:
+    s = fit_slope("gpu", 4.0, [30.0, 32.0], [30.5, 33.0])
+    assert s.spread == pytest.approx((1.0 + 1.25) / 4) and s.verdict == "slack"
+    assert "spread" in s.note and "--delay-processes" in s.note
+
+
+def test_not_tested_keeps_why() -> None:
+    s = fit_slope("link", 10.0, [20.0], [30.0], why_not="no H2D")
+    assert (s.slope, s.verdict, s.note) == (None, "not tested", "no H2D")
+    assert fit_slope("gpu", 10.0, [], [1.0]).verdict == "not tested"
+
+
+@pytest.mark.parametrize("slope,verdict", [(1.0, "binds"), (BINDS_AT, "binds"), (0.74, "shared"), (0.5, "shared"),
+                                           (0.26, "shared"), (SLACK_BELOW, "slack"), (0.0, "slack"), (-0.1, "slack")])
+def test_the_verdict_thresholds(slope, verdict) -> None:
+    assert judge(slope) == verdict
+
+
+def _s(resource: str, verdict: str) -> SlopeFit:
+    slope = {"binds": 1.0, "shared": 0.5, "slack": 0.0}.get(verdict)
+    return SlopeFit(resource, 10.0, slope, 0.0 if slope is not None else None, 1.0, 1.0, 3, verdict,
+                    None if slope is not None else "why")
+
+
+@pytest.mark.parametrize("verdicts,code", [
+    (("binds", "slack", "slack"), "host"),
+    (("binds", "binds", "slack"), "host+gpu"),
+    (("slack", "binds", "binds"), "gpu+link"),
+    (("shared", "slack", "slack"), "shared"),
+    (("slack", "slack", "not tested"), "none"),
+    (("not tested", "not tested", "not tested"), "untested"),
+])
+def test_what_binds_in_one_word(verdicts, code) -> None:
+    slopes = [_s(r, v) for r, v in zip(("host", "gpu", "link"), verdicts)]
+    assert binds_code(slopes) == code
+    words = binds_words(code, slopes)
+    assert ("take turns" in words) == ("+" in code)
+
+
+def test_governors() -> None:
+    assert governor_of(["performance\n", "performance"]) == "performance"
+    assert governor_of(["powersave", "performance"]) == "mixed: performance, powersave"
+    assert governor_of([]) is None
+
+
+# --------------------------------------------------------------------------- the path's structure
+
+_E0, _H0 = cp.ENGINE0, cp.HOST0
+_H2D, _KERNEL = _E0 + S.ENGINE_CODE["h2d"], _E0 + S.ENGINE_CODE["kernel"]
+
+
+def test_a_hand_drawn_path() -> None:
+    # two frames of one thread: host (holding a wake), launch, h2d, idle, kernel; times in ns
+    segs = [(0, 100, _H0), (100, 110, cp.LAUNCH), (110, 150, _H2D), (150, 160, cp.IDLE), (160, 200, _KERNEL),
+            (200, 300, _H0), (300, 305, cp.LAUNCH), (305, 345, _H2D), (345, 360, cp.IDLE), (360, 400, _KERNEL)]
+    ss, ee, rr = (np.array(x, dtype=np.int64) for x in zip(*segs))
+    # calls of thread 0: a sync (released at 0, returns at 20), a launch at 100, a sync (released at 200,
+    # returns at 230), a copy at 250 (so the second host part is not one turn), a launch at 300
+    wait, launch, copy = S.API_CODE["wait"], S.API_CODE["launch"], S.API_CODE["copy"]
+    links = SimpleNamespace(
+        cstart=np.array([-50, 100, 170, 250, 300]), cend=np.array([20, 105, 230, 255, 304]),
+        cthread=np.zeros(5, dtype=np.int64), ccat=np.array([wait, launch, wait, copy, launch], dtype=np.int8),
+        start=np.array([110, 160, 305, 360]), end=np.array([150, 200, 345, 400]),
+        engine=np.array([S.ENGINE_CODE[e] for e in ("h2d", "kernel", "h2d", "kernel")], dtype=np.int8))
+
+    class HeldStub:
+        call = np.array([0, 2])
+        release = np.array([0, 200])
+        wait = np.array([True, True])
+
+        def __len__(self) -> int:
+            return 2
+
+    threads = [SimpleNamespace(tid=7, name="daq")]
+    stats = {7: SimpleNamespace(work_us_per_frame=0.15)}
+    p = structure_of_segments(ss, ee, rr, 2, links, HeldStub(), threads, stats, (np.array([0]), np.array([400])))
+    assert p.path_us == pytest.approx(0.2)  # 400 ns over 2 frames
+    assert p.engines_us == {"h2d": pytest.approx(0.04), "kernel": pytest.approx(0.04)}
+    assert (p.idle_us, p.idle_gaps) == (pytest.approx(0.0125), 1.0)  # 25 ns, two gaps each before a kernel
+    assert (p.launch_us, p.launches) == (pytest.approx(0.0075), 1.0)
+    assert (p.launches_after_wake, p.launch_after_wake_us) == (1.0, pytest.approx(0.0075))
+    (h,) = p.hosts
+    assert (h.tid, h.name, h.path_us, h.wake_us, h.wakes) == (7, "daq", pytest.approx(0.1), pytest.approx(0.025), 1.0)
+    # one turn: from the first wake's return (20) to the launch at 100; the second part holds a copy call
+    assert (h.after_wait_us, h.after_waits) == (pytest.approx(0.04), 0.5)
+    assert h.work_us == 0.15
+    assert p.op_us == {"h2d": pytest.approx(0.04), "kernel": pytest.approx(0.04)}
+
+
+@pytest.fixture(scope="module")
+def turns():
+    from clusterbench.analyzers.analysis import analyze, load_trace, request
+
+    req = request(window="range:loop", frames_spec="kernel:zoo_calib")
+    cache: dict = {}
+    data = load_trace(DATA / "zoo" / "zoo_turns.sqlite", req=req, cache=cache)
+    return data, analyze(data, req=req, cache=cache)
+
+
+def test_the_turns_trace_structure_matches_its_critical_path(turns) -> None:
+    data, a = turns
+    g = a.primary
+    p = path_structure(data, g)
+    assert p is not None and p.frames == 600
+    path = g.critical_path
+    per = {part.resource: part.loop_ns / 1e3 / 600 for part in path.loop_parts()}
+    assert p.path_us == pytest.approx(path.loop_ns / 1e3 / 600)
+    assert p.idle_us == pytest.approx(per["idle"]) and p.launch_us == pytest.approx(per["launch"])
+    for e in ("kernel", "h2d", "d2h"):
+        assert p.engines_us[e] == pytest.approx(per[e])
+    (h,) = p.hosts
+    assert h.path_us == pytest.approx(per[f"host:{h.tid}"])
+    # the program synchronizes once a frame (its ZOO line: stream_syncs = frames + 1, one in the warm-up),
+    # and each of those syncs waits for the frame's D2H: about one wake and one turn a frame on the path
+    zoo = json.loads(next(line for line in (DATA / "zoo" / "zoo_turns.stdout.txt").read_text().splitlines()
+                          if line.startswith("ZOO "))[4:])
+    assert zoo["stream_syncs"] == 601
+    assert h.wakes == pytest.approx(1.0, abs=0.01) and h.after_waits == pytest.approx(1.0, abs=0.01)
+    # the host's turn holds its spin of 30 µs (ZOO spin.us_asked) and the calls before its first copy
+    assert zoo["spin"]["us_asked"] == 30.0
+    assert 30.0 < h.after_wait_us / h.after_waits < 40.0
+    # three dependent gaps a frame between its four rows (h2d, zoo_calib, zoo_spin, d2h)
+    assert p.idle_gaps == pytest.approx(3.0, abs=0.02)
+
+
+def test_the_turns_sequence(turns) -> None:
+    _, a = turns
+    host = HostFrame(600, 80.0, None, None, 40.0, (), "auto", (("cudaEventRecord", 2.0, 1.0),))
+    seq = sequence_of(a.primary, host)
+    ops = seq.split(",")
+    # per frame: one H2D of 320,000 bytes, two kernels (zoo_calib, zoo_spin), one D2H of 1,024 bytes
+    # (ZOO h2d_bytes_per_frame, d2h_bytes_per_frame, kernels_per_frame); the events split around the kernels
+    assert ops[0] == "h2d:320000" and ops[1] == "event" and ops[-1] == "d2h:1024" and ops[-2] == "event"
+    assert [o.split(":")[0] for o in ops[2:4]] == ["kernel", "kernel"]
+    assert sequence_of(a.primary, None).count("event") == 0
+
+
+# --------------------------------------------------------------------------- latency, split, idle
+
+
+def test_latency_per_gap_from_the_sequence_chain() -> None:
+    run = _latency("latency_untraced.json", "none")
+    # the chain of memset, h2d, event, kernel, event, d2h takes 40 µs; the ops themselves 1.5 + 13 + 1.2 + 5.3
+    # = 21 µs (the events fold into the gaps they stand in): 19 µs over 4 visible gaps
+    op_us = {"memset": 1.5, "h2d": 13.0, "kernel": 1.2, "d2h": 5.3}
+    assert latency_per_gap(run, op_us) == pytest.approx(4.75)
+    # without the program's durations a kernel op is its own spin (1 µs) and the copies count as nothing
+    assert latency_per_gap(run, {}) == pytest.approx((40.0 - 1.0) / 4)
+    assert latency_per_gap(None, op_us) is None
+
+
+def _path(**kw) -> PathStructure:
+    base = dict(frames=100, path_us=60.0, engines_us={"h2d": 13.0, "d2h": 5.3, "kernel": 1.2, "memset": 1.5},
+                idle_us=20.0, idle_gaps=3.0, launch_us=6.0, launches=1.0, launches_after_wake=1.0,
+                hosts=(PathHost(7, "daq", 13.0, 5.0, 1.0, 20.0, 8.0, 1.0),),
+                op_us={"memset": 1.5, "h2d": 13.0, "kernel": 1.2, "d2h": 5.3}, launch_after_wake_us=6.0)
+    base.update(kw)
+    return PathStructure(**base)  # type: ignore[arg-type]
+
+
+def _costs(traced: bool = True) -> UntracedCosts:
+    return UntracedCosts(_latency("latency_untraced.json", "none"),
+                         _latency("latency_nsys.json", "nsys") if traced else None, "blocking", "performance")
+
+
+def _host(period: float) -> HostFrame:
+    return HostFrame(100, period, None, None, 15.0, (ThreadBar(100, "daq", 100, 15.0, 9.0, 25.0, 0.0, 5.5),), "blocking")
+
+
+def test_the_untraced_split_by_hand() -> None:
+    split = untraced_split(_path(), _host(50.0), _costs())
+    parts = {p.resource: p for p in split.parts}
+    assert set(parts) == {"h2d", "d2h", "kernel", "memset", "gpu_latency", "round_trip", "host:7"}  # no other launch
+    for e in ("h2d", "d2h", "kernel", "memset"):
+        assert parts[e].untraced_us == parts[e].traced_us
+    assert parts["gpu_latency"].untraced_us == pytest.approx(3 * 4.75)  # 3 gaps a frame × 4.75 µs
+    assert parts["round_trip"].traced_us == pytest.approx(5.0 + 6.0)  # the wake and the launch after it
+    assert parts["round_trip"].untraced_us == pytest.approx(1 * 4.0 + 1 * 5.4)  # wake 4.0, launch 5.4 untraced
+    assert parts["host:7"].traced_us == pytest.approx(8.0)  # 13 on the path less its 5 µs of wake
+    assert parts["host:7"].untraced_us == pytest.approx(5.5)  # one turn a frame × 5.5 µs, nothing else
+    assert split.traced_us == 60.0
+    assert split.untraced_sum_us == pytest.approx(21.0 + 14.25 + 9.4 + 5.5)
+    assert split.profiler_us == pytest.approx(60.0 - 50.15)
+    assert sum(p.profiler_us for p in split.parts) == pytest.approx(split.profiler_us)
+    assert split.frame_us == 50.0 and split.agrees is True and split.miss == pytest.approx(50.15 / 50 - 1)
+    far = untraced_split(_path(), _host(40.0), _costs())
+    assert far.agrees is False and f"±{int(SPLIT_TOLERANCE * 100)} %" in far.note
+
+
+def test_a_split_with_a_part_not_measured_adds_up_to_nothing() -> None:
+    split = untraced_split(_path(), _host(50.0), None)
+    assert split.untraced_sum_us is None and split.agrees is None
+    assert "gpu_latency" in split.note and "round_trip" in split.note
+
+
+def test_the_host_part_of_a_host_bound_thread() -> None:
+    # no turns: 50.9 of its 51.5 µs of own time are on the path; that share of 40 µs untraced
+    h = PathHost(1, "t", 51.0, 0.1, 0.03, 51.5, 0.0, 0.0)
+    bar = ThreadBar(1, "t", 1000, 40.0, 10.0, 0.0, 0.0, None)
+    us, how = host_part(h, bar)
+    assert us == pytest.approx(50.9 / 51.5 * 40.0) and "the share the path held" in how
+    assert host_part(h, None)[0] is None
+    turns_without_waits = PathHost(1, "t", 40.0, 2.0, 1.0, 45.0, 35.0, 1.0)
+    assert host_part(turns_without_waits, bar)[0] is None  # turns on the path, and no wait timed untraced
+
+
+def test_idle_by_cause() -> None:
+    idle = idle_causes(_path(), _costs())
+    # 3 gaps a frame: 4.75 µs each untraced, 7.75 under nsys ((52 - 21) / 4)
+    assert idle.gpu_own_us == pytest.approx(14.25)
+    assert idle.profiler_us == pytest.approx(9.0)
+    assert idle.unexplained_us == pytest.approx(20.0 - 14.25 - 9.0)
+    assert idle.round_trip_us == pytest.approx(10.0) and "round_trip" in idle.note
+    alone = idle_causes(_path(), _costs(traced=False))
+    assert alone.profiler_us is None and alone.unexplained_us == pytest.approx(20.0 - 14.25)
+    assert "not told apart" in alone.note
+    assert idle_causes(_path(), None).gpu_own_us is None
+
+
+def test_threads_match_by_name_else_by_rank() -> None:
+    hosts = (PathHost(11, "feed-0", 1.0, 0.0, 0.0, 20.0), PathHost(12, "feed-1", 1.0, 0.0, 0.0, 30.0))
+    bars = (ThreadBar(901, "feed-1", 10, 25.0, 0, 0, 0, None), ThreadBar(900, "feed-0", 10, 15.0, 0, 0, 0, None))
+    assert {k: v.tid for k, v in match_threads(hosts, bars).items()} == {11: 900, 12: 901}
+    unnamed = (PathHost(11, None, 1.0, 0.0, 0.0, 20.0), PathHost(12, None, 1.0, 0.0, 0.0, 30.0))
+    assert {k: v.tid for k, v in match_threads(unnamed, bars).items()} == {12: 901, 11: 900}
