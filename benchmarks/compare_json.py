@@ -42,7 +42,8 @@ def main() -> int:
     ap.add_argument("--against", type=Path, help="compare each trace's JSON with the one saved in this folder")
     ap.add_argument("--extra", type=Path, nargs="*", default=[], help="more traces (the benchmark's, say)")
     ap.add_argument("--whole", action="store_true", help="analyse each trace read whole (load_trace, analyze) instead of "
-                    "over its time slabs (analyze_trace): --save with one and --against with the other compares the two")
+                    "through analyze_trace, which reads whole or over time slabs as CLUSTERBENCH_ANALYZE_PATH says "
+                    "(auto: by size); --save with one way and --against with the other compares the two")
     args = ap.parse_args()
     if (args.save is None) == (args.against is None):
         print("Error: give one of --save DIR or --against DIR", file=sys.stderr)
