@@ -18,7 +18,7 @@ help:
 	@echo "make test   - set up (scripts/bootstrap.sh: .venv with .[test], or python3 offline) and run pytest; GPU tests skip without a GPU"
 	@echo "make smoke  - probe the four configs of $(SMOKE_CONFIG) (8,000 frames, batch 200) into results/<date>_f32_smoke"
 	@echo "make sweep  - probe every config at its full frames into results/<date>_<f32|f64> (the reference campaign)"
-	@echo "make bench  - analyze's speed and memory limits at 1M, 5M and 10M records (benchmarks/out; no GPU needed): make exits 2 when a limit is missed (GNU make's status for any failed recipe; python benchmarks/bench_analyze.py itself exits 3)"
+	@echo "make bench  - analyze's speed and memory limits at 1M, 5M and 10M records and on a host-bound loop at 1M and 10M (benchmarks/out; no GPU needed; it says which way each size was read and which limit was missed): make exits 2 when a limit is missed (GNU make's status for any failed recipe; python benchmarks/bench_analyze.py itself exits 3)"
 	@echo "make clean  - remove .venv, *.egg-info, .pytest_cache, __pycache__, benchmarks/out and results/history.db (clusterbench history import results makes it again; named baselines go with it)"
 
 test:

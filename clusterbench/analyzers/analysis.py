@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,53 +35,20 @@ from clusterbench.analyzers import kernels as kernels_mod
 from clusterbench.analyzers import links as links_mod
 from clusterbench.analyzers import model as model_mod
 from clusterbench.analyzers import pacing as pacing_mod
-from clusterbench.analyzers import rules as R
-from clusterbench.analyzers import verdict as verdict_mod
 from clusterbench.analyzers import window as window_mod
-from clusterbench.analyzers.records import GroupAnalysis, Throughput, TraceAnalysis
+from clusterbench.analyzers.assembly import (  # noqa: F401  (re-exported: the facade's names)
+    ABSURD_US_PER_FRAME,
+    Request,
+    assemble,
+    finish,
+    implausible_warnings,
+    no_kernel_table_warning,
+    request,
+)
+from clusterbench.analyzers.records import GroupAnalysis, TraceAnalysis
 from clusterbench.errors import InputError, TraceError
-from clusterbench.io.nsys import schema as S
 from clusterbench.io.nsys.reader import EVERYTHING, ApiPlan, TraceData
-from clusterbench.model import units as U
-from clusterbench.model.engines import BY_NAME
 
-ABSURD_US_PER_FRAME = 0.001  # 1 ns per frame: no pipeline moves or computes a frame that fast
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """What to analyze, parsed and checked before anything is read."""
-
-    window: window_mod.WindowSpec
-    frames: frames_mod.FramesSpec | None = None
-    device: int | None = None
-    pid: int | None = None
-    by_stream: bool = False
-    mangled: bool = False
-    what_if: tuple[Any, ...] = ()
-    gap_ns: int = gaps_mod.GAP_NS
-
-    def range_prefixes(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(window_mod.range_prefixes(self.window) + frames_mod.range_prefixes(self.frames)))
-
-
-def request(
-    frames: int | None = None,
-    range_name: str | None = None,
-    device: int | None = None,
-    pid: int | None = None,
-    by_stream: bool = False,
-    what_if: tuple[Any, ...] = (),
-    window: str | None = None,
-    frames_spec: str | None = None,
-    mangled: bool = False,
-) -> Request:
-    """A Request from the options as the CLI and the library take them; InputError when one is malformed."""
-    return Request(
-        window=window_mod.parse(window, range_name),
-        frames=frames_mod.parse(frames_spec, frames),
-        device=device, pid=pid, by_stream=by_stream, mangled=mangled, what_if=tuple(what_if),
-    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- reading
@@ -175,7 +141,11 @@ def load_trace(path: str | os.PathLike[str], range_name: str | None = None, req:
 # --------------------------------------------------------------------------- analysis
 
 
-def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: list[str]) -> GroupAnalysis:
+ANALYSIS_STEPS = 6  # the steps of one group that report progress (_group's tick calls)
+
+
+def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: list[str],
+           tick: Callable[[], None] = lambda: None) -> GroupAnalysis:  # fmt: skip
     fx = window_mod.fixed(g, data.ranges, req.window)
     used = None
     if fx is not None:
@@ -191,73 +161,37 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
         h2d_bytes = busy_mod.clip_records(h2d.start_ns, h2d.end_ns, h2d.bytes, w.intervals).nbytes
     frames = frames_mod.count(g, req.frames, w, used, data.ranges, h2d_bytes, warnings, data.graph_runs)
     n = frames.count
+    tick()
     busy = busy_mod.measure(g, w.intervals, n, req.by_stream)
-    for name, st in busy.engines.items():
-        if st.implausible_count:
-            warnings.append(
-                f"{name}: {st.implausible_count:,} record(s) of {st.implausible_bytes:,} bytes in total report up to "
-                f"{U.gbps(st.implausible_max_gbps)}, above the {U.gbps(st.implausible_limit_gbps)} that no "
-                f"{BY_NAME[name].link} reaches: the record's bytes or times are wrong. They are left out of busy time, "
-                "bytes, GB/s and the roofline."
-            )
+    implausible_warnings(busy, warnings)
     gp = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
     setup = gp.setup_mask()
     setup_iv = (gp.starts_ns[setup], gp.starts_ns[setup] + gp.lengths_ns[setup])
+    tick()
     links = links_mod.build(g)
+    tick()
     held = held_mod.find(links, w.intervals, g.syncs, g.events)
+    tick()
     host = host_mod.measure(g, w.intervals, setup_iv, n, links, held)
+    tick()
     path = None
     if links.api_known and host.threads:
         path = path_mod.measure(links, held, w.intervals, setup_iv, host_mod.launching_mask(g, host), n, g.api.threads,
                                 g.syncs, g.events)  # fmt: skip
+    tick()
     roof, busy = busy_mod.roofline(busy, host.threads, n)
     kernel_busy = busy.engines["kernel"].busy_ns if "kernel" in busy.engines else 0
     kernels = kernels_mod.by_name(g, w.intervals, n, kernel_busy)
     copies = kernels_mod.copy_classes(g, w.intervals, n)
     pacing, pacing_note = pacing_mod.measure(g, frames, w.intervals, gp)
-    hidden = gaps_mod.work_not_traced(g, gp, w.length_ns)
-    window_ns = w.length_ns
-    steady_ns = window_ns - gp.setup_ns
-    throughput = Throughput(
-        measured_us_per_frame=U.us_per_frame_of(window_ns, n),
-        efficiency=(roof.busy_ns / window_ns) if (window_ns > 0 and roof.engine) else None,
-        steady_ns=steady_ns,
-        steady_idle_ns=busy.idle_ns - gp.setup_ns,
-        steady_us_per_frame=U.us_per_frame_of(steady_ns, n),
-        steady_efficiency=(roof.busy_ns / steady_ns) if (steady_ns > 0 and roof.engine) else None,
-    )
-    if hidden is not None:  # the figures the missing work would change cannot be right: leave them out
-        roof = dataclasses.replace(roof, us_per_frame=None, fps=None)
-        throughput = dataclasses.replace(throughput, efficiency=None, steady_efficiency=None)
-    if roof.us_per_frame is not None and roof.us_per_frame < ABSURD_US_PER_FRAME:
-        warnings.append(
-            f"the result is absurd: {U.duration(roof.us_per_frame * U.NS_PER_US)} per frame for the tallest bar "
-            f"({roof.engine}), below the {U.duration(ABSURD_US_PER_FRAME * U.NS_PER_US)} that no GPU pipeline reaches: frames ({n:,}, from "
-            f"{frames.source}) is likely wrong; it must count the frames processed inside the window"
-        )
-    out = GroupAnalysis(
-        pid=g.pid, device=g.device, gpu_name=g.gpu_name, window=w, frames=frames, busy=busy, roofline=roof, gaps=gp,
-        host=host, throughput=throughput, kernels=kernels, copies=copies, pacing=pacing, pacing_note=pacing_note,
-        work_not_traced=hidden, graph_trace=g.graph_trace, critical_path=path,
-    )  # fmt: skip
-    out = dataclasses.replace(out, binding=verdict_mod.judge(out))
-    return dataclasses.replace(out, findings=R.evaluate(out))
-
-
-def no_kernel_table_warning(tables: frozenset[str]) -> str:
-    """What an export without a kernel table means for the figures (one sentence for the user)."""
-    if S.GRAPH_TRACE_TABLE in tables:
-        return (f"the export has no {S.KERNEL_TABLE} table: every kernel ran inside a CUDA graph traced at graph "
-                "level, so the kernel row reads 0 and the graph row holds their time")
-    return (f"the export has no {S.KERNEL_TABLE} table: no kernel was traced, so the kernel row reads 0 and the "
-            "roofline leaves kernels out (nsys writes the table only when it traced CUDA (-t cuda) and the program "
-            "launched a kernel)")
+    return assemble(g, w, frames, busy, roof, gp, host, path, kernels, copies, pacing, pacing_note, warnings)
 
 
 def analyze(data: TraceData, req: Request | None = None, trace_label: str | None = None, cache: dict | None = None,
-            **options: Any) -> TraceAnalysis:  # fmt: skip
+            on_progress: Callable[[str, int, int], None] | None = None, **options: Any) -> TraceAnalysis:  # fmt: skip
     """Analyze already-read trace data (pure). ``req`` (from :func:`request`) holds the options, or
     ``options`` are :func:`request`'s keywords; ``cache`` is the one :func:`load_trace` filled, if any.
+    ``on_progress("analysis", done, total)`` is called as each step of each group ends.
     ``what_if`` takes whatif.Change records (whatif.parse_changes parses ``--what-if``); the result
     for the primary group is ``TraceAnalysis.what_if``."""
     if req is None:
@@ -265,49 +199,109 @@ def analyze(data: TraceData, req: Request | None = None, trace_label: str | None
     wanted = _wanted(data, req)
     groups: list[GroupAnalysis] = []
     warnings: list[str] = []
+    total, done = ANALYSIS_STEPS * len(wanted), [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if on_progress is not None:
+            on_progress("analysis", min(done[0], total), total)
+
     for p, d in wanted:
         w: list[str] = []
-        groups.append(_group(data, model_mod.build(data, p, d, cache), req, w))
+        groups.append(_group(data, model_mod.build(data, p, d, cache), req, w, tick))
         warnings.extend(f"pid {p} device {d}: {x}" if len(wanted) > 1 else x for x in w)
-    primary = max(groups, key=lambda g: g.busy.any_busy_ns)
-    if len(groups) > 1:
-        warnings.insert(
-            0,
-            f"the trace has {len(groups)} (process, device) groups; the top level reports pid {primary.pid} "
-            f"device {primary.device} (most GPU busy time); every group is under 'groups'. "
-            "Pick one with --pid/--device.",
-        )
-    if S.KERNEL_TABLE not in data.tables:  # the kernel row would read 0 with no word why
-        warnings.insert(0, no_kernel_table_warning(data.tables))
-    graph_warning = None
-    if data.graph_trace == "graph" and any("graph" in g.busy.engines for g in groups):
-        graph_warning = R.GRAPH_WARNING
-        warnings.insert(0, graph_warning)
-    wif = None
-    if req.what_if:
-        from clusterbench.analyzers.whatif import what_if as _what_if
-
-        wif = _what_if(primary, tuple(req.what_if))
-    return TraceAnalysis(
-        trace=trace_label if trace_label is not None else str(data.path),
-        nsys_version=data.nsys_version,
-        schema_version=data.schema_version,
-        groups=tuple(groups),
-        primary=primary,
-        warnings=tuple(warnings),
-        graph_warning=graph_warning,
-        what_if=wif,
-    )
+    return finish(groups, warnings, data.graph_trace, data.nsys_version, data.schema_version, req,
+                  trace_label if trace_label is not None else str(data.path), data.tables)
 
 
 def analyze_trace(path: str | os.PathLike[str], **options: Any) -> TraceAnalysis:
     """Read ``path`` (an nsys SQLite export, or a .nsys-rep exported through nsys) and analyze it;
     ``options`` are :func:`request`'s keywords (frames, range_name, window, frames_spec, device, pid,
     by_stream, mangled, what_if)."""
-    req = request(**options)
+    return analyze_file(path, request(**options))
+
+
+# Which way analyze_file reads (docs/analyze.md, "Which way a trace is read"). Reading whole is the faster
+# way; its peak memory grows with the rows it keeps one by one (activity, CUDA API and synchronization rows:
+# about 63 MB + 66 bytes a row, start-up included, on both shapes of the benchmark's traces), so that
+# WHOLE_ROWS_LIMIT rows keep it at about 325 MB, within the 400 MB limit with a margin. Past it the trace
+# is read in time slabs, in memory that does not grow with the trace. CLUSTERBENCH_ANALYZE_PATH=whole or
+# slabs sets the way for every trace (the tests run both); auto, or unset, chooses by size.
+PATH_ENV = "CLUSTERBENCH_ANALYZE_PATH"
+PATH_CHOICES = ("auto", "whole", "slabs")
+WHOLE_ROWS_LIMIT = 4_000_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReadChoice:
+    """How analyze_file reads a trace: ``path`` "whole" or "slabs"; ``rows`` its activity, CUDA API and
+    synchronization rows (reader.table_rows: counted without a scan); ``limit`` the rows read whole at most
+    under auto; ``setting`` the CLUSTERBENCH_ANALYZE_PATH that decided ("auto" when unset)."""
+
+    path: str
+    rows: int
+    limit: int
+    setting: str
+
+
+def path_setting(environ: dict[str, str] | None = None) -> str:
+    """CLUSTERBENCH_ANALYZE_PATH (auto, whole or slabs; auto when unset or empty); InputError otherwise."""
+    env = os.environ if environ is None else environ
+    value = env.get(PATH_ENV, "").strip().lower() or "auto"
+    if value not in PATH_CHOICES:
+        raise InputError(f"{PATH_ENV}={env.get(PATH_ENV)!r} is not one of {', '.join(PATH_CHOICES)}",
+                         hint=f"unset it, or set auto (read whole up to {WHOLE_ROWS_LIMIT:,} activity, API and "
+                         "synchronization rows, in time slabs past that), whole or slabs")  # fmt: skip
+    return value
+
+
+def read_choice(sqlite_path: str | os.PathLike[str], environ: dict[str, str] | None = None) -> ReadChoice:
+    """How :func:`analyze_file` reads the export at ``sqlite_path``: whole when its activity, CUDA API and
+    synchronization rows are at most WHOLE_ROWS_LIMIT, else in time slabs; CLUSTERBENCH_ANALYZE_PATH
+    (``environ``, by default the process's) set to whole or slabs decides instead."""
+    from clusterbench.io.nsys.reader import table_rows
+
+    setting = path_setting(environ)
+    rows = sum(table_rows(sqlite_path).values())
+    path = setting if setting != "auto" else ("whole" if rows <= WHOLE_ROWS_LIMIT else "slabs")
+    return ReadChoice(path=path, rows=rows, limit=WHOLE_ROWS_LIMIT, setting=setting)
+
+
+def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callable[[str, int, int], None] | None = None,
+                 trace_label: str | None = None, on_note: Callable[[str], None] | None = None) -> TraceAnalysis:  # fmt: skip
+    """Analyze the trace at ``path`` under ``req``: read whole (load_trace, analyze), the faster way, when
+    it fits the memory limit (:func:`read_choice`), else over its time slabs (analyzers.streamed), in memory
+    that does not grow with the trace; where the slabs do not apply (device-launched rows, --by-stream),
+    read whole. The same TraceAnalysis either way. ``on_note(message)`` hears when the slabs are used, and
+    when they were chosen but the trace is read whole after all."""
+    from clusterbench.analyzers import streamed
+    from clusterbench.io.nsys import check_sqlite_file, resolve_trace
+    from clusterbench.io.nsys.reader import VALUE_ERRORS, typed_problem
+
+    label = trace_label if trace_label is not None else str(Path(path))
+    sqlite_path = resolve_trace(path)
+    check_sqlite_file(sqlite_path)
+    _check_ranges(sqlite_path, req)
+    choice = read_choice(sqlite_path)
+    note = on_note if on_note is not None else (lambda message: None)
+    if choice.path == "slabs":
+        why = (f"{choice.rows:,} activity, API and synchronization rows, over the {choice.limit:,} read whole "
+               "within the memory limit" if choice.setting == "auto" else f"{PATH_ENV}=slabs")  # fmt: skip
+        note(f"{why}: reading in time slabs (bounded memory; slower than reading whole)")
+        try:
+            return streamed.analyze_slabs(sqlite_path, req, label, on_progress)
+        except streamed.Fallback as exc:
+            note(f"the time slabs do not apply ({exc}): reading whole; memory grows with the trace")
+        except VALUE_ERRORS as exc:
+            # a value of the wrong type that the slabs did not check where they read it: name it (as reading
+            # whole does), else a bug
+            problem = typed_problem(sqlite_path)
+            if problem is None:
+                raise
+            raise problem from exc
     cache: dict = {}
-    data = load_trace(path, req=req, cache=cache)
-    return analyze(data, req=req, trace_label=str(Path(path)), cache=cache)
+    data = load_trace(sqlite_path, req=req, on_progress=on_progress, cache=cache)
+    return analyze(data, req=req, trace_label=label, cache=cache, on_progress=on_progress)
 
 
 def critical_path_walk(data: TraceData, group: GroupAnalysis) -> path_mod.Walk | None:

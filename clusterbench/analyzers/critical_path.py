@@ -268,9 +268,10 @@ def _better(best: np.ndarray, pr: np.ndarray, src: np.ndarray, s: np.ndarray, e:
         best[has[win]], pr[has[win]] = rel[win], r[win]
 
 
-def predecessors(links: Links, held: Held, syncs=None, records=None) -> Graph:  # noqa: ANN001
+def predecessors(links: Links, held: Held, syncs=None, records=None, event_src: np.ndarray | None = None) -> Graph:  # noqa: ANN001
     """Every row's predecessor (module docstring), with NumPy over the columns; row indices as int32
-    while they fit, and each source let go as soon as it is weighed."""
+    while they fit, and each source let go as soon as it is weighed. ``event_src``: per row, the row it
+    waits for through cudaStreamWaitEvent, when the caller has it (else from the calls, _event_edges)."""
     n = links.n_rows
     idx = np.int32 if n < (1 << 31) else np.int64
     th = _Threads(links, *_exit_calls(links, held))
@@ -297,7 +298,7 @@ def predecessors(links: Links, held: Held, syncs=None, records=None) -> Graph:  
     del sp
     # events; the engine's order (one direction's copies take turns on its copy engine, kernels on the SMs,
     # whatever their streams); the legacy default stream's order
-    _better(best, pr, _event_edges(links, syncs, records)[0], s, e, cap=False)
+    _better(best, pr, _event_edges(links, syncs, records)[0] if event_src is None else event_src, s, e, cap=False)
     _better(best, pr, _engine_predecessors(links), s, e, cap=False)
     _better(best, pr, _legacy_predecessors(links), s, e, cap=False)
     # launch call; the latest release wins (ties: stream, event, engine, default stream, then launch)

@@ -208,7 +208,11 @@ def count(g: GroupTrace, spec: FramesSpec | None, window: Window, window_ranges:
 def _hint(g: GroupTrace, window: Window) -> str | None:
     """A frame definition for a window whose frames are unknown: the kernel with the most launches, and
     what ``kernel:NAME`` would count (a regex: it matches every name that contains NAME)."""
-    top = _kernel_names_in(g, window)
+    return hint_from(_kernel_names_in(g, window))
+
+
+def hint_from(top: list[tuple[str, int]]) -> str | None:
+    """_hint from (name, launches starting in the window), most launches first."""
     if not top:
         return None
     name = top[0][0]
@@ -226,8 +230,13 @@ def _kernel_names_in(g: GroupTrace, window: Window) -> list[tuple[str, int]]:
         return []
     m = _starting_in(r.start_ns, window)
     ids, counts = np.unique(r.name[m], return_counts=True)
+    return names_by_launches(ids, counts, g.kernel_names)
+
+
+def names_by_launches(ids: np.ndarray, counts: np.ndarray, names: tuple[str, ...]) -> list[tuple[str, int]]:
+    """(name, launches) of kernel name ids (ascending) with their counts, most launches first (ties: by id)."""
     order = np.argsort(-counts, kind="stable")
-    return [(g.kernel_names[ids[i]], int(counts[i])) for i in order.tolist()]
+    return [(names[ids[i]], int(counts[i])) for i in order.tolist()]
 
 
 def _graph_launches(g: GroupTrace, window: Window) -> int:

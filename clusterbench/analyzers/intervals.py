@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from clusterbench.io.nsys.reader import chunk_rows_setting
+
 Intervals = tuple[np.ndarray, np.ndarray]
 
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -22,7 +24,9 @@ def empty() -> Intervals:
     return _EMPTY, _EMPTY
 
 
-BLOCK = 1 << 18  # intervals per step: the temporaries stay a few MB whatever the input size
+# intervals per step: the temporaries stay a few MB whatever the input size (CLUSTERBENCH_CHUNK_ROWS sets
+# it, with the reader's chunks: the tests run every bundled trace in blocks of 64)
+BLOCK = chunk_rows_setting() or (1 << 18)
 
 
 def is_sorted(x: np.ndarray) -> bool:

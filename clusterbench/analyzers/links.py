@@ -325,8 +325,10 @@ def _corr(r) -> np.ndarray:  # noqa: ANN001
     return c if c is not None else np.zeros(len(r), dtype=np.int64)
 
 
-def build(g: GroupTrace) -> Links:
-    """The links of group ``g`` (its rows, its process's calls)."""
+def build(g: GroupTrace, corr_range: tuple[int, int] | None = None) -> Links:
+    """The links of group ``g`` (its rows, its process's calls). ``corr_range``: the least and greatest
+    correlation id of the process's calls read, when ``g`` holds only some of them (a part of the trace):
+    a row without a launch call is device-launched when its id lies in that range (or is 0)."""
     start, end, stream, corr, engine, kname, pageable, nbytes = _rows(g)
     n = start.size
     api = g.api
@@ -374,7 +376,10 @@ def build(g: GroupTrace) -> Links:
         del co, cc, rc, at, hit
 
     device = launch < 0
-    if cstart.size:
+    if corr_range is not None:
+        lo_c, hi_c = corr_range
+        device &= (corr <= 0) | ((corr >= lo_c) & (corr <= hi_c))
+    elif cstart.size:
         known = ccorr[ccorr > 0]
         lo_c, hi_c = (int(known.min()), int(known.max())) if known.size else (1, 0)
         device &= (corr <= 0) | ((corr >= lo_c) & (corr <= hi_c))

@@ -95,14 +95,9 @@ def groups_of(data: TraceData) -> list[tuple[int, int]]:
     return [(int(k >> 32), int(k & 0xFFFFFFFF)) for k in uniq.tolist()]
 
 
-def build(data: TraceData, pid: int, device: int, cache: dict | None = None) -> GroupTrace:
-    """The group (pid, device) of ``data`` as a GroupTrace. ``cache`` (a dict the caller keeps) holds the
-    groups already built from the same activity, so that reading and analysis build each one once."""
-    key = (id(data.activity), pid, device)
-    if cache is not None and key in cache:
-        return dataclasses.replace(cache[key], api=data.api, overhead=data.overhead, syncs=getattr(data, "syncs", None),
-                                   events=getattr(data, "event_records", None))  # fmt: skip
-    act = data.activity
+def split_engines(act, pid: int, device: int) -> tuple[dict[str, EngineRecords], dict[str, EngineRecords]]:  # noqa: ANN001
+    """The records of group (pid, device) of an Activity, per engine with a record (ENGINES order): the
+    plausible ones, and those set apart (bytes over duration above the ceiling)."""
     one_group = act.pid.strides == (0,) and act.device.strides == (0,)
     engines: dict[str, EngineRecords] = {}
     bad: dict[str, EngineRecords] = {}
@@ -136,6 +131,17 @@ def build(data: TraceData, pid: int, device: int, cache: dict | None = None) -> 
                 rec = rec.select(~over)
         if len(rec):
             engines[name] = rec
+    return engines, bad
+
+
+def build(data: TraceData, pid: int, device: int, cache: dict | None = None) -> GroupTrace:
+    """The group (pid, device) of ``data`` as a GroupTrace. ``cache`` (a dict the caller keeps) holds the
+    groups already built from the same activity, so that reading and analysis build each one once."""
+    key = (id(data.activity), pid, device)
+    if cache is not None and key in cache:
+        return dataclasses.replace(cache[key], api=data.api, overhead=data.overhead, syncs=getattr(data, "syncs", None),
+                                   events=getattr(data, "event_records", None))  # fmt: skip
+    engines, bad = split_engines(data.activity, pid, device)
     # records sorted by start merge as they are; an engine whose records are not is made a union first
     first, last, _, holes = iv.union_stats(
         [(r.start_ns, r.end_ns) if iv.is_sorted(r.start_ns) else iv.union(r.start_ns, r.end_ns) for r in engines.values()],
@@ -143,7 +149,7 @@ def build(data: TraceData, pid: int, device: int, cache: dict | None = None) -> 
     )  # fmt: skip
     out = GroupTrace(
         pid=pid, device=device, gpu_name=data.gpu_name(device), engines=engines, implausible=bad,
-        kernel_names=act.kernel_names, first_ns=first, last_ns=last, holes=holes, api=data.api, overhead=data.overhead, graph_trace=data.graph_trace,
+        kernel_names=data.activity.kernel_names, first_ns=first, last_ns=last, holes=holes, api=data.api, overhead=data.overhead, graph_trace=data.graph_trace,
         srckind_read=data.srckind_read, syncs=getattr(data, "syncs", None), events=getattr(data, "event_records", None),
         stream_flags={sid: f for (p, sid), f in getattr(data, "stream_flags", {}).items() if p == pid},
     )  # fmt: skip

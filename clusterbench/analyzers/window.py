@@ -224,19 +224,29 @@ def edge_zones(g: GroupTrace) -> tuple[int, int]:
     return z0, z1
 
 
-def trim(g: GroupTrace, gaps: Gaps) -> Window:
-    """The span with its leading and trailing set-up cut off (``gaps``: the span's gaps, classified)."""
+def starts_before(g: GroupTrace, t: np.ndarray) -> np.ndarray:
+    """Per time of ``t`` (sorted): the group's records that start before it."""
+    out = np.zeros(t.size, dtype=np.int64)
+    for r in g.engines.values():
+        out += np.searchsorted(r.start_ns, t, side="left") if iv.is_sorted(r.start_ns) else np.searchsorted(np.sort(r.start_ns), t, side="left")
+    return out
+
+
+def trim(g: GroupTrace, gaps: Gaps, records_before=None, first_launch: np.ndarray | None = None) -> Window:  # noqa: ANN001
+    """The span with its leading and trailing set-up cut off (``gaps``: the span's gaps, classified;
+    ``records_before(t)``: per time, the group's records that start before it, and ``first_launch``: the
+    gaps only a kernel's first launch made, when the group's records and calls are not at hand)."""
     s0, s1 = g.span
-    sep = np.flatnonzero(separators(gaps, first_launch_loads(g, gaps)))
+    sep = np.flatnonzero(separators(gaps, first_launch_loads(g, gaps) if first_launch is None else first_launch))
     if sep.size == 0:
         w = span(g)
         return Window("trimmed-span", "GPU activity span (no gap separates set-up from the loop)", w.starts_ns, w.ends_ns,
                       span_start_ns=s0, span_end_ns=s1)  # fmt: skip
     sep_s = gaps.starts_ns[sep]
     sep_e = sep_s + gaps.lengths_ns[sep]
-    counts = np.zeros(sep.size + 1, dtype=np.int64)
-    for r in g.engines.values():
-        counts += np.bincount(np.searchsorted(sep_s, r.start_ns, side="right"), minlength=sep.size + 1)
+    # records per segment: those starting before each separator's start, less those before the last one
+    before = (records_before or (lambda t: starts_before(g, t)))(np.concatenate([sep_s, [np.iinfo(np.int64).max]]))
+    counts = np.diff(np.concatenate([[0], before]))
     total = int(counts.sum())
     limit = TRIM_SHARE * total
     lead = 0  # separators cut at the front: segments 0..lead-1 go

@@ -100,9 +100,16 @@ def analyze(
 
         measured = load_untraced(untraced_file)
     cache: dict = {}
-    with _progress(trace) as on_progress:
-        data = core.load_trace(trace, req=req, on_progress=on_progress, cache=cache)
-        result = core.analyze(data, trace_label=str(trace), req=req, cache=cache)
+    data = None
+    # the picture, the trace export and the untraced split need the rows at hand: they read the trace whole
+    rows_needed = plot is not None or export_trace is not None or measured is not None
+    progress = _progress(trace)
+    with progress as on_progress:
+        if not rows_needed:
+            result = core.analyze_file(trace, req, on_progress, trace_label=str(trace), on_note=progress.note)
+        else:
+            data = core.load_trace(trace, req=req, on_progress=on_progress, cache=cache)
+            result = core.analyze(data, trace_label=str(trace), req=req, cache=cache, on_progress=on_progress)
 
     from clusterbench.render import analyze as render
 
@@ -216,13 +223,19 @@ def _check_plot_span(span: float | None) -> None:
 
 
 class _progress:
-    """A progress bar on stderr while the trace is read, when stderr is a terminal (big traces take
-    seconds); nothing otherwise."""
+    """A progress bar on stderr while the trace is read (chunks) and analysed (steps), when stderr is a
+    terminal (big traces take seconds); nothing otherwise. ``note`` prints a line about how the trace is
+    read (``analyze: ...`` on stderr, above the bar when there is one)."""
 
     def __init__(self, trace: Path) -> None:
         self.trace = trace
         self.bar = None
         self.tasks: dict[str, object] = {}
+
+    def note(self, message: str) -> None:
+        from clusterbench.cli.common import print_message
+
+        print_message("analyze:", message, self.bar.console if self.bar is not None else None)
 
     def __enter__(self):
         con = stderr_console()
@@ -230,7 +243,7 @@ class _progress:
             return None
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} chunks"),
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                             TimeElapsedColumn(), console=con, transient=True)  # fmt: skip
         self.bar.start()
         return self.update
@@ -238,7 +251,8 @@ class _progress:
     def update(self, what: str, done: int, total: int) -> None:
         task = self.tasks.get(what)
         if task is None:
-            task = self.tasks[what] = self.bar.add_task(f"reading {self.trace.name}: {what}", total=total)
+            label = f"analysing {self.trace.name}" if what == "analysis" else f"reading {self.trace.name}: {what}"
+            task = self.tasks[what] = self.bar.add_task(label, total=total)
         self.bar.update(task, completed=done, total=total)
 
     def __exit__(self, *exc) -> None:

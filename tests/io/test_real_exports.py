@@ -116,6 +116,40 @@ def test_replicated_export_scales_exactly(tmp_path: Path) -> None:
     assert (three.primary.busy.any_busy_ns, three.primary.host.host_sync_ns) == (3 * one.primary.busy.any_busy_ns, 3 * one.primary.host.host_sync_ns)
 
 
+def test_replicated_loop_scales_exactly(tmp_path: Path) -> None:
+    """The benchmark's host-bound shape: zoo_host_bound's loop (every kernel, its copies and calls after
+    the module load) run 3 more times, one loop period apart: the kernels' count and busy time are 4x
+    one run's, the API rows grow by 3 loops' calls, and the tear-down calls keep their early rowids
+    (stored out of time order)."""
+    import importlib.util
+    import sqlite3
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_analyze.py"
+    spec = importlib.util.spec_from_file_location("bench_analyze", bench)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    src = Path(__file__).resolve().parents[1] / "data" / "zoo" / "zoo_host_bound.sqlite"
+    one = analyze_trace(src, frames_spec="kernel:zoo_calib")
+    base = 1001 + 2001  # kernels + memcpys of zoo_host_bound; its loop: every kernel and 2,000 copies
+    total, copies = mod.build_loop(src, tmp_path / "hb.sqlite", base + 3 * 3001)
+    assert (total, copies) == (base + 3 * 3001, 3)
+    four = analyze_trace(tmp_path / "hb.sqlite", frames_spec="kernel:zoo_calib")
+    k1, k4 = one.primary.busy.engines["kernel"], four.primary.busy.engines["kernel"]
+    assert (k4.count, k4.busy_ns) == (4 * k1.count, 4 * k1.busy_ns)
+    assert four.primary.frames.count == 4 * one.primary.frames.count
+    con = sqlite3.connect(f"file:{tmp_path / 'hb.sqlite'}?mode=ro", uri=True)
+    orig = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    q = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+    first_gpu = orig.execute("SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    last_gpu = max(orig.execute(f"SELECT max(end) FROM {t}").fetchone()[0] for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"))
+    # the loop's calls: from the call in flight at the first kernel (its launch) to the last GPU row's end
+    l0 = orig.execute("SELECT min(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start <= ? AND end >= ?", (first_gpu, first_gpu)).fetchone()[0]
+    loop_calls = orig.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start >= ? AND start <= ?", (l0, last_gpu)).fetchone()[0]
+    assert con.execute(q).fetchone()[0] == orig.execute(q).fetchone()[0] + 3 * loop_calls
+    starts = [r[0] for r in con.execute("SELECT start FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY rowid")]
+    assert any(b < a for a, b in zip(starts, starts[1:]))
+
+
 def test_probe_trace_carries_exactly_the_frames_and_slots() -> None:
     """A trace clusterbench probe wrote on the H200 (9x9, cap 1700, 1 stream, 20,000 frames, f32).
 

@@ -81,10 +81,25 @@ def _read_threads() -> int:
 
 
 READ_THREADS = _read_threads()
+# Rows per chunk, read and analysed: CLUSTERBENCH_CHUNK_ROWS sets it for the reader's rowid chunks and the
+# analyzers' blocks alike (the tests force it down to 64 rows, so that the bundled traces cross many chunk
+# edges and every answer must come out the same as in one piece).
+CHUNK_ENV = "CLUSTERBENCH_CHUNK_ROWS"
+
+
+def chunk_rows_setting() -> int | None:
+    """CLUSTERBENCH_CHUNK_ROWS when it is set to a whole number of at least 1; None otherwise."""
+    try:
+        asked = int(os.environ.get(CHUNK_ENV, ""))
+    except ValueError:
+        return None
+    return asked if asked > 0 else None
+
+
 # Rowids per read job: balances the threads; small strings reuse freed memory. Each running job holds its
 # chunk's text and arrays (about 2.5 MB at 25,000 API rows), and two pools run 2 x READ_THREADS jobs at
 # once: past 4 threads the chunks shrink so that the threads together hold about as much as 4 do.
-ROWS_PER_CHUNK = 25_000 if READ_THREADS <= 4 else max(5_000, 100_000 // READ_THREADS)
+ROWS_PER_CHUNK = chunk_rows_setting() or (25_000 if READ_THREADS <= 4 else max(5_000, 100_000 // READ_THREADS))
 
 _PACK_DEVICE = 1 << 24  # key = pid + 2**24*device (pid < 2**24)
 _PACK_PAGEABLE = 128  # memcpy code = kind + 128*pageable + 256*stream (kind < 128)
@@ -384,9 +399,52 @@ def check_sqlite_file(path: Path) -> None:
         )
 
 
+# File systems on which SQLite's file locks are slow, unsupported or unsafe: a trace there is opened with
+# immutable=1 (SQLite then takes no lock and never checks for changes: an export is written once).
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs", "fuse.glusterfs", "lustre", "gpfs",
+    "beegfs", "fuse.sshfs", "sshfs", "fuse.s3fs", "fuse.rclone", "davfs", "fuse.davfs2", "fuse.gcsfuse", "fuse.juicefs",
+})  # fmt: skip
+# CLUSTERBENCH_IMMUTABLE=1 opens every trace with immutable=1, =0 none; unset: those on a network file system
+IMMUTABLE_ENV = "CLUSTERBENCH_IMMUTABLE"
+
+
+def _mount_type(path: Path, mountinfo: str = "/proc/self/mountinfo") -> str | None:
+    """The file-system type of the mount that holds ``path`` (the longest mount point above it), from
+    /proc/self/mountinfo; None where that cannot be read (not Linux)."""
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    target = str(path)
+    best, kind = -1, None
+    for line in lines:
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if not sep or len(fields) < 5 or not right:
+            continue
+        point = fields[4].encode().decode("unicode_escape")  # \040 for a space
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best:
+            best, kind = len(point), right.split()[0]
+    return kind
+
+
+def immutable(path: Path) -> bool:
+    """Whether ``path`` is opened with immutable=1: CLUSTERBENCH_IMMUTABLE=1 or 0 decides; unset, when the
+    file lies on a network file system (NETWORK_FILESYSTEMS)."""
+    asked = os.environ.get(IMMUTABLE_ENV, "").strip()
+    if asked in ("0", "1"):
+        return asked == "1"
+    return _mount_type(path) in NETWORK_FILESYSTEMS
+
+
 def connect_read_only(path: Path) -> sqlite3.Connection:
-    """Open ``path`` read-only: no journal or WAL is created and nothing is written."""
-    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    """Open ``path`` read-only: no journal or WAL is created and nothing is written; with immutable=1
+    on a network file system (:func:`immutable`)."""
+    resolved = path.resolve()
+    uri = f"file:{urllib.parse.quote(str(resolved))}?mode=ro" + ("&immutable=1" if immutable(resolved) else "")
     try:
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         conn.execute("PRAGMA query_only = 1")
@@ -1537,7 +1595,7 @@ def read_trace(
             return data
         except sqlite3.DatabaseError as exc:
             raise _corrupt(path, exc) from None
-        except (ValueError, TypeError, IndexError, OverflowError, KeyError, UnicodeDecodeError) as exc:
+        except VALUE_ERRORS as exc:
             # a value of the wrong type that a reader did not check where it read it: name it, else a bug
             problem = _typed_problem(conn, path)
             if problem is None:
@@ -1554,11 +1612,30 @@ def read_trace(
 
 def _times_in_range(data: TraceData) -> bool:
     """Whether every start and end time read lies within +-2^62 ns (min and max of each array: cheap)."""
-    for rec in (data.activity, data.api, data.ranges, data.overhead, data.syncs):
-        for a in (rec.start_ns, rec.end_ns):
-            if a.size and (int(a.min()) <= -_INT_SANE or int(a.max()) >= _INT_SANE):
-                return False
-    return True
+    return values_in_range(*(a for rec in (data.activity, data.api, data.ranges, data.overhead, data.syncs)
+                             for a in (rec.start_ns, rec.end_ns)))  # fmt: skip
+
+
+def values_in_range(*arrays: np.ndarray) -> bool:
+    """Whether every value of ``arrays`` lies within +-2^62, as every time nsys writes does (min and max of each
+    array: cheap); a larger one makes sums and differences overflow 64 bits."""
+    return not any(a.size and (int(a.min()) <= -_INT_SANE or int(a.max()) >= _INT_SANE) for a in arrays)
+
+
+# What a reader raises on a value of the wrong type that it did not check where it read it
+VALUE_ERRORS = (ValueError, TypeError, IndexError, OverflowError, KeyError, UnicodeDecodeError)
+
+
+def typed_problem(path: str | os.PathLike[str]) -> TraceError | None:
+    """The first value of the wrong type or size in the export at ``path`` (see :func:`_typed_problem`), on a
+    connection of its own; None when there is none. For the readers that hold no connection at hand when a
+    value turns out wrong (io.nsys.slabs and the analysis over its slabs)."""
+    path = Path(path)
+    conn = connect_read_only(path)
+    try:
+        return _typed_problem(conn, path)
+    finally:
+        conn.close()
 
 
 def _typed_problem(conn: sqlite3.Connection, path: Path) -> TraceError | None:
@@ -1686,6 +1763,82 @@ def read_api_window(path: str | os.PathLike[str], pid: int, start_ns: int, end_n
         tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
         futures, names, threads, api_tables, capacity = _start_api(path, conn, tables, pool, box)
         return _build_api(path, futures, plan, names, threads, _read_thread_names(conn, tables), api_tables, capacity)
+    except sqlite3.DatabaseError as exc:
+        raise _corrupt(path, exc) from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        conn.close()
+
+
+def table_rows(path: str | os.PathLike[str]) -> dict[str, int]:
+    """The rows of each activity, CUDA API and synchronization table the export holds (S.ACTIVITY_TABLES,
+    S.API_TABLES, S.SYNC_TABLE: the tables whose rows analyze keeps one by one when it reads whole), by
+    table: its largest rowid, which SQLite reads from the table's b-tree without a scan (nsys numbers the rows
+    from 1; a deleted row leaves the largest as it was, so this is never fewer than the rows). TraceError for a
+    file SQLite cannot read."""
+    path = Path(path)
+    conn = connect_read_only(path)
+    try:
+        tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        return {t: max(0, int(conn.execute(f"SELECT ifnull(max(rowid), 0) FROM [{t}]").fetchone()[0]))
+                for t in (*S.ACTIVITY_TABLES, *S.API_TABLES, S.SYNC_TABLE) if t in tables}  # fmt: skip
+    except sqlite3.DatabaseError as exc:
+        raise _corrupt(path, exc) from None
+    finally:
+        conn.close()
+
+
+def read_shell(path: str | os.PathLike[str], *, range_prefixes: tuple[str, ...] = DEFAULT_PASS_PREFIXES,
+               kernel_names: str = "short") -> TraceData:  # fmt: skip
+    """What read_trace reads but the big tables, checked as it checks them: the export's versions, GPU
+    names, NVTX ranges, thread names, profiler overhead, stream flags, CUDA event records, how graphs were
+    traced; the activity, the API calls and the synchronization rows are empty (io.nsys.slabs reads them
+    in time slabs). TraceError as read_trace raises it for an export that is not a usable one."""
+    if kernel_names not in ("short", "mangled"):
+        raise ValueError(f"kernel_names must be 'short' or 'mangled', not {kernel_names!r}")
+    path = Path(path)
+    check_sqlite_file(path)
+    conn = connect_read_only(path)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clusterbench-read")
+    try:
+        tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
+        if not (tables & S.NSYS_MARKER_TABLES or any(t.startswith("CUPTI_") or t == S.NVTX_TABLE for t in tables)):
+            shown = ", ".join(sorted(tables)[:8]) or "none"
+            raise TraceError(f"SQLite file is not an nsys export (tables: {shown}): {path}",
+                             hint="export a report with: nsys export --type sqlite -o OUT.sqlite REPORT.nsys-rep")  # fmt: skip
+        present = [t for t in S.ACTIVITY_TABLES if t in tables and _table_has_rows(conn, t)]
+        if not present:
+            raise _no_gpu_work(conn, path, tables)
+        columns = {t: _require(conn, path, t) for t in present}
+        for t in S.API_TABLES:
+            if t in tables and _table_has_rows(conn, t):
+                _require(conn, path, t)
+        event_jobs = _start_table(conn, path, tables, S.CUDA_EVENT_TABLE, pool, _event_sql)
+        meta, gpu_names, ranges, thread_names, overhead = _read_small(conn, path, tables, tuple(range_prefixes))
+        event_records = _finish_events(path, event_jobs)
+        if S.GRAPH_TRACE_TABLE in present:
+            graph_trace = "graph"
+        elif S.GRAPH_NODE_EVENTS_TABLE in tables:
+            graph_trace = "node"
+        else:
+            graph_trace = None
+        memcpy_cols = columns.get(S.MEMCPY_TABLE)
+        e64 = np.empty(0, dtype=np.int64)
+        activity = Activity(e64, e64, e64, e64, np.empty(0, np.int8), e64, e64, np.empty(0, bool), e64,
+                            tuple((0, 0) for _ in S.ENGINES), np.empty(0, np.int32), ())  # fmt: skip
+        api_tables = tuple(t for t in S.API_TABLES if t in tables and _table_has_rows(conn, t))
+        api = _build_api(path, None, KEEP_ALL, _Names(), _Threads(), thread_names, api_tables)
+        if not values_in_range(ranges.start_ns, ranges.end_ns, overhead.start_ns, overhead.end_ns):
+            problem = _typed_problem(conn, path)  # times no clock gives: the arithmetic on them would overflow
+            if problem is not None:
+                raise problem
+        return TraceData(
+            path=path, tables=tables, schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
+            nsys_version=meta.get("EXPORT_PRODUCT_VERSION"), activity=activity, ranges=ranges, range_prefixes=tuple(range_prefixes),
+            gpu_names=gpu_names, api=api, overhead=overhead, graph_trace=graph_trace,
+            srckind_read=memcpy_cols is None or {"srcKind", "dstKind"} <= memcpy_cols, thread_names=thread_names,
+            kernel_name_kind=kernel_names, event_records=event_records, stream_flags=_read_stream_flags(conn, tables),
+        )  # fmt: skip
     except sqlite3.DatabaseError as exc:
         raise _corrupt(path, exc) from None
     finally:

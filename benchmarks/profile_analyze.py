@@ -1,0 +1,124 @@
+"""Where analyze spends its time and memory on one export: per phase and per analyzer, CPU and wall
+seconds, and the process's resident memory (sampled every 5 ms by a thread reading /proc/self/statm)
+at the end of each step and its peak during it.
+
+    python benchmarks/profile_analyze.py benchmarks/out/big_1000000.sqlite [--cprofile N] [--tracemalloc]
+
+``--cprofile N`` prints the N functions with the most own time over the whole run; ``--tracemalloc``
+also gives each step's peak of Python-allocated memory (NumPy arrays included; slower).
+The analyzers are timed by wrapping the module functions the facade calls (analysis._group calls
+them by module attribute), so the figures are those of the real call sequence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import os
+import pstats
+import sys
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class Rss:
+    """The resident set size, sampled by a daemon thread; ``mark()`` starts a new step's peak."""
+
+    def __init__(self, every_s: float = 0.005) -> None:
+        self.every = every_s
+        self.peak = self.now()
+        self.step_peak = self.peak
+        self._stop = False
+        threading.Thread(target=self._run, daemon=True).start()
+
+    @staticmethod
+    def now() -> int:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * PAGE
+
+    def _run(self) -> None:
+        while not self._stop:
+            r = self.now()
+            self.peak = max(self.peak, r)
+            self.step_peak = max(self.step_peak, r)
+            time.sleep(self.every)
+
+    def mark(self) -> int:
+        p = max(self.step_peak, self.now())
+        self.step_peak = self.now()
+        return p
+
+
+ROWS: list[tuple[str, float, float, float, float, float | None]] = []
+
+
+def timed(name: str, fn, rss: Rss, trace_mem: bool):  # noqa: ANN001
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        rss.mark()
+        if trace_mem:
+            tracemalloc.reset_peak()
+        c, w = time.process_time(), time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            dc, dw = time.process_time() - c, time.perf_counter() - w
+            peak = rss.mark()
+            tm = tracemalloc.get_traced_memory()[1] / 1e6 if trace_mem else None
+            ROWS.append((name, dc, dw, rss.now() / 1e6, peak / 1e6, tm))
+
+    return wrapper
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trace")
+    ap.add_argument("--cprofile", type=int, default=0, metavar="N")
+    ap.add_argument("--tracemalloc", action="store_true")
+    ap.add_argument("--json-out", action="store_true", help="also render the JSON (timed)")
+    args = ap.parse_args()
+    rss = Rss()
+    start_rss = rss.now()
+    from clusterbench.analyzers import analysis as A
+    from clusterbench.analyzers import busy, critical_path, frames, gaps, held, host, kernels, links, model, pacing, window
+    from clusterbench.render import analyze as render
+
+    if args.tracemalloc:
+        tracemalloc.start()
+    wrap = [(busy, "measure"), (gaps, "classify"), (gaps, "idle"), (links, "build"), (held, "find"), (host, "measure"),
+            (critical_path, "measure"), (kernels, "by_name"), (kernels, "copy_classes"), (pacing, "measure"),
+            (frames, "count"), (window, "trim"), (window, "fixed"), (model, "build")]  # fmt: skip
+    for mod, fn in wrap:
+        name = f"{mod.__name__.rsplit('.', 1)[1]}.{fn}"
+        setattr(mod, fn, timed(name, getattr(mod, fn), rss, args.tracemalloc))
+    prof = cProfile.Profile() if args.cprofile else None
+    req = A.request()
+    cache: dict = {}
+    c0, w0 = time.process_time(), time.perf_counter()
+    if prof:
+        prof.enable()
+    data = timed("READ load_trace", A.load_trace, rss, args.tracemalloc)(args.trace, req=req, cache=cache)
+    result = timed("ANALYZE analyze", A.analyze, rss, args.tracemalloc)(data, req=req, cache=cache)
+    if args.json_out:
+        timed("JSON render_json", render.render_json, rss, args.tracemalloc)(result)
+    if prof:
+        prof.disable()
+    c1, w1 = time.process_time(), time.perf_counter()
+    print(f"{args.trace}: {len(data.activity):,} records, {len(data.api):,} calls kept; start-up RSS {start_rss / 1e6:.0f} MB; "
+          f"total CPU {c1 - c0:.2f} s, wall {w1 - w0:.2f} s, peak RSS {rss.peak / 1e6:.0f} MB")  # fmt: skip
+    print(f"{'step':<26} {'CPU s':>7} {'wall s':>7} {'RSS after MB':>12} {'peak MB':>8} {'tracemalloc MB':>14}")
+    for name, dc, dw, after, peak, tm in ROWS:
+        print(f"{name:<26} {dc:>7.2f} {dw:>7.2f} {after:>12.0f} {peak:>8.0f} {'' if tm is None else f'{tm:>14.0f}'}")
+    if prof:
+        pstats.Stats(prof).sort_stats("tottime").print_stats(args.cprofile)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,377 @@
+"""The calls the GPU held (analyzers.held) over time slabs, with state that does not grow with the trace (pure).
+
+held.find answers each call from the rows and calls around it; this runs held.find itself on a small
+*context* per batch of calls (the calls that start in one slab), so the answers are held.find's:
+- the rows and calls of the batch's slab and of the LAG slabs after it (rows run after the calls that
+  issue them, and a wait awaits rows issued before it that may start later: the queue);
+- from earlier slabs, what an answer can still come from: per stream, every row from the first one
+  still running at the slab's start on, and the latest-ending row before those; per kernel name, the
+  row of its first launch (the least correlation id); per event, the row its latest record before the
+  batch waits for; and the launch call of every row kept.
+Every relative order held.find reads (rows by engine and start, calls by start, streams by correlation
+id) is the whole trace's, so ties fall the same way.
+
+Exactness rests on facts checked as the rows come, and the pass is refused (:class:`NotLocal`) where one
+fails, so that the caller falls back to the whole-array path, or tries again with a longer lag:
+- the rows of each stream come in correlation order (held.find's stream order is then time order);
+- no row has correlation id 0 (a row the device launched: held.find puts it first on its stream,
+  ahead of every row of the whole trace); a row whose id matches no call read (its launch call lies
+  outside the plan's region) is ordered by time, as held.find orders it, from the rows around it;
+- no row arrives after a batch that was answered without it: a row whose correlation id is at most the
+  largest of a batch already answered means the lag was too short.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from clusterbench.analyzers import held as held_mod
+from clusterbench.analyzers import intervals as iv
+from clusterbench.analyzers import links as links_mod
+from clusterbench.analyzers.model import EngineRecords, GroupTrace, split_engines
+from clusterbench.io.nsys import reader as R
+from clusterbench.io.nsys import schema as S
+from clusterbench.io.nsys.slabs import Slab
+
+_HIGH = np.iinfo(np.int64).max
+
+
+class NotLocal(Exception):
+    """The trace breaks a fact the slab-wise held calls rely on (see the module docstring)."""
+
+    def __init__(self, why: str, lag_too_short: bool = False) -> None:
+        super().__init__(why)
+        self.lag_too_short = lag_too_short
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class HeldCalls:
+    """held.find's records of one batch, with the call and the row named by their place in the whole
+    trace (call: its index among the process's calls in start order; row: (engine code, index among
+    that engine's rows)) and what the consumers read of them."""
+
+    call: np.ndarray  # global call index
+    row_engine: np.ndarray
+    row_index: np.ndarray
+    release: np.ndarray
+    wait: np.ndarray
+    cause: np.ndarray
+    blocked_ns: np.ndarray
+    depth: np.ndarray
+    thread: np.ndarray  # the call's thread (SlabReader's index)
+    name: np.ndarray  # the call's name
+    cstart: np.ndarray
+    cend: np.ndarray
+    own: np.ndarray  # the row is the call's own (launched by it)
+    row_bytes: np.ndarray
+    row_end: np.ndarray
+
+
+_ROWCOLS = ("start", "end", "stream", "corr", "bytes", "pageable", "name", "gid")
+_CALLCOLS = ("start", "end", "thread", "name", "corr", "seq")
+
+
+def _rows_of(r: EngineRecords, gid0: int) -> dict[str, np.ndarray]:
+    n = len(r)
+    return {
+        "start": r.start_ns, "end": r.end_ns, "stream": r.stream.astype(np.int64),
+        "corr": (r.correlation if r.correlation is not None else np.zeros(n, np.int64)).astype(np.int64),
+        "bytes": (r.bytes if r.bytes is not None else np.zeros(n, np.int64)).astype(np.int64),
+        "pageable": r.pageable if r.pageable is not None else np.zeros(n, bool),
+        "name": (r.name if r.name is not None else np.full(n, -1, np.int64)).astype(np.int64),
+        "gid": np.arange(gid0, gid0 + n, dtype=np.int64),
+    }  # fmt: skip
+
+
+def _cat(parts: list[dict[str, np.ndarray]], keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    parts = [p for p in parts if p is not None and p[keys[0]].size]
+    if not parts:
+        return {k: np.empty(0, dtype=bool if k == "pageable" else np.int64) for k in keys}
+    return {k: np.concatenate([p[k] for p in parts]) for k in keys}
+
+
+def _take(d: dict[str, np.ndarray], m: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: v[m] for k, v in d.items()}
+
+
+class HeldStream:
+    """held.find over slabs (see the module docstring): ``add`` each slab, then ``finish``; the records of
+    each batch come out through ``out`` (a callable taking a HeldCalls)."""
+
+    def __init__(self, pid: int, device: int, window: iv.Intervals, region: iv.Intervals | None, records, syncs_pid: int,
+                 stream_flags: dict, corr_range: tuple[int, int] | None, rd, out, lag: int = 2, path=None) -> None:  # noqa: ANN001  # fmt: skip
+        self.pid, self.device, self.window, self.region = pid, device, window, region
+        self.records, self.stream_flags, self.corr_range, self.rd, self.out, self.lag = records, stream_flags, corr_range, rd, out, lag
+        self.rows: dict[int, dict[str, np.ndarray]] = {}  # per engine code: rows kept and pending, in start order
+        self.n_rows: dict[int, int] = {}  # per engine: rows seen (the next row's index)
+        self.calls = _cat([], _CALLCOLS)
+        self.n_calls = 0
+        self.syncs: list[tuple[int, R.SyncEvents]] = []  # (slab index, the slab's rows of this process)
+        self.batches: list[tuple[int, int, int, int]] = []  # (slab index, t0, first call, past the last call)
+        self.max_x = 0  # the largest correlation id of a batch answered
+        self.last_corr: dict[int, int] = {}  # per stream: the correlation id of its latest row (order check)
+        self.first_of_name: dict[int, tuple[int, int, int]] = {}  # kernel name -> (corr, engine, gid) of its first launch
+        self.event_rows: dict[int, tuple[int, int]] = {}  # event id -> (engine, gid) of the row its latest record awaits
+        self.slab_index = -1
+        self.events_from = np.iinfo(np.int64).min  # records below this id have their source row noted
+        self.names_cache: tuple[str, ...] = ()
+        self.path = path  # a stream_path.PathStream fed each batch's context, when the critical path is wanted
+
+    # ------------------------------------------------------------------ input
+
+    def add(self, slab: Slab, thread_pid: np.ndarray) -> None:
+        self.slab_index += 1
+        engines, _ = split_engines(slab.activity, self.pid, self.device)
+        news = []
+        for name, r in engines.items():
+            code = S.ENGINE_CODE[name]
+            got = _rows_of(r, self.n_rows.get(code, 0))
+            self.n_rows[code] = self.n_rows.get(code, 0) + len(r)
+            self.rows[code] = _cat([self.rows.get(code), got], _ROWCOLS)
+            news.append(got)
+        if news:
+            every = _cat(news, _ROWCOLS)
+            every["eng"] = np.concatenate([np.full(x["start"].size, S.ENGINE_CODE[n], np.int64) for n, x in zip(engines, news)])
+            o = np.argsort(every["start"], kind="stable")
+            every = _take(every, o)
+            self._check(every)
+            if self.path is not None:
+                self.path.rows_arrived(every["stream"], every["corr"], every["eng"], every["gid"])
+        api = slab.api
+        n = api["start"].size
+        seq = np.arange(self.n_calls, self.n_calls + n, dtype=np.int64)
+        self.n_calls += n
+        if n:
+            mine = thread_pid[api["thread"]] == self.pid
+            if self.region is not None:
+                mine &= R._touches(api["start"], api["end"], self.region)
+            calls = {k: api[k][mine] for k in ("start", "end", "thread", "name", "corr")}
+            calls["seq"] = seq[mine]
+        else:
+            calls = _cat([], _CALLCOLS)
+        first = int(self.calls["start"].size)
+        self.calls = _cat([self.calls, calls], _CALLCOLS)
+        sy = slab.syncs
+        if len(sy):
+            m = np.asarray(sy.pid) == self.pid
+            if m.any():
+                self.syncs.append((self.slab_index, R.SyncEvents(*(np.asarray(getattr(sy, f.name))[m] for f in dataclasses.fields(R.SyncEvents)))))
+        self.batches.append((self.slab_index, slab.t0 if slab.t0 is not None else np.iinfo(np.int64).min, first,
+                             int(self.calls["start"].size)))  # fmt: skip
+        self.names_cache = slab.activity.kernel_names
+        while len(self.batches) > self.lag:
+            self._answer()
+
+    def finish(self) -> None:
+        while self.batches:
+            self._answer()
+
+    def _check(self, got: dict[str, np.ndarray]) -> None:
+        corr = got["corr"]
+        if (corr <= 0).any():
+            raise NotLocal("a row without a correlation id (launched by the device)")
+        if corr.size and int(corr.min()) <= self.max_x:
+            raise NotLocal("a row issued before calls already answered arrived later than the lag", lag_too_short=True)
+        # each stream's rows in correlation order (the rows come in start order)
+        st = got["stream"]
+        for s in np.unique(st).tolist():
+            c = corr[st == s]
+            prev = self.last_corr.get(s, -1)
+            if (c[0] < prev) or (c.size > 1 and bool((c[1:] < c[:-1]).any())):
+                raise NotLocal(f"the rows of stream {s} do not come in correlation order")
+            self.last_corr[s] = int(c[-1])
+        k = got["name"]
+        for name in np.unique(k[k >= 0]).tolist():
+            m = k == name
+            j = int(np.argmin(np.where(m, corr, _HIGH)))
+            best = self.first_of_name.get(name)
+            if best is None or int(corr[j]) < best[0]:
+                self.first_of_name[name] = (int(corr[j]), -1, int(got["gid"][j]))
+
+    # ------------------------------------------------------------------ a batch
+
+    def _context(self) -> tuple[GroupTrace, dict[int, np.ndarray], np.ndarray]:
+        engines: dict[str, EngineRecords] = {}
+        gids: dict[int, np.ndarray] = {}
+        for code in sorted(self.rows):
+            r = self.rows[code]
+            if r["start"].size == 0:
+                continue
+            name = S.ENGINES[code]
+            engines[name] = EngineRecords(name, r["start"], r["end"], r["bytes"] if name in S.BYTE_ENGINES else None, r["stream"],
+                                          r["pageable"] if name in S.COPY_ENGINES else None,
+                                          r["name"] if name == "kernel" else None, r["corr"])  # fmt: skip
+            gids[code] = r["gid"]
+        rd = self.rd
+        keys = list(rd.threads_map.keys)
+        threads = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, None) for k in keys)
+        c = self.calls
+        names, cats, _ = rd.name_snapshot()
+        api = R.ApiCalls(start_ns=c["start"], end_ns=c["end"], thread=c["thread"], name=c["name"], correlation=c["corr"],
+                         stream=self._call_streams(), names=names, name_category=cats,
+                         threads=threads, totals=R._empty_totals(), plan=R.KEEP_ALL,
+                         tables=tuple(x.table for x in rd.cursors if x.table in S.API_TABLES))  # fmt: skip
+        syncs = self._sync_rows()
+        g = GroupTrace(pid=self.pid, device=self.device, gpu_name=None, engines=engines, implausible={},
+                       kernel_names=self.names_cache, first_ns=0, last_ns=0, holes=iv.empty(), api=api, overhead=None,
+                       graph_trace=None, srckind_read=True, syncs=syncs, stream_flags=self.stream_flags, events=self.records)  # fmt: skip
+        return g, gids, c["seq"]
+
+    def _sync_rows(self) -> R.SyncEvents:
+        parts = [s for _, s in self.syncs]
+        if not parts:
+            return R.no_syncs()
+        return R.SyncEvents(*(np.concatenate([np.asarray(getattr(x, f.name)) for x in parts]) for f in dataclasses.fields(R.SyncEvents)))
+
+    def _call_streams(self) -> np.ndarray:
+        """Each context call's stream as the reader names it: its GPU rows' (the largest), else its
+        synchronization row's, else its CUDA event row's; -1 for none."""
+        c = self.calls["corr"]
+        out = np.full(c.size, -1, dtype=np.int64)
+        found = np.zeros(c.size, dtype=bool)
+        rows = _cat([self.rows[k] for k in self.rows], _ROWCOLS)
+        sy = self._sync_rows()
+        ev = self.records
+        sources = [(rows["corr"], rows["stream"]), (np.asarray(sy.correlation), np.asarray(sy.stream))]
+        if ev is not None and len(ev):
+            m = (np.asarray(ev.pid) == self.pid)
+            sources.append((np.asarray(ev.correlation)[m], np.asarray(ev.stream)[m]))
+        for k, (sc, ss) in enumerate(sources):
+            ok = (sc > 0) & (ss >= 0)
+            sc, ss = sc[ok].astype(np.int64), ss[ok].astype(np.int64)
+            if sc.size == 0:
+                continue
+            o = np.lexsort((ss, sc))  # by id, then stream: the last of a run is the largest stream
+            sc, ss = sc[o], ss[o]
+            k2 = np.searchsorted(sc, c, side="right") - 1
+            hit = (k2 >= 0) & (sc[np.maximum(k2, 0)] == c) & ~found & (c > 0)
+            out[hit] = ss[k2[hit]]
+            found |= hit
+        return out
+
+    def _answer(self) -> None:
+        slab_index, t0, c_lo, c_hi = self.batches.pop(0)
+        t1 = self.batches[0][1] if self.batches else _HIGH
+        g, gids, seq = self._context()
+        if self.path is not None:
+            links = links_mod.build(g, self.corr_range)
+            held = held_mod.find(links, self.window, g.syncs, g.events)
+            self.path.batch(self, g, links, held, gids, seq, c_lo, c_hi, t0, t1)
+        if c_hi > c_lo:
+            if self.path is None:
+                links = links_mod.build(g, self.corr_range)
+                held = held_mod.find(links, self.window, g.syncs, g.events)
+            # the context's call indices are its calls in order; links keeps the process's (every one here)
+            pick = (held.call >= c_lo) & (held.call < c_hi)
+            if pick.any():
+                hc, hr = held.call[pick], held.row[pick]
+                eng = links.engine[hr].astype(np.int64)
+                gid_of = np.full(links.n_rows, -1, dtype=np.int64)
+                for code, gg in gids.items():
+                    gid_of[int(links.engine_lo[code]) : int(links.engine_lo[code]) + gg.size] = gg
+                rid = gid_of[hr]
+                self.out(HeldCalls(
+                    call=seq[hc], row_engine=eng, row_index=rid, release=held.release[pick], wait=held.wait[pick],
+                    cause=held.cause[pick], blocked_ns=held.blocked_ns[pick], depth=held.depth[pick],
+                    thread=g.api.thread[hc].astype(np.int64), name=g.api.name[hc].astype(np.int64),
+                    cstart=g.api.start_ns[hc], cend=g.api.end_ns[hc], own=links.launch[hr] == hc,
+                    row_bytes=links.nbytes[hr].astype(np.int64), row_end=links.end[hr],
+                ))  # fmt: skip
+            self.max_x = max(self.max_x, int(g.api.correlation[c_lo:c_hi].max()) if c_hi > c_lo else 0)
+            self._note_events(links, c_hi)
+        elif self.records is not None and len(self.records):
+            if self.path is None:
+                links = links_mod.build(g, self.corr_range)
+            self._note_events(links, c_hi)
+        self._prune(c_hi)
+
+    def _note_events(self, links: links_mod.Links, c_hi: int) -> None:
+        """Per event, the row its latest record before the next batch awaits (held._event_sources' source),
+        found now while the rows it needs are in the context."""
+        ev = self.records
+        if ev is None or not len(ev):
+            return
+        nxt = int(self.calls["corr"][c_hi]) if c_hi < self.calls["corr"].size else _HIGH
+        rc = np.asarray(ev.correlation)
+        m = (np.asarray(ev.pid) == self.pid) & (np.asarray(ev.device) == self.device) & (rc < nxt) & (rc >= self.events_from)
+        self.events_from = nxt
+        if not m.any():
+            return
+        e_ids, e_corr, e_stream = (np.asarray(x)[m].astype(np.int64) for x in (ev.event, ev.correlation, ev.stream))
+        for e in np.unique(e_ids).tolist():
+            k = np.flatnonzero(e_ids == e)
+            k = k[np.argmax(e_corr[k])]
+            src = links.last_on_stream_before(links.rank_of(np.array([e_stream[k]])), np.array([e_corr[k]]))[0]
+            if src >= 0:
+                eng = int(links.engine[src])
+                self.event_rows[e] = (eng, int(self._gid_of(links, src)))
+
+    def _gid_of(self, links: links_mod.Links, row: int) -> int:
+        eng = int(links.engine[row])
+        return int(self.rows[eng]["gid"][row - int(links.engine_lo[eng])])
+
+    def _prune(self, c_hi: int) -> None:
+        """Keep what later batches can need (the module docstring), drop the rest."""
+        t = self.batches[0][1] if self.batches else _HIGH
+        forever: dict[int, set[int]] = {}
+        for corr, _, gid in self.first_of_name.values():
+            forever.setdefault(S.ENGINE_CODE["kernel"], set()).add(gid)
+        for eng, gid in self.event_rows.values():
+            forever.setdefault(eng, set()).add(gid)
+        if self.path is not None:  # the rows of the exits the path's next batches can leave a thread at
+            for eng, gids in self.path.kept_rows.items():
+                forever.setdefault(eng, set()).update(gids)
+        keeps = {code: (r["start"] >= t) | np.isin(r["gid"], list(forever.get(code, ()))) for code, r in self.rows.items()}
+        # per stream, over every engine, in stream order (correlation id, start, engine, index): from the first
+        # row still running at t on, and the latest-ending row before it
+        parts = [(code, np.flatnonzero(r["start"] < t)) for code, r in self.rows.items()]
+        parts = [(code, idx) for code, idx in parts if idx.size]
+        if parts:
+            code_of = np.concatenate([np.full(idx.size, code, np.int64) for code, idx in parts])
+            at = np.concatenate([idx for _, idx in parts])
+            col = {k: np.concatenate([self.rows[code][k][idx] for code, idx in parts]) for k in ("stream", "corr", "start", "end", "gid")}
+            order = np.lexsort((col["gid"], code_of, col["start"], col["corr"], col["stream"]))
+            st = col["stream"][order]
+            bounds = np.flatnonzero(np.r_[True, st[1:] != st[:-1], True])
+            for b0, b1 in zip(bounds[:-1], bounds[1:]):
+                o = order[b0:b1]
+                running = np.flatnonzero(col["end"][o] > t)
+                cut = int(running[0]) if running.size else o.size
+                sel = list(o[cut:])
+                if cut > 0:
+                    e = col["end"][o[:cut]]
+                    sel.append(o[:cut][np.flatnonzero(e == e.max())[-1]])
+                for j in sel:
+                    keeps[int(code_of[j])][int(at[j])] = True
+        if self.path is not None:
+            # per engine the latest-ending row (ties: the later), and on the legacy default stream's classes: the
+            # critical path's engine and default-stream orders reach back to them
+            for code, r in self.rows.items():
+                drop = np.flatnonzero(~keeps[code])
+                if drop.size:
+                    e = r["end"][drop]
+                    keeps[code][drop[np.flatnonzero(e == e.max())[-1]]] = True
+                    flags = np.array([self.stream_flags.get(int(x), 0) for x in r["stream"][drop].tolist()], dtype=np.int64)
+                    for cls in (flags == S.STREAM_NULL, (flags == S.STREAM_NULL) | (flags == S.STREAM_BLOCKING)):
+                        if cls.any():
+                            d = drop[cls]
+                            keeps[code][d[np.flatnonzero(r["end"][d] == r["end"][d].max())[-1]]] = True
+        for code in list(self.rows):
+            self.rows[code] = _take(self.rows[code], keeps[code])
+        # calls: those of batches still to answer, and the launch calls of the rows kept
+        c = self.calls
+        later = np.arange(c["start"].size) >= c_hi
+        rows = _cat([self.rows[k] for k in self.rows], _ROWCOLS)
+        launch = np.isin(c["corr"], rows["corr"]) & (c["corr"] > 0)
+        keep_c = later | launch
+        if self.path is not None:
+            keep_c |= np.isin(c["seq"], list(self.path.kept_calls))
+        self.calls = _take(c, keep_c)
+        shift = int((~keep_c[:c_hi]).sum())
+        self.batches = [(i, t0, lo - shift, hi - shift) for i, t0, lo, hi in self.batches]
+        # synchronization rows start inside their calls: those of slabs still to answer
+        first_slab = self.batches[0][0] if self.batches else self.slab_index + 1
+        self.syncs = [(i, s) for i, s in self.syncs if i >= first_slab]

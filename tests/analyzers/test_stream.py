@@ -1,0 +1,201 @@
+"""The engines' figures over time slabs (analyzers.stream) are the whole analyzers' (busy.measure,
+kernels.by_name, kernels.copy_classes) on the bundled traces that exercise them most, over the window analyze uses, with
+64-row read chunks and slabs of 50 rows (records running across many slab edges); and the value counts
+give the order statistics of a sort."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clusterbench.analyzers import analysis as A
+from clusterbench.analyzers import stream as ST
+from clusterbench.io.nsys import reader as R
+from clusterbench.io.nsys import slabs as B
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+# the accumulators one by one on the traces that exercise them most (graphs at node and graph level, no kernel
+# table, pageable copies, NVTX domains, set-up gaps, a host-bound loop, several threads, a probe's own trace);
+# test_streamed checks the whole analysis over slabs on every bundled trace
+NAMES = ("dev_5x5_s2_b500", "dev_7x7_s3_b250_async", "tracking_3x3_s1_b500_f2000_node", "sample_simpleHyperQ",
+         "sample_simpleMultiCopy", "sample_simpleCudaGraphs_graph", "sample_jacobiCudaGraphs_graph", "zoo_host_bound", "zoo_pageable",
+         "zoo_nvtx_domain", "zoo_no_nvtx", "zoo_queue_fill", "zoo_graph_block_h2d_node", "zoo_multi_kernel", "zoo_two_threads",
+         "probe_9x9_s1_uncontended_2026-11-29")  # fmt: skip
+TRACES = sorted(p for p in DATA.rglob("*.sqlite") if p.stem in NAMES)
+
+
+def _read(path: Path, **options):  # noqa: ANN003, ANN202
+    """The trace read once and analysed whole (the reference)."""
+    req = A.request(**options)
+    cache: dict = {}
+    data = A.load_trace(path, req=req, cache=cache)
+    return data, A.analyze(data, req=req, cache=cache)
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_engines_over_slabs_equal_the_whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data, whole = _read(path)
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
+    for g in whole.groups:
+        busy, kernels, copies = ST.engines_over(B.iter_slabs(path, rows=50), g.pid, g.device, g.window.intervals,
+                                                g.frames.count, data.srckind_read)  # fmt: skip
+        roof, busy = A.busy_mod.roofline(busy, g.host.threads, g.frames.count)
+        want = g.busy
+        assert busy.engines == want.engines
+        for f in ("any_busy_ns", "idle_ns", "overlap_ns", "serialization", "n_streams", "engine_streams", "pageable_count",
+                  "pageable_bytes", "pageable_known"):  # fmt: skip
+            assert getattr(busy, f) == getattr(want, f), f
+        assert roof == g.roofline
+        assert kernels == g.kernels
+        assert copies == g.copies
+
+
+def test_value_counts_give_a_sort_s_order_statistics() -> None:
+    rng = np.random.default_rng(3)
+    vc = ST.ValueCounts()
+    parts = [rng.integers(0, 50, rng.integers(0, 40)) for _ in range(30)]
+    for p in parts:
+        vc.add(p)
+    allv = np.sort(np.concatenate(parts))
+    assert vc.n == allv.size
+    assert [vc.at(k) for k in range(allv.size)] == allv.tolist()
+    for n in (1, 2, 7, 8):
+        one = ST.ValueCounts()
+        x = rng.integers(-5, 5, n)
+        one.add(x[: n // 2])
+        one.add(x[n // 2 :])
+        assert one.median() == float(np.median(x))
+
+
+def _same_window(a, b) -> None:  # noqa: ANN001
+    for f in ("mode", "source", "ranges", "span_start_ns", "span_end_ns", "cut_before_ns", "cut_after_ns", "cut_note"):
+        assert getattr(a, f) == getattr(b, f), f
+    assert np.array_equal(a.starts_ns, b.starts_ns) and np.array_equal(a.ends_ns, b.ends_ns)
+
+
+def _same_gaps(a, b) -> None:  # noqa: ANN001
+    for f in ("threshold_ns", "api", "window_start_ns", "listed"):
+        assert getattr(a, f) == getattr(b, f), f
+    for f in ("starts_ns", "lengths_ns", "cause", "parts_ns"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    assert (a.between is None) == (b.between is None) and (a.between is None or np.array_equal(a.between, b.between))
+
+
+WINDOWS = (None, "span")
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_window_and_gaps_over_slabs_equal_the_whole(path: Path, window: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    req = A.request(window=window)
+    data, whole = _read(path, window=window)
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
+    for g in whole.groups:
+        def consume(slabs):  # noqa: ANN001, ANN202
+            out: list = []
+            it = B.iter_slabs(path, rows=50, reader_out=out, disordered=slabs)
+            first = next(it, None)
+            rd = out[-1]
+            chain = ([first] if first is not None else []) + list(it)
+            return ST.window_and_gaps(chain, rd, g.pid, g.device, req.window, data.ranges, data.overhead, data.graph_trace,
+                                      data.srckind_read, req.gap_ns, data.thread_names)  # fmt: skip
+
+        w, gp, _ = consume(frozenset())
+        _same_window(w, g.window)
+        _same_gaps(gp, g.gaps)
+
+
+FRAMES = {
+    "zoo_device_graph_graph": "graph", "zoo_device_graph_host_graph": "graph", "zoo_device_graph_host_node": "graph",
+    "zoo_device_graph_node": "graph", "zoo_graph_block_h2d_graph": "graph", "zoo_queue_fill": "kernel:zoo_spin",
+    "zoo_no_nvtx": "kernel:zoo_calib_jit",
+}  # fmt: skip
+
+
+def _specs(path: Path) -> list[str | None]:
+    """The frames the tests use for the trace, none, and a plain number (the whole analysis's count, so
+    that pacing picks its events among the kernels)."""
+    name = path.stem
+    own = FRAMES.get(name, "kernel:zoo_calib" if name.startswith("zoo_") else None)
+    out = [None] + ([own] if own else [])
+    n = _read(path, frames_spec=own)[1].primary.frames.count if own else None
+    return out + ([str(n)] if n else []) + ["h2d-bytes:65536"]
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_frames_and_pacing_over_slabs_equal_the_whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clusterbench.errors import InputError
+
+    for frames_spec in _specs(path):
+        req = A.request(frames_spec=frames_spec)
+        try:
+            data, whole = _read(path, frames_spec=frames_spec)
+        except InputError as exc:
+            whole = exc
+            data = A.load_trace(path, req=req)
+        with monkeypatch.context() as mp:
+            mp.setattr(R, "ROWS_PER_CHUNK", 64)
+            groups = whole.groups if not isinstance(whole, InputError) else [None]
+            for g in groups:
+                pid, dev = (g.pid, g.device) if g is not None else A.model_mod.groups_of(data)[0]
+                w, gp, used = _pass_a(path, req, data, pid, dev)
+                out: list = []
+                slabs = B.iter_slabs(path, rows=50, reader_out=out)
+                first = next(slabs)
+                rd = out[-1]
+                busy = ST.BusyAccumulator(pid, dev, w.intervals, None, data.srckind_read)
+                ev = ST.EventAccumulator(pid, dev, w, req.frames.pattern if req.frames is not None and req.frames.kind == "kernel" else None,
+                                         A.busy_mod.S.API_CODE["graph_launch"])  # fmt: skip
+                for slab in [first, *slabs]:
+                    busy.add(slab)
+                    ev.add(slab, np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24, rd.names.categories)
+                h2d = busy.nbytes("h2d") if "h2d" in busy.eng and busy.eng["h2d"].rows else None
+                warnings: list[str] = []
+                try:
+                    fr = ST.frames_over(ev, req.frames, w, used, data.ranges, pid, h2d, warnings, data.graph_runs)
+                except InputError as exc:
+                    assert isinstance(whole, InputError) and str(exc) == str(whole) and exc.hint == whole.hint
+                    continue
+                assert g is not None, whole
+                for f in ("count", "source", "definition", "events_source", "frames_per_event", "hint"):
+                    assert getattr(fr, f) == getattr(g.frames, f), (frames_spec, f)
+                pacing, note = ST.pacing_over(ev, fr, w, gp)
+                assert (pacing, note) == (g.pacing, g.pacing_note), frames_spec
+
+
+def _pass_a(path: Path, req, data, pid: int, dev: int):  # noqa: ANN001, ANN202
+    out: list = []
+    it = B.iter_slabs(path, rows=50, reader_out=out)
+    first = next(it)
+    return ST.window_and_gaps([first, *it], out[-1], pid, dev, req.window, data.ranges, data.overhead, data.graph_trace,
+                              data.srckind_read, req.gap_ns, data.thread_names)  # fmt: skip
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_host_over_slabs_equals_the_whole_without_blocked_time(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """host.measure without the held calls (its blocked time comes with them): the threads' calls by kind,
+    waits, busy time, the process's blocking calls, synchronous copies and the drained idle time."""
+    from clusterbench.analyzers import host as H
+    from clusterbench.analyzers import model as M
+
+    spec = FRAMES.get(path.stem, "kernel:zoo_calib" if path.stem.startswith("zoo_") else None)
+    data, whole = _read(path, frames_spec=spec)
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
+    for g in whole.groups:
+        gt = M.build(data, g.pid, g.device)
+        setup = g.gaps.setup_mask()
+        setup_iv = (g.gaps.starts_ns[setup], g.gaps.starts_ns[setup] + g.gaps.lengths_ns[setup])
+        want = H.measure(gt, g.window.intervals, setup_iv, g.frames.count)
+        out: list = []
+        it = B.iter_slabs(path, rows=50, reader_out=out)
+        first = next(it)
+        rd = out[-1]
+        acc = ST.HostAccumulator(g.pid, g.device, g.window.intervals, setup_iv, g.frames.count)
+        for slab in [first, *it]:
+            acc.add(slab, np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24, rd.names.categories, tuple(rd.names.names))
+        threads = tuple(data.api.threads[0].__class__(int(k) >> 24, int(k) & 0xFFFFFF, data.thread_names.get(int(k)))
+                        for k in rd.threads_map.keys)  # fmt: skip
+        got = acc.result(threads, tuple(rd.names.names))
+        assert got == want

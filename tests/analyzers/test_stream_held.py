@@ -1,0 +1,173 @@
+"""The calls the GPU held, over time slabs (analyzers.stream_held): held.find run on a small context per
+batch of calls gives, on the bundled traces that exercise it most, held.find's records over the
+whole trace (the call, the row that held it, the release, the cause, the blocked time and the queue
+depth), in 64-row chunks and 50-row slabs; a trace it does not take is refused with the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clusterbench.analyzers import analysis as A
+from clusterbench.analyzers import held as H
+from clusterbench.analyzers import links as L
+from clusterbench.analyzers import model as M
+from clusterbench.analyzers import stream_held as SH
+from clusterbench.io.nsys import reader as R
+from clusterbench.io.nsys import slabs as B
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+# the traces whose held calls and paths exercise the most (deep queues, graphs at node and graph level,
+# pageable copies, several threads, default-stream orders, device-launched rows); every bundled trace's
+# whole JSON is checked over slabs in test_streamed
+NAMES = ("dev_5x5_s2_b500", "tracking_3x3_s1_b500_f2000_node", "sample_jacobiCudaGraphs_graph", "sample_simpleHyperQ",
+         "sample_asyncAPI", "zoo_device_graph_graph", "zoo_device_graph_host_node", "zoo_graph_block_h2d_node", "zoo_pageable",
+         "zoo_queue_fill", "zoo_two_threads", "zoo_turns", "zoo_threads_t2s2", "zoo_nvtx_domain")  # fmt: skip
+TRACES = sorted(p for p in DATA.rglob("*.sqlite") if p.stem in NAMES)
+
+
+def _whole(path: Path):  # noqa: ANN202
+    req = A.request()
+    cache: dict = {}
+    data = A.load_trace(path, req=req, cache=cache)
+    res = A.analyze(data, req=req, cache=cache)
+    return data, res
+
+
+def _records_whole(links: L.Links, held: H.Held) -> list[tuple]:
+    c, r = held.call, held.row
+    return sorted(zip(links.ccorr[c].tolist(), links.cstart[c].tolist(), links.engine[r].tolist(), links.start[r].tolist(),
+                      links.end[r].tolist(), held.release.tolist(), held.wait.tolist(), held.cause.tolist(),
+                      held.blocked_ns.tolist(), held.depth.tolist()))  # fmt: skip
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_held_over_slabs_equal_the_whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data, res = _whole(path)
+    for g in res.groups:
+        gt = M.build(data, g.pid, g.device)
+        links = L.build(gt)
+        if not links.api_known:
+            continue
+        want = _records_whole(links, H.find(links, g.window.intervals, gt.syncs, gt.events))
+        known = links.ccorr[links.ccorr > 0]
+        corr_range = (int(known.min()), int(known.max())) if known.size else None
+        region = None if data.api.plan.region is None else data.api.plan.region.get(g.pid)
+        got: list = []
+        with monkeypatch.context() as mp:
+            mp.setattr(R, "ROWS_PER_CHUNK", 64)
+            for lag in (2, 8, 32, 128, 512):
+                got.clear()
+                out: list = []
+                it = B.iter_slabs(path, rows=50, reader_out=out)
+                first = next(it)
+                rd = out[-1]
+                hs = SH.HeldStream(g.pid, g.device, g.window.intervals, region, data.event_records, g.pid,
+                                   gt.stream_flags, corr_range, rd, got.append, lag=lag)  # fmt: skip
+                try:
+                    for slab in [first, *it]:
+                        hs.add(slab, np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24)
+                    hs.finish()
+                    break
+                except SH.NotLocal as exc:
+                    if not exc.lag_too_short:
+                        assert links.by_device.any(), str(exc)  # only the traces with device-launched rows
+                        got = None
+                        break
+            if got is None:
+                continue
+        rows = []
+        for h in got:
+            rows += list(zip(h.call.tolist(), h.cstart.tolist(), h.row_engine.tolist(), h.row_end.tolist(), h.release.tolist(),
+                             h.wait.tolist(), h.cause.tolist(), h.blocked_ns.tolist(), h.depth.tolist()))  # fmt: skip
+        # compare without the row start (the stream's records carry the row's end and engine)
+        w = sorted((x[1], x[2], x[4], x[5], x[6], x[7], x[8], x[9]) for x in want)
+        gsorted = sorted((x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8]) for x in rows)
+        assert gsorted == w
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_host_with_blocked_time_over_slabs_equals_the_whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole Host record (blocked time by cause, held calls by name and cause) from the slabs: the
+    host accumulator and the held calls summed as they come."""
+    from clusterbench.analyzers import stream as ST
+
+    data, res = _whole(path)
+    for g in res.groups:
+        gt = M.build(data, g.pid, g.device)
+        links = L.build(gt)
+        if not links.api_known or links.by_device.any():
+            continue
+        known = links.ccorr[links.ccorr > 0]
+        region = None if data.api.plan.region is None else data.api.plan.region.get(g.pid)
+        setup = g.gaps.setup_mask()
+        setup_iv = (g.gaps.starts_ns[setup], g.gaps.starts_ns[setup] + g.gaps.lengths_ns[setup])
+        with monkeypatch.context() as mp:
+            mp.setattr(R, "ROWS_PER_CHUNK", 64)
+            for lag in (2, 8, 32, 128, 512):
+                out: list = []
+                it = B.iter_slabs(path, rows=50, reader_out=out)
+                first = next(it)
+                rd = out[-1]
+                host = ST.HostAccumulator(g.pid, g.device, g.window.intervals, setup_iv, g.frames.count)
+                blocked = ST.BlockedAccumulator(host.steady)
+                hs = SH.HeldStream(g.pid, g.device, g.window.intervals, region, data.event_records, g.pid, gt.stream_flags,
+                                   (int(known.min()), int(known.max())), rd, blocked.add, lag=lag)  # fmt: skip
+                try:
+                    for slab in [first, *it]:
+                        tp = np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24
+                        hs.add(slab, tp)
+                        host.add(slab, tp, rd.names.categories, tuple(rd.names.names))
+                    hs.finish()
+                    break
+                except SH.NotLocal as exc:
+                    assert exc.lag_too_short, str(exc)
+        threads = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, data.thread_names.get(int(k))) for k in rd.threads_map.keys)
+        got = host.result(threads, tuple(rd.names.names), blocked)
+        assert got == g.host
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_critical_path_over_slabs_equals_the_whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The critical path from the slabs (every row's predecessor in the held calls' contexts, the walk read
+    back from the nodes written per engine) is the whole analysis's: shares, ns, kernels, steps."""
+    from clusterbench.analyzers import stream_path as SP
+
+    data, res = _whole(path)
+    for g in res.groups:
+        gt = M.build(data, g.pid, g.device)
+        links = L.build(gt)
+        if not links.api_known or links.by_device.any() or g.critical_path is None:
+            continue
+        known = links.ccorr[links.ccorr > 0]
+        region = None if data.api.plan.region is None else data.api.plan.region.get(g.pid)
+        setup = g.gaps.setup_mask()
+        setup_iv = (g.gaps.starts_ns[setup], g.gaps.starts_ns[setup] + g.gaps.lengths_ns[setup])
+        with monkeypatch.context() as mp:
+            mp.setattr(R, "ROWS_PER_CHUNK", 64)
+            for lag in (2, 8, 32, 128, 512):
+                out: list = []
+                it = B.iter_slabs(path, rows=50, reader_out=out)
+                first = next(it)
+                rd = out[-1]
+                ps = SP.PathStream(g.window.intervals)
+                hs = SH.HeldStream(g.pid, g.device, g.window.intervals, region, data.event_records, g.pid, gt.stream_flags,
+                                   (int(known.min()), int(known.max())), rd, lambda h: None, lag=lag, path=ps)  # fmt: skip
+                try:
+                    for slab in [first, *it]:
+                        hs.add(slab, np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24)
+                    hs.finish()
+                    break
+                except SH.NotLocal as exc:
+                    assert exc.lag_too_short, str(exc)
+        threads = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, data.thread_names.get(int(k))) for k in rd.threads_map.keys)
+        want_threads = {(t.thread.pid, t.thread.tid) for t in g.host.threads}
+        launching = {i for i, t in enumerate(threads) if (t.pid, t.tid) in want_threads}
+        got = SP.measure(ps, launching, g.window.intervals, setup_iv, g.frames.count, threads, tuple(rd.kernel_names))
+        assert got == g.critical_path
+
+
+def test_the_traces_named_are_bundled() -> None:
+    assert len(TRACES) == len(NAMES)

@@ -1,0 +1,58 @@
+"""analyze over time slabs (analyzers.streamed) gives the whole analysis's JSON byte for byte on every
+bundled trace it takes, in 64-row chunks and 50-row slabs: the frames the tests use on each trace, and on
+a set of them the auto window and the span too; and it refuses (Fallback) the trace with device-launched
+rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterbench.analyzers import analysis as A
+from clusterbench.analyzers import streamed as SD
+from clusterbench.io.nsys import reader as R
+from clusterbench.render.analyze import render_json
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+TRACES = sorted(DATA.rglob("*.sqlite"))
+FRAMES = {
+    "zoo_device_graph_graph": "graph", "zoo_device_graph_host_graph": "graph", "zoo_device_graph_host_node": "graph",
+    "zoo_device_graph_node": "graph", "zoo_graph_block_h2d_graph": "graph", "zoo_queue_fill": "kernel:zoo_spin",
+    "zoo_no_nvtx": "kernel:zoo_calib_jit",
+}  # fmt: skip
+
+
+def _both(path: Path, monkeypatch: pytest.MonkeyPatch, **options) -> tuple[str, str | None]:  # noqa: ANN003
+    req = A.request(**options)
+    cache: dict = {}
+    whole = render_json(A.analyze(A.load_trace(path, req=req, cache=cache), req=req, trace_label=str(path), cache=cache))
+    with monkeypatch.context() as mp:
+        mp.setattr(R, "ROWS_PER_CHUNK", 64)
+        try:
+            got = render_json(SD.analyze_slabs(path, req, str(path), rows=50))
+        except SD.Fallback:
+            got = None
+    return whole, got
+
+
+# the traces also run with the auto window and the span when the tests count frames on them (deep queues, graphs,
+# several threads and domains, a host-bound loop, set-up gaps): every other trace runs with the options its own
+# figures use (its frames, else none), to keep the suite's time
+EVERY_OPTION = frozenset({"dev_5x5_s2_b500", "tracking_3x3_s1_b500_f2000_node", "sample_simpleHyperQ", "sample_asyncAPI",
+                          "zoo_host_bound", "zoo_nvtx_domain", "zoo_pipeline", "zoo_queue_fill", "zoo_device_graph_host_node",
+                          "zoo_no_nvtx", "zoo_two_threads"})  # fmt: skip
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_slabs_give_the_whole_json(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    own = FRAMES.get(path.stem, "kernel:zoo_calib" if path.stem.startswith("zoo_") else None)
+    every = path.stem in EVERY_OPTION
+    for options in ({} if every or not own else None, {"window": "span"} if every else None, {"frames_spec": own} if own else None):
+        if options is None:
+            continue
+        whole, got = _both(path, monkeypatch, **options)
+        if got is None:
+            assert path.stem == "zoo_device_graph_graph"  # the one trace with device-launched rows
+            continue
+        assert got == whole, options

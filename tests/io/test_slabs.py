@@ -1,0 +1,138 @@
+"""The export in time slabs (io.nsys.slabs): every row of the activity, API and synchronization tables
+exactly once, each slab holding the rows that start in its span, whatever the chunk and slab sizes; the
+same rows as the whole read (reader.read_trace); a table stored out of start order is refused, and read
+whole and sorted with ordered=False to the same rows."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clusterbench.io.nsys import reader as R
+from clusterbench.io.nsys import schema as S
+from clusterbench.io.nsys import slabs as B
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TRACES = sorted(DATA.rglob("*.sqlite"))
+
+
+def _slabs(path: Path, rows: int, disordered=frozenset()) -> tuple[list[B.Slab], B.SlabReader]:  # noqa: ANN001
+    out: list = []
+    got = list(B.iter_slabs(path, rows=rows, disordered=disordered, reader_out=out))
+    return got, out[-1]
+
+
+def _check_against_whole(path: Path, slabs: list[B.Slab], rd: B.SlabReader) -> None:
+    data = R.read_trace(path, api_plan=R.KEEP_ALL)
+    act, api, syncs = B.as_whole(slabs, rd)
+    w = data.activity
+    assert act.sections == w.sections
+    for f in ("start_ns", "end_ns", "engine", "stream", "pageable", "correlation"):
+        assert np.array_equal(getattr(act, f), getattr(w, f)), f
+    assert np.array_equal(act.pid, np.asarray(w.pid)) and np.array_equal(act.device, np.asarray(w.device))
+    nb = np.asarray(w.bytes)
+    assert np.array_equal(act.bytes, nb)
+    lo, hi = w.sections[S.ENGINE_CODE["kernel"]]
+    assert [act.kernel_names[i] for i in act.kernel_name.tolist()] == [w.kernel_names[i] for i in w.kernel_name.tolist()]
+    a = data.api
+    assert np.array_equal(api["start"], a.start_ns) and np.array_equal(api["end"], a.end_ns)
+    assert np.array_equal(api["corr"], a.correlation)
+    assert [rd.api_names[i] for i in api["name"].tolist()] == [a.names[i] for i in a.name.tolist()]
+    keys = rd.threads_map.keys
+    assert [keys[i] for i in api["thread"].tolist()] == [(a.threads[i].pid << 24) | a.threads[i].tid for i in a.thread.tolist()]
+    for f in ("start_ns", "end_ns", "pid", "device", "stream", "correlation", "sync_type", "event"):
+        assert np.array_equal(np.asarray(getattr(syncs, f), dtype=np.int64), np.asarray(getattr(data.syncs, f), dtype=np.int64)), f
+
+
+def _check_spans(slabs: list[B.Slab]) -> None:
+    assert slabs[0].t0 is None and slabs[-1].t1 is None
+    for k, s in enumerate(slabs):
+        assert s.index == k
+        if k:
+            assert s.t0 == slabs[k - 1].t1
+        for starts in (s.activity.start_ns, s.api["start"], s.syncs.start_ns):
+            if starts.size:
+                assert s.t0 is None or int(starts.min()) >= s.t0
+                assert s.t1 is None or int(starts.max()) < s.t1
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_slabs_hold_every_row_once_in_time_order(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
+    slabs, rd = _slabs(path, rows=50)
+    assert len(slabs) >= sum(s.rows for s in slabs) // 200  # many slabs: none holds far more than asked
+    _check_spans(slabs)
+    _check_against_whole(path, slabs, rd)
+
+
+def test_one_slab_when_it_is_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = DATA / "h200" / "dev_7x7_s3_b250_async.sqlite"
+    slabs, rd = _slabs(path, rows=10**9)
+    assert len(slabs) == 1
+    _check_against_whole(path, slabs, rd)
+
+
+def test_rows_out_of_start_order_are_refused_then_merged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = DATA / "zoo" / "zoo_two_threads.sqlite"
+    dst = tmp_path / "shuffled.sqlite"
+    shutil.copyfile(src, dst)
+    con = sqlite3.connect(dst)
+    top = con.execute("SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY (rowid * 7919) % 1009, rowid")
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE rowid <= ?", (top,))
+    con.commit()
+    con.close()
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
+    with pytest.raises(B.Disordered) as err:
+        _slabs(dst, rows=200)
+    assert err.value.table == S.RUNTIME_TABLE
+    slabs, rd = _slabs(dst, rows=200, disordered={S.RUNTIME_TABLE})
+    _check_spans(slabs)
+    _check_against_whole(dst, slabs, rd)
+    slabs, rd = _slabs(dst, rows=200, disordered=True)  # every table read as out of order: the same rows
+    _check_spans(slabs)
+    _check_against_whole(dst, slabs, rd)
+    out: list = []
+    tries: list[int] = []
+
+    def consume(it):  # noqa: ANN001, ANN202
+        tries.append(1)
+        return list(it)
+
+    slabs = B.run(dst, consume, rows=200, reader_out=out)  # refused once, then read as out of order
+    assert len(tries) == 2
+    _check_spans(slabs)
+    _check_against_whole(dst, slabs, out[-1])
+
+
+def test_a_tear_down_stored_first_waits_in_the_buffer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's host-bound shape stores its program's tear-down calls first (low rowids, the
+    latest starts): read as out of order, the buffer holds those few rows and the chunk being merged,
+    never the table."""
+    import importlib.util
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_analyze.py"
+    spec = importlib.util.spec_from_file_location("bench_analyze", bench)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    dst = tmp_path / "hb.sqlite"
+    mod.build_loop(DATA / "zoo" / "zoo_host_bound.sqlite", dst, 3002 + 4 * 3001)
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
+    out: list = []
+    most = [0]
+
+    def consume(it):  # noqa: ANN001, ANN202
+        got = []
+        for slab in it:
+            got.append(slab)
+            most[0] = max(most[0], max((c.buf["start"].size if c.buf is not None else 0) for c in out[-1].cursors))
+        return got
+
+    slabs = B.run(dst, consume, rows=200, reader_out=out)
+    _check_spans(slabs)
+    _check_against_whole(dst, slabs, out[-1])
+    assert most[0] < 64 * 3 + 20  # a few chunks and the tear-down's rows
