@@ -82,3 +82,13 @@ def test_precompile_stops_a_child_past_its_wait():
                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))]
     slow.wait(timeout_s=0.2)
     assert slow.outputs == ["sleep: stopped after 0.2 s (the runs compile it): "]
+
+
+def test_cache_dir_is_cupys_rule(monkeypatch, tmp_path):
+    from clusterbench.workloads.cupy.warm import cache_dir
+
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path))
+    assert cache_dir() == str(tmp_path)
+    monkeypatch.delenv("CUPY_CACHE_DIR")
+    monkeypatch.setenv("HOME", "/home/someone")
+    assert cache_dir() == "/home/someone/.cupy/kernel_cache"

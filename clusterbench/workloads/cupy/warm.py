@@ -120,13 +120,19 @@ def compile_build(build: Build) -> dict[str, Any]:
             "context": _context_current()}
 
 
+def cache_dir() -> str:
+    """CuPy's on-disk kernel cache: ``CUPY_CACHE_DIR``, else ``~/.cupy/kernel_cache`` (CuPy's own rule, in every
+    version this runs with; CuPy 14.2 no longer has a function that says it)."""
+    import os
+
+    return os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser("~/.cupy/kernel_cache")
+
+
 def _cache_names() -> set[str]:
-    from cupy.cuda import compiler
+    import os
 
     try:
-        import os
-
-        return {n for n in os.listdir(compiler.get_cache_dir()) if n.endswith(".cubin")}
+        return {n for n in os.listdir(cache_dir()) if n.endswith(".cubin")}
     except OSError:
         return set()
 
