@@ -1,27 +1,36 @@
-"""The finder's kernels compiled while the guards sample the GPU, so that a fresh machine's first traced pass
-of each build does not compile them (:mod:`clusterbench.workloads.cupy.warm` says how, without a CUDA context).
+"""The finder's kernels compiled while the probe measures the unit and starts its first traced process, so that a
+fresh machine's first process of each build does not compile them itself
+(:mod:`clusterbench.workloads.cupy.warm` says how).
 
-One child per build, all at once (NVRTC runs on one core each), started with the guards and waited for before
-the first config runs: on a machine whose CuPy kernel cache already holds the builds each child ends in about
-half a second (importing CuPy). A child that fails costs nothing but its time: the run compiles the build itself,
-as it did before. What each child printed goes to ``precompile.log`` in the results dir.
+One child per build, all started with the guards: each imports CuPy meanwhile and waits for its go on stdin,
+because a compile through CuPy makes a CUDA context, which the idle-GPU guard would see and which must not be
+made while the unit's link is measured. The probe gives the go once the link is measured (:meth:`go`); each
+child then compiles (NVRTC, one core each) while the first config's traced process starts under the profiler.
+A finder process that needs a build still compiling waits for it (``BUILDS_ENV``: a folder where
+``<build>.pending`` exists until the child compiling that build has ended, whatever its outcome) rather than
+compile it a second time; a build whose compile failed is compiled by the run, as before. What each child
+printed goes to ``precompile.log`` in the results dir.
 
 Nothing here prints, exits, or imports typer, rich or CuPy.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
 from clusterbench.run.commands import child_env
+from clusterbench.workloads.protocol import BUILDS_ENV, PENDING_SUFFIX
 
 WARM_MODULE = "clusterbench.workloads.cupy.warm"
-# Longest wait for the children before the first config (a compile takes a few seconds; a hung child must not
-# hold the probe): past it they are stopped and the runs compile for themselves.
+# Longest a child may take from its go (a compile takes a few seconds; a hung child must not hold the probe): past
+# it the child is stopped, its build marked done, and the runs compile for themselves.
 WAIT_S = 120.0
 
 
@@ -34,49 +43,86 @@ def finder_builds(configs: Iterable[Any]) -> tuple[Any, ...]:
 
 
 class Precompile:
-    """The children compiling ``builds``; :meth:`wait` before the GPU is used for runs, :meth:`stop` on the way
-    out. With no builds it starts nothing."""
+    """The children compiling ``builds``, each waiting for :meth:`go`; :meth:`wait` for them all, :meth:`stop` on
+    the way out (it also removes the pending folder). With no builds it starts nothing."""
 
     def __init__(self, builds: Iterable[Any], env: dict[str, str] | None = None) -> None:
         self.procs: list[tuple[str, subprocess.Popen[str]]] = []
         self.outputs: list[str] = []
         self.seconds: float | None = None
-        self._t0 = time.perf_counter()
+        self.folder: Path | None = None
+        self._threads: list[threading.Thread] = []
+        self._t_go: float | None = None
+        builds = tuple(builds)
+        if not builds:
+            return
+        self.folder = Path(tempfile.mkdtemp(prefix="clusterbench-builds-"))
         for b in builds:
-            argv = [sys.executable, "-m", WARM_MODULE, "--build", b.arg()]
+            argv = [sys.executable, "-m", WARM_MODULE, "--wait-go", "--build", b.arg()]
             try:
-                p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=env if env is not None else child_env())
+                p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=env if env is not None else child_env())
             except OSError as exc:
                 self.outputs.append(f"{b.arg()}: not started: {exc}")
                 continue
+            (self.folder / f"{b.arg()}{PENDING_SUFFIX}").write_text("compiling\n")
             self.procs.append((b.arg(), p))
 
-    def wait(self, timeout_s: float = WAIT_S) -> None:
-        """Wait for every child (at most ``timeout_s`` in all; those left then are stopped)."""
-        deadline = time.perf_counter() + timeout_s
+    def child_env(self) -> dict[str, str]:
+        """What the finder's processes need to find the builds still compiling (empty with no builds)."""
+        return {BUILDS_ENV: str(self.folder)} if self.folder is not None else {}
+
+    def go(self) -> None:
+        """Let every child compile now; each build's pending file goes when its child has ended."""
+        self._t_go = time.perf_counter()
         for arg, p in self.procs:
-            try:
-                out, _ = p.communicate(timeout=max(0.0, deadline - time.perf_counter()))
-                self.outputs.append(f"{arg}: exit {p.returncode}: {out.strip()}")
-            except subprocess.TimeoutExpired:
-                p.kill()
-                out, _ = p.communicate()
-                self.outputs.append(f"{arg}: stopped after {timeout_s:g} s (the runs compile it): {out.strip()}")
-        self.procs = []
-        self.seconds = time.perf_counter() - self._t0
+            t = threading.Thread(target=self._finish, args=(arg, p), name=f"clusterbench-precompile-{arg}",
+                                 daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _finish(self, arg: str, p: subprocess.Popen[str]) -> None:
+        try:
+            out, _ = p.communicate(input="go\n", timeout=WAIT_S)
+            self.outputs.append(f"{arg}: exit {p.returncode}: {out.strip()}")
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+            self.outputs.append(f"{arg}: stopped after {WAIT_S:g} s (the runs compile it): {out.strip()}")
+        finally:
+            if self.folder is not None:
+                (self.folder / f"{arg}{PENDING_SUFFIX}").unlink(missing_ok=True)
+
+    def wait(self) -> None:
+        """Wait for every child given its go (each ends within WAIT_S of it)."""
+        for t in self._threads:
+            t.join()
+        if self._t_go is not None:
+            self.seconds = time.perf_counter() - self._t_go
 
     def stop(self) -> None:
-        """Stop every child still running (the guards refused, or the probe stops)."""
+        """Stop every child still running (never given its go, or still compiling) and remove the pending
+        folder."""
         for _, p in self.procs:
             if p.poll() is None:
                 p.kill()
-            p.communicate()
+        for t in self._threads:
+            t.join()
+        for _, p in self.procs:
+            if p.returncode is None:
+                try:
+                    p.communicate(timeout=10)
+                except (subprocess.TimeoutExpired, ValueError, OSError):
+                    pass
         self.procs = []
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
     def keep_log(self, out_dir: Path) -> None:
-        """``precompile.log`` in the results dir: what each child printed, and the wait in all."""
+        """``precompile.log`` in the results dir: what each child printed, and the seconds from the go to the
+        last child's end."""
         if not self.outputs:
             return
-        head = f"kernels compiled ahead in {self.seconds:.2f} s\n" if self.seconds is not None else ""
-        (Path(out_dir) / "precompile.log").write_text(head + "\n".join(self.outputs) + "\n")
+        head = f"kernels compiled in {self.seconds:.2f} s after their go\n" if self.seconds is not None else ""
+        (Path(out_dir) / "precompile.log").write_text(head + "\n".join(sorted(self.outputs)) + "\n")

@@ -688,7 +688,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
     unit_probe = start_unit_probe()  # and another imports CuPy to measure the link once the guards passed
     frame_cache = _frame_cache(plan)
     frames_job = _start(_build_frames, plan, frame_cache)  # and the configs' frames are drawn meanwhile
-    precompile = Precompile(finder_builds(plan.configs))  # and our finder's kernels compiled, with no GPU context
+    precompile = Precompile(finder_builds(plan.configs))  # and our finder's compilers import CuPy, waiting for go
     try:
         gpu_plan = plan_gpus(plan.gpus, plan.config_file, max_util_pct=request.max_util_pct,
                              window_s=DEFAULT_WINDOW_S, require_clean=request.require_clean, force=request.force)
@@ -739,9 +739,8 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
                                                   else str(nsys_version)))
         gpu_runs: dict[str, MultiGpuSustained] = {}
         _joined(*frames_job)
-        precompile.wait()  # before the first config: its traced pass then loads its kernels from CuPy's cache
-        precompile.keep_log(out_dir)
-        env = _child_env(frame_cache)
+        precompile.go()  # the link is measured: the kernels compile while the first traced process starts
+        env = {**_child_env(frame_cache), **precompile.child_env()}  # a finder process waits for its build
         from clusterbench.run.callcost import machine_key
 
         call_costs = CallCosts(nsys if plan.tracer == "nsys" else None,
@@ -804,6 +803,8 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
                 warn(problem, "clusterbench history import DIR records it later", label)
             rows.append(record)
             rows.extend(gpu_rows)
+        precompile.wait()
+        precompile.keep_log(out_dir)
     except KeyboardInterrupt:
         removed = discard_partials(out_dir, label) if label else ()
         if write_env is not None:

@@ -47,6 +47,10 @@ READY_SUFFIX = ".ready"  # <go file>.ready: the process is set up and waits for 
 # <go file>.done: the process's runs have ended and its pipeline is closed (its GPU work synchronized, its buffers
 # freed); what is left is writing its record and exiting, so the probe may give the next process its go
 DONE_SUFFIX = ".done"
+# A folder where ``<build>.pending`` (a build as clusterbench.workloads.cupy.warm names it) exists while the probe
+# compiles that build ahead: the finder's process waits for the file to go rather than compile the build itself.
+BUILDS_ENV = "CLUSTERBENCH_BUILDS_PENDING"
+PENDING_SUFFIX = ".pending"
 
 # Placeholders a command may use, beyond every parameter of WorkloadParams.
 RUN_PLACEHOLDERS: Mapping[str, str] = {

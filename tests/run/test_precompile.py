@@ -3,8 +3,11 @@ and the children's life (they end, are waited for, are stopped, leave their log)
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -51,37 +54,63 @@ def test_warm_child_refuses_a_bad_build_with_exit_2(text):
     assert "Traceback" not in res.stderr
 
 
-def test_precompile_waits_for_each_child_and_keeps_its_log(tmp_path):
+def test_precompile_children_wait_for_their_go_then_end_and_leave_their_log(tmp_path):
     builds = (Build("float32", 3, 16, 16), Build("float32", 5, 16, 16))
     pre = Precompile(builds)
     assert len(pre.procs) == 2
-    pre.wait(timeout_s=300)
-    assert pre.procs == [] and pre.seconds is not None and pre.seconds > 0
+    folder = Path(pre.child_env()["CLUSTERBENCH_BUILDS_PENDING"])
+    assert sorted(p.name for p in folder.iterdir()) == ["float32,3,16,16.pending", "float32,5,16,16.pending"]
+    time.sleep(0.5)
+    # each waits for its go (CuPy imported, or still importing); where CuPy is missing its import failed: exit 1
+    assert all(p.poll() in (None, 1) for _, p in pre.procs)
+    pre.go()
+    pre.wait()
+    assert list(folder.iterdir()) == []  # every build's pending file goes when its child has ended
     pre.keep_log(tmp_path)
     lines = (tmp_path / "precompile.log").read_text().splitlines()
-    assert lines[0].startswith("kernels compiled ahead in ")
+    assert lines[0].startswith("kernels compiled in ")
     # one line per build, with its exit: 0 where CuPy compiles it, 1 where CuPy or a compiler is missing
     assert [ln.split(":")[0] for ln in lines[1:] if ln.startswith("float32,")] == ["float32,3,16,16",
                                                                                   "float32,5,16,16"]
     assert all(": exit 0: " in ln or ": exit 1: " in ln for ln in lines[1:] if ln.startswith("float32,"))
-
-
-def test_precompile_stop_ends_children_and_no_builds_start_nothing(tmp_path):
-    pre = Precompile((Build("float32", 3, 16, 16),), env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     pre.stop()
-    assert pre.procs == []
+    assert not folder.exists()
+
+
+def test_precompile_stopped_before_its_go_compiles_nothing(tmp_path):
+    pre = Precompile((Build("float32", 3, 16, 16),))
+    folder = pre.folder
+    pre.stop()
+    assert pre.procs == [] and not folder.exists()
     none = Precompile(())
+    none.go()
     none.wait()
     none.keep_log(tmp_path)
-    assert none.procs == [] and not (tmp_path / "precompile.log").exists()
+    assert none.procs == [] and none.child_env() == {} and not (tmp_path / "precompile.log").exists()
 
 
-def test_precompile_stops_a_child_past_its_wait():
-    slow = Precompile(())
-    slow.procs = [("sleep", subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
-                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))]
-    slow.wait(timeout_s=0.2)
-    assert slow.outputs == ["sleep: stopped after 0.2 s (the runs compile it): "]
+def test_a_child_that_reads_no_go_exits_without_compiling():
+    res = subprocess.run([sys.executable, "-m", "clusterbench.workloads.cupy.warm", "--wait-go", "--build",
+                          "float32,3,16,16"], input="stop\n", capture_output=True, text=True, cwd=ROOT)
+    # 0 without a line of output where CuPy imports; 1 with the import's error where it does not
+    assert (res.returncode, res.stdout) == (0, "") or (res.returncode == 1 and "Error:" in res.stderr)
+
+
+def test_a_finder_process_waits_while_its_build_is_pending(tmp_path, monkeypatch):
+    from clusterbench.model.params import WorkloadParams
+    from clusterbench.workloads.cupy.run import wait_for_build
+
+    params = WorkloadParams(cluster=3, rows=16, cols=16, cap=100)
+    assert wait_for_build(params) == 0.0 or "CLUSTERBENCH_BUILDS_PENDING" in os.environ
+    monkeypatch.setenv("CLUSTERBENCH_BUILDS_PENDING", str(tmp_path))
+    assert wait_for_build(params) < 0.05  # nothing pending: no wait
+    pending = tmp_path / f"{params.pedestal_dtype},3,16,16.pending"
+    pending.write_text("compiling\n")
+    threading.Timer(0.3, pending.unlink).start()
+    waited = wait_for_build(params)
+    assert 0.25 < waited < 5
+    pending.write_text("compiling\n")
+    assert 0.2 <= wait_for_build(params, wait_s=0.2) < 1  # a build that never ends is waited for no longer
 
 
 def test_cache_dir_is_cupys_rule(monkeypatch, tmp_path):

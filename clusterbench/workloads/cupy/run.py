@@ -35,8 +35,8 @@ from clusterbench.model.params import WorkloadParams
 from clusterbench.model.steady import SteadyRule, run_until_steady
 from clusterbench.workloads.synth import FrameSet
 from clusterbench.workloads.protocol import PASS_RANGE as PASS_RANGE_PREFIX
-from clusterbench.workloads.protocol import (DONE_SUFFIX, GO_BEFORE, GO_BEFORE_ENV, GO_ENV, PEDESTAL_RANGE, READY_SUFFIX,
-                                             STEADY_ENV, child_error, pass_range_text)
+from clusterbench.workloads.protocol import (BUILDS_ENV, DONE_SUFFIX, GO_BEFORE, GO_BEFORE_ENV, GO_ENV, PEDESTAL_RANGE,
+                                             PENDING_SUFFIX, READY_SUFFIX, STEADY_ENV, child_error, pass_range_text)
 
 if TYPE_CHECKING:
     from clusterbench.workloads.cupy.pipeline import Pipeline
@@ -80,6 +80,7 @@ def run_config(params: WorkloadParams, *, nvtx: bool = True, on_range: RangeCall
     t = time.perf_counter()
     frameset = frames if frames is not None else _frames_for(params)
     timings["frames"] = time.perf_counter() - t
+    timings["wait_build"] = wait_for_build(params)
     t = time.perf_counter()
     with Pipeline(params, frameset) as pipe:
         timings["pipeline"] = time.perf_counter() - t
@@ -177,6 +178,24 @@ def wait_for_go(path: str | None, poll_s: float = GO_POLL_S) -> float:
         time.sleep(poll_s)
 
 
+def wait_for_build(params: WorkloadParams, wait_s: float = 120.0, poll_s: float = 0.01) -> float:
+    """Wait while the probe still compiles this process's build ahead (BUILDS_ENV's ``<build>.pending``), so that
+    the pipeline loads it from CuPy's cache instead of compiling it a second time; seconds waited (0 when the
+    probe compiles nothing, or it is done). Past ``wait_s`` the pipeline compiles it itself."""
+    import os
+
+    from clusterbench.workloads.cupy.warm import Build
+
+    folder = os.environ.get(BUILDS_ENV)
+    if not folder:
+        return 0.0
+    pending = Path(folder) / f"{Build(params.pedestal_dtype, params.cluster, params.rows, params.cols).arg()}{PENDING_SUFFIX}"
+    t0 = time.perf_counter()
+    while pending.exists() and time.perf_counter() - t0 < wait_s:
+        time.sleep(poll_s)
+    return time.perf_counter() - t0
+
+
 def signal_done(path: str | None) -> None:
     """Tell the probe that this process's runs have ended and its pipeline is closed (``<path>.done``), so that
     the next process may start its runs while this one writes its record and exits (None: nobody waits)."""
@@ -214,6 +233,7 @@ def sustained_passes(params: WorkloadParams, repeats: int = 5, frames: FrameSet 
     t = time.perf_counter()
     frameset = frames if frames is not None else _frames_for(params)
     timings["frames"] = time.perf_counter() - t
+    timings["wait_build"] = wait_for_build(params)
     t = time.perf_counter()
     with Pipeline(params, frameset, frozen_kernel=frozen_kernel) as pipe:
         timings["pipeline"] = time.perf_counter() - t

@@ -1,21 +1,20 @@
-"""Fill CuPy's kernel cache for the finder's builds without touching the GPU: the compile a fresh machine
-would otherwise do inside the first traced pass of each build.
+"""Fill CuPy's kernel cache for the finder's builds: the compile a fresh machine would otherwise do inside the
+first traced pass of each build.
 
 On a machine whose CuPy kernel cache is empty (a fresh node, a new container), the first process of each build
 (pedestal type, cluster size, frame shape) compiles ``cluster_finder.cu`` with NVRTC, about 2.5 s on a GPU
 host's core, and that process is the traced pass: make run's four configs paid it twice in a row. This module
 compiles each build into CuPy's on-disk cache (``CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``) under the
-key CuPy's own ``RawModule`` computes, but never loads the module: no CUDA context is made, so NVML lists no
-process and the idle-GPU guard, which samples the GPU meanwhile, sees nothing of it. The probe starts one child
-per build while the guards sample (:func:`clusterbench.run.probe.run_probe`), and waits for them before the
-first config runs.
+key CuPy's own ``RawModule`` computes, and never loads the module; CuPy still makes a CUDA context on the way
+(measured on an H100 with CuPy 14.2), so the probe gives the children their go only after the guards and the
+unit's link (:mod:`clusterbench.run.precompile`).
 
 Only the compile is done ahead. Which module a run loads, and how, is unchanged: a build whose compile fails
 here (or a CuPy that changes its cache key) is compiled where it was before, in the run's own process.
 
 ``python -m clusterbench.workloads.cupy.warm --build float32,3,400,400`` compiles one build (several
 ``--build``: one after the other) and prints one JSON line per build: its seconds, whether CuPy's cache had
-it already, and whether a CUDA context exists afterwards (it must not).
+it already, and whether a CUDA context is current afterwards.
 """
 
 from __future__ import annotations
@@ -155,9 +154,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         "failed; 2 bad input.")
     ap.add_argument("--build", action="append", required=True, metavar="DTYPE,CLUSTER,ROWS,COLS",
                     help="one build, e.g. float32,3,400,400 (repeat for several)")
+    ap.add_argument("--wait-go", action="store_true",
+                    help="import CuPy, then wait for a line 'go' on stdin before compiling (anything else: exit 0 "
+                         "without compiling)")
     args = ap.parse_args(argv)
     try:
         builds = [Build.parse(b) for b in args.build]
+        if args.wait_go:
+            import cupy  # noqa: F401 - the import is the part done before the go
+            from cupy.cuda import compiler  # noqa: F401
+
+            if sys.stdin.readline().strip() != "go":
+                return 0
         for b in builds:
             print(json.dumps(compile_build(b)), flush=True)
     except Exception as err:  # noqa: BLE001 - one Error/Hint for the parent's log
