@@ -453,13 +453,19 @@ def compare_metric(
     if before == after and tuple(samples_before) == tuple(samples_after):
         return md(Verdict.SAME, Reason.IDENTICAL, "identical values" + (f" (and repeats)" if samples_before else ""),
                   delta_pct, 0.0, judged_pct=0.0)
-    ratio = link.ratio(before, after) if link is not None else (after / before if before != 0 else None)
+    ratio = None if before == 0 else (link.ratio(before, after) if link is not None else after / before)
     if ratio is None or not math.isfinite(ratio) or ratio <= 0:
         return md(Verdict.NOT_COMPARABLE, Reason.NOT_MEASURED, "the before value is 0: no relative change", None, None)
     judged_pct = (ratio - 1.0) * 100.0
     better = ratio > 1 if name in HIGHER_IS_BETTER else ratio < 1
     moved = Verdict.FASTER if better else Verdict.SLOWER
-    shared = f", {link.text}: {U.signed_pct(judged_pct)}" if link is not None else ""
+    shared = ""
+    if link is not None:
+        lo, hi = link.ratio_range(before, after)
+        shared = f", {link.text}: {link.range_text(before, after)}"
+        if lo != hi:
+            shared += (f", judged {U.signed_pct(judged_pct)}" + (" (the range holds 0 %)" if lo <= 1.0 <= hi else
+                                                                " (the end nearest 0 %)"))
     base = abs(before)
 
     def clears(frac: float) -> bool:
@@ -529,8 +535,8 @@ def compare_metric(
     within = not clears(frac)
     if len(samples_before) >= 2 and len(samples_after) >= 2:
         ci = bootstrap_ratio_of_medians(samples_before, samples_after, level=level)
-        if link is not None:  # the repeats of each side scale with its own unit's rate
-            f = link.ratio(1.0, 1.0)
+        if link is not None:  # the repeats scale as the medians were judged (as shares of each unit's link)
+            f = ratio / (after / before)
             ci = RatioInterval(ci.ratio * f, ci.low * f, ci.high * f, ci.level, ci.resamples, ci.seed, ci.n_before,
                                ci.n_after)
         test = (f"the {U.pct(level, 0)} bootstrap interval of the change of the medians, "

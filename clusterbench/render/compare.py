@@ -101,7 +101,9 @@ def _metric_json(m: MetricDelta) -> dict:
         "min_effect_pct": m.min_effect_pct,
         "processes": m.processes,
         "link": None if m.link is None else {"direction": m.link.direction, "duplex": m.link.duplex,
-                                             "before_gbps": m.link.before_gbps, "after_gbps": m.link.after_gbps},
+                                             "before_gbps": m.link.before_gbps, "after_gbps": m.link.after_gbps,
+                                             "alone_before_gbps": m.link.alone_before_gbps,
+                                             "alone_after_gbps": m.link.alone_after_gbps},
         "judged_delta_pct": m.judged_delta_pct,
     }
 

@@ -138,7 +138,10 @@ def test_two_units_whose_duplex_links_differ_by_a_fifth_read_same_as_shares_of_t
     assert fps.judged_delta_pct == pytest.approx(((70_183 / 40.0) / (89_298 / 50.7) - 1) * 100)  # -0.382 %
     assert (fps.verdict, fps.floor_pct, fps.provisional) == (Verdict.SAME, 7.0, True)
     assert (fps.link.direction, fps.link.duplex, fps.link.before_gbps, fps.link.after_gbps) == ("d2h", True, 50.7, 40.0)
-    assert "as shares of each unit's link (D2H with both at once 50.70 → 40.00 GB/s): -0.38 %" in fps.reason
+    # on several streams the range runs to the rates alone (55 -> 55 GB/s): -21.41 % there; the end nearest 0 %
+    assert (fps.link.alone_before_gbps, fps.link.alone_after_gbps) == (55.0, 55.0)
+    assert ("as shares of each unit's link (D2H with both at once 50.70 → 40.00 GB/s to alone 55.00 → 55.00 GB/s): "
+            "-21.41 % to -0.38 %, judged -0.38 % (the end nearest 0 %)") in fps.reason
     d2h = r.metric("d2h_us")
     assert d2h.judged_delta_pct == pytest.approx((14.10 * 40.0 / (11.10 * 50.7) - 1) * 100)
     assert (d2h.verdict, d2h.code, d2h.bound_pct, d2h.floor_pct) == (Verdict.SAME, Reason.WITHIN_NOISE, None, 35.0)
@@ -175,3 +178,44 @@ def test_a_reboot_is_another_unit(tmp_path: Path) -> None:
               env_b, env_a, floors={})
     r = c.row("3x3_s1")
     assert r.scope == "across_units" and "two GPU units" in r.scope_text and "boot boot-b" in r.scope_text
+
+
+def test_an_aa_pair_of_units_whose_duplex_links_differ_by_a_third_is_no_change_either_way(tmp_path: Path) -> None:
+    # measured on two H100 units (docs/compare.md): make run's 9x9 4-stream config at 89,559 FPS on a unit with
+    # D2H 55.33 GB/s alone and 50.51 with both at once, at 68,847 FPS on one with 54.85 and 34.44. As shares of
+    # the rates alone: (68,847 / 54.85) / (89,559 / 55.33) = 1,255.2 / 1,618.6 = 0.7755 (-22.45 %); of the duplex
+    # rates: (68,847 / 34.44) / (89,559 / 50.51) = 1,999.0 / 1,773.1 = 1.1274 (+12.74 %). Which rate the
+    # config's copies met lies between: the range holds 0 %, so the pair is judged 0 %: SAME (it read FASTER
+    # as shares of the duplex rates alone)
+    env_b = {"session_id": "S1", "gpu_uuid": "GPU-aaaa", "gpu_name": H100,
+             "unit": {**unit("GPU-aaaa", "h1", "b1", d2h=55.33, duplex_d2h=50.51), "gpu_name": H100}}
+    env_a = {"session_id": "S2", "gpu_uuid": "GPU-bbbb", "gpu_name": H100,
+             "unit": {**unit("GPU-bbbb", "h2", "b2", d2h=54.85, duplex_d2h=34.44), "gpu_name": H100}}
+    b = _row("9x9_s4", streams=4, h2d=6.45, d2h=10.97, kernel=0.87, procs=[[89_559.0], [89_600.0], [89_500.0]])
+    a = _row("9x9_s4", streams=4, h2d=7.73, d2h=14.24, kernel=0.87, procs=[[68_847.0], [68_900.0], [68_800.0]])
+    c = _pair(tmp_path, [b], [a], env_b, env_a, floors={})
+    fps = c.row("9x9_s4").metric("sustained_fps")
+    lo, hi = fps.link.ratio_range(89_559.0, 68_847.0)
+    assert (lo - 1) * 100 == pytest.approx(-22.45, abs=0.01) and (hi - 1) * 100 == pytest.approx(12.74, abs=0.01)
+    assert fps.judged_delta_pct == 0.0
+    assert (fps.verdict, fps.code) == (Verdict.SAME, Reason.WITHIN_NOISE)
+    assert "-22.45 % to +12.74 %, judged +0.00 % (the range holds 0 %)" in fps.reason
+    # D2H 10.97 -> 14.24 µs/frame: x 55.33 -> x 54.85 is +28.68 %, x 50.51 -> x 34.44 is -11.49 %: 0 % too
+    d2h = c.row("9x9_s4").metric("d2h_us")
+    assert (d2h.judged_delta_pct, d2h.verdict) == (0.0, Verdict.SAME)
+
+
+def test_a_real_change_across_units_reads_beyond_both_ends_of_the_link_range(tmp_path: Path) -> None:
+    # the same two units' links, and an after 30 % slower than the A/A above: 48,193 FPS. Alone: (48,193 / 54.85)
+    # / (89,559 / 55.33) = 878.6 / 1,618.6 = 0.5428 (-45.72 %); duplex: (48,193 / 34.44) / 1,773.1 = 1,399.3 /
+    # 1,773.1 = 0.7892 (-21.08 %): both ends slower, beyond the 7 % bound: SLOWER, judged -21.08 %
+    env_b = {"session_id": "S1", "gpu_uuid": "GPU-aaaa", "gpu_name": H100,
+             "unit": {**unit("GPU-aaaa", "h1", "b1", d2h=55.33, duplex_d2h=50.51), "gpu_name": H100}}
+    env_a = {"session_id": "S2", "gpu_uuid": "GPU-bbbb", "gpu_name": H100,
+             "unit": {**unit("GPU-bbbb", "h2", "b2", d2h=54.85, duplex_d2h=34.44), "gpu_name": H100}}
+    b = _row("9x9_s4", streams=4, h2d=6.45, d2h=10.97, kernel=0.87, procs=[[89_559.0], [89_600.0], [89_500.0]])
+    a = _row("9x9_s4", streams=4, h2d=7.73, d2h=14.24, kernel=0.87, procs=[[48_193.0], [48_200.0], [48_150.0]])
+    c = _pair(tmp_path, [b], [a], env_b, env_a, floors={})
+    fps = c.row("9x9_s4").metric("sustained_fps")
+    assert fps.judged_delta_pct == pytest.approx(-21.08, abs=0.01)
+    assert fps.verdict is Verdict.SLOWER
