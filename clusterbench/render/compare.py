@@ -47,7 +47,8 @@ from clusterbench.compare.compare import (
 #     (floors[].seed), provisional verdicts ("provisional" per metric); sustained FPS from several processes
 #     ("processes" per metric, noise_from "processes", "unsettled" or "min_effect"; top-level
 #     "min_effect_pct"); link-bound figures across units as shares of each unit's link ("link": {direction,
-#     duplex, before_gbps, after_gbps}, "judged_delta_pct"); per row "units" (each side's unit record or
+#     duplex, before_gbps, after_gbps, alone_before_gbps, alone_after_gbps}, "judged_delta_pct"); per row
+#     "units" (each side's unit record or
 #     null); gate "too_coarse", "unjudged" and "unjudged_pass", and exit 4 when it could not judge.
 COMPARE_JSON_SCHEMA = "clusterbench.compare/5"
 
