@@ -49,7 +49,6 @@ class Precompile:
     def __init__(self, builds: Iterable[Any], env: dict[str, str] | None = None) -> None:
         self.procs: list[tuple[str, subprocess.Popen[str]]] = []
         self.outputs: list[str] = []
-        self.seconds: float | None = None
         self.folder: Path | None = None
         self._threads: list[threading.Thread] = []
         self._t_go: float | None = None
@@ -84,7 +83,8 @@ class Precompile:
     def _finish(self, arg: str, p: subprocess.Popen[str]) -> None:
         try:
             out, _ = p.communicate(input="go\n", timeout=WAIT_S)
-            self.outputs.append(f"{arg}: exit {p.returncode}: {out.strip()}")
+            took = time.perf_counter() - (self._t_go or time.perf_counter())
+            self.outputs.append(f"{arg}: exit {p.returncode} {took:.2f} s after the go: {out.strip()}")
         except subprocess.TimeoutExpired:
             p.kill()
             out, _ = p.communicate()
@@ -97,8 +97,6 @@ class Precompile:
         """Wait for every child given its go (each ends within WAIT_S of it)."""
         for t in self._threads:
             t.join()
-        if self._t_go is not None:
-            self.seconds = time.perf_counter() - self._t_go
 
     def stop(self) -> None:
         """Stop every child still running (never given its go, or still compiling) and remove the pending
@@ -120,9 +118,8 @@ class Precompile:
             self.folder = None
 
     def keep_log(self, out_dir: Path) -> None:
-        """``precompile.log`` in the results dir: what each child printed, and the seconds from the go to the
-        last child's end."""
+        """``precompile.log`` in the results dir: what each child printed, its exit and when it ended."""
         if not self.outputs:
             return
-        head = f"kernels compiled in {self.seconds:.2f} s after their go\n" if self.seconds is not None else ""
+        head = "the finder's kernels compiled ahead, one child per build (its exit, and when it ended):\n"
         (Path(out_dir) / "precompile.log").write_text(head + "\n".join(sorted(self.outputs)) + "\n")

@@ -108,23 +108,20 @@ def compile_build(build: Build) -> dict[str, Any]:
     t0 = time.perf_counter()
     real = compiler.function
     compiler.function = _Function(real)
-    failure: Exception | None = None
     try:
         _main_module.__wrapped__(build.pedestal_dtype, build.cluster, None, None, (),
                                  (build.rows, build.cols)).compile()
-    except Exception as exc:  # noqa: BLE001 - CuPy saves the cubin before it loads it: judged by the cache below
-        failure = exc
+    except TypeError as exc:
+        # CuPy hands the module it made back to RawModule, which takes only its own Module type: this error comes
+        # after the cubin was saved (or found in the cache), so the build is in the cache either way
+        if "_NoLoad" not in str(exc):
+            raise
     finally:
         compiler.function = real
     seconds = time.perf_counter() - t0
     added = _cache_names() - cached_before
-    if failure is not None and not added:
-        raise failure
-    out = {"build": build.arg(), "seconds": round(seconds, 3), "compiled": bool(added),
-           "context": _context_current()}
-    if failure is not None:
-        out["after_compile"] = f"{type(failure).__name__}: {failure}"
-    return out
+    return {"build": build.arg(), "seconds": round(seconds, 3), "compiled": bool(added),
+            "context": _context_current()}
 
 
 def cache_dir() -> str:
