@@ -102,7 +102,7 @@ if wants delay20; then
 fi
 wants f64 && probe f64 f64 --config configs/smoke_f64.toml
 if wants zoo; then
-    zoo="$out/work/zoo"
+    zoo="$out/zoo_programs"
     if run zoo_build bash tests/zoo/build.sh "$zoo" turns; then
         turns=(--label turns --frames kernel:zoo_calib --rate 'rate: ([0-9.]+) frames/s')
         probe zoo_a zoo_a "${turns[@]}" -- "$zoo/turns" --frames 20000 --spin-us 30 --kernel-us 20

@@ -180,6 +180,18 @@ def test_a_reboot_is_another_unit(tmp_path: Path) -> None:
     assert r.scope == "across_units" and "two GPU units" in r.scope_text and "boot boot-b" in r.scope_text
 
 
+def _measured_link_pair(tmp_path: Path, after_procs: list[list[float]]):  # noqa: ANN202
+    """The 9x9 4-stream row of two measured H100 units (GPU-43210852: D2H 55.33 GB/s alone, 50.51 with both at
+    once; GPU-819bb6ab: 54.85 and 34.44), compared: before its measured 89,559 FPS, after ``after_procs``."""
+    env_b = {"session_id": "S1", "gpu_uuid": "GPU-aaaa", "gpu_name": H100,
+             "unit": {**unit("GPU-aaaa", "h1", "b1", d2h=55.33, duplex_d2h=50.51), "gpu_name": H100}}
+    env_a = {"session_id": "S2", "gpu_uuid": "GPU-bbbb", "gpu_name": H100,
+             "unit": {**unit("GPU-bbbb", "h2", "b2", d2h=54.85, duplex_d2h=34.44), "gpu_name": H100}}
+    b = _row("9x9_s4", streams=4, h2d=6.45, d2h=10.97, kernel=0.87, procs=[[89_559.0], [89_600.0], [89_500.0]])
+    a = _row("9x9_s4", streams=4, h2d=7.73, d2h=14.24, kernel=0.87, procs=after_procs)
+    return _pair(tmp_path, [b], [a], env_b, env_a, floors={})
+
+
 def test_an_aa_pair_of_units_whose_duplex_links_differ_by_a_third_is_no_change_either_way(tmp_path: Path) -> None:
     # measured on two H100 units (docs/compare.md): make run's 9x9 4-stream config at 89,559 FPS on a unit with
     # D2H 55.33 GB/s alone and 50.51 with both at once, at 68,847 FPS on one with 54.85 and 34.44. As shares of
@@ -187,13 +199,7 @@ def test_an_aa_pair_of_units_whose_duplex_links_differ_by_a_third_is_no_change_e
     # rates: (68,847 / 34.44) / (89,559 / 50.51) = 1,999.0 / 1,773.1 = 1.1274 (+12.74 %). Which rate the
     # config's copies met lies between: the range holds 0 %, so the pair is judged 0 %: SAME (it read FASTER
     # as shares of the duplex rates alone)
-    env_b = {"session_id": "S1", "gpu_uuid": "GPU-aaaa", "gpu_name": H100,
-             "unit": {**unit("GPU-aaaa", "h1", "b1", d2h=55.33, duplex_d2h=50.51), "gpu_name": H100}}
-    env_a = {"session_id": "S2", "gpu_uuid": "GPU-bbbb", "gpu_name": H100,
-             "unit": {**unit("GPU-bbbb", "h2", "b2", d2h=54.85, duplex_d2h=34.44), "gpu_name": H100}}
-    b = _row("9x9_s4", streams=4, h2d=6.45, d2h=10.97, kernel=0.87, procs=[[89_559.0], [89_600.0], [89_500.0]])
-    a = _row("9x9_s4", streams=4, h2d=7.73, d2h=14.24, kernel=0.87, procs=[[68_847.0], [68_900.0], [68_800.0]])
-    c = _pair(tmp_path, [b], [a], env_b, env_a, floors={})
+    c = _measured_link_pair(tmp_path, [[68_847.0], [68_900.0], [68_800.0]])
     fps = c.row("9x9_s4").metric("sustained_fps")
     lo, hi = fps.link.ratio_range(89_559.0, 68_847.0)
     assert (lo - 1) * 100 == pytest.approx(-22.45, abs=0.01) and (hi - 1) * 100 == pytest.approx(12.74, abs=0.01)
@@ -209,13 +215,7 @@ def test_a_real_change_across_units_reads_beyond_both_ends_of_the_link_range(tmp
     # the same two units' links, and an after 30 % slower than the A/A above: 48,193 FPS. Alone: (48,193 / 54.85)
     # / (89,559 / 55.33) = 878.6 / 1,618.6 = 0.5428 (-45.72 %); duplex: (48,193 / 34.44) / 1,773.1 = 1,399.3 /
     # 1,773.1 = 0.7892 (-21.08 %): both ends slower, beyond the 7 % bound: SLOWER, judged -21.08 %
-    env_b = {"session_id": "S1", "gpu_uuid": "GPU-aaaa", "gpu_name": H100,
-             "unit": {**unit("GPU-aaaa", "h1", "b1", d2h=55.33, duplex_d2h=50.51), "gpu_name": H100}}
-    env_a = {"session_id": "S2", "gpu_uuid": "GPU-bbbb", "gpu_name": H100,
-             "unit": {**unit("GPU-bbbb", "h2", "b2", d2h=54.85, duplex_d2h=34.44), "gpu_name": H100}}
-    b = _row("9x9_s4", streams=4, h2d=6.45, d2h=10.97, kernel=0.87, procs=[[89_559.0], [89_600.0], [89_500.0]])
-    a = _row("9x9_s4", streams=4, h2d=7.73, d2h=14.24, kernel=0.87, procs=[[48_193.0], [48_200.0], [48_150.0]])
-    c = _pair(tmp_path, [b], [a], env_b, env_a, floors={})
+    c = _measured_link_pair(tmp_path, [[48_193.0], [48_200.0], [48_150.0]])
     fps = c.row("9x9_s4").metric("sustained_fps")
     assert fps.judged_delta_pct == pytest.approx(-21.08, abs=0.01)
     assert fps.verdict is Verdict.SLOWER

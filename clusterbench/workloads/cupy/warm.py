@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from clusterbench.errors import InputError
-
-PEDESTAL_DTYPES = ("float32", "float64")
+from clusterbench.model.params import PEDESTAL_DTYPES
 
 
 @dataclass(frozen=True, slots=True)
