@@ -77,11 +77,21 @@ class _NoLoad:
 
 
 class _Function:
-    """The ``function`` module as CuPy's compiler sees it during :func:`compile_build`: Module never loads."""
+    """The ``function`` module as CuPy's compiler sees it during :func:`compile_build`: Module never loads, and
+    each Module made is kept (one given a cubin is the build, compiled or read from the cache)."""
 
     def __init__(self, real: Any) -> None:
         self._real = real
-        self.Module = _NoLoad
+        self.made: list[_NoLoad] = []
+
+    def Module(self) -> _NoLoad:  # noqa: N802 - the name CuPy's compiler calls
+        mod = _NoLoad()
+        self.made.append(mod)
+        return mod
+
+    def loaded(self) -> bool:
+        """Whether CuPy gave any Module made here a cubin."""
+        return any(hasattr(m, "cubin") for m in self.made)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
@@ -106,14 +116,15 @@ def compile_build(build: Build) -> dict[str, Any]:
     cached_before = _cache_names()
     t0 = time.perf_counter()
     real = compiler.function
-    compiler.function = _Function(real)
+    shim = _Function(real)
+    compiler.function = shim
     try:
         _main_module.__wrapped__(build.pedestal_dtype, build.cluster, None, None, (),
                                  (build.rows, build.cols)).compile()
-    except TypeError as exc:
-        # CuPy hands the module it made back to RawModule, which takes only its own Module type: this error comes
-        # after the cubin was saved (or found in the cache), so the build is in the cache either way
-        if "_NoLoad" not in str(exc):
+    except TypeError:
+        # CuPy hands the module it made back to RawModule, which takes only its own Module type: that error comes
+        # after the cubin was saved (or found in the cache), so the build is in the cache when a Module got it
+        if not shim.loaded():
             raise
     finally:
         compiler.function = real
