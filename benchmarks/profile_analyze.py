@@ -7,7 +7,9 @@ at the end of each step and its peak during it.
 ``--cprofile N`` prints the N functions with the most own time over the whole run; ``--tracemalloc``
 also gives each step's peak of Python-allocated memory (NumPy arrays included; slower).
 The analyzers are timed by wrapping the module functions the facade calls (analysis._group calls
-them by module attribute), so the figures are those of the real call sequence.
+them by module attribute), so the figures are those of the real call sequence. Several run on threads
+at once (analysis._group): their CPU figures are the whole process's over their span, and their wall
+figures overlap; the ANALYZE line gives the analysis as a whole.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ def main() -> None:
     if args.tracemalloc:
         tracemalloc.start()
     wrap = [(busy, "measure"), (gaps, "classify"), (gaps, "idle"), (links, "build"), (held, "find"), (host, "measure"),
+            (host, "calls"), (host, "with_blocked"), (critical_path, "row_predecessors"), (critical_path, "predecessors"),
             (critical_path, "measure"), (kernels, "by_name"), (kernels, "copy_classes"), (pacing, "measure"),
             (frames, "count"), (window, "trim"), (window, "fixed"), (model, "build")]  # fmt: skip
     for mod, fn in wrap:

@@ -36,6 +36,7 @@ from clusterbench.analyzers import links as links_mod
 from clusterbench.analyzers import model as model_mod
 from clusterbench.analyzers import pacing as pacing_mod
 from clusterbench.analyzers import window as window_mod
+from clusterbench.analyzers.beside import beside
 from clusterbench.analyzers.assembly import (  # noqa: F401  (re-exported: the facade's names)
     ABSURD_US_PER_FRAME,
     Request,
@@ -161,30 +162,58 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
         h2d_bytes = busy_mod.clip_records(h2d.start_ns, h2d.end_ns, h2d.bytes, w.intervals).nbytes
     frames = frames_mod.count(g, req.frames, w, used, data.ranges, h2d_bytes, warnings, data.graph_runs)
     n = frames.count
-    tick()
-    busy = busy_mod.measure(g, w.intervals, n, req.by_stream)
-    implausible_warnings(busy, warnings)
-    gp = gaps_mod.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
-    setup = gp.setup_mask()
-    setup_iv = (gp.starts_ns[setup], gp.starts_ns[setup] + gp.lengths_ns[setup])
-    tick()
+    # The analyzers run on threads as far as they do not wait for each other: NumPy gives up the GIL in
+    # its loops, so they take other cores. This thread works through the dependent chain (the links, the
+    # held calls, their blocked time on the threads, the critical path); beside it the gaps (then the
+    # host's calls, which need the set-up gaps, and the pacing), busy time with kernels and copies, and
+    # the rows' own predecessors on the path. The answers are those of one thread.
+    gaps_job = beside(_gaps_host_pacing, g, w.intervals, w.start_ns, req.gap_ns, frames)
+    busy_job = beside(_busy_and_kernels, g, w.intervals, n, req.by_stream)
     links = links_mod.build(g)
+    rows_job = beside(path_mod.row_predecessors, links, g.syncs, g.events) if links.api_known and links.n_rows else None
     tick()
     held = held_mod.find(links, w.intervals, g.syncs, g.events)
     tick()
-    host = host_mod.measure(g, w.intervals, setup_iv, n, links, held)
+    gp, setup_iv, calls, pacing, pacing_note = gaps_job.result()
+    tick()
+    host = host_mod.with_blocked(calls, links, held)
+    del calls
     tick()
     path = None
+    rows = rows_job.result() if rows_job is not None else None
+    del rows_job
     if links.api_known and host.threads:
+        graph = path_mod.predecessors(links, held, g.syncs, g.events, rows=rows)
+        del rows
         path = path_mod.measure(links, held, w.intervals, setup_iv, host_mod.launching_mask(g, host), n, g.api.threads,
-                                g.syncs, g.events)  # fmt: skip
+                                g.syncs, g.events, graph)  # fmt: skip
+        del graph
+    tick()
+    busy, kernels, copies = busy_job.result()
+    implausible_warnings(busy, warnings)
     tick()
     roof, busy = busy_mod.roofline(busy, host.threads, n)
-    kernel_busy = busy.engines["kernel"].busy_ns if "kernel" in busy.engines else 0
-    kernels = kernels_mod.by_name(g, w.intervals, n, kernel_busy)
-    copies = kernels_mod.copy_classes(g, w.intervals, n)
-    pacing, pacing_note = pacing_mod.measure(g, frames, w.intervals, gp)
     return assemble(g, w, frames, busy, roof, gp, host, path, kernels, copies, pacing, pacing_note, warnings)
+
+
+def _gaps_host_pacing(g: model_mod.GroupTrace, window: iv.Intervals, start_ns: int, gap_ns: int, frames):  # noqa: ANN001, ANN202
+    """The idle gaps of ``window`` with their causes, the set-up gaps as intervals, the host analyzer's
+    part from the calls alone (over the window less the set-up gaps), and the pacing of ``frames``."""
+    gp = gaps_mod.classify(g, gaps_mod.idle(g, window, gap_ns), start_ns, gap_ns)
+    setup = gp.setup_mask()
+    setup_iv = (gp.starts_ns[setup], gp.starts_ns[setup] + gp.lengths_ns[setup])
+    calls = host_mod.calls(g, window, setup_iv, frames.count)
+    pacing, pacing_note = pacing_mod.measure(g, frames, window, gp)
+    return gp, setup_iv, calls, pacing, pacing_note
+
+
+def _busy_and_kernels(g: model_mod.GroupTrace, window: iv.Intervals, n: int | None, by_stream: bool):  # noqa: ANN202
+    """Busy time per engine (the roofline leaves each engine's busy time as it is), kernels by name, and
+    the copies by size class."""
+    busy = busy_mod.measure(g, window, n, by_stream)
+    kernel_busy = busy.engines["kernel"].busy_ns if "kernel" in busy.engines else 0
+    kernels = kernels_mod.by_name(g, window, n, kernel_busy)
+    return busy, kernels, kernels_mod.copy_classes(g, window, n)
 
 
 def analyze(data: TraceData, req: Request | None = None, trace_label: str | None = None, cache: dict | None = None,

@@ -268,16 +268,28 @@ def _better(best: np.ndarray, pr: np.ndarray, src: np.ndarray, s: np.ndarray, e:
         best[has[win]], pr[has[win]] = rel[win], r[win]
 
 
-def predecessors(links: Links, held: Held, syncs=None, records=None, event_src: np.ndarray | None = None) -> Graph:  # noqa: ANN001
+def predecessors(links: Links, held: Held, syncs=None, records=None, event_src: np.ndarray | None = None,  # noqa: ANN001
+                 rows: tuple[np.ndarray, np.ndarray] | None = None) -> Graph:  # fmt: skip
     """Every row's predecessor (module docstring), with NumPy over the columns; row indices as int32
     while they fit, and each source let go as soon as it is weighed. ``event_src``: per row, the row it
-    waits for through cudaStreamWaitEvent, when the caller has it (else from the calls, _event_edges)."""
+    waits for through cudaStreamWaitEvent, when the caller has it (else from the calls, _event_edges).
+    ``rows``: :func:`row_predecessors` of the same links (taken over: its arrays are changed), when the
+    caller worked them out already (they need no held calls)."""
     n = links.n_rows
-    idx = np.int32 if n < (1 << 31) else np.int64
     th = _Threads(links, *_exit_calls(links, held))
     if n == 0:
         e0 = np.empty(0, dtype=np.int64)
         return Graph(e0, e0, e0, th)
+    best, pr = row_predecessors(links, syncs, records, event_src) if rows is None else rows
+    return _with_launches(links, th, best, pr)
+
+
+def row_predecessors(links: Links, syncs=None, records=None, event_src: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
+    """:func:`predecessors`' part over the rows alone (stream, event, engine and legacy default stream
+    orders; the launch calls come after): per row the latest release so far and its row (-1 for none).
+    It needs no held calls, so a caller can have it made while they are found."""
+    n = links.n_rows
+    idx = np.int32 if n < (1 << 31) else np.int64
     s, e = links.start, links.end
     best = np.full(n, _NEG, dtype=np.int64)  # the latest release so far
     pr = np.full(n, NONE, dtype=idx)
@@ -301,6 +313,15 @@ def predecessors(links: Links, held: Held, syncs=None, records=None, event_src: 
     _better(best, pr, _event_edges(links, syncs, records)[0] if event_src is None else event_src, s, e, cap=False)
     _better(best, pr, _engine_predecessors(links), s, e, cap=False)
     _better(best, pr, _legacy_predecessors(links), s, e, cap=False)
+    return best, pr
+
+
+def _with_launches(links: Links, th: _Threads, best: np.ndarray, pr: np.ndarray) -> Graph:
+    """The Graph from the rows' own predecessors (``best``, ``pr``: :func:`row_predecessors`) and the launch
+    calls, through the threads' exit calls ``th``."""
+    n = links.n_rows
+    idx = pr.dtype
+    s, e = links.start, links.end
     # launch call; the latest release wins (ties: stream, event, engine, default stream, then launch)
     lc = links.launch
     by_call_l, orphan_l = [], []
@@ -465,12 +486,15 @@ def follow(pred: np.ndarray, rel: np.ndarray, ws: np.ndarray, start: np.ndarray,
     return out, bounds, complete
 
 
-def walk(links: Links, held: Held, window: iv.Intervals, launching: np.ndarray, syncs=None, records=None) -> Walk:  # noqa: ANN001
+def walk(links: Links, held: Held, window: iv.Intervals, launching: np.ndarray, syncs=None, records=None,  # noqa: ANN001
+         graph: Graph | None = None) -> Walk:  # fmt: skip
     """The critical path of each window interval. ``launching``: per thread of ApiCalls.threads,
-    whether it is a launching thread (its calls can end the walk's first step)."""
+    whether it is a launching thread (its calls can end the walk's first step). ``graph``: the rows'
+    predecessors (:func:`predecessors` of the same links, held calls, syncs and records), when the caller
+    worked them out already (they need no launching threads: the caller can have them made meanwhile)."""
     ws, we = window
     k = int(ws.size)
-    gr = predecessors(links, held, syncs, records)
+    gr = predecessors(links, held, syncs, records) if graph is None else graph
     pred, rel, via = gr.pred, gr.rel, gr.via
     start, top0, first_end, use_call, head_lo, head_res = _start_nodes(links, gr.threads, window, launching)
 
@@ -515,11 +539,12 @@ def walk(links: Links, held: Held, window: iv.Intervals, launching: np.ndarray, 
 
 
 def measure(links: Links, held: Held, window: iv.Intervals, setup: iv.Intervals, launching: np.ndarray, frames: int | None,
-            threads: tuple, syncs=None, records=None) -> CriticalPath:  # noqa: ANN001  # fmt: skip
+            threads: tuple, syncs=None, records=None, graph: Graph | None = None) -> CriticalPath:  # noqa: ANN001  # fmt: skip
     """The critical path of ``window`` (every interval walked on its own, the parts summed), split by
     resource: ``host:<tid>`` per launching thread, each engine (kernels also by name), ``launch``, ``idle``;
-    each part also without the set-up gaps ``setup``. ``threads``: ApiCalls.threads (for the names)."""
-    w = walk(links, held, window, launching, syncs, records)
+    each part also without the set-up gaps ``setup``. ``threads``: ApiCalls.threads (for the names);
+    ``graph``: the rows' predecessors when the caller has them (:func:`walk`)."""
+    w = walk(links, held, window, launching, syncs, records, graph)
     return summarize(w, links, window, setup, frames, threads)
 
 

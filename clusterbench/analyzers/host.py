@@ -24,6 +24,8 @@ an idle GPU drained the pipeline: the GPU waits for the host's next work).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from clusterbench.analyzers import intervals as iv
@@ -46,9 +48,27 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
             links: Links | None = None, held: Held | None = None) -> Host:  # fmt: skip
     """The launching threads of ``g`` in ``window`` (less ``setup_gaps``); with the group's ``links`` and
     the calls the GPU ``held``, their blocked time (else none is known: work is busy)."""
+    return with_blocked(calls(g, window, setup_gaps, frames), links, held)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Calls:
+    """What :func:`calls` found from the calls alone: the Host record less the blocked time, which
+    :func:`with_blocked` adds from the links and the held calls."""
+
+    api_known: bool
+    steady: iv.Intervals | None = None  # the window less the set-up gaps
+    issues: np.ndarray | None = None  # per thread of ApiCalls.threads: whether it issues GPU work in the window
+    threads: tuple[tuple[int, dict], ...] = ()  # per launching thread: its index and ThreadStats' other fields
+    rest: tuple = ()  # Host's fields after ``threads``, up to the blocked groups
+
+
+def calls(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frames: int | None) -> Calls:
+    """:func:`measure`'s part that needs neither the links nor the held calls (nearly all of its work): a
+    caller can have it made while the held calls are found."""
     api = g.api
     if not api.tables:
-        return Host(False, (), 0, ())
+        return Calls(False)
     steady = iv.subtract(window, setup_gaps)  # the calls' time per kind counts here
     n_threads = len(api.threads)
     tpid = api.thread_pid()
@@ -87,7 +107,6 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
     wait_rows = np.flatnonzero(mine[api.thread] & is_wait[api.name]) if len(api) else np.empty(0, dtype=np.int64)
     w_s, w_e = api.start_ns[wait_rows], api.end_ns[wait_rows]  # kept calls come sorted by start
     wthread = api.thread[wait_rows]
-    blocked = _blocked(g, links, held, steady, issues) if links is not None and held is not None else None
     threads = []
     for t in np.flatnonzero(issues).tolist():
         m = wthread == t
@@ -101,14 +120,12 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
         c = calls[t * nk : (t + 1) * nk]
         info = api.threads[t]
         window_active = iv.intersect(window, (np.array([first[t]], dtype=np.int64), np.array([last[t]], dtype=np.int64)))
-        threads.append(ThreadStats(
+        threads.append((t, dict(
             thread=ThreadRef(info.pid, info.tid, info.name),
             launch_ns=int(row[0]), launch_calls=int(c[0]), copy_ns=int(row[1]), copy_calls=int(c[1]),
             wait_ns=int(row[2]), wait_calls=int(c[2]), other_ns=int(row[3]), other_calls=int(c[3]),
             active_ns=iv.length(window_active), busy_ns=busy_ns, frames=frames,
-            **(blocked.thread(t, busy_ns) if blocked is not None else {}),
-        ))  # fmt: skip
-    threads.sort(key=lambda x: (-x.work_ns, x.thread.tid))
+        )))  # fmt: skip
     del wthread
 
     # the process's blocking calls (every thread), as in version 1: the union clipped to the window
@@ -124,8 +141,20 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
     cu = iv.union(api.start_ns[copies], api.end_ns[copies])
     sync_copy_ns = int(iv.clipped_lengths(cu[0], cu[1], window).sum())
     sync_copy_names = tuple(sorted({api.names[i] for i in np.flatnonzero(np.bincount(api.name[copies], minlength=len(api.names))).tolist()}))
-    return Host(True, tuple(threads), host_sync_ns, tuple(names_in), sync_copy_ns, int(copies.size), sync_copy_names, drain_ns,
-                blocked.groups if blocked is not None else (), blocked is not None)  # fmt: skip
+    return Calls(True, steady, issues, tuple(threads),
+                 (host_sync_ns, tuple(names_in), sync_copy_ns, int(copies.size), sync_copy_names, drain_ns))  # fmt: skip
+
+
+def with_blocked(found: Calls, links: Links | None = None, held: Held | None = None) -> Host:
+    """The Host record of :func:`calls`' findings; with the group's ``links`` and the calls the GPU
+    ``held``, the launching threads' blocked time (else none is known: work is busy)."""
+    if not found.api_known:
+        return Host(False, (), 0, ())
+    blocked = _blocked(links, held, found.steady, found.issues) if links is not None and held is not None else None
+    threads = [ThreadStats(**fields, **(blocked.thread(t, fields["busy_ns"]) if blocked is not None else {}))
+               for t, fields in found.threads]  # fmt: skip
+    threads.sort(key=lambda x: (-x.work_ns, x.thread.tid))
+    return Host(True, tuple(threads), *found.rest, blocked.groups if blocked is not None else (), blocked is not None)
 
 
 def launching_mask(g: GroupTrace, host: Host) -> np.ndarray:
@@ -178,7 +207,7 @@ class _Blocked:
         return {"blocked_ns": min(int(row.sum()), busy_ns), "blocked_by_cause": by, "held_calls": int(self.count[t])}
 
 
-def _blocked(g: GroupTrace, links: Links, held: Held, steady: iv.Intervals, launching: np.ndarray) -> _Blocked:
+def _blocked(links: Links, held: Held, steady: iv.Intervals, launching: np.ndarray) -> _Blocked:
     return _Blocked(links, held, steady, launching, links.names)
 
 
