@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from clusterbench.analyzers import intervals as iv
+from clusterbench.analyzers.beside import beside
 from clusterbench.analyzers.links import NONE, Links
 from clusterbench.analyzers.records import BLOCK_CAUSES
 from clusterbench.io.nsys import schema as S
@@ -247,9 +248,8 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
     synced = np.flatnonzero(implicit_name[links.cname])
     synced = synced[_has_sync_row(links, synced, syncs)] if synced.size else synced
     waits = np.sort(np.concatenate([np.flatnonzero(links.ccat == _WAIT), synced]))
-    # block by block: the temporaries per call stay a few MB whatever the calls
-    w_row = np.concatenate([_wait_rows(links, waits[b0 : b0 + iv.BLOCK], syncs, records) for b0 in range(0, waits.size, iv.BLOCK)]) \
-        if waits.size else np.full(0, NONE, dtype=np.int64)  # fmt: skip
+    # the waits' rows on a thread beside the non-synchronizing calls' (NumPy gives up the GIL in its loops)
+    w_job = beside(_all_wait_rows, links, waits, syncs, records)
 
     # non-synchronizing calls: launches, asynchronous copies and memsets, implicit synchronizes
     cat = links.ccat
@@ -265,6 +265,7 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
         if cand.size else np.full(0, NONE, dtype=np.int64)  # fmt: skip
     ok_c = c_row >= 0
     cand, c_row = cand[ok_c], c_row[ok_c]
+    w_row = w_job.result()
 
     calls = np.concatenate([waits[w_row >= 0], cand])
     rows = np.concatenate([w_row[w_row >= 0], c_row])
@@ -298,6 +299,13 @@ def find(links: Links, window: iv.Intervals, syncs=None, records=None) -> Held: 
         code[launches & _first_launches(links, c)] = _CODE["module_load"]
         cause[nb] = code
     return Held(calls, rows, release, is_wait, cause, blocked, depth)
+
+
+def _all_wait_rows(links: Links, waits: np.ndarray, syncs, records) -> np.ndarray:  # noqa: ANN001
+    """:func:`_wait_rows` block by block: the temporaries per call stay a few MB whatever the calls."""
+    if not waits.size:
+        return np.full(0, NONE, dtype=np.int64)
+    return np.concatenate([_wait_rows(links, waits[b0 : b0 + iv.BLOCK], syncs, records) for b0 in range(0, waits.size, iv.BLOCK)])
 
 
 def _wait_rows(links: Links, waits: np.ndarray, syncs, records) -> np.ndarray:  # noqa: ANN001
