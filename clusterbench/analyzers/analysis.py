@@ -303,7 +303,6 @@ def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callab
     that does not grow with the trace; where the slabs do not apply (device-launched rows, --by-stream),
     read whole. The same TraceAnalysis either way. ``on_note(message)`` hears when the slabs are used, and
     when they were chosen but the trace is read whole after all."""
-    from clusterbench.analyzers import streamed
     from clusterbench.io.nsys import check_sqlite_file, resolve_trace
     from clusterbench.io.nsys.reader import VALUE_ERRORS, typed_problem
 
@@ -317,6 +316,8 @@ def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callab
         why = (f"{choice.rows:,} activity, API and synchronization rows, over the {choice.limit:,} read whole "
                "within the memory limit" if choice.setting == "auto" else f"{PATH_ENV}=slabs")  # fmt: skip
         note(f"{why}: reading in time slabs (bounded memory; slower than reading whole)")
+        from clusterbench.analyzers import streamed  # only here: a trace read whole needs none of it
+
         try:
             return streamed.analyze_slabs(sqlite_path, req, label, on_progress)
         except streamed.Fallback as exc:
