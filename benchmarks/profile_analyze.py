@@ -2,10 +2,13 @@
 seconds, and the process's resident memory (sampled every 5 ms by a thread reading /proc/self/statm)
 at the end of each step and its peak during it.
 
-    python benchmarks/profile_analyze.py benchmarks/out/big_1000000.sqlite [--cprofile N] [--tracemalloc]
+    python benchmarks/profile_analyze.py benchmarks/out/big_1000000.sqlite [--cprofile N] [--tracemalloc] [--chain]
 
 ``--cprofile N`` prints the N functions with the most own time over the whole run; ``--tracemalloc``
-also gives each step's peak of Python-allocated memory (NumPy arrays included; slower).
+also gives each step's peak of Python-allocated memory (NumPy arrays included; slower). ``--chain`` runs
+every job the analysis starts on a thread beside the main one (analyzers/beside.py) at once, on the main
+thread, and prints each job's time and the analysis's wall less them: the dependent chain, what the
+analysis would take with a free core for every job (as long as each job ends before the chain needs it).
 The analyzers are timed by wrapping the module functions the facade calls (analysis._group calls
 them by module attribute), so the figures are those of the real call sequence. Several run on threads
 at once (analysis._group): their CPU figures are the whole process's over their span, and their wall
@@ -85,7 +88,22 @@ def main() -> None:
     ap.add_argument("--cprofile", type=int, default=0, metavar="N")
     ap.add_argument("--tracemalloc", action="store_true")
     ap.add_argument("--json-out", action="store_true", help="also render the JSON (timed)")
+    ap.add_argument("--chain", action="store_true", help="run the jobs started beside at once and give the chain left")
     args = ap.parse_args()
+    side: list[tuple[str, float]] = []
+    if args.chain:
+        from clusterbench.analyzers import beside as beside_mod
+
+        class Eager:  # the job at once, its time noted
+            def __init__(self, fn, *a, **k) -> None:  # noqa: ANN001
+                t = time.perf_counter()
+                self.value = fn(*a, **k)
+                side.append((getattr(fn, "__name__", "?"), time.perf_counter() - t))
+
+            def result(self):  # noqa: ANN202
+                return self.value
+
+        beside_mod.Beside = Eager
     rss = Rss()
     start_rss = rss.now()
     from clusterbench.analyzers import analysis as A
@@ -119,6 +137,11 @@ def main() -> None:
     print(f"{'step':<26} {'CPU s':>7} {'wall s':>7} {'RSS after MB':>12} {'peak MB':>8} {'tracemalloc MB':>14}")
     for name, dc, dw, after, peak, tm in ROWS:
         print(f"{name:<26} {dc:>7.2f} {dw:>7.2f} {after:>12.0f} {peak:>8.0f} {'' if tm is None else f'{tm:>14.0f}'}")
+    if args.chain:
+        analysis_wall = next(dw for name, _, dw, *_ in ROWS if name == "ANALYZE analyze")
+        jobs = ", ".join(f"{n} {d:.3f}" for n, d in side)
+        print(f"chain: {analysis_wall - sum(d for _, d in side):.3f} s of the analysis's {analysis_wall:.3f} s; "
+              f"beside it (s): {jobs}")
     if prof:
         pstats.Stats(prof).sort_stats("tottime").print_stats(args.cprofile)
 
