@@ -253,7 +253,8 @@ def analyze_trace(path: str | os.PathLike[str], **options: Any) -> TraceAnalysis
 # Which way analyze_file reads (docs/analyze.md, "Which way a trace is read"). Reading whole is the faster
 # way; its peak memory grows with the rows it keeps one by one (activity, CUDA API and synchronization rows:
 # about 63 MB + 66 bytes a row, start-up included, on both shapes of the benchmark's traces), so that
-# WHOLE_ROWS_LIMIT rows keep it at about 325 MB, within the 400 MB limit with a margin. Past it the trace
+# WHOLE_ROWS_LIMIT rows keep it at about 325 MB (the analyzers on threads, in _group, add 8 to 17 MB at 1M records),
+# within the 400 MB limit with a margin. Past it the trace
 # is read in time slabs, in memory that does not grow with the trace. CLUSTERBENCH_ANALYZE_PATH=whole or
 # slabs sets the way for every trace (the tests run both); auto, or unset, chooses by size.
 PATH_ENV = "CLUSTERBENCH_ANALYZE_PATH"
