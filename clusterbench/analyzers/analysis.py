@@ -175,6 +175,7 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     held = held_mod.find(links, w.intervals, g.syncs, g.events)
     tick()
     gp, setup_iv, calls, pacing, pacing_note = gaps_job.result()
+    del gaps_job  # the calls go once the host has them
     tick()
     host = host_mod.with_blocked(calls, links, held)
     del calls
