@@ -174,3 +174,38 @@ def test_read_jobs_run_at_most_a_window_ahead_and_report_progress(tmp_path: Path
         ticks = sorted(seen[what])
         total = ticks[0][1]
         assert total > 6 and ticks == [(i, total) for i in range(1, total + 1)]
+
+
+def test_many_threads_read_whole_in_full_chunks_and_fewer_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past 4 read threads a trace read whole keeps its chunk size (every job costs a few dozen calls that take the
+    GIL back) and reads at most AHEAD_ROWS rows ahead per pool; the slab path's chunks shrink instead."""
+    monkeypatch.delenv(R.CHUNK_ENV, raising=False)
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 100)
+    monkeypatch.setattr(R, "READ_THREADS", 16)
+    monkeypatch.setattr(R, "AHEAD_ROWS", 400)
+    assert R.slab_chunk_rows() == 100  # the smaller of the setting and 100,000 / 16
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 25_000)
+    assert R.slab_chunk_rows() == 6_250
+    monkeypatch.setattr(R, "READ_THREADS", 4)
+    assert R.slab_chunk_rows() == 25_000
+    monkeypatch.setattr(R, "READ_THREADS", 16)
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 100)
+    most, rows = [0], []
+    submit = R._Window._fill
+    fetch = R._fetch
+
+    def fill(self) -> None:
+        submit(self)
+        most[0] = max(most[0], len(self.pending))
+
+    def counted(path: Path, sql: str, lo: int, hi: int) -> list:
+        rows.append(hi - lo)
+        return fetch(path, sql, lo, hi)
+
+    monkeypatch.setattr(R._Window, "_fill", fill)
+    monkeypatch.setattr(R, "_fetch", counted)
+    t = _trace(5)
+    data = read_trace(build(tmp_path / "w.sqlite", t))
+    assert len(data.api) == len(t.api) and len(data.activity) == len(t.kernels) + len(t.copies)
+    assert most[0] == 4  # 400 rows of 100-row chunks, not 2 x 16
+    assert max(rows) == 100 and len(rows) > 30

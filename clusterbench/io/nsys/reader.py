@@ -96,10 +96,21 @@ def chunk_rows_setting() -> int | None:
     return asked if asked > 0 else None
 
 
-# Rowids per read job: balances the threads; small strings reuse freed memory. Each running job holds its
-# chunk's text and arrays (about 2.5 MB at 25,000 API rows), and two pools run 2 x READ_THREADS jobs at
-# once: past 4 threads the chunks shrink so that the threads together hold about as much as 4 do.
-ROWS_PER_CHUNK = chunk_rows_setting() or (25_000 if READ_THREADS <= 4 else max(5_000, 100_000 // READ_THREADS))
+# Rowids per read job when a trace is read whole, whatever the threads. Each running job holds its chunk's
+# text and arrays (about 2.5 MB at 25,000 API rows); how many jobs are read ahead bounds what the chunks
+# hold together (AHEAD_ROWS). Every job takes the GIL back a few dozen times (the query, each column's
+# parse, the NumPy steps over its rows), so smaller chunks cost CPU: at 16 read threads, 6,250-row chunks
+# read the 1M-record trace in 2.7 to 2.9 s of CPU, 25,000-row chunks in 2.2 to 2.4 s (2 cores).
+ROWS_PER_CHUNK = chunk_rows_setting() or 25_000
+
+
+def slab_chunk_rows() -> int:
+    """Rowids per read job over time slabs (io.nsys.slabs; a slab holds two chunks' worth): ROWS_PER_CHUNK up
+    to 4 read threads, smaller past that (6,250 at 16), so that the threads together hold about as much as 4
+    do: the slab path reads the largest traces, where memory is the limit. CLUSTERBENCH_CHUNK_ROWS sets both."""
+    if READ_THREADS <= 4 or chunk_rows_setting():
+        return ROWS_PER_CHUNK
+    return min(ROWS_PER_CHUNK, max(5_000, 100_000 // READ_THREADS))
 
 _PACK_DEVICE = 1 << 24  # key = pid + 2**24*device (pid < 2**24)
 _PACK_PAGEABLE = 128  # memcpy code = kind + 128*pageable + 256*stream (kind < 128)
@@ -522,9 +533,9 @@ def base_api_name(name: str) -> str:
 # --------------------------------------------------------------------------- read jobs
 
 
-def _chunks(lo: int, hi: int) -> list[tuple[int, int]]:
-    """Split rowids lo..hi into (exclusive, inclusive] ranges of about ROWS_PER_CHUNK."""
-    n = max(1, -(-(hi - lo + 1) // ROWS_PER_CHUNK))
+def _chunks(lo: int, hi: int, rows: int | None = None) -> list[tuple[int, int]]:
+    """Split rowids lo..hi into (exclusive, inclusive] ranges of about ``rows`` (ROWS_PER_CHUNK by default)."""
+    n = max(1, -(-(hi - lo + 1) // (rows or ROWS_PER_CHUNK)))
     edges = np.linspace(lo - 1, hi, n + 1).astype(np.int64).tolist()
     return list(zip(edges[:-1], edges[1:]))
 
@@ -609,6 +620,10 @@ def _read_small(conn: sqlite3.Connection, path: Path, tables: frozenset[str], pr
 # Read jobs in flight per pool, ahead of the one the main thread takes next: a finished chunk waits in
 # its future until the main thread copies it into place, so this bounds the chunks held (not the threads).
 AHEAD_PER_THREAD = 2
+# Rows read ahead per pool when a trace is read whole, at most: what 4 threads hold with 2 chunks of 25,000
+# rows each. Past 4 threads the jobs ahead stop growing with the threads: 8 chunks keep 8 threads of each
+# pool busy, and more running at once added CPU time without reading sooner (2 cores, 16 threads: above).
+AHEAD_ROWS = 200_000
 
 
 class _Window:
@@ -663,7 +678,7 @@ def _window(pool: ThreadPoolExecutor, jobs: list[tuple[str, Callable, tuple]],
                 n = done[0]
             on_progress(what, n, total)
 
-    return _Window(pool, jobs, AHEAD_PER_THREAD * READ_THREADS, tick)
+    return _Window(pool, jobs, min(AHEAD_PER_THREAD * READ_THREADS, max(1, AHEAD_ROWS // ROWS_PER_CHUNK)), tick)
 
 
 def _consume(path: Path, jobs: _Window, sink: _ActivitySink) -> _ActivitySink | None:

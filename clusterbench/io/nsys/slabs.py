@@ -82,7 +82,7 @@ class _Cursor:
     def __init__(self, path: Path, table: str, read: Callable[[int, int], dict], span: tuple[int, int],
                  pool: ThreadPoolExecutor | None = None, ahead: int = 0, mins: list[int] | None = None) -> None:  # fmt: skip
         self.path, self.table, self.read_chunk = path, table, read
-        self.chunks = R._chunks(*span)[::-1]  # popped from the end, in rowid order
+        self.chunks = R._chunks(*span, R.slab_chunk_rows())[::-1]  # popped from the end, in rowid order
         self.buf: dict[str, np.ndarray] | None = None
         self.last = -_INF
         # out of order: the least start of the chunks from k on (suffix minima), per chunk k in rowid order
@@ -310,7 +310,7 @@ def _merge(parts: list[dict[str, np.ndarray] | None]) -> dict[str, np.ndarray] |
 def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, disordered: frozenset[str] | bool = frozenset(),
                kernel_names: str = "short", reader_out: list | None = None, threads: bool = True) -> Iterator[Slab]:  # fmt: skip
     """The export's rows in time slabs of about ``rows`` rows each (all tables together; default 2
-    read chunks' worth), read in rowid chunks of ``reader.ROWS_PER_CHUNK`` rows. ``disordered``: the tables
+    read chunks' worth), read in rowid chunks of ``reader.slab_chunk_rows()`` rows. ``disordered``: the tables
     to read as stored out of start order (True: every table), after one range scan per chunk for its
     least start (see :class:`_Cursor`); a table found out of order otherwise raises :class:`Disordered`
     (the slabs handed out before it may be wrong: start again with that table named, as :func:`run`
@@ -319,7 +319,7 @@ def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, disorde
     ``threads``: read the tables' next chunks ahead on a pool of reader.READ_THREADS threads."""
     path = Path(path)
     R.check_sqlite_file(path)
-    target = rows if rows is not None else 2 * R.ROWS_PER_CHUNK
+    target = rows if rows is not None else 2 * R.slab_chunk_rows()
     conn = R.connect_read_only(path)
     # the tables' next chunks are read ahead on a pool (each table at most AHEAD_PER_THREAD x threads / tables)
     pool = ThreadPoolExecutor(max_workers=R.READ_THREADS, thread_name_prefix="clusterbench-slab") if threads else None
@@ -339,7 +339,7 @@ def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, disorde
             mins = None
             if disordered is True or (disordered and t in disordered):
                 q = f"SELECT min(start) FROM [{t}] WHERE rowid > ? AND rowid <= ?"
-                mins = [_INF if m is None else int(m) for m in (conn.execute(q, ab).fetchone()[0] for ab in R._chunks(*span))]
+                mins = [_INF if m is None else int(m) for m in (conn.execute(q, ab).fetchone()[0] for ab in R._chunks(*span, R.slab_chunk_rows()))]
             return _Cursor(path, t, read, span, pool, ahead, mins)
 
         for t in S.ACTIVITY_TABLES:
