@@ -210,6 +210,7 @@ def _gate_exit(outcome) -> None:  # noqa: ANN001
     hints = [h for code, h in (("session_drift", "compare multi-stream rows within one session (--session NAME) or "
                                                  "on units whose links were measured"),
                                ("unsteady", "probe the unsteady configs again"),
+                               ("host_bound", "gate a program the host binds on sustained FPS: --gate-metric sustained"),
                                ("no_floor", "measure floors: clusterbench floors DIR DIR [...]"),
                                ("above the gate", f"gate at a larger percentage, or probe with more --processes"),
                                ("only in", "probe the same configs on both sides"),

@@ -51,7 +51,7 @@ from clusterbench.errors import InputError
 from clusterbench.model.engines import TRANSFER_ENGINES
 from clusterbench.model import units as U
 from clusterbench.model.engines import display_name as display_engine
-from clusterbench.model.results import SPREAD_SUFFIX, ResultRow, ResultSet, RowKey
+from clusterbench.model.results import HOST_BINDER, SPREAD_SUFFIX, ResultRow, ResultSet, RowKey
 
 # Confidence level of the bootstrap interval of the ratio of medians (model/stats.py says why 95 %).
 LEVEL = BOOTSTRAP_LEVEL
@@ -116,6 +116,7 @@ class Reason(str, Enum):
     BEYOND_DRIFT = "beyond_drift"  # several streams, other sessions, a transfer figure: beyond the drift bound
     NO_FLOOR = "no_floor"  # no session-to-session floor for the metric (seed rules) and not one session
     UNSTEADY = "unsteady"  # sustained FPS of a side whose sustained runs did not reach steady state
+    HOST_BOUND = "host_bound"  # the roofline binds on the host bar (a traced CPU figure) on a side: not judged
     NOT_MEASURED = "not_measured"  # empty on one side
     ONE_SIDED = "one_sided"  # the label is in one dir only
 
@@ -721,6 +722,15 @@ def _verdict_word(m: MetricDelta) -> str:
     return "NOT COMPARABLE" if m.verdict is Verdict.NOT_COMPARABLE else m.verdict.value
 
 
+# Why a roofline that binds on the host is not judged (Reason.HOST_BOUND; docs/compare.md, "Verdicts and reason
+# codes"): the host bar is the launching thread's time under the profiler (its untraced estimate), and the floors'
+# A/A pairs measured rooflines that bind on a GPU engine; the host bar of one program moved 12.9 % between two A/A
+# sessions of one H200 unit.
+HOST_BOUND_TEXT = ("the roofline binds on the host (before: {before}, after: {after}): the host bar is CPU time under "
+                   "the profiler, whose noise from one session to the next no A/A of the floors measured; sustained "
+                   "FPS, measured untraced, judges the frame")
+
+
 def _delta_txt(m: MetricDelta) -> str:
     return f"{U.signed_pct(m.delta_pct)} " if m.delta_pct is not None else ""
 
@@ -729,11 +739,20 @@ def _end_to_end(kernel: MetricDelta | None, roof: MetricDelta | None, sust: Metr
                 binds_after: str | None) -> tuple[EndToEnd, str, bool]:  # fmt: skip
     """The roofline and sustained FPS together: a change of either (FASTER, SLOWER, or both ways: MIXED) is what
     happened end to end; else, when either could not be judged (NOT COMPARABLE, or measured on one side only),
-    NOT_COMPARABLE with why, never SAME; else SAME; UNKNOWN when neither was measured."""
+    NOT_COMPARABLE with why, never SAME; else SAME; UNKNOWN when neither was measured. A roofline that binds on
+    the host (``host_bound``) is the traced frame of what sustained FPS measures untraced: where sustained FPS
+    is judged, it judges the frame alone."""
     parts: list[str] = []
     judged: list[MetricDelta] = []
     unjudged: list[str] = []
+    host_roof = roof is not None and roof.code is Reason.HOST_BOUND and sust is not None and sust.judged
+    if host_roof:
+        assert roof is not None
+        parts.append(f"roofline {_delta_txt(roof)}not judged (binds on the host: sustained FPS judges the frame)")
+        roof = None
     for what, m in (("roofline", roof), ("sustained", sust)):
+        if m is None and host_roof:
+            continue
         if m is None or m.verdict is Verdict.MISSING and m.before is None and m.after is None:
             parts.append(f"{what} not measured")
             continue
@@ -765,7 +784,7 @@ def _end_to_end(kernel: MetricDelta | None, roof: MetricDelta | None, sust: Metr
                    "show in the other")
     invisible = (
         kernel is not None and kernel.verdict in (Verdict.FASTER, Verdict.SLOWER)
-        and roof is not None and roof.verdict is Verdict.SAME
+        and (roof is not None and roof.verdict is Verdict.SAME or host_roof)
         and (sust is None or sust.verdict is Verdict.SAME
              or sust.verdict is Verdict.MISSING and sust.before is None and sust.after is None)
     )  # fmt: skip
@@ -876,6 +895,9 @@ def _compare_row(
             ncr = (Reason.CONFIG_DIFFERS, "; ".join(mm.text for mm in blocking))
         elif n == "sustained_fps" and unsteady is not None:
             ncr = (Reason.UNSTEADY, unsteady)
+        elif n == "roofline_us" and HOST_BINDER in (binds_before, binds_after) and rb.number(n) != ra.number(n):
+            ncr = (Reason.HOST_BOUND, HOST_BOUND_TEXT.format(before=display_engine(binds_before or "?"),
+                                                             after=display_engine(binds_after or "?")))
         elif multi and not same_session and not linked and (
                 n in TRANSFER_METRICS
                 or n == "roofline_us" and (binds_before in TRANSFER_ENGINES or binds_after in TRANSFER_ENGINES)):

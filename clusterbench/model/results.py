@@ -377,7 +377,8 @@ DELAY_BINDS = re.compile(r"^(?:(?:host|gpu|link)(?:\+(?:gpu|link))*|shared|none|
 CHECK_STATUSES = ("agree", "disagree", "unchecked")
 HOST_ESTIMATES = ("calibrated", "rate-scaled", "measured")  # how host_untraced_us was made
 # What may bind: a GPU engine, or the host (a launching thread whose busy time per frame is the tallest bar)
-BINDERS: tuple[str, ...] = (*ENGINES, "host")
+HOST_BINDER = "host"  # a row whose roofline binds on the launching host thread's bar, not on a GPU engine
+BINDERS: tuple[str, ...] = (*ENGINES, HOST_BINDER)
 
 
 def _check_values(row: ResultRow) -> None:

@@ -463,6 +463,66 @@ def test_invisible_only_when_roofline_and_sustained_did_not_move(tmp_path: Path)
     assert "sustained -5.00 % SLOWER" in r2.end_to_end_reason
 
 
+def _host_row(label: str, kernel: float, host: float, **extra: object) -> dict:
+    """A row whose roofline binds on the host bar (a program as it is, the host-bound kind: its bars from a trace
+    of the zoo's turn-taking program on an H200)."""
+    r = _row(label, kernel, 8.42, 1.51, **extra)
+    r.update(roofline_us=host, binds="host")
+    return r
+
+
+def test_a_roofline_on_the_host_bar_is_not_judged_and_sustained_judges_the_frame(tmp_path: Path) -> None:
+    # the host bar moved +12.86 % (53.44 -> 60.31 µs, as rounded) between two A/A sessions of one H200 unit, sustained FPS
+    # -0.47 % (12,214 -> 12,156): within its 1.5 % floor, the roofline not judged, end to end SAME
+    c = _cmp(tmp_path, [_host_row("turns", 22.10, 53.44, sustained_fps=12_214.0)],
+             [_host_row("turns", 22.10, 60.31, sustained_fps=12_156.0)])  # fmt: skip
+    r = c.row("turns")
+    roof = r.metric("roofline_us")
+    assert roof.verdict is Verdict.NOT_COMPARABLE and roof.code is Reason.HOST_BOUND
+    assert roof.delta_pct == pytest.approx((60.31 - 53.44) / 53.44 * 100.0)
+    assert r.metric("sustained_fps").verdict is Verdict.SAME
+    assert r.end_to_end is EndToEnd.SAME
+    assert "roofline +12.86 % not judged (binds on the host" in r.end_to_end_reason  # 6.87 / 53.44
+    gate = judge_gate(c, 3.0)
+    assert not gate.failures and ("turns", "roofline_us", "host_bound") in gate.unjudged
+    assert not judge_gate(c, 3.0, metrics=("sustained_fps",)).unjudged
+
+
+def test_a_host_bound_frame_that_slowed_reads_slower_by_sustained_fps(tmp_path: Path) -> None:
+    # sustained 12,214 -> 11,603 FPS is -5.00 %, beyond the floor: SLOWER end to end, whatever the host bar did
+    c = _cmp(tmp_path, [_host_row("turns", 22.10, 53.44, sustained_fps=12_214.0)],
+             [_host_row("turns", 26.20, 50.75, sustained_fps=11_603.3)])  # fmt: skip
+    r = c.row("turns")
+    assert r.metric("roofline_us").code is Reason.HOST_BOUND
+    assert r.end_to_end is EndToEnd.SLOWER and not r.kernel_invisible
+    assert [f.metric for f in judge_gate(c, 3.0).failures] == ["sustained_fps"]
+
+
+def test_a_kernel_change_under_a_host_bound_frame_is_invisible_end_to_end(tmp_path: Path) -> None:
+    # kernel 22.10 -> 26.20 µs (+18.6 %), sustained 12,214 -> 12,196 (-0.15 %): the host binds, the kernel is hidden
+    c = _cmp(tmp_path, [_host_row("turns", 22.10, 53.44, sustained_fps=12_214.0)],
+             [_host_row("turns", 26.20, 50.75, sustained_fps=12_196.0)])  # fmt: skip
+    r = c.row("turns")
+    assert r.metric("kernel_us").verdict is Verdict.SLOWER and r.end_to_end is EndToEnd.SAME
+    assert r.kernel_invisible and "invisible end to end (binds: host)" in r.end_to_end_reason
+
+
+def test_a_host_bound_roofline_on_one_side_or_without_sustained_fps(tmp_path: Path) -> None:
+    # the binder moved from the host to H2D: the before roofline is a host bar, so the pair is not judged either
+    after = _row("turns", 22.10, 55.0, 1.51, sustained_fps=12_214.0)
+    c = _cmp(tmp_path, [_host_row("turns", 22.10, 53.44, sustained_fps=12_214.0)], [after])
+    assert c.row("turns").metric("roofline_us").code is Reason.HOST_BOUND
+    assert c.row("turns").end_to_end is EndToEnd.SAME
+    # no sustained FPS to judge the frame: nothing judges it, so end to end is NOT COMPARABLE, never SAME
+    c2 = _cmp(tmp_path / "2", [_host_row("turns", 22.10, 53.44)], [_host_row("turns", 22.10, 60.31)])
+    assert c2.row("turns").metric("roofline_us").code is Reason.HOST_BOUND
+    assert c2.row("turns").end_to_end is EndToEnd.NOT_COMPARABLE
+    # equal values stay identical: a dir against itself reads SAME on every figure
+    c3 = _cmp(tmp_path / "3", [_host_row("turns", 22.10, 53.44, sustained_fps=12_214.0)],
+              [_host_row("turns", 22.10, 53.44, sustained_fps=12_214.0)])  # fmt: skip
+    assert c3.row("turns").metric("roofline_us").code is Reason.IDENTICAL
+
+
 def _csv_rows(d: Path) -> dict[str, dict[str, str]]:
     with open(d / "probes.csv", newline="") as fh:
         return {r["label"]: r for r in csv.DictReader(fh)}
