@@ -726,9 +726,9 @@ def _verdict_word(m: MetricDelta) -> str:
 # codes"): the host bar is the launching thread's time under the profiler (its untraced estimate), and the floors'
 # A/A pairs measured rooflines that bind on a GPU engine; the host bar of one program moved 12.9 % between two A/A
 # sessions of one H200 unit.
-HOST_BOUND_TEXT = ("the roofline binds on the host (before: {before}, after: {after}): the host bar is CPU time under "
-                   "the profiler, whose noise from one session to the next no A/A of the floors measured; sustained "
-                   "FPS, measured untraced, judges the frame")
+HOST_BOUND_WHY = ("the roofline binds on the host (before: {before}, after: {after}): the host bar is CPU time under "
+                  "the profiler, whose noise from one session to the next no A/A of the floors measured")
+HOST_BOUND_TEXT = HOST_BOUND_WHY + "; sustained FPS, measured untraced, judges the frame"
 
 
 def _delta_txt(m: MetricDelta) -> str:

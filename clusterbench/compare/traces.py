@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
-from clusterbench.compare.compare import MetricDelta, Reason, Verdict, compare_metric
+from clusterbench.compare.compare import HOST_BOUND_WHY, MetricDelta, Reason, Verdict, compare_metric
 from clusterbench.compare.noise import SEED_FLOORS, TRACE_FLOOR_MIN_PCT, FloorSet, NoiseFloor
 from clusterbench.errors import InputError
 from clusterbench.model.engines import TRANSFER_ENGINES
+from clusterbench.model.engines import display_name as display_engine
+from clusterbench.model.results import HOST_BINDER
 from clusterbench.model import units as U
 
 if TYPE_CHECKING:
@@ -129,17 +131,24 @@ def compare_traces(a: TraceAnalysis, b: TraceAnalysis, kernels_a: Mapping[str, f
     eb, ea = _engine_us(a.primary), _engine_us(b.primary)
     engines: list[MetricDelta] = []
 
-    def one(metric: str, vb: float | None, va: float | None, transfer: bool) -> MetricDelta:
+    def one(metric: str, vb: float | None, va: float | None, transfer: bool,
+            not_comparable: tuple[Reason, str] | None = None) -> MetricDelta:  # fmt: skip
         fl = NoiseFloor(metric, multi, TRACE_FLOOR_MIN_PCT, REPRODUCIBILITY_SOURCE)
         return compare_metric(metric, vb, va, streams=streams, floors=floors, floor=fl,
-                              drift_bound_pct=floors.drift_bound_pct if multi and transfer else None)
+                              drift_bound_pct=floors.drift_bound_pct if multi and transfer else None,
+                              not_comparable=not_comparable)
 
     for e in [e for e in (*eb, *ea) if e in eb or e in ea]:
         if any(m.name == f"{e}_us" for m in engines):
             continue
         engines.append(one(f"{e}_us", eb.get(e), ea.get(e), e in TRANSFER_ENGINES))
     on_transfer = before.binds in TRANSFER_ENGINES or after.binds in TRANSFER_ENGINES
-    engines.append(one("roofline_us", a.primary.roofline.us_per_frame, b.primary.roofline.us_per_frame, on_transfer))
+    rb, ra = a.primary.roofline.us_per_frame, b.primary.roofline.us_per_frame
+    # a roofline on the host bar is not judged (compare.Reason.HOST_BOUND); two traces have no sustained FPS
+    host = (Reason.HOST_BOUND, HOST_BOUND_WHY.format(before=display_engine(before.binds), after=display_engine(after.binds))
+            + "; the frame of a program the host binds is judged by sustained FPS (clusterbench probe, then compare "
+              "DIR_A DIR_B)") if HOST_BINDER in (before.binds, after.binds) and rb != ra else None  # fmt: skip
+    engines.append(one("roofline_us", rb, ra, on_transfer, host))
     kb, ka = dict(kernels_a or {}), dict(kernels_b or {})
     names = sorted(set(kb) | set(ka), key=lambda n: -max(kb.get(n, 0.0), ka.get(n, 0.0)))
     kernels = []

@@ -126,3 +126,20 @@ def test_cli_two_traces(tmp_path: Path) -> None:
                        ([str(a), str(b), "--window", "0:10ms"], "--window")):
         r = CliRunner().invoke(app, ["compare", *args])
         assert r.exit_code == 2 and text in r.stderr and "Traceback" not in r.output, (args, r.output)
+
+
+def test_a_roofline_on_the_host_bar_of_two_traces_is_not_judged() -> None:
+    # two host-bound programs of the zoo (real H200 exports): each roofline binds on the launching thread's bar,
+    # whose noise from one trace to the next no A/A measured; the engines are judged as ever
+    zoo = Path(__file__).resolve().parents[1] / "data" / "zoo"
+    turns = analyze_for_compare(zoo / "zoo_turns.sqlite", frames="1000")
+    host = analyze_for_compare(zoo / "zoo_host_bound.sqlite", frames="1000")
+    c = compare_traces(turns, host)
+    assert (c.before.binds, c.after.binds) == ("host", "host")
+    roof = next(m for m in c.engines if m.name == "roofline_us")
+    assert roof.verdict is Verdict.NOT_COMPARABLE and roof.code is Reason.HOST_BOUND
+    assert "sustained FPS" in roof.reason
+    assert next(m for m in c.engines if m.name == "kernel_us").verdict is Verdict.FASTER
+    # a trace against itself stays identical
+    same = compare_traces(turns, turns).engines
+    assert next(m for m in same if m.name == "roofline_us").code is Reason.IDENTICAL
