@@ -24,6 +24,7 @@ an idle GPU drained the pipeline: the GPU waits for the host's next work).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,14 +54,14 @@ def measure(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frame
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Calls:
-    """What :func:`calls` found from the calls alone: the Host record less the blocked time, which
-    :func:`with_blocked` adds from the links and the held calls."""
+    """What :func:`calls` found from the calls alone: the Host record without the blocked time (its threads
+    in ``index`` order, not yet sorted by work), which :func:`with_blocked` adds from the links and the
+    held calls."""
 
-    api_known: bool
+    host: Host
+    index: tuple[int, ...] = ()  # per thread of host.threads: its index in ApiCalls.threads
     steady: iv.Intervals | None = None  # the window less the set-up gaps
     issues: np.ndarray | None = None  # per thread of ApiCalls.threads: whether it issues GPU work in the window
-    threads: tuple[tuple[int, dict], ...] = ()  # per launching thread: its index and ThreadStats' other fields
-    rest: tuple = ()  # Host's fields after ``threads``, up to the blocked groups
 
 
 def calls(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frames: int | None) -> Calls:
@@ -68,7 +69,7 @@ def calls(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frames:
     caller can have it made while the held calls are found."""
     api = g.api
     if not api.tables:
-        return Calls(False)
+        return Calls(Host(False, (), 0, ()))
     steady = iv.subtract(window, setup_gaps)  # the calls' time per kind counts here
     n_threads = len(api.threads)
     tpid = api.thread_pid()
@@ -120,12 +121,12 @@ def calls(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frames:
         c = calls[t * nk : (t + 1) * nk]
         info = api.threads[t]
         window_active = iv.intersect(window, (np.array([first[t]], dtype=np.int64), np.array([last[t]], dtype=np.int64)))
-        threads.append((t, dict(
+        threads.append(ThreadStats(
             thread=ThreadRef(info.pid, info.tid, info.name),
             launch_ns=int(row[0]), launch_calls=int(c[0]), copy_ns=int(row[1]), copy_calls=int(c[1]),
             wait_ns=int(row[2]), wait_calls=int(c[2]), other_ns=int(row[3]), other_calls=int(c[3]),
             active_ns=iv.length(window_active), busy_ns=busy_ns, frames=frames,
-        )))  # fmt: skip
+        ))  # fmt: skip
     del wthread
 
     # the process's blocking calls (every thread), as in version 1: the union clipped to the window
@@ -141,20 +142,25 @@ def calls(g: GroupTrace, window: iv.Intervals, setup_gaps: iv.Intervals, frames:
     cu = iv.union(api.start_ns[copies], api.end_ns[copies])
     sync_copy_ns = int(iv.clipped_lengths(cu[0], cu[1], window).sum())
     sync_copy_names = tuple(sorted({api.names[i] for i in np.flatnonzero(np.bincount(api.name[copies], minlength=len(api.names))).tolist()}))
-    return Calls(True, steady, issues, tuple(threads),
-                 (host_sync_ns, tuple(names_in), sync_copy_ns, int(copies.size), sync_copy_names, drain_ns))  # fmt: skip
+    host = Host(True, tuple(threads), host_sync_ns, tuple(names_in), sync_copy_ns, int(copies.size), sync_copy_names,
+                drain_ns)  # fmt: skip
+    return Calls(host, tuple(np.flatnonzero(issues).tolist()), steady, issues)
 
 
 def with_blocked(found: Calls, links: Links | None = None, held: Held | None = None) -> Host:
     """The Host record of :func:`calls`' findings; with the group's ``links`` and the calls the GPU
     ``held``, the launching threads' blocked time (else none is known: work is busy)."""
-    if not found.api_known:
-        return Host(False, (), 0, ())
-    blocked = _blocked(links, held, found.steady, found.issues) if links is not None and held is not None else None
-    threads = [ThreadStats(**fields, **(blocked.thread(t, fields["busy_ns"]) if blocked is not None else {}))
-               for t, fields in found.threads]  # fmt: skip
+    host = found.host
+    if not host.known:
+        return host
+    threads = list(host.threads)
+    blocked = None
+    if links is not None and held is not None:
+        blocked = _blocked(links, held, found.steady, found.issues)
+        threads = [dataclasses.replace(ts, **blocked.thread(t, ts.busy_ns)) for t, ts in zip(found.index, threads)]
     threads.sort(key=lambda x: (-x.work_ns, x.thread.tid))
-    return Host(True, tuple(threads), *found.rest, blocked.groups if blocked is not None else (), blocked is not None)
+    return dataclasses.replace(host, threads=tuple(threads), blocked=blocked.groups if blocked is not None else (),
+                               linked=blocked is not None)
 
 
 def launching_mask(g: GroupTrace, host: Host) -> np.ndarray:
