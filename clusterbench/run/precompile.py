@@ -26,12 +26,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from clusterbench.run.commands import child_env
+from clusterbench.workloads.protocol import BUILD_WAIT_S as WAIT_S  # past it a child is stopped: the runs compile
 from clusterbench.workloads.protocol import BUILDS_ENV, PENDING_SUFFIX
 
 WARM_MODULE = "clusterbench.workloads.cupy.warm"
-# Longest a child may take from its go (a compile takes a few seconds; a hung child must not hold the probe): past
-# it the child is stopped, its build marked done, and the runs compile for themselves.
-WAIT_S = 120.0
 
 
 def finder_builds(configs: Iterable[Any]) -> tuple[Any, ...]:

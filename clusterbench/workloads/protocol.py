@@ -51,6 +51,9 @@ DONE_SUFFIX = ".done"
 # compiles that build ahead: the finder's process waits for the file to go rather than compile the build itself.
 BUILDS_ENV = "CLUSTERBENCH_BUILDS_PENDING"
 PENDING_SUFFIX = ".pending"
+# Longest a build is compiled ahead from its go (a compile takes a few seconds): past it the probe stops the
+# compiling child, and a finder process waiting for the build stops waiting and compiles it itself.
+BUILD_WAIT_S = 120.0
 
 # Placeholders a command may use, beyond every parameter of WorkloadParams.
 RUN_PLACEHOLDERS: Mapping[str, str] = {

@@ -35,7 +35,7 @@ from clusterbench.model.params import WorkloadParams
 from clusterbench.model.steady import SteadyRule, run_until_steady
 from clusterbench.workloads.synth import FrameSet
 from clusterbench.workloads.protocol import PASS_RANGE as PASS_RANGE_PREFIX
-from clusterbench.workloads.protocol import (BUILDS_ENV, DONE_SUFFIX, GO_BEFORE, GO_BEFORE_ENV, GO_ENV, PEDESTAL_RANGE,
+from clusterbench.workloads.protocol import (BUILD_WAIT_S, BUILDS_ENV, DONE_SUFFIX, GO_BEFORE, GO_BEFORE_ENV, GO_ENV, PEDESTAL_RANGE,
                                              PENDING_SUFFIX, READY_SUFFIX, STEADY_ENV, child_error, pass_range_text)
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ def wait_for_go(path: str | None, poll_s: float = GO_POLL_S) -> float:
         time.sleep(poll_s)
 
 
-def wait_for_build(params: WorkloadParams, wait_s: float = 120.0, poll_s: float = 0.01) -> float:
+def wait_for_build(params: WorkloadParams, wait_s: float = BUILD_WAIT_S, poll_s: float = 0.01) -> float:
     """Wait while the probe still compiles this process's build ahead (BUILDS_ENV's ``<build>.pending``), so that
     the pipeline loads it from CuPy's cache instead of compiling it a second time; seconds waited (0 when the
     probe compiles nothing, or it is done). Past ``wait_s`` the pipeline compiles it itself."""
