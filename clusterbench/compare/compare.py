@@ -746,13 +746,13 @@ def _end_to_end(kernel: MetricDelta | None, roof: MetricDelta | None, sust: Metr
     judged: list[MetricDelta] = []
     unjudged: list[str] = []
     host_roof = roof is not None and roof.code is Reason.HOST_BOUND and sust is not None and sust.judged
+    figures: list[tuple[str, MetricDelta | None]] = [("sustained", sust)]
     if host_roof:
         assert roof is not None
         parts.append(f"roofline {_delta_txt(roof)}not judged (binds on the host: sustained FPS judges the frame)")
-        roof = None
-    for what, m in (("roofline", roof), ("sustained", sust)):
-        if m is None and host_roof:
-            continue
+    else:
+        figures.insert(0, ("roofline", roof))
+    for what, m in figures:
         if m is None or m.verdict is Verdict.MISSING and m.before is None and m.after is None:
             parts.append(f"{what} not measured")
             continue
