@@ -171,18 +171,31 @@ def gil(path: Path) -> None:
         print(f"  {label:<46} CPU {out['cpu']:6.3f} s; the Python count beside it at {rate / base:4.0%} of its rate alone")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("trace", type=Path)
-    ap.add_argument("--runs", type=int, default=2)
+def main() -> int:
+    from clusterbench.errors import ClusterbenchError
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="Exit codes: 0 measured; 2 bad input (a trace analyze refuses).")
+    ap.add_argument("trace", type=Path, help="an nsys SQLite export (benchmarks/bench_analyze.py builds big ones)")
+    ap.add_argument("--runs", type=int, default=2, help="reads of the whole trace (default 2)")
     ap.add_argument("--encodings", action="store_true", help="SQLite's CPU per encoding of the runtime API columns")
     ap.add_argument("--gil", action="store_true", help="whether the query and the parse give the GIL up")
     args = ap.parse_args()
-    breakdown(args.trace, args.runs)
-    if args.encodings:
-        encodings(args.trace)
-    if args.gil:
-        gil(args.trace)
+    if args.runs < 1:
+        ap.error(f"--runs must be at least 1, got {args.runs}")
+    try:
+        R.check_sqlite_file(args.trace)
+        breakdown(args.trace, args.runs)
+        if args.encodings:
+            encodings(args.trace)
+        if args.gil:
+            gil(args.trace)
+    except ClusterbenchError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        if getattr(exc, "hint", None):
+            print(f"Hint: {exc.hint}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":

@@ -172,3 +172,11 @@ def test_device_probe_checks_probes_every_zoo_program_with_its_frames() -> None:
         assert re.search(rf'-- "\$zoo/{prog}"', text), prog
     assert text.count("--frames ") >= 12 and "--scan streams=1,2,4" in text and "--capture cudaProfilerApi" in text
     assert "printf '$'; printf ' %q' \"$@\"" in text  # the command, before it runs
+
+
+@pytest.mark.parametrize("arg, message", [("no_such.sqlite", "Error: trace not found"),
+                                          ("README.md", "Error: not an SQLite database")])
+def test_bench_read_refuses_a_bad_trace_in_one_error(arg: str, message: str) -> None:
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_read.py"), arg], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and res.stderr.startswith(message) and "Traceback" not in res.stderr
