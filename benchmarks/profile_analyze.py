@@ -82,7 +82,7 @@ def timed(name: str, fn, rss: Rss, trace_mem: bool):  # noqa: ANN001
     return wrapper
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace")
     ap.add_argument("--cprofile", type=int, default=0, metavar="N")
@@ -90,25 +90,35 @@ def main() -> None:
     ap.add_argument("--json-out", action="store_true", help="also render the JSON (timed)")
     ap.add_argument("--chain", action="store_true", help="run the jobs started beside at once and give the chain left")
     args = ap.parse_args()
-    side: list[tuple[str, float]] = []
-    if args.chain:
-        from clusterbench.analyzers import beside as beside_mod
+    from clusterbench.errors import ClusterbenchError
+    from clusterbench.io.nsys import check_sqlite_file
 
-        class Eager:  # the job at once, its time noted
-            def __init__(self, fn, *a, **k) -> None:  # noqa: ANN001
-                t = time.perf_counter()
-                self.value = fn(*a, **k)
-                side.append((getattr(fn, "__name__", "?"), time.perf_counter() - t))
-
-            def result(self):  # noqa: ANN202
-                return self.value
-
-        beside_mod.Beside = Eager
+    try:
+        check_sqlite_file(Path(args.trace))
+    except ClusterbenchError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        if exc.hint:
+            print(f"Hint: {exc.hint}", file=sys.stderr)
+        return 2
     rss = Rss()
     start_rss = rss.now()
     from clusterbench.analyzers import analysis as A
     from clusterbench.analyzers import busy, critical_path, frames, gaps, held, host, kernels, links, model, pacing, window
     from clusterbench.render import analyze as render
+
+    side: list[tuple[str, float]] = []
+    if args.chain:
+        from concurrent.futures import Future
+
+        def eager(fn, *a, **k) -> Future:  # noqa: ANN001 - the job at once, on this thread, its time noted
+            t = time.perf_counter()
+            done: Future = Future()
+            done.set_result(fn(*a, **k))
+            side.append((getattr(fn, "__name__", "?"), time.perf_counter() - t))
+            return done
+
+        for mod in (A, held):  # the modules that start jobs beside them (each imported analyzers.beside.beside)
+            mod.beside = eager
 
     if args.tracemalloc:
         tracemalloc.start()
@@ -144,7 +154,8 @@ def main() -> None:
               f"beside it (s): {jobs}")
     if prof:
         pstats.Stats(prof).sort_stats("tottime").print_stats(args.cprofile)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -180,3 +180,18 @@ def test_bench_read_refuses_a_bad_trace_in_one_error(arg: str, message: str) -> 
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_read.py"), arg], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and res.stderr.startswith(message) and "Traceback" not in res.stderr
+
+
+def test_profile_analyze_chain_runs_every_job_started_beside_the_chain_on_its_own_thread() -> None:
+    # the four jobs analysis._group and held.find start beside the dependent chain, each timed on the main thread
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "profile_analyze.py"),
+                          str(ROOT / "tests" / "data" / "h200" / "dev_5x5_s2_b500.sqlite"), "--chain"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    chain = [line for line in res.stdout.splitlines() if line.startswith("chain: ")]
+    assert len(chain) == 1
+    jobs = {part.split()[0] for part in chain[0].split("beside it (s): ")[1].split(", ")}
+    assert jobs == {"_gaps_host_pacing", "_busy_and_kernels", "row_predecessors", "_all_wait_rows"}
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "profile_analyze.py"), "no_such.sqlite"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("Error: trace not found") and "Traceback" not in bad.stderr
