@@ -31,6 +31,7 @@ from clusterbench.analyzers.model import GroupTrace
 from clusterbench.io.nsys import schema as S
 
 NONE = -1
+MANY = -2  # Links.own_row: a call with several own rows
 _PACK = 40  # corr ids (CUPTI's are 32-bit) below 2**40; stream ranks above
 _TIME_BITS = 43  # times relative to the group's first row, below 2**43 ns (about 2.4 hours)
 _ENGINE = {name: code for code, name in enumerate(S.ENGINES)}
@@ -86,6 +87,9 @@ class Links:
     # but for the nodes of a node-level graph launch); :meth:`own` looks a call's up by binary search
     hosted: np.ndarray
     hosted_corr: np.ndarray  # their correlation ids (sorted)
+    # per call: its own row when it has exactly one, -1 when it has none, MANY when it has several (the
+    # nodes of a node-level graph launch): :meth:`own` reads most calls' row from it without a search
+    own_row: np.ndarray
 
     @property
     def n_rows(self) -> int:
@@ -194,29 +198,21 @@ class Links:
         hc = self.hosted_corr
         if calls.size == 0 or hc.size == 0:
             return out
-        x = self.ccorr[calls]
-        lo = np.searchsorted(hc, x, side="left")
-        top = hc.size - 1
-        ok = (hc[np.minimum(lo, top)] == x) & (x > 0)
-        ok[ok] &= self.launch[self.hosted[lo[ok]]] == calls[ok]  # a repeated id: its rows are the first call's
-        q = np.flatnonzero(ok)
+        row = self.own_row[calls].astype(np.int64)
+        single = np.flatnonzero(row >= 0)
+        rows = row[single]
+        if kind == "last":
+            out[single] = rows
+        else:
+            ce = self.cend[calls[single]]
+            keep = self.end[rows] <= ce if kind == "done" else self.start[rows] < ce
+            out[single[keep]] = rows[keep]
+        q = np.flatnonzero(row == MANY)  # more than one row (a node-level graph launch)
         if q.size == 0:
             return out
-        lo = lo[q]
-        multi = (lo < top) & (hc[np.minimum(lo + 1, top)] == x[q])  # more than one row (a node-level graph launch)
-        single = ~multi
-        rows = self.hosted[lo[single]].astype(np.int64)
-        if kind == "last":
-            keep = np.ones(rows.size, dtype=bool)
-        elif kind == "done":
-            keep = self.end[rows] <= self.cend[calls[q[single]]]
-        else:
-            keep = self.start[rows] < self.cend[calls[q[single]]]
-        out[q[single][keep]] = rows[keep]
-        if not multi.any():
-            return out
-        q, lo = q[multi], lo[multi]
-        hi = np.searchsorted(hc, x[q], side="right")
+        x = self.ccorr[calls[q]]
+        lo = np.searchsorted(hc, x, side="left")
+        hi = np.searchsorted(hc, x, side="right")
         n = hi - lo
         rep = np.repeat(np.arange(q.size), n)
         first = np.cumsum(n) - n
@@ -402,6 +398,7 @@ def build(g: GroupTrace, corr_range: tuple[int, int] | None = None) -> Links:
     by_end = np.argsort(end, kind="stable").astype(idx)
     hosted = by_corr[launch[by_corr] >= 0]
     hosted_corr = corr[hosted]
+    own_row = _own_rows(launch[hosted], hosted, cstart.size, idx)
     skeys = (ranks.astype(np.int64) << _PACK) | np.clip(corr[by_stream], 0, (1 << _PACK) - 1).astype(np.int64)
     counts = np.bincount(engine, minlength=len(S.ENGINES)) if n else np.zeros(len(S.ENGINES), np.int64)
     engine_hi = np.cumsum(counts)
@@ -414,9 +411,22 @@ def build(g: GroupTrace, corr_range: tuple[int, int] | None = None) -> Links:
         api_index=api_index, cstart=cstart, cend=cend, cthread=cthread, cname=cname, ccorr=ccorr, cstream=cstream,
         ccat=ccat, names=tuple(names),
         by_corr=by_corr, by_stream=by_stream, seg_lo=seg_lo, seg_hi=seg_hi,
-        latest=latest, by_end=by_end, hosted=hosted, hosted_corr=hosted_corr, skeys=skeys, engine_lo=engine_lo,
+        latest=latest, by_end=by_end, hosted=hosted, hosted_corr=hosted_corr, own_row=own_row, skeys=skeys, engine_lo=engine_lo,
         engine_hi=engine_hi,
     )  # fmt: skip
+
+
+def _own_rows(call: np.ndarray, rows: np.ndarray, n_calls: int, idx: type) -> np.ndarray:
+    """Per call, its own row (``rows`` launched by ``call``) when it has exactly one, -1 for none, MANY for
+    several."""
+    out = np.full(n_calls, NONE, dtype=idx)
+    if rows.size == 0:
+        return out
+    out[call] = rows
+    # a call named twice in ``call`` (issue order, so its rows lie next to each other) has several
+    again = np.flatnonzero(call[1:] == call[:-1])
+    out[call[again]] = MANY
+    return out
 
 
 def _ranks(stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
