@@ -29,7 +29,8 @@ from typing import Callable, Mapping, Sequence
 
 from clusterbench import __version__
 from clusterbench.compare.compare import (CONFIG_COLUMNS, config_value, params_differences, row_gpu, row_steady,
-                                         same_dirs)
+                                         row_unit, same_dirs)
+from clusterbench.compare.link import link_share
 from clusterbench.compare.noise import (ACROSS_UNITS, COMPARED_METRICS, FLOOR_MARGIN, FLOOR_MIN_PCT, FLOOR_STEP_PCT,
                                         MIN_PAIRS, SAME_UNIT, SCOPE_PAIRS, SCOPE_TEXT, SCOPES, SEED_DRIFT_SOURCE,
                                         SHARED_LINK_METRICS, TRACE_FLOOR_MIN_PCT, TRACE_METRICS,
@@ -117,14 +118,15 @@ class PairDiff:
     scope: str
     before: str  # dir names, in the order given
     after: str
-    diff_pct: float  # (after - before) / before * 100
+    diff_pct: float  # (after - before) / before * 100; ``linked``: as shares of each unit's link, as compare judges
     pair: tuple[str, str]
     git_rev: str
+    linked: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {"label": self.label, "metric": self.metric, "multi_stream": self.multi_stream, "scope": self.scope,
                 "before": self.before, "after": self.after, "diff_pct": self.diff_pct, "pair": list(self.pair),
-                "git_rev": self.git_rev}
+                "git_rev": self.git_rev, "linked": self.linked}
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +232,7 @@ def pair_diffs(group: Sequence[ResultSet], metrics: Sequence[str] = COMPARED_MET
                 continue
             scope, pair = pair_scope(a, ra, b, rb)
             multi = ra.streams is None or ra.streams > 1
+            streams = None if ra.streams is None or rb.streams is None else max(ra.streams, rb.streams)
             unsteady = row_steady(ra) is False or row_steady(rb) is False
             for m in metrics:
                 if m == "sustained_fps" and unsteady:
@@ -237,7 +240,12 @@ def pair_diffs(group: Sequence[ResultSet], metrics: Sequence[str] = COMPARED_MET
                 va, vb = ra.number(m), rb.number(m)
                 if va is None or vb is None or va == 0:
                     continue
-                out.append(PairDiff(key.label, m, multi, scope, a.name, b.name, (vb - va) / va * 100.0, pair, rev))
+                # across two units whose links were measured, a link-bound figure is the change compare judges:
+                # as shares of each unit's link (compare/link.py), so that the bound is of what it is held to
+                share = link_share(m, streams, ra.binds, rb.binds, row_unit(a, ra),
+                                   row_unit(b, rb)) if scope == ACROSS_UNITS else None
+                diff = (share.ratio(va, vb) - 1.0) * 100.0 if share is not None else (vb - va) / va * 100.0
+                out.append(PairDiff(key.label, m, multi, scope, a.name, b.name, diff, pair, rev, share is not None))
     return tuple(out)
 
 
@@ -261,8 +269,9 @@ def _floor_of(metric: str, multi: bool, scope: str, cands: Sequence[PairDiff], m
     pct = suggest_floor_pct(metric, size)
     pairs = len({d.pair for d in cands})
     link = f"as {worst.metric} (one shared link): " if worst.metric != metric else ""
+    share = " as shares of each unit's link" if worst.linked else ""
     src = (f"{link}A/A {worst.before} / {worst.after} (git {worst.git_rev[:12]}): {worst.label} {worst.metric} "
-           f"{U.pct_of(size, 2)} -> {FLOOR_MARGIN:g} x {U.pct_of(size, 2, unit=False)} = "
+           f"{U.pct_of(size, 2)}{share} -> {FLOOR_MARGIN:g} x {U.pct_of(size, 2, unit=False)} = "
            f"{U.pct_of(FLOOR_MARGIN * size, 2, unit=False)} -> {U.pct_of(pct, None)}; "
            f"{pairs} pair{'' if pairs == 1 else 's'} of {SCOPE_PAIRS[scope]}, {len(cands)} differences")
     return NoiseFloor(metric, multi, pct, src, size, scope, pairs, len(cands), pairs < min_pairs)

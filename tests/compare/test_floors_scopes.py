@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 
 from clusterbench.compare.compare import Verdict, compare_results
-from clusterbench.compare.floors import aa_floors, read_floors, write_floors
+from clusterbench.compare.floors import aa_floors, pair_diffs, read_floors, write_floors
 from clusterbench.compare.noise import FloorSet, NoiseFloor
 from clusterbench.io.results import load_results
 from clusterbench.render.compare import render_compare_json, render_compare_text
 
-from results_data import write
+from results_data import unit, write
 
 FRESH = [("a1", "GPU-A", "a", "SA", 100.0), ("a2", "GPU-A", "a", "SA", 100.4), ("b1", "GPU-B", "b", "SB", 102.0),
          ("b2", "GPU-B", "b", "SB", 101.5), ("c1", "GPU-C", "c", "SC", 99.0), ("c2", "GPU-C", "c", "SC", 99.3),
@@ -150,3 +150,52 @@ def test_an_unsteady_sustained_figure_makes_no_floor(tmp_path: Path) -> None:
     assert out.floors.floor("sustained_fps", 1, "across_units").aa_max_diff_pct == pytest.approx(3.0 / 102.0 * 100)
     assert "sustained FPS not steady, left out of the floors: b2u 3x3_s1" in out.warnings
     assert out.floors.floor("h2d_us", 1, "within_session").pairs == 4  # the trace figures still count
+
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _linked_probe(root: Path, name: str, uuid: str, duplex_d2h: float, d2h: float, h2d: float, fps: float,
+                  with_unit: bool = True) -> Path:
+    env = {"gpu_name": H100, "gpu_uuid": uuid, "host": name, "session_id": f"S-{name}", "git_rev": "r1",
+           "git_dirty": False}
+    if with_unit:
+        env["unit"] = {**unit(uuid, name, f"boot-{name}", duplex_d2h=duplex_d2h), "gpu_name": H100}
+    return write(root / name, [{"label": "9x9_s4", "cluster": 9, "cap": 3000, "streams": 4, "batch": 200,
+                                "frames": 8000, "kernel_us": 0.87, "h2d_us": h2d, "d2h_us": d2h, "roofline_us": d2h,
+                                "binds": "d2h", "sustained_fps": fps}], env)
+
+
+@pytest.mark.parametrize("with_unit", [True, False])
+def test_across_units_the_link_bound_figures_are_differences_of_link_shares(tmp_path: Path, with_unit: bool) -> None:
+    # Two units of one build whose D2H with both directions at once ran 50.7 and 40.0 GB/s (alone 55.0 on both;
+    # H2D 40.0 at once and 55.0 alone on both), a 4-stream row bound by D2H. The floor of two units is made of
+    # the change compare judges across them (compare/link.py): on several streams the change nearest 0 between
+    # the shares of the duplex rates and those of the rates alone. By hand:
+    #   sustained FPS 89,298 -> 70,183: duplex (70,183 / 40.0) / (89,298 / 50.7) = 0.996181, alone 0.785942:
+    #     -0.3819 %;
+    #   D2H (and the roofline, bound by D2H) 11.10 -> 14.10 µs: duplex (14.10 x 40.0) / (11.10 x 50.7) = 1.002186,
+    #     alone 14.10 / 11.10 = 1.270270: +0.2186 %;
+    #   H2D 6.60 -> 6.70 µs: both units' H2D rates agree, so +1.5152 % either way; the kernel 0 %.
+    # Without the units' links the figures are as measured: sustained -21.41 %, D2H +27.03 %.
+    a = load_results(_linked_probe(tmp_path, "a", "GPU-aaaa", 50.7, 11.10, 6.60, 89_298.0, with_unit))
+    b = load_results(_linked_probe(tmp_path, "b", "GPU-bbbb", 40.0, 14.10, 6.70, 70_183.0, with_unit))
+    got = {d.metric: d for d in pair_diffs([a, b])}
+    assert {d.scope for d in got.values()} == {"across_units"}
+    if with_unit:
+        want = {"sustained_fps": (70_183 / 40.0) / (89_298 / 50.7) - 1, "d2h_us": (14.10 * 40.0) / (11.10 * 50.7) - 1,
+                "roofline_us": (14.10 * 40.0) / (11.10 * 50.7) - 1, "h2d_us": 6.70 / 6.60 - 1, "kernel_us": 0.0}
+        assert want["sustained_fps"] * 100 == pytest.approx(-0.3819, abs=1e-4)
+        assert want["d2h_us"] * 100 == pytest.approx(0.2186, abs=1e-4)
+        linked = {"sustained_fps", "d2h_us", "roofline_us", "h2d_us"}
+    else:
+        want = {"sustained_fps": 70_183 / 89_298 - 1, "d2h_us": 14.10 / 11.10 - 1, "roofline_us": 14.10 / 11.10 - 1,
+                "h2d_us": 6.70 / 6.60 - 1, "kernel_us": 0.0}
+        linked = set()
+    for m, w in want.items():
+        assert got[m].diff_pct == pytest.approx(w * 100, abs=1e-9), m
+        assert got[m].linked == (m in linked), m
+    fs = aa_floors([a, b], min_pairs=1).floors
+    fps = fs.floor("sustained_fps", 4, "across_units")
+    assert fps.aa_max_diff_pct == pytest.approx(abs(want["sustained_fps"]) * 100)
+    assert ("as shares of each unit's link" in fps.source) == with_unit
