@@ -200,6 +200,10 @@ def row_notes(rows: Sequence[ResultRow]) -> list[str]:
     return out
 
 
+# the host bar and the untraced frame this close (a fraction) read as one: the host's own work is the frame
+HOST_FRAME_TOLERANCE = 0.10
+
+
 def host_line(r: ResultRow) -> str:
     """The launching thread's bar traced and without the profiler, set against the untraced rate (pure)."""
     traced = f"host bar {U.us_per_frame(r.host_us, 2)} under nsys"
@@ -207,10 +211,19 @@ def host_line(r: ResultRow) -> str:
         return traced + ", not estimated without the profiler"
     line = f"{traced}, {U.us_per_frame(r.host_untraced_us, 2)} without it ({r.host_estimate})"
     frame_us = U.fps_of_us(r.sustained_fps)  # 10^6 / FPS: the untraced frame time in µs
-    if frame_us:
-        line += (f"; the untraced rate is {U.us_per_frame(frame_us, 2)}: the estimate is "
-                 f"{U.signed_pct(100 * (r.host_untraced_us / frame_us - 1), 1)} from it")
-    return line
+    if not frame_us:
+        return line
+    off = r.host_untraced_us / frame_us - 1
+    line += f"; the untraced rate is {U.us_per_frame(frame_us, 2)}: the host bar is {U.signed_pct(100 * off, 1)} from it"
+    if off > HOST_FRAME_TOLERANCE:
+        # one thread's own work per frame cannot take longer than the frame it repeats in
+        what = "the measured" if r.host_estimate == "measured" else "the estimated"
+        return line + f", longer than the frame, which cannot be: {what} bar overstates the host's own time"
+    if off < -HOST_FRAME_TOLERANCE:
+        # every GPU bar is shorter than the host's (it binds the traced roofline), and the frame is longer still
+        return line + (": the frame is longer than every bar, so the resources take turns, at least in part, "
+                       "or wait on each other")
+    return line + ": the host's own work is the frame"
 
 
 _STATUS_WORDS = {"agree": "agrees with", "disagree": "DISAGREES with", "unchecked": "could not be checked against"}

@@ -3,6 +3,8 @@ point above both bounds says why (values worked out by hand)."""
 
 from __future__ import annotations
 
+import pytest
+
 from rich.console import Console
 
 from clusterbench.model.measurement import SUSTAINED_FPS, Measurement
@@ -58,9 +60,26 @@ def test_the_summary_marks_a_row_above_a_roofline_and_says_how_far_the_estimate_
                roofline_note="the profiler's inflation of the host bar")
     text = _render(render_summary([row], width=80))
     assert "125,000" in text and "96*" in text  # the untraced roofline and 96 %, not 144 %
-    # the untraced frame: 10^6 / 120,000 = 8.33 µs; the estimate, 8 µs, is 4.0 % below it
+    # the untraced frame: 10^6 / 120,000 = 8.33 µs; the estimate, 8 µs, is 4.0 % below it: within 10 %
     assert ("hb: host bar 12.00 µs/frame under nsys, 8.00 µs/frame without it (calibrated); the untraced rate is "
-            "8.33 µs/frame: the estimate is -4.0 % from it") in text
+            "8.33 µs/frame: the host bar is -4.0 % from it: the host's own work is the frame") in text
+
+
+@pytest.mark.parametrize("host_untraced, fps, said", [
+    # a one-stream loop on an H100 (daq_loop): 12.04 µs of host work in a 36.92 µs frame (27,086 FPS): -67.4 %
+    (12.04, 27_086.0, "36.92 µs/frame: the host bar is -67.4 % from it: the frame is longer than every bar, so the "
+                      "resources take turns, at least in part, or wait on each other"),
+    # 12 µs of host work in a 10 µs frame (100,000 FPS): +20.0 %, which no thread's own work can be
+    (12.0, 100_000.0, "10.00 µs/frame: the host bar is +20.0 % from it, longer than the frame, which cannot be: "
+                      "the measured bar overstates the host's own time"),
+    # 9.2 µs in a 10 µs frame: -8.0 %, within 10 %
+    (9.2, 100_000.0, "10.00 µs/frame: the host bar is -8.0 % from it: the host's own work is the frame"),
+])
+def test_the_host_bar_is_set_against_the_untraced_frame(host_untraced: float, fps: float, said: str) -> None:
+    row = _row("loop", fps, kernel_us=1.5, h2d_us=8.5, d2h_us=3.7, roofline_us=16.59, binds="host",
+               roofline_fps=1e6 / 16.59, host_us=16.59, host_untraced_us=host_untraced, host_estimate="measured",
+               roofline_untraced_us=host_untraced)
+    assert f"the untraced rate is {said}" in " ".join(_render(render_summary([row], width=200)).split())
 
 
 def _render(renderable) -> str:
