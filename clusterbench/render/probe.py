@@ -263,7 +263,39 @@ def render_scan(points: Sequence[ScanPoint], scans: Sequence[Scan], width: int |
                    "estimated untraced), what streams that overlap pay; sum of bars FPS: the bars added up, what one "
                    "stream (engines taking turns) pays; nearer: the bound the sustained FPS is closer to, or above "
                    "both; *: said below")
-    return Group(table, caption, *notes)
+    if not any(p.delay_binds for p in points):
+        return Group(table, caption, *notes)
+    return Group(table, caption, *notes, Text(""), *_binds_side_by_side(points, names))
+
+
+# the scan's "nearer" as what it says of the resources: near the tallest bar they overlap, near the sum they take turns
+_FRAME_WORDS = {"roofline": "overlap", "sum": "take turns", "above both": "above both"}
+
+
+def _binds_side_by_side(points: Sequence[ScanPoint], names: Sequence[str]) -> tuple[RenderableType, ...]:
+    """What binds at each point of a probe --what-binds scan, by the trace and by the delay test, side by side
+    (pure): the two are measured differently and may disagree, so neither is folded into the other."""
+    table = Table(title="what binds, point by point: the trace, and the delay test without the profiler",
+                  title_justify="left", header_style="bold", box=SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False,
+                  show_edge=False)
+    table.add_column("config", overflow="fold")
+    for n in names:
+        table.add_column(n, justify="right")
+    for header in ("tallest\nbar", "the\nresources", "delay\ntest"):
+        table.add_column(header)
+    for header in ("host", "GPU", "link"):
+        table.add_column(header, justify="right")
+    for p in points:
+        values = dict(p.values)
+        table.add_row(p.config, *(values.get(n, U.NOT_MEASURED) for n in names),
+                      display_name(p.binds) if p.binds else U.NOT_MEASURED,
+                      _FRAME_WORDS.get(p.nearer or "", U.NOT_MEASURED), p.delay_binds or U.NOT_MEASURED,
+                      *(U.NOT_MEASURED if s is None else f"{s:.2f}" for s in p.delay_slopes))
+    caption = Text("tallest bar: the trace's (under the profiler); the resources: overlap where the sustained FPS "
+                   "is nearer the roofline, take turns where nearer the sum of the bars; delay test: the resources "
+                   "whose delay of k µs a frame lengthened the untraced frame by at least 0.75 k (binds), else "
+                   "shared or none; host, GPU, link: each one's slope, frame µs per µs of delay")
+    return table, caption
 
 
 def _wrap_command(head: str, words: Sequence[str], width: int) -> list[str]:

@@ -162,6 +162,10 @@ class ScanPoint:
     error: str | None = None
     note: str | None = None  # why the sustained FPS stands above a roofline (the row's roofline_note)
     spread: float = 0.0  # the sustained runs' half range over their median
+    # probe --what-binds: what binds by the delay test without the profiler, and the slope of each resource
+    # (host, gpu, link: frame µs per µs of delay; None where not tested)
+    delay_binds: str | None = None
+    delay_slopes: tuple[float | None, float | None, float | None] = (None, None, None)
 
     @property
     def above_both(self) -> bool:
@@ -189,7 +193,8 @@ class ScanPoint:
         return {"config": self.config, "label": self.label, "values": dict(self.values),
                 "sustained_fps": self.sustained_fps, "sustained_source": self.source,
                 "roofline_fps": self.roofline_fps, "serial_fps": self.serial_fps, "binds": self.binds,
-                "nearer": self.nearer, "note": self.note, "error": self.error}
+                "nearer": self.nearer, "note": self.note, "error": self.error, "delay_binds": self.delay_binds,
+                "delay_slopes": dict(zip(("host", "gpu", "link"), self.delay_slopes))}
 
 
 def scan_points(rows: Sequence[ResultRow], configs: Sequence[ProbeConfig]) -> tuple[ScanPoint, ...]:
@@ -209,7 +214,8 @@ def scan_points(rows: Sequence[ResultRow], configs: Sequence[ProbeConfig]) -> tu
         note = r.roofline_note
         point = ScanPoint(c.scanned_from, c.label, c.point, r.sustained_fps, r.sustained_source,
                           U.fps_of_us(roof_us) or r.roofline_fps, U.fps_of_us(serial_us),
-                          r.binds, r.error, note, spread)
+                          r.binds, r.error, note, spread, r.delay_binds,
+                          (r.delay_slope_host, r.delay_slope_gpu, r.delay_slope_link))
         if point.above_both and note is None:
             note = ("faster than both bounds, though no roofline note was made: a bar of the trace overstates its "
                     "cost (the traced pass ran slower than the untraced runs)")

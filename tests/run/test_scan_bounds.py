@@ -3,6 +3,8 @@ point above both bounds says why (values worked out by hand)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from rich.console import Console
@@ -86,3 +88,41 @@ def _render(renderable) -> str:
     con = Console(width=200, record=True, file=open("/dev/null", "w"))
     con.print(renderable)
     return con.export_text()
+
+
+def test_a_what_binds_scan_shows_the_trace_and_the_delay_test_side_by_side() -> None:
+    # an H100's daq_loop (one thread) at 1 and 4 streams: the traced host bar is the tallest (16.59 and 16.24 µs),
+    # untraced 12.04 and 11.61 µs; the GPU bars 1.54 + 8.53 + 3.68 = 13.75 and 2.93 + 9.19 + 5.67 = 17.79 µs.
+    # 1 stream: 27,086 FPS (36.92 µs) against the roofline 10^6 / 12.04 = 83,056 FPS and the sum of the bars
+    # 10^6 / (13.75 + 12.04) = 38,775 FPS: nearer the sum (ln 83,056 / 27,086 = 1.12 > ln 38,775 / 27,086 = 0.36):
+    # the resources take turns; the delay test: GPU and link bind (0.95, 0.78), the host 0.53.
+    # 4 streams: 59,374 FPS against 10^6 / 11.61 = 86,133 and the bars' sum max(17.79 + 11.61, 11.61) = 29.40 µs,
+    # 34,014 FPS: ln(86,133 / 59,374) = 0.372 < ln(59,374 / 34,014) = 0.557: nearer the roofline, they overlap;
+    # the delay test: no slope at 0.75 or above, host 0.65 and link 0.34 in between: shared.
+    rows = [_row("daq.streams1", 27_086.0, kernel_us=1.54, h2d_us=8.53, d2h_us=3.68, roofline_us=16.59, binds="host",
+                 roofline_fps=1e6 / 16.59, serial_us=13.75 + 12.04, host_us=16.59, host_untraced_us=12.04,
+                 host_estimate="measured", roofline_untraced_us=12.04, delay_binds="gpu+link", delay_slope_host=0.53,
+                 delay_slope_gpu=0.95, delay_slope_link=0.78),
+            _row("daq.streams4", 59_374.0, kernel_us=2.93, h2d_us=9.19, d2h_us=5.67, roofline_us=16.24, binds="host",
+                 roofline_fps=1e6 / 16.24, serial_us=17.79 + 11.61, host_us=16.24, host_untraced_us=11.61,
+                 host_estimate="measured", roofline_untraced_us=11.61, delay_binds="shared", delay_slope_host=0.65,
+                 delay_slope_gpu=0.05, delay_slope_link=0.34)]
+    points = scan_points(rows, [_cfg("daq.streams1", "1"), _cfg("daq.streams4", "4")])
+    assert [p.nearer for p in points] == ["sum", "roofline"]
+    assert points[0].to_json()["delay_slopes"] == {"host": 0.53, "gpu": 0.95, "link": 0.78}
+    text = _render(render_scan(points, [Scan("streams", ("1", "4"))], width=80))
+    lines = text.splitlines()
+    assert any(ln.startswith("what binds, point by point") for ln in lines)
+    row1 = next(ln for ln in lines if ln.split()[:2] == ["hb", "1"] and "gpu+link" in ln)
+    assert row1.split()[2:] == ["host", "take", "turns", "gpu+link", "0.53", "0.95", "0.78"]
+    row4 = next(ln for ln in lines if ln.split()[:2] == ["hb", "4"] and "shared" in ln)
+    assert row4.split()[2:] == ["host", "overlap", "shared", "0.65", "0.05", "0.34"]
+    con = Console(width=80, record=True, file=open("/dev/null", "w"))
+    con.print(render_scan(points, [Scan("streams", ("1", "4"))], width=80))
+    narrow = con.export_text().splitlines()
+    assert max(len(ln.rstrip()) for ln in narrow) <= 80
+    assert any(ln.split()[:2] == ["hb", "4"] and "shared" in ln for ln in narrow)  # the table fits whole
+    # a scan without the delay test has no such table
+    bare = scan_points([dataclasses.replace(r, delay_binds=None) for r in rows],
+                       [_cfg("daq.streams1", "1"), _cfg("daq.streams4", "4")])
+    assert "point by point" not in _render(render_scan(bare, [Scan("streams", ("1", "4"))], width=80))
