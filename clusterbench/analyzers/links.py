@@ -218,8 +218,9 @@ class Links:
         first = np.cumsum(n) - n
         pos = lo[rep] + (np.arange(rep.size) - first[rep])
         rows = self.hosted[pos].astype(np.int64)
-        e = self.end[rows]
         low = np.iinfo(np.int64).min
+        # the rows of the id that this call launched (another call may have been given the same id)
+        e = np.where(self.launch[rows] == calls[q][rep], self.end[rows], low)
         if kind == "done":
             e = np.where(e <= self.cend[calls[q]][rep], e, low)
         elif kind == "started":
@@ -423,9 +424,8 @@ def _own_rows(call: np.ndarray, rows: np.ndarray, n_calls: int, idx: type) -> np
     if rows.size == 0:
         return out
     out[call] = rows
-    # a call named twice in ``call`` (issue order, so its rows lie next to each other) has several
-    again = np.flatnonzero(call[1:] == call[:-1])
-    out[call[again]] = MANY
+    # counted, not found next to each other: rows of calls that share a correlation id may interleave
+    out[np.bincount(call, minlength=n_calls) > 1] = MANY
     return out
 
 

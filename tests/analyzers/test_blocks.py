@@ -57,3 +57,37 @@ def test_block_searches_agree_with_numpy(monkeypatch: pytest.MonkeyPatch) -> Non
         run = np.maximum.accumulate(e)
         want = np.maximum.accumulate(np.where((e == run) & mask, np.arange(rows.size), -1))
         assert np.array_equal(P.latest_so_far(links.end, rows, mask), want)
+
+
+def _own_by_hand(links: L.Links, call: int, kind: str) -> int:
+    """Links.own's definition, row by row: among the rows the call launched, the latest end (ties: the last
+    row), counting for "done" only rows that ended by the call's end, for "started" only those that started
+    before it."""
+    best = -1
+    for r in np.flatnonzero(links.launch == call).tolist():
+        if kind == "done" and links.end[r] > links.cend[call]:
+            continue
+        if kind == "started" and links.start[r] >= links.cend[call]:
+            continue
+        if best < 0 or (links.end[r], r) >= (links.end[best], best):
+            best = r
+    return best
+
+
+@pytest.mark.parametrize("name", ["zoo_graph_block_h2d_node", "zoo_device_graph_host_node", "zoo_two_threads"])
+def test_a_calls_own_rows_follow_their_definition(name: str) -> None:
+    data = A.load_trace(_path(name))
+    g = M.build(data, *M.groups_of(data)[0])
+    links = L.build(g)
+    calls = np.arange(links.cend.size)
+    assert links.n_rows and (links.own_row == L.MANY).any() == ("node" in name)  # node-level graph launches
+    for kind in ("last", "done", "started"):
+        got = links.own(calls, kind)
+        assert got.tolist() == [_own_by_hand(links, c, kind) for c in calls.tolist()], kind
+
+
+def test_own_rows_of_calls_whose_rows_interleave() -> None:
+    # calls 0, 1 and 2; rows 10..13 in the order the correlation ids sort them: call 1's two rows lie apart
+    # (another call shares their id), call 0 has one row, call 2 none
+    got = L._own_rows(np.array([1, 0, 1]), np.array([10, 11, 12]), 3, np.int32)
+    assert got.tolist() == [11, L.MANY, L.NONE]
