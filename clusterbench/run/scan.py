@@ -21,6 +21,7 @@ from clusterbench.errors import ConfigError, InputError
 from clusterbench.model import units as U
 from clusterbench.model.params import FIELD_NAMES, WorkloadParams
 from clusterbench.model.results import ResultRow
+from clusterbench.model.untraced import RESOURCES
 from clusterbench.run.config import ProbeConfig
 from clusterbench.workloads.protocol import template_fields
 
@@ -163,7 +164,7 @@ class ScanPoint:
     note: str | None = None  # why the sustained FPS stands above a roofline (the row's roofline_note)
     spread: float = 0.0  # the sustained runs' half range over their median
     # probe --what-binds: what binds by the delay test without the profiler, and the slope of each resource
-    # (host, gpu, link: frame µs per µs of delay; None where not tested)
+    # (in RESOURCES' order, host, gpu, link: frame µs per µs of delay; None where not tested)
     delay_binds: str | None = None
     delay_slopes: tuple[float | None, float | None, float | None] = (None, None, None)
 
@@ -194,7 +195,7 @@ class ScanPoint:
                 "sustained_fps": self.sustained_fps, "sustained_source": self.source,
                 "roofline_fps": self.roofline_fps, "serial_fps": self.serial_fps, "binds": self.binds,
                 "nearer": self.nearer, "note": self.note, "error": self.error, "delay_binds": self.delay_binds,
-                "delay_slopes": dict(zip(("host", "gpu", "link"), self.delay_slopes))}
+                "delay_slopes": dict(zip(RESOURCES, self.delay_slopes))}
 
 
 def scan_points(rows: Sequence[ResultRow], configs: Sequence[ProbeConfig]) -> tuple[ScanPoint, ...]:

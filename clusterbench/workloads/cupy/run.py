@@ -35,8 +35,9 @@ from clusterbench.model.params import WorkloadParams
 from clusterbench.model.steady import SteadyRule, run_until_steady
 from clusterbench.workloads.synth import FrameSet
 from clusterbench.workloads.protocol import PASS_RANGE as PASS_RANGE_PREFIX
-from clusterbench.workloads.protocol import (BUILD_WAIT_S, BUILDS_ENV, DONE_SUFFIX, GO_BEFORE, GO_BEFORE_ENV, GO_ENV, PEDESTAL_RANGE,
-                                             PENDING_SUFFIX, READY_SUFFIX, STEADY_ENV, child_error, pass_range_text)
+from clusterbench.workloads.protocol import (BUILD_WAIT_S, BUILDS_ENV, DONE_SUFFIX, GO_BEFORE, GO_BEFORE_ENV, GO_ENV,
+                                             PEDESTAL_RANGE, PENDING_SUFFIX, READY_SUFFIX, STEADY_ENV, child_error,
+                                             pass_range_text)
 
 if TYPE_CHECKING:
     from clusterbench.workloads.cupy.pipeline import Pipeline
