@@ -105,4 +105,4 @@ def floors(
             stderr_console().print(f"{'Replaced' if replaced else 'Wrote'} {written}", markup=False, soft_wrap=True)
     else:
         print_lines(lambda width: render_floors_text(outcome, written, previous, width, target,
-                                                     replaced and written is not None))
+                                                     replaced and written is not None, refused))

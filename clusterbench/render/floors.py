@@ -46,7 +46,10 @@ def _pct(v: float | None) -> str:
 
 
 def render_floors_text(outcome: FloorsOutcome, path: Path | None, previous: FloorSet | None,
-                       width: int = 80, target: Path | None = None, replaced: bool = False) -> list[str]:
+                       width: int = 80, target: Path | None = None, replaced: bool = False,
+                       refused: bool = False) -> list[str]:
+    """The floors as text; ``refused``: every floor is provisional and --provisional was not given (a
+    --dry-run then says it would not write)."""
     fs = outcome.floors
     out = [f"clusterbench floors: {fs.gpu_name}"]
     if fs.machines:
@@ -88,6 +91,9 @@ def render_floors_text(outcome: FloorsOutcome, path: Path | None, previous: Floo
                 f"({fs.drift_bound_source}).", width)
     if path is not None:
         out += wrap(f"{'Replaced' if replaced else 'Wrote'} {path}", width)
+    elif target is not None and refused:
+        out += wrap(f"--dry-run: would not write {target}: every floor is provisional (--provisional writes them)",
+                    width)
     elif target is not None:
         out += wrap(f"--dry-run: would write {target}{' (it exists: needs --force)' if target.exists() else ''}",
                     width)

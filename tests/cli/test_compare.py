@@ -667,6 +667,16 @@ def test_floors_refuse_too_few_pairs(tmp_path: Path) -> None:
                                "one GPU unit, and a floor needs 4 pairs of its scope (the largest of n A/A differences "
                                "is exceeded by the next one 1 time in n + 1)"]
     assert "--provisional" in r.stderr
+    # --dry-run shows them, and says it would not write them
+    r = runner.invoke(app, ["floors", *map(str, pair), "--results-dir", str(tmp_path), "--dry-run"],
+                      env={"COLUMNS": "80"})
+    assert r.exit_code == 0 and not (tmp_path / "floors").exists()
+    flat = "".join(r.stdout.split())  # a long path may be broken across lines
+    assert ("--dry-run:wouldnotwrite" + str(tmp_path / "floors" / "NVIDIA_H200.json").replace(" ", "")
+            + ":everyflooris" "provisional(--provisionalwritesthem)") in flat
+    r = runner.invoke(app, ["floors", *map(str, pair), "--results-dir", str(tmp_path), "--dry-run", "--provisional"])
+    flat = "".join(r.stdout.split())
+    assert "--dry-run:wouldwrite" + str(tmp_path / "floors" / "NVIDIA_H200.json").replace(" ", "") in flat
     # the triple: 3 pairs of sessions, still fewer than 4
     triple = sorted((DATA / "aa").iterdir())
     r = runner.invoke(app, ["floors", *map(str, triple), "--results-dir", str(tmp_path)])
