@@ -372,14 +372,14 @@ def _print_scan(outcome: object, plan: object) -> None:
     from clusterbench.run.scan import scan_points
 
     out = stdout_console()
-    out.print(render_scan(scan_points(outcome.rows, plan.configs), plan.scans, out.width))  # type: ignore[attr-defined]
+    out.print(render_scan(scan_points(outcome.rows, plan.configs, outcome.untraced), plan.scans, out.width))  # type: ignore[attr-defined]
 
 
 def _plot_scan(outcome: object, plan: object, path: Path) -> None:
     from clusterbench.render.plot import render_scan_plot
     from clusterbench.run.scan import scan_points
 
-    render_scan_plot(scan_points(outcome.rows, plan.configs), plan.scans, path)  # type: ignore[attr-defined]
+    render_scan_plot(scan_points(outcome.rows, plan.configs, outcome.untraced), plan.scans, path)  # type: ignore[attr-defined]
 
 
 def _read_request(ctx: typer.Context, path: Path, argv: tuple[str, ...]) -> ProbeRequest:

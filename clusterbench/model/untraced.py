@@ -715,6 +715,8 @@ class UntracedRecord:
     idle: IdleCauses | None = None
     notes: tuple[str, ...] = ()
     version: int = UNTRACED_VERSION
+    # the delay test read off the trace (analyzers.replay): each resource's slope with the same k, replayed
+    replay: tuple[SlopeFit, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {"schema": UNTRACED_SCHEMA, "version": self.version,
@@ -723,7 +725,8 @@ class UntracedRecord:
                 "costs": None if self.costs is None else self.costs.to_json(),
                 "path": None if self.path is None else self.path.to_json(),
                 "split": None if self.split is None else self.split.to_json(),
-                "idle": None if self.idle is None else self.idle.to_json(), "notes": list(self.notes)}
+                "idle": None if self.idle is None else self.idle.to_json(), "notes": list(self.notes),
+                "replay": [r.to_json() for r in self.replay]}
 
     @classmethod
     def from_json(cls, doc: Any) -> "UntracedRecord":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from clusterbench.analyzers.untraced import binds_words
+from clusterbench.analyzers.untraced import binds_code, binds_words
 from clusterbench.model import units as U
 from clusterbench.model.untraced import IdleCauses, UntracedCosts, UntracedRecord, UntracedSplit
 
@@ -39,6 +39,21 @@ def render_delay(record: UntracedRecord, width: int) -> list[str]:
         lines += _wrap(f"the link's delay: {U.size(d.link_bytes)} more H2D a frame at {U.gbps(d.link_gbps)} "
                        "(the trace's H2D rate)", width)
     return lines
+
+
+def render_replay(record: UntracedRecord, width: int) -> list[str]:
+    """The delay test replayed on the trace, beside the test's own verdict (pure)."""
+    if not record.replay:
+        return []
+    parts = [f"{r.resource} {r.slope:.2f} {r.verdict}" if r.slope is not None else f"{r.resource} not tested ({r.note})"
+             for r in record.replay]
+    code = binds_code(record.replay)
+    text = f"the trace, the same delays replayed on it: {'; '.join(parts)}: {code}"
+    d = record.delay
+    if d is not None:
+        text += (", as the delay test found" if code == d.binds
+                 else f"; the delay test found {d.binds} (the trace's slack is the traced run's: docs/probe.md)")
+    return _wrap(text, width)
 
 
 def render_frame(record: UntracedRecord, width: int) -> list[str]:
@@ -108,6 +123,7 @@ def render_untraced(label: str, record: UntracedRecord, width: int = 80) -> str:
         head += f" (delay test: {d.processes} processes a point, {U.us(d.k_us, 1)} a frame)"
     lines = _wrap(head, width, "")
     lines += render_delay(record, width)
+    lines += render_replay(record, width)
     lines += render_frame(record, width)
     if record.split is not None:
         lines.append("  the frame split by resource, on the traced critical path:")

@@ -15,7 +15,7 @@ import dataclasses
 import itertools
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from clusterbench.errors import ConfigError, InputError
 from clusterbench.model import units as U
@@ -167,6 +167,16 @@ class ScanPoint:
     # (in RESOURCES' order, host, gpu, link: frame µs per µs of delay; None where not tested)
     delay_binds: str | None = None
     delay_slopes: tuple[float | None, float | None, float | None] = (None, None, None)
+    # the same delays replayed on the trace (analyzers.replay): what binds by it, and each slope
+    trace_binds: str | None = None
+    trace_slopes: tuple[float | None, float | None, float | None] = (None, None, None)
+
+    @property
+    def agree(self) -> bool | None:
+        """Whether the delay test and the trace replayed name the same binding resources (None: one is missing)."""
+        if self.delay_binds is None or self.trace_binds is None:
+            return None
+        return self.delay_binds == self.trace_binds
 
     @property
     def above_both(self) -> bool:
@@ -195,11 +205,14 @@ class ScanPoint:
                 "sustained_fps": self.sustained_fps, "sustained_source": self.source,
                 "roofline_fps": self.roofline_fps, "serial_fps": self.serial_fps, "binds": self.binds,
                 "nearer": self.nearer, "note": self.note, "error": self.error, "delay_binds": self.delay_binds,
-                "delay_slopes": dict(zip(RESOURCES, self.delay_slopes))}
+                "delay_slopes": dict(zip(RESOURCES, self.delay_slopes)), "trace_binds": self.trace_binds,
+                "trace_slopes": dict(zip(RESOURCES, self.trace_slopes)), "agree": self.agree}
 
 
-def scan_points(rows: Sequence[ResultRow], configs: Sequence[ProbeConfig]) -> tuple[ScanPoint, ...]:
-    """The points of the scanned configs, in plan order, from their plain rows (pure)."""
+def scan_points(rows: Sequence[ResultRow], configs: Sequence[ProbeConfig],
+                untraced: Mapping[str, Any] | None = None) -> tuple[ScanPoint, ...]:
+    """The points of the scanned configs, in plan order, from their plain rows and (``untraced``: per config
+    label, its model.untraced.UntracedRecord) the delay test replayed on each trace (pure)."""
     by_label = {r.key.config: r for r in rows if r.key.gpu is None and r.key.role is None}
     out = []
     for c in configs:
@@ -217,6 +230,13 @@ def scan_points(rows: Sequence[ResultRow], configs: Sequence[ProbeConfig]) -> tu
                           U.fps_of_us(roof_us) or r.roofline_fps, U.fps_of_us(serial_us),
                           r.binds, r.error, note, spread, r.delay_binds,
                           (r.delay_slope_host, r.delay_slope_gpu, r.delay_slope_link))
+        record = (untraced or {}).get(c.label)
+        if record is not None and record.replay:
+            from clusterbench.analyzers.untraced import binds_code  # numpy's import only where it is used
+
+            by = {s.resource: s.slope for s in record.replay}
+            point = dataclasses.replace(point, trace_binds=binds_code(record.replay),
+                                        trace_slopes=tuple(by.get(r) for r in RESOURCES))  # type: ignore[arg-type]
         if point.above_both and note is None:
             note = ("faster than both bounds, though no roofline note was made: a bar of the trace overstates its "
                     "cost (the traced pass ran slower than the untraced runs)")

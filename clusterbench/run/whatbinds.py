@@ -137,7 +137,7 @@ def plan_words(cfg: Any, options: WhatBindsOptions, nsys: str | None) -> str:
     return (f"the program again with {INJECTION_ENV} (clusterbench's injection library, built here with nvcc; "
             f"frames marked at {mark}), {options.processes} processes at each point: no delay, the host +k, the GPU "
             f"+0 and +k, the link +0 and +k, k {k}{bare}; then the latency program on the frame's ops, untraced"
-            + (f" and under {nsys}" if nsys else "") + "; then the untraced split of the trace's critical path")
+            + (f" and under {nsys}" if nsys else "") + "; then the untraced split of the trace's critical path, and the same delays replayed on the trace")
 
 
 def warmup_for(frames: int | None) -> int:
@@ -152,6 +152,7 @@ def measure(cfg: Any, argv: tuple[str, ...], cwd: str | None, env: Mapping[str, 
             say: Callable[[str], None] | None = None) -> UntracedRecord:
     """Steps 1-3 for one config. ``analysis``: the config's TraceAnalysis (None: not traced; then no split);
     ``trace``: its SQLite export; ``nsys``: the latency program also runs under it (None: untraced only)."""
+    from clusterbench.analyzers.replay import replay_group
     from clusterbench.analyzers.untraced import idle_causes, median_frame, path_structure, sequence_of, untraced_split
     from clusterbench.run import inject
     from clusterbench.run.delay import DelayRequest, run_delay_test
@@ -198,6 +199,7 @@ def measure(cfg: Any, argv: tuple[str, ...], cwd: str | None, env: Mapping[str, 
         except ClusterbenchError as exc:
             notes.append(f"the latency program: {str(exc).splitlines()[0]}")
     path = split = idle = None
+    replayed: tuple = ()
     if group is not None and trace is not None:
         try:
             from clusterbench.analyzers.analysis import load_trace, request
@@ -210,9 +212,10 @@ def measure(cfg: Any, argv: tuple[str, ...], cwd: str | None, env: Mapping[str, 
         if path is not None:
             split = untraced_split(path, host, costs)
             idle = idle_causes(path, costs)
+            replayed = replay_group(data, group, mark, delay.test.k_us)
         else:
             notes.append("the trace has no critical path with frames: no untraced split")
-    return UntracedRecord(host, delay.test, costs, path, split, idle, tuple(notes))
+    return UntracedRecord(host, delay.test, costs, path, split, idle, tuple(notes), replay=replayed)
 
 
 def row_columns(record: UntracedRecord | None) -> dict[str, object]:
