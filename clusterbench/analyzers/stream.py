@@ -513,25 +513,11 @@ class SpanAccumulator:
         loads = np.flatnonzero(c_cat == ml)
         if loads.size == 0:
             return
-        # each load against the holes it overlaps; per hole the earliest-starting load
-        first_load: dict[int, int] = {}
-        h0 = np.searchsorted(hb, cand["start"][loads], side="right")  # the first hole ending after the load starts
-        for f, h in zip(loads.tolist(), h0.tolist()):
-            while h < ha.size and ha[h] < cand["end"][f]:
-                cur = first_load.get(h)
-                if cur is None or cand["start"][f] < cand["start"][cur]:
-                    first_load[h] = f
-                h += 1
         issuing = issue_cat[c_cat] | sync_copy[cand["name"]]
-        rows = []
-        for h, f in first_load.items():
-            b = int(hb[h])
-            th, fe = int(cand["thread"][f]), int(cand["end"][f])
-            after = np.flatnonzero(issuing & (cand["thread"] == th) & (cand["start"] >= fe) & (cand["start"] < b))
-            after = after[np.argsort(cand["seq"][after], kind="stable")]
-            rows.append((first_hole + h, int(cand["start"][f]), fe, th, int(after.size), int(c_cat[after[0]]) if after.size else -1))
-        if rows:
-            self.loads.append(np.array(rows, dtype=np.int64))
+        rows = _first_loads(cand, c_cat, issuing, loads, ha, hb)
+        if rows.shape[0]:
+            rows[:, 0] += first_hole
+            self.loads.append(rows)
 
     def _merge(self, key: np.ndarray, plen: np.ndarray, label: np.ndarray, seq: np.ndarray) -> None:
         """Sum the pieces of holes that close now (a hole closes once: its keys are new) and keep them."""
@@ -695,6 +681,55 @@ class SpanAccumulator:
                 continue
             out[j] = n_after == 1 and cat == S.API_CODE["launch"]
         return out
+
+
+def _first_loads(cand: dict[str, np.ndarray], c_cat: np.ndarray, issuing: np.ndarray, loads: np.ndarray, ha: np.ndarray,
+                 hb: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Per hole [ha, hb) (sorted, disjoint) that a module load of ``loads`` (indices into ``cand``, the calls
+    in read order) overlaps, as gaps.first_launch_loads reads it: a row (hole's index, the load's start,
+    end and thread, the issuing calls of its thread that start at or after its end and before the hole's
+    end, the category of the first of them in read order, -1 for none). The hole's load is the
+    earliest-starting one (ties: the first in read order). Rows in hole order."""
+    e = np.empty((0, 6), dtype=np.int64)
+    if loads.size == 0 or ha.size == 0:
+        return e
+    cs, ce, ct, seq = cand["start"], cand["end"], cand["thread"], cand["seq"]
+    ls, le = cs[loads], ce[loads]
+    h0 = np.searchsorted(hb, ls, side="right")  # the first hole ending after the load starts
+    h1 = np.searchsorted(ha, le, side="left")  # past the last hole starting before the load ends
+    n = np.maximum(h1 - h0, 0)
+    total = int(n.sum())
+    if total == 0:
+        return e
+    li = np.repeat(np.arange(loads.size), n)
+    hh = np.repeat(h0, n) + (np.arange(total) - np.repeat(np.cumsum(n) - n, n))
+    o = np.lexsort((li, ls[li], hh))  # per hole: the earliest start, then the first load read
+    hh, li = hh[o], li[o]
+    win = np.flatnonzero(np.append(True, hh[1:] != hh[:-1]))
+    hole, f = hh[win], loads[li[win]]
+    th, fs, fe, b = ct[f].astype(np.int64), cs[f], ce[f], hb[hole]
+    count = np.zeros(hole.size, dtype=np.int64)
+    cat = np.full(hole.size, -1, dtype=np.int64)
+    in_order = cs.size < 2 or (bool((cs[1:] >= cs[:-1]).all()) and bool((seq[1:] > seq[:-1]).all()))
+    iss = np.flatnonzero(issuing)
+    it = ct[iss]
+    for t in np.unique(th).tolist():
+        q = np.flatnonzero(th == t)
+        mine = iss[it == t]  # in read order
+        if in_order:  # the calls in start order too: those in [fe, b) are a run, its first the first read
+            st = cs[mine]
+            lo = np.searchsorted(st, fe[q], side="left")
+            hi = np.searchsorted(st, b[q], side="left")
+            count[q] = np.maximum(hi - lo, 0)
+            has = count[q] > 0
+            cat[q[has]] = c_cat[mine[lo[has]]]
+            continue
+        for j in q.tolist():
+            after = mine[(cs[mine] >= fe[j]) & (cs[mine] < b[j])]
+            after = after[np.argsort(seq[after], kind="stable")]
+            count[j] = after.size
+            cat[j] = int(c_cat[after[0]]) if after.size else -1
+    return np.stack([hole.astype(np.int64), fs, fe, th, count, cat], axis=1).astype(np.int64)
 
 
 def R_empty_api(g):  # noqa: ANN001, ANN201, N802
@@ -1009,6 +1044,47 @@ class _RunningUnion:
         return out
 
 
+class _Points:
+    """The ends of the process's wait intervals still to measure, in order, as arrays: each one's end, the
+    latest end of the rows starting before it, and the first start at or after it (``known`` False: not
+    yet seen, the value is then a placeholder)."""
+
+    def __init__(self) -> None:
+        e = np.empty(0, dtype=np.int64)
+        self.t, self.prev, self.nxt, self.known = e, e, e, np.empty(0, dtype=bool)
+
+    def __len__(self) -> int:
+        return int(self.t.size)
+
+    def fill_next(self, start: int) -> None:
+        """Every point whose next start is not yet seen gets ``start``."""
+        if self.known.size and not self.known.all():
+            self.nxt = np.where(self.known, self.nxt, start)
+            self.known = np.ones(self.t.size, dtype=bool)
+
+    def append(self, t: np.ndarray, prev: np.ndarray, nxt: np.ndarray, known: np.ndarray) -> None:
+        if t.size == 0:
+            return
+        if self.t.size == 0:
+            self.t, self.prev, self.nxt, self.known = (np.asarray(t, dtype=np.int64), np.asarray(prev, dtype=np.int64),
+                                                       np.asarray(nxt, dtype=np.int64), np.asarray(known, dtype=bool))  # fmt: skip
+            return
+        self.t, self.prev = np.concatenate([self.t, t]), np.concatenate([self.prev, prev])
+        self.nxt, self.known = np.concatenate([self.nxt, nxt]), np.concatenate([self.known, known])
+
+    def take(self, final: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The leading points whose next start is known (``final``: every point, _HIGH for a next not seen),
+        removed: (end, prev, next)."""
+        if final:
+            k = self.t.size
+        else:
+            unknown = np.flatnonzero(~self.known)
+            k = int(unknown[0]) if unknown.size else self.t.size
+        t, prev, nxt = self.t[:k], self.prev[:k], np.where(self.known[:k], self.nxt[:k], _HIGH)
+        self.t, self.prev, self.nxt, self.known = self.t[k:], self.prev[k:], self.nxt[k:], self.known[k:]
+        return t, prev, nxt
+
+
 class HostAccumulator:
     """host.measure over slabs, without the blocked time (which needs the held calls): per launching
     thread its calls' time by kind inside the window less its set-up gaps, its waits as a union, its
@@ -1040,7 +1116,7 @@ class HostAccumulator:
         self.runmax = _LOW
         self.open_prev = _LOW
         self.open_next: int | None = None
-        self.points: list[tuple[int, int, int | None]] = []  # (end, prev, next or None: not yet seen)
+        self.points = _Points()  # (end, prev, next; next not yet seen where not known)
         self.drain = 0
         self.last_stretch: tuple[int, int] | None = None
 
@@ -1059,7 +1135,7 @@ class HostAccumulator:
         before = self.runmax
         # the points waiting for the GPU's next start: this slab's first row is the next (every row starts after them)
         if gs.size:
-            self.points = [(t, p, int(gs[0]) if n is None else n) for t, p, n in self.points]
+            self.points.fill_next(int(gs[0]))
         self._settle()
 
         api = slab.api
@@ -1116,11 +1192,11 @@ class HostAccumulator:
             k = np.searchsorted(gs, ends, side="left")
             prev = np.where(k > 0, np.maximum(before, pm[np.maximum(k - 1, 0)] if pm.size else before), before)
             nxt = np.where(k < gs.size, gs[np.minimum(k, max(gs.size - 1, 0))] if gs.size else -1, -1)
-            for t, p_, n_, kk in zip(ends.tolist(), prev.tolist(), nxt.tolist(), k.tolist()):
-                if t < t0:
-                    self.points.append((t, *self._update_open(t, gs, pm)))
-                else:
-                    self.points.append((t, p_, n_ if kk < gs.size else None))
+            known = k < gs.size
+            for j in np.flatnonzero(ends < t0).tolist():  # the interval left open before (at most one)
+                p_, n_ = self._update_open(int(ends[j]), gs, pm)
+                prev[j], nxt[j], known[j] = p_, -1 if n_ is None else n_, n_ is not None
+            self.points.append(ends, prev, nxt, known)
         self._settle()
         # the interval still open: what is known of the GPU around its end so far
         if self.every.e is not None:
@@ -1151,15 +1227,9 @@ class HostAccumulator:
 
     def _settle(self, final: bool = False) -> None:
         """Measure the drain stretches of the points whose next GPU start is known (in order)."""
-        k = 0
-        while k < len(self.points) and (self.points[k][2] is not None or final):
-            k += 1
-        if k == 0:
+        t, prev, nxt = self.points.take(final)
+        if t.size == 0:
             return
-        done, self.points = self.points[:k], self.points[k:]
-        t = np.array([x[0] for x in done], dtype=np.int64)
-        prev = np.array([x[1] for x in done], dtype=np.int64)
-        nxt = np.array([_HIGH if x[2] is None else x[2] for x in done], dtype=np.int64)
         m = iv.points_inside(t, self.steady)
         t, prev, nxt = t[m], prev[m], nxt[m]
         busy = prev > t
@@ -1186,7 +1256,9 @@ class HostAccumulator:
         done = self.every.close()
         self.host_sync += int(iv.clipped_lengths(done[0], done[1], self.window).sum())
         if done[1].size:
-            self.points.append((int(done[1][0]), self.open_prev, self.open_next))
+            nx = self.open_next
+            self.points.append(done[1][:1], np.array([self.open_prev], dtype=np.int64),
+                               np.array([-1 if nx is None else nx], dtype=np.int64), np.array([nx is not None]))
         self._settle(final=True)
         done = self.copies.close()
         self.copy_ns += int(iv.clipped_lengths(done[0], done[1], self.window).sum())

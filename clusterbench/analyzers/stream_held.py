@@ -97,6 +97,14 @@ def _take(d: dict[str, np.ndarray], m: np.ndarray) -> dict[str, np.ndarray]:
     return {k: v[m] for k, v in d.items()}
 
 
+def _member(x: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """np.isin(x, values) for ``values`` sorted (a binary search per element, no sort of x)."""
+    if values.size == 0:
+        return np.zeros(x.shape, dtype=bool)
+    k = np.minimum(np.searchsorted(values, x), values.size - 1)
+    return values[k] == x
+
+
 class HeldStream:
     """held.find over slabs (see the module docstring): ``add`` each slab, then ``finish``; the records of
     each batch come out through ``out`` (a callable taking a HeldCalls)."""
@@ -119,6 +127,9 @@ class HeldStream:
         self.events_from = np.iinfo(np.int64).min  # records below this id have their source row noted
         self.names_cache: tuple[str, ...] = ()
         self.path = path  # a stream_path.PathStream fed each batch's context, when the critical path is wanted
+        # the streams of the legacy default stream's classes (by their flags), for _prune
+        self._null_streams = np.array(sorted(k for k, f in (stream_flags or {}).items() if f == S.STREAM_NULL), dtype=np.int64)
+        self._blocking_streams = np.array(sorted(k for k, f in (stream_flags or {}).items() if f == S.STREAM_BLOCKING), dtype=np.int64)
 
     # ------------------------------------------------------------------ input
 
@@ -232,7 +243,7 @@ class HeldStream:
         c = self.calls["corr"]
         out = np.full(c.size, -1, dtype=np.int64)
         found = np.zeros(c.size, dtype=bool)
-        rows = _cat([self.rows[k] for k in self.rows], _ROWCOLS)
+        rows = _cat([self.rows[k] for k in self.rows], ("corr", "stream"))
         sy = self._sync_rows()
         ev = self.records
         sources = [(rows["corr"], rows["stream"]), (np.asarray(sy.correlation), np.asarray(sy.stream))]
@@ -241,7 +252,7 @@ class HeldStream:
             sources.append((np.asarray(ev.correlation)[m], np.asarray(ev.stream)[m]))
         for k, (sc, ss) in enumerate(sources):
             ok = (sc > 0) & (ss >= 0)
-            sc, ss = sc[ok].astype(np.int64), ss[ok].astype(np.int64)
+            sc, ss = sc[ok].astype(np.int64, copy=False), ss[ok].astype(np.int64, copy=False)
             if sc.size == 0:
                 continue
             o = np.lexsort((ss, sc))  # by id, then stream: the last of a run is the largest stream
@@ -354,8 +365,9 @@ class HeldStream:
                 if drop.size:
                     e = r["end"][drop]
                     keeps[code][drop[np.flatnonzero(e == e.max())[-1]]] = True
-                    flags = np.array([self.stream_flags.get(int(x), 0) for x in r["stream"][drop].tolist()], dtype=np.int64)
-                    for cls in (flags == S.STREAM_NULL, (flags == S.STREAM_NULL) | (flags == S.STREAM_BLOCKING)):
+                    sd = r["stream"][drop]
+                    null = np.isin(sd, self._null_streams)
+                    for cls in (null, null | np.isin(sd, self._blocking_streams)):
                         if cls.any():
                             d = drop[cls]
                             keeps[code][d[np.flatnonzero(r["end"][d] == r["end"][d].max())[-1]]] = True
@@ -363,12 +375,12 @@ class HeldStream:
             self.rows[code] = _take(self.rows[code], keeps[code])
         # calls: those of batches still to answer, and the launch calls of the rows kept
         c = self.calls
-        later = np.arange(c["start"].size) >= c_hi
-        rows = _cat([self.rows[k] for k in self.rows], _ROWCOLS)
-        launch = np.isin(c["corr"], rows["corr"]) & (c["corr"] > 0)
-        keep_c = later | launch
+        keep_c = np.ones(c["start"].size, dtype=bool)  # the later calls, and of the batch's the launch calls
+        rc = np.sort(np.concatenate([self.rows[k]["corr"] for k in self.rows])) if self.rows else np.empty(0, np.int64)
+        keep_c[:c_hi] = _member(c["corr"][:c_hi], rc) & (c["corr"][:c_hi] > 0)
         if self.path is not None:
-            keep_c |= np.isin(c["seq"], list(self.path.kept_calls))
+            kept = self.path.kept_calls
+            keep_c |= np.isin(c["seq"], np.fromiter(kept, dtype=np.int64, count=len(kept)))
         self.calls = _take(c, keep_c)
         shift = int((~keep_c[:c_hi]).sum())
         self.batches = [(i, t0, lo - shift, hi - shift) for i, t0, lo, hi in self.batches]

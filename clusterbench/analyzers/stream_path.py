@@ -10,15 +10,16 @@ start, so every row it can be has come by the time the row's batch is answered.
 Each row's node is written to a temporary file per engine, in its index order (its start order).
 
 Backward, interval by interval from the last: the walk from the first node to its predecessors, reading
-the files back a chunk at a time (a predecessor starts no later than its row), with each node's segments
-summed as critical_path.walk cuts them: per resource, per kernel name, and inside the set-up gaps.
+the files back a chunk at a time (a predecessor starts no later than its row); a plain Python loop only
+follows the predecessors, and every batch of nodes is cut into segments as critical_path.walk cuts them
+and summed with NumPy: per resource, per kernel name, and inside the set-up gaps.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from pathlib import Path
+from array import array
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from clusterbench.io.nsys import schema as S
 _NEG = P._NEG
 _FIELDS = (("start", np.int64), ("kname", np.int64), ("peng", np.int64), ("pgid", np.int64), ("rel", np.int64),
            ("vstart", np.int64), ("vthread", np.int64))  # fmt: skip
-CHUNK = 1 << 13  # nodes read back per step of the walk (as plain values: about 2.5 MB an engine)
+CHUNK = 1 << 13  # nodes read back at a time from an engine's files (for the walk, 3 arrays: about 200 KB)
 
 
 class PathStream:
@@ -259,45 +260,18 @@ class PathStream:
 
     def walk(self, launching: set[int], setup: iv.Intervals, n_threads: int, n_kernels: int) -> _Summed:
         """The walk of every interval and its parts (as critical_path.walk gives them), summed per resource,
-        per kernel name and inside the set-up gaps; one plain Python step per node."""
+        per kernel name and inside the set-up gaps. The loop only follows the predecessors (each node's
+        position among the chunks read back); every BATCH nodes, the nodes' stretches are cut and summed
+        with NumPy (_Sums)."""
         for f in self.files.values():
             f.close()
         ws, we = self.window
         nodes = _Nodes(self.dir.name, self.count)
-        size = P.HOST0 + max(n_threads, 1)
-        per = [0] * size
-        kern = [0] * max(n_kernels, 1)
-        inset = [0] * size
-        zs, ze = (setup[0].tolist(), setup[1].tolist())
-        steps = 0
+        sums = _Sums(nodes, setup, P.HOST0 + max(n_threads, 1), max(n_kernels, 1))
         complete = True
         limit = sum(self.count.values()) + 1
-        firsts: list[tuple[int, int]] = []  # per walked interval: (its start, the last node's lo)
-        IDLE, LAUNCH, ENGINE0, HOST0 = P.IDLE, P.LAUNCH, P.ENGINE0, P.HOST0
-
-        def inside(a: int, b: int, code: int) -> None:
-            """Add the part of [a, b) inside the set-up gaps (few) to ``code``."""
-            k = _bisect_right(ze, a)
-            while k < len(zs) and zs[k] < b:
-                x = min(b, ze[k]) - max(a, zs[k])
-                if x > 0:
-                    inset[code] += x
-                k += 1
-
-        check = [False]  # whether the current node's stretch meets a set-up gap
-
-        def add(a: int, b: int, code: int) -> None:
-            if b > a:
-                per[code] += b - a
-                if check[0]:
-                    inside(a, b, code)
-
-        def meets(a: int, b: int) -> bool:
-            if not zs:
-                return False
-            k = _bisect_right(ze, a)
-            return k < len(zs) and zs[k] < b
-
+        lasts: list[tuple[int, int]] = []  # per walked interval: (its start, the last node's lo)
+        IDLE, HOST0 = P.IDLE, P.HOST0
         sr = np.concatenate(self.start_rows) if self.start_rows else np.empty((0, 4), dtype=np.int64)
         sc = np.concatenate(self.start_calls) if self.start_calls else np.empty((0, 7), dtype=np.int64)
         self.start_rows = self.start_calls = []
@@ -307,69 +281,86 @@ class PathStream:
             sc = sc[np.lexsort((sc[:, 3], sc[:, 2], sc[:, 0]))]  # per interval, the last is the latest end (ties: the later call)
         sr = sr[np.argsort(sr[:, 0], kind="stable")]
         call_last = np.searchsorted(sc[:, 0], np.arange(ws.size), side="right") - 1 if sc.size else None
+        # per interval: the row ending last by its end (engine, index, end) and the launching threads' call ending
+        # last by it ([interval, thread, call end, call seq, row engine, row index, head_lo]), as lists
+        kr = np.searchsorted(sr[:, 0], np.arange(ws.size)) if sr.size else np.zeros(ws.size, dtype=np.int64)
+        has_row = kr < sr.shape[0]
+        has_row[has_row] = (sr[kr[has_row], 0] == np.flatnonzero(has_row)) & (sr[kr[has_row], 1] >= 0)
+        rows_l = [tuple(x) if h else None for x, h in zip(sr[np.minimum(kr, max(sr.shape[0] - 1, 0)), 1:].tolist(), has_row.tolist())] \
+            if sr.size else [None] * ws.size  # fmt: skip
+        if call_last is not None:
+            has_call = call_last >= 0
+            has_call[has_call] = sc[call_last[has_call], 0] == np.flatnonzero(has_call)
+            calls_l = [x if h else None for x, h in zip(sc[np.maximum(call_last, 0)].tolist(), has_call.tolist())]
+        else:
+            calls_l = [None] * ws.size
+        ws_l, we_l = ws.tolist(), we.tolist()
+        pos, runs = sums.pos, sums.runs
+        add = pos.append
+        cs, load = nodes.cs, nodes.load
+        segment = sums.extra.append
         for i in range(ws.size - 1, -1, -1):
-            w0, w1 = int(ws[i]), int(we[i])
-            kk = int(np.searchsorted(sr[:, 0], i)) if sr.size else 0
-            row = None
-            if kk < sr.shape[0] and int(sr[kk, 0]) == i and int(sr[kk, 1]) >= 0:
-                row = (int(sr[kk, 1]), int(sr[kk, 2]), int(sr[kk, 3]))
+            if len(sums.extra) >= BATCH:  # the intervals' own segments, bounded too
+                sums.flush(None, 0)
+            w0, w1 = ws_l[i], we_l[i]
+            row = rows_l[i]
             r0_end = row[2] if row is not None else _NEG
             best = None
-            if call_last is not None and call_last[i] >= 0 and int(sc[call_last[i], 0]) == i:
-                c = sc[call_last[i]].tolist()
+            c = calls_l[i]
+            if c is not None:
                 best = (c[2], c[3], (c[4], c[5]) if c[4] >= 0 else None, c[6], c[1])
             use_call = best is not None and best[0] > r0_end
             first_end = best[0] if use_call else r0_end
-            start = (best[2] if use_call else (row[:2] if row is not None else None))
+            start = best[2] if use_call else (row[:2] if row is not None else None)
             head_lo = best[3] if use_call else _NEG
             head_res = HOST0 + best[4] if use_call else IDLE
             top0 = head_lo if use_call else first_end
-            check[0] = bool(zs)
-            add(min(max(first_end, w0), w1), w1, IDLE)
+            segment((min(max(first_end, w0), w1), w1, IDLE))  # after the first node: idle
             he = min(max(first_end, w0), w1) if use_call else w0
-            add(min(max(head_lo, w0), he), he, head_res)
+            segment((min(max(head_lo, w0), he), he, head_res))  # before it, when the walk began at a call: the thread's host time
             if start is None or not top0 > w0:
                 continue
-            top = top0
+            # follow the predecessors: per node only its position (the sums come from the chunks in _Sums.flush)
             eng, gid = start
-            lo = w0
-            for _ in range(limit):
-                st, kn, pe, pg, rel, vs, vt = nodes.get(eng, gid)
-                steps += 1
-                tp = top if top > w0 else w0
-                lo = rel if rel > w0 else w0
-                check[0] = meets(lo, tp) if zs else False
-                mid = st if st > lo else lo
-                if mid > tp:
-                    mid = tp
-                if vt >= 0:
-                    cut = vs if vs > lo else lo
-                    if cut > mid:
-                        cut = mid
-                    if mid > cut:
-                        add(cut, mid, LAUNCH)
-                    if cut > lo:
-                        add(lo, cut, HOST0 + vt)
-                elif mid > lo:
-                    add(lo, mid, IDLE)
-                if tp > mid:
-                    add(mid, tp, ENGINE0 + eng)
-                    if kn >= 0:
-                        kern[kn] += tp - mid
-                if rel <= w0:
-                    break
-                top = rel
-                eng, gid = pe, pg
-            else:
-                complete = False
-            firsts.append((w0, lo))
-        if not complete:
-            check[0] = bool(zs)
-            for w0, lo in firsts:
-                add(w0, lo, IDLE)
+            r = top0  # the release of the node before (the top of the next node)
+            runs.append((len(pos), top0, w0))  # as sums.run
+            left = limit
+            while True:
+                k = min(left, BATCH - len(pos))
+                for _ in range(k):
+                    lo, n, base, crel, cpe, cpg = cs[eng]
+                    j = gid - lo
+                    if j < 0 or j >= n:  # not in the engine's chunk: the one that holds it
+                        lo, n, base, crel, cpe, cpg = load(eng, gid)
+                        j = gid - lo
+                    add(base + j)
+                    r = crel[j]
+                    if r <= w0:
+                        break
+                    eng = cpe[j]
+                    gid = cpg[j]
+                else:
+                    left -= k
+                    if left <= 0:  # a cycle (correlation ids out of issue order)
+                        complete = False
+                        break
+                    sums.flush(r, w0)
+                    continue
+                break
+            lasts.append((w0, max(w0, r)))
+        sums.flush(None, 0)
+        if not complete:  # a walk cut short: the rest of each interval walked is idle
+            for w0, lo in lasts:
+                segment((w0, lo, IDLE))
+                if len(sums.extra) >= BATCH:
+                    sums.flush(None, 0)
+            sums.flush(None, 0)
         self.dir.cleanup()
-        return _Summed(np.array(per, dtype=np.int64), np.array(kern[:n_kernels], dtype=np.int64), np.array(inset, dtype=np.int64),
-                       steps, complete)  # fmt: skip
+        return _Summed(sums.per, sums.kern[:n_kernels], sums.inset, sums.steps, complete)
+
+
+BATCH = 1 << 15  # nodes summed per NumPy step of the walk
+_SUMMED = ("start", "kname", "rel", "vstart", "vthread")  # the columns the sums read
 
 
 class _Summed:
@@ -385,31 +376,161 @@ class _Summed:
         return self.inset[:size]
 
 
-def _bisect_right(a: list[int], x: int) -> int:
-    import bisect
-
-    return bisect.bisect_right(a, x)
-
-
 class _Nodes:
-    """The nodes of one engine read back from their file, a chunk at a time (the walk goes backwards)."""
+    """The nodes of every engine read back from their files, a chunk at a time (the walk goes backwards):
+    for the walk their release and predecessor; each node read since the last ``take`` at a position, its
+    chunk's base plus its place in the chunk."""
 
     def __init__(self, folder: str, count: dict[int, int]) -> None:
         self.folder, self.count = folder, count
-        self.cache: dict[int, tuple[int, int, dict[str, np.ndarray]]] = {}
+        # per engine code its latest chunk: (lo, hi - lo, base, rel, peng, pgid), the last three as memoryviews
+        # (index: node - lo); (0, 0, ...) for none
+        self.cs: list[tuple] = [(0, 0, 0, None, None, None)] * len(S.ENGINES)
+        self.held: list[tuple[int, int, int]] = []  # (engine, lo, base) of the chunks given positions, by base
+        self.size = 0  # positions given out since the last take
 
-    def get(self, eng: int, gid: int) -> tuple[int, ...]:
-        c = self.cache.get(eng)
-        if c is None or not (c[0] <= gid < c[1]):
-            lo = max(0, gid - CHUNK + 16)
-            hi = min(self.count[eng], lo + CHUNK)
-            cols = {}
-            for name, dt in _FIELDS:
-                with open(os.path.join(self.folder, f"{eng}_{name}.bin"), "rb") as fh:
-                    cols[name] = np.fromfile(fh, dtype=dt, count=hi - lo, offset=lo * np.dtype(dt).itemsize)
-            rows = list(zip(*(cols[name].tolist() for name, _ in _FIELDS)))
-            c = self.cache[eng] = (lo, hi, rows)
-        return c[2][gid - c[0]]
+    def _read(self, eng: int, name: str, lo: int, hi: int) -> np.ndarray:
+        """Column ``name`` of engine ``eng``'s nodes lo to hi (not included)."""
+        with open(os.path.join(self.folder, f"{eng}_{name}.bin"), "rb") as fh:
+            return np.fromfile(fh, dtype=np.int64, count=hi - lo, offset=lo * 8)
+
+    def load(self, eng: int, gid: int) -> tuple[int, int, int, memoryview, memoryview, memoryview]:
+        """Read the chunk of engine ``eng`` that holds node ``gid``: its ``cs`` entry."""
+        lo = max(0, gid - CHUNK + 16)
+        hi = min(self.count[eng], lo + CHUNK)
+        cols = [memoryview(self._read(eng, name, lo, hi)) for name in ("rel", "peng", "pgid")]
+        return self._hold(eng, lo, hi - lo, *cols)
+
+    def _hold(self, eng: int, lo: int, n: int, rel: memoryview, peng: memoryview, pgid: memoryview) -> tuple:
+        """Make the chunk of ``n`` nodes from ``lo`` engine ``eng``'s latest, at the next positions: its ``cs`` entry."""
+        c = self.cs[eng] = (lo, n, self.size, rel, peng, pgid)
+        self.held.append((eng, lo, self.size))
+        self.size += n
+        return c
+
+    def take(self, p: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The engine and the summed columns of the nodes at positions ``p`` (read back chunk by chunk, each
+        over the nodes it holds); then the latest chunk of each engine takes new positions."""
+        out = {name: np.empty(p.size, dtype=np.int64) for name in _SUMMED}
+        eng = np.empty(p.size, dtype=np.int64)
+        if p.size:
+            which = np.searchsorted(np.array([h[2] for h in self.held], dtype=np.int64), p, side="right") - 1
+            order = np.argsort(which, kind="stable")
+            cuts = np.searchsorted(which[order], np.arange(len(self.held) + 1))
+            for k, (e, lo, base) in enumerate(self.held):
+                sel = order[cuts[k] : cuts[k + 1]]
+                if sel.size == 0:
+                    continue
+                at = p[sel] - base
+                a, b = int(at.min()), int(at.max()) + 1
+                at -= a
+                for name in _SUMMED:
+                    out[name][sel] = self._read(e, name, lo + a, lo + b)[at]
+                eng[sel] = e
+        self.held.clear()
+        self.size = 0
+        for e, c in enumerate(self.cs):
+            if c[3] is not None:
+                self._hold(e, c[0], c[1], *c[3:])
+        return eng, out
+
+
+class _Sums:
+    """The walk's sums, per resource code, per kernel name and inside the set-up gaps: the nodes' positions
+    (``pos``, in walk order, in runs: one per interval walked, from its first node) cut into segments as
+    critical_path.walk cuts them, with NumPy, every flush."""
+
+    def __init__(self, nodes: _Nodes, setup: iv.Intervals, size: int, n_kernels: int) -> None:
+        self.nodes, self.setup = nodes, setup
+        self.per = np.zeros(size, dtype=np.int64)
+        self.kern = np.zeros(n_kernels, dtype=np.int64)
+        self.inset = np.zeros(size, dtype=np.int64)
+        self.pos = array("q")
+        self.runs: list[tuple[int, int, int]] = []  # (first node's index in pos, its top, the interval's start)
+        self.extra: list[tuple[int, int, int]] = []  # segments of the intervals themselves: (start, end, code), none when end <= start
+        self.steps = 0
+
+    def run(self, top: int, w0: int) -> None:
+        """A walk starts at the next node: entered at ``top``, in the interval starting at ``w0``."""
+        self.runs.append((len(self.pos), top, w0))
+
+    def flush(self, top: int | None, w0: int) -> None:
+        """Sum the nodes and segments so far; ``top``: when a walk goes on, the top of its next node."""
+        runs = self.runs
+        p = np.array(self.pos, dtype=np.int64)
+        del self.pos[:]
+        eng, cols = self.nodes.take(p)
+        if p.size:
+            first = np.array([r[0] for r in runs], dtype=np.int64)
+            count = np.diff(np.append(first, p.size))
+            ok = count > 0
+            w0s = np.repeat(np.array([r[2] for r in runs], dtype=np.int64), count)
+            rel = cols["rel"]
+            tp = np.empty(p.size, dtype=np.int64)
+            tp[1:] = rel[:-1]
+            tp[first[ok]] = np.array([r[1] for r in runs], dtype=np.int64)[ok]
+            # each node's stretch [lo, tp): [mid, tp) the row itself; [lo, mid) its predecessor's gap, split at
+            # its launch call's start (cut; when the row waited for it) into the thread's host time and the delay
+            np.maximum(tp, w0s, out=tp)
+            lo = np.maximum(rel, w0s, out=rel)
+            del w0s, p
+            mid = np.minimum(np.maximum(cols["start"], lo), tp)
+            vt = cols["vthread"]
+            has_via = vt >= 0
+            cut = np.where(has_via, np.minimum(np.maximum(cols["vstart"], lo), mid), lo)
+            kn = cols["kname"]
+            m = (kn >= 0) & (tp > mid)
+            np.add.at(self.kern, kn[m], (tp - mid)[m])
+            meets = None
+            zs, ze = self.setup
+            if zs.size:  # the stretch meets a set-up gap: the first gap ending after lo starts before tp
+                k = np.searchsorted(ze, lo, side="right")
+                meets = k < zs.size
+                meets[meets] = zs[k[meets]] < tp[meets]
+                del k
+            eng += P.ENGINE0
+            self._add(mid, tp, eng, meets)
+            self._add(cut, mid, np.where(has_via, P.LAUNCH, P.IDLE), meets)
+            self._add(lo, cut, np.where(has_via, P.HOST0 + vt, P.IDLE), meets)
+            self.steps += tp.size
+        if self.extra:
+            x = np.array(self.extra, dtype=np.int64).reshape(-1, 3)
+            self._add(x[:, 0], x[:, 1], x[:, 2], None)
+        runs.clear()
+        self.extra.clear()
+        if top is not None:
+            self.run(top, w0)
+
+    def _add(self, a: np.ndarray, b: np.ndarray, code: np.ndarray, check: np.ndarray | None) -> None:
+        """Segments [a, b) (none when b <= a) to ``code``; inside the set-up gaps only those ``check`` marks
+        (None: all)."""
+        np.add.at(self.per, code, np.maximum(b - a, 0))
+        if self.setup[0].size:
+            if check is None:
+                inside_sums(a, b, code, self.setup, self.inset)
+            elif check.any():
+                inside_sums(a[check], b[check], code[check], self.setup, self.inset)
+
+
+def inside_sums(a: np.ndarray, b: np.ndarray, code: np.ndarray, zone: iv.Intervals, out: np.ndarray) -> None:
+    """Add to ``out[code]`` the part of each segment [a, b) (none when b <= a) inside the disjoint
+    ``zone``: each segment against the zone intervals it meets, found by binary search (as
+    critical_path.Walk.inside), in exact integers."""
+    zs, ze = zone
+    if zs.size == 0 or a.size == 0:
+        return
+    k0 = np.searchsorted(ze, a, side="right")  # the first zone interval ending after the segment starts
+    k1 = np.searchsorted(zs, b, side="left")  # past the last one starting before it ends
+    n = np.maximum(k1 - k0, 0)
+    hit = np.flatnonzero(n)
+    if hit.size == 0:
+        return
+    n = n[hit]
+    rep = np.repeat(hit, n)
+    k = k0[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(n) - n, n))
+    inner = np.minimum(b[rep], ze[k]) - np.maximum(a[rep], zs[k])
+    m = inner > 0
+    np.add.at(out, code[rep[m]], inner[m])
 
 
 def _gid_table(links: Links, gids: dict[int, np.ndarray]) -> np.ndarray:

@@ -199,3 +199,40 @@ def test_host_over_slabs_equals_the_whole_without_blocked_time(path: Path, monke
                         for k in rd.threads_map.keys)  # fmt: skip
         got = acc.result(threads, tuple(rd.names.names))
         assert got == want
+
+
+def _first_loads_by_definition(cand, c_cat, issuing, loads, ha, hb):  # noqa: ANN001, ANN202
+    """gaps.first_launch_loads' reading, call by call: per hole the earliest-starting load that overlaps it
+    (ties: the first read), and the issuing calls of its thread in [its end, the hole's end), in read order."""
+    first: dict[int, int] = {}
+    for f in loads.tolist():
+        for h in range(ha.size):
+            if ha[h] < cand["end"][f] and hb[h] > cand["start"][f]:
+                if h not in first or cand["start"][f] < cand["start"][first[h]]:
+                    first[h] = f
+    rows = []
+    for h in sorted(first):
+        f = first[h]
+        th, fe = int(cand["thread"][f]), int(cand["end"][f])
+        after = [i for i in np.argsort(cand["seq"], kind="stable").tolist()
+                 if issuing[i] and cand["thread"][i] == th and fe <= cand["start"][i] < hb[h]]  # fmt: skip
+        rows.append((h, int(cand["start"][f]), fe, th, len(after), int(c_cat[after[0]]) if after else -1))
+    return np.array(rows, dtype=np.int64).reshape(-1, 6)
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_first_loads_match_their_definition(in_order: bool) -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        start = np.sort(rng.integers(0, 200, n)) if in_order else rng.integers(0, 200, n)
+        cand = {"start": start.astype(np.int64), "end": (start + rng.integers(0, 30, n)).astype(np.int64),
+                "thread": rng.integers(0, 3, n).astype(np.int64), "seq": np.arange(n, dtype=np.int64) * 2 + 5}  # fmt: skip
+        c_cat = rng.integers(0, 4, n).astype(np.int64)
+        issuing = rng.random(n) < 0.6
+        loads = np.flatnonzero(c_cat == 3)
+        edges = np.unique(rng.integers(0, 240, 2 * int(rng.integers(0, 8))))
+        edges = edges[: edges.size - edges.size % 2]
+        ha, hb = edges[0::2].astype(np.int64), edges[1::2].astype(np.int64)
+        got = ST._first_loads(cand, c_cat, issuing, loads, ha, hb)
+        assert np.array_equal(got, _first_loads_by_definition(cand, c_cat, issuing, loads, ha, hb))

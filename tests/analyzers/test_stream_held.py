@@ -129,12 +129,18 @@ def test_host_with_blocked_time_over_slabs_equals_the_whole(path: Path, monkeypa
         assert got == g.host
 
 
+@pytest.mark.parametrize("tiny", [False, True], ids=["sizes", "tiny_batches"])
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
-def test_critical_path_over_slabs_equals_the_whole(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_critical_path_over_slabs_equals_the_whole(path: Path, tiny: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """The critical path from the slabs (every row's predecessor in the held calls' contexts, the walk read
-    back from the nodes written per engine) is the whole analysis's: shares, ns, kernels, steps."""
+    back from the nodes written per engine) is the whole analysis's: shares, ns, kernels, steps. With tiny
+    batches, the walk's sums are flushed every few nodes (in the middle of walks), and its chunks hold a
+    few nodes."""
     from clusterbench.analyzers import stream_path as SP
 
+    if tiny:
+        monkeypatch.setattr(SP, "BATCH", 5)
+        monkeypatch.setattr(SP, "CHUNK", 20)
     data, res = _whole(path)
     for g in res.groups:
         gt = M.build(data, g.pid, g.device)
@@ -171,3 +177,36 @@ def test_critical_path_over_slabs_equals_the_whole(path: Path, monkeypatch: pyte
 
 def test_the_traces_named_are_bundled() -> None:
     assert len(TRACES) == len(NAMES)
+
+
+@pytest.mark.parametrize("name", ["dev_5x5_s2_b500", "zoo_queue_fill", "sample_simpleHyperQ", "zoo_two_threads"])
+def test_inside_sums_is_the_walks_inside(name: str) -> None:
+    """stream_path.inside_sums (the slab walk's time inside the set-up gaps, per resource, in integers) gives
+    critical_path.Walk.inside on the whole read's walk: against the set-up gaps, every gap, and zones that
+    cut the segments anywhere."""
+    from clusterbench.analyzers import stream_path as SP
+    from clusterbench.analyzers.critical_path import HOST0
+
+    path = next(p for p in TRACES if p.stem == name)
+    data, res = _whole(path)
+    checked = 0
+    for g in res.groups:
+        w = A.critical_path_walk(data, g)
+        if w is None:
+            continue
+        size = HOST0 + len(data.api.threads)
+        setup = g.gaps.setup_mask()
+        ss, se = w.segments()[:2]
+        lo, hi = int(ss.min()), int(se.max())
+        step = max((hi - lo) // 97, 1)
+        zones = [(g.gaps.starts_ns[setup], g.gaps.starts_ns[setup] + g.gaps.lengths_ns[setup]),
+                 (g.gaps.starts_ns, g.gaps.starts_ns + g.gaps.lengths_ns),
+                 (np.arange(lo, hi, step, dtype=np.int64), np.arange(lo, hi, step, dtype=np.int64) + step // 3 + 1)]  # fmt: skip
+        for zone in zones:
+            want = w.inside(zone, size)
+            got = np.zeros(size, dtype=np.int64)
+            for s, e, r, _ in w.parts:
+                SP.inside_sums(s.astype(np.int64), e.astype(np.int64), r.astype(np.int64), zone, got)
+            assert got.tolist() == want.tolist()
+            checked += int(want.any())
+    assert checked
