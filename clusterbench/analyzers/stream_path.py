@@ -32,6 +32,7 @@ from clusterbench.io.nsys import schema as S
 _NEG = P._NEG
 _FIELDS = (("start", np.int64), ("kname", np.int64), ("peng", np.int64), ("pgid", np.int64), ("rel", np.int64),
            ("vstart", np.int64), ("vthread", np.int64))  # fmt: skip
+INTERVAL_BLOCK = 1 << 12  # window intervals whose start candidates are taken as Python values at a time
 CHUNK = 1 << 13  # nodes read back at a time from an engine's files (for the walk, 3 arrays: about 200 KB)
 
 
@@ -282,31 +283,44 @@ class PathStream:
         sr = sr[np.argsort(sr[:, 0], kind="stable")]
         call_last = np.searchsorted(sc[:, 0], np.arange(ws.size), side="right") - 1 if sc.size else None
         # per interval: the row ending last by its end (engine, index, end) and the launching threads' call ending
-        # last by it ([interval, thread, call end, call seq, row engine, row index, head_lo]), as lists
-        kr = np.searchsorted(sr[:, 0], np.arange(ws.size)) if sr.size else np.zeros(ws.size, dtype=np.int64)
-        has_row = kr < sr.shape[0]
-        has_row[has_row] = (sr[kr[has_row], 0] == np.flatnonzero(has_row)) & (sr[kr[has_row], 1] >= 0)
-        rows_l = [tuple(x) if h else None for x, h in zip(sr[np.minimum(kr, max(sr.shape[0] - 1, 0)), 1:].tolist(), has_row.tolist())] \
-            if sr.size else [None] * ws.size  # fmt: skip
-        if call_last is not None:
-            has_call = call_last >= 0
-            has_call[has_call] = sc[call_last[has_call], 0] == np.flatnonzero(has_call)
-            calls_l = [x if h else None for x, h in zip(sc[np.maximum(call_last, 0)].tolist(), has_call.tolist())]
-        else:
-            calls_l = [None] * ws.size
-        ws_l, we_l = ws.tolist(), we.tolist()
+        # last by it ([interval, thread, call end, call seq, row engine, row index, head_lo]), as lists made a
+        # block of intervals at a time (Python objects for every interval would grow with the trace)
+        def block(lo: int, hi: int) -> tuple[list, list, list, list]:
+            idx = np.arange(lo, hi)
+            if sr.size:
+                kr = np.searchsorted(sr[:, 0], idx)
+                has_row = kr < sr.shape[0]
+                has_row[has_row] = (sr[kr[has_row], 0] == idx[has_row]) & (sr[kr[has_row], 1] >= 0)
+                rows_b = [tuple(x) if h else None
+                          for x, h in zip(sr[np.minimum(kr, sr.shape[0] - 1), 1:].tolist(), has_row.tolist())]
+            else:
+                rows_b = [None] * idx.size
+            if call_last is not None:
+                cl = call_last[lo:hi]
+                has_call = cl >= 0
+                has_call[has_call] = sc[cl[has_call], 0] == idx[has_call]
+                calls_b = [x if h else None for x, h in zip(sc[np.maximum(cl, 0)].tolist(), has_call.tolist())]
+            else:
+                calls_b = [None] * idx.size
+            return rows_b, calls_b, ws[lo:hi].tolist(), we[lo:hi].tolist()
+
         pos, runs = sums.pos, sums.runs
         add = pos.append
         cs, load = nodes.cs, nodes.load
         segment = sums.extra.append
+        b_lo = ws.size
         for i in range(ws.size - 1, -1, -1):
+            if i < b_lo:
+                b_lo = max(0, i + 1 - INTERVAL_BLOCK)
+                rows_l, calls_l, ws_l, we_l = block(b_lo, i + 1)
             if len(sums.extra) >= BATCH:  # the intervals' own segments, bounded too
                 sums.flush(None, 0)
-            w0, w1 = ws_l[i], we_l[i]
-            row = rows_l[i]
+            j = i - b_lo
+            w0, w1 = ws_l[j], we_l[j]
+            row = rows_l[j]
             r0_end = row[2] if row is not None else _NEG
             best = None
-            c = calls_l[i]
+            c = calls_l[j]
             if c is not None:
                 best = (c[2], c[3], (c[4], c[5]) if c[4] >= 0 else None, c[6], c[1])
             use_call = best is not None and best[0] > r0_end

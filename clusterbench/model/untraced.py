@@ -545,6 +545,9 @@ class DelayTest:
     binds: str
     bare_us: float | None = None
     cost: float | None = None
+    # where link_gbps came from: "unit" (the unit's pinned H2D rate alone, env.json's unit block), or "trace"
+    # (the trace's H2D rate: the copies the program makes, often smaller and slower than one of k µs)
+    link_rate_from: str = "trace"
 
     def slope(self, resource: str) -> SlopeFit | None:
         return next((s for s in self.slopes if s.resource == resource), None)
@@ -553,7 +556,7 @@ class DelayTest:
         return {"processes": self.processes, "k_us": self.k_us, "link_bytes": self.link_bytes,
                 "link_gbps": self.link_gbps, "runs": [r.to_json() for r in self.runs],
                 "slopes": [s.to_json() for s in self.slopes], "binds": self.binds, "bare_us": self.bare_us,
-                "cost": self.cost}
+                "cost": self.cost, "link_rate_from": self.link_rate_from}
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "delay_test") -> "DelayTest":
@@ -562,7 +565,8 @@ class DelayTest:
                    _num(d, "link_gbps", where, none=True),
                    tuple(DelayRun.from_json(r, f"{where}.runs[{i}]") for i, r in enumerate(_list(d, "runs", where))),
                    tuple(SlopeFit.from_json(s, f"{where}.slopes[{i}]") for i, s in enumerate(_list(d, "slopes", where))),
-                   _str(d, "binds", where), _num(d, "bare_us", where, none=True), _num(d, "cost", where, none=True))  # type: ignore[arg-type]
+                   _str(d, "binds", where), _num(d, "bare_us", where, none=True), _num(d, "cost", where, none=True),  # type: ignore[arg-type]
+                   _str(d, "link_rate_from", where) if "link_rate_from" in d else "trace")
 
 
 # --------------------------------------------------------------------------- the split

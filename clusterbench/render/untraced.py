@@ -37,7 +37,8 @@ def render_delay(record: UntracedRecord, width: int) -> list[str]:
     lines += _wrap(binds_words(d.binds, d.slopes), width)
     if d.link_bytes is not None:
         lines += _wrap(f"the link's delay: {U.size(d.link_bytes)} more H2D a frame at {U.gbps(d.link_gbps)} "
-                       "(the trace's H2D rate)", width)
+                       + ("(the unit's pinned H2D rate)" if d.link_rate_from == "unit" else "(the trace's H2D rate)"),
+                       width)
     return lines
 
 

@@ -74,6 +74,7 @@ class DelayRequest:
     processes: int = DEFAULT_PROCESSES
     k_us: float | None = None
     link_gbps: float | None = None
+    link_rate_from: str = "trace"  # "unit": the unit's measured pinned H2D rate; "trace": the trace's H2D rate
     rate: str | None = None
     rate_unit: str | None = None
     timeout_s: float = 600.0
@@ -196,7 +197,7 @@ def run_delay_test(req: DelayRequest, lib: Path, on_run: Callable[[str], None] |
                 frames.setdefault(point.name, []).append(frame)
             if rep is not None and point.resource == "none":
                 reports.append(rep)
-    test = fit(runs, k, req.processes, nbytes, req.link_gbps)
+    test = dataclasses.replace(fit(runs, k, req.processes, nbytes, req.link_gbps), link_rate_from=req.link_rate_from)
     notes = tuple(f"{r.resource} k {r.k_us:g} µs process {r.process + 1}: {r.note}" for r in runs if r.note)
     return DelayOutcome(test, tuple(frames.get("none", ())), tuple(reports), notes)
 

@@ -773,6 +773,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
             emit(ProbeEvent("start", label=label, index=index, total=total))
             run = ConfigRun(cfg, plan, gpu_plan, tracer, out_dir, session_id, on_phase, warn, per_config, env,
                             call_costs)
+            run.unit_h2d_gbps = unit.link.h2d.gbps if unit.link is not None else None
             try:
                 record, gpu_rows, figures = run.run()
             except ProbeInterrupted:
@@ -944,6 +945,7 @@ class ConfigRun:
         self._pending: tuple[threading.Thread, dict[str, Any]] | None = None
         self.host: Any = None  # the host bar estimated without the profiler (callcost.HostEstimate)
         self.untraced: Any = None  # --what-binds: model.untraced.UntracedRecord
+        self.unit_h2d_gbps: float | None = None  # the unit's pinned H2D rate alone (sizes the delay test's link copy)
         self.roofline_note: str | None = None
         self.call_costs = call_costs or CallCosts(None, {}, {}, False)
         self.entry = ConfigEntry(session=session_id, tracer=plan.tracer, frames=cfg.frames,
@@ -1117,7 +1119,8 @@ class ConfigRun:
         nsys = getattr(self.tracer, "nsys", None)
         record = measure(self.cfg, job.argv(self.out_dir / "unused", "pass"), workload_cwd(job.workload), job.env(),
                          self.out_dir, self.analysis, None if self.traced is None else self.traced.sqlite, nsys,
-                         self.plan.what_binds, self.plan.timeout_s, say=lambda text: self.phase(PHASE, text))
+                         self.plan.what_binds, self.plan.timeout_s, say=lambda text: self.phase(PHASE, text),
+                         unit_h2d_gbps=self.unit_h2d_gbps)
         self.untraced = record
         doc = record.to_json()
         (self.out_dir / f"{self.cfg.label}.untraced.json").write_text(json.dumps(doc, indent=2) + "\n")

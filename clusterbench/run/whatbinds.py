@@ -149,9 +149,11 @@ def warmup_for(frames: int | None) -> int:
 
 def measure(cfg: Any, argv: tuple[str, ...], cwd: str | None, env: Mapping[str, str], out_dir: Path,
             analysis: Any, trace: Path | None, nsys: Path | None, options: WhatBindsOptions, timeout_s: float,
-            say: Callable[[str], None] | None = None) -> UntracedRecord:
+            say: Callable[[str], None] | None = None, unit_h2d_gbps: float | None = None) -> UntracedRecord:
     """Steps 1-3 for one config. ``analysis``: the config's TraceAnalysis (None: not traced; then no split);
-    ``trace``: its SQLite export; ``nsys``: the latency program also runs under it (None: untraced only)."""
+    ``trace``: its SQLite export; ``nsys``: the latency program also runs under it (None: untraced only);
+    ``unit_h2d_gbps``: the unit's pinned H2D rate alone (None: not measured), which sizes the link's delay:
+    one copy of k µs runs at it, where the trace's own copies (smaller) may run slower."""
     from clusterbench.analyzers.replay import replay_group
     from clusterbench.analyzers.untraced import idle_causes, median_frame, path_structure, sequence_of, untraced_split
     from clusterbench.run import inject
@@ -173,12 +175,13 @@ def measure(cfg: Any, argv: tuple[str, ...], cwd: str | None, env: Mapping[str, 
     figs = trace_figures(analysis) if analysis is not None else None
     h2d = figs.engines.get("h2d") if figs is not None else None
     spec = cfg.exec
+    link_gbps, link_from = link_rate(unit_h2d_gbps, None if h2d is None or not h2d.gbps else float(h2d.gbps))
     domains, domain_words = (options.domains, f"the {options.domains} callback domains (asked)") if options.domains \
         else domains_for(trace)
     req = DelayRequest(argv=tuple(argv), mark=mark, out_dir=out_dir, stem=cfg.label, cwd=cwd, base_env=env,
                        warmup=warmup_for(group.frames.count if group is not None else None),
                        processes=options.processes, k_us=options.k_us,
-                       link_gbps=None if h2d is None or not h2d.gbps else float(h2d.gbps),
+                       link_gbps=link_gbps, link_rate_from=link_from,
                        rate=spec.rate, rate_unit=spec.rate_unit, timeout_s=timeout_s, domains=domains)
     delay = run_delay_test(req, lib, on_run=lambda what: tell(f"delay test: {what}"))
     notes.append(f"the injection library subscribed to {domain_words}")
@@ -216,6 +219,15 @@ def measure(cfg: Any, argv: tuple[str, ...], cwd: str | None, env: Mapping[str, 
         else:
             notes.append("the trace has no critical path with frames: no untraced split")
     return UntracedRecord(host, delay.test, costs, path, split, idle, tuple(notes), replay=replayed)
+
+
+def link_rate(unit_gbps: float | None, trace_gbps: float | None) -> tuple[float | None, str]:
+    """The rate that sizes the link's delay, and where it came from (pure): the unit's pinned H2D rate where
+    it was measured (one copy of k µs runs near it), else the trace's H2D rate (its own copies' bytes over
+    their time: smaller copies, often slower, so a copy sized by it takes less than k)."""
+    if unit_gbps is not None and unit_gbps > 0:
+        return float(unit_gbps), "unit"
+    return trace_gbps, "trace"
 
 
 def row_columns(record: UntracedRecord | None) -> dict[str, object]:

@@ -4,6 +4,8 @@ env.json and <label>.untraced.json read back as they were written."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import copy
 import json
 
@@ -102,6 +104,11 @@ def test_the_unit_costs_and_the_record_round_trip() -> None:
     rec = UntracedRecord(None, test, costs, notes=("a note",))
     back = UntracedRecord.from_json(json.loads(json.dumps(rec.to_json())))
     assert back.delay == test and back.costs == costs and back.notes == ("a note",)
+    # the link's rate: the unit's where it was measured; a record written before the key reads "trace"
+    unit_test = dataclasses.replace(test, link_bytes=1_000_000, link_gbps=54.75, link_rate_from="unit")
+    assert DelayTest.from_json(json.loads(json.dumps(unit_test.to_json()))) == unit_test
+    old = {k: v for k, v in test.to_json().items() if k != "link_rate_from"}
+    assert DelayTest.from_json(old).link_rate_from == "trace"
     with pytest.raises(ValueError, match="version 9"):
         UntracedRecord.from_json({**rec.to_json(), "version": 9})
     with pytest.raises(ValueError, match="verdict must be one of"):

@@ -78,6 +78,17 @@ def test_link_bytes_and_points() -> None:
     assert Point("gpu", 0.0).name == "gpu0"
 
 
+def test_the_link_is_sized_by_the_units_rate_where_it_was_measured() -> None:
+    from clusterbench.run.whatbinds import link_rate
+
+    # daq_loop on GPU-24707a35: the trace's copies ran at 36.1 GB/s, one copy of k µs at the unit's 54.75
+    assert link_rate(54.75, 36.1) == (54.75, "unit")
+    assert link_rate(None, 36.1) == (36.1, "trace")
+    assert link_rate(None, None) == (None, "trace")
+    # 18.3 µs at the unit's rate: 18.3 x 54.75e3 bytes (GB/s = 1e3 bytes per µs)
+    assert link_bytes_for(18.3, link_rate(54.75, 36.1)[0]) == round(18.3 * 54.75e3)
+
+
 def test_fit_without_a_link_rate_says_why() -> None:
     runs = [DelayRun("none", 0, 0, 20.0), DelayRun("host", 5, 0, 25.0), DelayRun("gpu", 0, 0, 21.0),
             DelayRun("gpu", 5, 0, 21.5)]
