@@ -202,6 +202,10 @@ def summary(out: Path) -> int:
             for s in dt.get("slopes") or []:
                 details.append(f"- slope {s['resource']}: {_fmt(s['slope'])} ± {_fmt(s['spread'])} {s['verdict']}"
                                f" (base {_fmt(s['base_us'])} → {_fmt(s['delayed_us'])} µs){'; ' + s['note'] if s.get('note') else ''}")
+            replayed = {x["resource"]: x for x in doc.get("replay") or []}
+            if replayed:
+                details.append("- the trace, the same delays replayed on it: " + ", ".join(
+                    f"{res} {_fmt(x['slope'])} {x['verdict']}" for res, x in replayed.items()))
             host = doc.get("host") or {}
             if host:
                 details.append(f"- untraced frame {_fmt(host.get('period_us'))} µs (p10 {_fmt(host.get('period_p10_us'))}, "

@@ -280,31 +280,31 @@ def _binds_side_by_side(points: Sequence[ScanPoint], names: Sequence[str]) -> tu
                   show_edge=False)
     table.add_column("config", overflow="fold")
     for n in names:
-        table.add_column(n, justify="right")
+        table.add_column(n, justify="right", min_width=len(n))
     replayed = any(p.trace_binds for p in points)
-    for header in ("tallest\nbar", "the\nresources", "delay\ntest") + (("trace\nreplayed", "same") if replayed else ()):
-        table.add_column(header)
+    for header in ("tallest\nbar", "the\nresources", "delay\ntest") + (("trace\nreplayed",) if replayed else ()):
+        table.add_column(header, no_wrap=True)
     for header in ("host", "GPU", "link"):
-        table.add_column(header, justify="right")
+        table.add_column(header, justify="right", no_wrap=True, min_width=6 if replayed else None)
 
     def slope(measured: float | None, trace: float | None) -> str:
         cell = U.NOT_MEASURED if measured is None else f"{measured:.2f}"
-        return cell + (f" ({trace:.2f})" if replayed and trace is not None else "")
+        return cell + (f"\n({trace:.2f})" if replayed and trace is not None else "")
 
     for p in points:
         values = dict(p.values)
-        same = U.NOT_MEASURED if p.agree is None else ("yes" if p.agree else "no")
+        trace = U.NOT_MEASURED if p.trace_binds is None else p.trace_binds + (" ≠" if p.agree is False else "")
         table.add_row(p.config, *(values.get(n, U.NOT_MEASURED) for n in names),
                       display_name(p.binds) if p.binds else U.NOT_MEASURED,
                       _FRAME_WORDS.get(p.nearer or "", U.NOT_MEASURED), p.delay_binds or U.NOT_MEASURED,
-                      *((p.trace_binds or U.NOT_MEASURED, same) if replayed else ()),
+                      *((trace,) if replayed else ()),
                       *(slope(s, t) for s, t in zip(p.delay_slopes, p.trace_slopes)))
     caption = Text("tallest bar: the trace's (under the profiler); the resources: overlap where the sustained FPS "
                    "is nearer the roofline, take turns where nearer the sum of the bars; delay test: the resources "
                    "whose delay of k µs a frame lengthened the untraced frame by at least 0.75 k (binds), else "
                    "shared or none; host, GPU, link: each one's slope, frame µs per µs of delay"
                    + ("; trace replayed: the same delays replayed on the trace's schedule, each dependency keeping "
-                      "its traced slack (its slopes in brackets); same: whether the two name the same resources"
+                      "its traced slack (its slopes in brackets; ≠: it names other resources than the delay test)"
                       if replayed else ""))
     return table, caption
 

@@ -126,3 +126,35 @@ def test_a_what_binds_scan_shows_the_trace_and_the_delay_test_side_by_side() -> 
     bare = scan_points([dataclasses.replace(r, delay_binds=None) for r in rows],
                        [_cfg("daq.streams1", "1"), _cfg("daq.streams4", "4")])
     assert "point by point" not in _render(render_scan(bare, [Scan("streams", ("1", "4"))], width=80))
+
+
+def test_the_scan_puts_the_trace_replayed_beside_the_delay_test() -> None:
+    # GPU-24707a35's daq_loop at 1 and 4 streams (docs/measurements/2026-12-07_h100-untraced-replay): the delay
+    # test host+gpu (0.78, 1.25, 0.68) and host (0.91, -0.25, 0.40); the replay 0.71 / 0.95 / 0.95 (GPU and
+    # link at or above 0.75: gpu+link) and 0.99 / 0.05 / 0.47 (host alone at or above 0.75: host)
+    from clusterbench.model.untraced import SlopeFit, UntracedRecord
+
+    def record(host: float, gpu: float, link: float) -> UntracedRecord:
+        from clusterbench.analyzers.untraced import judge
+
+        fits = tuple(SlopeFit(r, 8.0, s, None, 20.0, 20.0 + 8.0 * s, 0, judge(s), "replayed from the trace")
+                     for r, s in (("host", host), ("gpu", gpu), ("link", link)))
+        return UntracedRecord(None, None, None, replay=fits)
+
+    rows = [_row("daq.streams1", 26_000.0, kernel_us=1.5, h2d_us=8.5, d2h_us=3.7, roofline_us=16.6, binds="host",
+                 roofline_fps=1e6 / 16.6, serial_us=25.8, delay_binds="host+gpu", delay_slope_host=0.78,
+                 delay_slope_gpu=1.25, delay_slope_link=0.68),
+            _row("daq.streams4", 60_000.0, kernel_us=2.9, h2d_us=9.2, d2h_us=5.7, roofline_us=16.2, binds="host",
+                 roofline_fps=1e6 / 16.2, serial_us=29.4, delay_binds="host", delay_slope_host=0.91,
+                 delay_slope_gpu=-0.25, delay_slope_link=0.40)]
+    untraced = {"daq.streams1": record(0.71, 0.95, 0.95), "daq.streams4": record(0.99, 0.05, 0.47)}
+    points = scan_points(rows, [_cfg("daq.streams1", "1"), _cfg("daq.streams4", "4")], untraced)
+    assert [(p.trace_binds, p.agree) for p in points] == [("gpu+link", False), ("host", True)]
+    assert points[1].to_json()["trace_slopes"] == {"host": 0.99, "gpu": 0.05, "link": 0.47}
+    con = Console(width=80, record=True, file=open("/dev/null", "w"))
+    con.print(render_scan(points, [Scan("streams", ("1", "4"))], width=80))
+    text = con.export_text()
+    assert max(len(ln.rstrip()) for ln in text.splitlines()) <= 80
+    assert "replayed" in text and "gpu+link ≠" in text and "(0.99)" in text and "(0.05)" in text
+    # without the replay the table keeps its columns as before
+    assert scan_points(rows, [_cfg("daq.streams1", "1")])[0].agree is None

@@ -89,6 +89,11 @@ def test_what_binds_writes_its_columns_record_and_unit_block(edges, tmp_path: Pa
     text = render_untraced("turns", record, 80)
     assert all(len(line) <= 80 for line in text.splitlines()), text
     assert "host binds" in text and "untraced frame 20.00 µs/frame" in text
+    # the same delays replayed on the program's real trace (the zoo's turns: the host's 30 µs spin and the GPU's
+    # frame take turns, so an 8 µs delay of the GPU lands on the path every frame)
+    assert [(s.resource, s.processes) for s in record.replay] == [("host", 0), ("gpu", 0), ("link", 0)]
+    assert record.replay[1].verdict == "binds" and doc["replay"][1]["slope"] == pytest.approx(record.replay[1].slope)
+    assert "the trace, the same delays replayed on it" in text
     # the device script's summary reads the dir back
     import shutil
     import subprocess
