@@ -159,18 +159,26 @@ def analyze(
 
 
 def _untraced(data: object, result: object, measured: object) -> object:
-    """The measured record with this trace's path, untraced split and idle causes."""
+    """The measured record with this trace's path, untraced split and idle causes, and its delay test replayed on
+    this trace (frames counted at kernel launches or graph launches: the calls the library marks)."""
     import dataclasses
 
+    from clusterbench.analyzers.replay import replay_group
     from clusterbench.analyzers.untraced import idle_causes, path_structure, untraced_split
+    from clusterbench.run.inject import mark_of
 
     path = path_structure(data, result.primary)  # type: ignore[attr-defined]
     if path is None:
         warn("--untraced: the trace has no critical path with frames (no CUDA API rows, or frames unknown): no "
              "untraced split", "give the frames (FRAMES or --frames) and a trace with CUDA API calls")
         return dataclasses.replace(measured, path=None, split=None, idle=None)  # type: ignore[type-var]
+    replayed: tuple = ()
+    delay = measured.delay  # type: ignore[attr-defined]
+    mark, _ = mark_of(result.primary.frames.definition)  # type: ignore[attr-defined]
+    if delay is not None and mark is not None:  # the record's delays replayed on this trace, at its frames' calls
+        replayed = replay_group(data, result.primary, mark, delay.k_us)  # type: ignore[attr-defined]
     return dataclasses.replace(measured, path=path, split=untraced_split(path, measured.host, measured.costs),  # type: ignore[type-var,attr-defined]
-                               idle=idle_causes(path, measured.costs))  # type: ignore[attr-defined]
+                               idle=idle_causes(path, measured.costs), replay=replayed)  # type: ignore[attr-defined]
 
 
 def _with_untraced(text: str, record: object) -> str:

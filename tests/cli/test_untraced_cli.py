@@ -58,6 +58,29 @@ def test_analyze_untraced_splits_the_trace_again(tmp_path: Path) -> None:
     assert {k: v for k, v in doc.items() if k != "untraced"} == plain
 
 
+def test_analyze_untraced_replays_the_records_delay_test_on_the_trace(tmp_path: Path) -> None:
+    from clusterbench.analyzers.untraced import fit_slope
+    from clusterbench.model.untraced import DelayTest
+
+    # a delay test of k 40 µs in which all three moved the frame by k (turns: the host's spin and the GPU's
+    # frame take turns, as the zoo's program says of itself); the replay on its trace must name the same
+    slopes = tuple(fit_slope(r, 40.0, [80.0, 80.0], [120.0, 120.0]) for r in ("host", "gpu", "link"))
+    test = DelayTest(2, 40.0, 1_280_000, 32.0, (), slopes, "host+gpu+link")
+    doc = json.loads(RECORD.read_text())
+    doc["delay_test"] = test.to_json()
+    rec = tmp_path / "turns.untraced.json"
+    rec.write_text(json.dumps(doc))
+    res = runner().invoke(app, ["analyze", str(TURNS), "--window", "range:loop", "--frames", "kernel:zoo_calib",
+                                "--untraced", str(rec)], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.stderr
+    assert "the trace, the same delays replayed on it" in res.stdout and "as the delay test found" in res.stdout
+    js = runner().invoke(app, ["analyze", str(TURNS), "--window", "range:loop", "--frames", "kernel:zoo_calib",
+                               "--untraced", str(rec), "--json"])
+    replay = json.loads(js.stdout)["untraced"]["replay"]
+    assert [(r["resource"], r["verdict"], r["k_us"]) for r in replay] == [
+        ("host", "binds", 40.0), ("gpu", "binds", 40.0), ("link", "binds", 40.0)]
+
+
 def test_analyze_untraced_table_fits_80_columns() -> None:
     res = runner().invoke(app, ["analyze", str(TURNS), "--window", "range:loop", "--frames", "kernel:zoo_calib",
                                 "--untraced", str(RECORD)], env={"COLUMNS": "80"})
