@@ -293,7 +293,8 @@ def _binds_side_by_side(points: Sequence[ScanPoint], names: Sequence[str]) -> tu
 
     for p in points:
         values = dict(p.values)
-        trace = U.NOT_MEASURED if p.trace_binds is None else p.trace_binds + (" ≠" if p.agree is False else "")
+        mark = "" if p.agree is not False else (" ≈" if p.within_spread else " ≠")
+        trace = U.NOT_MEASURED if p.trace_binds is None else p.trace_binds + mark
         table.add_row(p.config, *(values.get(n, U.NOT_MEASURED) for n in names),
                       display_name(p.binds) if p.binds else U.NOT_MEASURED,
                       _FRAME_WORDS.get(p.nearer or "", U.NOT_MEASURED), p.delay_binds or U.NOT_MEASURED,
@@ -304,7 +305,8 @@ def _binds_side_by_side(points: Sequence[ScanPoint], names: Sequence[str]) -> tu
                    "whose delay of k µs a frame lengthened the untraced frame by at least 0.75 k (binds), else "
                    "shared or none; host, GPU, link: each one's slope, frame µs per µs of delay"
                    + ("; trace replayed: the same delays replayed on the trace's schedule, each dependency keeping "
-                      "its traced slack (its slopes in brackets; ≠: it names other resources than the delay test)"
+                      "its traced slack (its slopes in brackets); ≈: it names other resources than the delay test, with every "
+                      "slope within the test's spread; ≠: beyond it"
                       if replayed else ""))
     return table, caption
 

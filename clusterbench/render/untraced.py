@@ -51,9 +51,16 @@ def render_replay(record: UntracedRecord, width: int) -> list[str]:
     code = binds_code(record.replay)
     text = f"the trace, the same delays replayed on it: {'; '.join(parts)}: {code}"
     d = record.delay
-    if d is not None:
-        text += (", as the delay test found" if code == d.binds
-                 else f"; the delay test found {d.binds} (the trace's slack is the traced run's: docs/probe.md)")
+    if d is not None and code == d.binds:
+        text += ", as the delay test found"
+    elif d is not None:
+        measured = {s.resource: s for s in d.slopes}
+        pairs = [(measured[r.resource], r) for r in record.replay
+                 if r.slope is not None and r.resource in measured and measured[r.resource].slope is not None]
+        near = bool(pairs) and all(m.spread is not None and abs(r.slope - m.slope) <= m.spread for m, r in pairs)  # type: ignore[operator]
+        text += (f"; the delay test found {d.binds}, " + ("with every slope within its spread (a slope near a "
+                 "verdict's edge)" if near else "beyond its spread (the trace's slack is the traced run's: "
+                 "docs/probe.md)"))
     return _wrap(text, width)
 
 

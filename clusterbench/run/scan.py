@@ -170,6 +170,8 @@ class ScanPoint:
     # the same delays replayed on the trace (analyzers.replay): what binds by it, and each slope
     trace_binds: str | None = None
     trace_slopes: tuple[float | None, float | None, float | None] = (None, None, None)
+    # the delay test's spread of each slope (from its record; None where not at hand)
+    delay_spreads: tuple[float | None, float | None, float | None] = (None, None, None)
 
     @property
     def agree(self) -> bool | None:
@@ -177,6 +179,17 @@ class ScanPoint:
         if self.delay_binds is None or self.trace_binds is None:
             return None
         return self.delay_binds == self.trace_binds
+
+    @property
+    def within_spread(self) -> bool | None:
+        """Whether every slope the two both have lies within the delay test's slope ± its spread (None: a slope
+        or a spread is missing): the two may name other resources only because a slope lies near a verdict's
+        edge, which the test's few processes cannot place."""
+        pairs = [(d, t, s) for d, t, s in zip(self.delay_slopes, self.trace_slopes, self.delay_spreads)
+                 if d is not None and t is not None]
+        if not pairs or any(s is None for _, _, s in pairs):
+            return None
+        return all(abs(t - d) <= s for d, t, s in pairs)  # type: ignore[operator]
 
     @property
     def above_both(self) -> bool:
@@ -206,7 +219,8 @@ class ScanPoint:
                 "roofline_fps": self.roofline_fps, "serial_fps": self.serial_fps, "binds": self.binds,
                 "nearer": self.nearer, "note": self.note, "error": self.error, "delay_binds": self.delay_binds,
                 "delay_slopes": dict(zip(RESOURCES, self.delay_slopes)), "trace_binds": self.trace_binds,
-                "trace_slopes": dict(zip(RESOURCES, self.trace_slopes)), "agree": self.agree}
+                "trace_slopes": dict(zip(RESOURCES, self.trace_slopes)), "agree": self.agree,
+                "within_spread": self.within_spread}
 
 
 def scan_points(rows: Sequence[ResultRow], configs: Sequence[ProbeConfig],
@@ -235,8 +249,10 @@ def scan_points(rows: Sequence[ResultRow], configs: Sequence[ProbeConfig],
             from clusterbench.analyzers.untraced import binds_code  # numpy's import only where it is used
 
             by = {s.resource: s.slope for s in record.replay}
+            spread = {s.resource: s.spread for s in record.delay.slopes} if record.delay is not None else {}
             point = dataclasses.replace(point, trace_binds=binds_code(record.replay),
-                                        trace_slopes=tuple(by.get(r) for r in RESOURCES))  # type: ignore[arg-type]
+                                        trace_slopes=tuple(by.get(r) for r in RESOURCES),  # type: ignore[arg-type]
+                                        delay_spreads=tuple(spread.get(r) for r in RESOURCES))  # type: ignore[arg-type]
         if point.above_both and note is None:
             note = ("faster than both bounds, though no roofline note was made: a bar of the trace overstates its "
                     "cost (the traced pass ran slower than the untraced runs)")

@@ -132,14 +132,16 @@ def test_the_scan_puts_the_trace_replayed_beside_the_delay_test() -> None:
     # GPU-24707a35's daq_loop at 1 and 4 streams (docs/measurements/2026-12-07_h100-untraced-replay): the delay
     # test host+gpu (0.78, 1.25, 0.68) and host (0.91, -0.25, 0.40); the replay 0.71 / 0.95 / 0.95 (GPU and
     # link at or above 0.75: gpu+link) and 0.99 / 0.05 / 0.47 (host alone at or above 0.75: host)
-    from clusterbench.model.untraced import SlopeFit, UntracedRecord
+    from clusterbench.analyzers.untraced import binds_code, judge
+    from clusterbench.model.untraced import DelayTest, SlopeFit, UntracedRecord
 
-    def record(host: float, gpu: float, link: float) -> UntracedRecord:
-        from clusterbench.analyzers.untraced import judge
-
+    def record(host: float, gpu: float, link: float, test: tuple[tuple[float, float], ...]) -> UntracedRecord:
         fits = tuple(SlopeFit(r, 8.0, s, None, 20.0, 20.0 + 8.0 * s, 0, judge(s), "replayed from the trace")
                      for r, s in (("host", host), ("gpu", gpu), ("link", link)))
-        return UntracedRecord(None, None, None, replay=fits)
+        measured = tuple(SlopeFit(r, 8.0, s, sp, 20.0, 20.0 + 8.0 * s, 2, judge(s))
+                         for r, (s, sp) in zip(("host", "gpu", "link"), test))
+        return UntracedRecord(None, DelayTest(2, 8.0, None, None, (), measured, binds_code(measured)), None,
+                              replay=fits)
 
     rows = [_row("daq.streams1", 26_000.0, kernel_us=1.5, h2d_us=8.5, d2h_us=3.7, roofline_us=16.6, binds="host",
                  roofline_fps=1e6 / 16.6, serial_us=25.8, delay_binds="host+gpu", delay_slope_host=0.78,
@@ -147,9 +149,17 @@ def test_the_scan_puts_the_trace_replayed_beside_the_delay_test() -> None:
             _row("daq.streams4", 60_000.0, kernel_us=2.9, h2d_us=9.2, d2h_us=5.7, roofline_us=16.2, binds="host",
                  roofline_fps=1e6 / 16.2, serial_us=29.4, delay_binds="host", delay_slope_host=0.91,
                  delay_slope_gpu=-0.25, delay_slope_link=0.40)]
-    untraced = {"daq.streams1": record(0.71, 0.95, 0.95), "daq.streams4": record(0.99, 0.05, 0.47)}
+    # the test's spreads as measured there: 1 stream ± 0.08, 0.07, 0.10 (the replay's GPU 0.95 lies 0.30 from
+    # 1.25: beyond); 4 streams ± 0.09, 0.69, 0.56
+    untraced = {"daq.streams1": record(0.71, 0.95, 0.95, ((0.78, 0.08), (1.25, 0.07), (0.68, 0.10))),
+                "daq.streams4": record(0.99, 0.05, 0.47, ((0.91, 0.09), (-0.25, 0.69), (0.40, 0.56)))}
     points = scan_points(rows, [_cfg("daq.streams1", "1"), _cfg("daq.streams4", "4")], untraced)
-    assert [(p.trace_binds, p.agree) for p in points] == [("gpu+link", False), ("host", True)]
+    assert [(p.trace_binds, p.agree, p.within_spread) for p in points] == [("gpu+link", False, False),
+                                                                            ("host", True, True)]
+    # 2 streams there: the test host 0.76 ± 0.47 (binds), the replay 0.74 (shared): other words, one slope
+    near = dataclasses.replace(points[0], delay_binds="host", delay_slopes=(0.76, 0.55, 0.58),
+                               delay_spreads=(0.47, 0.19, 0.35), trace_binds="shared", trace_slopes=(0.74, 0.47, 0.51))
+    assert (near.agree, near.within_spread) == (False, True)
     assert points[1].to_json()["trace_slopes"] == {"host": 0.99, "gpu": 0.05, "link": 0.47}
     con = Console(width=80, record=True, file=open("/dev/null", "w"))
     con.print(render_scan(points, [Scan("streams", ("1", "4"))], width=80))
@@ -158,3 +168,23 @@ def test_the_scan_puts_the_trace_replayed_beside_the_delay_test() -> None:
     assert "replayed" in text and "gpu+link ≠" in text and "(0.99)" in text and "(0.05)" in text
     # without the replay the table keeps its columns as before
     assert scan_points(rows, [_cfg("daq.streams1", "1")])[0].agree is None
+
+
+@pytest.mark.parametrize(("test", "replay", "words"), [
+    # GPU-24707a35's daq_loop at 2 streams: host 0.76 ± 0.47 binds, the replay's 0.74 shared: within the spread
+    (((0.76, 0.47), (0.55, 0.19), (0.58, 0.35)), (0.74, 0.47, 0.51), "the delay test found host, with every slope"),
+    # at 1 stream: the GPU 1.25 ± 0.07 against the replay's 0.95, and the link 0.68 ± 0.10 against 0.95
+    (((0.78, 0.08), (1.25, 0.07), (0.68, 0.10)), (0.71, 0.95, 0.95), "the delay test found host+gpu, beyond"),
+    (((0.99, 0.12), (-0.37, 0.51), (-0.19, 0.24)), (1.00, 0.03, 0.03), "host, as the delay test found"),
+])  # fmt: skip
+def test_the_report_sets_the_replay_against_the_test(test, replay, words) -> None:
+    from clusterbench.analyzers.untraced import binds_code, judge
+    from clusterbench.model.untraced import DelayTest, SlopeFit, UntracedRecord
+    from clusterbench.render.untraced import render_replay
+
+    names = ("host", "gpu", "link")
+    measured = tuple(SlopeFit(r, 8.0, s, sp, 20.0, 20.0 + 8.0 * s, 2, judge(s)) for r, (s, sp) in zip(names, test))
+    fits = tuple(SlopeFit(r, 8.0, s, None, 20.0, 20.0 + 8.0 * s, 0, judge(s), "replayed") for r, s in zip(names, replay))
+    rec = UntracedRecord(None, DelayTest(2, 8.0, None, None, (), measured, binds_code(measured)), None, replay=fits)
+    lines = render_replay(rec, 80)
+    assert words in " ".join(ln.strip() for ln in lines) and all(len(ln) <= 80 for ln in lines)
