@@ -494,7 +494,7 @@ def compare_metric(
                   f"before, spread {U.pct(pb.spread, 2)}; {pa.n} after, {U.pct(pa.spread, 2)})")]
         if max(pb.unsettled_spread, pa.unsettled_spread) > 0:
             terms.append(("unsettled", max(pb.unsettled_spread, pa.unsettled_spread),
-                          "the spread of the runs of a process that did not settle"))
+                          "the spread of the runs a median stands on, in a process that did not settle"))
         floor_pct = None
         if scope == ACROSS_UNITS and fl is not None:
             floor_pct = fl.pct

@@ -147,6 +147,18 @@ class ProcessRun:
         """Its counted runs' range over their median (0 for one run)."""
         return spread_of(self.values)
 
+    @property
+    def median_spread(self) -> float:
+        """How far its median could move: of three or more counted runs, the range of those left when the one
+        farthest from their median is set aside, over the median (the median stands on them: one run held up
+        by a hiccup of the host moves the range, not the median); of fewer, :attr:`run_spread`."""
+        if len(self.values) < 3:
+            return self.run_spread
+        m = median(self.values)
+        far = max(range(len(self.values)), key=lambda i: (abs(self.values[i] - m), i))
+        rest = [v for i, v in enumerate(self.values) if i != far]
+        return (max(rest) - min(rest)) / m if m else 0.0
+
     def to_json(self) -> dict[str, object]:
         return {"version": PROCESS_VERSION, "index": self.index, "median": self.median, "values": list(self.values),
                 "started_s": self.started_s, "seconds": self.seconds,
@@ -207,8 +219,8 @@ def process_measurement(metric: str, procs: Sequence[ProcessRun], input_bytes_pe
 @dataclass(frozen=True, slots=True)
 class ProcessSpread:
     """The processes of one side of a comparison: how many, their medians' median, their range over that
-    median (``spread``), and the largest counted-run spread of a process whose runs did not settle
-    (``unsettled_spread``; 0 when every process settled or was not judged)."""
+    median (``spread``), and the largest :attr:`ProcessRun.median_spread` of a process whose runs did not
+    settle (``unsettled_spread``; 0 when every process settled or was not judged)."""
 
     n: int
     median: float
@@ -227,7 +239,7 @@ def process_spread(procs: Sequence[ProcessRun]) -> ProcessSpread:
     medians = [p.median for p in procs]
     unsettled = [p for p in procs if p.settled is False]
     return ProcessSpread(len(procs), median(medians), spread_of(medians),
-                         max((p.run_spread for p in unsettled), default=0.0), len(unsettled))
+                         max((p.median_spread for p in unsettled), default=0.0), len(unsettled))
 
 
 def steady_summary(procs: Sequence[ProcessRun]) -> dict[str, object]:
