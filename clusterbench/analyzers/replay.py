@@ -129,8 +129,9 @@ class Schedule:
                                np.full(n, _ROW_START)]).astype(np.int8)
         idx = np.concatenate([np.arange(links.n_calls), np.arange(links.n_calls), np.arange(n)])
         o = np.lexsort((idx, kind, t))
-        self.order_kind = kind[o].tolist()
-        self.order_idx = idx[o].tolist()
+        self.order_t = t[o]
+        self.order_kind = kind[o]
+        self.order_idx = idx[o]
         # per call, its first own row (the row the GPU and link points put their op ahead of)
         first = np.full(links.n_calls, NONE, dtype=np.int64)
         if n:
@@ -212,7 +213,10 @@ def growth(sch: Schedule, marks: np.ndarray, resource: str, k_ns: int, frame_mar
     dend = [0] * n_calls
     drow = [0] * links.n_rows
     last_held_end: dict[int, int] = {}
-    for kind, i in zip(sch.order_kind, sch.order_idx):
+    # before the first mark nothing has moved; after the last, nothing is read
+    lo = int(np.searchsorted(sch.order_t, links.cstart[frame_marks[0]], side="left")) if frame_marks.size else 0
+    hi = int(np.searchsorted(sch.order_t, links.cstart[frame_marks[-1]], side="right")) if frame_marks.size else 0
+    for kind, i in zip(sch.order_kind[lo:hi].tolist(), sch.order_idx[lo:hi].tolist()):
         if kind == _CALL_START:
             t = th[i]
             d = cur.get(t, 0)
@@ -284,6 +288,9 @@ def growth(sch: Schedule, marks: np.ndarray, resource: str, k_ns: int, frame_mar
 
 
 REPLAY_NOTE = "replayed from the trace"
+# frames replayed at most (from the window's first): each resource replays twice, one Python step per call
+# start, call end and row, so a long trace's replay is bounded (about 1 s for 5,000 frames of 7 calls)
+MAX_FRAMES = 5_000
 
 
 def replay(links: Links, held: Held, mark: str, k_us: float, window: tuple[np.ndarray, np.ndarray] | None = None,
@@ -298,6 +305,8 @@ def replay(links: Links, held: Held, mark: str, k_us: float, window: tuple[np.nd
     sch = Schedule(links, held, syncs, records)
     marks = marking_calls(links, mark)
     frame_marks = _inside(marks, links, window)
+    if frame_marks.size > MAX_FRAMES:  # the slope settles within a few hundred frames: a long trace's first ones
+        frame_marks = frame_marks[:MAX_FRAMES]
     if frame_marks.size < 2 or not k_us > 0:
         why = "no delay" if not k_us > 0 else f"{frame_marks.size} marked frame(s) in the trace's window ({mark})"
         return tuple(SlopeFit(r, k_us, None, None, None, None, 0, "not tested", why) for r in resources)
