@@ -3,7 +3,9 @@
 held.find answers each call from the rows and calls around it; this runs held.find itself on a small
 *context* per batch of calls (the calls that start in one slab), so the answers are held.find's:
 - the rows and calls of the batch's slab and of the LAG slabs after it (rows run after the calls that
-  issue them, and a wait awaits rows issued before it that may start later: the queue);
+  issue them, and a wait awaits rows issued before it that may start later: the queue), less those of
+  the look-ahead that no answer of the batch can read (issued after it and starting after its calls
+  returned: HeldStream._lookahead), so that each row is in about one context, not LAG + 1;
 - from earlier slabs, what an answer can still come from: per stream, every row from the first one
   still running at the slab's start on, and the latest-ending row before those; per kernel name, the
   row of its first launch (the least correlation id); per event, the row its latest record before the
@@ -204,11 +206,64 @@ class HeldStream:
 
     # ------------------------------------------------------------------ a batch
 
-    def _context(self) -> tuple[GroupTrace, dict[int, np.ndarray], np.ndarray]:
+    def _lookahead(self, c_lo: int, c_hi: int, t1: int) -> tuple[dict[int, np.ndarray] | None, np.ndarray | None]:
+        """The rows a batch's answer can read, per engine a mask over ``self.rows``, and the calls, a mask over
+        ``self.calls`` (None: every one). Left out: the look-ahead rows that start after B, the batch's calls'
+        latest end (or t1), and were issued after X, the largest correlation id of the calls up to the batch's,
+        of the rows starting before t1, and of the rows before the next call (those _note_events reads), but
+        for each stream the first of them (least correlation id: the target of a cudaStreamWaitEvent). Such
+        a row is issued after every call answered and every row written, and runs after every one of them
+        returned: no held call, blocked time, queue depth, predecessor or first node reads it. And the calls
+        after the batch's that start after B, were issued after X and launched no row kept (with the plan's
+        correlation-id range known: a row's device-launched mark does not hang on the calls read): they
+        come after every call read by index, so the batch's indices stay."""
+        c = self.calls
+        if t1 == _HIGH or c_hi >= c["corr"].size:
+            return None, None
+        x = int(c["corr"][c_hi]) - 1
+        if c_hi:
+            x = max(x, int(c["corr"][:c_hi].max()))
+        b = max(t1, int(c["end"][c_lo:c_hi].max())) if c_hi > c_lo else t1
+        for r in self.rows.values():
+            early = r["start"] < t1
+            if early.any():
+                x = max(x, int(r["corr"][early].max()))
+        drop = {code: (r["start"] > b) & (r["corr"] > x) for code, r in self.rows.items()}
+        if not any(d.any() for d in drop.values()):
+            return None, None
+        st = np.concatenate([r["stream"][drop[code]] for code, r in self.rows.items()])
+        co = np.concatenate([r["corr"][drop[code]] for code, r in self.rows.items()])
+        o = np.lexsort((co, st))
+        st, co = st[o], co[o]
+        first = np.r_[True, st[1:] != st[:-1]]
+        fs, fc = st[first], co[first]  # per stream (sorted) its least correlation id left out
+        for code, r in self.rows.items():
+            d = np.flatnonzero(drop[code])
+            if d.size:
+                k = np.searchsorted(fs, r["stream"][d])
+                drop[code][d[fc[k] == r["corr"][d]]] = False
+        keep = {code: ~d for code, d in drop.items()}
+        keep_c = None
+        lo = max(c_hi, 1)
+        if self.corr_range is not None and bool((c["corr"][:c_hi] > 0).any()):
+            late = np.flatnonzero((c["start"][lo:] > b) & (c["corr"][lo:] > x)) + lo
+            if late.size:
+                rc = np.sort(np.concatenate([r["corr"][keep[code]] for code, r in self.rows.items()]))
+                late = late[~_member(c["corr"][late], rc)]
+                if late.size:
+                    keep_c = np.ones(c["corr"].size, dtype=bool)
+                    keep_c[late] = False
+        return keep, keep_c
+
+    def _context(self, keep: dict[int, np.ndarray] | None = None, keep_c: np.ndarray | None = None,
+                 ) -> tuple[GroupTrace, dict[int, np.ndarray], np.ndarray]:  # fmt: skip
+        """The batch's context: the rows and calls kept (with the masks of _lookahead, those)."""
         engines: dict[str, EngineRecords] = {}
         gids: dict[int, np.ndarray] = {}
-        for code in sorted(self.rows):
-            r = self.rows[code]
+        rows = self.rows if keep is None else {code: _take(r, keep[code]) for code, r in self.rows.items()}
+        c = self.calls if keep_c is None else _take(self.calls, keep_c)
+        for code in sorted(rows):
+            r = rows[code]
             if r["start"].size == 0:
                 continue
             name = S.ENGINES[code]
@@ -219,10 +274,9 @@ class HeldStream:
         rd = self.rd
         keys = list(rd.threads_map.keys)
         threads = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, None) for k in keys)
-        c = self.calls
         names, cats, _ = rd.name_snapshot()
         api = R.ApiCalls(start_ns=c["start"], end_ns=c["end"], thread=c["thread"], name=c["name"], correlation=c["corr"],
-                         stream=self._call_streams(), names=names, name_category=cats,
+                         stream=self._call_streams(rows, c["corr"]), names=names, name_category=cats,
                          threads=threads, totals=R._empty_totals(), plan=R.KEEP_ALL,
                          tables=tuple(x.table for x in rd.cursors if x.table in S.API_TABLES))  # fmt: skip
         syncs = self._sync_rows()
@@ -237,13 +291,13 @@ class HeldStream:
             return R.no_syncs()
         return R.SyncEvents(*(np.concatenate([np.asarray(getattr(x, f.name)) for x in parts]) for f in dataclasses.fields(R.SyncEvents)))
 
-    def _call_streams(self) -> np.ndarray:
-        """Each context call's stream as the reader names it: its GPU rows' (the largest), else its
-        synchronization row's, else its CUDA event row's; -1 for none."""
-        c = self.calls["corr"]
+    def _call_streams(self, rows: dict[int, dict[str, np.ndarray]], c: np.ndarray) -> np.ndarray:
+        """Each context call's stream as the reader names it (``c``: their correlation ids; ``rows``: the
+        context's): its GPU rows' (the largest), else its synchronization row's, else its CUDA event row's;
+        -1 for none."""
         out = np.full(c.size, -1, dtype=np.int64)
         found = np.zeros(c.size, dtype=bool)
-        rows = _cat([self.rows[k] for k in self.rows], ("corr", "stream"))
+        rows = _cat([rows[k] for k in rows], ("corr", "stream"))
         sy = self._sync_rows()
         ev = self.records
         sources = [(rows["corr"], rows["stream"]), (np.asarray(sy.correlation), np.asarray(sy.stream))]
@@ -266,7 +320,7 @@ class HeldStream:
     def _answer(self) -> None:
         slab_index, t0, c_lo, c_hi = self.batches.pop(0)
         t1 = self.batches[0][1] if self.batches else _HIGH
-        g, gids, seq = self._context()
+        g, gids, seq = self._context(*self._lookahead(c_lo, c_hi, t1))
         if self.path is not None:
             links = links_mod.build(g, self.corr_range)
             held = held_mod.find(links, self.window, g.syncs, g.events)
@@ -292,14 +346,14 @@ class HeldStream:
                     row_bytes=links.nbytes[hr].astype(np.int64), row_end=links.end[hr],
                 ))  # fmt: skip
             self.max_x = max(self.max_x, int(g.api.correlation[c_lo:c_hi].max()) if c_hi > c_lo else 0)
-            self._note_events(links, c_hi)
+            self._note_events(links, gids, c_hi)
         elif self.records is not None and len(self.records):
             if self.path is None:
                 links = links_mod.build(g, self.corr_range)
-            self._note_events(links, c_hi)
+            self._note_events(links, gids, c_hi)
         self._prune(c_hi)
 
-    def _note_events(self, links: links_mod.Links, c_hi: int) -> None:
+    def _note_events(self, links: links_mod.Links, gids: dict[int, np.ndarray], c_hi: int) -> None:
         """Per event, the row its latest record before the next batch awaits (held._event_sources' source),
         found now while the rows it needs are in the context."""
         ev = self.records
@@ -318,11 +372,7 @@ class HeldStream:
             src = links.last_on_stream_before(links.rank_of(np.array([e_stream[k]])), np.array([e_corr[k]]))[0]
             if src >= 0:
                 eng = int(links.engine[src])
-                self.event_rows[e] = (eng, int(self._gid_of(links, src)))
-
-    def _gid_of(self, links: links_mod.Links, row: int) -> int:
-        eng = int(links.engine[row])
-        return int(self.rows[eng]["gid"][row - int(links.engine_lo[eng])])
+                self.event_rows[e] = (eng, int(gids[eng][src - int(links.engine_lo[eng])]))
 
     def _prune(self, c_hi: int) -> None:
         """Keep what later batches can need (the module docstring), drop the rest."""

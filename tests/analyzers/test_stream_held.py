@@ -210,3 +210,85 @@ def test_inside_sums_is_the_walks_inside(name: str) -> None:
             assert got.tolist() == want.tolist()
             checked += int(want.any())
     assert checked
+
+
+def _run(path: Path, g, gt, data, region, corr_range, lag: int, full: bool, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN001, ANN202
+    """The held calls (every field) and the critical path of one group over 50-row slabs, with the look-ahead
+    _lookahead leaves (``full``: every row and call of the look-ahead slabs, as before it), and how many
+    rows and calls the batches' contexts held; None where the lag is too short."""
+    from clusterbench.analyzers import stream_path as SP
+
+    got: list = []
+    sizes = [0, 0]
+    with monkeypatch.context() as mp:
+        mp.setattr(R, "ROWS_PER_CHUNK", 64)
+        if full:
+            mp.setattr(SH.HeldStream, "_lookahead", lambda self, c_lo, c_hi, t1: (None, None))
+        context = SH.HeldStream._context
+
+        def counted(self, keep=None, keep_c=None):  # noqa: ANN001, ANN202
+            g_, gids, seq = context(self, keep, keep_c)
+            sizes[0] += sum(x.size for x in gids.values())
+            sizes[1] += seq.size
+            return g_, gids, seq
+
+        mp.setattr(SH.HeldStream, "_context", counted)
+        out: list = []
+        it = B.iter_slabs(path, rows=50, reader_out=out)
+        first = next(it)
+        rd = out[-1]
+        ps = SP.PathStream(g.window.intervals)
+        hs = SH.HeldStream(g.pid, g.device, g.window.intervals, region, data.event_records, g.pid, gt.stream_flags, corr_range,
+                           rd, got.append, lag=lag, path=ps)  # fmt: skip
+        try:
+            for slab in [first, *it]:
+                hs.add(slab, np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24)
+            hs.finish()
+        except SH.NotLocal as exc:
+            assert exc.lag_too_short, str(exc)
+            return None
+    fields = [f for f in SH.HeldCalls.__dataclass_fields__]
+    held = sorted(tuple(x) for h in got for x in zip(*(getattr(h, f).tolist() for f in fields)))
+    threads = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, data.thread_names.get(int(k))) for k in rd.threads_map.keys)
+    want_threads = {(t.thread.pid, t.thread.tid) for t in g.host.threads}
+    launching = {i for i, t in enumerate(threads) if (t.pid, t.tid) in want_threads}
+    setup = g.gaps.setup_mask()
+    setup_iv = (g.gaps.starts_ns[setup], g.gaps.starts_ns[setup] + g.gaps.lengths_ns[setup])
+    path_ = SP.measure(ps, launching, g.window.intervals, setup_iv, g.frames.count, threads, tuple(rd.kernel_names))
+    return held, path_, sizes
+
+
+_LEFT_OUT: list[int] = []
+
+
+@pytest.mark.parametrize("lag", [1, 2])
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_lookahead_left_out_changes_nothing(path: Path, lag: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The contexts without the look-ahead rows and calls _lookahead leaves out give every held call's record
+    (call, row, release, cause, blocked time, depth, ...) and the critical path that the whole look-ahead
+    gives, and the whole analysis's critical path; on these traces it does leave rows out."""
+    data, res = _whole(path)
+    for g in res.groups:
+        gt = M.build(data, g.pid, g.device)
+        links = L.build(gt)
+        if not links.api_known or links.by_device.any() or g.critical_path is None:
+            continue
+        known = links.ccorr[links.ccorr > 0]
+        region = None if data.api.plan.region is None else data.api.plan.region.get(g.pid)
+        corr_range = (int(known.min()), int(known.max()))
+        full = _run(path, g, gt, data, region, corr_range, lag, True, monkeypatch)
+        if full is None:
+            continue
+        got = _run(path, g, gt, data, region, corr_range, lag, False, monkeypatch)
+        assert got is not None
+        assert got[0] == full[0]
+        assert got[1] == full[1] == g.critical_path
+        assert got[2][0] <= full[2][0] and got[2][1] <= full[2][1]
+        _LEFT_OUT.append(full[2][0] - got[2][0])
+
+
+def test_lookahead_leaves_rows_out() -> None:
+    """(after the test above) the look-ahead left rows out of the contexts of some trace."""
+    if not _LEFT_OUT:
+        pytest.skip("run with test_lookahead_left_out_changes_nothing")
+    assert max(_LEFT_OUT) > 0
