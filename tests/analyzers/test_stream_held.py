@@ -129,6 +129,20 @@ def test_host_with_blocked_time_over_slabs_equals_the_whole(path: Path, monkeypa
         assert got == g.host
 
 
+def _path_groups(path: Path):  # noqa: ANN202
+    """The whole read of ``path``, then each of its groups with a critical path and host-launched rows alone:
+    (data, group, its GroupTrace, its calls' known correlation ids, the process's API region)."""
+    data, res = _whole(path)
+    for g in res.groups:
+        gt = M.build(data, g.pid, g.device)
+        links = L.build(gt)
+        if not links.api_known or links.by_device.any() or g.critical_path is None:
+            continue
+        known = links.ccorr[links.ccorr > 0]
+        region = None if data.api.plan.region is None else data.api.plan.region.get(g.pid)
+        yield data, g, gt, known, region
+
+
 @pytest.mark.parametrize("tiny", [False, True], ids=["sizes", "tiny_batches"])
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
 def test_critical_path_over_slabs_equals_the_whole(path: Path, tiny: bool, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,14 +155,7 @@ def test_critical_path_over_slabs_equals_the_whole(path: Path, tiny: bool, monke
     if tiny:
         monkeypatch.setattr(SP, "BATCH", 5)
         monkeypatch.setattr(SP, "CHUNK", 20)
-    data, res = _whole(path)
-    for g in res.groups:
-        gt = M.build(data, g.pid, g.device)
-        links = L.build(gt)
-        if not links.api_known or links.by_device.any() or g.critical_path is None:
-            continue
-        known = links.ccorr[links.ccorr > 0]
-        region = None if data.api.plan.region is None else data.api.plan.region.get(g.pid)
+    for data, g, gt, known, region in _path_groups(path):
         setup = g.gaps.setup_mask()
         setup_iv = (g.gaps.starts_ns[setup], g.gaps.starts_ns[setup] + g.gaps.lengths_ns[setup])
         with monkeypatch.context() as mp:
@@ -267,14 +274,7 @@ def test_lookahead_left_out_changes_nothing(path: Path, lag: int, monkeypatch: p
     """The contexts without the look-ahead rows and calls _lookahead leaves out give every held call's record
     (call, row, release, cause, blocked time, depth, ...) and the critical path that the whole look-ahead
     gives, and the whole analysis's critical path; on these traces it does leave rows out."""
-    data, res = _whole(path)
-    for g in res.groups:
-        gt = M.build(data, g.pid, g.device)
-        links = L.build(gt)
-        if not links.api_known or links.by_device.any() or g.critical_path is None:
-            continue
-        known = links.ccorr[links.ccorr > 0]
-        region = None if data.api.plan.region is None else data.api.plan.region.get(g.pid)
+    for data, g, gt, known, region in _path_groups(path):
         corr_range = (int(known.min()), int(known.max()))
         full = _run(path, g, gt, data, region, corr_range, lag, True, monkeypatch)
         if full is None:
