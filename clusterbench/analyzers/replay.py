@@ -43,7 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from clusterbench.analyzers import critical_path as P
-from clusterbench.analyzers.held import Held
+from clusterbench.analyzers import intervals as iv
+from clusterbench.analyzers.held import Held, _names_mask
 from clusterbench.analyzers.links import NONE, Links
 from clusterbench.io.nsys import schema as S
 from clusterbench.model.untraced import SlopeFit
@@ -161,22 +162,10 @@ def marking_calls(links: Links, mark: str) -> np.ndarray:
         rows = np.flatnonzero((links.kname >= 0) & ok[links.kname] & (links.launch >= 0))
         calls = np.unique(links.launch[rows].astype(np.int64))
     elif mark.startswith("api:"):
-        want = set(mark[len("api:"):].split("|"))
-        ok = np.array([n.split("_v")[0] in want for n in links.names] + [False], dtype=bool)
-        calls = np.flatnonzero(ok[links.cname]) if links.n_calls else np.empty(0, dtype=np.int64)
+        calls = np.flatnonzero(_names_mask(links, frozenset(mark[len("api:"):].split("|"))))
     else:
         raise ValueError(f"not a frame mark: {mark!r}")
     return calls[np.argsort(links.cstart[calls], kind="stable")]
-
-
-def _inside(calls: np.ndarray, links: Links, window: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-    if window is None or calls.size == 0:
-        return calls
-    ws, we = window
-    t = links.cstart[calls]
-    k = np.searchsorted(ws, t, side="right") - 1
-    ok = (k >= 0) & (t < we[np.maximum(k, 0)])
-    return calls[ok]
 
 
 def growth(sch: Schedule, marks: np.ndarray, resource: str, k_ns: int, frame_marks: np.ndarray) -> float:
@@ -202,15 +191,13 @@ def growth(sch: Schedule, marks: np.ndarray, resource: str, k_ns: int, frame_mar
             r = int(sch.first_row[c])
             if r >= 0:
                 ahead[r] = c
-    h2d_rows = None
+    h2d_rows = None  # the H2D engine's rows (lo, hi): the link's copy takes its turn among them
     if resource == "link" and _H2D is not None:
-        lo, hi = int(links.engine_lo[_H2D]), int(links.engine_hi[_H2D])
-        h2d_rows = (lo, hi, np.asarray(s[lo:hi], dtype=np.int64))
+        h2d_rows = (int(links.engine_lo[_H2D]), int(links.engine_hi[_H2D]))
     h2d_busy = 0  # the shifted end of the H2D engine's latest copy
     pending_h2d: list[tuple[int, int]] = []  # (traced start from which the copy holds the engine, its shifted end)
     cur: dict[int, int] = {}
     dstart = [0] * n_calls
-    dend = [0] * n_calls
     drow = [0] * links.n_rows
     last_held_end: dict[int, int] = {}
     # before the first mark nothing has moved; after the last, nothing is read
@@ -235,7 +222,6 @@ def growth(sch: Schedule, marks: np.ndarray, resource: str, k_ns: int, frame_mar
                 bind = max(own, e[r])
                 d = max(0, d - (bind - own), drow[r] - (bind - e[r]))
                 last_held_end[t] = ce[i]
-            dend[i] = d
             cur[t] = d
         else:
             st = s[i]
@@ -304,7 +290,7 @@ def replay(links: Links, held: Held, mark: str, k_us: float, window: tuple[np.nd
 
     sch = Schedule(links, held, syncs, records)
     marks = marking_calls(links, mark)
-    frame_marks = _inside(marks, links, window)
+    frame_marks = marks if window is None else marks[iv.points_inside(links.cstart[marks], window)]
     if frame_marks.size > MAX_FRAMES:  # the slope settles within a few hundred frames: a long trace's first ones
         frame_marks = frame_marks[:MAX_FRAMES]
     if frame_marks.size < 2 or not k_us > 0:
@@ -327,14 +313,10 @@ def replay(links: Links, held: Held, mark: str, k_us: float, window: tuple[np.nd
     return tuple(out)
 
 
-def replay_group(data, group, mark: str, k_us: float) -> tuple[SlopeFit, ...]:  # noqa: ANN001
-    """:func:`replay` of ``group`` (a GroupAnalysis of ``data``, a TraceData) over its window."""
-    from clusterbench.analyzers import held as held_mod
-    from clusterbench.analyzers import links as links_mod
-    from clusterbench.analyzers import model as model_mod
+def replay_group(data, group, mark: str, k_us: float, built=None) -> tuple[SlopeFit, ...]:  # noqa: ANN001
+    """:func:`replay` of ``group`` (a GroupAnalysis of ``data``, a TraceData) over its window. ``built``:
+    untraced.group_links of the same, when at hand."""
+    from clusterbench.analyzers.untraced import group_links
 
-    g = model_mod.build(data, group.pid, group.device)
-    links = links_mod.build(g)
-    window = group.window.intervals
-    held = held_mod.find(links, window, g.syncs, g.events)
-    return replay(links, held, mark, k_us, window, g.syncs, g.events)
+    g, links, held = built if built is not None else group_links(data, group)
+    return replay(links, held, mark, k_us, group.window.intervals, g.syncs, g.events)

@@ -102,6 +102,17 @@ def binds_code(slopes: Sequence[SlopeFit]) -> str:
     return "none"
 
 
+def within_spread(test: Sequence[SlopeFit], replayed: Sequence[SlopeFit]) -> bool | None:
+    """Whether every replayed slope lies within the delay test's slope of its resource ± its spread (pure):
+    where the two name other resources only because a slope lies near a verdict's edge, which a few processes
+    cannot place. None where no resource has both slopes, or a spread is missing."""
+    measured = {s.resource: s for s in test if s.slope is not None}
+    pairs = [(measured[r.resource], r) for r in replayed if r.slope is not None and r.resource in measured]
+    if not pairs or any(m.spread is None for m, _ in pairs):
+        return None
+    return all(abs(r.slope - m.slope) <= m.spread for m, r in pairs)  # type: ignore[operator]
+
+
 def binds_words(code: str, slopes: Sequence[SlopeFit]) -> str:
     """What binds, in a sentence (pure)."""
     def one(s: SlopeFit) -> str:
@@ -183,21 +194,28 @@ _KIND_ENGINE = {"memset": "memset", "h2d": "h2d", "d2h": "d2h", "kernel": "kerne
 _ISSUE_CODES = np.array([S.API_CODE[c] for c in ("launch", "graph_launch", "copy")], dtype=np.int8)
 
 
-def path_structure(data: Any, group: Any) -> PathStructure | None:
-    """The traced critical path of ``group`` (a GroupAnalysis of ``data``, a TraceData) per frame, outside the
-    set-up gaps; None without a path or frames."""
+def group_links(data: Any, group: Any) -> tuple[Any, Any, Any]:
+    """``group``'s (a GroupAnalysis of ``data``, a TraceData) GroupTrace, its links and the calls the GPU held
+    in its window: what the path's structure and the replay both read, built once for both."""
     from clusterbench.analyzers import held as held_mod
-    from clusterbench.analyzers import host as host_mod
     from clusterbench.analyzers import links as links_mod
     from clusterbench.analyzers import model as model_mod
+
+    g = model_mod.build(data, group.pid, group.device)
+    links = links_mod.build(g)
+    return g, links, held_mod.find(links, group.window.intervals, g.syncs, g.events)
+
+
+def path_structure(data: Any, group: Any, built: tuple[Any, Any, Any] | None = None) -> PathStructure | None:
+    """The traced critical path of ``group`` (a GroupAnalysis of ``data``, a TraceData) per frame, outside the
+    set-up gaps; None without a path or frames. ``built``: :func:`group_links` of the same, when at hand."""
+    from clusterbench.analyzers import host as host_mod
 
     frames = group.frames.count
     if group.critical_path is None or not frames:
         return None
-    g = model_mod.build(data, group.pid, group.device)
-    links = links_mod.build(g)
+    g, links, held = built if built is not None else group_links(data, group)
     window = group.window.intervals
-    held = held_mod.find(links, window, g.syncs, g.events)
     w = path_mod.walk(links, held, window, host_mod.launching_mask(g, group.host), g.syncs, g.events)
     ss, ee, rr, _ = w.segments()
     gp = group.gaps

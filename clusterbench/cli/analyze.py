@@ -164,10 +164,11 @@ def _untraced(data: object, result: object, measured: object) -> object:
     import dataclasses
 
     from clusterbench.analyzers.replay import replay_group
-    from clusterbench.analyzers.untraced import idle_causes, path_structure, untraced_split
+    from clusterbench.analyzers.untraced import group_links, idle_causes, path_structure, untraced_split
     from clusterbench.run.inject import mark_of
 
-    path = path_structure(data, result.primary)  # type: ignore[attr-defined]
+    built = group_links(data, result.primary)  # type: ignore[attr-defined]
+    path = path_structure(data, result.primary, built)  # type: ignore[attr-defined]
     if path is None:
         warn("--untraced: the trace has no critical path with frames (no CUDA API rows, or frames unknown): no "
              "untraced split", "give the frames (FRAMES or --frames) and a trace with CUDA API calls")
@@ -176,7 +177,7 @@ def _untraced(data: object, result: object, measured: object) -> object:
     delay = measured.delay  # type: ignore[attr-defined]
     mark, _ = mark_of(result.primary.frames.definition)  # type: ignore[attr-defined]
     if delay is not None and mark is not None:  # the record's delays replayed on this trace, at its frames' calls
-        replayed = replay_group(data, result.primary, mark, delay.k_us)  # type: ignore[attr-defined]
+        replayed = replay_group(data, result.primary, mark, delay.k_us, built)  # type: ignore[attr-defined]
     return dataclasses.replace(measured, path=path, split=untraced_split(path, measured.host, measured.costs),  # type: ignore[type-var,attr-defined]
                                idle=idle_causes(path, measured.costs), replay=replayed)  # type: ignore[attr-defined]
 

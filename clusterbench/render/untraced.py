@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from clusterbench.analyzers.untraced import binds_code, binds_words
+from clusterbench.analyzers.untraced import binds_code, binds_words, within_spread
 from clusterbench.model import units as U
 from clusterbench.model.untraced import IdleCauses, UntracedCosts, UntracedRecord, UntracedSplit
 
@@ -54,13 +54,9 @@ def render_replay(record: UntracedRecord, width: int) -> list[str]:
     if d is not None and code == d.binds:
         text += ", as the delay test found"
     elif d is not None:
-        measured = {s.resource: s for s in d.slopes}
-        pairs = [(measured[r.resource], r) for r in record.replay
-                 if r.slope is not None and r.resource in measured and measured[r.resource].slope is not None]
-        near = bool(pairs) and all(m.spread is not None and abs(r.slope - m.slope) <= m.spread for m, r in pairs)  # type: ignore[operator]
         text += (f"; the delay test found {d.binds}, " + ("with every slope within its spread (a slope near a "
-                 "verdict's edge)" if near else "beyond its spread (the trace's slack is the traced run's: "
-                 "docs/probe.md)"))
+                 "verdict's edge)" if within_spread(d.slopes, record.replay) else "beyond its spread (the trace's "
+                 "slack is the traced run's: docs/probe.md)"))
     return _wrap(text, width)
 
 

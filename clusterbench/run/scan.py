@@ -170,8 +170,9 @@ class ScanPoint:
     # the same delays replayed on the trace (analyzers.replay): what binds by it, and each slope
     trace_binds: str | None = None
     trace_slopes: tuple[float | None, float | None, float | None] = (None, None, None)
-    # the delay test's spread of each slope (from its record; None where not at hand)
-    delay_spreads: tuple[float | None, float | None, float | None] = (None, None, None)
+    # where the two name other resources: whether every replayed slope lies within the test's spread
+    # (analyzers.untraced.within_spread; None where not judged)
+    within_spread: bool | None = None
 
     @property
     def agree(self) -> bool | None:
@@ -179,17 +180,6 @@ class ScanPoint:
         if self.delay_binds is None or self.trace_binds is None:
             return None
         return self.delay_binds == self.trace_binds
-
-    @property
-    def within_spread(self) -> bool | None:
-        """Whether every slope the two both have lies within the delay test's slope ± its spread (None: a slope
-        or a spread is missing): the two may name other resources only because a slope lies near a verdict's
-        edge, which the test's few processes cannot place."""
-        pairs = [(d, t, s) for d, t, s in zip(self.delay_slopes, self.trace_slopes, self.delay_spreads)
-                 if d is not None and t is not None]
-        if not pairs or any(s is None for _, _, s in pairs):
-            return None
-        return all(abs(t - d) <= s for d, t, s in pairs)  # type: ignore[operator]
 
     @property
     def above_both(self) -> bool:
@@ -246,13 +236,13 @@ def scan_points(rows: Sequence[ResultRow], configs: Sequence[ProbeConfig],
                           (r.delay_slope_host, r.delay_slope_gpu, r.delay_slope_link))
         record = (untraced or {}).get(c.label)
         if record is not None and record.replay:
-            from clusterbench.analyzers.untraced import binds_code  # numpy's import only where it is used
+            from clusterbench.analyzers.untraced import binds_code, within_spread  # numpy only where used
 
             by = {s.resource: s.slope for s in record.replay}
-            spread = {s.resource: s.spread for s in record.delay.slopes} if record.delay is not None else {}
             point = dataclasses.replace(point, trace_binds=binds_code(record.replay),
                                         trace_slopes=tuple(by.get(r) for r in RESOURCES),  # type: ignore[arg-type]
-                                        delay_spreads=tuple(spread.get(r) for r in RESOURCES))  # type: ignore[arg-type]
+                                        within_spread=None if record.delay is None
+                                        else within_spread(record.delay.slopes, record.replay))
         if point.above_both and note is None:
             note = ("faster than both bounds, though no roofline note was made: a bar of the trace overstates its "
                     "cost (the traced pass ran slower than the untraced runs)")

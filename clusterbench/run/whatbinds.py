@@ -155,7 +155,8 @@ def measure(cfg: Any, argv: tuple[str, ...], cwd: str | None, env: Mapping[str, 
     ``unit_h2d_gbps``: the unit's pinned H2D rate alone (None: not measured), which sizes the link's delay:
     one copy of k µs runs at it, where the trace's own copies (smaller) may run slower."""
     from clusterbench.analyzers.replay import replay_group
-    from clusterbench.analyzers.untraced import idle_causes, median_frame, path_structure, sequence_of, untraced_split
+    from clusterbench.analyzers.untraced import (group_links, idle_causes, median_frame, path_structure, sequence_of,
+                                                 untraced_split)
     from clusterbench.run import inject
     from clusterbench.run.delay import DelayRequest, run_delay_test
     from clusterbench.run.latency import read_governors, run_latency, unit_costs
@@ -209,13 +210,14 @@ def measure(cfg: Any, argv: tuple[str, ...], cwd: str | None, env: Mapping[str, 
 
             tell("the untraced split")
             data = load_trace(trace, req=request(window=spec.window, frames_spec=spec.analysis_frames))
-            path = path_structure(data, group)
+            built = group_links(data, group)
+            path = path_structure(data, group, built)
         except ClusterbenchError as exc:
             notes.append(f"the trace's critical path: {str(exc).splitlines()[0]}")
         if path is not None:
             split = untraced_split(path, host, costs)
             idle = idle_causes(path, costs)
-            replayed = replay_group(data, group, mark, delay.test.k_us)
+            replayed = replay_group(data, group, mark, delay.test.k_us, built)
         else:
             notes.append("the trace has no critical path with frames: no untraced split")
     return UntracedRecord(host, delay.test, costs, path, split, idle, tuple(notes), replay=replayed)

@@ -157,8 +157,10 @@ def test_the_scan_puts_the_trace_replayed_beside_the_delay_test() -> None:
     assert [(p.trace_binds, p.agree, p.within_spread) for p in points] == [("gpu+link", False, False),
                                                                             ("host", True, True)]
     # 2 streams there: the test host 0.76 ± 0.47 (binds), the replay 0.74 (shared): other words, one slope
-    near = dataclasses.replace(points[0], delay_binds="host", delay_slopes=(0.76, 0.55, 0.58),
-                               delay_spreads=(0.47, 0.19, 0.35), trace_binds="shared", trace_slopes=(0.74, 0.47, 0.51))
+    row2 = dataclasses.replace(rows[0], key=dataclasses.replace(rows[0].key, config="daq.streams2"),
+                               delay_binds="host", delay_slope_host=0.76, delay_slope_gpu=0.55, delay_slope_link=0.58)
+    (near,) = scan_points([row2], [_cfg("daq.streams2", "2")],
+                          {"daq.streams2": record(0.74, 0.47, 0.51, ((0.76, 0.47), (0.55, 0.19), (0.58, 0.35)))})
     assert (near.agree, near.within_spread) == (False, True)
     assert points[1].to_json()["trace_slopes"] == {"host": 0.99, "gpu": 0.05, "link": 0.47}
     con = Console(width=80, record=True, file=open("/dev/null", "w"))
