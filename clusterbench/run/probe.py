@@ -772,8 +772,7 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
 
             emit(ProbeEvent("start", label=label, index=index, total=total))
             run = ConfigRun(cfg, plan, gpu_plan, tracer, out_dir, session_id, on_phase, warn, per_config, env,
-                            call_costs)
-            run.unit_h2d_gbps = unit.link.h2d.gbps if unit.link is not None else None
+                            call_costs, unit_h2d_gbps=unit.link.h2d.gbps if unit.link is not None else None)
             try:
                 record, gpu_rows, figures = run.run()
             except ProbeInterrupted:
@@ -930,8 +929,8 @@ class ConfigRun:
 
     def __init__(self, cfg: ProbeConfig, plan: ProbePlan, gpu_plan: GpuPlan, tracer: Tracer, out_dir: Path,
                  session_id: str, on_phase: Callable[..., None], warn: Callable[..., None],
-                 per_config: dict[str, ConfigEntry], env: Mapping[str, str], call_costs: CallCosts | None = None
-                 ) -> None:
+                 per_config: dict[str, ConfigEntry], env: Mapping[str, str], call_costs: CallCosts | None = None,
+                 unit_h2d_gbps: float | None = None) -> None:
         self.cfg, self.plan, self.gpu_plan, self.tracer = cfg, plan, gpu_plan, tracer
         self.out_dir, self.session_id, self.warn, self.per_config, self.env = out_dir, session_id, warn, per_config, env
         self._on_phase = on_phase
@@ -945,7 +944,7 @@ class ConfigRun:
         self._pending: tuple[threading.Thread, dict[str, Any]] | None = None
         self.host: Any = None  # the host bar estimated without the profiler (callcost.HostEstimate)
         self.untraced: Any = None  # --what-binds: model.untraced.UntracedRecord
-        self.unit_h2d_gbps: float | None = None  # the unit's pinned H2D rate alone (sizes the delay test's link copy)
+        self.unit_h2d_gbps = unit_h2d_gbps  # the unit's pinned H2D rate alone (sizes the delay test's link copy)
         self.roofline_note: str | None = None
         self.call_costs = call_costs or CallCosts(None, {}, {}, False)
         self.entry = ConfigEntry(session=session_id, tracer=plan.tracer, frames=cfg.frames,
