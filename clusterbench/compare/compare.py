@@ -691,6 +691,15 @@ def _warmup_text(row: ResultRow) -> str:
     return f" after {', '.join(bits)}" if bits else ""
 
 
+def sustained_judged(ra: ResultRow, rb: ResultRow) -> bool:
+    """Whether compare judges the sustained FPS of this pair of rows: always when both sides carry their
+    processes' medians (the spread judges, steady or not), else only when neither side's runs are known to be
+    unsteady. One rule for compare's verdicts and for the floors made from A/A pairs."""
+    if processes_of(ra.measurement("sustained_fps")) and processes_of(rb.measurement("sustained_fps")):
+        return True
+    return row_steady(ra) is not False and row_steady(rb) is not False
+
+
 def unsteady_text(rb: ResultRow, ra: ResultRow, sides: tuple[SideInfo, SideInfo]) -> str | None:
     """Why the sustained FPS of a row pair is not comparable because a side did not reach steady state
     (``sustained_steady`` False), or None when neither side is known to be unsteady (None is not unsteady)."""
@@ -881,7 +890,7 @@ def _compare_row(
     with_procs = spread_b is not None and spread_a is not None
     # a side without process spread (a dir made before several processes) is judged by a bound, and its
     # unsteady runs still make the figure not comparable; with process spread both, the spread judges
-    unsteady = None if with_procs else unsteady_text(rb, ra, sides)
+    unsteady = None if sustained_judged(rb, ra) else unsteady_text(rb, ra, sides)
     one_process = [tag for tag, sp in (("before", spread_b), ("after", spread_a)) if sp is None]
     bound_note = (f"no process spread on the {' and '.join(one_process)} side{'' if len(one_process) == 1 else 's'} "
                   "(a dir made before sustained FPS came from several processes): judged by the across-process "

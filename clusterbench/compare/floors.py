@@ -29,7 +29,7 @@ from typing import Callable, Mapping, Sequence
 
 from clusterbench import __version__
 from clusterbench.compare.compare import (CONFIG_COLUMNS, config_value, params_differences, row_gpu, row_steady,
-                                         row_unit, same_dirs)
+                                         row_unit, same_dirs, sustained_judged)
 from clusterbench.compare.link import link_share
 from clusterbench.compare.noise import (ACROSS_UNITS, COMPARED_METRICS, FLOOR_MARGIN, FLOOR_MIN_PCT, FLOOR_STEP_PCT,
                                         MIN_PAIRS, SAME_UNIT, SCOPE_PAIRS, SCOPE_TEXT, SCOPES, SEED_DRIFT_SOURCE,
@@ -39,6 +39,7 @@ from clusterbench.compare.noise import (ACROSS_UNITS, COMPARED_METRICS, FLOOR_MA
 from clusterbench.errors import InputError
 from clusterbench.io.outputs import atomic_write_text
 from clusterbench.model import units as U
+from clusterbench.model.processes import processes_of
 from clusterbench.model.results import ResultRow, ResultSet
 
 FLOORS_SCHEMA = "clusterbench.compare.floors"
@@ -234,10 +235,10 @@ def pair_diffs(group: Sequence[ResultSet], metrics: Sequence[str] = COMPARED_MET
             multi = ra.streams is None or ra.streams > 1
             streams = None if ra.streams is None or rb.streams is None else max(ra.streams, rb.streams)
             units = (row_unit(a, ra), row_unit(b, rb)) if scope == ACROSS_UNITS else None
-            unsteady = row_steady(ra) is False or row_steady(rb) is False
+            unsteady = not sustained_judged(ra, rb)
             for m in metrics:
                 if m == "sustained_fps" and unsteady:
-                    continue  # still moving: compare never judges it, so no floor is made of it either
+                    continue  # still moving and no process spread: compare does not judge it, so no floor either
                 va, vb = ra.number(m), rb.number(m)
                 if va is None or vb is None or va == 0:
                     continue
@@ -314,7 +315,8 @@ def aa_floors(dirs: Sequence[ResultSet], now: Callable[[], str] | None = None,
     warnings = [f"{n} names no GPU: taken as {gpu}" for n, m in models.items() if m is None]
     warnings += [f"{d.name} names no GPU unit (UUID): its pairs count as pairs of two units" for d in dirs
                  if any(_row_where(d, r)[1] is None for r in d.rows)]
-    unsteady = [f"{d.name} {r.label}" for d in dirs for r in d.rows if row_steady(r) is False]
+    unsteady = [f"{d.name} {r.label}" for d in dirs for r in d.rows
+                if row_steady(r) is False and processes_of(r.measurement("sustained_fps")) is None]
     if unsteady:
         warnings.append(f"sustained FPS not steady, left out of the floors: {', '.join(unsteady)}")
     spreads: list[SessionSpread] = []

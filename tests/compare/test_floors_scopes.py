@@ -152,6 +152,32 @@ def test_an_unsteady_sustained_figure_makes_no_floor(tmp_path: Path) -> None:
     assert out.floors.floor("h2d_us", 1, "within_session").pairs == 4  # the trace figures still count
 
 
+def test_an_unsteady_figure_with_its_processes_makes_a_floor(tmp_path: Path) -> None:
+    # compare judges sustained FPS by the process medians whenever both sides carry them, steady or not, so the
+    # floors count those pairs too. Two units, one probe each; u2's third process did not settle.
+    #   u1: processes 100.0, 100.4, 99.8 -> median 100.0      u2: 103.0, 102.6, {102.9, unsettled} -> median 102.9
+    # across units: (102.9 - 100.0) / 100.0 = +2.9 %; floor 1.5 x 2.9 = 4.35 -> 4.5 %, 1 pair (provisional)
+    dirs = []
+    for name, uuid, procs in (("u1", "GPU-1", [[100.0], [100.4], [99.8]]),
+                              ("u2", "GPU-2", [[103.0], [102.6], {"values": [102.9, 99.0, 104.0], "settled": False}])):
+        path = write(tmp_path / name, [{"label": "3x3_s1", "cluster": 3, "cap": 3000, "streams": 1, "batch": 200,
+                                        "frames": 8000, "kernel_us": 1.0, "h2d_us": 5.0, "d2h_us": 2.0,
+                                        "roofline_us": 5.0, "binds": "h2d", "processes": procs,
+                                        "sustained_steady": name == "u1"}],
+                     {"gpu_name": "NVIDIA H200", "gpu_uuid": uuid, "host": name, "session_id": f"S{name}",
+                      "git_rev": "r1", "git_dirty": False})
+        dirs.append(load_results(path))
+    assert dirs[1].rows[0].sustained_fps == pytest.approx(102.9)
+    out = aa_floors(dirs)
+    f = out.floors.floor("sustained_fps", 1, "across_units")
+    assert (f.pairs, f.aa_max_diff_pct, f.pct, f.provisional) == (1, pytest.approx(2.9), 4.5, True)
+    assert not any("not steady" in w for w in out.warnings)
+    # and compare judges that pair (no NOT COMPARABLE unsteady)
+    row = compare_results(dirs[0], dirs[1], floors={}).rows[0]
+    m = next(x for x in row.metrics if x.name == "sustained_fps")
+    assert m.verdict is not Verdict.NOT_COMPARABLE
+
+
 H100 = "NVIDIA H100 80GB HBM3"
 
 
