@@ -48,6 +48,9 @@ class FakeUnitProbe:
     def stop(self, why: str) -> None:
         self.calls.append(("stop", why))
 
+    def measure(self) -> None:
+        self.calls.append(("measure",))
+
     def result(self, static=None):  # noqa: ANN001, ANN201
         from clusterbench.model.unit import LinkRate, LinkRates, UnitRecord
 

@@ -726,6 +726,8 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         out_dir.mkdir(parents=True, exist_ok=True)
         gpu = gpu_identity(verdict.reading)
         versions = _joined(*versions_job)
+        _joined(*frames_job)  # the frames drawn: nothing of the probe's own loads the host while the link is timed
+        unit_probe.measure()
         unit = unit_probe.result()  # before the first config: the GPU is the link child's alone meanwhile
         unit_probe.keep_log(out_dir)
         if unit.link is None:
@@ -738,7 +740,6 @@ def run_probe(plan: ProbePlan, request: ProbeRequest, on_event: EventCallback | 
         tracer = TRACERS[plan.tracer](TracerSetup(nsys=nsys, nsys_version=None if nsys_version is None
                                                   else str(nsys_version)))
         gpu_runs: dict[str, MultiGpuSustained] = {}
-        _joined(*frames_job)
         precompile.go()  # the link is measured: the kernels compile while the first traced process starts
         env = {**_child_env(frame_cache), **precompile.child_env()}  # a finder process waits for its build
         from clusterbench.run.callcost import machine_key

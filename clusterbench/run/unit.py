@@ -7,8 +7,9 @@ A probe measures its unit once (env.json's ``unit`` block, :class:`~clusterbench
   memory clocks (NVML), and the GPU's NUMA node (/sys/bus/pci/devices/<bus id>/numa_node);
 - a child (:mod:`clusterbench.workloads.cupy.link`) measures the link: started while the guards sample the
   GPU, it imports CuPy and waits, without a CUDA context; once the guards passed, :meth:`UnitProbe.go` names
-  the GPU and its CPUs, and it measures H2D alone, D2H alone and both at once, then reads the PCIe link and the
-  clocks as they are right after the copies and where its pinned buffers' pages sit.
+  the GPU and its CPUs, and it makes its context and buffers; once the probe's own host work is done
+  (:meth:`UnitProbe.measure`), it measures H2D alone, D2H alone and both at once, then reads the PCIe link
+  and the clocks as they are right after the copies and where its pinned buffers' pages sit.
 
 Nothing here prints, exits, or imports typer, rich or CuPy. A link that could not be measured (no CuPy, a
 CUDA failure) leaves the record's ``link`` empty with ``link_problem`` saying why; the probe goes on.
@@ -180,9 +181,20 @@ class UnitProbe:
         return self
 
     def go(self, gpu_uuid: str | None, gpu_name: str | None = None, cpus: tuple[int, ...] | None = None) -> None:
-        """Let the child measure the link of ``gpu_uuid`` (pinned to ``cpus``)."""
+        """Let the child set up on ``gpu_uuid`` (pinned to ``cpus``): its context and buffers; it times the
+        copies once :meth:`measure` (or :meth:`result`) says so."""
         self._gpu = (gpu_uuid, gpu_name)
-        self.go_file.write_text(json.dumps({"go": True, "uuid": gpu_uuid, "cpus": list(cpus or ())}))
+        self.go_file.write_text(json.dumps({"go": True, "uuid": gpu_uuid, "cpus": list(cpus or ()),
+                                            "wait_measure": True}))
+
+    def measure(self) -> None:
+        """Let the child time its copies now (nothing else of the probe's runs on the host)."""
+        from clusterbench.workloads.cupy.link import MEASURE_SUFFIX
+
+        try:
+            Path(f"{self.go_file}{MEASURE_SUFFIX}").write_text("measure\n")
+        except OSError:
+            pass
 
     def stop(self, why: str) -> None:
         """Tell the child to stop before it measures, and wait for it."""
@@ -195,7 +207,10 @@ class UnitProbe:
         self._cleanup()
 
     def result(self, static: UnitStatic | None = None) -> UnitRecord:
-        """Wait for the child and build the record (``static``: what this process read, else read now)."""
+        """Wait for the child and build the record (``static``: what this process read, else read now); the
+        child is told to measure first, if it was not yet."""
+        if self._thread is not None and self.go_file.exists():
+            self.measure()
         if self._thread is not None:
             self._thread.join()
         static = static or read_static(*self._gpu)

@@ -105,7 +105,7 @@ def test_a_probe_measures_sustained_fps_in_three_processes(monkeypatch, tmp_path
     env = json.loads((plan.results_dir / "env.json").read_text())
     assert [p["median"] for p in env["configs"]["a"]["sustained"]["processes"]] == pytest.approx([2000.0, 2040.0, 1980.0])
     # the unit: measured once, after the guards, for the GPU the probe ran on; kept in env.json
-    assert edges.unit.calls == [("go", "GPU-0000", "NVIDIA H200"), ("result",)]
+    assert edges.unit.calls == [("go", "GPU-0000", "NVIDIA H200"), ("measure",), ("result",)]
     unit = env["unit"]
     assert unit["gpu_uuid"] == "GPU-0000" and unit["unit_id"] == "GPU-0000@fakehost#fake-boo"  # the boot id's first 8 characters
     assert (unit["link"]["duplex_d2h"]["gbps"], unit["link"]["h2d"]["gbps"]) == (FAKE_LINK[3], FAKE_LINK[0])

@@ -100,3 +100,45 @@ def test_the_link_on_a_gpu() -> None:
     where = placement(addresses)
     assert where["method"] in ("numa_maps", "get_mempolicy", None)
     print(json.dumps(link.to_json()))
+
+
+def test_the_link_child_times_its_copies_only_when_told(tmp_path: Path) -> None:
+    # the child's second wait: set up, then hold the timed copies until the probe writes <go>.measure
+    import threading
+    import time
+
+    from clusterbench.workloads.cupy.link import MEASURE_SUFFIX, wait_for_unit_measure
+
+    go = tmp_path / "go"
+    go.write_text(json.dumps({"go": True, "uuid": "GPU-1", "cpus": [], "wait_measure": True}))
+    done: list[float] = []
+    t = threading.Thread(target=lambda: (wait_for_unit_measure(str(go), poll_s=0.001), done.append(time.perf_counter())))
+    t.start()
+    time.sleep(0.05)
+    assert not done  # still waiting
+    told = time.perf_counter()
+    Path(f"{go}{MEASURE_SUFFIX}").write_text("measure\n")
+    t.join(timeout=5)
+    assert done and done[0] >= told
+    wait_for_unit_measure(None)  # no go file: nothing to wait for
+
+
+def test_a_stop_while_the_link_child_waits_to_measure(tmp_path: Path) -> None:
+    from clusterbench.errors import InputError
+    from clusterbench.workloads.cupy.link import wait_for_unit_measure
+
+    go = tmp_path / "go"
+    go.write_text("stop: interrupted\n")
+    with pytest.raises(InputError, match="stop before it measured"):
+        wait_for_unit_measure(str(go), poll_s=0.001)
+
+
+def test_the_probe_tells_the_link_child_to_measure(tmp_path: Path) -> None:
+    # UnitProbe.go asks the child to wait; measure() (or result(), at the latest) writes the word
+    probe = UnitProbe()
+    probe.go("GPU-1111", "NVIDIA H100 80GB HBM3", (0, 1))
+    doc = json.loads(probe.go_file.read_text())
+    assert doc == {"go": True, "uuid": "GPU-1111", "cpus": [0, 1], "wait_measure": True}
+    probe.measure()
+    assert (probe.folder / "go.measure").read_text() == "measure\n"
+    probe._cleanup()
