@@ -54,7 +54,11 @@ def idle(g: GroupTrace, window: iv.Intervals, threshold: int = GAP_NS) -> iv.Int
     hs = np.concatenate([[lo], g.holes[0], [g.last_ns]])
     he = np.concatenate([[g.first_ns], g.holes[1], [hi]])
     keep = he > hs
-    s, e = iv.intersect(window, (hs[keep], he[keep]))
+    if not keep.all():
+        hs, he = hs[keep], he[keep]
+    # the holes taken in blocks against the window (one set or the other first gives the same set): a window
+    # of many ranges, each holding many holes, would make temporaries the size of all the holes at once
+    s, e = iv.intersect((hs, he), window)
     keep = (e - s) >= threshold
     return s[keep], e[keep]
 

@@ -528,6 +528,11 @@ class SpanAccumulator:
         self.parts.append({"key": k[last], "ns": np.add.reduceat(ns, first), "blen": ns[last], "blabel": lb[last].astype(np.int32),
                            "bseq": sq[last]})
 
+    def drop_holes(self) -> None:
+        """Let the holes go (their starts and ends, the records before each): once the window and its gaps are
+        known, only the holes' sums are still needed, by :meth:`classify`."""
+        self.hs, self.he, self.before_hole, self.zero_starts = [], [], [], []
+
     def compact(self) -> None:
         """The per-slab pieces of the holes' sums and of the holes, joined into one array each."""
         _ = self.agg
@@ -574,10 +579,10 @@ class SpanAccumulator:
         n = int(gs.size)
         lengths = ge - gs
         ns_ = len(GAP_CAUSES)
-        parts = np.zeros((n, ns_), dtype=np.int64)
         cause = np.full(n, G._UNKNOWN, dtype=np.int8)
         spans = G.issue_spans(g)
         if n == 0 or not spans:
+            parts = np.zeros((n, ns_), dtype=np.int64)
             parts[:, G._UNKNOWN] = lengths
             return Gaps(threshold, gs, lengths, cause, (None,) * n, parts, window_start_ns)
         threads = np.array(sorted(spans), dtype=np.int64)
@@ -623,9 +628,13 @@ class SpanAccumulator:
         per = per.reshape(n, ns_)
         blocked = per[:, G._ML] + per[:, G._ALLOC] + per[:, G._SYNC] + per[:, G._PROF]
         per[:, G._HOST] = np.maximum(lengths * n_rel - blocked, 0)
+        del blocked
         order = np.array(G._PICK_ORDER)
-        picked = order[np.argmax(per[:, order], axis=1)]
-        cause = np.where(per[:, G._ML] > 0, G._ML, picked).astype(np.int8)
+        cause = np.empty(n, dtype=np.int8)
+        for b0 in range(0, n, step):  # in blocks: the columns picked from would be a copy of n x 4 values at once
+            blk = per[b0 : b0 + step]
+            picked = order[np.argmax(blk[:, order], axis=1)]
+            cause[b0 : b0 + step] = np.where(blk[:, G._ML] > 0, G._ML, picked)
         # the call that names the cause: the longest piece in that state (ties: the later; nsys's rows come last)
         best_len = np.zeros(n, dtype=np.int64)
         best_seq = np.full(n, -1, dtype=np.int64)

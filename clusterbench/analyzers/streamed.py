@@ -86,16 +86,7 @@ def analyze_slabs(path, req: A.Request, trace_label: str, on_progress: Callable[
         raise InputError(f"no GPU activity for {asked}; the trace has: {have}", hint="pick one of the groups listed")
     # the window and its gaps, per group, from pass 1
     threads_a = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, data.thread_names.get(int(k))) for k in rd_a.threads_map.keys)
-    parts = {}
-    for p, d in wanted:
-        acc = accs[(p, d)]
-        g, w, used = _window(acc, rd_a, threads_a, data, req, p, d)
-        gp = acc.classify(g, gaps_mod.idle(g, w.intervals, req.gap_ns), w.start_ns, req.gap_ns)
-        import dataclasses
-
-        # the holes are not needed once the gaps are known (they are the window's gaps)
-        parts[(p, d)] = (dataclasses.replace(g, holes=iv.empty()), w, used, gp)
-    accs.clear()  # the holes' sums are not needed any more
+    parts = _windows_and_gaps(accs, wanted, rd_a, threads_a, data, req)
     _trim()
     # pass 2, with a longer look-ahead while the held calls need one
     for lag in LAGS:
@@ -115,6 +106,27 @@ def analyze_slabs(path, req: A.Request, trace_label: str, on_progress: Callable[
         out.append(_group(res, parts[(p, d)], data, req, api_known, w_))
         warnings.extend(f"pid {p} device {d}: {x}" if len(wanted) > 1 else x for x in w_)
     return A.finish(out, warnings, data.graph_trace, data.nsys_version, data.schema_version, req, trace_label, data.tables)
+
+
+def _windows_and_gaps(accs: dict, wanted: list[tuple[int, int]], rd_a, threads_a, data: R.TraceData,  # noqa: ANN001
+                      req: A.Request) -> dict:
+    """Per group: its trace without holes, its window, the ranges used and its gaps, from pass 1's accumulators,
+    which are emptied as it goes: nothing of pass 1 that grows with the trace (the holes, their sums) outlives
+    this function into pass 2."""
+    import dataclasses
+
+    parts = {}
+    for key in wanted:
+        acc = accs.pop(key)
+        g, w, used = _window(acc, rd_a, threads_a, data, req, *key)
+        idle = gaps_mod.idle(g, w.intervals, req.gap_ns)
+        # the holes are not needed once the gaps are known (they are the window's gaps): let them go before
+        # the gaps' causes are summed, the step that needs the most memory
+        g = dataclasses.replace(g, holes=iv.empty())
+        acc.drop_holes()
+        parts[key] = (g, w, used, acc.classify(g, idle, w.start_ns, req.gap_ns))
+    accs.clear()
+    return parts
 
 
 def _fixed_region(data: R.TraceData, req: A.Request, pid: int, device: int) -> iv.Intervals | None:

@@ -165,3 +165,31 @@ def test_issuing_spans_count_calls_outside_the_window(tmp_path: Path) -> None:
     # was feeding the GPU when the gap began, though the reader kept no call of it from before the window
     _, gp = one_gap(tmp_path)
     assert gp.between is None
+
+
+@pytest.mark.parametrize("block", [None, 2])
+def test_idle_stretches_cut_to_a_window_of_several_ranges(monkeypatch: pytest.MonkeyPatch, block) -> None:
+    # gaps.idle by hand, in units of u = 10 µs (a hole of 10 u is the 100 µs the model keeps): window ranges
+    # [0, 100), [200, 300), [400, 500); records from 10 to 480 with holes (20, 30), (50, 220), (250, 260),
+    # (290, 410), (450, 470). Idle: [0, 10), the holes, [480, 500); cut to the ranges: [0, 10), [20, 30),
+    # [50, 100), [200, 220), [250, 260), [290, 300), [400, 410), [450, 470), [480, 500). The holes are taken
+    # in blocks (block 2: four blocks) against the window; the answer is the same.
+    import types
+
+    import numpy as np
+
+    from clusterbench.analyzers import gaps as G
+    from clusterbench.analyzers import intervals as iv
+    from clusterbench.analyzers.model import HOLE_NS
+
+    if block is not None:
+        monkeypatch.setattr(iv, "BLOCK", block)
+    u = HOLE_NS // 10
+    a = lambda *x: np.array(x, dtype=np.int64) * u  # noqa: E731
+    g = types.SimpleNamespace(first_ns=10 * u, last_ns=480 * u, holes=(a(20, 50, 250, 290, 450), a(30, 220, 260, 410, 470)))
+    window = (a(0, 200, 400), a(100, 300, 500))
+    s, e = G.idle(g, window, HOLE_NS)
+    assert (s // u).tolist() == [0, 20, 50, 200, 250, 290, 400, 450, 480]
+    assert (e // u).tolist() == [10, 30, 100, 220, 260, 300, 410, 470, 500]
+    s, e = G.idle(g, window, 2 * HOLE_NS)  # at least 20 u
+    assert list(zip((s // u).tolist(), (e // u).tolist())) == [(50, 100), (200, 220), (450, 470), (480, 500)]
