@@ -913,7 +913,8 @@ def _compare_row(
             bound = floors.drift_bound_pct
         m_across = tuple(mm.column for mm in mismatches if n in mm.affects and mm.across)
         share = link_share(n, None if streams is None or ra.streams is None else max(streams, ra.streams),
-                           binds_before, binds_after, unit_b, unit_a) if scope == ACROSS_UNITS else None
+                           binds_before, binds_after, unit_b, unit_a, same_unit=scope == SAME_UNIT
+                           ) if scope in (ACROSS_UNITS, SAME_UNIT) else None
         metrics.append(
             compare_metric(
                 n, rb.number(n), ra.number(n),

@@ -234,7 +234,7 @@ def pair_diffs(group: Sequence[ResultSet], metrics: Sequence[str] = COMPARED_MET
             scope, pair = pair_scope(a, ra, b, rb)
             multi = ra.streams is None or ra.streams > 1
             streams = None if ra.streams is None or rb.streams is None else max(ra.streams, rb.streams)
-            units = (row_unit(a, ra), row_unit(b, rb)) if scope == ACROSS_UNITS else None
+            units = (row_unit(a, ra), row_unit(b, rb)) if scope in (ACROSS_UNITS, SAME_UNIT) else None
             unsteady = not sustained_judged(ra, rb)
             for m in metrics:
                 if m == "sustained_fps" and unsteady:
@@ -244,7 +244,8 @@ def pair_diffs(group: Sequence[ResultSet], metrics: Sequence[str] = COMPARED_MET
                     continue
                 # across two units whose links were measured, a link-bound figure is the change compare judges:
                 # as shares of each unit's link (compare/link.py), so that the bound is of what it is held to
-                share = link_share(m, streams, ra.binds, rb.binds, *units) if units is not None else None
+                share = link_share(m, streams, ra.binds, rb.binds, *units, same_unit=scope == SAME_UNIT
+                                   ) if units is not None else None
                 diff = (share.ratio(va, vb) - 1.0) * 100.0 if share is not None else (vb - va) / va * 100.0
                 out.append(PairDiff(key.label, m, multi, scope, a.name, b.name, diff, pair, rev, share is not None))
     return tuple(out)

@@ -21,11 +21,21 @@ as shares of the duplex rates, which read FASTER on an A/A pair. So each figure 
 against both ends: the change judged is the one nearest 0 over the range between them, and 0 where the range
 holds 0 (the pair is then no evidence of a change: the link's difference explains it either way).
 
-Within one unit, figures are judged as measured.
+Within one unit, figures are judged as measured, but for one: sustained FPS on several streams whose
+roofline binds on a transfer, between two sessions of the unit whose probes both measured the link. A fourth
+H100 unit (GPU-137660c0) ran make run's 3x3 4-stream config at 144,072 FPS, and two minutes later at 134,390
+(−6.72 %), each probe's three processes within 2 % of each other, while its link read 5.7 % slower with both
+directions at once (H2D 46.81 → 44.14 GB/s) and 3.4 % slower alone: the host's link, not the build, had
+moved. So within a unit the range runs from the change as measured to the changes as shares of the link
+(duplex and alone), and the change judged is the one nearest 0 over it: a link reading can only explain a
+change away, never make one (another H100 unit's second probe read its link 24 % low while its sustained FPS
+held within 0.64 %; judged as shares alone, that would have read +16 % FASTER). The trace figures within a
+unit stay as measured (several streams: the drift bound of multi-stream transfers).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from clusterbench.model import units as U
@@ -48,6 +58,7 @@ class LinkShare:
     time: bool
     alone_before_gbps: float | None = None  # with ``duplex``: each unit's rate of that direction alone, the
     alone_after_gbps: float | None = None   # other end of the range the config's copies meet
+    measured: bool = False  # the change as measured is in the range too (two sessions of one unit)
 
     def _ratio(self, before: float, after: float, rb: float, ra: float) -> float:
         if self.time:
@@ -64,23 +75,25 @@ class LinkShare:
 
     def ratio_range(self, before: float, after: float) -> tuple[float, float]:
         """The lowest and highest after / before as shares of each unit's link, over its range of rates."""
-        r = self._ratio(before, after, self.before_gbps, self.after_gbps)
-        if not self.duplex or self.alone_before_gbps is None or self.alone_after_gbps is None:
-            return r, r
-        r2 = self._ratio(before, after, self.alone_before_gbps, self.alone_after_gbps)
-        return min(r, r2), max(r, r2)
+        ends = [self._ratio(before, after, self.before_gbps, self.after_gbps)]
+        if self.duplex and self.alone_before_gbps is not None and self.alone_after_gbps is not None:
+            ends.append(self._ratio(before, after, self.alone_before_gbps, self.alone_after_gbps))
+        if self.measured:
+            ends.append(after / before)
+        return min(ends), max(ends)
 
     @property
     def text(self) -> str:
         """``as shares of each unit's link (D2H with both at once 50.7 → 40.0 GB/s)``, and the rates alone
         where the range runs to them."""
         both = " with both at once" if self.duplex else " alone"
-        out = (f"as shares of each unit's link ({self.direction.upper()}{both} "
+        whose = "the unit's link as each probe measured it" if self.measured else "each unit's link"
+        out = (f"as shares of {whose} ({self.direction.upper()}{both} "
                f"{U.gbps(self.before_gbps, unit=False)} → {U.gbps(self.after_gbps)}")
         if self.duplex and self.alone_before_gbps is not None and self.alone_after_gbps is not None:
             out += (f" to alone {U.gbps(self.alone_before_gbps, unit=False)} → "
                     f"{U.gbps(self.alone_after_gbps)}")
-        return out + ")"
+        return out + ")" + (" and as measured" if self.measured else "")
 
     def range_text(self, before: float, after: float) -> str:
         """The change over the range of rates, e.g. ``-22.40 % to +12.73 %``, or one change without a range."""
@@ -91,11 +104,19 @@ class LinkShare:
 
 
 def link_share(metric: str, streams: int | None, binds_before: str | None, binds_after: str | None,
-               unit_before: UnitRecord | None, unit_after: UnitRecord | None) -> LinkShare | None:
-    """How ``metric`` of a row pair on two units is set against their links, or None when it is judged as
-    measured: not a link-bound figure, or a unit's link not measured (pure; see the module docstring)."""
+               unit_before: UnitRecord | None, unit_after: UnitRecord | None, same_unit: bool = False
+               ) -> LinkShare | None:
+    """How ``metric`` of a row pair on two units (``same_unit``: two sessions of one unit) is set against their
+    links, or None when it is judged as measured: not a link-bound figure, or a unit's link not measured (pure;
+    see the module docstring). Within one unit only sustained FPS on several streams is, with the change as
+    measured in its range."""
     if unit_before is None or unit_after is None or unit_before.link is None or unit_after.link is None:
         return None
+    if same_unit:
+        share = link_share(metric, streams, binds_before, binds_after, unit_before, unit_after)
+        if share is None or metric != "sustained_fps":
+            return None
+        return dataclasses.replace(share, measured=True)
     multi = streams is None or streams > 1
     direction = TRANSFER_FIGURES.get(metric)
     binds = binds_before if binds_before == binds_after and binds_before in TRANSFER_ENGINES else None

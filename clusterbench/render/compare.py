@@ -366,7 +366,8 @@ def render_compare_text(cmp: Comparison, width: int = 80) -> list[str]:
         f"across-units floor); else the metric's floor for where the two rows were measured and the spread of "
         f"the repeats, and with repeats on both sides the {U.pct(cmp.level, 0)} bootstrap interval of the "
         f"ratio of medians must exclude 1 as well. On two units, link-bound figures are judged as shares of "
-        f"each unit's link. Multi-stream transfers of two sessions whose links were not measured are held to "
+        f"each unit's link; in two sessions of one unit, multi-stream sustained FPS bound by the link may be "
+        f"explained by the link's drift (the change nearest 0 % between as measured and as shares). Multi-stream transfers of two sessions whose links were not measured are held to "
         f"the drift bound instead ({CROSS_SESSION_MARK}: beyond it). {PROVISIONAL_MARK}: provisional, judged by a default bound (no "
         f"floors file). Sessions: {SESSION_DEFINITION}. Reason codes: docs/compare.md.",
         width,
