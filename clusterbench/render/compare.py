@@ -47,7 +47,8 @@ from clusterbench.compare.compare import (
 #     (floors[].seed), provisional verdicts ("provisional" per metric); sustained FPS from several processes
 #     ("processes" per metric, noise_from "processes", "unsettled" or "min_effect"; top-level
 #     "min_effect_pct"); link-bound figures across units as shares of each unit's link ("link": {direction,
-#     duplex, before_gbps, after_gbps, alone_before_gbps, alone_after_gbps}, "judged_delta_pct"); per row
+#     duplex, before_gbps, after_gbps, alone_before_gbps, alone_after_gbps, measured: the change as measured in
+#     the range too, two sessions of one unit}, "judged_delta_pct"); per row
 #     "units" (each side's unit record or
 #     null); gate "too_coarse", "unjudged" and "unjudged_pass", and exit 4 when it could not judge.
 COMPARE_JSON_SCHEMA = "clusterbench.compare/5"
@@ -104,7 +105,8 @@ def _metric_json(m: MetricDelta) -> dict:
         "link": None if m.link is None else {"direction": m.link.direction, "duplex": m.link.duplex,
                                              "before_gbps": m.link.before_gbps, "after_gbps": m.link.after_gbps,
                                              "alone_before_gbps": m.link.alone_before_gbps,
-                                             "alone_after_gbps": m.link.alone_after_gbps},
+                                             "alone_after_gbps": m.link.alone_after_gbps,
+                                             "measured": m.link.measured},
         "judged_delta_pct": m.judged_delta_pct,
     }
 

@@ -12,6 +12,7 @@ in the comments from the rule (docs/compare.md):
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -240,6 +241,11 @@ def test_one_unit_two_sessions_the_links_drift_explains_a_multi_stream_change(tm
     assert m.delta_pct == pytest.approx(-6.720, abs=0.001) and m.change_pct == pytest.approx(-1.078, abs=0.001)
     assert (m.verdict, c.rows[0].scope) == (Verdict.SAME, "same_unit") and m.noise_pct == pytest.approx(2.924, abs=0.001)
     assert "as shares of the unit's link as each probe measured it" in m.reason and "and as measured" in m.reason
+    from clusterbench.render.compare import render_compare_json
+
+    js = json.loads(json.dumps(render_compare_json(c)))
+    link = next(r for r in js["rows"] if r["label"] == "3x3_s4")["metrics"]["sustained_fps"]["link"]
+    assert (link["measured"], link["before_gbps"], link["after_gbps"]) == (True, 46.81, 44.14)
 
 
 def test_one_unit_a_low_link_reading_never_makes_a_change(tmp_path: Path) -> None:
