@@ -1,5 +1,5 @@
-"""analyze over time slabs: the same TraceAnalysis as analysis.analyze, in memory that does not grow with
-the trace (pure, but for the critical path's temporary file).
+"""analyze over time slabs: the same TraceAnalysis as analysis.analyze, in memory that grows only with the
+trace's idle holes of at least 0.1 ms, not with its rows (pure, but for the critical path's temporary file).
 
 Two passes over the export's slabs (io.nsys.slabs):
 1. the groups, each group's union of records (its span and idle holes), the calls in the holes, every
