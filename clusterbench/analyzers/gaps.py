@@ -56,11 +56,20 @@ def idle(g: GroupTrace, window: iv.Intervals, threshold: int = GAP_NS) -> iv.Int
     keep = he > hs
     if not keep.all():
         hs, he = hs[keep], he[keep]
-    # the holes taken in blocks against the window (one set or the other first gives the same set): a window
-    # of many ranges, each holding many holes, would make temporaries the size of all the holes at once
-    s, e = iv.intersect((hs, he), window)
-    keep = (e - s) >= threshold
-    return s[keep], e[keep]
+    # the holes taken in blocks against the window (one set or the other first gives the same set), each
+    # block's stretches kept only when long enough: a window of many ranges, each holding many holes, would
+    # otherwise make temporaries the size of all the holes at once
+    out_s, out_e = [], []
+    for b0 in range(0, hs.size, iv.BLOCK):
+        s, e = iv.intersect((hs[b0 : b0 + iv.BLOCK], he[b0 : b0 + iv.BLOCK]), window)
+        keep = (e - s) >= threshold
+        out_s.append(s[keep])
+        out_e.append(e[keep])
+    if not out_s:
+        return iv.empty()
+    if len(out_s) == 1:
+        return out_s[0], out_e[0]
+    return np.concatenate(out_s), np.concatenate(out_e)
 
 
 def issue_spans(g: GroupTrace) -> dict[int, tuple[int, int]]:
