@@ -364,6 +364,36 @@ def engines_over(slabs: Iterable[Slab], pid: int, device: int, window: iv.Interv
     return b, kern.result(kb), copies.result()
 
 
+_SUMS_DTYPE = np.dtype([("key", np.int64), ("ns", np.int64), ("blen", np.int64), ("blabel", np.int32),
+                        ("bseq", np.int64)])
+
+
+class _SumsFile:
+    """The holes' sums, appended as they close and read back in blocks: a temporary file in the system's
+    temporary folder (nothing is written beside the trace), gone once closed or collected."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self.f = tempfile.TemporaryFile(prefix="clusterbench-sums-")
+        self.n = 0
+
+    def append(self, rows: np.ndarray) -> None:
+        self.f.seek(0, 2)
+        self.f.write(rows.tobytes())
+        self.n += int(rows.size)
+
+    def blocks(self, step: int):  # noqa: ANN201
+        size = _SUMS_DTYPE.itemsize
+        for b0 in range(0, self.n, step):
+            self.f.seek(b0 * size)
+            count = min(step, self.n - b0)
+            yield np.frombuffer(self.f.read(count * size), dtype=_SUMS_DTYPE, count=count)
+
+    def close(self) -> None:
+        self.f.close()
+
+
 class SpanAccumulator:
     """What the window and the idle gaps need, over slabs: the union of the group's records as it grows
     (the open run carried from slab to slab, as intervals._runs carries it from block to block), its
@@ -372,7 +402,7 @@ class SpanAccumulator:
     causes read of the calls in it, summed as the hole closes: per thread and state the time, and the
     longest call (gaps.classify), and the first module load with the calls after it (gaps.first_launch_loads).
     The calls still running where the union ends are carried, since the next hole begins there. Memory:
-    a few numbers per hole, none per call."""
+    a few numbers per hole (their sums in a temporary file, read back in blocks), none per call."""
 
     def __init__(self, pid: int, device: int, issues: Callable[[], np.ndarray], hole_ns: int,
                  names: Callable[[], tuple] | None = None, window: iv.Intervals | None = None) -> None:  # fmt: skip
@@ -393,7 +423,8 @@ class SpanAccumulator:
         self.zero_starts: list[np.ndarray] = []  # records of zero length: their starts (they may lie in a hole)
         # per (hole, thread, state): the time of the calls' pieces in the hole, and the longest piece (its length,
         # the call's name, the call's place in the read order: the later wins a tie, as in gaps._longest)
-        self.parts: list[dict[str, np.ndarray]] = []
+        # kept in a temporary file (the system's temporary folder, removed when closed): they grow with the holes
+        self._sums: _SumsFile | None = None
         self.n_agg = 0
         # per hole with a module load: [gap id, first load's start, end, thread, calls after it, first after's category]
         self.loads: list[np.ndarray] = []
@@ -525,8 +556,11 @@ class SpanAccumulator:
         k, ns, lb, sq = key[o], plen[o], label[o], seq[o]
         last = np.flatnonzero(np.append(k[1:] != k[:-1], True))
         first = np.concatenate([[0], last[:-1] + 1])
-        self.parts.append({"key": k[last], "ns": np.add.reduceat(ns, first), "blen": ns[last], "blabel": lb[last].astype(np.int32),
-                           "bseq": sq[last]})
+        out = np.empty(last.size, dtype=_SUMS_DTYPE)
+        out["key"], out["ns"], out["blen"], out["blabel"], out["bseq"] = k[last], np.add.reduceat(ns, first), ns[last], lb[last], sq[last]
+        if self._sums is None:
+            self._sums = _SumsFile()
+        self._sums.append(out)
 
     def drop_holes(self) -> None:
         """Let the holes go (their starts and ends, the records before each): once the window and its gaps are
@@ -534,19 +568,22 @@ class SpanAccumulator:
         self.hs, self.he, self.before_hole, self.zero_starts = [], [], [], []
 
     def compact(self) -> None:
-        """The per-slab pieces of the holes' sums and of the holes, joined into one array each."""
-        _ = self.agg
+        """The per-slab pieces of the holes, joined into one array each (the sums are in their file)."""
         for name in ("hs", "he", "before_hole", "agg_starts", "loads"):
             parts = getattr(self, name)
             if len(parts) > 1:
                 setattr(self, name, [np.concatenate(parts)])
 
-    @property
-    def agg(self) -> dict[str, np.ndarray]:
-        if len(self.parts) != 1:
-            keys = ("key", "ns", "blen", "blabel", "bseq")
-            self.parts = [{k: np.concatenate([p[k] for p in self.parts]) if self.parts else np.empty(0, np.int64) for k in keys}]
-        return self.parts[0]
+    def sums(self, step: int):  # noqa: ANN201
+        """The holes' sums in blocks of ``step`` (structured arrays of _SUMS_DTYPE), in the order kept."""
+        if self._sums is not None:
+            yield from self._sums.blocks(step)
+
+    def close(self) -> None:
+        """Remove the sums' temporary file (classify cannot run after)."""
+        if self._sums is not None:
+            self._sums.close()
+            self._sums = None
 
     @property
     def span(self) -> tuple[int, int]:
@@ -596,12 +633,11 @@ class SpanAccumulator:
         hole_of = self._agg_id(gs)  # the sums each gap has (each gap is a hole, cut to a fixed window)
         o_h = np.argsort(hole_of, kind="stable")
         srt = hole_of[o_h]
-        a = self.agg
         step = 1 << 16
 
-        def entries(b0: int):  # noqa: ANN202
+        def entries(blk: np.ndarray):  # noqa: ANN202
             """A block of the sums: (its rows that count, their gap, their state)."""
-            key = a["key"][b0 : b0 + step]
+            key = blk["key"]
             hole = key // (self.n_threads * 8)
             th = (key // 8) % self.n_threads
             st = key % 8
@@ -612,11 +648,11 @@ class SpanAccumulator:
             ok &= (k < threads.size) & (threads[np.minimum(k, threads.size - 1)] == th)
             ok[ok] &= relevant[jg[ok], k[ok]]
             sel = np.flatnonzero(ok)
-            return sel + b0, jg[sel], st[sel]
+            return sel, jg[sel], st[sel]
 
-        for b0 in range(0, a["key"].size, step):
-            sel, jg, st = entries(b0)
-            np.add.at(per, jg * ns_ + st, a["ns"][sel])
+        for blk in self.sums(step):
+            sel, jg, st = entries(blk)
+            np.add.at(per, jg * ns_ + st, blk["ns"][sel])
         # nsys's own overhead rows (a small table): as gaps._pieces reads them, after every call
         empty = R_empty_api(g)
         g0 = GroupTrace(pid=g.pid, device=g.device, gpu_name=g.gpu_name, engines={}, implausible={}, kernel_names=g.kernel_names,
@@ -639,19 +675,19 @@ class SpanAccumulator:
         best_len = np.zeros(n, dtype=np.int64)
         best_seq = np.full(n, -1, dtype=np.int64)
         best_label = np.full(n, -1, dtype=np.int64)
-        for b0 in range(0, a["key"].size, step):
-            sel, jg, st = entries(b0)
+        for blk in self.sums(step):
+            sel, jg, st = entries(blk)
             m = st == cause[jg]
             sel, jg = sel[m], jg[m]
             if sel.size == 0:
                 continue
-            bl, bs = a["blen"][sel], a["bseq"][sel]
+            bl, bs = blk["blen"][sel], blk["bseq"][sel]
             o = np.lexsort((bs, bl, jg))
             last = o[np.flatnonzero(np.append(jg[o][1:] != jg[o][:-1], True))]
             jw = jg[last]
             better = (bl[last] > best_len[jw]) | ((bl[last] == best_len[jw]) & (bs[last] > best_seq[jw]))
             jw, last = jw[better], last[better]
-            best_len[jw], best_seq[jw], best_label[jw] = bl[last], bs[last], a["blabel"][sel][last]
+            best_len[jw], best_seq[jw], best_label[jw] = bl[last], bs[last], blk["blabel"][sel][last]
         for plen, jj_, stt, lab in prof:
             for q in np.flatnonzero((stt == cause[jj_]) & (plen > 0)).tolist():
                 j0 = int(jj_[q])
@@ -802,6 +838,7 @@ def window_and_gaps(slabs: Iterable[Slab], rd, pid: int, device: int, spec, rang
             span_gaps = acc.classify(g, gaps_mod.idle(g, w.intervals, gap_ns), w.start_ns, gap_ns)
             w = window_mod.trim(g, span_gaps, acc.records_before, acc.first_launch_loads(span_gaps))
     gp = acc.classify(g, gaps_mod.idle(g, w.intervals, gap_ns), w.start_ns, gap_ns)
+    acc.close()
     return w, gp, used
 
 class _Completions:

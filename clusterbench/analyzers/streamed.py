@@ -125,6 +125,9 @@ def _windows_and_gaps(accs: dict, wanted: list[tuple[int, int]], rd_a, threads_a
         g = dataclasses.replace(g, holes=iv.empty())
         acc.drop_holes()
         parts[key] = (g, w, used, acc.classify(g, idle, w.start_ns, req.gap_ns))
+        acc.close()
+    for acc in accs.values():  # groups not asked for
+        acc.close()
     accs.clear()
     return parts
 

@@ -236,3 +236,27 @@ def test_first_loads_match_their_definition(in_order: bool) -> None:
         ha, hb = edges[0::2].astype(np.int64), edges[1::2].astype(np.int64)
         got = ST._first_loads(cand, c_cat, issuing, loads, ha, hb)
         assert np.array_equal(got, _first_loads_by_definition(cand, c_cat, issuing, loads, ha, hb))
+
+
+def test_the_holes_sums_come_back_from_their_file_in_blocks() -> None:
+    # three appends of 2, 0 and 3 rows, read back in blocks of 2: [r0, r1], [r2, r3], [r4], in the order kept
+    import numpy as np
+
+    from clusterbench.analyzers.stream import _SUMS_DTYPE, _SumsFile
+
+    f = _SumsFile()
+    rows = np.zeros(5, dtype=_SUMS_DTYPE)
+    rows["key"] = [8, 16, 24, 32, 40]
+    rows["ns"] = [1, 2, 3, 4, 5]
+    rows["blen"] = [1, 2, 3, 4, 5 * 10**12]
+    rows["blabel"] = [-1, 0, 7, 2**31 - 1, 3]
+    rows["bseq"] = [10, 11, 12, 13, 2**40]
+    f.append(rows[:2])
+    f.append(rows[2:2])
+    f.append(rows[2:])
+    blocks = list(f.blocks(2))
+    assert [b.size for b in blocks] == [2, 2, 1]
+    back = np.concatenate(blocks)
+    for name in _SUMS_DTYPE.names:
+        assert back[name].tolist() == rows[name].tolist()
+    f.close()
