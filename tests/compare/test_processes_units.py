@@ -222,8 +222,15 @@ def test_a_real_change_across_units_reads_beyond_both_ends_of_the_link_range(tmp
     assert fps.verdict is Verdict.SLOWER
 
 
-def _unit_link(h2d: float, duplex_h2d: float) -> dict:
-    return unit("GPU-1111", h2d=h2d, duplex_h2d=duplex_h2d)
+def _one_unit_fps(tmp_path: Path, before: tuple, after: tuple):  # noqa: ANN202
+    """compare of one 3x3 4-stream row (binds H2D) in two sessions of one unit. Each side: (process medians,
+    H2D alone GB/s, H2D with both at once GB/s). Returns the comparison and its sustained FPS metric."""
+    rows, envs = [], []
+    for session, (procs, h2d, duplex_h2d) in (("S1", before), ("S2", after)):
+        rows.append(_row("3x3_s4", streams=4, h2d=7.28, d2h=4.40, procs=[[v] for v in procs]))
+        envs.append({"session_id": session, "gpu_uuid": "GPU-1111", "unit": unit("GPU-1111", h2d=h2d, duplex_h2d=duplex_h2d)})
+    c = _pair(tmp_path, [rows[0]], [rows[1]], *envs, floors={})
+    return c, next(x for x in c.rows[0].metrics if x.name == "sustained_fps")
 
 
 def test_one_unit_two_sessions_the_links_drift_explains_a_multi_stream_change(tmp_path: Path) -> None:
@@ -233,11 +240,8 @@ def test_one_unit_two_sessions_the_links_drift_explains_a_multi_stream_change(tm
     # as measured 134,390 / 144,072 - 1 = -6.720 %; the link: H2D alone 54.85 -> 52.98, both at once 46.81 -> 44.14
     # as shares (FPS over GB/s): both at once -6.720 % x ... = 0.932798 x 46.81 / 44.14 - 1 = -1.078 %;
     # alone 0.932798 x 54.85 / 52.98 - 1 = -3.428 %. The range [-6.720, -1.078] -> judged -1.078 %: SAME
-    b = _row("3x3_s4", streams=4, h2d=7.28, d2h=4.40, procs=[[144_072.0], [145_066.0], [142_257.0]])
-    a = _row("3x3_s4", streams=4, h2d=7.29, d2h=4.32, procs=[[135_211.0], [134_390.0], [133_479.0]])
-    c = _pair(tmp_path, [b], [a], {"session_id": "S1", "gpu_uuid": "GPU-1111", "unit": _unit_link(54.85, 46.81)},
-              {"session_id": "S2", "gpu_uuid": "GPU-1111", "unit": _unit_link(52.98, 44.14)}, floors={})
-    m = next(x for x in c.rows[0].metrics if x.name == "sustained_fps")
+    c, m = _one_unit_fps(tmp_path, ((144_072.0, 145_066.0, 142_257.0), 54.85, 46.81),
+                         ((135_211.0, 134_390.0, 133_479.0), 52.98, 44.14))
     assert m.delta_pct == pytest.approx(-6.720, abs=0.001) and m.change_pct == pytest.approx(-1.078, abs=0.001)
     assert (m.verdict, c.rows[0].scope) == (Verdict.SAME, "same_unit") and m.noise_pct == pytest.approx(2.924, abs=0.001)
     assert "as shares of the unit's link as each probe measured it" in m.reason and "and as measured" in m.reason
@@ -252,19 +256,13 @@ def test_one_unit_a_low_link_reading_never_makes_a_change(tmp_path: Path) -> Non
     # GPU-24707a35's pair: FPS 155,113 -> 154,126 (-0.636 %) while its link read H2D alone 54.75 -> 46.72 and
     # both at once 50.24 -> 38.31: as shares +16.44 % and +30.31 %; with the measured change in the range
     # [-0.636, +30.31], which holds 0: judged 0 %, SAME (as shares alone it would read FASTER)
-    b = _row("3x3_s4", streams=4, h2d=6.44, d2h=2.43, procs=[[155_113.0], [155_300.0], [154_900.0]])
-    a = _row("3x3_s4", streams=4, h2d=6.44, d2h=2.43, procs=[[154_126.0], [154_300.0], [153_900.0]])
-    c = _pair(tmp_path, [b], [a], {"session_id": "S1", "gpu_uuid": "GPU-1111", "unit": _unit_link(54.75, 50.24)},
-              {"session_id": "S2", "gpu_uuid": "GPU-1111", "unit": _unit_link(46.72, 38.31)}, floors={})
-    m = next(x for x in c.rows[0].metrics if x.name == "sustained_fps")
+    _, m = _one_unit_fps(tmp_path, ((155_113.0, 155_300.0, 154_900.0), 54.75, 50.24),
+                         ((154_126.0, 154_300.0, 153_900.0), 46.72, 38.31))
     assert m.change_pct == 0.0 and m.verdict is Verdict.SAME
 
 
 def test_one_unit_a_change_with_a_steady_link_is_called(tmp_path: Path) -> None:
     # the same link both times: the range is one point, -5 % as measured, beyond 1.5 x 0.2 % and the 1 % minimum
-    b = _row("3x3_s4", streams=4, h2d=7.28, d2h=4.40, procs=[[100_000.0], [100_100.0], [99_900.0]])
-    a = _row("3x3_s4", streams=4, h2d=7.66, d2h=4.40, procs=[[95_000.0], [95_100.0], [94_900.0]])
-    c = _pair(tmp_path, [b], [a], {"session_id": "S1", "gpu_uuid": "GPU-1111", "unit": _unit_link(54.85, 46.81)},
-              {"session_id": "S2", "gpu_uuid": "GPU-1111", "unit": _unit_link(54.85, 46.81)}, floors={})
-    m = next(x for x in c.rows[0].metrics if x.name == "sustained_fps")
+    _, m = _one_unit_fps(tmp_path, ((100_000.0, 100_100.0, 99_900.0), 54.85, 46.81),
+                         ((95_000.0, 95_100.0, 94_900.0), 54.85, 46.81))
     assert m.change_pct == pytest.approx(-5.0) and m.verdict is Verdict.SLOWER
