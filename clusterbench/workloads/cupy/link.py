@@ -33,7 +33,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from clusterbench.errors import ClusterbenchError, EnvironmentFailure, InputError
 from clusterbench.model.unit import LinkRate, LinkRates, buffer_nodes, rate_of, sysfs_bus_id
@@ -52,6 +52,15 @@ METHOD = (f"{COPIES} pinned copies of {LINK_BYTES // (1024 * 1024)} MiB back to 
           f"{SAMPLES} samples each: H2D alone, D2H alone, both at once on two streams")
 
 
+def _stopped(text: str) -> InputError:
+    return InputError(f"the probe asked this process to stop before it measured ({text[:80]})",
+                      hint="nothing to do: the probe says why")
+
+
+def _gone() -> InputError:
+    return InputError("the probe that started this process is gone", hint="run it again")
+
+
 def wait_for_unit_go(path: str | None, poll_s: float = GO_POLL_S) -> dict[str, Any]:
     """The probe's go (a JSON object with "go": true); {} without a go file. InputError when it writes
     anything else, or when the probe is gone."""
@@ -64,7 +73,7 @@ def wait_for_unit_go(path: str | None, poll_s: float = GO_POLL_S) -> dict[str, A
             text = go.read_text().strip()
         except FileNotFoundError:
             if os.getppid() != parent:
-                raise InputError("the probe that started this process is gone", hint="run it again") from None
+                raise _gone() from None
             time.sleep(poll_s)
             continue
         if not text:
@@ -76,8 +85,7 @@ def wait_for_unit_go(path: str | None, poll_s: float = GO_POLL_S) -> dict[str, A
             doc = None
         if isinstance(doc, dict) and doc.get("go") is True:
             return doc
-        raise InputError(f"the probe asked this process to stop before it measured ({text[:80]})",
-                         hint="nothing to do: the probe says why")
+        raise _stopped(text)
 
 
 MEASURE_SUFFIX = ".measure"
@@ -85,8 +93,8 @@ MEASURE_SUFFIX = ".measure"
 
 def wait_for_unit_measure(path: str | None, poll_s: float = GO_POLL_S) -> None:
     """Wait until the probe writes ``<path>.measure`` (it does once nothing else of its own runs on the host:
-    the frames drawn); at once without a go file or where the go did not ask to wait. InputError when the probe
-    writes a stop into the go file meanwhile, or when the probe is gone."""
+    the frames drawn); at once without a go file. InputError when the probe writes a stop into the go file
+    meanwhile, or when the probe is gone."""
     if not path:
         return
     parent = os.getppid()
@@ -97,15 +105,14 @@ def wait_for_unit_measure(path: str | None, poll_s: float = GO_POLL_S) -> None:
         except FileNotFoundError:
             text = ""
         if text.startswith("stop"):
-            raise InputError(f"the probe asked this process to stop before it measured ({text[:80]})",
-                             hint="nothing to do: the probe says why")
+            raise _stopped(text)
         if os.getppid() != parent:
-            raise InputError("the probe that started this process is gone", hint="run it again")
+            raise _gone()
         time.sleep(poll_s)
 
 
 def measure_link(cp: Any, nbytes: int = LINK_BYTES, copies: int = COPIES, samples: int = SAMPLES,
-                 ready: Any = None) -> tuple[LinkRates, tuple[int, ...]]:
+                 ready: Callable[[], None] | None = None) -> tuple[LinkRates, tuple[int, ...]]:
     """The four rates (LinkRates) and the pinned buffers' host addresses. ``ready``: called once the buffers
     are set up and warmed, right before the timed copies (the probe's word to measure)."""
     from clusterbench.workloads.cupy.pipeline import HostBuffer
