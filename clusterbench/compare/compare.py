@@ -41,6 +41,7 @@ from enum import Enum
 from typing import Iterable, Mapping, Sequence
 
 from clusterbench.compare.link import LinkShare, link_share
+from clusterbench.compare.overstated import Overstated, judged_range, overstated
 from clusterbench.compare.noise import (ACROSS_UNITS, COMPARED_METRICS, DEFAULT_MIN_EFFECT_PCT, MIN_PAIRS, SAME_UNIT,
                                         SCOPE_TEXT, SEED_FLOORS, TRACE_METRICS, TRANSFER_METRICS, WITHIN_SESSION,
                                         FloorSet, FloorUse, NoiseFloor, noise_of, seed_floors)
@@ -164,9 +165,10 @@ class MetricDelta:
     floor_provisional: bool = False  # that floor was made of fewer than MIN_PAIRS pairs, or is a default bound
     min_effect_pct: float | None = None  # the least change called a change (--min-effect)
     link: LinkShare | None = None  # judged as shares of each unit's link (two units)
-    judged_delta_pct: float | None = None  # the change judged, as shares of each unit's link (with ``link``)
+    judged_delta_pct: float | None = None  # the change judged (with ``link`` or ``overstated``): nearest 0 %
     processes: bool = False  # judged by the spread of both sides' process medians
     floor_default: bool = False  # the floor that judged is a default bound (no floors file for it)
+    overstated: Overstated | None = None  # a side's bar overstates its cost: judged over a range (overstated.py)
 
     @property
     def noise_pct(self) -> float | None:
@@ -186,8 +188,9 @@ class MetricDelta:
 
     @property
     def change_pct(self) -> float | None:
-        """The change the verdict judged: as shares of each unit's link where it was, else delta_pct."""
-        return self.judged_delta_pct if self.link is not None else self.delta_pct
+        """The change the verdict judged: over the range of the links or of an overstated bar where it was
+        (the change nearest 0 %), else delta_pct."""
+        return self.judged_delta_pct if self.link is not None or self.overstated is not None else self.delta_pct
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,6 +413,7 @@ def compare_metric(
     processes_after: ProcessSpread | None = None,
     link: LinkShare | None = None,
     bound_note: str | None = None,
+    over: Overstated | None = None,
 ) -> MetricDelta:
     """One metric's delta and verdict (see the module docstring for the rules).
 
@@ -421,7 +425,9 @@ def compare_metric(
     ``processes_after``: the spread of each side's process medians (sustained FPS from several processes);
     with both, the change must clear the process rule (module docstring). ``link``: the figure is judged as
     a share of each unit's link. ``min_effect_pct``: the least change called a change. ``bound_note``: why a
-    bound judged rather than the processes (a side without process spread), said in the reason."""
+    bound judged rather than the processes (a side without process spread), said in the reason. ``over``: a
+    side's bar overstates its cost; the change judged is the one nearest 0 from as measured to that bar cut to
+    the untraced frame (compare/overstated.py)."""
     unit = U.metric_unit(name)
     if floor is _USE_TABLE:
         use = floors.use(name, streams, scope or SAME_UNIT)
@@ -442,8 +448,8 @@ def compare_metric(
                            floor_pct, p, nb, na, bound, noise_from, cross, scope,
                            judged_by.floor.scope if judged_by else None, judged_by.stand_in if judged_by else None,
                            judged_by.floor.provisional if judged_by else False, min_effect_pct, link,
-                           judged_pct if link is not None else None, procs,
-                           judged_by.floor.seed if judged_by else False)  # fmt: skip
+                           judged_pct if link is not None or over is not None else None, procs,
+                           judged_by.floor.seed if judged_by else False, over)  # fmt: skip
 
     if before is None or after is None:
         side = "either dir" if before is None and after is None else ("before" if before is None else "after")
@@ -454,19 +460,20 @@ def compare_metric(
     if before == after and tuple(samples_before) == tuple(samples_after):
         return md(Verdict.SAME, Reason.IDENTICAL, "identical values" + (f" (and repeats)" if samples_before else ""),
                   delta_pct, 0.0, judged_pct=0.0)
-    ratio = None if before == 0 else (link.ratio(before, after) if link is not None else after / before)
-    if ratio is None or not math.isfinite(ratio) or ratio <= 0:
+    if before == 0 or not math.isfinite(after / before) or after / before <= 0:
         return md(Verdict.NOT_COMPARABLE, Reason.NOT_MEASURED, "the before value is 0: no relative change", None, None)
+    lo, hi, ratio = judged_range(before, after, link, over)  # the change nearest 0 % over the range
     judged_pct = (ratio - 1.0) * 100.0
     better = ratio > 1 if name in HIGHER_IS_BETTER else ratio < 1
     moved = Verdict.FASTER if better else Verdict.SLOWER
     shared = ""
     if link is not None:
-        lo, hi = link.ratio_range(before, after)
         shared = f", {link.text}: {link.range_text(before, after)}"
-        if lo != hi:
-            shared += (f", judged {U.signed_pct(judged_pct)}" + (" (the range holds 0 %)" if lo <= 1.0 <= hi else
-                                                                " (the end nearest 0 %)"))
+    if over is not None:
+        shared += f", {over.text}: {U.signed_pct((lo - 1.0) * 100.0)} to {U.signed_pct((hi - 1.0) * 100.0)}"
+    if lo != hi:
+        shared += (f", judged {U.signed_pct(judged_pct)}" + (" (the range holds 0 %)" if lo <= 1.0 <= hi else
+                                                            " (the end nearest 0 %)"))
     base = abs(before)
 
     def clears(frac: float) -> bool:
@@ -536,7 +543,7 @@ def compare_metric(
     within = not clears(frac)
     if len(samples_before) >= 2 and len(samples_after) >= 2:
         ci = bootstrap_ratio_of_medians(samples_before, samples_after, level=level)
-        if link is not None:  # the repeats scale as the medians were judged (as shares of each unit's link)
+        if link is not None or over is not None:  # the repeats scale as the medians were judged
             f = ratio / (after / before)
             ci = RatioInterval(ci.ratio * f, ci.low * f, ci.high * f, ci.level, ci.resamples, ci.seed, ci.n_before,
                                ci.n_after)
@@ -926,7 +933,7 @@ def _compare_row(
                 scope=scope, min_effect_pct=min_effect_pct,
                 processes_before=spread_b if n == "sustained_fps" and with_procs else None,
                 processes_after=spread_a if n == "sustained_fps" and with_procs else None,
-                link=share, bound_note=bound_note if n == "sustained_fps" else None,
+                link=share, bound_note=bound_note if n == "sustained_fps" else None, over=overstated(n, rb, ra),
             )
         )  # fmt: skip
     mt = tuple(metrics)
@@ -945,6 +952,14 @@ def _compare_row(
             f"< {display_engine(ta[0])} {U.us_per_frame(ta[1], 2, unit=False)}): "
             "the kernel change cannot move this roofline"
         )
+    over = [m for m in mt if m.overstated is not None]
+    if over:
+        o = over[0].overstated
+        assert o is not None
+        names = " and ".join(next((k for k, v in GATE_METRICS.items() if v == m.name), m.name) for m in over)
+        notes.append(f"{o.sides_text}: a bar cannot outlast the frame, so that traced pass ran slower than the "
+                     f"untraced runs; {names} judged from as measured to that bar cut to the untraced frame (the "
+                     "change nearest 0 %)")
     for tag, procs in (("before", procs_b), ("after", procs_a)):
         slowed = [f"process {p.index + 1}: {', '.join(p.clock.slowed)}" for p in procs or ()
                   if p.clock is not None and p.clock.slowed]

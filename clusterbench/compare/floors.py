@@ -31,6 +31,7 @@ from clusterbench import __version__
 from clusterbench.compare.compare import (CONFIG_COLUMNS, config_value, params_differences, row_gpu, row_steady,
                                          row_unit, same_dirs, sustained_judged)
 from clusterbench.compare.link import link_share
+from clusterbench.compare.overstated import judged_range, overstated
 from clusterbench.compare.noise import (ACROSS_UNITS, COMPARED_METRICS, FLOOR_MARGIN, FLOOR_MIN_PCT, FLOOR_STEP_PCT,
                                         MIN_PAIRS, SAME_UNIT, SCOPE_PAIRS, SCOPE_TEXT, SCOPES, SEED_DRIFT_SOURCE,
                                         SHARED_LINK_METRICS, TRACE_FLOOR_MIN_PCT, TRACE_METRICS,
@@ -244,9 +245,12 @@ def pair_diffs(group: Sequence[ResultSet], metrics: Sequence[str] = COMPARED_MET
                     continue
                 # across two units whose links were measured, a link-bound figure is the change compare judges:
                 # as shares of each unit's link (compare/link.py), so that the bound is of what it is held to
+                # and a bar that overstates its cost on a side is judged over its range (compare/overstated.py)
                 share = link_share(m, streams, ra.binds, rb.binds, *units, same_unit=scope == SAME_UNIT
                                    ) if units is not None else None
-                diff = (share.ratio(va, vb) - 1.0) * 100.0 if share is not None else (vb - va) / va * 100.0
+                over = overstated(m, ra, rb)
+                diff = ((judged_range(va, vb, share, over)[2] - 1.0) * 100.0 if share is not None or over is not None
+                        else (vb - va) / va * 100.0)
                 out.append(PairDiff(key.label, m, multi, scope, a.name, b.name, diff, pair, rev, share is not None))
     return tuple(out)
 

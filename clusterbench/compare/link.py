@@ -65,14 +65,6 @@ class LinkShare:
             return (after * ra) / (before * rb)
         return (after / ra) / (before / rb)
 
-    def ratio(self, before: float, after: float) -> float:
-        """after / before as shares of each unit's link: the ratio nearest 1 over the range of rates the
-        config's copies may meet (duplex to alone), and 1 where that range holds 1."""
-        lo, hi = self.ratio_range(before, after)
-        if lo <= 1.0 <= hi:
-            return 1.0
-        return lo if lo > 1.0 else hi
-
     def ratio_range(self, before: float, after: float) -> tuple[float, float]:
         """The lowest and highest after / before as shares of each unit's link, over its range of rates."""
         ends = [self._ratio(before, after, self.before_gbps, self.after_gbps)]

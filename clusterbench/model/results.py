@@ -33,6 +33,10 @@ from clusterbench.model.unit import UnitRecord
 
 JsonValue = object  # a value json.dumps accepts
 
+# A sustained FPS above the roofline of its own trace by more than this share (or its spread, if larger) cannot be
+# right: no pipeline runs faster than its tallest bar (docs/probe.md, "The host bar without the profiler").
+ROOFLINE_EXCESS = 0.02
+
 KEY_SEPARATOR = "@"  # joins a key's parts in its display label; a config label or a variant never holds it
 FORMAT_CLUSTERBENCH = "clusterbench"
 # The original aare probe scripts' results dirs (2026-09 and before): probes.csv with the 11 contract
@@ -291,6 +295,20 @@ class ResultRow:
     def label(self) -> str:
         """The row's display label (from its key)."""
         return self.key.label
+
+    def bar_excess(self) -> float | None:
+        """How many times the untraced frame (1 / sustained FPS) the trace's tallest bar lasts, where that is
+        beyond the noise (ROOFLINE_EXCESS, or the spread of the sustained figure if larger), else None. No
+        pipeline runs faster than its tallest bar, so such a bar overstates its cost by at least this factor:
+        the traced pass ran slower than the untraced runs. None as well where the row binds on the host (the
+        profiler's own inflation, estimated apart: run/callcost), is a node's aggregate, or aggregates
+        several processes."""
+        if (self.binds is None or self.binds == HOST_BINDER or self.roofline_us is None or not self.sustained_fps
+                or self.key.role is RowRole.AGGREGATE or (self.processes or 1) > 1):
+            return None
+        x = self.roofline_us * self.sustained_fps / 1e6
+        noise = max(ROOFLINE_EXCESS, (self.sustained_fps_spread or 0.0) / self.sustained_fps)
+        return x if x > 1.0 + noise else None
 
     def value(self, column: str) -> object:
         """The value of any probes.csv column (the key's too), or of an extra column; None when absent."""

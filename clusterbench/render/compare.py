@@ -48,7 +48,9 @@ from clusterbench.compare.compare import (
 #     ("processes" per metric, noise_from "processes", "unsettled" or "min_effect"; top-level
 #     "min_effect_pct"); link-bound figures across units as shares of each unit's link ("link": {direction,
 #     duplex, before_gbps, after_gbps, alone_before_gbps, alone_after_gbps, measured: the change as measured in
-#     the range too, two sessions of one unit}, "judged_delta_pct"); per row
+#     the range too, two sessions of one unit}, "judged_delta_pct"); a bar that overstates its cost judged over
+#     its range ("overstated": {before_factor, after_factor, engine_before, engine_after}, null where as
+#     measured; "judged_delta_pct" then too); per row
 #     "units" (each side's unit record or
 #     null); gate "too_coarse", "unjudged" and "unjudged_pass", and exit 4 when it could not judge.
 COMPARE_JSON_SCHEMA = "clusterbench.compare/5"
@@ -108,6 +110,9 @@ def _metric_json(m: MetricDelta) -> dict:
                                              "alone_after_gbps": m.link.alone_after_gbps,
                                              "measured": m.link.measured},
         "judged_delta_pct": m.judged_delta_pct,
+        "overstated": None if m.overstated is None else {
+            "before_factor": m.overstated.before, "after_factor": m.overstated.after,
+            "engine_before": m.overstated.engine_before, "engine_after": m.overstated.engine_after},
     }
 
 

@@ -1,5 +1,5 @@
 """Figures that cannot be right: a sustained FPS above the roofline of its own trace, beyond the noise
-(docs/probe.md, "Figures that cannot be right"). Pure: no I/O, no GPU, no UI.
+(docs/probe.md, "The host bar without the profiler"). Pure: no I/O, no GPU, no UI.
 """
 
 from __future__ import annotations
@@ -11,12 +11,7 @@ from typing import Any
 from clusterbench.model import units as U
 from clusterbench.model.engines import display_name
 from clusterbench.model.measurement import Measurement
-from clusterbench.model.results import ResultRow
-
-
-# Sustained FPS above the trace's roofline by more than this share (or the repeats' spread, if larger)
-# cannot be right: no pipeline runs faster than its tallest bar (docs/probe.md, "Figures that cannot be right").
-ROOFLINE_EXCESS = 0.02
+from clusterbench.model.results import ROOFLINE_EXCESS, ResultRow
 
 
 @dataclass(frozen=True, slots=True)
