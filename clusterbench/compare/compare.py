@@ -460,7 +460,8 @@ def compare_metric(
     if before == after and tuple(samples_before) == tuple(samples_after):
         return md(Verdict.SAME, Reason.IDENTICAL, "identical values" + (f" (and repeats)" if samples_before else ""),
                   delta_pct, 0.0, judged_pct=0.0)
-    if before == 0 or not math.isfinite(after / before) or after / before <= 0:
+    measured = after / before if before != 0 else math.nan
+    if not math.isfinite(measured) or measured <= 0:
         return md(Verdict.NOT_COMPARABLE, Reason.NOT_MEASURED, "the before value is 0: no relative change", None, None)
     lo, hi, ratio = judged_range(before, after, link, over)  # the change nearest 0 % over the range
     judged_pct = (ratio - 1.0) * 100.0
@@ -544,7 +545,7 @@ def compare_metric(
     if len(samples_before) >= 2 and len(samples_after) >= 2:
         ci = bootstrap_ratio_of_medians(samples_before, samples_after, level=level)
         if link is not None or over is not None:  # the repeats scale as the medians were judged
-            f = ratio / (after / before)
+            f = ratio / measured
             ci = RatioInterval(ci.ratio * f, ci.low * f, ci.high * f, ci.level, ci.resamples, ci.seed, ci.n_before,
                                ci.n_after)
         test = (f"the {U.pct(level, 0)} bootstrap interval of the change of the medians, "
@@ -952,14 +953,9 @@ def _compare_row(
             f"< {display_engine(ta[0])} {U.us_per_frame(ta[1], 2, unit=False)}): "
             "the kernel change cannot move this roofline"
         )
-    over = [m for m in mt if m.overstated is not None]
-    if over:
-        o = over[0].overstated
-        assert o is not None
-        names = " and ".join(next((k for k, v in GATE_METRICS.items() if v == m.name), m.name) for m in over)
-        notes.append(f"{o.sides_text}: a bar cannot outlast the frame, so that traced pass ran slower than the "
-                     f"untraced runs; {names} judged from as measured to that bar cut to the untraced frame (the "
-                     "change nearest 0 %)")
+    over = next((m.overstated for m in mt if m.overstated is not None), None)
+    if over is not None:
+        notes.append(over.note)
     for tag, procs in (("before", procs_b), ("after", procs_a)):
         slowed = [f"process {p.index + 1}: {', '.join(p.clock.slowed)}" for p in procs or ()
                   if p.clock is not None and p.clock.slowed]

@@ -27,9 +27,6 @@ from clusterbench.model import units as U
 from clusterbench.model.engines import display_name
 from clusterbench.model.results import ResultRow
 
-# the bars a side's excess applies to: its roofline and the bar of the engine it binds on
-_BAR_OF = {"kernel": "kernel_us", "h2d": "h2d_us", "d2h": "d2h_us"}
-
 
 @dataclass(frozen=True, slots=True)
 class Overstated:
@@ -65,6 +62,15 @@ class Overstated:
                              f"frame (sustained {U.fps(fps)})")
         return "; ".join(parts)
 
+    @property
+    def note(self) -> str:
+        """The row's note: which side's bar overstates it, and which figures were judged over the range."""
+        engines = " and ".join(dict.fromkeys(display_name(e) for f, e in ((self.before, self.engine_before),
+                                                                          (self.after, self.engine_after)) if f > 1.0))
+        return (f"{self.sides_text}: a bar cannot outlast the frame, so that traced pass ran slower than the "
+                f"untraced runs; its {engines} bar and the roofline judged from as measured to that bar cut to the "
+                "untraced frame (the change nearest 0 %)")
+
 
 def overstated(metric: str, before: ResultRow, after: ResultRow) -> Overstated | None:
     """How ``metric`` of a row pair is judged for bars that overstate their cost, or None: as measured (a
@@ -72,7 +78,8 @@ def overstated(metric: str, before: ResultRow, after: ResultRow) -> Overstated |
     factors: list[float] = []
     for row in (before, after):
         x = row.bar_excess()
-        applies = x is not None and (metric == "roofline_us" or _BAR_OF.get(row.binds or "") == metric)
+        # a side's excess applies to its roofline and to the bar of the engine it binds on
+        applies = x is not None and metric in ("roofline_us", f"{row.binds}_us")
         factors.append(x if applies else 1.0)  # type: ignore[arg-type]
     if factors == [1.0, 1.0]:
         return None
