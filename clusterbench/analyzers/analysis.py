@@ -306,7 +306,7 @@ def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callab
     read whole. The same TraceAnalysis either way. ``on_note(message)`` hears when the slabs are used, and
     when they were chosen but the trace is read whole after all."""
     from clusterbench.io.nsys import check_sqlite_file, resolve_trace
-    from clusterbench.io.nsys.reader import VALUE_ERRORS, typed_problem
+    from clusterbench.io.nsys.reader import VALUE_ERRORS, analysis_heap, typed_problem
 
     label = trace_label if trace_label is not None else str(Path(path))
     sqlite_path = resolve_trace(path)
@@ -333,6 +333,7 @@ def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callab
             raise problem from exc
     cache: dict = {}
     data = load_trace(sqlite_path, req=req, on_progress=on_progress, cache=cache)
+    analysis_heap()  # the analysis's temporaries reused from the heap, not mapped one by one
     return analyze(data, req=req, trace_label=label, cache=cache, on_progress=on_progress)
 
 

@@ -1573,6 +1573,26 @@ def _fixed_mmap_threshold() -> None:
         pass
 
 
+ANALYSIS_HEAP_MB = 16
+
+
+def analysis_heap() -> None:
+    """For the analysis of a trace read whole: arrays of up to ANALYSIS_HEAP_MB MiB come from the heap and go
+    back to it (glibc's M_MMAP_THRESHOLD and M_TRIM_THRESHOLD), where the read's 1 MiB threshold maps and
+    unmaps each of the analysis's temporaries (one per column and step, 1 to 16 MB at 1M records): every one
+    of them page-faulted in again, and with threads running, every unmap interrupts their cores. On the 1M
+    trace this took 0.5 s of wall off analyze and added about 30 MB to its peak (docs/analyze.md, "The heap
+    during the analysis"). A no-op where the C library is not glibc."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, ANALYSIS_HEAP_MB << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, ANALYSIS_HEAP_MB << 20)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
 def read_trace(
     path: str | os.PathLike[str],
     *,
