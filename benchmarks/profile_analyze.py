@@ -105,6 +105,7 @@ def main() -> int:
     from clusterbench.analyzers import analysis as A
     from clusterbench.analyzers import busy, critical_path, frames, gaps, held, host, kernels, links, model, pacing, window
     from clusterbench.render import analyze as render
+    from clusterbench.io.nsys import reader
 
     side: list[tuple[str, float]] = []
     if args.chain:
@@ -136,6 +137,7 @@ def main() -> int:
     if prof:
         prof.enable()
     data = timed("READ load_trace", A.load_trace, rss, args.tracemalloc)(args.trace, req=req, cache=cache)
+    reader.analysis_heap()  # as analysis.analyze_file does between the read and the analysis
     result = timed("ANALYZE analyze", A.analyze, rss, args.tracemalloc)(data, req=req, cache=cache)
     if args.json_out:
         timed("JSON render_json", render.render_json, rss, args.tracemalloc)(result)
