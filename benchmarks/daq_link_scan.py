@@ -1,7 +1,7 @@
 """What one more byte of H2D costs the zoo's daq_loop per frame, untraced, at 1, 2 and 4 streams: the link's
 delay of the delay test (docs/probe.md, "The untraced frame") without the injection library.
 
-    python3 benchmarks/daq_link_scan.py ZOO_DIR [--streams 1 2 4] [--d2h 120000 4] [--reps 3] [--json]
+    python3 benchmarks/daq_link_scan.py ZOO_DIR [--streams 1 2 4] [--d2h 120000 4] [--reps 3] [--inject] [--json]
 
 ZOO_DIR holds daq_loop, built by ``bash tests/zoo/build.sh ZOO_DIR daq_loop``. For each stream count and D2H
 size, daq_loop runs (``--no-timing``, 5,000 frames) at H2D sizes from 320,000 to 1,000,000 bytes, ``--reps``
@@ -16,6 +16,12 @@ delay test's slope would read for a copy sized at the H2D-alone rate: that rate 
 GPU only: needs an NVIDIA GPU (daq_loop runs on it). Exit codes: 0 done; 1 no GPU, or daq_loop failed;
 2 a bad argument (ZOO_DIR without daq_loop).
 
+With --inject, the same fit for the delay test's own link delay: daq_loop at its 320,000 bytes, with the
+injection library (clusterbench/run/native/cb_inject.cpp, built as probe builds it) adding an H2D copy of
+B bytes in the frame's stream at each zoo_calib launch (CB_INJECT_LINK_BYTES), B from 4 bytes (the test's
+baseline copy) to 524,288; the frame time with a copy of 4 bytes against the line through the others
+gives what a copy costs the frame beyond its bytes.
+
 The spread of a slope is half the difference of the slopes through the runs of the first and the second
 half of the sizes (a line through each half): how straight the frame's growth is.
 """
@@ -24,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import tempfile
 import shutil
 import statistics
 import subprocess
@@ -34,13 +42,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 SIZES = (320_000, 400_000, 480_000, 640_000, 826_000, 1_000_000)
+INJECT_SIZES = (4, 65_536, 131_072, 262_144, 393_216, 524_288)
 RATE = re.compile(r"^rate: ([0-9.]+) frames/s", re.M)
 
 
-def frame_us(binary: Path, streams: int, h2d: int, d2h: int, frames: int) -> float:
+def frame_us(binary: Path, streams: int, h2d: int, d2h: int, frames: int, env: dict[str, str] | None = None) -> float:
     """daq_loop's frame time (µs) at these sizes: 1e6 over its printed rate."""
     out = subprocess.run([str(binary), "--frames", str(frames), "--streams", str(streams), "--h2d-bytes", str(h2d),
-                          "--d2h-bytes", str(d2h), "--no-timing"], capture_output=True, text=True, timeout=120)  # fmt: skip
+                          "--d2h-bytes", str(d2h), "--no-timing"], capture_output=True, text=True, timeout=120,
+                         env=None if env is None else {**os.environ, **env})  # fmt: skip
     m = RATE.search(out.stdout)
     if out.returncode != 0 or m is None:
         print(f"Error: daq_loop failed (exit {out.returncode}): {(out.stderr.strip() or out.stdout.strip())[-300:]}",
@@ -80,6 +90,7 @@ def main() -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="H2D bytes per frame")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--frames", type=int, default=5000)
+    ap.add_argument("--inject", action="store_true", help="also scan the injection library's extra H2D copy")
     ap.add_argument("--json", action="store_true", help="print the runs and fits as JSON instead of a table")
     args = ap.parse_args()
     smi = shutil.which("nvidia-smi")
@@ -99,7 +110,27 @@ def main() -> int:
         return 2
     link = unit_link()
     sizes = sorted(set(args.sizes))
-    fits = []
+    fits, injected = [], []
+    if args.inject:
+        from clusterbench.run import inject
+
+        lib = inject.build(inject.INJECT_LIB)
+        with tempfile.TemporaryDirectory() as tmp:
+            for s in args.streams:
+                def run_at(nbytes: int) -> float:
+                    env = inject.inject_env(lib, Path(tmp) / "report.json", "kernel:zoo_calib", link_bytes=nbytes)
+                    return frame_us(binary, s, SIZES[0], args.d2h[0], args.frames, env)
+
+                runs = [(b, run_at(b)) for _ in range(args.reps) for b in INJECT_SIZES]
+                bare = [frame_us(binary, s, SIZES[0], args.d2h[0], args.frames) for _ in range(args.reps)]
+                big = [(b, f) for b, f in runs if b > INJECT_SIZES[0]]
+                slope, icept = line([b for b, _ in big], [f for _, f in big])
+                base = statistics.median(f for b, f in runs if b == INJECT_SIZES[0])
+                fit = {"streams": s, "d2h_bytes": args.d2h[0], "us_per_mb": slope * 1e6, "gbps": (1e-3 / slope) if slope > 0 else None,
+                       "frame_us_bare": statistics.median(bare), "frame_us_copy4": base, "step_us": icept - base,
+                       "frame_us_at": {str(b): statistics.median(f for x, f in runs if x == b) for b in INJECT_SIZES}, "runs": runs}  # fmt: skip
+                injected.append(fit)
+                print(f"injected copy, streams {s}: done", file=sys.stderr)
     for d2h in args.d2h:
         for s in args.streams:
             runs = [(b, frame_us(binary, s, b, d2h, args.frames)) for _ in range(args.reps) for b in sizes]
@@ -116,7 +147,7 @@ def main() -> int:
             fits.append(fit)
             print(f"streams {s} d2h {d2h}: done", file=sys.stderr)
     if args.json:
-        print(json.dumps({"unit_link_gbps": link, "fits": fits}, indent=1))
+        print(json.dumps({"unit_link_gbps": link, "fits": fits, "injected": injected}, indent=1))
         return 0
     if link is not None:
         print(f"the unit's link: H2D {link['h2d']:.2f} GB/s alone, D2H {link['d2h']:.2f} GB/s alone; both at once "
@@ -128,6 +159,13 @@ def main() -> int:
         ds = f.get("delay_slope_at_h2d_rate")
         print(f"{f['streams']:>7} {f['d2h_bytes']:>7} {f['frame_us_at'][str(sizes[0])]:>22.2f} {f['frame_us_at'][str(sizes[-1])]:>12.2f} "
               f"{f['us_per_mb']:>7.2f} {f['spread_us_per_mb']:>5.2f} {gb:>6} {'-' if ds is None else f'{ds:.2f}':>18}")  # fmt: skip
+    if injected:
+        print("the injection library's extra H2D copy at each zoo_calib launch (daq_loop at 320,000 bytes):")
+        print(f"{'streams':>7} {'bare µs':>8} {'copy 4 B µs':>12} {'line at 0 B':>12} {'step µs':>8} {'µs/MB':>7} {'GB/s':>6}")
+        for f in injected:
+            gb = "-" if f["gbps"] is None else f"{f['gbps']:.2f}"
+            print(f"{f['streams']:>7} {f['frame_us_bare']:>8.2f} {f['frame_us_copy4']:>12.2f} "
+                  f"{f['frame_us_copy4'] + f['step_us']:>12.2f} {f['step_us']:>8.2f} {f['us_per_mb']:>7.2f} {gb:>6}")  # fmt: skip
     return 0
 
 
