@@ -386,7 +386,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="timed runs per size of the device-bound shape (default 3, "
                     "after one warm-up run)")  # fmt: skip
     ap.add_argument("--threads", type=int, default=None, help=f"read threads per pool for analyze (sets {THREADS_ENV}; "
-                    "default: the reader's own choice, the cores up to 16)")  # fmt: skip
+                    "default: the reader's own choice, the cores up to 8)")  # fmt: skip
     ap.add_argument("--memory-threads", type=int, default=16, help="at 5M and 10M records, also measure the peak memory "
                     "with this many read threads (default 16, the GPU machine's cores; 0: skip)")  # fmt: skip
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out", help="where the big traces and the results go")
