@@ -27,6 +27,8 @@ def empty() -> Intervals:
 # intervals per step: the temporaries stay a few MB whatever the input size (CLUSTERBENCH_CHUNK_ROWS sets
 # it, with the reader's chunks: the tests run every bundled trace in blocks of 64)
 BLOCK = chunk_rows_setting() or (1 << 18)
+# a set of more intervals than this is cut to the part a question reaches before it is walked (_near)
+BLOCK_NEAR = 64
 
 
 def is_sorted(x: np.ndarray) -> bool:
@@ -210,12 +212,26 @@ def _intersect_general(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: n
     return s[keep], e[keep]
 
 
+def _near(ws: np.ndarray, we: np.ndarray, lo: int, hi: int) -> slice:
+    """The intervals of the disjoint set (ws, we) that reach [lo, hi], ends included: two binary searches.
+    Those outside it neither overlap nor touch anything in [lo, hi], so a question about intervals or points
+    within [lo, hi] gets the same answer from the slice as from the whole set, at the slice's cost (a window
+    of 150,000 ranges asked about one slab of a trace, 50,000 rows)."""
+    return slice(int(np.searchsorted(we, lo, side="left")), int(np.searchsorted(ws, hi, side="right")))
+
+
 def intersect(a: Intervals, b: Intervals) -> Intervals:
     """Intersection of two disjoint sets, as a disjoint set (``a`` in blocks: the temporaries stay small;
-    when every interval of ``a`` lies inside ``b``, ``a`` itself comes back)."""
+    when every interval of ``a`` lies inside ``b``, ``a`` itself comes back). Only the intervals of ``a``
+    that reach ``b``'s span are looked at."""
     (a_s, a_e), (b_s, b_e) = a, b
     if a_s.size == 0 or b_s.size == 0:
         return empty()
+    if a_s.size > BLOCK_NEAR and (a_s[0] < b_s[0] or a_e[-1] > b_e[-1]):
+        near = _near(a_s, a_e, int(b_s[0]), int(b_e[-1]))
+        a_s, a_e = a_s[near], a_e[near]
+        if a_s.size == 0:
+            return empty()
     out_s, out_e = [], []
     whole = True
     for b0 in range(0, a_s.size, BLOCK):
@@ -404,8 +420,13 @@ def clipped_lengths(starts: np.ndarray, ends: np.ndarray, window: Intervals) -> 
     ends = np.asarray(ends, dtype=np.int64)
     ws, we = window
     out = np.zeros(starts.shape, dtype=np.int64)
-    if ws.size == 0:
+    if ws.size == 0 or starts.size == 0:
         return out
+    if ws.size > BLOCK_NEAR:  # only the windows that reach the intervals' span
+        near = _near(ws, we, int(starts.min()), int(ends.max()))
+        ws, we = ws[near], we[near]
+        if ws.size == 0:
+            return out
     widths = we - ws
     cum = np.concatenate([[0], np.cumsum(widths)])
 

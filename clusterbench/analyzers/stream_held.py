@@ -129,6 +129,7 @@ class HeldStream:
         self.events_from = np.iinfo(np.int64).min  # records below this id have their source row noted
         self.names_cache: tuple[str, ...] = ()
         self.path = path  # a stream_path.PathStream fed each batch's context, when the critical path is wanted
+        self._events_by_id: tuple[np.ndarray, np.ndarray] | None = None  # _call_streams' event source, sorted once
         # the streams of the legacy default stream's classes (by their flags), for _prune
         self._null_streams = np.array(sorted(k for k, f in (stream_flags or {}).items() if f == S.STREAM_NULL), dtype=np.int64)
         self._blocking_streams = np.array(sorted(k for k, f in (stream_flags or {}).items() if f == S.STREAM_BLOCKING), dtype=np.int64)
@@ -291,6 +292,22 @@ class HeldStream:
             return R.no_syncs()
         return R.SyncEvents(*(np.concatenate([np.asarray(getattr(x, f.name)) for x in parts]) for f in dataclasses.fields(R.SyncEvents)))
 
+    def _event_source(self) -> tuple[np.ndarray, np.ndarray]:
+        ev = self.records
+        if ev is None or not len(ev):
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        m = np.asarray(ev.pid) == self.pid
+        return np.asarray(ev.correlation)[m], np.asarray(ev.stream)[m]
+
+    @staticmethod
+    def _by_id(sc: np.ndarray, ss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Correlation ids and streams of one source, the named ones only, by id, then stream: the last of a run
+        is the largest stream."""
+        ok = (sc > 0) & (ss >= 0)
+        sc, ss = sc[ok].astype(np.int64, copy=False), ss[ok].astype(np.int64, copy=False)
+        o = np.lexsort((ss, sc))
+        return sc[o], ss[o]
+
     def _call_streams(self, rows: dict[int, dict[str, np.ndarray]], c: np.ndarray) -> np.ndarray:
         """Each context call's stream as the reader names it (``c``: their correlation ids; ``rows``: the
         context's): its GPU rows' (the largest), else its synchronization row's, else its CUDA event row's;
@@ -299,18 +316,16 @@ class HeldStream:
         found = np.zeros(c.size, dtype=bool)
         rows = _cat([rows[k] for k in rows], ("corr", "stream"))
         sy = self._sync_rows()
-        ev = self.records
         sources = [(rows["corr"], rows["stream"]), (np.asarray(sy.correlation), np.asarray(sy.stream))]
-        if ev is not None and len(ev):
-            m = (np.asarray(ev.pid) == self.pid)
-            sources.append((np.asarray(ev.correlation)[m], np.asarray(ev.stream)[m]))
-        for k, (sc, ss) in enumerate(sources):
-            ok = (sc > 0) & (ss >= 0)
-            sc, ss = sc[ok].astype(np.int64, copy=False), ss[ok].astype(np.int64, copy=False)
+        for k in range(len(sources) + 1):
+            if k == len(sources):  # the process's CUDA event records: the same every batch, sorted once
+                if self._events_by_id is None:
+                    self._events_by_id = self._by_id(*self._event_source())
+                sc, ss = self._events_by_id
+            else:
+                sc, ss = self._by_id(*sources[k])
             if sc.size == 0:
                 continue
-            o = np.lexsort((ss, sc))  # by id, then stream: the last of a run is the largest stream
-            sc, ss = sc[o], ss[o]
             k2 = np.searchsorted(sc, c, side="right") - 1
             hit = (k2 >= 0) & (sc[np.maximum(k2, 0)] == c) & ~found & (c > 0)
             out[hit] = ss[k2[hit]]

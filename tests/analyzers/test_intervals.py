@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clusterbench.analyzers import intervals as iv
 
@@ -236,3 +238,50 @@ def test_idle_around_against_brute_force(monkeypatch: pytest.MonkeyPatch) -> Non
             want_lo = a0 if busy[:a0].any() else np.iinfo(np.int64).min
             want_hi = b0 if any(x >= p for x in starts) else np.iinfo(np.int64).max
             assert got == (want_lo, want_hi), (p, sets)
+
+
+@st.composite
+def _many_windows(draw):  # noqa: ANN001, ANN202
+    """A disjoint window set of more intervals than BLOCK_NEAR (some touching), and intervals to ask about:
+    clustered in one part of the span (as one slab of a trace is), or anywhere, some of zero length."""
+    n = draw(st.integers(iv.BLOCK_NEAR + 1, iv.BLOCK_NEAR * 3))
+    gaps = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
+    widths = draw(st.lists(st.integers(1, 8), min_size=n, max_size=n))
+    ws, we, t = [], [], 0
+    for g, w in zip(gaps, widths):
+        t += g
+        ws.append(t)
+        t += w
+        we.append(t)
+    span = t + 10
+    lo = draw(st.integers(0, span - 1))
+    hi = draw(st.integers(lo, min(span, lo + draw(st.sampled_from([5, 40, span])))))
+    k = draw(st.integers(1, 30))
+    s = draw(st.lists(st.integers(lo, hi), min_size=k, max_size=k))
+    d = draw(st.lists(st.integers(0, 12), min_size=k, max_size=k))
+    return (a(*ws), a(*we)), a(*s), a(*s) + a(*d), span
+
+
+@settings(max_examples=300, deadline=None)
+@given(_many_windows())
+def test_a_window_of_many_intervals_cut_to_the_part_asked_about_gives_the_whole_answer(case) -> None:  # noqa: ANN001
+    """intersect and clipped_lengths look only at the windows that reach the question's span (_near) once
+    the window holds more than BLOCK_NEAR intervals: checked against a brute-force timeline, and the
+    points of zero-length intervals (touching) against the closed windows by hand."""
+    window, s, e, span = case
+    size = span + 20
+    win = _timeline(list(zip(window[0].tolist(), window[1].tolist())), size) > 0
+    per = iv.clipped_lengths(s, e, window)
+    for k in range(s.size):
+        one = _timeline([(int(s[k]), int(e[k]))], size) > 0
+        assert per[k] == int((one & win).sum())
+    u = iv.union(s, e)
+    got = iv.intersect(window, u)
+    busy = _timeline(list(zip(u[0].tolist(), u[1].tolist())), size) > 0
+    assert iv.length(got) == int((busy & win).sum())
+    assert (got[1] > got[0]).all() and (got[0][1:] >= got[1][:-1]).all()  # a disjoint set in order
+    assert _timeline(list(zip(got[0].tolist(), got[1].tolist())), size).max(initial=0) <= 1
+    touch = iv.touching(s, e, per, window)
+    closed = [any(ws_ <= x <= we_ for ws_, we_ in zip(window[0].tolist(), window[1].tolist())) for x in s.tolist()]
+    for k in range(s.size):
+        assert touch[k] == (per[k] > 0 or (e[k] == s[k] and closed[k]))
