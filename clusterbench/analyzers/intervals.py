@@ -415,15 +415,16 @@ def _contained(starts: np.ndarray, ends: np.ndarray, ws: np.ndarray, we: np.ndar
 
 
 def clipped_lengths(starts: np.ndarray, ends: np.ndarray, window: Intervals) -> np.ndarray:
-    """Per interval, the length that lies inside the disjoint ``window`` set (in blocks)."""
+    """Per interval, the length that lies inside the disjoint ``window`` set (in blocks); 0 for one that ends
+    before it starts."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     ws, we = window
     out = np.zeros(starts.shape, dtype=np.int64)
     if ws.size == 0 or starts.size == 0:
         return out
-    if ws.size > BLOCK_NEAR:  # only the windows that reach the intervals' span
-        near = _near(ws, we, int(starts.min()), int(ends.max()))
+    if ws.size > BLOCK_NEAR:  # only the windows that reach the intervals' span (every start and end in it)
+        near = _near(ws, we, min(int(starts.min()), int(ends.min())), max(int(starts.max()), int(ends.max())))
         ws, we = ws[near], we[near]
         if ws.size == 0:
             return out
@@ -448,6 +449,7 @@ def clipped_lengths(starts: np.ndarray, ends: np.ndarray, window: Intervals) -> 
         if not contained.all():
             rest = ~contained
             o[rest] = np.maximum(covered_before(e[rest]) - covered_before(s[rest]), 0)
+    np.maximum(out, 0, out=out)  # an interval that ends before it starts has no length inside (not a negative one)
     return out
 
 
