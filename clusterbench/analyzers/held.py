@@ -142,26 +142,6 @@ def _device_ending_in(links: Links, lo: np.ndarray, hi: np.ndarray) -> np.ndarra
     return out
 
 
-_BY_EVENT: list = [None]  # the last records sorted by _records_by_event: (records, pid, device, arrays)
-
-
-def _records_by_event(records, pid: int, device: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # noqa: ANN001
-    """The CUDA event records of one process and device sorted by event id, then correlation id: (event,
-    correlation, stream, event << 32 | correlation). Kept for the last records object asked about: the time
-    slabs ask about the whole trace's records once per batch, and sorting them each time grew with the
-    trace (the answer is the same whichever call sorts them)."""
-    last = _BY_EVENT[0]
-    if last is not None and last[0] is records and last[1] == pid and last[2] == device:
-        return last[3]
-    m = (records.pid == pid) & (records.device == device)
-    rev, rcorr, rstream = records.event[m].astype(np.int64), records.correlation[m].astype(np.int64), records.stream[m].astype(np.int64)
-    o = np.lexsort((rcorr, rev))
-    rev, rcorr, rstream = rev[o], rcorr[o], rstream[o]
-    arrays = (rev, rcorr, rstream, (rev << 32) | np.clip(rcorr, 0, (1 << 32) - 1))
-    _BY_EVENT[0] = (records, pid, device, arrays)
-    return arrays
-
-
 def _event_sources(links: Links, event_ids: np.ndarray, corr: np.ndarray, records) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
     """Per query (event id, correlation id of the call): whether a cudaEventRecord of that event was
     issued before the call, and the last row on its stream issued before the latest such record (-1
@@ -170,7 +150,7 @@ def _event_sources(links: Links, event_ids: np.ndarray, corr: np.ndarray, record
     found = np.zeros(event_ids.size, dtype=bool)
     if records is None or len(records) == 0 or event_ids.size == 0:
         return found, out
-    rev, rcorr, rstream, key = _records_by_event(records, links.pid, links.device)
+    rev, rcorr, rstream, key = records.by_event(links.pid, links.device)
     if rev.size == 0:
         return found, out
     ok = event_ids >= 0

@@ -28,7 +28,7 @@ def empty() -> Intervals:
 # it, with the reader's chunks: the tests run every bundled trace in blocks of 64)
 BLOCK = chunk_rows_setting() or (1 << 18)
 # a set of more intervals than this is cut to the part a question reaches before it is walked (_near)
-BLOCK_NEAR = 64
+NEAR_ABOVE = 64
 
 
 def is_sorted(x: np.ndarray) -> bool:
@@ -227,7 +227,7 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
     (a_s, a_e), (b_s, b_e) = a, b
     if a_s.size == 0 or b_s.size == 0:
         return empty()
-    if a_s.size > BLOCK_NEAR and (a_s[0] < b_s[0] or a_e[-1] > b_e[-1]):
+    if a_s.size > NEAR_ABOVE and (a_s[0] < b_s[0] or a_e[-1] > b_e[-1]):
         near = _near(a_s, a_e, int(b_s[0]), int(b_e[-1]))
         a_s, a_e = a_s[near], a_e[near]
         if a_s.size == 0:
@@ -423,7 +423,7 @@ def clipped_lengths(starts: np.ndarray, ends: np.ndarray, window: Intervals) -> 
     out = np.zeros(starts.shape, dtype=np.int64)
     if ws.size == 0 or starts.size == 0:
         return out
-    if ws.size > BLOCK_NEAR:  # only the windows that reach the intervals' span (every start and end in it)
+    if ws.size > NEAR_ABOVE:  # only the windows that reach the intervals' span (every start and end in it)
         near = _near(ws, we, min(int(starts.min()), int(ends.min())), max(int(starts.max()), int(ends.max())))
         ws, we = ws[near], we[near]
         if ws.size == 0:

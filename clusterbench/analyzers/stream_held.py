@@ -129,7 +129,7 @@ class HeldStream:
         self.events_from = np.iinfo(np.int64).min  # records below this id have their source row noted
         self.names_cache: tuple[str, ...] = ()
         self.path = path  # a stream_path.PathStream fed each batch's context, when the critical path is wanted
-        self._events_by_id: tuple[np.ndarray, np.ndarray] | None = None  # _call_streams' event source, sorted once
+        self._events_by_id = self._by_id(*self._event_source())  # _call_streams' event source: the same every batch
         # the streams of the legacy default stream's classes (by their flags), for _prune
         self._null_streams = np.array(sorted(k for k, f in (stream_flags or {}).items() if f == S.STREAM_NULL), dtype=np.int64)
         self._blocking_streams = np.array(sorted(k for k, f in (stream_flags or {}).items() if f == S.STREAM_BLOCKING), dtype=np.int64)
@@ -316,14 +316,9 @@ class HeldStream:
         found = np.zeros(c.size, dtype=bool)
         rows = _cat([rows[k] for k in rows], ("corr", "stream"))
         sy = self._sync_rows()
-        sources = [(rows["corr"], rows["stream"]), (np.asarray(sy.correlation), np.asarray(sy.stream))]
-        for k in range(len(sources) + 1):
-            if k == len(sources):  # the process's CUDA event records: the same every batch, sorted once
-                if self._events_by_id is None:
-                    self._events_by_id = self._by_id(*self._event_source())
-                sc, ss = self._events_by_id
-            else:
-                sc, ss = self._by_id(*sources[k])
+        sources = (self._by_id(rows["corr"], rows["stream"]), self._by_id(np.asarray(sy.correlation), np.asarray(sy.stream)),
+                   self._events_by_id)  # fmt: skip
+        for sc, ss in sources:
             if sc.size == 0:
                 continue
             k2 = np.searchsorted(sc, c, side="right") - 1

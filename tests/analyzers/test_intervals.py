@@ -242,9 +242,9 @@ def test_idle_around_against_brute_force(monkeypatch: pytest.MonkeyPatch) -> Non
 
 @st.composite
 def _many_windows(draw):  # noqa: ANN001, ANN202
-    """A disjoint window set of more intervals than BLOCK_NEAR (some touching), and intervals to ask about:
+    """A disjoint window set of more intervals than NEAR_ABOVE (some touching), and intervals to ask about:
     clustered in one part of the span (as one slab of a trace is), or anywhere, some of zero length."""
-    n = draw(st.integers(iv.BLOCK_NEAR + 1, iv.BLOCK_NEAR * 3))
+    n = draw(st.integers(iv.NEAR_ABOVE + 1, iv.NEAR_ABOVE * 3))
     gaps = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
     widths = draw(st.lists(st.integers(1, 8), min_size=n, max_size=n))
     ws, we, t = [], [], 0
@@ -268,17 +268,17 @@ def _many_windows(draw):  # noqa: ANN001, ANN202
 @given(_many_windows())
 def test_a_window_of_many_intervals_cut_to_the_part_asked_about_gives_the_whole_answer(case) -> None:  # noqa: ANN001
     """intersect and clipped_lengths look only at the windows that reach the question's span (_near) once
-    the window holds more than BLOCK_NEAR intervals: checked against a brute-force timeline, and the
+    the window holds more than NEAR_ABOVE intervals: checked against a brute-force timeline, and the
     points of zero-length intervals (touching) against the closed windows by hand."""
     window, s, e, span = case
     size = span + 20
     if (e < s).any():  # no timeline for an end before its start: the answer must be the uncut set's
-        uncut = iv.BLOCK_NEAR
+        uncut = iv.NEAR_ABOVE
         try:
-            iv.BLOCK_NEAR = 1 << 40
+            iv.NEAR_ABOVE = 1 << 40
             whole = iv.clipped_lengths(s, e, window)
         finally:
-            iv.BLOCK_NEAR = uncut
+            iv.NEAR_ABOVE = uncut
         got = iv.clipped_lengths(s, e, window)
         assert got.tolist() == whole.tolist()
         assert (got[e < s] == 0).all()  # no length, not a negative one

@@ -311,9 +311,23 @@ class EventRecords:
     stream: np.ndarray  # the stream the event was recorded on (-1 for none)
     correlation: np.ndarray  # the cudaEventRecord call's correlationId (0 where the export has none)
     event: np.ndarray  # eventId (-1 for none)
+    _by_event: dict = field(default_factory=dict, repr=False)  # by_event's answers, per (pid, device)
 
     def __len__(self) -> int:
         return int(self.correlation.shape[0])
+
+    def by_event(self, pid: int, device: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The records of one process and device sorted by event id, then correlation id, as int64: (event,
+        correlation, stream, event << 32 | correlation). Sorted once per (pid, device) and kept with the
+        records: the held calls look them up once per batch of the time slabs."""
+        key = (int(pid), int(device))
+        if key not in self._by_event:
+            m = (self.pid == pid) & (self.device == device)
+            ev, corr, stream = (np.asarray(x)[m].astype(np.int64) for x in (self.event, self.correlation, self.stream))
+            o = np.lexsort((corr, ev))
+            ev, corr, stream = ev[o], corr[o], stream[o]
+            self._by_event[key] = (ev, corr, stream, (ev << 32) | np.clip(corr, 0, (1 << 32) - 1))
+        return self._by_event[key]
 
 
 def no_syncs() -> SyncEvents:
@@ -1582,8 +1596,8 @@ def analysis_heap() -> None:
     back to it (glibc's M_MMAP_THRESHOLD and M_TRIM_THRESHOLD), where the read's 1 MiB threshold maps and
     unmaps each of the analysis's temporaries (one per column and step, 1 to 16 MB at 1M records): every one
     of them page-faulted in again, and with threads running, every unmap interrupts their cores. On the 1M
-    trace this took 0.5 s of wall off analyze and added about 30 MB to its peak (docs/analyze.md, "The heap
-    during the analysis"). A no-op where the C library is not glibc."""
+    trace this took 0.2 to 0.6 s of wall off analyze and added 35 to 55 MB to its peak (docs/analyze.md, "The
+    heap during the analysis"). A no-op where the C library is not glibc."""
     try:
         import ctypes
 
