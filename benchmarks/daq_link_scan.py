@@ -116,12 +116,11 @@ def main() -> int:
 
         lib = inject.build(inject.INJECT_LIB)
         with tempfile.TemporaryDirectory() as tmp:
+            report = Path(tmp) / "report.json"
             for s in args.streams:
-                def run_at(nbytes: int) -> float:
-                    env = inject.inject_env(lib, Path(tmp) / "report.json", "kernel:zoo_calib", link_bytes=nbytes)
-                    return frame_us(binary, s, SIZES[0], args.d2h[0], args.frames, env)
-
-                runs = [(b, run_at(b)) for _ in range(args.reps) for b in INJECT_SIZES]
+                runs = [(b, frame_us(binary, s, SIZES[0], args.d2h[0], args.frames,
+                                     inject.inject_env(lib, report, "kernel:zoo_calib", link_bytes=b)))
+                        for _ in range(args.reps) for b in INJECT_SIZES]  # fmt: skip
                 bare = [frame_us(binary, s, SIZES[0], args.d2h[0], args.frames) for _ in range(args.reps)]
                 big = [(b, f) for b, f in runs if b > INJECT_SIZES[0]]
                 slope, icept = line([b for b, _ in big], [f for _, f in big])
