@@ -268,21 +268,19 @@ def render_scan(points: Sequence[ScanPoint], scans: Sequence[Scan], width: int |
     return Group(table, caption, *notes, Text(""), *_binds_side_by_side(points, names))
 
 
-# the scan's "nearer" as what it says of the resources: near the tallest bar they overlap, near the sum they take turns
-_FRAME_WORDS = {"roofline": "overlap", "sum": "take turns", "above both": "above both"}
-
-
 def _binds_side_by_side(points: Sequence[ScanPoint], names: Sequence[str]) -> tuple[RenderableType, ...]:
     """What binds at each point of a probe --what-binds scan, by the trace and by the delay test, side by side
     (pure): the two are measured differently and may disagree, so neither is folded into the other."""
     table = Table(title="what binds, point by point: the trace, and the delay test without the profiler",
                   title_justify="left", header_style="bold", box=SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False,
                   show_edge=False)
-    table.add_column("config", overflow="fold")
+    # the config folds, but never below 8 characters; whether the resources overlap or take turns is the
+    # scan's table above (nearer), so that this one fits 80 columns with the longest verdicts (host+gpu+link)
+    table.add_column("config", overflow="fold", min_width=min(8, max(len(p.config) for p in points)))
     for n in names:
         table.add_column(n, justify="right", min_width=len(n))
     replayed = any(p.trace_binds for p in points)
-    for header in ("tallest\nbar", "the\nresources", "delay\ntest") + (("trace\nreplayed",) if replayed else ()):
+    for header in ("tallest\nbar", "delay\ntest") + (("trace\nreplayed",) if replayed else ()):
         table.add_column(header, no_wrap=True)
     for header in ("host", "GPU", "link"):
         table.add_column(header, justify="right", no_wrap=True, min_width=6 if replayed else None)
@@ -296,12 +294,10 @@ def _binds_side_by_side(points: Sequence[ScanPoint], names: Sequence[str]) -> tu
         mark = "" if p.agree is not False else (" ≈" if p.within_spread else " ≠")
         trace = U.NOT_MEASURED if p.trace_binds is None else p.trace_binds + mark
         table.add_row(p.config, *(values.get(n, U.NOT_MEASURED) for n in names),
-                      display_name(p.binds) if p.binds else U.NOT_MEASURED,
-                      _FRAME_WORDS.get(p.nearer or "", U.NOT_MEASURED), p.delay_binds or U.NOT_MEASURED,
+                      display_name(p.binds) if p.binds else U.NOT_MEASURED, p.delay_binds or U.NOT_MEASURED,
                       *((trace,) if replayed else ()),
                       *(slope(s, t) for s, t in zip(p.delay_slopes, p.trace_slopes)))
-    caption = Text("tallest bar: the trace's (under the profiler); the resources: overlap where the sustained FPS "
-                   "is nearer the roofline, take turns where nearer the sum of the bars; delay test: the resources "
+    caption = Text("tallest bar: the trace's (under the profiler); delay test: the resources "
                    "whose delay of k µs a frame lengthened the untraced frame by at least 0.75 k (binds), else "
                    "shared or none; host, GPU, link: each one's slope, frame µs per µs of delay"
                    + ("; trace replayed: the same delays replayed on the trace's schedule, each dependency keeping "
