@@ -14,6 +14,7 @@ whose rows break issue order, ``--by-stream``): the caller then reads the trace 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -32,7 +33,9 @@ from clusterbench.io.nsys import reader as R
 from clusterbench.io.nsys import schema as S
 from clusterbench.io.nsys import slabs as B
 
-LAGS = (1, 4, 16, 64, 256, 1024)  # slabs of look-ahead tried in turn for the held calls (rows issued before, run later)
+LAGS = (1, 4, 16, 64, 256, 1024)
+# pass 2's accumulators on threads beside the main one (_Lanes); CLUSTERBENCH_SLAB_LANES=0 feeds them in line
+LANES = os.environ.get("CLUSTERBENCH_SLAB_LANES", "1") != "0"  # slabs of look-ahead tried in turn for the held calls (rows issued before, run later)
 
 
 def _trim() -> None:
@@ -288,51 +291,133 @@ def _window(acc: ST.SpanAccumulator, rd, threads, data: R.TraceData, req: A.Requ
     return g, w, used
 
 
+class _Lanes:
+    """Pass 2's accumulators fed on threads beside the main one: each lane is a function called with every
+    slab in order on its own thread, so the lanes run at once and each accumulator sees what it saw fed in
+    line (the same answers). A lane's first exception is raised in the caller, at its next ``put`` or at
+    ``close``; the lane then only drains its queue. At most ``depth`` slabs wait per lane (memory)."""
+
+    def __init__(self, lanes: list[Callable[[tuple], None]], depth: int = 4) -> None:
+        import queue
+        import threading
+
+        self.err: BaseException | None = None
+        self.queues = [queue.Queue(maxsize=depth) for _ in lanes]
+        self.threads = [threading.Thread(target=self._run, args=(f, q), name=f"clusterbench-lane-{i}", daemon=True)
+                        for i, (f, q) in enumerate(zip(lanes, self.queues))]  # fmt: skip
+        for t in self.threads:
+            t.start()
+
+    def _run(self, f: Callable[[tuple], None], q) -> None:  # noqa: ANN001
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            if self.err is None:
+                try:
+                    f(item)
+                except BaseException as exc:  # noqa: BLE001 - raised again in the caller
+                    if self.err is None:
+                        self.err = exc
+
+    def _raise(self) -> None:
+        if self.err is not None:
+            raise self.err
+
+    def put(self, item: tuple) -> None:
+        self._raise()
+        for q in self.queues:
+            q.put(item)
+
+    def close(self, quiet: bool = False) -> None:
+        """Wait for every lane to finish its slabs; raise a lane's exception (not when ``quiet``)."""
+        for q in self.queues:
+            q.put(None)
+        for t in self.threads:
+            t.join()
+        if not quiet:
+            self._raise()
+
+
+def _lanes_of(st: dict) -> list[Callable[[tuple], None]]:
+    """One group's accumulators in three lanes: the held calls (with the critical path's batches and the
+    blocked time they feed), the host and the frame events, the engines' busy time, kernels and copies."""
+
+    def engines(item: tuple) -> None:
+        slab = item[0]
+        st["busy"].add(slab)
+        st["kern"].add(slab)
+        st["copies"].add(slab)
+
+    def host(item: tuple) -> None:
+        slab, tp, names, cats = item
+        st["ev"].add(slab, tp, cats)
+        st["host"].add(slab, tp, cats, names)
+
+    lanes = [engines, host]
+    if st["held"] is not None:
+        lanes.insert(0, lambda item: st["held"].add(item[0], item[1]))
+    return lanes
+
+
 def _pass_b(slabs, data: R.TraceData, req: A.Request, parts: dict, corr_ranges: dict, api_known: bool, regions: dict,  # noqa: ANN001
             lag: int, on_progress, readers: list):  # noqa: ANN001, ANN202
     rd = None
     state = {}
-    for k, slab in enumerate(slabs):
-        if rd is None:
-            rd = readers[-1]
-            for (p, d), (g, w, used, gp) in parts.items():
-                setup = gp.setup_mask()
-                setup_iv = (gp.starts_ns[setup], gp.starts_ns[setup] + gp.lengths_ns[setup])
-                host = ST.HostAccumulator(p, d, w.intervals, setup_iv, None)
-                blocked = ST.BlockedAccumulator(host.steady)
-                ps = SP.PathStream(w.intervals) if api_known else None
-                hs = None
-                if api_known:
-                    region = regions.get(p) if req.window.kind != "span" else w.intervals
-                    hs = SH.HeldStream(p, d, w.intervals, region, data.event_records, p,
-                                       {sid: f for (q, sid), f in data.stream_flags.items() if q == p}, corr_ranges.get(p), rd,
-                                       blocked.add, lag=lag, path=ps)  # fmt: skip
-                frx = req.frames.pattern if req.frames is not None and req.frames.kind == "kernel" else None
-                state[(p, d)] = {
-                    "busy": ST.BusyAccumulator(p, d, w.intervals, None, data.srckind_read),
-                    "kern": ST.KernelAccumulator(p, d, w.intervals, None), "copies": ST.CopyAccumulator(p, d, w.intervals, None),
-                    "ev": ST.EventAccumulator(p, d, w, frx, S.API_CODE["graph_launch"]), "host": host, "blocked": blocked,
-                    "held": hs, "path": ps, "setup": setup_iv,
-                }  # fmt: skip
-        tp = np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24
-        names, cats, _ = rd.name_snapshot()
-        for st in state.values():
-            st["busy"].add(slab)
-            st["kern"].add(slab)
-            st["copies"].add(slab)
-            st["ev"].add(slab, tp, cats)
-            st["host"].add(slab, tp, cats, names)
-            if st["held"] is not None:
-                st["held"].add(slab, tp)
-        if on_progress is not None:
-            on_progress("analysing the trace (2 of 2)", k + 1, k + 2)
-        if k % 16 == 15:
-            _trim()
+    lanes: _Lanes | None = None
+    try:
+        for k, slab in enumerate(slabs):
+            if rd is None:
+                rd = readers[-1]
+                for (p, d), (g, w, used, gp) in parts.items():
+                    state[(p, d)] = _accumulators(p, d, g, w, gp, data, req, corr_ranges, api_known, regions, lag, rd)
+                lanes = _Lanes([f for st in state.values() for f in _lanes_of(st)]) if LANES else None
+            tp = np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24
+            names, cats, _ = rd.name_snapshot()
+            if lanes is not None:
+                lanes.put((slab, tp, names, cats))
+            else:
+                for st in state.values():
+                    for f in _lanes_of(st):
+                        f((slab, tp, names, cats))
+            if on_progress is not None:
+                on_progress("analysing the trace (2 of 2)", k + 1, k + 2)
+            if k % 16 == 15:
+                _trim()
+    except BaseException:
+        if lanes is not None:
+            lanes.close(quiet=True)  # the lanes' threads end; the exception in flight is the one raised
+        raise
+    if lanes is not None:
+        lanes.close()
     for st in state.values():
         if st["held"] is not None:
             st["held"].finish()
         st["rd"] = rd
     return state
+
+
+def _accumulators(p: int, d: int, g, w, gp, data: R.TraceData, req: A.Request, corr_ranges: dict, api_known: bool,  # noqa: ANN001
+                  regions: dict, lag: int, rd) -> dict:  # noqa: ANN001
+    """Pass 2's accumulators of one group, over its window."""
+    setup = gp.setup_mask()
+    setup_iv = (gp.starts_ns[setup], gp.starts_ns[setup] + gp.lengths_ns[setup])
+    host = ST.HostAccumulator(p, d, w.intervals, setup_iv, None)
+    blocked = ST.BlockedAccumulator(host.steady)
+    ps = SP.PathStream(w.intervals) if api_known else None
+    hs = None
+    if api_known:
+        region = regions.get(p) if req.window.kind != "span" else w.intervals
+        hs = SH.HeldStream(p, d, w.intervals, region, data.event_records, p,
+                           {sid: f for (q, sid), f in data.stream_flags.items() if q == p}, corr_ranges.get(p), rd,
+                           blocked.add, lag=lag, path=ps)  # fmt: skip
+    frx = req.frames.pattern if req.frames is not None and req.frames.kind == "kernel" else None
+    return {
+        "busy": ST.BusyAccumulator(p, d, w.intervals, None, data.srckind_read),
+        "kern": ST.KernelAccumulator(p, d, w.intervals, None), "copies": ST.CopyAccumulator(p, d, w.intervals, None),
+        "ev": ST.EventAccumulator(p, d, w, frx, S.API_CODE["graph_launch"]), "host": host, "blocked": blocked,
+        "held": hs, "path": ps, "setup": setup_iv,
+    }  # fmt: skip
 
 
 def _group(st: dict, part: tuple, data: R.TraceData, req: A.Request, api_known: bool, warnings: list[str]):  # noqa: ANN202

@@ -56,3 +56,41 @@ def test_slabs_give_the_whole_json(path: Path, monkeypatch: pytest.MonkeyPatch) 
             assert path.stem == "zoo_device_graph_graph"  # the one trace with device-launched rows
             continue
         assert got == whole, options
+
+
+def test_the_slabs_fed_in_line_give_the_same_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CLUSTERBENCH_SLAB_LANES=0: pass 2's accumulators fed on the main thread, one after another
+    path = next(p for p in TRACES if p.stem == "zoo_two_threads")
+    monkeypatch.setattr(SD, "LANES", False)
+    whole, got = _both(path, monkeypatch, frames_spec="kernel:zoo_calib")
+    assert got == whole
+
+
+def test_a_lanes_exception_reaches_the_caller_and_every_lane_ends() -> None:
+    import threading
+
+    seen: list[int] = []
+
+    def ok(item: tuple) -> None:
+        seen.append(item[0])
+
+    def fails_at_3(item: tuple) -> None:
+        if item[0] == 3:
+            raise SD.SH.NotLocal("a row ran later than the look-ahead", lag_too_short=True)
+
+    before = threading.active_count()
+    lanes = SD._Lanes([ok, fails_at_3], depth=2)
+    with pytest.raises(SD.SH.NotLocal):
+        for k in range(50):
+            lanes.put((k,))  # raises once the failing lane has seen slab 3
+        lanes.close()
+    lanes.close(quiet=True)
+    assert threading.active_count() == before
+    assert seen == list(range(len(seen)))  # the other lane kept its order, and stopped once one lane failed
+    # no exception: close waits for every slab
+    got: list[int] = []
+    lanes = SD._Lanes([lambda item: got.append(item[0])])
+    for k in range(100):
+        lanes.put((k,))
+    lanes.close()
+    assert got == list(range(100))
