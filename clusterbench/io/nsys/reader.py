@@ -105,13 +105,23 @@ def chunk_rows_setting() -> int | None:
 ROWS_PER_CHUNK = chunk_rows_setting() or 25_000
 
 
+# Read threads over time slabs (io.nsys.slabs): at most 4. The slab path reads the largest traces, where
+# memory is the limit, and its slabs are analysed one after another on the main thread and its lanes, so
+# reading ahead faster does not pay: on a 16-core H100 host, 8 read threads (with 12,500-row chunks, to hold
+# what 4 threads hold) took 49.7 s and 113 s of CPU for the 10M-record benchmark trace, where 2 threads
+# with 25,000-row chunks take 41 to 42 s and 55 s of CPU on a 2-core machine (the GIL, and twice the slabs).
+SLAB_THREADS_MOST = 4
+
+
+def slab_threads() -> int:
+    """Read threads over time slabs: READ_THREADS, at most SLAB_THREADS_MOST."""
+    return min(READ_THREADS, SLAB_THREADS_MOST)
+
+
 def slab_chunk_rows() -> int:
-    """Rowids per read job over time slabs (io.nsys.slabs; a slab holds two chunks' worth): ROWS_PER_CHUNK up
-    to 4 read threads, smaller past that (6,250 at 16), so that the threads together hold about as much as 4
-    do: the slab path reads the largest traces, where memory is the limit. CLUSTERBENCH_CHUNK_ROWS sets both."""
-    if READ_THREADS <= 4 or chunk_rows_setting():
-        return ROWS_PER_CHUNK
-    return min(ROWS_PER_CHUNK, max(5_000, 100_000 // READ_THREADS))
+    """Rowids per read job over time slabs (io.nsys.slabs; a slab holds two chunks' worth): ROWS_PER_CHUNK,
+    read on slab_threads() threads. CLUSTERBENCH_CHUNK_ROWS sets it."""
+    return ROWS_PER_CHUNK
 
 _PACK_DEVICE = 1 << 24  # key = pid + 2**24*device (pid < 2**24)
 _PACK_PAGEABLE = 128  # memcpy code = kind + 128*pageable + 256*stream (kind < 128)

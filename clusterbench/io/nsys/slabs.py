@@ -316,18 +316,18 @@ def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, disorde
     (the slabs handed out before it may be wrong: start again with that table named, as :func:`run`
     does).
     ``reader_out``, when given, receives the :class:`SlabReader` (names and threads met so far).
-    ``threads``: read the tables' next chunks ahead on a pool of reader.READ_THREADS threads."""
+    ``threads``: read the tables' next chunks ahead on a pool of reader.slab_threads() threads."""
     path = Path(path)
     R.check_sqlite_file(path)
     target = rows if rows is not None else 2 * R.slab_chunk_rows()
     conn = R.connect_read_only(path)
     # the tables' next chunks are read ahead on a pool (each table at most AHEAD_PER_THREAD x threads / tables)
-    pool = ThreadPoolExecutor(max_workers=R.READ_THREADS, thread_name_prefix="clusterbench-slab") if threads else None
+    pool = ThreadPoolExecutor(max_workers=R.slab_threads(), thread_name_prefix="clusterbench-slab") if threads else None
     cursors: list[_Cursor] = []
     try:
         tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
         rd = SlabReader(path, conn, tables, kernel_names)
-        ahead = max(1, R.AHEAD_PER_THREAD * R.READ_THREADS // 3)
+        ahead = max(1, R.AHEAD_PER_THREAD * R.slab_threads() // 3)
         if reader_out is not None:
             reader_out.append(rd)
         acts, apis, syncs = [], [], []
