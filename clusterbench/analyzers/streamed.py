@@ -14,6 +14,7 @@ whose rows break issue order, ``--by-stream``): the caller then reads the trace 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 
@@ -66,15 +67,13 @@ def analyze_slabs(path, req: A.Request, trace_label: str, on_progress: Callable[
     R._fixed_mmap_threshold()  # freed arrays go back to the system (see reader)
     data = R.read_shell(path, range_prefixes=req.range_prefixes(), kernel_names="mangled" if req.mangled else "short")
     if req.frames is not None and req.frames.kind == "graph" and data.graph_trace == "node":
-        import dataclasses
-
         data = dataclasses.replace(data, graph_runs=R.graph_runs(path))
     groups: list[tuple[int, int]] = []
     while True:
         try:
             readers: list = []
             first = B.run(path, lambda slabs: _pass_a(slabs, data, req, groups, on_progress, readers), rows=rows,
-                          kernel_names=data.kernel_name_kind, reader_out=readers)  # fmt: skip
+                          kernel_names=data.kernel_name_kind, reader_out=readers, span_only=True)  # fmt: skip
             break
         except _NewGroup as more:
             groups = more.groups
@@ -116,8 +115,6 @@ def _windows_and_gaps(accs: dict, wanted: list[tuple[int, int]], rd_a, threads_a
     """Per group: its trace without holes, its window, the ranges used and its gaps, from pass 1's accumulators,
     which are emptied as it goes: nothing of pass 1 that grows with the trace (the holes, their sums) outlives
     this function into pass 2."""
-    import dataclasses
-
     parts = {}
     for key in wanted:
         acc = accs.pop(key)
@@ -423,6 +420,8 @@ def _accumulators(p: int, d: int, g, w, gp, data: R.TraceData, req: A.Request, c
 def _group(st: dict, part: tuple, data: R.TraceData, req: A.Request, api_known: bool, warnings: list[str]):  # noqa: ANN202
     g, w, used, gp = part
     rd = st["rd"]
+    # pass 1 read no kernel names (io.nsys.slabs span_only): the group's are pass 2's
+    g = dataclasses.replace(g, kernel_names=tuple(rd.kernel_names))
     busy_acc = st["busy"]
     h2d = busy_acc.nbytes("h2d") if "h2d" in busy_acc.eng and busy_acc.eng["h2d"].rows else None
     if req.frames is not None and req.frames.kind == "h2d-bytes" and h2d is None:

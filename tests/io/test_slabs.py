@@ -136,3 +136,24 @@ def test_a_tear_down_stored_first_waits_in_the_buffer(tmp_path: Path, monkeypatc
     _check_spans(slabs)
     _check_against_whole(dst, slabs, out[-1])
     assert most[0] < 64 * 3 + 20  # a few chunks and the tear-down's rows
+
+
+@pytest.mark.parametrize("name", ["dev_5x5_s2_b500", "zoo_two_threads"])
+def test_span_only_reads_the_rows_the_window_needs(name: str) -> None:
+    # the slab path's first pass: every activity row with its times, engine, stream, bytes and group, every
+    # API row whole, but no kernel names, no correlation ids on the activity rows and no synchronization rows
+    path = next(p for p in TRACES if p.stem == name)
+    full, rd = _slabs(path, 300)
+    out: list = []
+    narrow = list(B.iter_slabs(path, rows=300, reader_out=out, span_only=True))
+    _check_spans(narrow)
+    act, api, syncs = B.as_whole(full, rd)
+    nact, napi, nsyncs = B.as_whole(narrow, out[-1])
+    assert syncs.start_ns.size > 0 and nsyncs.start_ns.size == 0
+    assert act.correlation.any() and not nact.correlation.any()
+    assert set(nact.kernel_names[i] for i in nact.kernel_name.tolist()) == {"(no name)"}
+    assert nact.sections == act.sections
+    for f in ("start_ns", "end_ns", "engine", "stream", "pageable", "bytes", "pid", "device"):
+        assert np.array_equal(np.asarray(getattr(nact, f)), np.asarray(getattr(act, f))), f
+    for k in ("start", "end", "corr"):
+        assert np.array_equal(napi[k], api[k]), k

@@ -308,7 +308,8 @@ def _merge(parts: list[dict[str, np.ndarray] | None]) -> dict[str, np.ndarray] |
 
 
 def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, disordered: frozenset[str] | bool = frozenset(),
-               kernel_names: str = "short", reader_out: list | None = None, threads: bool = True) -> Iterator[Slab]:  # fmt: skip
+               kernel_names: str = "short", reader_out: list | None = None, threads: bool = True,
+               span_only: bool = False) -> Iterator[Slab]:  # fmt: skip
     """The export's rows in time slabs of about ``rows`` rows each (all tables together; default 2
     read chunks' worth), read in rowid chunks of ``reader.slab_chunk_rows()`` rows. ``disordered``: the tables
     to read as stored out of start order (True: every table), after one range scan per chunk for its
@@ -316,7 +317,10 @@ def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, disorde
     (the slabs handed out before it may be wrong: start again with that table named, as :func:`run`
     does).
     ``reader_out``, when given, receives the :class:`SlabReader` (names and threads met so far).
-    ``threads``: read the tables' next chunks ahead on a pool of reader.slab_threads() threads."""
+    ``threads``: read the tables' next chunks ahead on a pool of reader.slab_threads() threads.
+    ``span_only``: what the window and its gaps need, no more: the activity rows without their kernel names
+    and correlation ids (their slabs' kernel names read "(no name)", their ids 0), and no synchronization
+    rows (the slab path's first pass)."""
     path = Path(path)
     R.check_sqlite_file(path)
     target = rows if rows is not None else 2 * R.slab_chunk_rows()
@@ -344,11 +348,14 @@ def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, disorde
 
         for t in S.ACTIVITY_TABLES:
             if t in tables and R._table_has_rows(conn, t):
-                acts.append(cursor(t, _activity_reader(path, t, R._require(conn, path, t), name_col)))
+                cols = R._require(conn, path, t)
+                if span_only:
+                    cols = cols - {"correlationId"}
+                acts.append(cursor(t, _activity_reader(path, t, cols, None if span_only else name_col)))
         for t in S.API_TABLES:
             if t in tables and R._table_has_rows(conn, t):
                 apis.append(cursor(t, _api_reader(path, t, R._require(conn, path, t), rd)))
-        if S.SYNC_TABLE in tables and R._table_has_rows(conn, S.SYNC_TABLE):
+        if not span_only and S.SYNC_TABLE in tables and R._table_has_rows(conn, S.SYNC_TABLE):
             syncs.append(cursor(S.SYNC_TABLE, _sync_reader(path, R._require(conn, path, S.SYNC_TABLE))))
         cursors = acts + apis + syncs
         rd.cursors = cursors
