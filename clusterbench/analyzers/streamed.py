@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import queue
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -34,20 +36,9 @@ from clusterbench.io.nsys import reader as R
 from clusterbench.io.nsys import schema as S
 from clusterbench.io.nsys import slabs as B
 
-LAGS = (1, 4, 16, 64, 256, 1024)
+LAGS = (1, 4, 16, 64, 256, 1024)  # slabs of look-ahead tried in turn for the held calls (rows issued before, run later)
 # pass 2's accumulators on threads beside the main one (_Lanes); CLUSTERBENCH_SLAB_LANES=0 feeds them in line
-LANES = os.environ.get("CLUSTERBENCH_SLAB_LANES", "1") != "0"  # slabs of look-ahead tried in turn for the held calls (rows issued before, run later)
-
-
-def _trim() -> None:
-    """Give the heap's free memory back to the system (glibc's malloc_trim; a no-op elsewhere): the slabs'
-    small arrays come and go by the thousand and would otherwise leave the heap fragmented and resident."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+LANES = os.environ.get("CLUSTERBENCH_SLAB_LANES", "1") != "0"
 
 
 class Fallback(Exception):
@@ -89,7 +80,7 @@ def analyze_slabs(path, req: A.Request, trace_label: str, on_progress: Callable[
     # the window and its gaps, per group, from pass 1
     threads_a = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, data.thread_names.get(int(k))) for k in rd_a.threads_map.keys)
     parts = _windows_and_gaps(accs, wanted, rd_a, threads_a, data, req)
-    _trim()
+    R.heap_trim()
     # pass 2, with a longer look-ahead while the held calls need one
     for lag in LAGS:
         try:
@@ -208,7 +199,7 @@ def _pass_a(slabs, data: R.TraceData, req: A.Request, known: list[tuple[int, int
         if on_progress is not None:
             on_progress("reading the trace (1 of 2)", k + 1, k + 2)
         if k % 16 == 15:
-            _trim()
+            R.heap_trim()
             for acc in accs.values():
                 acc.compact()
     for acc in accs.values():
@@ -295,9 +286,6 @@ class _Lanes:
     ``close``; the lane then only drains its queue. At most ``depth`` slabs wait per lane (memory)."""
 
     def __init__(self, lanes: list[Callable[[tuple], None]], depth: int = 4) -> None:
-        import queue
-        import threading
-
         self.err: BaseException | None = None
         self.queues = [queue.Queue(maxsize=depth) for _ in lanes]
         self.threads = [threading.Thread(target=self._run, args=(f, q), name=f"clusterbench-lane-{i}", daemon=True)
@@ -305,7 +293,7 @@ class _Lanes:
         for t in self.threads:
             t.start()
 
-    def _run(self, f: Callable[[tuple], None], q) -> None:  # noqa: ANN001
+    def _run(self, f: Callable[[tuple], None], q: queue.Queue) -> None:
         while True:
             item = q.get()
             if item is None:
@@ -362,25 +350,26 @@ def _pass_b(slabs, data: R.TraceData, req: A.Request, parts: dict, corr_ranges: 
     rd = None
     state = {}
     lanes: _Lanes | None = None
+    feeds: list[Callable[[tuple], None]] = []
     try:
         for k, slab in enumerate(slabs):
             if rd is None:
                 rd = readers[-1]
                 for (p, d), (g, w, used, gp) in parts.items():
                     state[(p, d)] = _accumulators(p, d, g, w, gp, data, req, corr_ranges, api_known, regions, lag, rd)
-                lanes = _Lanes([f for st in state.values() for f in _lanes_of(st)]) if LANES else None
+                feeds = [f for st in state.values() for f in _lanes_of(st)]
+                lanes = _Lanes(feeds) if LANES else None
             tp = np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24
             names, cats, _ = rd.name_snapshot()
             if lanes is not None:
                 lanes.put((slab, tp, names, cats))
             else:
-                for st in state.values():
-                    for f in _lanes_of(st):
-                        f((slab, tp, names, cats))
+                for f in feeds:
+                    f((slab, tp, names, cats))
             if on_progress is not None:
                 on_progress("analysing the trace (2 of 2)", k + 1, k + 2)
             if k % 16 == 15:
-                _trim()
+                R.heap_trim()
     except BaseException:
         if lanes is not None:
             lanes.close(quiet=True)  # the lanes' threads end; the exception in flight is the one raised

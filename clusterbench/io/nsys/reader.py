@@ -1584,18 +1584,32 @@ def _no_gpu_work(conn: sqlite3.Connection, path: Path, tables: frozenset[str]) -
 # --------------------------------------------------------------------------- the read
 
 
+def _glibc():  # noqa: ANN202
+    """glibc, loaded once (its malloc's settings below); None where the C library is another."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            lib = ctypes.CDLL("libc.so.6")
+            _LIBC = lib if hasattr(lib, "mallopt") and hasattr(lib, "malloc_trim") else False
+        except OSError:
+            _LIBC = False
+    return _LIBC or None
+
+
+_LIBC = None
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters
+
+
 def _fixed_mmap_threshold() -> None:
     """Large arrays come and go while a big export is read and analyzed; glibc's malloc raises its
     mmap threshold after each large free, and the memory of the arrays of a few MB after that stays
     with the process. A fixed threshold of 1 MiB gives every such array back when it is freed. A no-op
     where the C library is not glibc."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD; fixing it also stops the dynamic adjustment
-    except (OSError, AttributeError):
-        pass
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 20)  # fixing it also stops the dynamic adjustment
 
 
 ANALYSIS_HEAP_MB = 16
@@ -1608,14 +1622,19 @@ def analysis_heap() -> None:
     of them page-faulted in again, and with threads running, every unmap interrupts their cores. On the 1M
     trace this took 0.2 to 0.6 s of wall off analyze and added 35 to 55 MB to its peak (docs/analyze.md, "The
     heap during the analysis"). A no-op where the C library is not glibc."""
-    try:
-        import ctypes
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, ANALYSIS_HEAP_MB << 20)
+        libc.mallopt(_M_TRIM_THRESHOLD, ANALYSIS_HEAP_MB << 20)
 
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, ANALYSIS_HEAP_MB << 20)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, ANALYSIS_HEAP_MB << 20)  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        pass
+
+def heap_trim() -> None:
+    """Give the heap's free memory back to the system (glibc's malloc_trim; a no-op elsewhere): the time
+    slabs' small arrays come and go by the thousand and would otherwise leave the heap fragmented and
+    resident."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def read_trace(
