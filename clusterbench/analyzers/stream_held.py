@@ -276,11 +276,11 @@ class HeldStream:
         keys = list(rd.threads_map.keys)
         threads = tuple(R.Thread(int(k) >> 24, int(k) & 0xFFFFFF, None) for k in keys)
         names, cats, _ = rd.name_snapshot()
+        syncs = self._sync_rows()
         api = R.ApiCalls(start_ns=c["start"], end_ns=c["end"], thread=c["thread"], name=c["name"], correlation=c["corr"],
-                         stream=self._call_streams(rows, c["corr"]), names=names, name_category=cats,
+                         stream=self._call_streams(rows, syncs, c["corr"]), names=names, name_category=cats,
                          threads=threads, totals=R._empty_totals(), plan=R.KEEP_ALL,
                          tables=tuple(x.table for x in rd.cursors if x.table in S.API_TABLES))  # fmt: skip
-        syncs = self._sync_rows()
         g = GroupTrace(pid=self.pid, device=self.device, gpu_name=None, engines=engines, implausible={},
                        kernel_names=self.names_cache, first_ns=0, last_ns=0, holes=iv.empty(), api=api, overhead=None,
                        graph_trace=None, srckind_read=True, syncs=syncs, stream_flags=self.stream_flags, events=self.records)  # fmt: skip
@@ -308,14 +308,13 @@ class HeldStream:
         o = np.lexsort((ss, sc))
         return sc[o], ss[o]
 
-    def _call_streams(self, rows: dict[int, dict[str, np.ndarray]], c: np.ndarray) -> np.ndarray:
+    def _call_streams(self, rows: dict[int, dict[str, np.ndarray]], sy: R.SyncEvents, c: np.ndarray) -> np.ndarray:
         """Each context call's stream as the reader names it (``c``: their correlation ids; ``rows``: the
-        context's): its GPU rows' (the largest), else its synchronization row's, else its CUDA event row's;
-        -1 for none."""
+        context's; ``sy``: its synchronization rows): its GPU rows' (the largest), else its synchronization
+        row's, else its CUDA event row's; -1 for none."""
         out = np.full(c.size, -1, dtype=np.int64)
         found = np.zeros(c.size, dtype=bool)
         rows = _cat([rows[k] for k in rows], ("corr", "stream"))
-        sy = self._sync_rows()
         sources = (self._by_id(rows["corr"], rows["stream"]), self._by_id(np.asarray(sy.correlation), np.asarray(sy.stream)),
                    self._events_by_id)  # fmt: skip
         for sc, ss in sources:
