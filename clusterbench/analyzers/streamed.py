@@ -265,7 +265,7 @@ def _window(acc: ST.SpanAccumulator, rd, threads, data: R.TraceData, req: A.Requ
                      issue_last_ns=last)  # fmt: skip
     s0, s1 = acc.span
     g = GroupTrace(pid=pid, device=device, gpu_name=data.gpu_name(device), engines={}, implausible={},
-                   kernel_names=tuple(rd.kernel_names), first_ns=s0, last_ns=s1, holes=acc.holes, api=api,
+                   kernel_names=(), first_ns=s0, last_ns=s1, holes=acc.holes, api=api,  # pass 1 reads no names
                    overhead=data.overhead, graph_trace=data.graph_trace, srckind_read=data.srckind_read)  # fmt: skip
     fx = window_mod.fixed(g, data.ranges, req.window)
     used = None
