@@ -13,8 +13,10 @@ short:
 - the **untraced split**: every part of the traced critical path per frame, measured again without the
   profiler: each engine as traced (the profiler does not lengthen the GPU's own work); ``gpu_latency``
   (the path's idle gaps) as gaps × the unit's latency per gap from the latency program's chain of the
-  frame's ops, untraced; ``launch`` as launches × the unit's untraced launch latency; ``round_trip`` (the
-  host waking from a synchronize, and the launch right after it) from the latency program's round trip;
+  frame's ops, untraced; ``launch`` as the path's own launch time × the unit's launch latency untraced over
+  the same under the profiler (:func:`launch_scale`); ``round_trip`` (the host waking from a synchronize,
+  and the launch right after it) as the wakes × the latency program's untraced wake, and the launch after
+  each priced as ``launch`` is;
   each thread's host part as the same share of its untraced own time (the injection library) as the path
   held of its traced own time. No part is a remainder: the parts add up to the measured untraced frame or
   they do not (:data:`clusterbench.model.untraced.SPLIT_TOLERANCE`).
@@ -417,6 +419,43 @@ def host_part(h: PathHost, bar: ThreadBar | None) -> tuple[float | None, str]:
     return turns_u + rest_u, "; ".join(words) or "no host time on the path"
 
 
+def launch_scale(costs: UntracedCosts | None) -> float | None:
+    """The unit's launch latency without the profiler over the same under it (pure): the latency program's
+    launch (a launch call's start to its kernel's start on an idle GPU) untraced, over its run under the
+    profiler. None where either run is missing or gave no launch.
+
+    A program's launches are not the latency program's: the path's launch after a wake (a memset or a
+    copy issued into an empty queue) took about 4 to 5 µs under nsys on the H100s measured, the latency
+    program's kernel launch 8.7 to 10 µs. What carries from one to the other is what the profiler does
+    to a launch, so the path's own launch time is scaled by it (docs/analyze.md, "The untraced split")."""
+    if costs is None or costs.traced is None:
+        return None
+    u, t = costs.untraced.launch_ns, costs.traced.launch_ns
+    if u is None or t is None or u <= 0 or t <= 0:
+        return None
+    return u / t
+
+
+def launch_part(launches: float, traced_us: float, scale: float | None,
+                costs: UntracedCosts | None) -> tuple[float | None, str]:
+    """The untraced µs per frame of ``launches`` launches a frame that took ``traced_us`` on the traced path,
+    and how (pure): scaled by :func:`launch_scale` where the latency program ran both ways, else the
+    latency program's untraced launch per launch (a kernel's, from an empty queue: an upper figure for a
+    copy's or a memset's); None where neither was measured."""
+    lat = costs.untraced if costs is not None else None
+    if scale is not None:
+        assert lat is not None and lat.launch_ns is not None and costs is not None and costs.traced is not None
+        return traced_us * scale, (f"{launches:.2f} launches a frame, {U.us(traced_us, 2)} traced × {scale:.2f} (the "
+                                   f"unit's launch untraced over under the profiler, {U.us(lat.launch_ns / 1e3, 2)} / "
+                                   f"{U.us(costs.traced.launch_ns / 1e3, 2)})")  # type: ignore[operator]
+    if lat is None or lat.launch_ns is None:
+        return None, "not measured (no latency program run)"
+    launch_u = max(lat.launch_ns, 0.0) / 1e3
+    return launches * launch_u, (f"{launches:.2f} launches a frame × {U.us(launch_u, 2)}: the unit's kernel launch "
+                                 "from an empty queue, untraced (no run under the profiler to scale the path's own "
+                                 "launches by)")
+
+
 def untraced_split(path: PathStructure, host: HostFrame | None, costs: UntracedCosts | None) -> UntracedSplit:
     """The traced path's parts per frame, and each measured again without the profiler (pure)."""
     parts: list[SplitPart] = []
@@ -431,24 +470,23 @@ def untraced_split(path: PathStructure, host: HostFrame | None, costs: UntracedC
             parts.append(SplitPart("gpu_latency", path.idle_us, path.idle_gaps * max(g_u, 0.0),
                                    f"{path.idle_gaps:.2f} gaps a frame × {U.us(max(g_u, 0.0), 2)}: the unit's chain of "
                                    f"the frame's ops ({lat.sequence.ops}) untraced, less the ops' own time"))  # type: ignore[union-attr]
-    launch_u = None if lat is None or lat.launch_ns is None else max(lat.launch_ns, 0.0) / 1e3
+    scale = launch_scale(costs)
     wake_u = None if lat is None or lat.wake_ns is None else max(lat.wake_ns, 0.0) / 1e3
     other_launches = path.launches - path.launches_after_wake
     other_launch_us = path.launch_us - path.launch_after_wake_us
     if other_launch_us > 0 or other_launches > 0:
-        parts.append(SplitPart("launch", other_launch_us, None if launch_u is None else other_launches * launch_u,
-                               "not measured (no latency program run)" if launch_u is None else
-                               f"{other_launches:.2f} launches a frame × {U.us(launch_u, 2)}: the unit's launch "
-                               "from an empty queue, untraced"))
+        launch_u, how = launch_part(other_launches, other_launch_us, scale, costs)
+        parts.append(SplitPart("launch", other_launch_us, launch_u, how))
     wakes = sum(h.wakes for h in path.hosts)
     wake_t = sum(h.wake_us for h in path.hosts)
     if wakes > 0 or path.launches_after_wake > 0:
         rt_t = wake_t + path.launch_after_wake_us
-        rt_u = None if wake_u is None or launch_u is None else wakes * wake_u + path.launches_after_wake * launch_u
+        after_u, after_how = launch_part(path.launches_after_wake, path.launch_after_wake_us, scale, costs)
+        rt_u = None if wake_u is None or after_u is None else wakes * wake_u + after_u
         parts.append(SplitPart("round_trip", rt_t, rt_u,
                                "not measured (no latency program run)" if rt_u is None else
-                               f"{wakes:.2f} wakes a frame × {U.us(wake_u, 2)} and {path.launches_after_wake:.2f} "
-                               f"launches × {U.us(launch_u, 2)}: the unit's synchronize round trip, untraced"))
+                               f"{wakes:.2f} wakes a frame × {U.us(wake_u, 2)} (the unit's synchronize round trip, "
+                               f"untraced), and the launches after them: {after_how}"))
     matched = match_threads(path.hosts, host.threads if host is not None else ())
     for h in path.hosts:
         label = f"host:{h.tid}"

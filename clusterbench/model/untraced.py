@@ -594,6 +594,14 @@ class PathHost:
                 "wakes": self.wakes, "work_us": self.work_us, "after_wait_us": self.after_wait_us,
                 "after_waits": self.after_waits}
 
+    @classmethod
+    def from_json(cls, doc: Any, where: str = "path.hosts") -> "PathHost":
+        d = _map(doc, where)
+        return cls(_int(d, "tid", where, low=None), _str(d, "name", where, none=True), _num(d, "path_us", where),  # type: ignore[arg-type]
+                   _num(d, "wake_us", where), _num(d, "wakes", where), _num(d, "work_us", where, none=True),  # type: ignore[arg-type]
+                   _num(d, "after_wait_us", where) if "after_wait_us" in d else 0.0,  # type: ignore[arg-type]
+                   _num(d, "after_waits", where) if "after_waits" in d else 0.0)  # type: ignore[arg-type]
+
 
 @dataclass(frozen=True, slots=True)
 class PathStructure:
@@ -621,6 +629,23 @@ class PathStructure:
                 "launches": self.launches, "launches_after_wake": self.launches_after_wake,
                 "launch_after_wake_us": self.launch_after_wake_us,
                 "hosts": [h.to_json() for h in self.hosts], "op_us": dict(self.op_us)}
+
+    @classmethod
+    def from_json(cls, doc: Any, where: str = "path") -> "PathStructure":
+        """The stored path back (a record's ``path``), so that its split can be priced again without the
+        trace. ValueError naming what is wrong."""
+        d = _map(doc, where)
+
+        def floats(key: str) -> dict[str, float]:
+            m = _map(d.get(key, {}), f"{where}.{key}")
+            return {str(k): float(_num(m, k, f"{where}.{key}")) for k in m}  # type: ignore[arg-type]
+
+        return cls(_int(d, "frames", where), _num(d, "path_us", where), floats("engines_us"),  # type: ignore[arg-type]
+                   _num(d, "idle_us", where), _num(d, "idle_gaps", where), _num(d, "launch_us", where),  # type: ignore[arg-type]
+                   _num(d, "launches", where), _num(d, "launches_after_wake", where),  # type: ignore[arg-type]
+                   tuple(PathHost.from_json(h, f"{where}.hosts[{i}]") for i, h in enumerate(_list(d, "hosts", where))),
+                   floats("op_us"),
+                   _num(d, "launch_after_wake_us", where) if "launch_after_wake_us" in d else 0.0)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -734,8 +759,9 @@ class UntracedRecord:
 
     @classmethod
     def from_json(cls, doc: Any) -> "UntracedRecord":
-        """The measured parts back (host, delay test, costs, notes); the trace's parts are computed again
-        from a trace. ValueError naming what is wrong."""
+        """The measured parts back (host, delay test, costs, notes) and the traced path's structure; the
+        split, idle's causes and the replay are computed again (from the path, or from a trace). ValueError
+        naming what is wrong."""
         d = _map(doc, "the record")
         if d.get("schema") != UNTRACED_SCHEMA:
             raise ValueError(f"not a {UNTRACED_SCHEMA} record (schema {d.get('schema')!r})")
@@ -746,4 +772,5 @@ class UntracedRecord:
             raise ValueError("notes must be a list of strings")
         return cls(None if d.get("host") is None else HostFrame.from_json(d["host"]),
                    None if d.get("delay_test") is None else DelayTest.from_json(d["delay_test"]),
-                   None if d.get("costs") is None else UntracedCosts.from_json(d["costs"]), notes=tuple(notes))
+                   None if d.get("costs") is None else UntracedCosts.from_json(d["costs"]),
+                   None if d.get("path") is None else PathStructure.from_json(d["path"]), notes=tuple(notes))

@@ -289,16 +289,59 @@ def test_the_untraced_split_by_hand() -> None:
         assert parts[e].untraced_us == parts[e].traced_us
     assert parts["gpu_latency"].untraced_us == pytest.approx(3 * 4.75)  # 3 gaps a frame × 4.75 µs
     assert parts["round_trip"].traced_us == pytest.approx(5.0 + 6.0)  # the wake and the launch after it
-    assert parts["round_trip"].untraced_us == pytest.approx(1 * 4.0 + 1 * 5.4)  # wake 4.0, launch 5.4 untraced
+    # the wake at the latency program's 4.0 µs untraced; the path's own launch after it (6.0 µs traced) scaled
+    # by what the profiler does to a launch: the latency program's launch median 5.4 µs untraced, 9.0 under nsys
+    assert parts["round_trip"].untraced_us == pytest.approx(1 * 4.0 + 6.0 * 5.4 / 9.0)
+    assert "× 0.60" in parts["round_trip"].how
     assert parts["host:7"].traced_us == pytest.approx(8.0)  # 13 on the path less its 5 µs of wake
     assert parts["host:7"].untraced_us == pytest.approx(5.5)  # one turn a frame × 5.5 µs, nothing else
     assert split.traced_us == 60.0
-    assert split.untraced_sum_us == pytest.approx(21.0 + 14.25 + 9.4 + 5.5)
-    assert split.profiler_us == pytest.approx(60.0 - 50.15)
+    assert split.untraced_sum_us == pytest.approx(21.0 + 14.25 + 7.6 + 5.5)
+    assert split.profiler_us == pytest.approx(60.0 - 48.35)
     assert sum(p.profiler_us for p in split.parts) == pytest.approx(split.profiler_us)
-    assert split.frame_us == 50.0 and split.agrees is True and split.miss == pytest.approx(50.15 / 50 - 1)
+    assert split.frame_us == 50.0 and split.agrees is True and split.miss == pytest.approx(48.35 / 50 - 1)
     far = untraced_split(_path(), _host(40.0), _costs())
     assert far.agrees is False and f"±{int(SPLIT_TOLERANCE * 100)} %" in far.note
+    # a launch not after a wake is scaled the same way; without the latency program's run under the profiler
+    # each launch is its kernel launch from an empty queue, untraced (5.4 µs)
+    other = untraced_split(_path(launches=3.0, launch_us=10.0), _host(50.0), _costs())
+    assert {p.resource: p for p in other.parts}["launch"].untraced_us == pytest.approx((10.0 - 6.0) * 5.4 / 9.0)
+    alone = {p.resource: p for p in untraced_split(_path(launches=3.0, launch_us=10.0), _host(50.0),
+                                                    _costs(traced=False)).parts}
+    assert alone["launch"].untraced_us == pytest.approx(2 * 5.4) and "no run under the profiler" in alone["launch"].how
+    assert alone["round_trip"].untraced_us == pytest.approx(4.0 + 1 * 5.4)
+
+
+def test_stored_records_are_priced_again_by_the_script(tmp_path) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from clusterbench.model.untraced import UntracedRecord
+
+    # a record as probe --what-binds stores it, with the split it was stored with (50.15 µs: the launch after the
+    # wake at the latency program's 5.4 µs); priced now, that launch is its 6.0 µs traced × 5.4 / 9.0: 48.35 µs
+    doc = UntracedRecord(_host(50.0), None, _costs(), _path()).to_json()
+    doc["split"] = {"untraced_sum_us": 50.15, "frame_us": 50.0}
+    folder = tmp_path / "2026-12-07_h100-one-unit" / "results" / "2026-12-07_exec_daq"
+    folder.mkdir(parents=True)
+    (folder / "daq.untraced.json").write_text(json.dumps(doc))
+    (folder / "other.untraced.json").write_text("{not json")
+    root = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, str(root / "benchmarks" / "resplit_records.py"), str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    (line,) = [ln for ln in res.stdout.splitlines() if ln.strip().startswith("daq ")]
+    assert line.split()[1:] == ["50.00", "50.15", "+0.3%", "48.35", "-3.3%"]
+    assert "2026-12-07_h100-one-unit" in res.stdout and "1 of 1 as stored, 1 of 1" in res.stdout
+    assert "other.untraced.json: left out" in res.stderr
+    empty = subprocess.run([sys.executable, str(root / "benchmarks" / "resplit_records.py"), str(folder.parent)],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert empty.returncode == 0
+    (folder / "daq.untraced.json").unlink()
+    none = subprocess.run([sys.executable, str(root / "benchmarks" / "resplit_records.py"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert none.returncode == 2 and "no record with an untraced split" in none.stderr
 
 
 def test_a_split_with_a_part_not_measured_adds_up_to_nothing() -> None:

@@ -16,6 +16,8 @@ from clusterbench.model.untraced import (
     DelayTest,
     InjectReport,
     LatencyRun,
+    PathHost,
+    PathStructure,
     SlopeFit,
     UntracedCosts,
     UntracedRecord,
@@ -113,6 +115,25 @@ def test_the_unit_costs_and_the_record_round_trip() -> None:
         UntracedRecord.from_json({**rec.to_json(), "version": 9})
     with pytest.raises(ValueError, match="verdict must be one of"):
         SlopeFit.from_json({**slope.to_json(), "verdict": "maybe"})
+
+
+def test_the_path_comes_back_with_the_record() -> None:
+    path = PathStructure(100, 60.0, {"h2d": 13.0, "kernel": 1.2}, 20.0, 3.0, 6.0, 1.0, 1.0,
+                         (PathHost(7, "daq", 13.0, 5.0, 1.0, 20.0, 8.0, 1.0), PathHost(8, None, 1.0, 0.0, 0.0, None)),
+                         {"h2d": 13.0, "kernel": 1.2}, 6.0)
+    rec = UntracedRecord(None, None, None, path)
+    back = UntracedRecord.from_json(json.loads(json.dumps(rec.to_json())))
+    assert back.path == path and back.split is None
+    doc = rec.to_json()
+    doc["path"] = {**path.to_json(), "hosts": [{**path.hosts[0].to_json(), "wakes": "one"}]}  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match=r"path.hosts\[0\].wakes must be a number"):
+        UntracedRecord.from_json(doc)
+    # a record written before a path kept its turns and the launches after a wake reads them as none
+    older = {k: v for k, v in path.to_json().items() if k != "launch_after_wake_us"}
+    older["hosts"] = [{k: v for k, v in h.to_json().items() if k not in ("after_wait_us", "after_waits")}
+                      for h in path.hosts]
+    old = PathStructure.from_json(older)
+    assert old.launch_after_wake_us == 0.0 and old.hosts[0].after_waits == 0.0 and old.hosts[0].wakes == 1.0
 
 
 def _row(**kw):

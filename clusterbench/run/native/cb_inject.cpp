@@ -24,7 +24,8 @@
 // Settings (environment): CB_INJECT_OUT (required), CB_INJECT_MARK, CB_INJECT_WARMUP (marks per thread
 // before the loop's per-API counts start, default 0), CB_INJECT_MAX_MARKS (marks kept one by one, default
 // 100000), CB_INJECT_DOMAINS (runtime,driver: the default both), CB_INJECT_HOST_US, CB_INJECT_GPU_US,
-// CB_INJECT_LINK_BYTES.
+// CB_INJECT_LINK_BYTES, CB_INJECT_ONLY (a diagnostic: only the named runtime functions' callbacks, base names
+// separated by '|', "none" for none; the report's figures then cover those calls alone).
 //
 // Build (clusterbench does it, cached by this file's hash):
 //   nvcc -O2 -std=c++17 -shared -Xcompiler -fPIC -I<CUPTI include> cb_inject.cpp -L<CUPTI lib> -lcupti -ldl
@@ -725,6 +726,23 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     }
     if (g_set.runtime) cuptiEnableDomain(1, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API);
     if (g_set.driver) cuptiEnableDomain(1, g_sub, CUPTI_CB_DOMAIN_DRIVER_API);
+    if (const char* o = env("CB_INJECT_ONLY")) {
+        // only the named runtime functions' callbacks (base names, '|'-separated; "none" for none): to measure
+        // what the subscription and each callback cost (docs/probe.md, "Measured on three more H100s")
+        const std::string only = std::string("|") + o + "|";
+        cuptiEnableDomain(0, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+        cuptiEnableDomain(0, g_sub, CUPTI_CB_DOMAIN_DRIVER_API);
+        for (int id = 1; id < kMaxCbid; ++id) {
+            const char* name = nullptr;
+            if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, CUpti_CallbackId(id), &name) != CUPTI_SUCCESS || !name)
+                continue;
+            std::string base = name;
+            const size_t v = base.find("_v");
+            if (v != std::string::npos) base.resize(v);
+            if (only.find("|" + base + "|") != std::string::npos)
+                cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUpti_CallbackId(id));
+        }
+    }
     g_ready.store(true);
     return 1;
 }
