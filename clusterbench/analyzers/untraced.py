@@ -85,7 +85,8 @@ def fit_slope(resource: str, k_us: float, base: Sequence[float], delayed: Sequen
     note = None
     if spread > SPREAD_WARN:
         note = (f"the spread (± {spread:.2f}) is wider than the gap between two verdicts: run more processes "
-                "(--delay-processes) or a larger delay")
+                "(--delay-processes), a larger delay, or each process longer (more frames, where the program's "
+                "command sets them: a loop's frame can wander within a run)")
     return SlopeFit(resource, k_us, slope, spread, b, d, n, judge(slope), note)
 
 

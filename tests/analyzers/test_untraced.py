@@ -115,7 +115,7 @@ def test_a_slope_from_medians_and_its_spread() -> None:
 def test_a_noisy_slope_says_so() -> None:
     s = fit_slope("gpu", 4.0, [30.0, 32.0], [30.5, 33.0])
     assert s.spread == pytest.approx((1.0 + 1.25) / 4) and s.verdict == "slack"
-    assert "spread" in s.note and "--delay-processes" in s.note
+    assert "spread" in s.note and "--delay-processes" in s.note and "more frames" in s.note
 
 
 def test_not_tested_keeps_why() -> None:
