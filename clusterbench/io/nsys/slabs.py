@@ -395,15 +395,24 @@ def iter_slabs(path: str | os.PathLike[str], *, rows: int | None = None, disorde
 
 def run(path: str | os.PathLike[str], consume: Callable[[Iterator[Slab]], object], **options) -> object:  # noqa: ANN003
     """``consume(iter_slabs(path, **options))``, started again with a table named as out of order each time
-    one turns out to be (``consume`` must start from nothing each time it is called)."""
+    one turns out to be (``consume`` must start from nothing each time it is called).
+
+    Each pass's slabs are closed here, on this thread, as ``consume`` returns or raises: their read pool
+    shut down and their connection closed before the caller goes on. Left to the garbage collector, an
+    abandoned pass (a look-ahead too short, a table out of order) was closed wherever a collection ran,
+    once inside a thread starting up for the next pass's pool, which then waited on the old pool's threads
+    while the main thread waited on it to start: a deadlock (tests/io/test_slabs.py)."""
     disordered: frozenset[str] = frozenset(options.pop("disordered", frozenset()) or ())
     while True:
+        slabs = iter_slabs(path, disordered=disordered, **options)
         try:
-            return consume(iter_slabs(path, disordered=disordered, **options))
+            return consume(slabs)
         except Disordered as exc:
             if exc.table in disordered:
                 raise
             disordered = disordered | {exc.table}
+        finally:
+            slabs.close()
 
 
 def as_whole(slabs: list[Slab], rd: SlabReader) -> tuple[R.Activity, dict[str, np.ndarray], R.SyncEvents]:
