@@ -9,9 +9,9 @@ from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data" / "untraced"
 
-# A stand-in for a program run with the injection library: 30 frames; its frame is 20 µs plus the host
-# delay times HOST_SLOPE plus the GPU delay times GPU_SLOPE (the link adds nothing); it prints its rate.
-# Without CB_INJECT_OUT (no library) its frame is 19.9 µs.
+# A stand-in for a program run with the injection library: 30 frames (FAKE_MARKS); its frame is 20 µs
+# (FAKE_PERIOD) plus the host delay times HOST_SLOPE plus the GPU delay times GPU_SLOPE (the link adds
+# nothing); it prints its rate. Without CB_INJECT_OUT (no library) its frame is 0.1 µs shorter.
 FAKE = r'''
 import json, os, sys
 out = os.environ.get("CB_INJECT_OUT")
@@ -20,7 +20,8 @@ gpu = os.environ.get("CB_INJECT_GPU_US")
 link = os.environ.get("CB_INJECT_LINK_BYTES")
 refuse_gpu = os.environ.get("FAKE_REFUSE_GPU") == "1"
 hs, gs = float(os.environ.get("HOST_SLOPE", "1")), float(os.environ.get("GPU_SLOPE", "0"))
-period = 20.0 + hs * host + (0 if (gpu is None or refuse_gpu) else gs * float(gpu)) if out else 19.9
+base = float(os.environ.get("FAKE_PERIOD", "20"))
+period = base + hs * host + (0 if (gpu is None or refuse_gpu) else gs * float(gpu)) if out else base - 0.1
 print(f"rate: {1e6 / period:.3f} frames/s")
 if out:
     n = int(os.environ.get("FAKE_MARKS", "30"))

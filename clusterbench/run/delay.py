@@ -92,8 +92,8 @@ class DelayOutcome:
 
 
 def choose_k(frame_us: float | None, given: float | None) -> float:
-    """The delay per frame (µs): the one given, else K_SHARE of the untraced frame within K_MIN_US..K_MAX_US
-    (pure)."""
+    """The delay per frame (µs): the one given, else K_SHARE of the untraced frame (the library's, else the
+    program's own figure) within K_MIN_US..K_MAX_US (pure)."""
     if given is not None:
         return float(given)
     if frame_us is None or not frame_us > 0:
@@ -183,7 +183,9 @@ def run_delay_test(req: DelayRequest, lib: Path, on_run: Callable[[str], None] |
         frames.setdefault("none", []).append(frame0)
     if rep0 is not None:
         reports.append(rep0)
-    k = choose_k(first.frame_us, req.k_us)
+    # the delay's scale: the frame by the library's marks, else by the program's own printed figure (a program
+    # of one frame a run, asyncAPI's shape, gives no period from its marks)
+    k = choose_k(first.frame_us if first.frame_us is not None else first.own_us, req.k_us)
     nbytes = link_bytes_for(k, req.link_gbps)
     plan = points(k, nbytes is not None, req.rate is not None)
     for p in range(req.processes):

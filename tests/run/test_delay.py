@@ -60,6 +60,19 @@ def test_a_gpu_that_binds_and_one_that_cannot_be_delayed(tmp_path: Path) -> None
     assert refused.binds == "host"
 
 
+def test_a_program_whose_marks_give_no_period_is_delayed_by_half_its_own_frame(tmp_path: Path) -> None:
+    # one mark a run (asyncAPI's shape): the library gives no frame period, the program prints 2,600 µs a frame;
+    # the delay is half of that (1,300 µs), not the 10 µs of a frame not known, which its spread would swamp
+    import dataclasses
+
+    req = dataclasses.replace(_request(tmp_path, FAKE_MARKS="1", FAKE_PERIOD="2600"), k_us=None, warmup=0)
+    t = run_delay_test(req, Path("/x.so")).test
+    assert t.k_us == 1300.0 and t.link_bytes == 13_000_000  # 1,300 µs at 10 GB/s
+    host = t.slope("host")
+    assert host.base_us == pytest.approx(2600.0, abs=0.01) and host.delayed_us == pytest.approx(3900.0, abs=0.01)
+    assert host.slope == pytest.approx(1.0, abs=1e-4) and host.verdict == "binds" and "own printed figure" in host.note
+
+
 def test_the_delay_is_half_the_frame_within_bounds() -> None:
     assert choose_k(36.4, None) == 18.2
     assert choose_k(1.0, None) == K_MIN_US
