@@ -181,7 +181,7 @@ def probe(
         3, "--delay-processes", metavar="P", help="With --what-binds: fresh processes per point of the delay test."),
     delay_us: Optional[float] = typer.Option(
         None, "--delay-us", metavar="K",
-        help="With --what-binds: the delay per frame in µs (default: half the untraced frame, at least 2 µs)."),
+        help="With --what-binds: the delay per frame in µs (default: half the untraced frame, or of the program's own printed frame where the marks give no period; at least 2 µs)."),
     dry_run: bool = typer.Option(
         False, "--dry-run",
         help="Print the plan (every command line, nsys options, placeholders filled in, the guards) and exit 0, "
