@@ -426,8 +426,8 @@ def launch_scale(costs: UntracedCosts | None) -> float | None:
     profiler. None where either run is missing or gave no launch.
 
     A program's launches are not the latency program's: the path's launch after a wake (a memset or a
-    copy issued into an empty queue) took about 4 to 5 µs under nsys on the H100s measured, the latency
-    program's kernel launch 8.7 to 10 µs. What carries from one to the other is what the profiler does
+    copy issued into an empty queue) took 3.9 to 5.7 µs under nsys on the H100s measured, the latency
+    program's kernel launch 7.7 to 10.5 µs. What carries from one to the other is what the profiler does
     to a launch, so the path's own launch time is scaled by it (docs/analyze.md, "The untraced split")."""
     if costs is None or costs.traced is None:
         return None
