@@ -50,11 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     for where, f in records(args.paths):
         try:
             doc = json.loads(f.read_text(encoding="utf-8"))
+            if not isinstance(doc, dict) or not isinstance(doc.get("split") or {}, dict):
+                raise ValueError("not an untraced record (a JSON object with a split object)")
             stored = doc.get("split") or {}
             if stored.get("untraced_sum_us") is None or not stored.get("frame_us"):
                 continue
+            sum_us, frame_us = (stored[k] for k in ("untraced_sum_us", "frame_us"))
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (sum_us, frame_us)):
+                raise ValueError(f"split.untraced_sum_us and split.frame_us must be numbers, got {sum_us!r:.20}, "
+                                 f"{frame_us!r:.20}")
             rec = UntracedRecord.from_json(doc)
-        except (OSError, ValueError, AttributeError) as exc:
+        except (OSError, ValueError) as exc:
             print(f"Warning: {f}: left out ({exc})", file=sys.stderr)
             continue
         if rec.path is None:
@@ -63,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         label = f.name.removesuffix(".untraced.json")
         if f.parent.name != where and not f.parent.name[:1].isdigit():
             label = f"{f.parent.name}/{label}"  # a measurement's own sub-folder (its results dirs start with a date)
-        rows.append((where, label, stored["frame_us"], stored["untraced_sum_us"],
-                     stored["untraced_sum_us"] / stored["frame_us"] - 1, now.untraced_sum_us, now.miss))
+        rows.append((where, label, frame_us, sum_us,
+                     sum_us / frame_us - 1, now.untraced_sum_us, now.miss))
     if not rows:
         print("Error: no record with an untraced split found under " + ", ".join(map(str, args.paths)), file=sys.stderr)
         return 2

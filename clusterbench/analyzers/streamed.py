@@ -355,8 +355,8 @@ def _pass_b(slabs, data: R.TraceData, req: A.Request, parts: dict, corr_ranges: 
         for k, slab in enumerate(slabs):
             if rd is None:
                 rd = readers[-1]
-                for (p, d), (g, w, used, gp) in parts.items():
-                    state[(p, d)] = _accumulators(p, d, g, w, gp, data, req, corr_ranges, api_known, regions, lag, rd)
+                for (p, d), (_, w, _, gp) in parts.items():
+                    state[(p, d)] = _accumulators(p, d, w, gp, data, req, corr_ranges, api_known, regions, lag, rd)
                 feeds = [f for st in state.values() for f in _lanes_of(st)]
                 lanes = _Lanes(feeds) if LANES else None
             tp = np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24
@@ -383,7 +383,7 @@ def _pass_b(slabs, data: R.TraceData, req: A.Request, parts: dict, corr_ranges: 
     return state
 
 
-def _accumulators(p: int, d: int, g, w, gp, data: R.TraceData, req: A.Request, corr_ranges: dict, api_known: bool,  # noqa: ANN001
+def _accumulators(p: int, d: int, w, gp, data: R.TraceData, req: A.Request, corr_ranges: dict, api_known: bool,  # noqa: ANN001
                   regions: dict, lag: int, rd) -> dict:  # noqa: ANN001
     """Pass 2's accumulators of one group, over its window."""
     setup = gp.setup_mask()

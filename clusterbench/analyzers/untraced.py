@@ -437,18 +437,18 @@ def launch_scale(costs: UntracedCosts | None) -> float | None:
     return u / t
 
 
-def launch_part(launches: float, traced_us: float, scale: float | None,
-                costs: UntracedCosts | None) -> tuple[float | None, str]:
+def launch_part(launches: float, traced_us: float, costs: UntracedCosts | None) -> tuple[float | None, str]:
     """The untraced µs per frame of ``launches`` launches a frame that took ``traced_us`` on the traced path,
     and how (pure): scaled by :func:`launch_scale` where the latency program ran both ways, else the
     latency program's untraced launch per launch (a kernel's, from an empty queue: an upper figure for a
     copy's or a memset's); None where neither was measured."""
-    lat = costs.untraced if costs is not None else None
-    if scale is not None:
-        assert lat is not None and lat.launch_ns is not None and costs is not None and costs.traced is not None
+    scale = launch_scale(costs)
+    if scale is not None and costs is not None and costs.traced is not None:
+        u_ns, t_ns = costs.untraced.launch_ns, costs.traced.launch_ns
         return traced_us * scale, (f"{launches:.2f} launches a frame, {U.us(traced_us, 2)} traced × {scale:.2f} (the "
-                                   f"unit's launch untraced over under the profiler, {U.us(lat.launch_ns / 1e3, 2)} / "
-                                   f"{U.us(costs.traced.launch_ns / 1e3, 2)})")  # type: ignore[operator]
+                                   f"unit's launch untraced over under the profiler, {U.us(u_ns / 1e3, 2)} / "  # type: ignore[operator]
+                                   f"{U.us(t_ns / 1e3, 2)})")  # type: ignore[operator]
+    lat = costs.untraced if costs is not None else None
     if lat is None or lat.launch_ns is None:
         return None, "not measured (no latency program run)"
     launch_u = max(lat.launch_ns, 0.0) / 1e3
@@ -471,18 +471,17 @@ def untraced_split(path: PathStructure, host: HostFrame | None, costs: UntracedC
             parts.append(SplitPart("gpu_latency", path.idle_us, path.idle_gaps * max(g_u, 0.0),
                                    f"{path.idle_gaps:.2f} gaps a frame × {U.us(max(g_u, 0.0), 2)}: the unit's chain of "
                                    f"the frame's ops ({lat.sequence.ops}) untraced, less the ops' own time"))  # type: ignore[union-attr]
-    scale = launch_scale(costs)
     wake_u = None if lat is None or lat.wake_ns is None else max(lat.wake_ns, 0.0) / 1e3
     other_launches = path.launches - path.launches_after_wake
     other_launch_us = path.launch_us - path.launch_after_wake_us
     if other_launch_us > 0 or other_launches > 0:
-        launch_u, how = launch_part(other_launches, other_launch_us, scale, costs)
+        launch_u, how = launch_part(other_launches, other_launch_us, costs)
         parts.append(SplitPart("launch", other_launch_us, launch_u, how))
     wakes = sum(h.wakes for h in path.hosts)
     wake_t = sum(h.wake_us for h in path.hosts)
     if wakes > 0 or path.launches_after_wake > 0:
         rt_t = wake_t + path.launch_after_wake_us
-        after_u, after_how = launch_part(path.launches_after_wake, path.launch_after_wake_us, scale, costs)
+        after_u, after_how = launch_part(path.launches_after_wake, path.launch_after_wake_us, costs)
         rt_u = None if wake_u is None or after_u is None else wakes * wake_u + after_u
         parts.append(SplitPart("round_trip", rt_t, rt_u,
                                "not measured (no latency program run)" if rt_u is None else

@@ -327,6 +327,7 @@ def test_stored_records_are_priced_again_by_the_script(tmp_path) -> None:
     folder.mkdir(parents=True)
     (folder / "daq.untraced.json").write_text(json.dumps(doc))
     (folder / "other.untraced.json").write_text("{not json")
+    (folder / "text.untraced.json").write_text(json.dumps({**doc, "split": {"untraced_sum_us": "50", "frame_us": 50.0}}))
     root = Path(__file__).resolve().parents[2]
     res = subprocess.run([sys.executable, str(root / "benchmarks" / "resplit_records.py"), str(tmp_path)],
                          capture_output=True, text=True, timeout=60)
@@ -335,10 +336,12 @@ def test_stored_records_are_priced_again_by_the_script(tmp_path) -> None:
     assert line.split()[1:] == ["50.00", "50.15", "+0.3%", "48.35", "-3.3%"]
     assert "2026-12-07_h100-one-unit" in res.stdout and "1 of 1 as stored, 1 of 1" in res.stdout
     assert "other.untraced.json: left out" in res.stderr
+    assert "text.untraced.json: left out (split.untraced_sum_us and split.frame_us must be numbers" in res.stderr
     empty = subprocess.run([sys.executable, str(root / "benchmarks" / "resplit_records.py"), str(folder.parent)],
                            capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert empty.returncode == 0
     (folder / "daq.untraced.json").unlink()
+    (folder / "text.untraced.json").unlink()
     none = subprocess.run([sys.executable, str(root / "benchmarks" / "resplit_records.py"), str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert none.returncode == 2 and "no record with an untraced split" in none.stderr
