@@ -59,12 +59,22 @@ def analyze_slabs(path, req: A.Request, trace_label: str, on_progress: Callable[
     data = R.read_shell(path, range_prefixes=req.range_prefixes(), kernel_names="mangled" if req.mangled else "short")
     if req.frames is not None and req.frames.kind == "graph" and data.graph_trace == "node":
         data = dataclasses.replace(data, graph_runs=R.graph_runs(path))
+    spill = B.Spill(path)
+    try:
+        return _two_passes(path, req, trace_label, on_progress, rows, data, spill)
+    finally:
+        spill.close()
+
+
+def _two_passes(path, req: A.Request, trace_label: str, on_progress, rows: int | None, data: R.TraceData,  # noqa: ANN001
+                spill: B.Spill) -> A.TraceAnalysis:  # fmt: skip
     groups: list[tuple[int, int]] = []
     while True:
         try:
             readers: list = []
-            first = B.run(path, lambda slabs: _pass_a(slabs, data, req, groups, on_progress, readers), rows=rows,
-                          kernel_names=data.kernel_name_kind, reader_out=readers, span_only=True)  # fmt: skip
+            # pass 1 keeps its slabs for pass 2 (then it reads every column pass 2 needs); without, it reads less
+            first = B.run(path, lambda slabs: _pass_a(spill.tee(slabs), data, req, groups, on_progress, readers), rows=rows,
+                          kernel_names=data.kernel_name_kind, reader_out=readers, span_only=not spill.enabled)  # fmt: skip
             break
         except _NewGroup as more:
             groups = more.groups
@@ -84,9 +94,13 @@ def analyze_slabs(path, req: A.Request, trace_label: str, on_progress: Callable[
     # pass 2, with a longer look-ahead while the held calls need one
     for lag in LAGS:
         try:
-            readers = []
-            second = B.run(path, lambda slabs: _pass_b(slabs, data, req, parts, corr_ranges, api_known, regions, lag, on_progress,
-                                                       readers), rows=rows, kernel_names=data.kernel_name_kind, reader_out=readers)  # fmt: skip
+            if spill.usable:  # pass 1's slabs again, and its names and threads, which are all the trace's
+                second = _pass_b(spill.replay(), data, req, parts, corr_ranges, api_known, regions, lag, on_progress, [rd_a])
+            else:
+                readers = []
+                second = B.run(path, lambda slabs: _pass_b(slabs, data, req, parts, corr_ranges, api_known, regions, lag,
+                                                           on_progress, readers), rows=rows, kernel_names=data.kernel_name_kind,
+                               reader_out=readers)  # fmt: skip
             break
         except SH.NotLocal as exc:
             if not exc.lag_too_short:

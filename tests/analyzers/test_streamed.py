@@ -94,3 +94,28 @@ def test_a_lanes_exception_reaches_the_caller_and_every_lane_ends() -> None:
         lanes.put((k,))
     lanes.close()
     assert got == list(range(100))
+
+
+@pytest.mark.parametrize("how", ["read twice", "spill fails"])
+def test_the_second_pass_read_from_the_export_gives_the_same_json(how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pass 2 reads the export again where pass 1 kept no slabs (CLUSTERBENCH_SLAB_SPILL=0: pass 1 then reads
+    # only what the window needs; or a spill that failed part-way: pass 1 read every column)
+    from clusterbench.io.nsys import slabs as B
+
+    path = next(p for p in TRACES if p.stem == "zoo_two_threads")
+    if how == "read twice":
+        monkeypatch.setattr(B, "SPILL", False)
+    else:
+        real = B.pickle.dump
+
+        def fails(obj, fh, protocol=None) -> None:  # noqa: ANN001
+            if getattr(obj, "index", 0) >= 2:
+                raise OSError(28, "No space left on device")
+            real(obj, fh, protocol=protocol)
+
+        monkeypatch.setattr(B.pickle, "dump", fails)
+    replays = []
+    real_replay = B.Spill.replay
+    monkeypatch.setattr(B.Spill, "replay", lambda self: replays.append(1) or real_replay(self))
+    whole, got = _both(path, monkeypatch, frames_spec="kernel:zoo_calib")
+    assert got == whole and not replays

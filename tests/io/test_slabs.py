@@ -5,6 +5,7 @@ whole and sorted with ordered=False to the same rows."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sqlite3
 from pathlib import Path
@@ -195,3 +196,67 @@ def test_a_pass_is_closed_as_it_ends_not_by_the_garbage_collector() -> None:
         assert pool_threads() <= before
     finally:
         gc.enable()
+
+
+def _same_slab(a: B.Slab, b: B.Slab) -> None:
+    assert (a.index, a.t0, a.t1) == (b.index, b.t0, b.t1)
+    for f in dataclasses.fields(R.Activity):
+        x, y = getattr(a.activity, f.name), getattr(b.activity, f.name)
+        assert np.array_equal(np.asarray(x), np.asarray(y)) if isinstance(x, np.ndarray) else x == y, f.name
+    assert a.api.keys() == b.api.keys() and all(np.array_equal(a.api[k], b.api[k]) for k in a.api)
+    for f in dataclasses.fields(R.SyncEvents):
+        assert np.array_equal(np.asarray(getattr(a.syncs, f.name)), np.asarray(getattr(b.syncs, f.name))), f.name
+
+
+@pytest.mark.parametrize("name", ["dev_5x5_s2_b500", "zoo_two_threads"])
+def test_a_spill_hands_out_the_slabs_of_a_second_read(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the slabs kept by a pass and handed out again are those a second read of the export gives, every time
+    # they are replayed; the file is unlinked from the start (nothing left in the temporary directory)
+    monkeypatch.setattr(B.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
+    path = next(p for p in TRACES if p.stem == name)
+    spill = B.Spill(path, enabled=True)
+    first = list(spill.tee(B.iter_slabs(path, rows=50)))
+    assert spill.usable and spill.slabs == len(first) > 1
+    assert list(tmp_path.iterdir()) == []
+    again, _ = _slabs(path, 50)
+    for _ in range(2):
+        kept = list(spill.replay())
+        assert len(kept) == len(again)
+        for a, b in zip(kept, again):
+            _same_slab(a, b)
+    # a pass started again (a table out of order, a new group) drops what the last one kept
+    it = spill.tee(B.iter_slabs(path, rows=50))
+    next(it)
+    assert not spill.usable and spill.slabs == 1
+    it.close()
+    spill.close()
+    assert not spill.usable
+
+
+def test_a_spill_that_cannot_be_written_keeps_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
+    path = next(p for p in TRACES if p.stem == "zoo_two_threads")
+    # too little room beside the export: no file at all
+    monkeypatch.setattr(B, "SPILL_MARGIN", 1 << 62)
+    spill = B.Spill(path, enabled=True)
+    n = sum(1 for _ in spill.tee(B.iter_slabs(path, rows=50)))
+    assert n > 1 and not spill.usable and "free in the temporary directory" in spill.reason
+    monkeypatch.setattr(B, "SPILL_MARGIN", 0)
+    # a write that fails part-way (a full disk): the pass goes on, every slab still handed out, none kept
+    real = B.pickle.dump
+    calls = []
+
+    def fails_third(obj, fh, protocol=None) -> None:  # noqa: ANN001
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        real(obj, fh, protocol=protocol)
+
+    monkeypatch.setattr(B.pickle, "dump", fails_third)
+    spill = B.Spill(path, enabled=True)
+    assert sum(1 for _ in spill.tee(B.iter_slabs(path, rows=50))) == n
+    assert not spill.usable and "No space left" in spill.reason and len(calls) == 3
+    with pytest.raises(RuntimeError):
+        next(spill.replay())
+    assert not B.Spill(path, enabled=False).enabled

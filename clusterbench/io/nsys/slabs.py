@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
+import shutil
 import sqlite3
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,6 +45,9 @@ from clusterbench.io.nsys import reader as R
 from clusterbench.io.nsys import schema as S
 
 _INF = np.iinfo(np.int64).max
+# a pass's slabs kept in a temporary file for the next pass (Spill); CLUSTERBENCH_SLAB_SPILL=0 reads the export again
+SPILL = os.environ.get("CLUSTERBENCH_SLAB_SPILL", "1") != "0"
+SPILL_MARGIN = 1 << 30  # free bytes left beside a spill the size of the export, else none is kept
 
 
 class Disordered(TraceError):
@@ -439,3 +445,78 @@ def as_whole(slabs: list[Slab], rd: SlabReader) -> tuple[R.Activity, dict[str, n
     sy = [s.syncs for s in slabs if len(s.syncs)]
     syncs = R.SyncEvents(*(np.concatenate([getattr(x, f.name) for x in sy]) for f in dataclasses.fields(R.SyncEvents))) if sy else R.no_syncs()
     return activity, api, syncs
+
+
+class Spill:
+    """The slabs of one pass kept in a temporary file as they are handed out (:meth:`tee`), to be handed out
+    again, the same slabs in the same order, without reading the export again (:meth:`replay`). Reading
+    an export decodes every value from SQLite's records; reading a slab back is a copy of its arrays.
+
+    The file lives in the system's temporary directory (``TMPDIR``), is unlinked from the start (nothing
+    stays behind, whatever ends the process) and is about the size of the export's activity and API
+    tables. Where the directory has less free space than the export's size and a margin, or a write
+    fails, no slab is kept (:attr:`usable` false) and the caller reads the export again."""
+
+    def __init__(self, path: str | os.PathLike[str], enabled: bool | None = None) -> None:
+        self.enabled = SPILL if enabled is None else enabled
+        self.size_hint = Path(path).stat().st_size
+        self._fh = None
+        self.slabs = 0
+        self.complete = False
+        self.reason: str | None = None if self.enabled else "CLUSTERBENCH_SLAB_SPILL=0"
+
+    @property
+    def usable(self) -> bool:
+        """Every slab of the last tee'd pass is kept, to its end."""
+        return self._fh is not None and self.complete
+
+    def _open(self) -> None:
+        self.close()
+        self.slabs, self.complete = 0, False
+        if not self.enabled:
+            return
+        try:
+            free = shutil.disk_usage(tempfile.gettempdir()).free
+            if free < self.size_hint + SPILL_MARGIN:
+                self.reason = f"{free / 1e9:.1f} GB free in the temporary directory"
+                return
+            self._fh = tempfile.TemporaryFile(prefix="clusterbench-slabs-")
+        except OSError as exc:
+            self.reason = f"no temporary file: {exc}"
+
+    def tee(self, slabs: Iterator[Slab]) -> Iterator[Slab]:
+        """The slabs as they come, each kept first (any earlier pass's kept slabs are dropped)."""
+        self._open()
+        for slab in slabs:
+            if self._fh is not None:
+                try:
+                    pickle.dump(slab, self._fh, protocol=pickle.HIGHEST_PROTOCOL)
+                    self.slabs += 1
+                except OSError as exc:  # a full disk: go on without
+                    self.reason = f"writing the temporary file: {exc}"
+                    self.close()
+            yield slab
+        if self._fh is not None:
+            try:
+                self._fh.flush()
+                self.complete = True
+            except OSError as exc:
+                self.reason = f"writing the temporary file: {exc}"
+                self.close()
+
+    def replay(self) -> Iterator[Slab]:
+        """The kept slabs again, from the first (only where :attr:`usable`)."""
+        if not self.usable:
+            raise RuntimeError("no complete pass is kept")
+        fh = self._fh
+        fh.seek(0)
+        for _ in range(self.slabs):
+            yield pickle.load(fh)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            try:
+                self._fh.close()
+            finally:
+                self._fh = None
+                self.complete = False
