@@ -17,8 +17,8 @@ short:
   the same under the profiler (:func:`launch_scale`); ``round_trip`` (the host waking from a synchronize,
   and the launch right after it) as the wakes × the latency program's untraced wake, and the launch after
   each priced as ``launch`` is;
-  each thread's host part as the same share of its untraced own time (the injection library) as the path
-  held of its traced own time. No part is a remainder: the parts add up to the measured untraced frame or
+  each thread's host part as the same share of its untraced own time (the injection library, less the
+  time the GPU held its calls as traced) as the path held of its traced own time. No part is a remainder: the parts add up to the measured untraced frame or
   they do not (:data:`clusterbench.model.untraced.SPLIT_TOLERANCE`).
 """
 
@@ -285,8 +285,9 @@ def structure_of_segments(ss: np.ndarray, ee: np.ndarray, rr: np.ndarray, frames
         t = threads[ti]
         st = stats_by_tid.get(t.tid)
         work = getattr(st, "work_us_per_frame", None) if st is not None else None
+        blocked = U.us_per_frame_of(st.blocked_ns, st.frames) if st is not None and hasattr(st, "blocked_ns") else None
         hosts.append(PathHost(int(t.tid), getattr(t, "name", None), pf(int(length[sel].sum())), pf(wake_ns),
-                              float(both[0].size) / frames, work, pf(aw_ns), aw_n / frames))
+                              float(both[0].size) / frames, work, pf(aw_ns), aw_n / frames, blocked))
     is_launch = rr == launch
     launch_after = is_launch & prev_touch & (prev >= h0) & np.insert(after_wake[:-1], 0, False)
     # each engine's mean op duration over the window's rows
@@ -396,7 +397,12 @@ def host_part(h: PathHost, bar: ThreadBar | None) -> tuple[float | None, str]:
     """A thread's host part of the path without the profiler, and how (pure). Its turns (a wait's return
     to its next issuing call, where the path goes on there) are ``after_waits`` × the injection library's
     untraced time from a wait's return to the next issuing call; the rest of its path time is the same
-    share of its untraced own time (less those turns) as the path held of its traced own time."""
+    share of its untraced own time (less those turns) as the path held of its traced own time.
+
+    The traced own time leaves out the thread's time inside calls the GPU held while it ran their work
+    (``blocked_us``); the library times every call from entry to exit, held or not, so that time is taken
+    off its own time first, as traced (the GPU's work, which the profiler does not lengthen): else the
+    host's part would count the GPU's work a second time."""
     if bar is None:
         return None, "not measured (no untraced run of this thread)"
     turns_u = 0.0
@@ -414,9 +420,12 @@ def host_part(h: PathHost, bar: ThreadBar | None) -> tuple[float | None, str]:
             return None, "not measured (the trace gives no own time for this thread)"
         work_rest = h.work_us - h.after_wait_us
         share = min(1.0, max(0.0, rest_t / work_rest)) if work_rest > 0 else 1.0
-        rest_u = share * max(0.0, bar.busy_us - turns_u)
-        words.append(f"{U.pct(share, 0)} of the rest of its own time ({U.us(bar.busy_us - turns_u, 2)} untraced, "
-                     "the injection library), the share the path held as traced")
+        held = h.blocked_us or 0.0
+        own_u = max(0.0, bar.busy_us - held - turns_u)
+        rest_u = share * own_u
+        less = f", less {U.us(held, 2)} the GPU held its calls, as traced" if held > 0 else ""
+        words.append(f"{U.pct(share, 0)} of the rest of its own time ({U.us(own_u, 2)} untraced, the injection "
+                     f"library{less}), the share the path held as traced")
     return turns_u + rest_u, "; ".join(words) or "no host time on the path"
 
 

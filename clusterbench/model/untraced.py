@@ -578,7 +578,9 @@ class PathHost:
     which ``wake_us`` lies between a held wait's release and the wait's return (the host waking from a
     synchronize, ``wakes`` of them per frame), and ``after_wait_us`` from such a return to the thread's next
     call that issues GPU work, where the path goes on at that call (``after_waits`` of them per frame: the
-    host's own part of a turn); and the thread's own bar as traced (``work_us``)."""
+    host's own part of a turn); the thread's own bar as traced (``work_us``), and its time inside calls
+    the GPU held while it ran their work (``blocked_us``: a graph launch that returns once its graph has
+    run), which the bar leaves out and a timer of calls from entry to exit does not (None: not recorded)."""
 
     tid: int
     name: str | None
@@ -588,11 +590,12 @@ class PathHost:
     work_us: float | None
     after_wait_us: float = 0.0
     after_waits: float = 0.0
+    blocked_us: float | None = None
 
     def to_json(self) -> dict[str, object]:
         return {"tid": self.tid, "name": self.name, "path_us": self.path_us, "wake_us": self.wake_us,
                 "wakes": self.wakes, "work_us": self.work_us, "after_wait_us": self.after_wait_us,
-                "after_waits": self.after_waits}
+                "after_waits": self.after_waits, "blocked_us": self.blocked_us}
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "path.hosts") -> "PathHost":
@@ -600,7 +603,8 @@ class PathHost:
         return cls(_int(d, "tid", where, low=None), _str(d, "name", where, none=True), _num(d, "path_us", where),  # type: ignore[arg-type]
                    _num(d, "wake_us", where), _num(d, "wakes", where), _num(d, "work_us", where, none=True),  # type: ignore[arg-type]
                    _num(d, "after_wait_us", where) if "after_wait_us" in d else 0.0,  # type: ignore[arg-type]
-                   _num(d, "after_waits", where) if "after_waits" in d else 0.0)  # type: ignore[arg-type]
+                   _num(d, "after_waits", where) if "after_waits" in d else 0.0,  # type: ignore[arg-type]
+                   _num(d, "blocked_us", where, none=True) if "blocked_us" in d else None)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,7 +186,7 @@ def test_a_hand_drawn_path() -> None:
             return 2
 
     threads = [SimpleNamespace(tid=7, name="daq")]
-    stats = {7: SimpleNamespace(work_us_per_frame=0.15)}
+    stats = {7: SimpleNamespace(work_us_per_frame=0.15, blocked_ns=30, frames=2)}
     p = structure_of_segments(ss, ee, rr, 2, links, HeldStub(), threads, stats, (np.array([0]), np.array([400])))
     assert p.path_us == pytest.approx(0.2)  # 400 ns over 2 frames
     assert p.engines_us == {"h2d": pytest.approx(0.04), "kernel": pytest.approx(0.04)}
@@ -197,7 +197,7 @@ def test_a_hand_drawn_path() -> None:
     assert (h.tid, h.name, h.path_us, h.wake_us, h.wakes) == (7, "daq", pytest.approx(0.1), pytest.approx(0.025), 1.0)
     # one turn: from the first wake's return (20) to the launch at 100; the second part holds a copy call
     assert (h.after_wait_us, h.after_waits) == (pytest.approx(0.04), 0.5)
-    assert h.work_us == 0.15
+    assert h.work_us == 0.15 and h.blocked_us == pytest.approx(0.015)  # 30 ns held over 2 frames
     assert p.op_us == {"h2d": pytest.approx(0.04), "kernel": pytest.approx(0.04)}
 
 
@@ -362,6 +362,35 @@ def test_the_host_part_of_a_host_bound_thread() -> None:
     assert host_part(h, None)[0] is None
     turns_without_waits = PathHost(1, "t", 40.0, 2.0, 1.0, 45.0, 35.0, 1.0)
     assert host_part(turns_without_waits, bar)[0] is None  # turns on the path, and no wait timed untraced
+
+
+def test_the_host_part_leaves_out_the_calls_the_gpu_held() -> None:
+    # a graph launch that returns once its graph has run: the trace's own time (12.5 µs a frame) leaves out
+    # the 10.5 µs the GPU held the call, the library's 22.6 µs hold them; the path holds 6 of the 12.5 µs
+    held = PathHost(1, "t", 6.0, 0.0, 0.0, 12.5, 0.0, 0.0, 10.5)
+    bar = ThreadBar(1, "t", 1000, 22.6, 2.0, 0.0, 0.0, None)
+    us, how = host_part(held, bar)
+    assert us == pytest.approx(6.0 / 12.5 * (22.6 - 10.5)) and "less 10.50 µs the GPU held its calls" in how
+    # a record written before the held time was kept: the library's own time whole, as before
+    unknown = PathHost(1, "t", 6.0, 0.0, 0.0, 12.5, 0.0, 0.0)
+    assert host_part(unknown, bar)[0] == pytest.approx(6.0 / 12.5 * 22.6)
+    # held longer than the library's own time (the profiler lengthened the held part): no negative time
+    assert host_part(PathHost(1, "t", 6.0, 0.0, 0.0, 12.5, 0.0, 0.0, 30.0), bar)[0] == 0.0
+
+
+def test_a_graph_launch_the_gpu_held_is_kept_apart_on_the_path() -> None:
+    from clusterbench.analyzers.analysis import analyze, load_trace, request
+
+    req = request(frames_spec="graph")
+    cache: dict = {}
+    data = load_trace(DATA / "samples" / "sample_jacobiCudaGraphs_graph.sqlite", req=req, cache=cache)
+    g = analyze(data, req=req, cache=cache).primary
+    p = path_structure(data, g)
+    (h,) = p.hosts
+    (t,) = g.host.threads
+    # jacobiCudaGraphs' cudaGraphLaunch returns once its graph has run: most of its own time is held
+    assert t.blocked_ns > 0.4 * t.busy_ns
+    assert h.blocked_us == pytest.approx(t.blocked_ns / 1e3 / t.frames) and h.work_us == pytest.approx(t.work_us_per_frame)
 
 
 def test_idle_by_cause() -> None:

@@ -119,7 +119,7 @@ def test_the_unit_costs_and_the_record_round_trip() -> None:
 
 def test_the_path_comes_back_with_the_record() -> None:
     path = PathStructure(100, 60.0, {"h2d": 13.0, "kernel": 1.2}, 20.0, 3.0, 6.0, 1.0, 1.0,
-                         (PathHost(7, "daq", 13.0, 5.0, 1.0, 20.0, 8.0, 1.0), PathHost(8, None, 1.0, 0.0, 0.0, None)),
+                         (PathHost(7, "daq", 13.0, 5.0, 1.0, 20.0, 8.0, 1.0, 2.5), PathHost(8, None, 1.0, 0.0, 0.0, None)),
                          {"h2d": 13.0, "kernel": 1.2}, 6.0)
     rec = UntracedRecord(None, None, None, path)
     back = UntracedRecord.from_json(json.loads(json.dumps(rec.to_json())))
@@ -130,10 +130,11 @@ def test_the_path_comes_back_with_the_record() -> None:
         UntracedRecord.from_json(doc)
     # a record written before a path kept its turns and the launches after a wake reads them as none
     older = {k: v for k, v in path.to_json().items() if k != "launch_after_wake_us"}
-    older["hosts"] = [{k: v for k, v in h.to_json().items() if k not in ("after_wait_us", "after_waits")}
+    older["hosts"] = [{k: v for k, v in h.to_json().items() if k not in ("after_wait_us", "after_waits", "blocked_us")}
                       for h in path.hosts]
     old = PathStructure.from_json(older)
     assert old.launch_after_wake_us == 0.0 and old.hosts[0].after_waits == 0.0 and old.hosts[0].wakes == 1.0
+    assert path.hosts[0].blocked_us == 2.5 and old.hosts[0].blocked_us is None
 
 
 def _row(**kw):
