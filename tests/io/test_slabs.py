@@ -260,3 +260,20 @@ def test_a_spill_that_cannot_be_written_keeps_nothing(tmp_path: Path, monkeypatc
     with pytest.raises(RuntimeError):
         next(spill.replay())
     assert not B.Spill(path, enabled=False).enabled
+
+
+def test_no_spill_in_a_temporary_directory_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a mount table: / on a disk, /tmp on tmpfs, a folder with a space in its name on a disk again
+    mounts = tmp_path / "mounts"
+    mounts.write_text("/dev/vda1 / ext4 rw 0 0\ntmpfs /tmp tmpfs rw 0 0\n/dev/vdb1 /tmp/big\\040disk xfs rw 0 0\n")
+    assert B.filesystem_type("/tmp/x/y", str(mounts)) == "tmpfs"
+    assert B.filesystem_type("/tmp", str(mounts)) == "tmpfs"
+    assert B.filesystem_type("/tmpfoo", str(mounts)) == "ext4"
+    assert B.filesystem_type("/tmp/big disk/z", str(mounts)) == "xfs"
+    assert B.filesystem_type("/x", str(tmp_path / "no such table")) is None
+    monkeypatch.setattr(R, "ROWS_PER_CHUNK", 64)
+    monkeypatch.setattr(B, "filesystem_type", lambda path: "tmpfs")
+    path = next(p for p in TRACES if p.stem == "zoo_two_threads")
+    spill = B.Spill(path, enabled=True)
+    assert sum(1 for _ in spill.tee(B.iter_slabs(path, rows=50))) > 1
+    assert not spill.usable and spill.reason == "the temporary directory is in memory (tmpfs)"

@@ -447,6 +447,29 @@ def as_whole(slabs: list[Slab], rd: SlabReader) -> tuple[R.Activity, dict[str, n
     return activity, api, syncs
 
 
+IN_MEMORY = frozenset({"tmpfs", "ramfs"})  # filesystems whose files live in memory
+
+
+def filesystem_type(path: str | os.PathLike[str], mounts: str = "/proc/self/mounts") -> str | None:
+    """The type of the filesystem ``path`` lies on (the longest mount point above it in ``mounts``), None
+    where the mount table cannot be read (not Linux)."""
+    try:
+        with open(mounts, encoding="utf-8", errors="replace") as fh:
+            table = [line.split() for line in fh]
+    except OSError:
+        return None
+    real = os.path.realpath(path)
+    best, kind = -1, None
+    for f in table:
+        if len(f) < 3:
+            continue
+        point = f[1].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best:
+            best, kind = len(point), f[2]
+    return kind
+
+
 class Spill:
     """The slabs of one pass kept in a temporary file as they are handed out (:meth:`tee`), to be handed out
     again, the same slabs in the same order, without reading the export again (:meth:`replay`). Reading
@@ -454,8 +477,9 @@ class Spill:
 
     The file lives in the system's temporary directory (``TMPDIR``), is unlinked from the start (nothing
     stays behind, whatever ends the process) and is about the size of the export's activity and API
-    tables. Where the directory has less free space than the export's size and a margin, or a write
-    fails, no slab is kept (:attr:`usable` false) and the caller reads the export again."""
+    tables. Where that directory is in memory (tmpfs: the file would take the memory the slabs keep
+    free), has less free space than the export's size and a margin, or a write fails, no slab is kept
+    (:attr:`usable` false, :attr:`reason` says why) and the caller reads the export again."""
 
     def __init__(self, path: str | os.PathLike[str], enabled: bool | None = None) -> None:
         self.enabled = SPILL if enabled is None else enabled
@@ -476,6 +500,10 @@ class Spill:
         if not self.enabled:
             return
         try:
+            kind = filesystem_type(tempfile.gettempdir())
+            if kind in IN_MEMORY:  # the file would take the memory the slabs keep free
+                self.reason = f"the temporary directory is in memory ({kind})"
+                return
             free = shutil.disk_usage(tempfile.gettempdir()).free
             if free < self.size_hint + SPILL_MARGIN:
                 self.reason = f"{free / 1e9:.1f} GB free in the temporary directory"
