@@ -240,6 +240,7 @@ def test_a_spill_that_cannot_be_written_keeps_nothing(tmp_path: Path, monkeypatc
     # too little room beside the export: no file at all
     monkeypatch.setattr(B, "SPILL_MARGIN", 1 << 62)
     spill = B.Spill(path, enabled=True)
+    assert not spill.enabled  # known before the first pass, which then reads only what it needs
     n = sum(1 for _ in spill.tee(B.iter_slabs(path, rows=50)))
     assert n > 1 and not spill.usable and "free in the temporary directory" in spill.reason
     monkeypatch.setattr(B, "SPILL_MARGIN", 0)
@@ -259,7 +260,8 @@ def test_a_spill_that_cannot_be_written_keeps_nothing(tmp_path: Path, monkeypatc
     assert not spill.usable and "No space left" in spill.reason and len(calls) == 3
     with pytest.raises(RuntimeError):
         next(spill.replay())
-    assert not B.Spill(path, enabled=False).enabled
+    off = B.Spill(path, enabled=False)
+    assert not off.enabled and off.reason == "CLUSTERBENCH_SLAB_SPILL=0"
 
 
 def test_no_spill_in_a_temporary_directory_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -276,4 +278,4 @@ def test_no_spill_in_a_temporary_directory_in_memory(tmp_path: Path, monkeypatch
     path = next(p for p in TRACES if p.stem == "zoo_two_threads")
     spill = B.Spill(path, enabled=True)
     assert sum(1 for _ in spill.tee(B.iter_slabs(path, rows=50))) > 1
-    assert not spill.usable and spill.reason == "the temporary directory is in memory (tmpfs)"
+    assert not spill.enabled and not spill.usable and spill.reason == "the temporary directory is in memory (tmpfs)"

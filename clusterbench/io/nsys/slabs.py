@@ -482,12 +482,29 @@ class Spill:
     (:attr:`usable` false, :attr:`reason` says why) and the caller reads the export again."""
 
     def __init__(self, path: str | os.PathLike[str], enabled: bool | None = None) -> None:
-        self.enabled = SPILL if enabled is None else enabled
-        self.size_hint = Path(path).stat().st_size
         self._fh = None
         self.slabs = 0
         self.complete = False
-        self.reason: str | None = None if self.enabled else "CLUSTERBENCH_SLAB_SPILL=0"
+        self.reason: str | None = None if (SPILL if enabled is None else enabled) else "CLUSTERBENCH_SLAB_SPILL=0"
+        if self.reason is None:
+            self.reason = self._no_room(Path(path).stat().st_size)
+        # whether a pass tee'd will be kept (a write may still fail): the first pass reads what the second needs
+        self.enabled = self.reason is None
+
+    @staticmethod
+    def _no_room(size: int) -> str | None:
+        """Why the temporary directory cannot take a file of about ``size`` bytes, or None."""
+        try:
+            where = tempfile.gettempdir()
+            kind = filesystem_type(where)
+            if kind in IN_MEMORY:  # the file would take the memory the slabs keep free
+                return f"the temporary directory is in memory ({kind})"
+            free = shutil.disk_usage(where).free
+        except OSError as exc:
+            return f"no temporary directory: {exc}"
+        if free < size + SPILL_MARGIN:
+            return f"{free / 1e9:.1f} GB free in the temporary directory"
+        return None
 
     @property
     def usable(self) -> bool:
@@ -500,14 +517,6 @@ class Spill:
         if not self.enabled:
             return
         try:
-            kind = filesystem_type(tempfile.gettempdir())
-            if kind in IN_MEMORY:  # the file would take the memory the slabs keep free
-                self.reason = f"the temporary directory is in memory ({kind})"
-                return
-            free = shutil.disk_usage(tempfile.gettempdir()).free
-            if free < self.size_hint + SPILL_MARGIN:
-                self.reason = f"{free / 1e9:.1f} GB free in the temporary directory"
-                return
             self._fh = tempfile.TemporaryFile(prefix="clusterbench-slabs-")
         except OSError as exc:
             self.reason = f"no temporary file: {exc}"
