@@ -18,8 +18,9 @@ short:
   and the launch right after it) as the wakes × the latency program's untraced wake, and the launch after
   each priced as ``launch`` is;
   each thread's host part as the same share of its untraced own time (the injection library, less the
-  time the GPU held its calls as traced) as the path held of its traced own time. No part is a remainder: the parts add up to the measured untraced frame or
-  they do not (:data:`clusterbench.model.untraced.SPLIT_TOLERANCE`).
+  time the GPU held its calls as traced) as the path held of its traced own time. No part is a
+  remainder: the parts add up to the measured untraced frame or they do not
+  (:data:`clusterbench.model.untraced.SPLIT_TOLERANCE`).
 """
 
 from __future__ import annotations
@@ -285,7 +286,8 @@ def structure_of_segments(ss: np.ndarray, ee: np.ndarray, rr: np.ndarray, frames
         t = threads[ti]
         st = stats_by_tid.get(t.tid)
         work = getattr(st, "work_us_per_frame", None) if st is not None else None
-        blocked = U.us_per_frame_of(st.blocked_ns, st.frames) if st is not None and hasattr(st, "blocked_ns") else None
+        held_ns = getattr(st, "blocked_ns", None) if st is not None else None
+        blocked = U.us_per_frame_of(held_ns, st.frames) if held_ns is not None else None
         hosts.append(PathHost(int(t.tid), getattr(t, "name", None), pf(int(length[sel].sum())), pf(wake_ns),
                               float(both[0].size) / frames, work, pf(aw_ns), aw_n / frames, blocked))
     is_launch = rr == launch
