@@ -425,7 +425,8 @@ def host_part(h: PathHost, bar: ThreadBar | None) -> tuple[float | None, str]:
         held = h.blocked_us or 0.0
         own_u = max(0.0, bar.busy_us - held - turns_u)
         rest_u = share * own_u
-        less = f", less {U.us(held, 2)} the GPU held its calls, as traced" if held > 0 else ""
+        less = (f", less {U.us(held, 2)} the GPU held its calls, as traced" if held > 0 else
+                ", the time the GPU held its calls not recorded (an older record): taken whole" if h.blocked_us is None else "")
         words.append(f"{U.pct(share, 0)} of the rest of its own time ({U.us(own_u, 2)} untraced, the injection "
                      f"library{less}), the share the path held as traced")
     return turns_u + rest_u, "; ".join(words) or "no host time on the path"
@@ -454,8 +455,8 @@ def launch_part(launches: float, traced_us: float, costs: UntracedCosts | None) 
     latency program's untraced launch per launch (a kernel's, from an empty queue: an upper figure for a
     copy's or a memset's); None where neither was measured."""
     scale = launch_scale(costs)
-    if scale is not None and costs is not None and costs.traced is not None:
-        u_ns, t_ns = costs.untraced.launch_ns, costs.traced.launch_ns
+    if scale is not None:  # both runs gave a launch (costs and costs.traced are there)
+        u_ns, t_ns = costs.untraced.launch_ns, costs.traced.launch_ns  # type: ignore[union-attr]
         return traced_us * scale, (f"{launches:.2f} launches a frame, {U.us(traced_us, 2)} traced × {scale:.2f} (the "
                                    f"unit's launch untraced over under the profiler, {U.us(u_ns / 1e3, 2)} / "  # type: ignore[operator]
                                    f"{U.us(t_ns / 1e3, 2)})")  # type: ignore[operator]
