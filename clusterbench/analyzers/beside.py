@@ -84,6 +84,8 @@ def apart(fn: Callable[..., T], *args: Any) -> Future[T]:
                 out = (False, exc)
             try:
                 blob = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+                if not out[0]:
+                    pickle.loads(blob)  # an exception whose class takes other arguments does not come back
             except Exception:  # noqa: BLE001 - an answer that does not pickle: the parent does the work itself
                 blob = b""
             view = memoryview(blob)

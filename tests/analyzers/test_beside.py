@@ -32,6 +32,16 @@ def _raises(why: str) -> None:
     raise ValueError(why)
 
 
+class _TwoArgs(Exception):
+    def __init__(self, why: str, code: int) -> None:
+        super().__init__(why)  # pickles with one argument: unpickling it fails
+        self.code = code
+
+
+def _raises_two(why: str, code: int) -> None:
+    raise _TwoArgs(why, code)
+
+
 def _unpicklable() -> object:
     import threading
 
@@ -61,6 +71,13 @@ def test_the_answer_comes_from_another_process(forking: None) -> None:
 def test_an_exception_in_the_child_is_raised_here(forking: None) -> None:
     with pytest.raises(ValueError, match="no frames in the window"):
         B.apart(_raises, "no frames in the window").result()
+
+
+@linux
+def test_an_exception_that_does_not_come_back_is_raised_by_the_work_done_here(forking: None) -> None:
+    with pytest.raises(_TwoArgs, match="bad trace") as got:
+        B.apart(_raises_two, "bad trace", 7).result()
+    assert got.value.code == 7
 
 
 @linux
