@@ -36,7 +36,7 @@ from clusterbench.analyzers import links as links_mod
 from clusterbench.analyzers import model as model_mod
 from clusterbench.analyzers import pacing as pacing_mod
 from clusterbench.analyzers import window as window_mod
-from clusterbench.analyzers.beside import apart, beside
+from clusterbench.analyzers.beside import apart
 from clusterbench.analyzers.assembly import (  # noqa: F401  (re-exported: the facade's names)
     ABSURD_US_PER_FRAME,
     Request,
