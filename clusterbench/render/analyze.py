@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from typing import TYPE_CHECKING
 
 from clusterbench.model import units as U
+from clusterbench.render import jsontext
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -41,7 +41,7 @@ CSV_COLUMNS = (
 
 
 def render_json(a: TraceAnalysis) -> str:
-    return json.dumps(a.to_json(), indent=2, ensure_ascii=False)
+    return jsontext.dumps(a.to_json())
 
 
 def render_csv(a: TraceAnalysis) -> str:
