@@ -26,7 +26,6 @@ T = TypeVar("T")
 _POOL = ThreadPoolExecutor(max_workers=12, thread_name_prefix="clusterbench-analysis")
 
 
-
 def _apart_default() -> bool:
     """Processes apart where they can help: Linux (elsewhere forking a process that has threads is not safe)
     and at least APART_MIN_CORES cores to run on. CLUSTERBENCH_APART=1 or 0 says so for any machine."""
