@@ -12,9 +12,7 @@ analysis would take with a free core for every job (as long as each job ends bef
 The analyzers are timed by wrapping the module functions the facade calls (analysis._group calls
 them by module attribute), so the figures are those of the real call sequence. Several run on threads
 at once (analysis._group): their CPU figures are the whole process's over their span, and their wall
-figures overlap; the ANALYZE line gives the analysis as a whole. Where those jobs run in processes apart
-(analyzers/beside.py: Linux with 4 cores or more, or CLUSTERBENCH_APART=1), the steps they run are timed in
-the children and not listed, and the CPU figures are this process's alone: CLUSTERBENCH_APART=0 lists them.
+figures overlap; the ANALYZE line gives the analysis as a whole.
 """
 
 from __future__ import annotations
@@ -120,8 +118,8 @@ def main() -> int:
             side.append((getattr(fn, "__name__", "?"), time.perf_counter() - t))
             return done
 
-        held.beside = eager  # the modules that start jobs beside them (held: on a thread; analysis: apart)
-        A.apart = eager
+        for mod in (A, held):  # the modules that start jobs beside them (each imported analyzers.beside.beside)
+            mod.beside = eager
 
     if args.tracemalloc:
         tracemalloc.start()

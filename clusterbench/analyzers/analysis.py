@@ -36,7 +36,7 @@ from clusterbench.analyzers import links as links_mod
 from clusterbench.analyzers import model as model_mod
 from clusterbench.analyzers import pacing as pacing_mod
 from clusterbench.analyzers import window as window_mod
-from clusterbench.analyzers.beside import apart
+from clusterbench.analyzers.beside import beside
 from clusterbench.analyzers.assembly import (  # noqa: F401  (re-exported: the facade's names)
     ABSURD_US_PER_FRAME,
     Request,
@@ -167,10 +167,10 @@ def _group(data: TraceData, g: model_mod.GroupTrace, req: Request, warnings: lis
     # held calls, their blocked time on the threads, the critical path); beside it the gaps (then the
     # host's calls, which need the set-up gaps, and the pacing), busy time with kernels and copies, and
     # the rows' own predecessors on the path. The answers are those of one thread.
-    gaps_job = apart(_gaps_host_pacing, g, w.intervals, w.start_ns, req.gap_ns, frames)
-    busy_job = apart(_busy_and_kernels, g, w.intervals, n, req.by_stream)
+    gaps_job = beside(_gaps_host_pacing, g, w.intervals, w.start_ns, req.gap_ns, frames)
+    busy_job = beside(_busy_and_kernels, g, w.intervals, n, req.by_stream)
     links = links_mod.build(g)
-    rows_job = apart(path_mod.row_predecessors, links, g.syncs, g.events) if links.api_known and links.n_rows else None
+    rows_job = beside(path_mod.row_predecessors, links, g.syncs, g.events) if links.api_known and links.n_rows else None
     tick()
     held = held_mod.find(links, w.intervals, g.syncs, g.events)
     tick()
