@@ -185,11 +185,9 @@ def _untraced(data: object, result: object, measured: object) -> object:
 def _with_untraced(text: str, record: object) -> str:
     import json
 
-    from clusterbench.render import jsontext
-
     doc = json.loads(text)
     doc["untraced"] = record.to_json()  # type: ignore[attr-defined]
-    return jsontext.dumps(doc, allow_nan=False)
+    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
 
 
 def _report_exports(trace: Path) -> list[tuple[str, Path]]:
