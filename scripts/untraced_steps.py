@@ -2,6 +2,7 @@
 test through a program's own flags, and the summary table of every result.
 
 usage: python3 scripts/untraced_steps.py cost ZOO_DIR OUT [--processes P]
+       python3 scripts/untraced_steps.py callbacks ZOO_DIR OUT [--processes P]
        python3 scripts/untraced_steps.py own-flags ZOO_DIR OUT [--processes P] [--k-us K]
        python3 scripts/untraced_steps.py summary OUT
 
@@ -9,6 +10,12 @@ usage: python3 scripts/untraced_steps.py cost ZOO_DIR OUT [--processes P]
              (no delay; every CUDA callback domain, then the runtime's alone), P processes each, interleaved:
              the frame by the program's own rate, and the library's cost against the bare runs (limit: 2 %).
              Writes OUT/cost.json. Needs a GPU and nvcc (the library is built here).
+  callbacks  which of the library's callbacks costs the frame: the zoo's daq_loop at 2 and 4 streams, 80,000
+             frames a process (longer runs narrow the program's own spread), bare and with the library on the
+             runtime domain with every callback, none (subscribed only), cudaLaunchKernel alone and
+             cudaStreamSynchronize alone (CB_INJECT_ONLY), P processes a mode (4 by default here), the modes
+             in turn: each mode's median frame by the program's own rate against the bare one's. Writes
+             OUT/callbacks.json. Needs a GPU and nvcc.
   own-flags  the delay test through the daq_loop's own flags at 1 stream (--spin-us K: the host, --delay-us
              K: the GPU, --h2d-bytes: the link), P processes a point: each slope by the program's own rate, to
              set against the injection library's. Keeps each run's ZOO line (its own time per call). Writes
@@ -109,6 +116,50 @@ def cost(zoo: Path, out: Path, processes: int) -> int:
               f"{point['inject_all']['median_us']} µs ({point['inject_all']['cost']}); runtime only "
               f"{point['inject_runtime']['median_us']} µs ({point['inject_runtime']['cost']})")
     (out / "cost.json").write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
+
+
+# the library's callbacks measured apart: CB_INJECT_ONLY per mode (None: no library; "": every callback)
+CALLBACK_MODES = {"bare": None, "every": "", "none": "none", "launch": "cudaLaunchKernel", "sync": "cudaStreamSynchronize"}
+
+
+def callback_costs(frames: dict[str, list[float | None]]) -> dict:
+    """Per mode (pure): its frames' stats and its median's change against the bare mode's median."""
+    point = {k: _stats(v) for k, v in frames.items()}  # type: ignore[arg-type]
+    bare = point.get("bare", {}).get("median_us")
+    for k, p in point.items():
+        if k != "bare":
+            p["cost"] = None if not bare or p["median_us"] is None else p["median_us"] / bare - 1
+    return point
+
+
+def callbacks(zoo: Path, out: Path, processes: int) -> int:
+    _gpu_or_exit("callbacks")
+    from clusterbench.run import inject
+
+    lib = inject.build(inject.INJECT_LIB)
+    prog = str(zoo / "daq_loop")
+    doc: dict = {"program": prog, "frames": 80000, "modes": {k: v for k, v in CALLBACK_MODES.items()}, "points": {}}
+    for streams in (2, 4):
+        argv = [prog, "--frames", "80000", "--streams", str(streams), "--no-timing"]
+        frames: dict[str, list[float | None]] = {k: [] for k in CALLBACK_MODES}
+        for p in range(processes):
+            for name, only in CALLBACK_MODES.items():
+                env = dict(os.environ)
+                if only is not None:
+                    env.update(inject.inject_env(lib, out / f"callbacks.s{streams}.{name}.p{p}.json", "kernel:zoo_calib",
+                                                 warmup=100, domains="runtime"))
+                    if only:
+                        env["CB_INJECT_ONLY"] = only
+                f, text = _run(argv, env)
+                if f is None:
+                    print(f"callbacks: {name} s{streams} p{p} failed:\n{text[-2000:]}", file=sys.stderr)
+                frames[name].append(f)
+        point = callback_costs(frames)
+        doc["points"][f"streams{streams}"] = point
+        print(f"{streams} stream(s): bare {_fmt(point['bare']['median_us'])} µs; " + "; ".join(
+            f"{k} {_fmt(v['median_us'])} µs ({_pct(v['cost'])})" for k, v in point.items() if k != "bare"))
+    (out / "callbacks.json").write_text(json.dumps(doc, indent=2) + "\n")
     return 0
 
 
@@ -245,13 +296,20 @@ def main(argv: list[str]) -> int:
         _usage(2, "--processes takes an integer and --k-us a number")
     if step == "summary" and len(pos) == 1:
         return summary(Path(pos[0]))
-    if step in ("cost", "own-flags") and len(pos) == 2:
+    if step == "callbacks" and "--processes" not in rest:
+        processes = 4
+    if step in ("cost", "callbacks", "own-flags") and len(pos) == 2:
         zoo, out = Path(pos[0]), Path(pos[1])
         if not (zoo / "daq_loop").is_file():
             _usage(2, f"{zoo}/daq_loop is not there: build it first (bash tests/zoo/build.sh {zoo} daq_loop)")
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
-        rc = cost(zoo, out, processes) if step == "cost" else own_flags(zoo, out, processes, k_us)
+        if step == "cost":
+            rc = cost(zoo, out, processes)
+        elif step == "callbacks":
+            rc = callbacks(zoo, out, processes)
+        else:
+            rc = own_flags(zoo, out, processes, k_us)
         print(f"{step}: {time.monotonic() - t0:.1f} s")
         return rc
     _usage(2, f"unknown step or arguments: {' '.join(argv)}")

@@ -129,3 +129,18 @@ def test_what_binds_is_refused_where_it_cannot_mark_frames(edges, tmp_path: Path
         plan_probe(dataclasses.replace(req, gpus="all"))
     back = ProbeRequest.from_json(json.loads(json.dumps(req.to_json())))
     assert (back.what_binds, back.delay_processes, back.delay_us) == (True, 2, 8.0)
+
+
+def test_the_callbacks_step_prices_each_mode_against_the_bare_runs() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("untraced_steps", Path(__file__).resolve().parents[2] / "scripts" / "untraced_steps.py")
+    steps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(steps)  # type: ignore[union-attr]
+    got = steps.callback_costs({"bare": [10.0, 12.0, 11.0], "every": [11.0, 13.2, 12.1], "none": [None, 11.0, 11.0],
+                                "launch": [None, None, None]})  # fmt: skip
+    assert got["bare"]["median_us"] == 11.0 and "cost" not in got["bare"]
+    assert got["every"]["median_us"] == 12.1 and abs(got["every"]["cost"] - 0.1) < 1e-12  # 12.1 / 11 - 1
+    assert got["none"]["n"] == 2 and got["none"]["cost"] == 0.0  # a failed process left out
+    assert got["launch"]["median_us"] is None and got["launch"]["cost"] is None
+    assert set(steps.CALLBACK_MODES) == {"bare", "every", "none", "launch", "sync"}
