@@ -58,7 +58,7 @@ def _gpu_or_exit(what: str) -> None:
 
     if shutil.which("nvidia-smi") is None or subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode != 0:
         print(f"Error: untraced_steps.py {what} needs an NVIDIA GPU (nvidia-smi -L failed)", file=sys.stderr)
-        print("Hint: run it on the GPU machine (scripts/device_untraced.sh runs it)", file=sys.stderr)
+        print("Hint: run it on the GPU machine (scripts/device_untraced.sh runs the cost and own-flags steps)", file=sys.stderr)
         sys.exit(1)
 
 
@@ -84,32 +84,52 @@ def _stats(values: list[float]) -> dict:
     return {"n": len(v), "median_us": statistics.median(v), "half_range_us": (max(v) - min(v)) / 2, "values_us": v}
 
 
-def cost(zoo: Path, out: Path, processes: int) -> int:
-    _gpu_or_exit("cost")
+def against_bare(frames: dict[str, list[float | None]]) -> dict:
+    """Per variant (pure): its frames' stats and, but for the bare one, its median's change against the bare
+    variant's median (``cost``)."""
+    point = {k: _stats(v) for k, v in frames.items()}  # type: ignore[arg-type]
+    bare = point.get("bare", {}).get("median_us")
+    for k, p in point.items():
+        if k != "bare":
+            p["cost"] = None if not bare or p["median_us"] is None else p["median_us"] / bare - 1
+    return point
+
+
+def _interleaved(step: str, argv: list[str], variants: dict[str, dict[str, str] | None], processes: int, out: Path,
+                 tag: str) -> dict[str, list[float | None]]:  # fmt: skip
+    """The frame (µs, by the program's own rate) of each variant in ``processes`` runs, the variants in turn.
+    A variant is None (no library) or the injection library's settings: ``domains`` and, optionally,
+    ``only`` (CB_INJECT_ONLY); each run's report goes to OUT/<step>.<tag>.<variant>.p<i>.json."""
     from clusterbench.run import inject
 
     lib = inject.build(inject.INJECT_LIB)
+    frames: dict[str, list[float | None]] = {k: [] for k in variants}
+    for p in range(processes):
+        for name, lib_set in variants.items():
+            env = dict(os.environ)
+            if lib_set is not None:
+                env.update(inject.inject_env(lib, out / f"{step}.{tag}.{name}.p{p}.json", "kernel:zoo_calib", warmup=100,
+                                             domains=lib_set["domains"]))  # fmt: skip
+                if lib_set.get("only"):
+                    env["CB_INJECT_ONLY"] = lib_set["only"]
+            print(f"{step}: {tag} {name}, process {p + 1} of {processes}", file=sys.stderr, flush=True)
+            f, text = _run(argv, env)
+            if f is None:
+                print(f"{step}: {name} {tag} p{p} failed:\n{text[-2000:]}", file=sys.stderr)
+            frames[name].append(f)
+    return frames
+
+
+def cost(zoo: Path, out: Path, processes: int) -> int:
+    _gpu_or_exit("cost")
     prog = str(zoo / "daq_loop")
     doc: dict = {"limit": COST_LIMIT, "program": prog, "points": {}}
+    variants = {"bare": None, "inject_all": {"domains": "runtime,driver"}, "inject_runtime": {"domains": "runtime"}}
     for streams in (1, 4):
         argv = [prog, "--frames", "20000", "--streams", str(streams), "--no-timing"]
-        variants = {"bare": None, "inject_all": "runtime,driver", "inject_runtime": "runtime"}
-        frames: dict[str, list[float]] = {k: [] for k in variants}
-        for p in range(processes):
-            for name, domains in variants.items():
-                env = dict(os.environ)
-                if domains is not None:
-                    env.update(inject.inject_env(lib, out / f"cost.s{streams}.{name}.p{p}.json", "kernel:zoo_calib",
-                                                 warmup=100, domains=domains))
-                f, text = _run(argv, env)
-                if f is None:
-                    print(f"cost: {name} s{streams} p{p} failed:\n{text[-2000:]}", file=sys.stderr)
-                frames[name].append(f)  # type: ignore[arg-type]
-        point = {k: _stats(v) for k, v in frames.items()}
+        point = against_bare(_interleaved("cost", argv, variants, processes, out, f"s{streams}"))  # type: ignore[arg-type]
         bare = point["bare"]["median_us"]
         for k in ("inject_all", "inject_runtime"):
-            m = point[k]["median_us"]
-            point[k]["cost"] = None if not bare or m is None else m / bare - 1
             point[k]["within_limit"] = None if point[k]["cost"] is None else point[k]["cost"] <= COST_LIMIT
         doc["points"][f"streams{streams}"] = point
         print(f"cost at {streams} stream(s): bare {bare} µs; with the library (all domains) "
@@ -119,43 +139,20 @@ def cost(zoo: Path, out: Path, processes: int) -> int:
     return 0
 
 
-# the library's callbacks measured apart: CB_INJECT_ONLY per mode (None: no library; "": every callback)
-CALLBACK_MODES = {"bare": None, "every": "", "none": "none", "launch": "cudaLaunchKernel", "sync": "cudaStreamSynchronize"}
-
-
-def callback_costs(frames: dict[str, list[float | None]]) -> dict:
-    """Per mode (pure): its frames' stats and its median's change against the bare mode's median."""
-    point = {k: _stats(v) for k, v in frames.items()}  # type: ignore[arg-type]
-    bare = point.get("bare", {}).get("median_us")
-    for k, p in point.items():
-        if k != "bare":
-            p["cost"] = None if not bare or p["median_us"] is None else p["median_us"] / bare - 1
-    return point
+# the library's callbacks measured apart, on the runtime domain: CB_INJECT_ONLY per variant (bare: no library)
+CALLBACK_MODES: dict[str, dict[str, str] | None] = {
+    "bare": None, "every": {"domains": "runtime"}, "none": {"domains": "runtime", "only": "none"},
+    "launch": {"domains": "runtime", "only": "cudaLaunchKernel"}, "sync": {"domains": "runtime", "only": "cudaStreamSynchronize"},
+}  # fmt: skip
 
 
 def callbacks(zoo: Path, out: Path, processes: int) -> int:
     _gpu_or_exit("callbacks")
-    from clusterbench.run import inject
-
-    lib = inject.build(inject.INJECT_LIB)
     prog = str(zoo / "daq_loop")
-    doc: dict = {"program": prog, "frames": 80000, "modes": {k: v for k, v in CALLBACK_MODES.items()}, "points": {}}
+    doc: dict = {"program": prog, "frames": 80000, "modes": CALLBACK_MODES, "points": {}}
     for streams in (2, 4):
         argv = [prog, "--frames", "80000", "--streams", str(streams), "--no-timing"]
-        frames: dict[str, list[float | None]] = {k: [] for k in CALLBACK_MODES}
-        for p in range(processes):
-            for name, only in CALLBACK_MODES.items():
-                env = dict(os.environ)
-                if only is not None:
-                    env.update(inject.inject_env(lib, out / f"callbacks.s{streams}.{name}.p{p}.json", "kernel:zoo_calib",
-                                                 warmup=100, domains="runtime"))
-                    if only:
-                        env["CB_INJECT_ONLY"] = only
-                f, text = _run(argv, env)
-                if f is None:
-                    print(f"callbacks: {name} s{streams} p{p} failed:\n{text[-2000:]}", file=sys.stderr)
-                frames[name].append(f)
-        point = callback_costs(frames)
+        point = against_bare(_interleaved("callbacks", argv, CALLBACK_MODES, processes, out, f"s{streams}"))
         doc["points"][f"streams{streams}"] = point
         print(f"{streams} stream(s): bare {_fmt(point['bare']['median_us'])} µs; " + "; ".join(
             f"{k} {_fmt(v['median_us'])} µs ({_pct(v['cost'])})" for k, v in point.items() if k != "bare"))
@@ -294,6 +291,8 @@ def main(argv: list[str]) -> int:
         processes, k_us = int(opts["--processes"]), float(opts["--k-us"])
     except ValueError:
         _usage(2, "--processes takes an integer and --k-us a number")
+    if processes < 1:
+        _usage(2, f"--processes takes a count of 1 or more, got {processes}")
     if step == "summary" and len(pos) == 1:
         return summary(Path(pos[0]))
     if step == "callbacks" and "--processes" not in rest:
@@ -302,6 +301,7 @@ def main(argv: list[str]) -> int:
         zoo, out = Path(pos[0]), Path(pos[1])
         if not (zoo / "daq_loop").is_file():
             _usage(2, f"{zoo}/daq_loop is not there: build it first (bash tests/zoo/build.sh {zoo} daq_loop)")
+        _gpu_or_exit(step)  # before OUT is made
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         if step == "cost":

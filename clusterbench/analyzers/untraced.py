@@ -425,8 +425,12 @@ def host_part(h: PathHost, bar: ThreadBar | None) -> tuple[float | None, str]:
         held = h.blocked_us or 0.0
         own_u = max(0.0, bar.busy_us - held - turns_u)
         rest_u = share * own_u
-        less = (f", less {U.us(held, 2)} the GPU held its calls, as traced" if held > 0 else
-                ", the time the GPU held its calls not recorded (an older record): taken whole" if h.blocked_us is None else "")
+        if h.blocked_us is None:
+            less = ", the time the GPU held its calls not recorded (an older record): taken whole"
+        elif held > 0:
+            less = f", less {U.us(held, 2)} the GPU held its calls, as traced"
+        else:
+            less = ""
         words.append(f"{U.pct(share, 0)} of the rest of its own time ({U.us(own_u, 2)} untraced, the injection "
                      f"library{less}), the share the path held as traced")
     return turns_u + rest_u, "; ".join(words) or "no host time on the path"

@@ -137,10 +137,21 @@ def test_the_callbacks_step_prices_each_mode_against_the_bare_runs() -> None:
     spec = importlib.util.spec_from_file_location("untraced_steps", Path(__file__).resolve().parents[2] / "scripts" / "untraced_steps.py")
     steps = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(steps)  # type: ignore[union-attr]
-    got = steps.callback_costs({"bare": [10.0, 12.0, 11.0], "every": [11.0, 13.2, 12.1], "none": [None, 11.0, 11.0],
+    got = steps.against_bare({"bare": [10.0, 12.0, 11.0], "every": [11.0, 13.2, 12.1], "none": [None, 11.0, 11.0],
                                 "launch": [None, None, None]})  # fmt: skip
     assert got["bare"]["median_us"] == 11.0 and "cost" not in got["bare"]
     assert got["every"]["median_us"] == 12.1 and abs(got["every"]["cost"] - 0.1) < 1e-12  # 12.1 / 11 - 1
     assert got["none"]["n"] == 2 and got["none"]["cost"] == 0.0  # a failed process left out
     assert got["launch"]["median_us"] is None and got["launch"]["cost"] is None
     assert set(steps.CALLBACK_MODES) == {"bare", "every", "none", "launch", "sync"}
+
+
+def test_the_steps_refuse_no_processes(tmp_path: Path) -> None:
+    import subprocess
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "untraced_steps.py"
+    res = subprocess.run([sys.executable, str(script), "callbacks", str(tmp_path), str(tmp_path / "out"), "--processes", "0"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "--processes takes a count of 1 or more" in res.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything is made
