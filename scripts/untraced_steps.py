@@ -6,7 +6,9 @@ usage: python3 scripts/untraced_steps.py cost ZOO_DIR OUT [--processes P]
        python3 scripts/untraced_steps.py own-flags ZOO_DIR OUT [--processes P] [--k-us K]
        python3 scripts/untraced_steps.py summary OUT
 
-  cost       the zoo's daq_loop (built in ZOO_DIR) at 1 and 4 streams, bare and with the injection library
+  cost       the zoo's daq_loop (built in ZOO_DIR) at 1 and 4 streams (20,000 and 80,000 frames: about a
+             second a run, as a 20,000-frame run at 4 streams, 0.3 s, spread by a third from run to run), bare
+             and with the injection library
              (no delay; every CUDA callback domain, then the runtime's alone), P processes each, interleaved:
              the frame by the program's own rate, and the library's cost against the bare runs (limit: 2 %).
              Writes OUT/cost.json. Needs a GPU and nvcc (the library is built here).
@@ -120,13 +122,19 @@ def _interleaved(step: str, argv: list[str], variants: dict[str, dict[str, str] 
     return frames
 
 
+# frames a run per stream count: about a second each (daq_loop's frame is about 36 µs at 1 stream and 14 µs at 4
+# on an H100)
+COST_FRAMES = {1: 20000, 4: 80000}
+
+
 def cost(zoo: Path, out: Path, processes: int) -> int:
     _gpu_or_exit("cost")
     prog = str(zoo / "daq_loop")
     doc: dict = {"limit": COST_LIMIT, "program": prog, "points": {}}
     variants = {"bare": None, "inject_all": {"domains": "runtime,driver"}, "inject_runtime": {"domains": "runtime"}}
-    for streams in (1, 4):
-        argv = [prog, "--frames", "20000", "--streams", str(streams), "--no-timing"]
+    doc["frames"] = COST_FRAMES
+    for streams, frames in COST_FRAMES.items():
+        argv = [prog, "--frames", str(frames), "--streams", str(streams), "--no-timing"]
         point = against_bare(_interleaved("cost", argv, variants, processes, out, f"s{streams}"))  # type: ignore[arg-type]
         bare = point["bare"]["median_us"]
         for k in ("inject_all", "inject_runtime"):

@@ -31,6 +31,7 @@ import numpy as np
 
 from clusterbench.analyzers import critical_path as path_mod
 from clusterbench.analyzers import intervals as iv
+from clusterbench.analyzers.records import BLOCK_CAUSES
 from clusterbench.io.nsys import schema as S
 from clusterbench.model import units as U
 from clusterbench.model.stats import half_range, median
@@ -231,6 +232,43 @@ def path_structure(data: Any, group: Any, built: tuple[Any, Any, Any] | None = N
                                  {t.thread.tid: t for t in group.host.threads}, window)
 
 
+# held calls whose idle stretches are the host's own work (a pageable copy staging its chunks, a module load)
+_HOST_WORK_CAUSES = np.array([BLOCK_CAUSES.index(c) for c in ("pageable", "module_load")], dtype=np.int8)
+
+
+def held_idle(links: Any, held: Any, window: Any) -> dict[int, tuple[int, int, int, int]]:
+    """Per thread (index into the trace's threads): the GPU's idle time inside the non-synchronizing calls
+    the GPU held (a graph launch that returns once its graph has run), inside ``window`` (pure):
+    (lead ns, leads, gap ns, gaps). A *lead* is an idle stretch from a call's start to the GPU's first
+    work (its launch), a *gap* one between the GPU's work inside the call (the latency between dependent
+    work). A pageable copy's and a module load's held time are left out: their idle stretches are the
+    host's own work (staging the copy, loading the module)."""
+    if not len(held) or not links.start.size:
+        return {}
+    keep = ~held.wait & ~np.isin(held.cause, _HOST_WORK_CAUSES)
+    calls = held.call[keep]
+    if not calls.size:
+        return {}
+    cs = links.cstart[calls].astype(np.int64)
+    rel = held.release[keep].astype(np.int64)
+    th = links.cthread[calls].astype(np.int64)
+    o = np.argsort(links.start, kind="stable")
+    busy = iv.union(links.start[o].astype(np.int64), links.end[o].astype(np.int64))
+    out = {}
+    for ti in np.unique(th).tolist():
+        m = (th == ti) & (rel > cs)
+        if not m.any():
+            continue
+        order = np.argsort(cs[m], kind="stable")
+        spans = iv.intersect(iv.union(cs[m][order], rel[m][order]), window)
+        idle = iv.subtract(spans, busy)
+        length = (idle[1] - idle[0]).astype(np.int64)
+        lead = np.isin(idle[0], cs[m]) & (length > 0)
+        gap = ~lead & (length > 0)
+        out[int(ti)] = (int(length[lead].sum()), int(lead.sum()), int(length[gap].sum()), int(gap.sum()))
+    return out
+
+
 def structure_of_segments(ss: np.ndarray, ee: np.ndarray, rr: np.ndarray, frames: int, links: Any, held: Any,
                           threads: Sequence[Any], stats_by_tid: Mapping[int, Any], window: Any) -> PathStructure:
     """The path's structure from its segments in time order (start, end, resource code), the walk's links
@@ -255,6 +293,7 @@ def structure_of_segments(ss: np.ndarray, ee: np.ndarray, rr: np.ndarray, frames
     wake_call = held.call[held.wait] if len(held) else np.empty(0, np.int64)
     wake_e = links.cend[wake_call].astype(np.int64) if wake_call.size else np.empty(0, np.int64)
     wake_th = links.cthread[wake_call].astype(np.int64) if wake_call.size else np.empty(0, np.int64)
+    idle_in_held = held_idle(links, held, window)
     hosts = []
     after_wake = np.zeros(ss.size, dtype=bool)  # host segments that hold a wake
     for code in np.unique(rr[rr >= h0]).tolist():
@@ -288,8 +327,10 @@ def structure_of_segments(ss: np.ndarray, ee: np.ndarray, rr: np.ndarray, frames
         work = getattr(st, "work_us_per_frame", None) if st is not None else None
         held_ns = getattr(st, "blocked_ns", None) if st is not None else None
         blocked = U.us_per_frame_of(held_ns, st.frames) if held_ns is not None else None
+        lead_ns, leads, gap_ns, n_gaps = idle_in_held.get(ti, (0, 0, 0, 0))
         hosts.append(PathHost(int(t.tid), getattr(t, "name", None), pf(int(length[sel].sum())), pf(wake_ns),
-                              float(both[0].size) / frames, work, pf(aw_ns), aw_n / frames, blocked))
+                              float(both[0].size) / frames, work, pf(aw_ns), aw_n / frames, blocked,
+                              pf(lead_ns), leads / frames, pf(gap_ns), n_gaps / frames))
     is_launch = rr == launch
     launch_after = is_launch & prev_touch & (prev >= h0) & np.insert(after_wake[:-1], 0, False)
     # each engine's mean op duration over the window's rows
@@ -395,7 +436,30 @@ def match_threads(hosts: Sequence[PathHost], bars: Sequence[ThreadBar]) -> dict[
     return {h.tid: b for h, b in zip(traced, untraced)}
 
 
-def host_part(h: PathHost, bar: ThreadBar | None) -> tuple[float | None, str]:
+def held_idle_part(h: PathHost, gap_us: float | None, costs: UntracedCosts | None) -> tuple[float, float, str]:
+    """The GPU's idle time inside the calls the GPU held (:func:`held_idle`), as traced and priced without
+    the profiler, and how (pure): its gaps at the unit's untraced latency per gap (as traced where that
+    was not measured), its leads as launches (:func:`launch_part`; as traced where no launch was
+    measured). (0, 0, "") where the held calls held none."""
+    if h.held_leads <= 0 and h.held_gaps <= 0:
+        return 0.0, 0.0, ""
+    traced = h.held_lead_us + h.held_gap_us
+    words = []
+    lead_u = 0.0
+    if h.held_leads > 0:
+        lead_u_m, _ = launch_part(h.held_leads, h.held_lead_us, costs)
+        lead_u = h.held_lead_us if lead_u_m is None else lead_u_m
+        words.append(f"{h.held_leads:.2f} launches" + (" (as traced: no launch measured)" if lead_u_m is None else ""))
+    gap_u = 0.0
+    if h.held_gaps > 0:
+        gap_u = h.held_gap_us if gap_us is None else h.held_gaps * max(gap_us, 0.0)
+        words.append(f"{h.held_gaps:.2f} gaps" + (" (as traced: no latency measured)" if gap_us is None
+                                                  else f" × {U.us(max(gap_us, 0.0), 2)}"))
+    return traced, lead_u + gap_u, f"{U.us(lead_u + gap_u, 2)} the GPU idled inside them untraced ({', '.join(words)})"
+
+
+def host_part(h: PathHost, bar: ThreadBar | None, gap_us: float | None = None,
+              costs: UntracedCosts | None = None) -> tuple[float | None, str]:
     """A thread's host part of the path without the profiler, and how (pure). Its turns (a wait's return
     to its next issuing call, where the path goes on there) are ``after_waits`` × the injection library's
     untraced time from a wait's return to the next issuing call; the rest of its path time is the same
@@ -404,7 +468,10 @@ def host_part(h: PathHost, bar: ThreadBar | None) -> tuple[float | None, str]:
     The traced own time leaves out the thread's time inside calls the GPU held while it ran their work
     (``blocked_us``); the library times every call from entry to exit, held or not, so that time is taken
     off its own time first, as traced (the GPU's work, which the profiler does not lengthen): else the
-    host's part would count the GPU's work a second time."""
+    host's part would count the GPU's work a second time. The GPU's idle stretches inside those calls
+    (their launches and the gaps between their work) are the GPU's side too, which the split prices as
+    launch and latency: they are taken off both own times, as traced from the traced one and priced
+    untraced (:func:`held_idle_part`, ``gap_us`` the untraced latency per gap) from the library's."""
     if bar is None:
         return None, "not measured (no untraced run of this thread)"
     turns_u = 0.0
@@ -420,17 +487,18 @@ def host_part(h: PathHost, bar: ThreadBar | None) -> tuple[float | None, str]:
     if rest_t > 0:
         if not h.work_us:
             return None, "not measured (the trace gives no own time for this thread)"
-        work_rest = h.work_us - h.after_wait_us
+        idle_t, idle_u, idle_how = held_idle_part(h, gap_us, costs)
+        work_rest = h.work_us - h.after_wait_us - idle_t
         share = min(1.0, max(0.0, rest_t / work_rest)) if work_rest > 0 else 1.0
         held = h.blocked_us or 0.0
-        own_u = max(0.0, bar.busy_us - held - turns_u)
+        own_u = max(0.0, bar.busy_us - held - idle_u - turns_u)
         rest_u = share * own_u
         if h.blocked_us is None:
             less = ", the time the GPU held its calls not recorded (an older record): taken whole"
         elif held > 0:
-            less = f", less {U.us(held, 2)} the GPU held its calls, as traced"
+            less = f", less {U.us(held, 2)} the GPU held its calls, as traced" + (f", and {idle_how}" if idle_how else "")
         else:
-            less = ""
+            less = f", less {idle_how}" if idle_how else ""
         words.append(f"{U.pct(share, 0)} of the rest of its own time ({U.us(own_u, 2)} untraced, the injection "
                      f"library{less}), the share the path held as traced")
     return turns_u + rest_u, "; ".join(words) or "no host time on the path"
@@ -508,7 +576,7 @@ def untraced_split(path: PathStructure, host: HostFrame | None, costs: UntracedC
         label = f"host:{h.tid}"
         traced = h.path_us - h.wake_us
         bar = matched.get(h.tid)
-        untraced_us, how = host_part(h, bar)
+        untraced_us, how = host_part(h, bar, g_u, costs)
         parts.append(SplitPart(label, traced, untraced_us, how))
     untraced = [p.untraced_us for p in parts]
     total_u = None if any(u is None for u in untraced) else float(sum(untraced))  # type: ignore[arg-type]

@@ -580,7 +580,12 @@ class PathHost:
     call that issues GPU work, where the path goes on at that call (``after_waits`` of them per frame: the
     host's own part of a turn); the thread's own bar as traced (``work_us``), and its time inside calls
     the GPU held while it ran their work (``blocked_us``: a graph launch that returns once its graph has
-    run), which the bar leaves out and a timer of calls from entry to exit does not (None: not recorded)."""
+    run), which the bar leaves out and a timer of calls from entry to exit does not (None: not recorded);
+    and the GPU's idle stretches inside those held calls (not a pageable copy's or a module load's, whose
+    idle time is the host's own work): ``held_leads`` a frame from a call's start to the GPU's first work
+    for it (its launch, ``held_lead_us`` in all) and ``held_gaps`` between its dependent work
+    (``held_gap_us``), which the bar as traced holds and which the untraced split prices as launch and
+    GPU latency."""
 
     tid: int
     name: str | None
@@ -591,11 +596,16 @@ class PathHost:
     after_wait_us: float = 0.0
     after_waits: float = 0.0
     blocked_us: float | None = None
+    held_lead_us: float = 0.0
+    held_leads: float = 0.0
+    held_gap_us: float = 0.0
+    held_gaps: float = 0.0
 
     def to_json(self) -> dict[str, object]:
         return {"tid": self.tid, "name": self.name, "path_us": self.path_us, "wake_us": self.wake_us,
                 "wakes": self.wakes, "work_us": self.work_us, "after_wait_us": self.after_wait_us,
-                "after_waits": self.after_waits, "blocked_us": self.blocked_us}
+                "after_waits": self.after_waits, "blocked_us": self.blocked_us, "held_lead_us": self.held_lead_us,
+                "held_leads": self.held_leads, "held_gap_us": self.held_gap_us, "held_gaps": self.held_gaps}
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "path.hosts") -> "PathHost":
@@ -604,7 +614,9 @@ class PathHost:
                    _num(d, "wake_us", where), _num(d, "wakes", where), _num(d, "work_us", where, none=True),  # type: ignore[arg-type]
                    _num(d, "after_wait_us", where) if "after_wait_us" in d else 0.0,  # type: ignore[arg-type]
                    _num(d, "after_waits", where) if "after_waits" in d else 0.0,  # type: ignore[arg-type]
-                   _num(d, "blocked_us", where, none=True) if "blocked_us" in d else None)  # type: ignore[arg-type]
+                   _num(d, "blocked_us", where, none=True) if "blocked_us" in d else None,  # type: ignore[arg-type]
+                   *(_num(d, k, where) if k in d else 0.0  # type: ignore[misc]
+                     for k in ("held_lead_us", "held_leads", "held_gap_us", "held_gaps")))
 
 
 @dataclass(frozen=True, slots=True)

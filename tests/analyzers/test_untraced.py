@@ -19,6 +19,7 @@ from clusterbench.analyzers.untraced import (
     fit_slope,
     governor_of,
     host_frame,
+    held_idle,
     host_part,
     idle_causes,
     judge,
@@ -30,6 +31,7 @@ from clusterbench.analyzers.untraced import (
     structure_of_segments,
     untraced_split,
 )
+from clusterbench.analyzers.records import BLOCK_CAUSES
 from clusterbench.io.nsys import schema as S
 from clusterbench.model.untraced import (
     SPLIT_TOLERANCE,
@@ -181,6 +183,7 @@ def test_a_hand_drawn_path() -> None:
         call = np.array([0, 2])
         release = np.array([0, 200])
         wait = np.array([True, True])
+        cause = np.array([-1, -1], dtype=np.int8)
 
         def __len__(self) -> int:
             return 2
@@ -379,6 +382,52 @@ def test_the_host_part_leaves_out_the_calls_the_gpu_held() -> None:
     assert host_part(PathHost(1, "t", 6.0, 0.0, 0.0, 12.5, 0.0, 0.0, 30.0), bar)[0] == 0.0
 
 
+class _HeldRecord:
+    """The fields of analyzers.held.Held that held_idle reads."""
+
+    def __init__(self, calls: list[int], release: list[int], wait: list[bool], cause: list[str | None]) -> None:
+        self.call, self.release, self.wait = np.array(calls), np.array(release), np.array(wait)
+        self.cause = np.array([-1 if c is None else BLOCK_CAUSES.index(c) for c in cause], dtype=np.int8)
+
+    def __len__(self) -> int:
+        return int(self.call.size)
+
+
+def test_the_gpu_idle_inside_held_calls_by_hand() -> None:
+    # thread 0: a graph launch [100, 300] held until its last row ends (280): memset 130-150, kernel 160-200,
+    # d2h 210-280, so idle 100-130 (its launch), 150-160 and 200-210 (gaps); a launch [400, 500] held by
+    # earlier work (gpu_behind), the GPU busy 390-450 and 460-480: one gap 450-460, no launch; a synchronize
+    # (never counted). Thread 1: a pageable copy [300, 390] whose idle stretches are its own staging: left out.
+    links = SimpleNamespace(cstart=np.array([100, 400, 500, 300]), cthread=np.array([0, 0, 0, 1]),
+                            start=np.array([20, 130, 160, 210, 350, 390, 460]),
+                            end=np.array([60, 150, 200, 280, 380, 450, 480]))
+    held = _HeldRecord([0, 1, 2, 3], [280, 480, 480, 380], [False, False, True, False],
+                 ["graph", "gpu_behind", None, "pageable"])
+    assert held_idle(links, held, (np.array([0]), np.array([600]))) == {0: (30, 1, 30, 3)}
+    # the window cuts the graph launch at 205: its last gap is 200-205, and the later launch is outside
+    assert held_idle(links, held, (np.array([0]), np.array([205]))) == {0: (30, 1, 15, 2)}
+    assert held_idle(links, _HeldRecord([3], [380], [False], ["pageable"]), (np.array([0]), np.array([600]))) == {}
+
+
+def test_the_host_part_leaves_out_the_gpu_idle_inside_held_calls() -> None:
+    # 20 µs of own time as traced, of which a held graph launch's launch (4 µs, one a frame) and two gaps
+    # (5 µs) are the GPU's; untraced the launch is scaled by the latency program's 5.4 / 9.0 µs (2.4 µs) and the
+    # gaps are 2 × 2.0 µs; the library's 25 µs less 10 µs the GPU worked, less those 6.4 µs, is 8.6 µs, of which
+    # the path holds the share it held as traced: 6 of the 20 - 9 = 11 µs
+    h = PathHost(1, "t", 6.0, 0.0, 0.0, 20.0, 0.0, 0.0, 10.0, 4.0, 1.0, 5.0, 2.0)
+    bar = ThreadBar(1, "t", 1000, 25.0, 20.0, 0.0, 0.0, None)
+    us, how = host_part(h, bar, 2.0, _costs())
+    assert us == pytest.approx(6.0 / 11.0 * (25.0 - 10.0 - 4.0 * 5.4 / 9.0 - 2 * 2.0))
+    assert "6.40 µs the GPU idled inside them untraced (1.00 launches, 2.00 gaps × 2.00 µs)" in how
+    # no latency measured: the gaps as traced; no launch measured either: the launch as traced
+    us, how = host_part(h, bar, None, None)
+    assert us == pytest.approx(6.0 / 11.0 * (25.0 - 10.0 - 4.0 - 5.0)) and "as traced: no latency measured" in how
+    # a record written before these were kept reads them as none: the host part as before
+    old = PathHost.from_json({k: v for k, v in h.to_json().items() if not k.startswith("held_")})
+    assert host_part(old, bar, 2.0, _costs())[0] == pytest.approx(6.0 / 20.0 * (25.0 - 10.0))
+    assert PathHost.from_json(h.to_json()) == h
+
+
 def test_a_graph_launch_the_gpu_held_is_kept_apart_on_the_path() -> None:
     from clusterbench.analyzers.analysis import analyze, load_trace, request
 
@@ -392,6 +441,9 @@ def test_a_graph_launch_the_gpu_held_is_kept_apart_on_the_path() -> None:
     # jacobiCudaGraphs' cudaGraphLaunch returns once its graph has run: most of its own time is held
     assert t.blocked_ns > 0.4 * t.busy_ns
     assert h.blocked_us == pytest.approx(t.blocked_ns / 1e3 / t.frames) and h.work_us == pytest.approx(t.work_us_per_frame)
+    # traced as whole graphs (one row a launch): inside a held launch the GPU idles only before its graph starts
+    assert h.held_gaps == 0.0 and 0.0 < h.held_leads <= 1.0 and h.held_lead_us > 0.0
+    assert h.held_lead_us < h.work_us - h.path_us  # off the path's host part: the launch, not the host
 
 
 def test_idle_by_cause() -> None:
