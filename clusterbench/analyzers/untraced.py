@@ -455,6 +455,8 @@ def held_idle_part(h: PathHost, gap_us: float | None, costs: UntracedCosts | Non
         gap_u = h.held_gap_us if gap_us is None else h.held_gaps * max(gap_us, 0.0)
         words.append(f"{h.held_gaps:.2f} gaps" + (" (as traced: no latency measured)" if gap_us is None
                                                   else f" × {U.us(max(gap_us, 0.0), 2)}"))
+    if lead_u + gap_u < 0.005:  # taken off all the same, but too little to name at two decimals
+        return traced, lead_u + gap_u, ""
     return traced, lead_u + gap_u, f"{U.us(lead_u + gap_u, 2)} the GPU idled inside them untraced ({', '.join(words)})"
 
 
