@@ -178,15 +178,18 @@ def test_read_jobs_run_at_most_a_window_ahead_and_report_progress(tmp_path: Path
 
 def test_many_threads_read_whole_in_full_chunks_and_fewer_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past 4 read threads a trace read whole keeps its chunk size (every job costs a few dozen calls that take the
-    GIL back) and reads at most AHEAD_ROWS rows ahead per pool; the slab path keeps its chunks whole too and
-    reads on at most 4 threads, whatever the read threads."""
+    GIL back) and reads at most AHEAD_ROWS rows ahead per pool; the slab path keeps its chunks whole too (twice a
+    whole read's by default: fewer slabs) and reads on at most 4 threads, whatever the read threads."""
     monkeypatch.delenv(R.CHUNK_ENV, raising=False)
     monkeypatch.setattr(R, "ROWS_PER_CHUNK", 100)
     monkeypatch.setattr(R, "READ_THREADS", 16)
     monkeypatch.setattr(R, "AHEAD_ROWS", 400)
     assert R.slab_chunk_rows() == 100
     monkeypatch.setattr(R, "ROWS_PER_CHUNK", 25_000)
-    assert R.slab_chunk_rows() == 25_000
+    assert R.slab_chunk_rows() == 50_000  # nothing set: the slabs' own default
+    monkeypatch.setenv(R.CHUNK_ENV, "25000")
+    assert R.slab_chunk_rows() == 25_000  # asked for: both reads take it
+    monkeypatch.delenv(R.CHUNK_ENV)
     assert R.slab_threads() == 4  # of the 16 read threads
     monkeypatch.setattr(R, "READ_THREADS", 2)
     assert R.slab_threads() == 2

@@ -102,7 +102,14 @@ def chunk_rows_setting() -> int | None:
 # hold together (AHEAD_ROWS). Every job takes the GIL back a few dozen times (the query, each column's
 # parse, the NumPy steps over its rows), so smaller chunks cost CPU: at 16 read threads, 6,250-row chunks
 # read the 1M-record trace in 2.7 to 2.9 s of CPU, 25,000-row chunks in 2.2 to 2.4 s (2 cores).
-ROWS_PER_CHUNK = chunk_rows_setting() or 25_000
+WHOLE_ROWS_DEFAULT = 25_000
+ROWS_PER_CHUNK = chunk_rows_setting() or WHOLE_ROWS_DEFAULT
+# Rowids per read job over time slabs by default (a slab holds two chunks' worth). Every slab costs each
+# accumulator of the second pass its fixed Python steps (the held calls' context and pruning, the lanes'
+# hand-overs), so fewer, larger slabs cost less: the 10M-record benchmark trace went from 60 to 64 s to 46 to
+# 49 s on the 2-core machine with 50,000 rows against 25,000, for 275 to 284 MB of peak against 229 to 232
+# (docs/analyze.md, "Larger slabs"); 100,000 gave nothing more, at 360 MB.
+SLAB_ROWS_DEFAULT = 50_000
 
 
 # Read threads over time slabs (io.nsys.slabs): at most 4. The slab path reads the largest traces, where
@@ -119,9 +126,12 @@ def slab_threads() -> int:
 
 
 def slab_chunk_rows() -> int:
-    """Rowids per read job over time slabs (io.nsys.slabs; a slab holds two chunks' worth): ROWS_PER_CHUNK,
-    read on slab_threads() threads. CLUSTERBENCH_CHUNK_ROWS sets it."""
-    return ROWS_PER_CHUNK
+    """Rowids per read job over time slabs (io.nsys.slabs; a slab holds two chunks' worth), read on
+    slab_threads() threads: SLAB_ROWS_DEFAULT, or ROWS_PER_CHUNK where that was set (CLUSTERBENCH_CHUNK_ROWS,
+    or the module's value changed, as the tests do to cross chunk edges)."""
+    if chunk_rows_setting() is not None or ROWS_PER_CHUNK != WHOLE_ROWS_DEFAULT:
+        return ROWS_PER_CHUNK
+    return SLAB_ROWS_DEFAULT
 
 _PACK_DEVICE = 1 << 24  # key = pid + 2**24*device (pid < 2**24)
 _PACK_PAGEABLE = 128  # memcpy code = kind + 128*pageable + 256*stream (kind < 128)
