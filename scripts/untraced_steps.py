@@ -128,7 +128,6 @@ COST_FRAMES = {1: 20000, 4: 80000}
 
 
 def cost(zoo: Path, out: Path, processes: int) -> int:
-    _gpu_or_exit("cost")
     prog = str(zoo / "daq_loop")
     doc: dict = {"limit": COST_LIMIT, "program": prog, "points": {}}
     variants = {"bare": None, "inject_all": {"domains": "runtime,driver"}, "inject_runtime": {"domains": "runtime"}}
@@ -140,9 +139,9 @@ def cost(zoo: Path, out: Path, processes: int) -> int:
         for k in ("inject_all", "inject_runtime"):
             point[k]["within_limit"] = None if point[k]["cost"] is None else point[k]["cost"] <= COST_LIMIT
         doc["points"][f"streams{streams}"] = point
-        print(f"cost at {streams} stream(s): bare {bare} µs; with the library (all domains) "
-              f"{point['inject_all']['median_us']} µs ({point['inject_all']['cost']}); runtime only "
-              f"{point['inject_runtime']['median_us']} µs ({point['inject_runtime']['cost']})")
+        print(f"cost at {streams} stream(s): bare {_fmt(bare)} µs; with the library (all domains) "
+              f"{_fmt(point['inject_all']['median_us'])} µs ({_pct(point['inject_all']['cost'])}); runtime only "
+              f"{_fmt(point['inject_runtime']['median_us'])} µs ({_pct(point['inject_runtime']['cost'])})")
     (out / "cost.json").write_text(json.dumps(doc, indent=2) + "\n")
     return 0
 
@@ -152,14 +151,14 @@ CALLBACK_MODES: dict[str, dict[str, str] | None] = {
     "bare": None, "every": {"domains": "runtime"}, "none": {"domains": "runtime", "only": "none"},
     "launch": {"domains": "runtime", "only": "cudaLaunchKernel"}, "sync": {"domains": "runtime", "only": "cudaStreamSynchronize"},
 }  # fmt: skip
+CALLBACK_FRAMES = 80000  # frames a run: longer runs narrow the program's own spread
 
 
 def callbacks(zoo: Path, out: Path, processes: int) -> int:
-    _gpu_or_exit("callbacks")
     prog = str(zoo / "daq_loop")
-    doc: dict = {"program": prog, "frames": 80000, "modes": CALLBACK_MODES, "points": {}}
+    doc: dict = {"program": prog, "frames": CALLBACK_FRAMES, "modes": CALLBACK_MODES, "points": {}}
     for streams in (2, 4):
-        argv = [prog, "--frames", "80000", "--streams", str(streams), "--no-timing"]
+        argv = [prog, "--frames", str(CALLBACK_FRAMES), "--streams", str(streams), "--no-timing"]
         point = against_bare(_interleaved("callbacks", argv, CALLBACK_MODES, processes, out, f"s{streams}"))
         doc["points"][f"streams{streams}"] = point
         print(f"{streams} stream(s): bare {_fmt(point['bare']['median_us'])} µs; " + "; ".join(
@@ -169,7 +168,6 @@ def callbacks(zoo: Path, out: Path, processes: int) -> int:
 
 
 def own_flags(zoo: Path, out: Path, processes: int, k_us: float) -> int:
-    _gpu_or_exit("own-flags")
     prog = str(zoo / "daq_loop")
     base = [prog, "--frames", "10000", "--streams", "1"]
     link_bytes = 320000 + int(k_us * 25e3)  # k µs at 25 GB/s more per H2D (a nominal rate: the slope's unit)

@@ -243,25 +243,27 @@ def held_idle(links: Any, held: Any, window: Any) -> dict[int, tuple[int, int, i
     work (its launch), a *gap* one between the GPU's work inside the call (the latency between dependent
     work). A pageable copy's and a module load's held time are left out: their idle stretches are the
     host's own work (staging the copy, loading the module)."""
+    from clusterbench.analyzers import held as held_mod
+
     if not len(held) or not links.start.size:
         return {}
     keep = ~held.wait & ~np.isin(held.cause, _HOST_WORK_CAUSES)
+    keep[keep] = held.release[keep] > links.cstart[held.call[keep]]
     calls = held.call[keep]
     if not calls.size:
         return {}
     cs = links.cstart[calls].astype(np.int64)
     rel = held.release[keep].astype(np.int64)
     th = links.cthread[calls].astype(np.int64)
-    o = np.argsort(links.start, kind="stable")
-    busy = iv.union(links.start[o].astype(np.int64), links.end[o].astype(np.int64))
+    order = np.argsort(cs, kind="stable")
+    # the GPU's busy time inside the holds, as blocked time measures it (held.busy_prefix: cut to them)
+    bs, be, _ = held_mod.busy_prefix(links, window, iv.union(cs[order], rel[order]))
     out = {}
     for ti in np.unique(th).tolist():
-        m = (th == ti) & (rel > cs)
-        if not m.any():
-            continue
+        m = th == ti
         order = np.argsort(cs[m], kind="stable")
         spans = iv.intersect(iv.union(cs[m][order], rel[m][order]), window)
-        idle = iv.subtract(spans, busy)
+        idle = iv.subtract(spans, (bs, be))
         length = (idle[1] - idle[0]).astype(np.int64)
         lead = np.isin(idle[0], cs[m]) & (length > 0)
         gap = ~lead & (length > 0)

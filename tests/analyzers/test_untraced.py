@@ -400,7 +400,8 @@ def test_the_gpu_idle_inside_held_calls_by_hand() -> None:
     # (never counted). Thread 1: a pageable copy [300, 390] whose idle stretches are its own staging: left out.
     links = SimpleNamespace(cstart=np.array([100, 400, 500, 300]), cthread=np.array([0, 0, 0, 1]),
                             start=np.array([20, 130, 160, 210, 350, 390, 460]),
-                            end=np.array([60, 150, 200, 280, 380, 450, 480]))
+                            end=np.array([60, 150, 200, 280, 380, 450, 480]),
+                            n_rows=7, engine_lo=np.array([0]), engine_hi=np.array([7]))  # one engine, start order
     held = _HeldRecord([0, 1, 2, 3], [280, 480, 480, 380], [False, False, True, False],
                  ["graph", "gpu_behind", None, "pageable"])
     assert held_idle(links, held, (np.array([0]), np.array([600]))) == {0: (30, 1, 30, 3)}
