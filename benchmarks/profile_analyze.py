@@ -13,6 +13,12 @@ The analyzers are timed by wrapping the module functions the facade calls (analy
 them by module attribute), so the figures are those of the real call sequence. Several run on threads
 at once (analysis._group): their CPU figures are the whole process's over their span, and their wall
 figures overlap; the ANALYZE line gives the analysis as a whole.
+
+``--timeline`` also notes when each read job (an activity, API, synchronization or event chunk, the small
+tables) and each of the read's main-thread steps ran, and each analysis job started beside the chain, in
+seconds from the read's start: per kind, how many, the first start, the last end and their summed time, so
+that what the read's wall waits for on a many-core host can be read off (which jobs still run when the
+main thread's steps end, and how long the API chunks wait for the plan).
 """
 
 from __future__ import annotations
@@ -89,6 +95,7 @@ def main() -> int:
     ap.add_argument("--tracemalloc", action="store_true")
     ap.add_argument("--json-out", action="store_true", help="also render the JSON (timed)")
     ap.add_argument("--chain", action="store_true", help="run the jobs started beside at once and give the chain left")
+    ap.add_argument("--timeline", action="store_true", help="when each read job and main-thread step ran")
     args = ap.parse_args()
     from clusterbench.errors import ClusterbenchError
     from clusterbench.io.nsys import check_sqlite_file
@@ -120,6 +127,33 @@ def main() -> int:
 
         for mod in (A, held):  # the modules that start jobs beside them (each imported analyzers.beside.beside)
             mod.beside = eager
+
+    spans: list[tuple[str, bool, float, float]] = []  # (kind, on the main thread, start, end)
+    if args.timeline:
+        main_ident = threading.get_ident()
+
+        def noted(kind: str, fn):  # noqa: ANN001, ANN202
+            @functools.wraps(fn)
+            def wrapper(*a, **k):
+                t = time.perf_counter()
+                try:
+                    return fn(*a, **k)
+                finally:
+                    spans.append((kind, threading.get_ident() == main_ident, t, time.perf_counter()))
+
+            return wrapper
+
+        for fn, kind in (("_activity_job", "activity chunk"), ("_api_job", "API chunk"), ("_columns_job", "sync/event chunk"),
+                         ("_read_small", "small tables"), ("_consume", "activity copied in"),
+                         ("_resolve_kernel_names", "kernel names"), ("_finish_syncs", "syncs joined"),
+                         ("_finish_events", "events joined"), ("_read_stream_flags", "stream flags"),
+                         ("_build_api", "API joined")):  # fmt: skip
+            setattr(reader, fn, noted(kind, getattr(reader, fn)))
+        reader._StreamIndex.build = classmethod(noted("stream index", reader._StreamIndex.build.__func__))
+        A.api_plan = lambda req, cache=None, _f=A.api_plan: noted("the plan", _f(req, cache))  # noqa: E731
+        A._gaps_host_pacing = noted("job: gaps, host, pacing", A._gaps_host_pacing)
+        A._busy_and_kernels = noted("job: busy, kernels", A._busy_and_kernels)
+        critical_path.row_predecessors = noted("job: row predecessors", critical_path.row_predecessors)
 
     if args.tracemalloc:
         tracemalloc.start()
@@ -154,6 +188,18 @@ def main() -> int:
         jobs = ", ".join(f"{n} {d:.3f}" for n, d in side)
         print(f"chain: {analysis_wall - sum(d for _, d in side):.3f} s of the analysis's {analysis_wall:.3f} s; "
               f"beside it (s): {jobs}")
+    if args.timeline:
+        print(f"timeline, s from the read's start: {'kind':<26} {'n':>4} {'first':>7} {'last end':>9} {'summed':>8}")
+        kinds: dict[tuple[str, bool], list[tuple[float, float]]] = {}
+        for kind, on_main, t, e in spans:
+            kinds.setdefault((kind, on_main), []).append((t - w0, e - w0))
+        for (kind, on_main), ts in sorted(kinds.items(), key=lambda kv: min(t for t, _ in kv[1])):
+            where = "main" if on_main else "pool"
+            print(f"  {where:<4} {kind:<26} {len(ts):>4} {min(t for t, _ in ts):>7.3f} {max(e for _, e in ts):>9.3f} "
+                  f"{sum(e - t for t, e in ts):>8.3f}")
+        for name, _, dw, *_ in ROWS:
+            if name.startswith(("READ", "ANALYZE", "JSON")):
+                print(f"  {name}: {dw:.3f} s")
     if prof:
         pstats.Stats(prof).sort_stats("tottime").print_stats(args.cprofile)
     return 0
