@@ -25,6 +25,7 @@ short:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -164,8 +165,11 @@ def host_frame(report: InjectReport) -> HostFrame | None:
         scale = period_us / wall  # the thread's ns over its wall, times the process's frame
         wait, delay, call = b.wait_ns - a.wait_ns, b.delay_ns - a.delay_ns, b.call_ns - a.call_ns
         busy = max(0, wall - wait - delay)
+        n_sync = sum(x.n for x in t.loop_apis if x.api in SYNC_APIS)
+        sync_ns = sum(x.total_ns for x in t.loop_apis if x.api in SYNC_APIS)
         bars.append(ThreadBar(t.tid, t.name, t.marks_total - 1 - w, busy * scale, call * scale, wait * scale,
-                              delay * scale, t.after_wait_ns / t.after_wait_n / 1e3 if t.after_wait_n else None))
+                              delay * scale, t.after_wait_ns / t.after_wait_n / 1e3 if t.after_wait_n else None,
+                              n_sync / frames, sync_ns / n_sync / 1e3 if n_sync else None))
     if not bars:
         return None
     main = max(marking, key=lambda t: t.marks_total)
@@ -183,6 +187,44 @@ def host_frame(report: InjectReport) -> HostFrame | None:
     listed = tuple(sorted(((api, n / frames, tot / n / 1e3) for api, (n, tot) in calls.items() if n),
                           key=lambda x: -x[1] * x[2]))
     return HostFrame(frames, period_us, p10, p90, max(b.busy_us for b in bars), tuple(bars), report.sched, listed)
+
+
+# The synchronizes (the waits that only wait: a synchronous copy's time is its copy's too)
+SYNC_APIS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
+                       "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"})  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class HostBar:
+    """The untraced host bar (µs per frame): the busiest marking thread's own time, its synchronizes' own
+    cost included. ``busy_us`` what the injection library counts as the thread's own (it leaves every wait
+    out, since it cannot tell waiting from the call's own work); ``sync_us`` its synchronizes at the cost of
+    one with nothing to wait for (the latency program's ``idle_sync_ns``, or the thread's own mean per
+    synchronize where that is less; None where either was not measured: then the bar is ``busy_us``);
+    ``tid`` the thread."""
+
+    bar_us: float
+    busy_us: float
+    sync_us: float | None
+    tid: int
+
+
+def host_bar(host: HostFrame, costs: UntracedCosts | None) -> HostBar:
+    """What the host needs per frame with a GPU that kept up (pure): per marking thread its own time plus
+    each of its synchronizes at a synchronize's own cost, the busiest thread's. A synchronize that finds its
+    work done still costs the host its call (about 2 µs a frame on the H100s' DAQ-like loop at 4 streams,
+    where every synchronize found its stream done), and a loop whose host binds pays it every frame."""
+    idle_ns = None if costs is None else costs.untraced.idle_sync_ns
+    best: HostBar | None = None
+    for t in host.threads:
+        part = None
+        if idle_ns is not None and t.syncs is not None:
+            per = idle_ns / 1e3 if t.sync_us is None else min(idle_ns / 1e3, t.sync_us)
+            part = t.syncs * per
+        bar = HostBar(t.busy_us + (part or 0.0), t.busy_us, part, t.tid)
+        if best is None or bar.bar_us > best.bar_us:
+            best = bar
+    return best if best is not None else HostBar(host.host_us, host.host_us, None, -1)
 
 
 def median_frame(frames: Sequence[HostFrame]) -> HostFrame | None:

@@ -32,14 +32,18 @@ INJECT_SCHEMA = "clusterbench.inject-report"
 # cb_inject.cpp's report. History: 1: first version.
 INJECT_VERSION = 1
 LATENCY_SCHEMA = "clusterbench.latency-report"
-# cb_latency.cu's report. History: 1: first version.
-LATENCY_VERSION = 1
+# cb_latency.cu's report. History: 1: first version; 2: idle_sync (a synchronize with nothing to wait for).
+LATENCY_VERSION = 2
+LATENCY_VERSIONS_READ = (1, 2)
 UNTRACED_SCHEMA = "clusterbench.untraced-record"
 # The per-config record probe --what-binds writes (<label>.untraced.json, and env.json's
-# configs.<label>.analysis.untraced). History: 1: first version.
+# configs.<label>.analysis.untraced). History: 1: first version. Keys added since, each read as absent
+# (None, or 0 for the held idle stretches) from a record without it, so that version-1 readers of either
+# age read both: the path's held_* keys; threads[].syncs and sync_us; the latency runs' idle_sync_ns.
 UNTRACED_VERSION = 1
 COSTS_SCHEMA = "clusterbench.untraced-costs"
-# UntracedCosts.to_json (env.json's unit block, key "untraced"). History: 1: first version.
+# UntracedCosts.to_json (env.json's unit block, key "untraced"). History: 1: first version (idle_sync_ns in
+# its latency runs since, read as absent from older records).
 COSTS_VERSION = 1
 
 # cuCtxGetFlags' schedule bits (CU_CTX_SCHED_MASK): how a synchronize waits for the GPU.
@@ -263,7 +267,9 @@ class ThreadBar:
     """One marking thread's own time per frame of the process, untraced (µs): ``busy_us`` host code and
     calls (waits and injected delays left out: its bar), ``call_us`` of it in CUDA calls, ``wait_us`` in
     waits, ``delay_us`` injected; ``after_wait_us`` the host's time from a wait's return to its next
-    issuing call (per wait, None without waits); over ``frames`` of its own marks."""
+    issuing call (per wait, None without waits); over ``frames`` of its own marks. ``syncs`` its
+    synchronize calls (stream, event, device or context) per frame of the process, ``sync_us`` their mean
+    µs per call (None in records written before they were kept, and ``sync_us`` without synchronizes)."""
 
     tid: int
     name: str
@@ -273,18 +279,21 @@ class ThreadBar:
     wait_us: float
     delay_us: float
     after_wait_us: float | None
+    syncs: float | None = None
+    sync_us: float | None = None
 
     def to_json(self) -> dict[str, object]:
         return {"tid": self.tid, "name": self.name, "frames": self.frames, "busy_us": self.busy_us,
                 "call_us": self.call_us, "wait_us": self.wait_us, "delay_us": self.delay_us,
-                "after_wait_us": self.after_wait_us}
+                "after_wait_us": self.after_wait_us, "syncs": self.syncs, "sync_us": self.sync_us}
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "thread") -> "ThreadBar":
         d = _map(doc, where)
         return cls(_int(d, "tid", where), _str(d, "name", where), _int(d, "frames", where),  # type: ignore[arg-type]
                    _num(d, "busy_us", where), _num(d, "call_us", where), _num(d, "wait_us", where),  # type: ignore[arg-type]
-                   _num(d, "delay_us", where), _num(d, "after_wait_us", where, none=True))  # type: ignore[arg-type]
+                   _num(d, "delay_us", where), _num(d, "after_wait_us", where, none=True),  # type: ignore[arg-type]
+                   _num(d, "syncs", where, none=True), _num(d, "sync_us", where, none=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,7 +370,8 @@ class LatencyRun:
     (GPU clock), split by the clocks' offset into ``wake_ns`` (the kernel's end to the synchronize's
     return), ``host_ns`` (the return to the next launch call) and ``launch_ns`` (the call to the kernel's
     start); ``sync_call_ns`` a launch-and-synchronize on the host; ``sync_loop_ns`` the frame of a loop of
-    the sequence that synchronizes every frame."""
+    the sequence that synchronizes every frame; ``idle_sync_ns`` a cudaStreamSynchronize on a stream whose
+    work has ended (its own cost; None from a version-1 report, which did not measure it)."""
 
     under: str
     sched: str
@@ -375,6 +385,7 @@ class LatencyRun:
     launch_ns: float | None
     sync_call_ns: float | None
     sync_loop_ns: float | None
+    idle_sync_ns: float | None = None
 
     def chain(self, ops: str) -> LatencyChain | None:
         return next((c for c in self.chains if c.ops == ops), None)
@@ -387,7 +398,7 @@ class LatencyRun:
         return {"under": self.under, "sched": self.sched, "device": self.device, "seq": self.seq,
                 "globaltimer_step_ns": self.globaltimer_step_ns, "chains": [c.to_json() for c in self.chains],
                 "gap_ns": self.gap_ns, "wake_ns": self.wake_ns, "host_ns": self.host_ns, "launch_ns": self.launch_ns,
-                "sync_call_ns": self.sync_call_ns, "sync_loop_ns": self.sync_loop_ns}
+                "sync_call_ns": self.sync_call_ns, "sync_loop_ns": self.sync_loop_ns, "idle_sync_ns": self.idle_sync_ns}
 
     @classmethod
     def from_json(cls, doc: Any, where: str = "latency") -> "LatencyRun":
@@ -396,7 +407,7 @@ class LatencyRun:
                    _int(d, "globaltimer_step_ns", where),  # type: ignore[arg-type]
                    tuple(LatencyChain.from_json(c, f"{where}.chains[{i}]") for i, c in enumerate(_list(d, "chains", where))),
                    *(_num(d, k, where, none=True) for k in ("gap_ns", "wake_ns", "host_ns", "launch_ns",
-                                                             "sync_call_ns", "sync_loop_ns")))
+                                                             "sync_call_ns", "sync_loop_ns", "idle_sync_ns")))
 
     @classmethod
     def from_report(cls, doc: Any, under: str) -> "LatencyRun":
@@ -404,8 +415,9 @@ class LatencyRun:
         d = _map(doc, "the report")
         if d.get("schema") != LATENCY_SCHEMA:
             raise ValueError(f"not a {LATENCY_SCHEMA} (schema {d.get('schema')!r})")
-        if d.get("version") != LATENCY_VERSION:
-            raise ValueError(f"version {d.get('version')!r}; this clusterbench reads version {LATENCY_VERSION}")
+        if d.get("version") not in LATENCY_VERSIONS_READ:
+            raise ValueError(f"version {d.get('version')!r}; this clusterbench reads versions "
+                             f"{', '.join(map(str, LATENCY_VERSIONS_READ))}")
         chains = []
         for i, c in enumerate(_list(d, "chains", "the report")):
             c = _map(c, f"chains[{i}]")
@@ -422,11 +434,12 @@ class LatencyRun:
             return median([float(x) for x in v]) if v else None
 
         loop = _map(d.get("sync_loop"), "sync_loop")
+        idle = _map(d.get("idle_sync"), "idle_sync") if d.get("version") >= 2 else None
         return cls(under, _str(d, "sched", "the report"), _str(d, "device", "the report"), _str(d, "seq", "the report"),  # type: ignore[arg-type]
                    _int(d, "globaltimer_step_ns", "the report"), tuple(chains),  # type: ignore[arg-type]
                    med(rt, "gap_ns", "round_trip"), med(rt, "wake_ns", "round_trip"), med(rt, "host_ns", "round_trip"),
                    med(rt, "launch_ns", "round_trip"), med(rt, "sync_call_ns", "round_trip"),
-                   med(loop, "frame_ns", "sync_loop"))
+                   med(loop, "frame_ns", "sync_loop"), None if idle is None else med(idle, "call_ns", "idle_sync"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from clusterbench.analyzers.untraced import binds_code, binds_words, within_spread
+from clusterbench.analyzers.untraced import binds_code, binds_words, host_bar, within_spread
 from clusterbench.model import units as U
 from clusterbench.model.untraced import IdleCauses, UntracedCosts, UntracedRecord, UntracedSplit
 
@@ -64,12 +64,15 @@ def render_frame(record: UntracedRecord, width: int) -> list[str]:
     h, d = record.host, record.delay
     if h is None:
         return []
-    busiest = max(h.threads, key=lambda t: t.busy_us)
+    hb = host_bar(h, record.costs)
+    busiest = next((t for t in h.threads if t.tid == hb.tid), None) or max(h.threads, key=lambda t: t.busy_us)
     spread = ("" if h.period_p10_us is None else
               f" (single frames {_us(h.period_p10_us)} to {_us(h.period_p90_us)} µs, 10th to 90th percentile)")
-    text = (f"untraced frame {U.us_per_frame(h.period_us, 2)}{spread}; host bar {U.us_per_frame(h.host_us, 2)} "
-            f"(thread {busiest.name or busiest.tid}: {U.us(busiest.call_us, 2)} of it in CUDA calls, "
-            f"{U.us(busiest.wait_us, 2)} waiting per frame)")
+    sync = ("" if hb.sync_us is None else
+            f" and {U.us(hb.sync_us, 2)} its synchronizes' own cost (each as one with nothing to wait for)")
+    text = (f"untraced frame {U.us_per_frame(h.period_us, 2)}{spread}; host bar {U.us_per_frame(hb.bar_us, 2)} "
+            f"(thread {busiest.name or busiest.tid}: {U.us(hb.busy_us, 2)} outside waits{sync}; "
+            f"{U.us(busiest.call_us, 2)} in CUDA calls per frame, {U.us(busiest.wait_us, 2)} of it in waits)")
     if h.sched:
         text += f"; its synchronizes {h.sched}"
     if d is not None and d.cost is not None:

@@ -239,8 +239,11 @@ def row_columns(record: UntracedRecord | None) -> dict[str, object]:
         return {}
     d = record.delay
     slope = (lambda r: None if d is None or d.slope(r) is None else d.slope(r).slope)  # type: ignore[union-attr]
+    from clusterbench.analyzers.untraced import host_bar
+
+    bar = None if record.host is None or not record.host.host_us else host_bar(record.host, record.costs).bar_us
     return {"untraced_frame_us": None if record.host is None else record.host.period_us,
-            "untraced_host_us": None if record.host is None or not record.host.host_us else record.host.host_us,
+            "untraced_host_us": bar,
             "untraced_split_us": None if record.split is None else record.split.untraced_sum_us,
             "delay_binds": None if d is None else d.binds,
             "delay_slope_host": slope("host"), "delay_slope_gpu": slope("gpu"), "delay_slope_link": slope("link"),
@@ -250,15 +253,20 @@ def row_columns(record: UntracedRecord | None) -> dict[str, object]:
 def measured_host(record: UntracedRecord | None, traced_us: float | None) -> Any:
     """The host bar without the profiler as measured (a callcost.HostEstimate with method ``measured``), in
     place of the estimate: the busiest thread's own time per frame in the baseline process of median
-    frame, its band the baseline processes' range; None where it was not measured (pure)."""
+    frame, its synchronizes' own cost included (analyzers.untraced.host_bar), its band the baseline
+    processes' range (each with the same synchronizes' part); None where it was not measured (pure)."""
+    from clusterbench.analyzers.untraced import host_bar
     from clusterbench.model import units as U
     from clusterbench.run.callcost import HostEstimate
 
     if record is None or record.host is None or not record.host.host_us or traced_us is None:
         return None
-    bars = [r.host_us for r in (record.delay.runs if record.delay is not None else ())
+    hb = host_bar(record.host, record.costs)
+    extra = hb.sync_us or 0.0
+    bars = [r.host_us + extra for r in (record.delay.runs if record.delay is not None else ())
             if r.resource == "none" and r.host_us]
-    low, high = (min(bars), max(bars)) if bars else (record.host.host_us, record.host.host_us)
-    return HostEstimate(traced_us, record.host.host_us, min(low, record.host.host_us), max(high, record.host.host_us),
+    low, high = (min(bars), max(bars)) if bars else (hb.bar_us, hb.bar_us)
+    sync = "" if hb.sync_us is None else f", {U.us(hb.sync_us, 2)} of it the synchronizes' own cost"
+    return HostEstimate(traced_us, hb.bar_us, min(low, hb.bar_us), max(high, hb.bar_us),
                         "measured", {}, f"measured: the busiest thread's own time per frame without the profiler "
-                        f"(the injection library, {len(bars) or 1} process(es): {U.us(low, 2)} to {U.us(high, 2)})")
+                        f"(the injection library, {len(bars) or 1} process(es): {U.us(low, 2)} to {U.us(high, 2)}{sync})")

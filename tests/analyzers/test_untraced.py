@@ -18,6 +18,7 @@ from clusterbench.analyzers.untraced import (
     binds_words,
     fit_slope,
     governor_of,
+    host_bar,
     host_frame,
     held_idle,
     host_part,
@@ -73,6 +74,8 @@ def test_one_thread_frame_from_its_marks() -> None:
     assert (f.period_p10_us, f.period_p90_us) == (pytest.approx(20.0), pytest.approx(20.0))
     # per frame of the loop: 3 syncs of 6 µs, 6 copies of 2 µs, 3 launches of 2 µs: by time a frame
     assert f.calls == (("cudaStreamSynchronize", 1.0, 6.0), ("cudaMemcpyAsync", 2.0, 2.0), ("cudaLaunchKernel", 1.0, 2.0))
+    # its synchronizes: 3 in the loop of 3 frames, 18,000 ns in all
+    assert (t.syncs, t.sync_us) == (pytest.approx(1.0), pytest.approx(6.0))
 
 
 def test_two_threads_share_the_process_frame() -> None:
@@ -89,6 +92,37 @@ def test_two_threads_share_the_process_frame() -> None:
     assert f.host_us == pytest.approx(12.5)
     assert f.period_p10_us is None  # two marks kept: too few for percentiles
     assert f.calls == (("cudaLaunchKernel", 1.0, pytest.approx(7 / 3)),)
+    assert all(t.syncs == 0.0 and t.sync_us is None for t in f.threads)  # launches only: no synchronize
+
+
+def _idle_costs(idle_ns: float | None) -> UntracedCosts:
+    import dataclasses
+
+    run = dataclasses.replace(_latency("latency_untraced.json", "none"), idle_sync_ns=idle_ns)
+    return UntracedCosts(run, None, "auto", None)
+
+
+def test_the_host_bar_counts_each_synchronize_at_its_own_cost() -> None:
+    f = host_frame(_report("inject_one_thread.json"))  # busy 12 µs a frame, one synchronize of 6 µs a frame
+    assert f is not None
+    hb = host_bar(f, _idle_costs(2000.0))  # a synchronize with nothing to wait for: 2 µs
+    assert (hb.bar_us, hb.busy_us, hb.sync_us) == (pytest.approx(14.0), pytest.approx(12.0), pytest.approx(2.0))
+    # a synchronize never counts for more than the thread's own mean one (6 µs here)
+    assert host_bar(f, _idle_costs(8000.0)).sync_us == pytest.approx(6.0)
+    # not measured: the library's bar as it is, and no synchronizes' part
+    for costs in (None, _idle_costs(None)):
+        hb = host_bar(f, costs)
+        assert (hb.bar_us, hb.sync_us) == (pytest.approx(12.0), None)
+
+
+def test_the_host_bar_is_the_busiest_thread_with_its_synchronizes() -> None:
+    a = ThreadBar(1, "a", 100, 15.0, 5.0, 0.0, 0.0, None, 0.0, None)  # no synchronize
+    b = ThreadBar(2, "b", 100, 14.0, 9.0, 6.0, 0.0, 0.5, 2.0, 3.0)  # two of 3 µs a frame
+    old = ThreadBar(3, "old", 100, 10.0, 5.0, 5.0, 0.0, None)  # a record from before: syncs unknown
+    f = HostFrame(100, 20.0, None, None, 15.0, (a, b, old), "auto")
+    hb = host_bar(f, _idle_costs(1500.0))
+    assert (hb.tid, hb.bar_us, hb.sync_us) == (2, pytest.approx(14.0 + 2 * 1.5), pytest.approx(3.0))
+    assert host_bar(f, None).tid == 1 and host_bar(f, None).bar_us == pytest.approx(15.0)
 
 
 def test_no_frame_past_the_warm_up_gives_none() -> None:

@@ -87,6 +87,21 @@ def test_the_latency_report_reads_as_its_medians() -> None:
     assert LatencyRun.from_json(run.to_json()) == run
 
 
+def test_a_version_2_latency_report_gives_its_idle_synchronize() -> None:
+    doc = _doc("latency_untraced.json")
+    assert LatencyRun.from_report(doc, "none").idle_sync_ns is None  # version 1 did not measure it
+    doc.update(version=2, idle_sync={"call_ns": [2100, 1900, 5000, 2000, 1800]})
+    run = LatencyRun.from_report(doc, "none")
+    assert run.idle_sync_ns == 2000.0  # the median of the five
+    assert LatencyRun.from_json(json.loads(json.dumps(run.to_json()))) == run
+    old = {k: v for k, v in run.to_json().items() if k != "idle_sync_ns"}  # a record stored before the key
+    assert LatencyRun.from_json(old).idle_sync_ns is None
+    with pytest.raises(ValueError, match="idle_sync must be"):
+        LatencyRun.from_report({**doc, "idle_sync": None}, "none")
+    with pytest.raises(ValueError, match="version 3; this clusterbench reads versions 1, 2"):
+        LatencyRun.from_report({**doc, "version": 3}, "none")
+
+
 def test_a_bad_latency_report_is_refused() -> None:
     doc = _doc("latency_untraced.json")
     doc["round_trip"]["gap_ns"] = [1.5]

@@ -92,3 +92,5 @@ def test_the_latency_program_reports(tools, tmp_path: Path) -> None:
     # the round trip's three parts add up to its gap (one clock offset between them)
     assert run.wake_ns + run.host_ns + run.launch_ns == pytest.approx(run.gap_ns, rel=0.2, abs=500)
     assert run.chain("kernel:1").kernel_gap_ns is not None
+    # a synchronize with nothing to wait for costs less than a launch and a synchronize that waits for it
+    assert run.idle_sync_ns is not None and 0 < run.idle_sync_ns < run.sync_call_ns

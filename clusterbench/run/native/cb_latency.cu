@@ -24,9 +24,13 @@
 //             which splits the round trip into the wake, the host's part and the launch.
 //   sync_loop R frames of OPS each followed by cudaStreamSynchronize, timed on the host: the frame time
 //             of a one-stream loop that synchronizes every frame and does nothing else.
+//   idle_sync R times cudaStreamSynchronize on the stream once its work has ended (a synchronize that
+//             has nothing to wait for), timed on the host: a synchronize's own cost, the host's part of
+//             every synchronize, which a loop that waits for nothing still pays.
 //   The schedule flag (--sched, cudaSetDeviceFlags before the context exists) says how a synchronize waits.
 //
-// Writes one JSON (schema clusterbench.latency-report, version 1); clusterbench/run/latency.py reads it.
+// Writes one JSON (schema clusterbench.latency-report, version 2: version 1 had no idle_sync);
+// clusterbench/run/latency.py reads it.
 // Exit status: 0 done; 1 a CUDA error (the message names it); 2 bad arguments.
 #include <cuda_runtime.h>
 
@@ -398,6 +402,18 @@ int main(int argc, char** argv) {
         prev = t;
     }
 
+    // ---- a synchronize with nothing to wait for: the stream's work has ended (checked by a query
+    // first), so each call is the synchronize's own cost
+    CK(cudaStreamSynchronize(b.st));
+    while (cudaStreamQuery(b.st) != cudaSuccess) {
+    }
+    std::vector<long long> idle_sync;
+    for (int i = 0; i < round_trips; ++i) {
+        const int64_t t0 = now_ns();
+        CK(cudaStreamSynchronize(b.st));
+        idle_sync.push_back((long long)(now_ns() - t0));
+    }
+
     FILE* f = std::fopen((out + ".tmp").c_str(), "w");
     if (!f) {
         std::fprintf(stderr, "cb_latency: cannot write %s\n", out.c_str());
@@ -408,7 +424,7 @@ int main(int argc, char** argv) {
     CK(cudaDriverGetVersion(&drv));
     unsigned got_flags = 0;
     CK(cudaGetDeviceFlags(&got_flags));
-    std::fprintf(f, "{\"schema\":\"clusterbench.latency-report\",\"version\":1,\"device\":\"%s\",\"sm\":%d,"
+    std::fprintf(f, "{\"schema\":\"clusterbench.latency-report\",\"version\":2,\"device\":\"%s\",\"sm\":%d,"
                     "\"cuda_runtime\":%d,\"cuda_driver\":%d,\"sched\":\"%s\",\"device_flags\":%u,\"seq\":\"%s\","
                     "\"reps\":%d,\"batches\":%d,\"round_trips\":%d,\"globaltimer_step_ns\":%llu,"
                     "\"clock_offset_ns\":%lld,\"clock_tries\":%d,\"chains\":%s,",
@@ -417,8 +433,8 @@ int main(int argc, char** argv) {
     std::fprintf(f, "\"round_trip\":{\"gap_ns\":%s,\"wake_ns\":%s,\"host_ns\":%s,\"launch_ns\":%s,\"sync_call_ns\":%s},",
                  jnums(gap).c_str(), jnums(wake).c_str(), jnums(host).c_str(), jnums(launch).c_str(),
                  jnums(sync_call).c_str());
-    std::fprintf(f, "\"sync_loop\":{\"frame_ns\":%s},\"wall_s\":%.3f}\n", jnums(frame).c_str(),
-                 double(now_ns() - t_start) / 1e9);
+    std::fprintf(f, "\"sync_loop\":{\"frame_ns\":%s},\"idle_sync\":{\"call_ns\":%s},\"wall_s\":%.3f}\n",
+                 jnums(frame).c_str(), jnums(idle_sync).c_str(), double(now_ns() - t_start) / 1e9);
     std::fclose(f);
     std::rename((out + ".tmp").c_str(), out.c_str());
     return 0;
