@@ -265,8 +265,8 @@ class InjectReport:
 @dataclass(frozen=True, slots=True)
 class ThreadBar:
     """One marking thread's own time per frame of the process, untraced (µs): ``busy_us`` host code and
-    calls (waits and injected delays left out: its bar), ``call_us`` of it in CUDA calls, ``wait_us`` in
-    waits, ``delay_us`` injected; ``after_wait_us`` the host's time from a wait's return to its next
+    calls (waits and injected delays left out: the library's bar), ``call_us`` its time in CUDA calls
+    (waits included), ``wait_us`` of that in waits, ``delay_us`` injected; ``after_wait_us`` the host's time from a wait's return to its next
     issuing call (per wait, None without waits); over ``frames`` of its own marks. ``syncs`` its
     synchronize calls (stream, event, device or context) per frame of the process, ``sync_us`` their mean
     µs per call (None in records written before they were kept, and ``sync_us`` without synchronizes)."""
