@@ -4,7 +4,8 @@
     CLUSTERBENCH_READ_THREADS=16 python benchmarks/bench_read.py benchmarks/out/big_1000000.sqlite
 
 - the read as analyze makes it (``load_trace``: the reader, with the analysis's plan for the API calls),
-  its CPU and wall seconds and, per kind of read job (activity, API, synchronization and event tables),
+  its CPU and wall seconds and, per kind of read job (activity, API, the API chunks cut down to the plan
+  once it is made, synchronization and event tables),
   the thread CPU seconds in SQLite (the query: stepping the rows and building the ``group_concat`` text),
   in NumPy's parse of the text, and in the rest of the job (its NumPy steps), and the main thread's;
 - ``--encodings``: SQLite's CPU seconds (one thread, best of 3) for the runtime API table's five columns
@@ -77,6 +78,7 @@ def breakdown(path: Path, runs: int) -> None:
     R._ints, R._fetch = timed_ints, sql_fetch
     R._activity_job = job("activity", R._activity_job)
     R._api_job = job("API", R._api_job)
+    R._api_keep = job("API cut", R._api_keep)
     R._columns_job = job("sync+event", R._columns_job)
     from clusterbench.analyzers.analysis import load_trace
 
@@ -91,7 +93,7 @@ def breakdown(path: Path, runs: int) -> None:
               f"wall {wall:.2f} s, main thread {main:.2f} s of CPU")
         del data
     print(f"  {'jobs':<11}{'n':>5} {'SQLite':>8} {'parse':>7} {'rest':>7} {'total':>7}  (thread CPU s, last run)")
-    for name in ("activity", "API", "sync+event"):
+    for name in ("activity", "API", "API cut", "sync+event"):
         s, p, t = acc[(name, "sqlite")], acc[(name, "parse")], acc[(name, "total")]
         print(f"  {name:<11}{jobs[name]:>5} {s:8.2f} {p:7.2f} {t - s - p:7.2f} {t:7.2f}")
 

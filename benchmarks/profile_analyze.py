@@ -143,7 +143,8 @@ def main() -> int:
 
             return wrapper
 
-        for fn, kind in (("_activity_job", "activity chunk"), ("_api_job", "API chunk"), ("_columns_job", "sync/event chunk"),
+        for fn, kind in (("_activity_job", "activity chunk"), ("_api_job", "API chunk"), ("_api_keep", "API chunk cut down"),
+                         ("_columns_job", "sync/event chunk"),
                          ("_read_small", "small tables"), ("_consume", "activity copied in"),
                          ("_resolve_kernel_names", "kernel names"), ("_finish_syncs", "syncs joined"),
                          ("_finish_events", "events joined"), ("_read_stream_flags", "stream flags"),

@@ -145,18 +145,25 @@ def test_min_max_by() -> None:
     assert first.tolist() == [4, 2, 7] and last.tolist() == [12, 11, 8]
 
 
+def _api_window(w: R._Window) -> bool:
+    return bool(w.pending) and w.pending[0][0] in S.API_TABLES
+
+
 def test_read_jobs_run_at_most_a_window_ahead_and_report_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The chunks are read at most AHEAD_PER_THREAD x READ_THREADS ahead of the main thread (so a pool of many
-    threads holds a bounded number of finished chunks), and progress counts every chunk of each table group."""
+    threads holds a bounded number of finished chunks), the API chunks API_AHEAD_PER_THREAD x READ_THREADS (they
+    are read while the plan is made), and progress counts every chunk of each table group."""
     monkeypatch.setattr(R, "ROWS_PER_CHUNK", 50)
     monkeypatch.setattr(R, "READ_THREADS", 3)
     monkeypatch.setattr(R, "AHEAD_PER_THREAD", 2)
-    most = [0]
+    monkeypatch.setattr(R, "API_AHEAD_PER_THREAD", 5)
+    most, most_api = [0], [0]
     submit = R._Window._fill
 
     def fill(self) -> None:
         submit(self)
-        most[0] = max(most[0], len(self.pending))
+        held = most_api if _api_window(self) else most
+        held[0] = max(held[0], len(self.pending))
 
     monkeypatch.setattr(R._Window, "_fill", fill)
     seen: dict[str, list[tuple[int, int]]] = {}
@@ -170,6 +177,7 @@ def test_read_jobs_run_at_most_a_window_ahead_and_report_progress(tmp_path: Path
     data = read_trace(build(tmp_path / "w.sqlite", t), on_progress=progress)
     assert len(data.api) == len(t.api) and len(data.activity) == len(t.kernels) + len(t.copies)
     assert most[0] == 6  # 2 x 3 threads, never more
+    assert most_api[0] == 15  # 5 x 3 threads
     for what in ("GPU activity (per process)", "CUDA API calls"):  # two processes: the activity is read with per-row keys
         ticks = sorted(seen[what])
         total = ticks[0][1]
@@ -195,13 +203,15 @@ def test_many_threads_read_whole_in_full_chunks_and_fewer_ahead(tmp_path: Path, 
     assert R.slab_threads() == 2
     monkeypatch.setattr(R, "READ_THREADS", 16)
     monkeypatch.setattr(R, "ROWS_PER_CHUNK", 100)
-    most, rows = [0], []
+    monkeypatch.setattr(R, "API_AHEAD_ROWS", 1_000)
+    most, most_api, rows = [0], [0], []
     submit = R._Window._fill
     fetch = R._fetch
 
     def fill(self) -> None:
         submit(self)
-        most[0] = max(most[0], len(self.pending))
+        held = most_api if _api_window(self) else most
+        held[0] = max(held[0], len(self.pending))
 
     def counted(path: Path, sql: str, lo: int, hi: int) -> list:
         rows.append(hi - lo)
@@ -213,4 +223,5 @@ def test_many_threads_read_whole_in_full_chunks_and_fewer_ahead(tmp_path: Path, 
     data = read_trace(build(tmp_path / "w.sqlite", t))
     assert len(data.api) == len(t.api) and len(data.activity) == len(t.kernels) + len(t.copies)
     assert most[0] == 4  # 400 rows of 100-row chunks, not 2 x 16
+    assert most_api[0] == 10  # 1,000 API rows of 100-row chunks, not 6 x 16
     assert max(rows) == 100 and len(rows) > 30

@@ -17,20 +17,22 @@ is not in the stable core) read correlation 0 everywhere, and then no call names
 Speed: exports hold millions of rows. Tables are read in rowid chunks, each returning its columns
 as comma-joined strings (``group_concat``) that NumPy parses: no Python object per row. The chunks
 run on several threads (sqlite3 releases the GIL while it steps), one read-only connection each.
-The API tables are read while the activity is being read; each API chunk waits for the plan
-(which needs the activity) and the correlation-to-stream index, and is then cut down to the region
-the plan keeps, so at most one chunk per thread is held in full.
+The API tables are read and parsed while the activity is being read and the plan made (which needs the
+activity), up to API_AHEAD_ROWS rows ahead; once the plan and the correlation-to-stream index are
+made, each read chunk is cut down to the region the plan keeps, on the read threads, and copied into
+place in order.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import sqlite3
 import struct
 import threading
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 import dataclasses
 from dataclasses import dataclass, field
@@ -659,6 +661,14 @@ AHEAD_PER_THREAD = 2
 # rows each. Past 4 threads the jobs ahead stop growing with the threads: 8 chunks keep 8 threads of each
 # pool busy, and more running at once added CPU time without reading sooner (2 cores, 16 threads: above).
 AHEAD_ROWS = 200_000
+# API chunks read ahead per read thread, and API rows at most, when a trace is read whole: they are read
+# and parsed while the main thread copies the activity in and makes the plan, which they do not wait for
+# (the plan cuts them down after). Measured on a 16-core H200 host (1M-record export, 96 API chunks, 8
+# read threads): with a window of 8 chunks, each blocking its thread until the plan, the plan was ready
+# 0.47 s in and the last API chunk ended 0.27 s after it (docs/analyze.md, "The API read ahead of the
+# plan"). 48 chunks of 25,000 rows hold about 50 MB of parsed columns at most, beside the read.
+API_AHEAD_PER_THREAD = 6
+API_AHEAD_ROWS = 1_200_000
 
 
 class _Window:
@@ -698,9 +708,9 @@ class _Window:
 
 
 def _window(pool: ThreadPoolExecutor, jobs: list[tuple[str, Callable, tuple]],
-            on_progress: Callable[[str, int, int], None] | None, what: str) -> _Window:  # fmt: skip
-    """A _Window over ``jobs`` on ``pool`` (AHEAD_PER_THREAD per read thread), calling ``on_progress(what,
-    done, total)`` as each job finishes."""
+            on_progress: Callable[[str, int, int], None] | None, what: str, ahead: int | None = None) -> _Window:  # fmt: skip
+    """A _Window over ``jobs`` on ``pool`` (``ahead`` jobs, by default AHEAD_PER_THREAD per read thread and at
+    most AHEAD_ROWS rows), calling ``on_progress(what, done, total)`` as each job finishes."""
     tick = None
     if on_progress is not None and jobs:
         lock = threading.Lock()
@@ -713,7 +723,16 @@ def _window(pool: ThreadPoolExecutor, jobs: list[tuple[str, Callable, tuple]],
                 n = done[0]
             on_progress(what, n, total)
 
-    return _Window(pool, jobs, min(AHEAD_PER_THREAD * READ_THREADS, max(1, AHEAD_ROWS // ROWS_PER_CHUNK)), tick)
+    if ahead is None:
+        ahead = min(AHEAD_PER_THREAD * READ_THREADS, max(1, AHEAD_ROWS // ROWS_PER_CHUNK))
+    return _Window(pool, jobs, ahead, tick)
+
+
+def api_ahead() -> int:
+    """API read jobs in flight ahead of the main thread (pure in the module's settings): API_AHEAD_PER_THREAD
+    per read thread, at most API_AHEAD_ROWS rows, and never fewer than the other tables' window."""
+    usual = min(AHEAD_PER_THREAD * READ_THREADS, max(1, AHEAD_ROWS // ROWS_PER_CHUNK))
+    return max(usual, min(API_AHEAD_PER_THREAD * READ_THREADS, API_AHEAD_ROWS // ROWS_PER_CHUNK))
 
 
 def _consume(path: Path, jobs: _Window, sink: _ActivitySink) -> _ActivitySink | None:
@@ -1037,16 +1056,6 @@ class _Threads:
         return self.map(keys)
 
 
-class _PlanBox:
-    """The plan and the correlation-to-stream index, handed from the main thread to the API read
-    threads once the activity is read."""
-
-    def __init__(self) -> None:
-        self.ready = threading.Event()
-        self.plan: ApiPlan | None = None  # None after ready: the read was abandoned
-        self.streams: _StreamIndex | None = None
-
-
 def _touches(s: np.ndarray, e: np.ndarray, iv: Intervals) -> np.ndarray:
     """Per call [s, e] (closed), whether it touches a disjoint sorted interval set (closed)."""
     ws, we = iv
@@ -1056,26 +1065,39 @@ def _touches(s: np.ndarray, e: np.ndarray, iv: Intervals) -> np.ndarray:
     return (i >= 0) & (we[np.maximum(i, 0)] >= s)
 
 
-def _api_job(path: Path, sql: str, lo: int, hi: int, box: _PlanBox, names: _Names, threads: _Threads) -> dict | None:
-    """Read one chunk of an API table, wait for the plan, and keep the calls in its region."""
+def _api_job(path: Path, sql: str, lo: int, hi: int, names: _Names, threads: _Threads) -> dict:
+    """Read one chunk of an API table (before the plan is made): its calls as read, with their names
+    mapped, and every thread's first and last issuing call (whatever the plan will keep)."""
     start, dur, key, name_id, corr = _fetch(path, sql, lo, hi)
     n = start.shape[0]
     if dur.shape[0] != n or key.shape[0] != n or name_id.shape[0] != n or corr.shape[0] != n:
         raise TraceError(f"a CUDA API table has NULL values in core columns: {path}", hint="re-export the trace with a current nsys")
     name, _, issues = names.map(path, name_id)
     del name_id
-    # every thread's first and last issuing call, whatever the plan keeps (computed before waiting for it)
-    out: dict = {}
+    out: dict = {"start": start, "dur": dur, "key": key, "name": name, "corr": corr}
     ii = np.flatnonzero(issues)
     if ii.size:
         # a thread feeds the GPU from the start of its first issuing call to the start of its last one
         u, _, first, last = _min_max_by(threads.map(key[ii]), start[ii], start[ii])
         out["i_thread"], out["i_first"], out["i_last"] = u, first, last
-    del issues, ii
-    box.ready.wait()
-    plan = box.plan
-    if plan is None or n == 0:
-        return out or None
+    return out
+
+
+def _done(value: object) -> Future:
+    """A future that already holds ``value``."""
+    f: Future = Future()
+    f.set_result(value)
+    return f
+
+
+def _api_keep(part: dict, plan: ApiPlan, streams: _StreamIndex | None, threads: _Threads) -> dict:
+    """One read chunk (``_api_job``'s) cut down to the calls that touch ``plan``'s region, with their
+    threads and streams (``streams``: the correlation-to-stream index; None: every stream -1); the issuing
+    spans (``i_*``) go on as they are."""
+    start, dur, key, name, corr = (part.pop(k) for k in ("start", "dur", "key", "name", "corr"))
+    n = start.shape[0]
+    if n == 0:
+        return part
     end = start + dur
     del dur
     pid = key >> 24
@@ -1095,13 +1117,12 @@ def _api_job(path: Path, sql: str, lo: int, hi: int, box: _PlanBox, names: _Name
                 keep[m] = _touches(start[m], end[m], region)
         ki = np.flatnonzero(keep)
         del keep
-    out["start"], out["end"] = start[ki], end[ki]
-    out["thread"] = threads.map(key[ki])
-    out["name"] = name[ki]
-    out["corr"] = corr[ki]
-    streams = box.streams
-    out["stream"] = streams.lookup(pid[ki], out["corr"]) if streams is not None else np.full(out["corr"].shape[0], -1, dtype=np.int64)
-    return out
+    part["start"], part["end"] = start[ki], end[ki]
+    part["thread"] = threads.map(key[ki])
+    part["name"] = name[ki]
+    part["corr"] = corr[ki]
+    part["stream"] = streams.lookup(pid[ki], part["corr"]) if streams is not None else np.full(part["corr"].shape[0], -1, dtype=np.int64)
+    return part
 
 
 def _min_max_by(key: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -1117,10 +1138,10 @@ def _min_max_by(key: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.nda
     return present, rows[present], first[present], last[present]
 
 
-def _start_api(path: Path, conn: sqlite3.Connection, tables: frozenset[str], pool: ThreadPoolExecutor, box: _PlanBox,
+def _start_api(path: Path, conn: sqlite3.Connection, tables: frozenset[str], pool: ThreadPoolExecutor,
                on_progress: Callable[[str, int, int], None] | None = None,
                ) -> tuple[_Window | None, _Names, _Threads, tuple[str, ...], int]:  # fmt: skip
-    """Start reading every API table in chunks on ``pool``; each chunk waits for ``box``'s plan. Also
+    """Start reading every API table in chunks on ``pool`` (api_ahead() jobs ahead; none waits for the plan). Also
     returns the number of rowids the tables span (at least their rows)."""
     api_tables = tuple(t for t in S.API_TABLES if t in tables and _table_has_rows(conn, t))
     names, threads = _Names(), _Threads()
@@ -1133,8 +1154,9 @@ def _start_api(path: Path, conn: sqlite3.Connection, tables: frozenset[str], poo
              f"group_concat(nameId), {corr} FROM [{t}] WHERE rowid > ? AND rowid <= ?")  # fmt: skip
         lo, hi = _rowid_span(conn, t)
         capacity += hi - lo + 1
-        jobs += [(t, _api_job, (path, q, a, b, box, names, threads)) for a, b in _chunks(lo, hi)]
-    return (_window(pool, jobs, on_progress, "CUDA API calls") if jobs else None), names, threads, api_tables, capacity
+        jobs += [(t, _api_job, (path, q, a, b, names, threads)) for a, b in _chunks(lo, hi)]
+    window = _window(pool, jobs, on_progress, "CUDA API calls", api_ahead()) if jobs else None
+    return window, names, threads, api_tables, capacity
 
 
 _EMPTY_IV: Intervals = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
@@ -1146,10 +1168,12 @@ def _empty_totals() -> ApiTotals:
 
 
 def _build_api(path: Path, futures: _Window | None, plan: ApiPlan, names: _Names, threads: _Threads,
-               thread_names: dict[int, str], tables: tuple[str, ...], capacity: int = 0) -> ApiCalls:  # fmt: skip
+               thread_names: dict[int, str], tables: tuple[str, ...], capacity: int = 0,
+               streams: _StreamIndex | None = None, pool: ThreadPoolExecutor | None = None) -> ApiCalls:  # fmt: skip
     """The kept calls of every chunk, in order, into one set of arrays (each chunk dropped once copied).
-    The arrays are allocated for every row of the API tables (``capacity``); the pages past the calls
-    kept are never written and take no memory."""
+    Each read chunk is cut down to ``plan``'s region (``_api_keep``, with ``streams``) on ``pool``, at most
+    READ_THREADS of them at once ahead of the copy. The arrays are allocated for every row of the API
+    tables (``capacity``); the pages past the calls kept are never written and take no memory."""
     cap = max(1, capacity)
     # thread and name indices are int16 until one needs more (then the column is widened once)
     # (correlation ids int32, streams int16: the same)
@@ -1157,16 +1181,33 @@ def _build_api(path: Path, futures: _Window | None, plan: ApiPlan, names: _Names
                                                      ("name", np.int16), ("corr", np.int32), ("stream", np.int16))}  # fmt: skip
     n = 0
     ispans: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    while futures:
-        _, f = futures.take()
-        try:
-            part = _results(path, [f])[0]
-        except BaseException:
-            futures.cancel()
-            raise
-        del f
-        if part is None:
-            continue
+    cut: collections.deque[Future] = collections.deque()  # chunks being cut down, in order
+
+    def kept() -> Iterator[dict]:
+        while futures or cut:
+            if futures and len(cut) < READ_THREADS:
+                _, f = futures.take()
+                try:
+                    read = _results(path, [f])[0]
+                except BaseException:
+                    futures.cancel()
+                    raise
+                del f
+                cut.append(pool.submit(_api_keep, read, plan, streams, threads) if pool is not None else
+                           _done(_api_keep(read, plan, streams, threads)))  # fmt: skip
+                del read
+                continue
+            f = cut.popleft()
+            try:
+                part = _results(path, [f])[0]
+            except BaseException:
+                if futures:
+                    futures.cancel()
+                raise
+            del f
+            yield part
+
+    for part in kept():
         if "i_thread" in part:
             ispans.append((part.pop("i_thread"), part.pop("i_first"), part.pop("i_last")))
         if "start" not in part:
@@ -1673,10 +1714,9 @@ def read_trace(
     # two pools: the API chunks block their threads until the plan is known, which needs the
     # activity read on the other pool
     pool, api_pool = _pool(), _pool()
-    box = _PlanBox()
     try:
         try:
-            data = _read(conn, path, pool, api_pool, box, tuple(range_prefixes), kernel_names, api_plan, on_progress)
+            data = _read(conn, path, pool, api_pool, tuple(range_prefixes), kernel_names, api_plan, on_progress)
             if not _times_in_range(data):  # times no clock gives: the arithmetic on them would overflow
                 problem = _typed_problem(conn, path)
                 if problem is not None:
@@ -1691,9 +1731,6 @@ def read_trace(
                 raise
             raise problem from exc
     finally:
-        if not box.ready.is_set():
-            box.plan = None
-            box.ready.set()
         pool.shutdown(wait=True, cancel_futures=True)
         api_pool.shutdown(wait=True, cancel_futures=True)
         conn.close()
@@ -1755,7 +1792,7 @@ def _typed_problem(conn: sqlite3.Connection, path: Path) -> TraceError | None:
     return None
 
 
-def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_pool: ThreadPoolExecutor, box: _PlanBox,
+def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_pool: ThreadPoolExecutor,
           prefixes: tuple[str, ...], kernel_name_kind: str, api_plan: Callable[[TraceData], ApiPlan] | ApiPlan,
           on_progress: Callable[[str, int, int], None] | None) -> TraceData:  # fmt: skip
     tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
@@ -1785,7 +1822,7 @@ def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_po
     # too (on this thread's connection, which this thread leaves alone meanwhile); this thread
     # copies the activity chunks into place as they come.
     act_jobs = submit_activity(uniform, "GPU activity")
-    api_jobs, names, threads, api_tables, api_capacity = _start_api(path, conn, tables, api_pool, box, on_progress)
+    api_jobs, names, threads, api_tables, api_capacity = _start_api(path, conn, tables, api_pool, on_progress)
     sync_jobs = _start_table(conn, path, tables, S.SYNC_TABLE, pool, _sync_sql)
     event_jobs = _start_table(conn, path, tables, S.CUDA_EVENT_TABLE, pool, _event_sql)
     small = pool.submit(_read_small, conn, path, tables, prefixes)
@@ -1825,10 +1862,8 @@ def _read(conn: sqlite3.Connection, path: Path, pool: ThreadPoolExecutor, api_po
         stream_flags=_read_stream_flags(conn, tables),
     )  # fmt: skip
     plan = api_plan(data) if callable(api_plan) else api_plan
-    box.streams = _StreamIndex.build(activity, syncs, event_records) if api_jobs else None
-    box.plan = plan
-    box.ready.set()
-    api = _build_api(path, api_jobs, plan, names, threads, thread_names, api_tables, api_capacity)
+    streams = _StreamIndex.build(activity, syncs, event_records) if api_jobs else None
+    api = _build_api(path, api_jobs, plan, names, threads, thread_names, api_tables, api_capacity, streams, api_pool)
     return dataclasses.replace(data, api=api)
 
 
@@ -1843,15 +1878,12 @@ def read_api_window(path: str | os.PathLike[str], pid: int, start_ns: int, end_n
     plan = ApiPlan(region={pid: region})
     conn = connect_read_only(path)
     pool = _pool()
-    box = _PlanBox()
-    box.plan = plan
-    if data is not None:
-        box.streams = _StreamIndex.build(data.activity, data.syncs, data.event_records)
-    box.ready.set()
+    streams = _StreamIndex.build(data.activity, data.syncs, data.event_records) if data is not None else None
     try:
         tables = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"))
-        futures, names, threads, api_tables, capacity = _start_api(path, conn, tables, pool, box)
-        return _build_api(path, futures, plan, names, threads, _read_thread_names(conn, tables), api_tables, capacity)
+        futures, names, threads, api_tables, capacity = _start_api(path, conn, tables, pool)
+        return _build_api(path, futures, plan, names, threads, _read_thread_names(conn, tables), api_tables, capacity,
+                          streams, pool)  # fmt: skip
     except sqlite3.DatabaseError as exc:
         raise _corrupt(path, exc) from None
     finally:
