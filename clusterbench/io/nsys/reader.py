@@ -665,7 +665,7 @@ AHEAD_ROWS = 200_000
 # and parsed while the main thread copies the activity in and makes the plan, which they do not wait for
 # (the plan cuts them down after). Measured on a 16-core H200 host (1M-record export, 96 API chunks, 8
 # read threads): with a window of 8 chunks, each blocking its thread until the plan, the plan was ready
-# 0.47 s in and the last API chunk ended 0.27 s after it (docs/analyze.md, "The API read ahead of the
+# 0.47 s in and the last API chunk ended 0.27 to 0.30 s after it (docs/analyze.md, "The API read ahead of the
 # plan"). 48 chunks of 25,000 rows hold about 50 MB of parsed columns at most, beside the read.
 API_AHEAD_PER_THREAD = 6
 API_AHEAD_ROWS = 1_200_000
@@ -1711,8 +1711,7 @@ def read_trace(
     check_sqlite_file(path)
     _fixed_mmap_threshold()
     conn = connect_read_only(path)
-    # two pools: the API chunks block their threads until the plan is known, which needs the
-    # activity read on the other pool
+    # two pools: the activity, which the plan needs first, is not queued behind the API chunks read ahead
     pool, api_pool = _pool(), _pool()
     try:
         try:
