@@ -209,18 +209,26 @@ class HostBar:
     tid: int
 
 
+def sync_own(t: ThreadBar, costs: UntracedCosts | None) -> float | None:
+    """A thread's synchronizes' own cost per frame, untraced (pure): each at the latency program's
+    synchronize with nothing to wait for, or at the thread's own mean synchronize where that is less;
+    None where either was not measured (an older record, or no latency program run)."""
+    idle_ns = None if costs is None else costs.untraced.idle_sync_ns
+    if idle_ns is None or t.syncs is None:
+        return None
+    per = idle_ns / 1e3 if t.sync_us is None else min(idle_ns / 1e3, t.sync_us)
+    return t.syncs * per
+
+
 def host_bar(host: HostFrame, costs: UntracedCosts | None) -> HostBar:
     """What the host needs per frame with a GPU that kept up (pure): per marking thread its own time plus
-    each of its synchronizes at a synchronize's own cost, the busiest thread's. A synchronize that finds its
-    work done still costs the host its call (about 2 µs a frame on the H100s' DAQ-like loop at 4 streams,
-    where every synchronize found its stream done), and a loop whose host binds pays it every frame."""
-    idle_ns = None if costs is None else costs.untraced.idle_sync_ns
+    each of its synchronizes at a synchronize's own cost (:func:`sync_own`), the busiest thread's. A
+    synchronize that finds its work done still costs the host its call (about 2 µs a frame on the H100s'
+    DAQ-like loop at 4 streams, where every synchronize found its stream done), and a loop whose host
+    binds pays it every frame."""
     best: HostBar | None = None
     for t in host.threads:
-        part = None
-        if idle_ns is not None and t.syncs is not None:
-            per = idle_ns / 1e3 if t.sync_us is None else min(idle_ns / 1e3, t.sync_us)
-            part = t.syncs * per
+        part = sync_own(t, costs)
         bar = HostBar(t.busy_us + (part or 0.0), t.busy_us, part, t.tid)
         if best is None or bar.bar_us > best.bar_us:
             best = bar
@@ -509,7 +517,10 @@ def host_part(h: PathHost, bar: ThreadBar | None, gap_us: float | None = None,
     """A thread's host part of the path without the profiler, and how (pure). Its turns (a wait's return
     to its next issuing call, where the path goes on there) are ``after_waits`` × the injection library's
     untraced time from a wait's return to the next issuing call; the rest of its path time is the same
-    share of its untraced own time (less those turns) as the path held of its traced own time.
+    share of its untraced own time (less those turns) as the path held of its traced own time. The
+    untraced own time is the library's (which leaves every wait out) with the thread's synchronizes at
+    their own cost (:func:`sync_own`), as the traced own time holds a synchronize's own part (only the
+    time the GPU held it is blocked time).
 
     The traced own time leaves out the thread's time inside calls the GPU held while it ran their work
     (``blocked_us``); the library times every call from entry to exit, held or not, so that time is taken
@@ -537,8 +548,10 @@ def host_part(h: PathHost, bar: ThreadBar | None, gap_us: float | None = None,
         work_rest = h.work_us - h.after_wait_us - idle_t
         share = min(1.0, max(0.0, rest_t / work_rest)) if work_rest > 0 else 1.0
         held = h.blocked_us or 0.0
-        own_u = max(0.0, bar.busy_us - held - idle_u - turns_u)
+        syncs = sync_own(bar, costs)
+        own_u = max(0.0, bar.busy_us + (syncs or 0.0) - held - idle_u - turns_u)
         rest_u = share * own_u
+        plus = f" with {U.us(syncs, 2)} its synchronizes' own cost" if syncs else ""
         if h.blocked_us is None:
             less = ", the time the GPU held its calls not recorded (an older record): taken whole"
         elif held > 0:
@@ -546,7 +559,7 @@ def host_part(h: PathHost, bar: ThreadBar | None, gap_us: float | None = None,
         else:
             less = f", less {idle_how}" if idle_how else ""
         words.append(f"{U.pct(share, 0)} of the rest of its own time ({U.us(own_u, 2)} untraced, the injection "
-                     f"library{less}), the share the path held as traced")
+                     f"library{plus}{less}), the share the path held as traced")
     return turns_u + rest_u, "; ".join(words) or "no host time on the path"
 
 

@@ -401,6 +401,22 @@ def test_the_host_part_of_a_host_bound_thread() -> None:
     assert host_part(turns_without_waits, bar)[0] is None  # turns on the path, and no wait timed untraced
 
 
+def test_the_host_part_counts_the_synchronizes_own_cost() -> None:
+    # the DAQ-like loop at 4 streams: the path holds all 26 µs of its own time as traced (a synchronize's own
+    # part included: it waited for nothing); the library's 13.87 µs leave its one synchronize a frame out,
+    # which the latency program prices at 1.71 µs (the thread's own mean, 1.87 µs, is more)
+    h = PathHost(1, "t", 26.0, 0.0, 0.0, 26.0, 0.0, 0.0, 0.0)
+    bar = ThreadBar(1, "t", 1000, 13.87, 16.0, 1.87, 0.0, None, 1.0, 1.87)
+    us, how = host_part(h, bar, None, _idle_costs(1710.0))
+    assert us == pytest.approx(13.87 + 1.71) and "with 1.71 µs its synchronizes' own cost" in how
+    # the latency program's idle synchronize not measured (an older record): the library's time as it is
+    us, how = host_part(h, bar, None, _idle_costs(None))
+    assert us == pytest.approx(13.87) and "synchronizes" not in how
+    # a thread whose own synchronizes are cheaper than the latency program's: its own mean
+    cheap = ThreadBar(1, "t", 1000, 13.87, 16.0, 1.0, 0.0, None, 2.0, 0.5)
+    assert host_part(h, cheap, None, _idle_costs(1710.0))[0] == pytest.approx(13.87 + 2 * 0.5)
+
+
 def test_the_host_part_leaves_out_the_calls_the_gpu_held() -> None:
     # a graph launch that returns once its graph has run: the trace's own time (12.5 µs a frame) leaves out
     # the 10.5 µs the GPU held the call, the library's 22.6 µs hold them; the path holds 6 of the 12.5 µs
