@@ -11,7 +11,8 @@ DATA = Path(__file__).resolve().parent / "data" / "untraced"
 
 # A stand-in for a program run with the injection library: 30 frames (FAKE_MARKS); its frame is 20 µs
 # (FAKE_PERIOD) plus the host delay times HOST_SLOPE plus the GPU delay times GPU_SLOPE (the link adds
-# nothing); it prints its rate. Without CB_INJECT_OUT (no library) its frame is 0.1 µs shorter.
+# nothing); it prints its rate. Without CB_INJECT_OUT (no library) its frame is 0.1 µs shorter. With
+# FAKE_SYNC_NS it makes one cudaStreamSynchronize a frame of that many ns, in its waits.
 FAKE = r'''
 import json, os, sys
 out = os.environ.get("CB_INJECT_OUT")
@@ -28,7 +29,12 @@ if out:
     t = [int(1000 + i * period * 1000) for i in range(n)]
     zero = [0] * n
     delay = [int(i * host * 1000) for i in range(n)]
-    mark = lambda i: {"t_ns": t[i], "call_ns": 0, "wait_ns": 0, "delay_ns": delay[i]}
+    sync = int(os.environ.get("FAKE_SYNC_NS", "0"))
+    wait = [i * sync for i in range(n)]
+    w = int(os.environ["CB_INJECT_WARMUP"])
+    loop = [] if not sync else [{"api": "cudaStreamSynchronize", "domain": "runtime", "category": "wait",
+                                 "n": n - 1 - w, "total_ns": (n - 1 - w) * sync, "max_ns": sync}]
+    mark = lambda i: {"t_ns": t[i], "call_ns": wait[i], "wait_ns": wait[i], "delay_ns": delay[i]}
     rep = {"schema": "clusterbench.inject-report", "version": 1, "pid": os.getpid(), "argv": sys.argv,
            "settings": {"mark": os.environ["CB_INJECT_MARK"], "warmup": int(os.environ["CB_INJECT_WARMUP"]),
                         "max_marks": 100000, "runtime": True, "driver": True, "host_us": host,
@@ -37,18 +43,19 @@ if out:
            "delays": {"gpu_applied": 0 if (gpu is None or refuse_gpu) else n, "gpu_skipped_capturing": 0,
                       "link_applied": 0 if link is None else n, "link_skipped_capturing": 0, "failed": 0,
                       "not_tested": "no stream to delay" if refuse_gpu and gpu is not None else None},
-           "threads": [{"tid": 5, "name": "fake", "calls": n, "call_ns": 0, "wait_ns": 0, "delay_ns": delay[-1],
+           "threads": [{"tid": 5, "name": "fake", "calls": n, "call_ns": wait[-1], "wait_ns": wait[-1], "delay_ns": delay[-1],
                         "first_call_ns": 0, "last_call_ns": t[-1], "after_wait_ns": 0, "after_wait_n": 0,
                         "marks_total": n, "warm_mark": mark(int(os.environ["CB_INJECT_WARMUP"])), "last_mark": mark(n - 1),
-                        "marks": {"t_ns": t, "call_ns": zero, "wait_ns": zero, "delay_ns": delay},
-                        "apis": [], "loop_apis": []}]}
+                        "marks": {"t_ns": t, "call_ns": wait, "wait_ns": wait, "delay_ns": delay},
+                        "apis": loop, "loop_apis": loop}]}
     open(out, "w").write(json.dumps(rep))
 '''
 
 
 
 # A stand-in for cb_latency: writes the hand-written untraced report (or, under the stand-in nsys, the
-# nsys one) to --out, with the --seq and --sched it was given.
+# nsys one) to --out, with the --seq and --sched it was given; with FAKE_IDLE_SYNC_NS, as version 2 with a
+# synchronize with nothing to wait for of that many ns.
 LATENCY = r'''
 import json, os, sys
 args = sys.argv[1:]
@@ -58,6 +65,9 @@ doc = json.load(open(os.path.join(DATA, name)))
 if "--seq" in args:
     doc["seq"] = args[args.index("--seq") + 1]
 doc["sched"] = args[args.index("--sched") + 1]
+if os.environ.get("FAKE_IDLE_SYNC_NS"):
+    doc["version"] = 2
+    doc["idle_sync"] = {"call_ns": [int(os.environ["FAKE_IDLE_SYNC_NS"])] * 3}
 open(out, "w").write(json.dumps(doc))
 '''
 

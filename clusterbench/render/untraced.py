@@ -118,7 +118,9 @@ def render_costs(costs: UntracedCosts, width: int) -> list[str]:
             f"a synchronize's round trip {pair(u.gap_ns, t.gap_ns if t else None)} µs (wake {_us(None if u.wake_ns is None else u.wake_ns / 1e3)}, "
             f"host {_us(None if u.host_ns is None else u.host_ns / 1e3)}, launch {_us(None if u.launch_ns is None else u.launch_ns / 1e3)} µs "
             f"untraced); a one-stream loop of them that synchronizes every frame {pair(u.sync_loop_ns, t.sync_loop_ns if t else None)} µs a frame; "
-            f"schedule flag {u.sched}; CPU governor {costs.governor or U.NOT_MEASURED}; the GPU clock's step {u.globaltimer_step_ns} ns")
+            + ("" if u.idle_sync_ns is None else
+               f"a synchronize with nothing to wait for {pair(u.idle_sync_ns, t.idle_sync_ns if t else None)} µs; ")
+            + f"schedule flag {u.sched}; CPU governor {costs.governor or U.NOT_MEASURED}; the GPU clock's step {u.globaltimer_step_ns} ns")
     return _wrap(text, width)
 
 

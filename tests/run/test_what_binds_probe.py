@@ -155,3 +155,26 @@ def test_the_steps_refuse_no_processes(tmp_path: Path) -> None:
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "--processes takes a count of 1 or more" in res.stderr
     assert not (tmp_path / "out").exists()  # refused before anything is made
+
+
+def test_the_host_bar_counts_each_synchronize_at_the_units_idle_one(edges, tmp_path: Path, monkeypatch) -> None:
+    """The stand-in makes one synchronize a frame of 3 µs, in its waits (its own time 17 of its 20 µs); the
+    stand-in latency program's synchronize with nothing to wait for costs 1.5 µs: the bar is 17 + 1.5 µs."""
+    monkeypatch.setenv("FAKE_SYNC_NS", "3000")
+    monkeypatch.setenv("FAKE_IDLE_SYNC_NS", "1500")
+    req = _request(tmp_path)
+    plan = plan_probe(req)
+    outcome = run_probe(plan, req, nsys=edges.nsys)
+    require_no_failures(outcome)
+    (row,) = outcome.rows
+    assert row.untraced_frame_us == pytest.approx(20.0, abs=1e-3)
+    assert row.untraced_host_us == pytest.approx(17.0 + 1.5, abs=1e-3) == row.host_untraced_us
+    record = outcome.untraced["turns"]
+    assert record.costs is not None and record.costs.untraced.idle_sync_ns == 1500.0
+    (t,) = record.host.threads
+    assert (t.busy_us, t.syncs, t.sync_us) == (pytest.approx(17.0, abs=1e-3), pytest.approx(1.0), pytest.approx(3.0))
+    from clusterbench.render.untraced import render_untraced
+
+    text = " ".join(render_untraced("turns", record, 80).split())
+    assert "host bar 18.50 µs/frame" in text and "1.50 µs its synchronizes' own cost" in text
+    assert "a synchronize with nothing to wait for 1.50 / 1.50 under nsys µs" in text  # both runs of the stand-in
