@@ -248,7 +248,7 @@ class KernelAccumulator:
         if rows is not None and len(rows):
             part = _span_window(self.window, slab.t0, slab.t1)
             if part[0].size:
-                for name in np.unique(rows.name).tolist():
+                for name in iv.distinct(rows.name):
                     m = rows.name == name
                     b = iv.coverage_in_window([(rows.start_ns[m], rows.end_ns[m])], part, 1)[0][0]
                     self.busy[name] = self.busy.get(name, 0) + b
@@ -260,7 +260,7 @@ class KernelAccumulator:
             return
         nm = r.name[inside]
         d = (r.end_ns - r.start_ns)[inside]
-        for name in np.unique(nm).tolist():
+        for name in iv.distinct(nm):
             m = nm == name
             self.launches[name] = self.launches.get(name, 0) + int(m.sum())
             self.durations.setdefault(name, ValueCounts()).add(d[m])
@@ -478,7 +478,7 @@ class SpanAccumulator:
         api = slab.api
         mine = thread_pid[api["thread"]] == self.pid if api["start"].size else np.zeros(0, dtype=bool)
         iss = np.flatnonzero(mine & self.issues()[api["name"]]) if api["start"].size else np.empty(0, dtype=np.int64)
-        for t in np.unique(api["thread"][iss]).tolist():
+        for t in iv.distinct(api["thread"][iss]):
             st = api["start"][iss][api["thread"][iss] == t]
             self.ifirst[t] = min(self.ifirst.get(t, _HIGH), int(st.min()))
             self.ilast[t] = max(self.ilast.get(t, _LOW), int(st.max()))
@@ -758,7 +758,7 @@ def _first_loads(cand: dict[str, np.ndarray], c_cat: np.ndarray, issuing: np.nda
     in_order = cs.size < 2 or (bool((cs[1:] >= cs[:-1]).all()) and bool((seq[1:] > seq[:-1]).all()))
     iss = np.flatnonzero(issuing)
     it = ct[iss]
-    for t in np.unique(th).tolist():
+    for t in iv.distinct(th):
         q = np.flatnonzero(th == t)
         mine = iss[it == t]  # in read order
         if in_order:  # the calls in start order too: those in [fe, b) are a run, its first the first read
@@ -907,13 +907,13 @@ class EventAccumulator:
         if r is not None and len(r):
             m = _starting_in(r.start_ns, self.window)
             nm, ends = r.name[m], r.end_ns[m]
-            for i in np.unique(nm).tolist():
+            for i in iv.distinct(nm):
                 seen.add(i)
                 self.by_name.setdefault(i, _Completions()).add(ends[nm == i], settled)
             if self.rx is not None:
                 ok = np.array([self._match(i) for i in range(len(self.names))] + [False], dtype=bool)
                 hit = ok[nm]
-                self.matched_names.update(np.unique(nm[hit]).tolist())
+                self.matched_names.update(iv.distinct(nm[hit]))
                 self.matched.add(ends[hit], settled)
         for i, c in self.by_name.items():  # names with no event in this slab: their buffers may settle now
             if i not in seen:
@@ -1196,11 +1196,11 @@ class HostAccumulator:
             if touch.any():
                 t = th[touch].astype(np.int64)
                 ts, te, tn = s[touch], e[touch], nm[touch]
-                for k in np.unique(t).tolist():
+                for k in iv.distinct(t):
                     m = t == k
                     self.first[k] = min(self.first.get(k, _HIGH), int(ts[m].min()))
                     self.last[k] = max(self.last.get(k, _LOW), int(te[m].max()))
-                self.issues.update(np.unique(t[issue[tn]]).tolist())
+                self.issues.update(iv.distinct(t[issue[tn]]))
                 steady_len = iv.clipped_lengths(ts, te, self.steady)
                 counted = iv.touching(ts, te, steady_len, self.steady)
                 key = t[counted] * 4 + kind[tn[counted]]
@@ -1216,16 +1216,16 @@ class HostAccumulator:
             ws, we, wt, wn = s[wm], e[wm], th[wm], nm[wm]
         else:
             ws = we = wt = wn = np.empty(0, dtype=np.int64)
-        for k in np.unique(wt).tolist():  # each thread's waits, as a union inside the steady window
+        for k in iv.distinct(wt):  # each thread's waits, as a union inside the steady window
             m = wt == k
             done = self.waits.setdefault(k, _RunningUnion()).add(ws[m], we[m])
             self.wait_ns[k] = self.wait_ns.get(k, 0) + int(iv.clipped_lengths(done[0], done[1], self.steady).sum())
         if ws.size:
             inside = iv.touching(ws, we, iv.clipped_lengths(ws, we, self.window), self.window)
-            self.names_in.update(np.unique(wn[inside]).tolist())
+            self.names_in.update(iv.distinct(wn[inside]))
             cm = inside & sync_copy[wn]
             self.copy_calls += int(cm.sum())
-            self.copy_names.update(np.unique(wn[cm]).tolist())
+            self.copy_names.update(iv.distinct(wn[cm]))
             done = self.copies.add(ws[cm], we[cm])
             self.copy_ns += int(iv.clipped_lengths(done[0], done[1], self.window).sum())
         # the process's waits as one union: each complete interval's length in the window, and its end

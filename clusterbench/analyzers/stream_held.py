@@ -191,14 +191,14 @@ class HeldStream:
             raise NotLocal("a row issued before calls already answered arrived later than the lag", lag_too_short=True)
         # each stream's rows in correlation order (the rows come in start order)
         st = got["stream"]
-        for s in np.unique(st).tolist():
+        for s in iv.distinct(st):
             c = corr[st == s]
             prev = self.last_corr.get(s, -1)
             if (c[0] < prev) or (c.size > 1 and bool((c[1:] < c[:-1]).any())):
                 raise NotLocal(f"the rows of stream {s} do not come in correlation order")
             self.last_corr[s] = int(c[-1])
         k = got["name"]
-        for name in np.unique(k[k >= 0]).tolist():
+        for name in iv.distinct(k[k >= 0]):
             m = k == name
             j = int(np.argmin(np.where(m, corr, _HIGH)))
             best = self.first_of_name.get(name)
@@ -375,7 +375,7 @@ class HeldStream:
         if not m.any():
             return
         e_ids, e_corr, e_stream = (np.asarray(x)[m].astype(np.int64) for x in (ev.event, ev.correlation, ev.stream))
-        for e in np.unique(e_ids).tolist():
+        for e in iv.distinct(e_ids):
             k = np.flatnonzero(e_ids == e)
             k = k[np.argmax(e_corr[k])]
             src = links.last_on_stream_before(links.rank_of(np.array([e_stream[k]])), np.array([e_corr[k]]))[0]

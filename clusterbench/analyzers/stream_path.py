@@ -135,7 +135,7 @@ class PathStream:
         ex = P._exit_calls(links, hcp)
         keep: list[tuple] = []
         th_of = links.cthread[ex[0]].astype(np.int64) if ex[0].size else np.empty(0, np.int64)
-        for t in np.unique(th_of).tolist():
+        for t in iv.distinct(th_of):
             m = np.flatnonzero(th_of == t)
             cs = links.cstart[ex[0][m]]
             o = m[np.argsort(cs, kind="stable")]
@@ -162,7 +162,7 @@ class PathStream:
         if links.n_calls:
             later = links.cend > t1
             self.kept_calls.update(seq[later].tolist())
-            for t in np.unique(links.cthread).tolist():
+            for t in iv.distinct(links.cthread):
                 m = np.flatnonzero(links.cthread == t)
                 done = m[~later[m]]
                 if done.size:
@@ -234,7 +234,7 @@ class PathStream:
             rows[ok, 3] = links.end[r0[ok]]
         self.start_rows.append(rows)
         if links.n_calls:
-            for t in np.unique(links.cthread).tolist():
+            for t in iv.distinct(links.cthread):
                 m = np.flatnonzero(links.cthread == t)
                 o = m[np.lexsort((m, links.cend[m]))]  # by end, ties by call order
                 e = links.cend[o]

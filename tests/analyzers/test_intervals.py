@@ -298,3 +298,21 @@ def test_a_window_of_many_intervals_cut_to_the_part_asked_about_gives_the_whole_
     closed = [any(ws_ <= x <= we_ for ws_, we_ in zip(window[0].tolist(), window[1].tolist())) for x in s.tolist()]
     for k in range(s.size):
         assert touch[k] == (per[k] > 0 or (e[k] == s[k] and closed[k]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-5, 70_000), max_size=60), st.sampled_from([np.int8, np.int16, np.int32, np.int64, np.uint16]))
+def test_distinct_is_numpys_unique(values, dtype) -> None:
+    """distinct() counts small non-negative values and hands the rest to np.unique: either way the same
+    ascending Python ints as np.unique(x).tolist() (values that do not fit the dtype are dropped first)."""
+    info = np.iinfo(dtype)
+    x = np.array([v for v in values if info.min <= v <= info.max], dtype=dtype)
+    got = iv.distinct(x)
+    assert got == np.unique(x).tolist() and all(type(v) is int for v in got)
+
+
+def test_distinct_by_hand() -> None:
+    assert iv.distinct(np.array([7, 3, 7, 0, 3], dtype=np.int16)) == [0, 3, 7]  # counted
+    assert iv.distinct(np.array([-1, 5, -1])) == [-1, 5]  # a negative value: np.unique
+    assert iv.distinct(np.array([1 << 20, 2])) == [2, 1 << 20]  # past the count's range: np.unique
+    assert iv.distinct(np.array([], dtype=np.int64)) == []
