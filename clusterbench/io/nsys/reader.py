@@ -33,6 +33,7 @@ import struct
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
+from typing import Any
 from concurrent.futures import Future, ThreadPoolExecutor
 import dataclasses
 from dataclasses import dataclass, field
@@ -700,6 +701,15 @@ class _Window:
         self._fill()
         return tag, f
 
+    def next(self, path: Path) -> tuple[str, Any]:
+        """Take the next job and wait for its result (the jobs not yet taken cancelled when it failed)."""
+        tag, f = self.take()
+        try:
+            return tag, _results(path, [f])[0]
+        except BaseException:
+            self.cancel()
+            raise
+
     def cancel(self) -> None:
         self.jobs.clear()
         for _, f in self.pending:
@@ -723,16 +733,19 @@ def _window(pool: ThreadPoolExecutor, jobs: list[tuple[str, Callable, tuple]],
                 n = done[0]
             on_progress(what, n, total)
 
-    if ahead is None:
-        ahead = min(AHEAD_PER_THREAD * READ_THREADS, max(1, AHEAD_ROWS // ROWS_PER_CHUNK))
-    return _Window(pool, jobs, ahead, tick)
+    return _Window(pool, jobs, _usual_ahead() if ahead is None else ahead, tick)
+
+
+def _usual_ahead() -> int:
+    """Read jobs in flight ahead of the main thread for every table but the API's: AHEAD_PER_THREAD per read
+    thread, at most AHEAD_ROWS rows."""
+    return min(AHEAD_PER_THREAD * READ_THREADS, max(1, AHEAD_ROWS // ROWS_PER_CHUNK))
 
 
 def api_ahead() -> int:
     """API read jobs in flight ahead of the main thread (pure in the module's settings): API_AHEAD_PER_THREAD
     per read thread, at most API_AHEAD_ROWS rows, and never fewer than the other tables' window."""
-    usual = min(AHEAD_PER_THREAD * READ_THREADS, max(1, AHEAD_ROWS // ROWS_PER_CHUNK))
-    return max(usual, min(API_AHEAD_PER_THREAD * READ_THREADS, API_AHEAD_ROWS // ROWS_PER_CHUNK))
+    return max(_usual_ahead(), min(API_AHEAD_PER_THREAD * READ_THREADS, API_AHEAD_ROWS // ROWS_PER_CHUNK))
 
 
 def _consume(path: Path, jobs: _Window, sink: _ActivitySink) -> _ActivitySink | None:
@@ -740,13 +753,7 @@ def _consume(path: Path, jobs: _Window, sink: _ActivitySink) -> _ActivitySink | 
     result while it lives); None (and the rest cancelled) when a chunk holds records of another process
     or device than the first record's."""
     while jobs:
-        table, f = jobs.take()
-        try:
-            chunk = _results(path, [f])[0]
-        except BaseException:
-            jobs.cancel()
-            raise
-        del f
+        table, chunk = jobs.next(path)
         if chunk["mismatch"]:
             jobs.cancel()
             return None
@@ -1083,13 +1090,6 @@ def _api_job(path: Path, sql: str, lo: int, hi: int, names: _Names, threads: _Th
     return out
 
 
-def _done(value: object) -> Future:
-    """A future that already holds ``value``."""
-    f: Future = Future()
-    f.set_result(value)
-    return f
-
-
 def _api_keep(part: dict, plan: ApiPlan, streams: _StreamIndex | None, threads: _Threads) -> dict:
     """One read chunk (``_api_job``'s) cut down to the calls that touch ``plan``'s region, with their
     threads and streams (``streams``: the correlation-to-stream index; None: every stream -1); the issuing
@@ -1171,7 +1171,8 @@ def _build_api(path: Path, futures: _Window | None, plan: ApiPlan, names: _Names
                thread_names: dict[int, str], tables: tuple[str, ...], capacity: int = 0,
                streams: _StreamIndex | None = None, pool: ThreadPoolExecutor | None = None) -> ApiCalls:  # fmt: skip
     """The kept calls of every chunk, in order, into one set of arrays (each chunk dropped once copied).
-    Each read chunk is cut down to ``plan``'s region (``_api_keep``, with ``streams``) on ``pool``, at most
+    Each read chunk is cut down to ``plan``'s region (``_api_keep``, with ``streams``) on ``pool`` (the
+    read's own, needed with ``futures``), at most
     READ_THREADS of them at once ahead of the copy. The arrays are allocated for every row of the API
     tables (``capacity``); the pages past the calls kept are never written and take no memory."""
     cap = max(1, capacity)
@@ -1186,15 +1187,8 @@ def _build_api(path: Path, futures: _Window | None, plan: ApiPlan, names: _Names
     def kept() -> Iterator[dict]:
         while futures or cut:
             if futures and len(cut) < READ_THREADS:
-                _, f = futures.take()
-                try:
-                    read = _results(path, [f])[0]
-                except BaseException:
-                    futures.cancel()
-                    raise
-                del f
-                cut.append(pool.submit(_api_keep, read, plan, streams, threads) if pool is not None else
-                           _done(_api_keep(read, plan, streams, threads)))  # fmt: skip
+                _, read = futures.next(path)
+                cut.append(pool.submit(_api_keep, read, plan, streams, threads))
                 del read
                 continue
             f = cut.popleft()
