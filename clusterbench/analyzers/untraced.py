@@ -34,6 +34,7 @@ from clusterbench.analyzers import critical_path as path_mod
 from clusterbench.analyzers import intervals as iv
 from clusterbench.analyzers.records import BLOCK_CAUSES
 from clusterbench.io.nsys import schema as S
+from clusterbench.io.nsys.reader import base_api_name
 from clusterbench.model import units as U
 from clusterbench.model.stats import half_range, median
 from clusterbench.model.untraced import (
@@ -165,8 +166,8 @@ def host_frame(report: InjectReport) -> HostFrame | None:
         scale = period_us / wall  # the thread's ns over its wall, times the process's frame
         wait, delay, call = b.wait_ns - a.wait_ns, b.delay_ns - a.delay_ns, b.call_ns - a.call_ns
         busy = max(0, wall - wait - delay)
-        n_sync = sum(x.n for x in t.loop_apis if x.api in SYNC_APIS)
-        sync_ns = sum(x.total_ns for x in t.loop_apis if x.api in SYNC_APIS)
+        syncs = [x for x in t.loop_apis if base_api_name(x.api) in SYNC_APIS]
+        n_sync, sync_ns = sum(x.n for x in syncs), sum(x.total_ns for x in syncs)
         bars.append(ThreadBar(t.tid, t.name, t.marks_total - 1 - w, busy * scale, call * scale, wait * scale,
                               delay * scale, t.after_wait_ns / t.after_wait_n / 1e3 if t.after_wait_n else None,
                               n_sync / frames, sync_ns / n_sync / 1e3 if n_sync else None))
@@ -189,9 +190,9 @@ def host_frame(report: InjectReport) -> HostFrame | None:
     return HostFrame(frames, period_us, p10, p90, max(b.busy_us for b in bars), tuple(bars), report.sched, listed)
 
 
-# The synchronizes (the waits that only wait: a synchronous copy's time is its copy's too)
-SYNC_APIS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
-                       "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"})  # fmt: skip
+# The synchronizes: the calls that block the host until the GPU catches up, less the synchronous copies
+# (a copy's time is its copy's too)
+SYNC_APIS = S.HOST_SYNC_CALLS - S.SYNC_COPY_CALLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,7 +310,7 @@ def held_idle(links: Any, held: Any, window: Any) -> dict[int, tuple[int, int, i
     # the GPU's busy time inside the holds, as blocked time measures it (held.busy_prefix: cut to them)
     bs, be, _ = held_mod.busy_prefix(links, window, iv.union(cs[order], rel[order]))
     out = {}
-    for ti in np.unique(th).tolist():
+    for ti in iv.distinct(th):
         m = th == ti
         order = np.argsort(cs[m], kind="stable")
         spans = iv.intersect(iv.union(cs[m][order], rel[m][order]), window)
