@@ -13,7 +13,8 @@ short:
 - the **untraced split**: every part of the traced critical path per frame, measured again without the
   profiler: each engine as traced (the profiler does not lengthen the GPU's own work); ``gpu_latency``
   (the path's idle gaps) as gaps × the unit's latency per gap from the latency program's chain of the
-  frame's ops, untraced; ``launch`` as the path's own launch time × the unit's launch latency untraced over
+  frame's ops, untraced, at most the gaps' traced mean (:func:`gap_price`); ``launch``
+  as the path's own launch time × the unit's launch latency untraced over
   the same under the profiler (:func:`launch_scale`); ``round_trip`` (the host waking from a synchronize,
   and the launch right after it) as the wakes × the latency program's untraced wake, and the launch after
   each priced as ``launch`` is;
@@ -285,6 +286,27 @@ def path_structure(data: Any, group: Any, built: tuple[Any, Any, Any] | None = N
 
 # held calls whose idle stretches are the host's own work (a pageable copy staging its chunks, a module load)
 _HOST_WORK_CAUSES = np.array([BLOCK_CAUSES.index(c) for c in ("pageable", "module_load")], dtype=np.int8)
+_PAGEABLE = BLOCK_CAUSES.index("pageable")
+_GRAPH_LAUNCH = S.API_CODE["graph_launch"]
+_H2D, _D2H = S.ENGINES.index("h2d"), S.ENGINES.index("d2h")
+
+
+def _staging(links: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Which idle stretches [a, b) inside held graph launches are the host staging a pageable copy node
+    (pure): a stretch that ends where a pageable H2D row starts (the host copies into the staging buffer
+    before each chunk goes), or that lies between two pageable D2H rows (the host copies each chunk out
+    before the next one goes). The stretch before a pageable D2H's first chunk is the GPU's (the latency
+    after the node before it)."""
+    if not a.size or not links.start.size:
+        return np.zeros(a.size, dtype=bool)
+    pg = np.asarray(links.pageable, dtype=bool)
+    eng = np.asarray(links.engine)
+    h2d = pg & (eng == _H2D)
+    d2h = pg & (eng == _D2H)
+    host = np.isin(b, links.start[h2d]) if h2d.any() else np.zeros(a.size, dtype=bool)
+    if d2h.any():
+        host |= np.isin(b, links.start[d2h]) & np.isin(a, links.end[d2h])
+    return host
 
 
 def held_idle(links: Any, held: Any, window: Any) -> dict[int, tuple[int, int, int, int]]:
@@ -292,13 +314,16 @@ def held_idle(links: Any, held: Any, window: Any) -> dict[int, tuple[int, int, i
     the GPU held (a graph launch that returns once its graph has run), inside ``window`` (pure):
     (lead ns, leads, gap ns, gaps). A *lead* is an idle stretch from a call's start to the GPU's first
     work (its launch), a *gap* one between the GPU's work inside the call (the latency between dependent
-    work). A pageable copy's and a module load's held time are left out: their idle stretches are the
-    host's own work (staging the copy, loading the module)."""
+    work). The host's own work inside a held call is left out: a module load's and a pageable copy call's
+    whole hold (the host stages the copy while the GPU idles), and inside a graph launch held by a
+    pageable copy node only that node's staging (:func:`_staging`): the graph's launch and the gaps
+    between its other nodes are still the GPU's."""
     from clusterbench.analyzers import held as held_mod
 
     if not len(held) or not links.start.size:
         return {}
-    keep = ~held.wait & ~np.isin(held.cause, _HOST_WORK_CAUSES)
+    graph_pageable = (held.cause == _PAGEABLE) & (links.ccat[held.call] == _GRAPH_LAUNCH)
+    keep = ~held.wait & (~np.isin(held.cause, _HOST_WORK_CAUSES) | graph_pageable)
     keep[keep] = held.release[keep] > links.cstart[held.call[keep]]
     calls = held.call[keep]
     if not calls.size:
@@ -306,6 +331,7 @@ def held_idle(links: Any, held: Any, window: Any) -> dict[int, tuple[int, int, i
     cs = links.cstart[calls].astype(np.int64)
     rel = held.release[keep].astype(np.int64)
     th = links.cthread[calls].astype(np.int64)
+    staged = graph_pageable[keep]
     order = np.argsort(cs, kind="stable")
     # the GPU's busy time inside the holds, as blocked time measures it (held.busy_prefix: cut to them)
     bs, be, _ = held_mod.busy_prefix(links, window, iv.union(cs[order], rel[order]))
@@ -316,8 +342,11 @@ def held_idle(links: Any, held: Any, window: Any) -> dict[int, tuple[int, int, i
         spans = iv.intersect(iv.union(cs[m][order], rel[m][order]), window)
         idle = iv.subtract(spans, (bs, be))
         length = (idle[1] - idle[0]).astype(np.int64)
-        lead = np.isin(idle[0], cs[m]) & (length > 0)
-        gap = ~lead & (length > 0)
+        gpu = length > 0
+        if staged[m].any():  # a stretch inside a graph launch held by a pageable node may be that node's staging
+            gpu &= ~_staging(links, idle[0], idle[1])
+        lead = np.isin(idle[0], cs[m]) & gpu
+        gap = ~lead & gpu
         out[int(ti)] = (int(length[lead].sum()), int(lead.sum()), int(length[gap].sum()), int(gap.sum()))
     return out
 
@@ -489,6 +518,17 @@ def match_threads(hosts: Sequence[PathHost], bars: Sequence[ThreadBar]) -> dict[
     return {h.tid: b for h, b in zip(traced, untraced)}
 
 
+def gap_price(g_u: float, traced_us: float, gaps: float) -> tuple[float, bool]:
+    """The untraced latency per gap of ``gaps`` gaps a frame that took ``traced_us`` as traced (pure): the
+    unit's (``g_u``, not below 0), at most the traced mean per gap, since the profiler adds to a gap and
+    never takes from it; and whether that bound applied. A program's gaps may be shorter than the latency
+    program's chain (a graph's nodes follow each other on the GPU without a launch)."""
+    per = max(g_u, 0.0)
+    if gaps > 0 and traced_us / gaps < per:
+        return traced_us / gaps, True
+    return per, False
+
+
 def held_idle_part(h: PathHost, gap_us: float | None, costs: UntracedCosts | None) -> tuple[float, float, str]:
     """The GPU's idle time inside the calls the GPU held (:func:`held_idle`), as traced and priced without
     the profiler, and how (pure): its gaps at the unit's untraced latency per gap (as traced where that
@@ -505,9 +545,10 @@ def held_idle_part(h: PathHost, gap_us: float | None, costs: UntracedCosts | Non
         words.append(f"{h.held_leads:.2f} launches" + (" (as traced: no launch measured)" if lead_u_m is None else ""))
     gap_u = 0.0
     if h.held_gaps > 0:
-        gap_u = h.held_gap_us if gap_us is None else h.held_gaps * max(gap_us, 0.0)
-        words.append(f"{h.held_gaps:.2f} gaps" + (" (as traced: no latency measured)" if gap_us is None
-                                                  else f" × {U.us(max(gap_us, 0.0), 2)}"))
+        per = None if gap_us is None else gap_price(gap_us, h.held_gap_us, h.held_gaps)[0]
+        gap_u = h.held_gap_us if per is None else h.held_gaps * per
+        words.append(f"{h.held_gaps:.2f} gaps" + (" (as traced: no latency measured)" if per is None
+                                                  else f" × {U.us(per, 2)}"))
     if lead_u + gap_u < 0.005:  # taken off all the same, but too little to name at two decimals
         return traced, lead_u + gap_u, ""
     return traced, lead_u + gap_u, f"{U.us(lead_u + gap_u, 2)} the GPU idled inside them untraced ({', '.join(words)})"
@@ -612,9 +653,12 @@ def untraced_split(path: PathStructure, host: HostFrame | None, costs: UntracedC
         if g_u is None:
             parts.append(SplitPart("gpu_latency", path.idle_us, None, "not measured (no latency program run)"))
         else:
-            parts.append(SplitPart("gpu_latency", path.idle_us, path.idle_gaps * max(g_u, 0.0),
-                                   f"{path.idle_gaps:.2f} gaps a frame × {U.us(max(g_u, 0.0), 2)}: the unit's chain of "
-                                   f"the frame's ops ({lat.sequence.ops}) untraced, less the ops' own time"))  # type: ignore[union-attr]
+            per, capped = gap_price(g_u, path.idle_us, path.idle_gaps)
+            parts.append(SplitPart("gpu_latency", path.idle_us, path.idle_gaps * per,
+                                   f"{path.idle_gaps:.2f} gaps a frame × {U.us(per, 2)}: the unit's chain of "
+                                   f"the frame's ops ({lat.sequence.ops}) untraced, less the ops' own time"  # type: ignore[union-attr]
+                                   + (f" ({U.us(max(g_u, 0.0), 2)}), at most the gaps' traced mean (the profiler "
+                                      "does not shorten the GPU's gaps)" if capped else "")))
     wake_u = None if lat is None or lat.wake_ns is None else max(lat.wake_ns, 0.0) / 1e3
     other_launches = path.launches - path.launches_after_wake
     other_launch_us = path.launch_us - path.launch_after_wake_us
@@ -664,7 +708,7 @@ def idle_causes(path: PathStructure, costs: UntracedCosts | None) -> IdleCauses:
     g_t = latency_per_gap(lat_t, path.op_us)
     rt = None if lat_u is None or lat_u.gap_ns is None else lat_u.gap_ns / 1e3
     n = path.idle_gaps
-    own = None if g_u is None else n * max(g_u, 0.0)
+    own = None if g_u is None else n * gap_price(g_u, path.idle_us, n)[0]
     prof = None if g_u is None or g_t is None else n * (max(g_t, 0.0) - max(g_u, 0.0))
     if own is None:
         return IdleCauses(path.idle_us, n, None, None, None, rt, "not measured: the latency program did not run")
@@ -672,7 +716,9 @@ def idle_causes(path: PathStructure, costs: UntracedCosts | None) -> IdleCauses:
     rt_words = ("" if rt is None else
                 f"; the synchronize's round trip ({U.us(rt, 2)} untraced) is not idle on this path: the host's "
                 "wake and the next launch hold it (round_trip)")
-    note = (f"{n:.2f} gaps a frame: the GPU's own latency {U.us(max(g_u, 0.0), 2)} a gap (untraced)"  # type: ignore[arg-type]
+    note = (f"{n:.2f} gaps a frame: the GPU's own latency {U.us(max(g_u, 0.0), 2)} a gap (untraced"  # type: ignore[arg-type]
+            + (f"; {U.us(path.idle_us / n, 2)} a gap here as traced, which bounds it" if gap_price(g_u, path.idle_us, n)[1] else "")
+            + ")"
             + ("" if g_t is None else f", {U.us(max(g_t, 0.0), 2)} under the profiler")
             + ("" if prof is not None else "; the profiler's part is not told apart (the latency program did not "
                                            "run under it) and is in what is left")

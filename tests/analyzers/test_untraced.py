@@ -349,6 +349,21 @@ def test_the_untraced_split_by_hand() -> None:
     assert alone["round_trip"].untraced_us == pytest.approx(4.0 + 1 * 5.4)
 
 
+def test_a_gap_is_never_priced_above_its_traced_length() -> None:
+    # the unit's latency is 4.75 µs a gap (above); a program whose 2 gaps a frame took 3.0 µs in all as traced
+    # (a graph's nodes, one after the other on the GPU) is priced at its traced 1.5 µs a gap: the profiler
+    # adds to a gap and never takes from it
+    split = untraced_split(_path(idle_us=3.0, idle_gaps=2.0), _host(50.0), _costs())
+    gl = {p.resource: p for p in split.parts}["gpu_latency"]
+    assert gl.untraced_us == pytest.approx(3.0) and gl.profiler_us == pytest.approx(0.0)
+    assert "1.50 µs" in gl.how and "at most the gaps' traced mean" in gl.how and "(4.75 µs)" in gl.how
+    causes = idle_causes(_path(idle_us=3.0, idle_gaps=2.0), _costs())
+    assert causes.gpu_own_us == pytest.approx(3.0) and "which bounds it" in causes.note
+    # gaps longer than the unit's latency are priced at the unit's, and say nothing of a bound
+    long = {p.resource: p for p in untraced_split(_path(), _host(50.0), _costs()).parts}["gpu_latency"]
+    assert long.untraced_us == pytest.approx(3 * 4.75) and "at most" not in long.how
+
+
 def test_stored_records_are_priced_again_by_the_script(tmp_path) -> None:
     import subprocess
     import sys
@@ -443,14 +458,21 @@ class _HeldRecord:
         return int(self.call.size)
 
 
+_GRAPH_CAT, _COPY_CAT, _WAIT_CAT = (S.API_CODE[c] for c in ("graph_launch", "copy", "wait"))
+_KERNEL_E, _H2D_E, _D2H_E, _MEMSET_E = (S.ENGINES.index(e) for e in ("kernel", "h2d", "d2h", "memset"))
+
+
 def test_the_gpu_idle_inside_held_calls_by_hand() -> None:
     # thread 0: a graph launch [100, 300] held until its last row ends (280): memset 130-150, kernel 160-200,
     # d2h 210-280, so idle 100-130 (its launch), 150-160 and 200-210 (gaps); a launch [400, 500] held by
     # earlier work (gpu_behind), the GPU busy 390-450 and 460-480: one gap 450-460, no launch; a synchronize
     # (never counted). Thread 1: a pageable copy [300, 390] whose idle stretches are its own staging: left out.
     links = SimpleNamespace(cstart=np.array([100, 400, 500, 300]), cthread=np.array([0, 0, 0, 1]),
+                            ccat=np.array([_GRAPH_CAT, S.API_CODE["launch"], _WAIT_CAT, _COPY_CAT]),
                             start=np.array([20, 130, 160, 210, 350, 390, 460]),
                             end=np.array([60, 150, 200, 280, 380, 450, 480]),
+                            engine=np.array([_KERNEL_E, _MEMSET_E, _KERNEL_E, _D2H_E, _H2D_E, _KERNEL_E, _KERNEL_E]),
+                            pageable=np.array([False, False, False, False, True, False, False]),
                             n_rows=7, engine_lo=np.array([0]), engine_hi=np.array([7]))  # one engine, start order
     held = _HeldRecord([0, 1, 2, 3], [280, 480, 480, 380], [False, False, True, False],
                  ["graph", "gpu_behind", None, "pageable"])
@@ -458,6 +480,79 @@ def test_the_gpu_idle_inside_held_calls_by_hand() -> None:
     # the window cuts the graph launch at 205: its last gap is 200-205, and the later launch is outside
     assert held_idle(links, held, (np.array([0]), np.array([205]))) == {0: (30, 1, 15, 2)}
     assert held_idle(links, _HeldRecord([3], [380], [False], ["pageable"]), (np.array([0]), np.array([600]))) == {}
+
+
+def _graph_links(engines: list[int], pageable: list[bool], start: list[int], end: list[int]) -> SimpleNamespace:
+    """One graph launch [100, 400] on thread 0 and its nodes' rows (one engine order: start order)."""
+    return SimpleNamespace(cstart=np.array([100]), cthread=np.array([0]), ccat=np.array([_GRAPH_CAT]),
+                           start=np.array(start), end=np.array(end), engine=np.array(engines),
+                           pageable=np.array(pageable), n_rows=len(start), engine_lo=np.array([0]),
+                           engine_hi=np.array([len(start)]))
+
+
+def test_a_graph_launch_held_by_its_pageable_copy_node_keeps_the_gpu_idle() -> None:
+    # jacobiCudaGraphs' shape: memset 130-140, kernel 150-250, then a D2H node into pageable memory 262-270
+    # holds the launch until it lands (the cause is "pageable"); the launch 100-130 and the two gaps
+    # 140-150 and 250-262 are the GPU's, not the host staging a copy
+    links = _graph_links([_MEMSET_E, _KERNEL_E, _D2H_E], [False, False, True], [130, 150, 262], [140, 250, 270])
+    held = _HeldRecord([0], [270], [False], ["pageable"])
+    assert held_idle(links, held, (np.array([0]), np.array([1000]))) == {0: (30, 1, 22, 2)}
+    # a pageable D2H node in two chunks (262-270, 300-310): the stretch between them is the host copying the
+    # first chunk out, so it is left out; the one before the first chunk stays a gap
+    links = _graph_links([_MEMSET_E, _KERNEL_E, _D2H_E, _D2H_E], [False, False, True, True],
+                         [130, 150, 262, 300], [140, 250, 270, 310])
+    assert held_idle(links, _HeldRecord([0], [310], [False], ["pageable"]),
+                     (np.array([0]), np.array([1000]))) == {0: (30, 1, 22, 2)}
+    # a pageable H2D node first (200-240, after the host staged it from 100): that stretch is staging, and
+    # the gap 240-250 before the kernel is the GPU's
+    links = _graph_links([_H2D_E, _KERNEL_E], [True, False], [200, 250], [240, 300])
+    assert held_idle(links, _HeldRecord([0], [240], [False], ["pageable"]),
+                     (np.array([0]), np.array([1000]))) == {0: (0, 0, 0, 0)}
+    assert held_idle(links, _HeldRecord([0], [300], [False], ["pageable"]),
+                     (np.array([0]), np.array([1000]))) == {0: (0, 0, 10, 1)}
+
+
+def test_the_gpu_idle_inside_graph_launches_held_by_a_pageable_node_on_a_real_trace() -> None:
+    # the zoo's graph_block --pageable d2h (H200, nodes traced): each cudaGraphLaunch returns once the graph's
+    # D2H into pageable memory has landed. Worked out from the export with SQL alone: per launch in the
+    # NVTX "loop" range, [its start, min(its D2H row's end, its end)] less every GPU row of the process
+    import sqlite3
+
+    from clusterbench.analyzers import untraced as U
+    from clusterbench.analyzers.analysis import analyze, load_trace
+
+    path = DATA / "zoo" / "zoo_graph_block_d2h_node.sqlite"
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    lo, hi = con.execute("SELECT start, end FROM NVTX_EVENTS WHERE text = 'loop'").fetchone()
+    rows = sorted(con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL "
+                              "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL "
+                              "SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET"))
+    holds = con.execute(
+        "SELECT r.start, min(m.end, r.end) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+        "JOIN CUPTI_ACTIVITY_KIND_MEMCPY m ON m.correlationId = r.correlationId AND m.copyKind = 2 "
+        "WHERE s.value LIKE 'cudaGraphLaunch%' AND m.dstKind = 0").fetchall()
+    con.close()
+    lead_ns = leads = gap_ns = gaps = 0
+    for cs, rel in holds:
+        a, b = max(cs, lo), min(rel, hi)
+        if b <= a:
+            continue
+        t = a  # walk the GPU rows through the hold: what no row covers is idle
+        for s, e in rows:
+            if e <= t or s >= b:
+                continue
+            if s > t:
+                if t == cs:
+                    lead_ns, leads = lead_ns + s - t, leads + 1
+                else:
+                    gap_ns, gaps = gap_ns + s - t, gaps + 1
+            t = max(t, e)
+        if t < b:
+            gap_ns, gaps = gap_ns + b - t, gaps + 1
+    assert leads >= 150 and gaps >= 2 * leads  # the launch and the gaps between the graph's nodes, every frame
+    data = load_trace(path)
+    _, links, held = U.group_links(data, analyze(data).primary)
+    assert held_idle(links, held, (np.array([lo]), np.array([hi]))) == {0: (lead_ns, leads, gap_ns, gaps)}
 
 
 def test_the_host_part_leaves_out_the_gpu_idle_inside_held_calls() -> None:
