@@ -399,6 +399,30 @@ def test_stored_records_are_priced_again_by_the_script(tmp_path) -> None:
     assert none.returncode == 2 and "no record with an untraced split" in none.stderr
 
 
+def test_the_scripts_what_if_puts_the_paths_launch_and_gaps_inside_the_holds() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "resplit_records", Path(__file__).resolve().parents[2] / "benchmarks" / "resplit_records.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    # a graph launch the GPU held through the path's 21 µs of GPU work, stored with no idle inside its holds:
+    # the path's launch (6 µs, one) and its 3 gaps (20 µs) become the holds'
+    held = PathHost(7, "daq", 13.0, 5.0, 1.0, 20.0, 8.0, 1.0, 21.0)
+    out = mod.held_idle_as_path(_path(hosts=(held,)))
+    (h,) = out.hosts
+    assert (h.held_lead_us, h.held_leads, h.held_gap_us, h.held_gaps) == (6.0, 1.0, 20.0, 3.0)
+    # held for less than 90 % of the GPU's work on the path (a DAQ loop's launches, held now and then): as is
+    light = _path(hosts=(PathHost(7, "daq", 13.0, 5.0, 1.0, 20.0, 8.0, 1.0, 18.0),))
+    assert mod.held_idle_as_path(light) is light
+    # as much idle already stored inside the holds, or two threads: as is
+    stored = _path(hosts=(PathHost(7, "daq", 13.0, 5.0, 1.0, 20.0, 8.0, 1.0, 21.0, 6.0, 1.0, 20.0, 3.0),))
+    assert mod.held_idle_as_path(stored) is stored
+    two = _path(hosts=(held, PathHost(8, "b", 1.0, 0.0, 0.0, 2.0, 0.0, 0.0, 21.0)))
+    assert mod.held_idle_as_path(two) is two
+
+
 def test_a_split_with_a_part_not_measured_adds_up_to_nothing() -> None:
     split = untraced_split(_path(), _host(50.0), None)
     assert split.untraced_sum_us is None and split.agrees is None
@@ -553,6 +577,17 @@ def test_the_gpu_idle_inside_graph_launches_held_by_a_pageable_node_on_a_real_tr
     data = load_trace(path)
     _, links, held = U.group_links(data, analyze(data).primary)
     assert held_idle(links, held, (np.array([lo]), np.array([hi]))) == {0: (lead_ns, leads, gap_ns, gaps)}
+    # the critical path (walked apart from the holds) puts its launch and its idle gaps inside them: the split's
+    # launch and gpu_latency parts are the same stretches the host part now takes off the library's own time
+    from clusterbench.analyzers.analysis import request
+
+    req = request(window="range:loop", frames_spec="kernel:zoo_calib")
+    cache: dict = {}
+    data = load_trace(path, req=req, cache=cache)
+    ps = U.path_structure(data, analyze(data, req=req, cache=cache).primary)
+    (h,) = ps.hosts
+    assert (h.held_leads, h.held_gaps) == (pytest.approx(ps.launches), pytest.approx(ps.idle_gaps))
+    assert h.held_lead_us == pytest.approx(ps.launch_us, rel=0.01) and h.held_gap_us == pytest.approx(ps.idle_us, rel=0.01)
 
 
 def test_the_host_part_leaves_out_the_gpu_idle_inside_held_calls() -> None:
