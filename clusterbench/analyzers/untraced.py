@@ -717,7 +717,8 @@ def idle_causes(path: PathStructure, costs: UntracedCosts | None) -> IdleCauses:
                 f"; the synchronize's round trip ({U.us(rt, 2)} untraced) is not idle on this path: the host's "
                 "wake and the next launch hold it (round_trip)")
     note = (f"{n:.2f} gaps a frame: the GPU's own latency {U.us(max(g_u, 0.0), 2)} a gap (untraced"  # type: ignore[arg-type]
-            + (f"; {U.us(path.idle_us / n, 2)} a gap here as traced, which bounds it" if gap_price(g_u, path.idle_us, n)[1] else "")
+            + (f"; {U.us(path.idle_us / n, 2)} a gap here as traced, which bounds it"
+               if n >= 0.005 and gap_price(g_u, path.idle_us, n)[1] else "")  # fewer than 0.01 a frame: not worth words
             + ")"
             + ("" if g_t is None else f", {U.us(max(g_t, 0.0), 2)} under the profiler")
             + ("" if prof is not None else "; the profiler's part is not told apart (the latency program did not "
