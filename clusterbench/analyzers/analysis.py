@@ -298,6 +298,63 @@ def read_choice(sqlite_path: str | os.PathLike[str], environ: dict[str, str] | N
     return ReadChoice(path=path, rows=rows, limit=WHOLE_ROWS_LIMIT, setting=setting)
 
 
+# the peak resident memory of a trace read whole, start-up included: about 63 MB + 66 bytes per activity, CUDA API
+# and synchronization row (docs/analyze.md, "Which way a trace is read": both shapes of the benchmark's traces)
+WHOLE_BASE_BYTES = 63_000_000
+WHOLE_ROW_BYTES = 66
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WholeRead:
+    """What reading a trace whole would take: its activity, CUDA API and synchronization ``rows``, the
+    ``limit`` read whole under auto, the predicted ``peak_bytes`` (WHOLE_BASE_BYTES + WHOLE_ROW_BYTES a row),
+    the memory the system has ``available_bytes`` (MemAvailable; None where not known) and the
+    CLUSTERBENCH_ANALYZE_PATH ``setting``."""
+
+    rows: int
+    limit: int
+    peak_bytes: int
+    available_bytes: int | None
+    setting: str
+
+    @property
+    def over_limit(self) -> bool:
+        """More rows than a whole read takes within the memory limit: analyze alone reads such a trace in slabs."""
+        return self.rows > self.limit
+
+    @property
+    def fits(self) -> bool:
+        """The predicted peak within the memory available (True where that is not known)."""
+        return self.available_bytes is None or self.peak_bytes <= self.available_bytes
+
+
+def available_memory(meminfo: str | os.PathLike[str] = "/proc/meminfo") -> int | None:
+    """The memory the system can give a new process without swapping (Linux's MemAvailable, bytes); None
+    where it cannot be read (another system)."""
+    try:
+        with open(meminfo, encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    parts = line.split()
+                    return int(parts[1]) * (1024 if len(parts) > 2 and parts[2].lower() == "kb" else 1)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def whole_read(path: str | os.PathLike[str], environ: dict[str, str] | None = None) -> WholeRead:
+    """What reading the trace at ``path`` whole would take (:class:`WholeRead`): counted without a scan,
+    before any slow work, for the options that need the rows at hand (the picture, the trace export, the
+    untraced split), which read any trace whole."""
+    from clusterbench.io.nsys import check_sqlite_file, resolve_trace
+
+    sqlite_path = resolve_trace(path)
+    check_sqlite_file(sqlite_path)
+    choice = read_choice(sqlite_path, environ)
+    return WholeRead(choice.rows, choice.limit, WHOLE_BASE_BYTES + WHOLE_ROW_BYTES * choice.rows, available_memory(),
+                     choice.setting)
+
+
 def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callable[[str, int, int], None] | None = None,
                  trace_label: str | None = None, on_note: Callable[[str], None] | None = None) -> TraceAnalysis:  # fmt: skip
     """Analyze the trace at ``path`` under ``req``: read whole (load_trace, analyze), the faster way, when

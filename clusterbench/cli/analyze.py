@@ -103,8 +103,12 @@ def analyze(
     data = None
     # the picture, the trace export and the untraced split need the rows at hand: they read the trace whole
     rows_needed = plot is not None or export_trace is not None or measured is not None
+    whole_note = _whole_read_check(trace, [n for n, v in (("--plot", plot), ("--export-trace", export_trace),
+                                                           ("--untraced", measured)) if v is not None])
     progress = _progress(trace)
     with progress as on_progress:
+        if whole_note:
+            progress.note(whole_note)
         if not rows_needed:
             result = core.analyze_file(trace, req, on_progress, trace_label=str(trace), on_note=progress.note)
         else:
@@ -267,3 +271,30 @@ class _progress:
     def __exit__(self, *exc) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def _whole_read_check(trace: Path, options: list[str]) -> str | None:
+    """Before the read: where ``options`` (those that read the trace whole) are given for a trace past the
+    rows a whole read takes within the memory limit, the note that says what the read will take; an
+    InputError where it would take more memory than the system has available (unless
+    CLUSTERBENCH_ANALYZE_PATH=whole asks for the whole read all the same). None otherwise."""
+    if not options:
+        return None
+    from clusterbench.analyzers import analysis as core
+    from clusterbench.errors import InputError
+    from clusterbench.model import units as U
+
+    need = core.whole_read(trace)
+    if not need.over_limit and need.fits:
+        return None
+    named = " and ".join([", ".join(options[:-1]), options[-1]] if len(options) > 1 else options)
+    what = (f"{named} read{'' if len(options) > 1 else 's'} the trace whole: {need.rows:,} activity, API and "
+            f"synchronization rows, about {U.size(need.peak_bytes)} of memory at the peak "
+            f"({core.WHOLE_BASE_BYTES / 1e6:.0f} MB + {core.WHOLE_ROW_BYTES} bytes a row)")
+    if not need.fits and need.setting != "whole":
+        raise InputError(f"{what}, more than the {U.size(need.available_bytes)} this machine has available",
+                         hint=f"without {named} analyze reads a trace this size in time slabs, in bounded memory; or "
+                              f"run it where more memory is free (CLUSTERBENCH_ANALYZE_PATH=whole reads it whole all the same)")
+    rest = "" if need.fits else f", more than the {U.size(need.available_bytes)} available (as asked: {core.PATH_ENV}=whole)"
+    return (f"{what}{rest}; without {named} a trace of more than {need.limit:,} rows is read in time slabs, "
+            "in bounded memory")

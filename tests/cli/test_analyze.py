@@ -297,3 +297,64 @@ def test_help_explains_the_new_options() -> None:
     for word in ("--window", "range:NAME[@DOMAIN][#N]", "ms:A-B", "--frames", "kernel:REGEX", "h2d-bytes:N", "--by-kernel",
                  "--mangled", "--export-trace", "longest-gap", "host=0.5", "Exit codes"):  # fmt: skip
         assert word in text, word
+
+
+def _export_rows(path: Path) -> int:
+    """The activity, CUDA API and synchronization rows of an export, counted with SQL alone."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        want = [t for t in tables if t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                                           "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME",
+                                           "CUPTI_ACTIVITY_KIND_DRIVER", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+                                           "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")]
+        return sum(con.execute(f"SELECT count(*) FROM [{t}]").fetchone()[0] for t in want)
+    finally:
+        con.close()
+
+
+def test_what_a_whole_read_takes_is_counted_before_it(tmp_path: Path) -> None:
+    from clusterbench.analyzers import analysis as core
+
+    rows = _export_rows(REAL)
+    need = core.whole_read(REAL, environ={})
+    assert need.rows == rows and need.setting == "auto" and not need.over_limit
+    assert need.peak_bytes == 63_000_000 + 66 * rows  # docs/analyze.md: 63 MB + 66 bytes a row, both shapes measured
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24684196 kB\nMemFree:         1000 kB\nMemAvailable:   2048 kB\n")
+    assert core.available_memory(meminfo) == 2048 * 1024
+    meminfo.write_text("MemTotal: 1 kB\n")
+    assert core.available_memory(meminfo) is None and core.available_memory(tmp_path / "none") is None
+
+
+def test_the_options_that_read_whole_say_what_it_takes_past_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clusterbench.analyzers import analysis as core
+
+    rows = _export_rows(REAL)
+    monkeypatch.delenv(core.PATH_ENV, raising=False)
+    # within the limit: nothing said
+    res = run(str(REAL), "--export-trace", str(tmp_path / "a.json"))
+    assert res.exit_code == 0, res.output
+    assert "read the trace whole" not in res.stderr and "reads the trace whole" not in res.stderr
+    # past it (the limit set below this trace's rows): the note, on stderr, before the analysis
+    monkeypatch.setattr(core, "WHOLE_ROWS_LIMIT", rows - 1)
+    res = run(str(REAL), "--export-trace", str(tmp_path / "b.json"), "--json")
+    assert res.exit_code == 0, res.output
+    json.loads(res.stdout)
+    said = " ".join(res.stderr.split())
+    peak = (63_000_000 + 66 * rows) / 1e6
+    assert f"--export-trace reads the trace whole: {rows:,} activity, API and synchronization rows, about {peak:.2f} MB" in said
+    assert f"a trace of more than {rows - 1:,} rows is read in time slabs" in said
+    # more than the machine has available: refused before the read (exit 2), with the way out
+    monkeypatch.setattr(core, "available_memory", lambda meminfo="/proc/meminfo": 1_000_000)
+    res = run(str(REAL), "--export-trace", str(tmp_path / "c.json"), "--plot", str(tmp_path / "c.png"))
+    assert res.exit_code == 2 and not (tmp_path / "c.json").exists() and not (tmp_path / "c.png").exists()
+    said = " ".join(res.stderr.split())
+    assert "--plot and --export-trace read the trace whole" in said and "more than the 1.00 MB this machine has available" in said
+    assert "without --plot and --export-trace analyze reads a trace this size in time slabs" in said
+    assert "Traceback" not in res.output
+    # asked for all the same: read whole, and said so
+    monkeypatch.setenv(core.PATH_ENV, "whole")
+    res = run(str(REAL), "--export-trace", str(tmp_path / "d.json"))
+    assert res.exit_code == 0, res.output
+    assert "as asked: CLUSTERBENCH_ANALYZE_PATH=whole" in " ".join(res.stderr.split())
