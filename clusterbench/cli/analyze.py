@@ -101,10 +101,12 @@ def analyze(
         measured = load_untraced(untraced_file)
     cache: dict = {}
     data = None
-    # the picture, the trace export and the untraced split need the rows at hand: they read the trace whole
-    rows_needed = plot is not None or export_trace is not None or measured is not None
+    # the picture, the trace export and the untraced split need the rows at hand, and the per-stream tables are
+    # made from them: they read the trace whole
+    rows_needed = plot is not None or export_trace is not None or measured is not None or by_stream
     whole_note = _whole_read_check(trace, [n for n, v in (("--plot", plot), ("--export-trace", export_trace),
-                                                           ("--untraced", measured)) if v is not None])
+                                                           ("--untraced", measured), ("--by-stream", by_stream or None))
+                                           if v is not None])
     progress = _progress(trace)
     with progress as on_progress:
         if whole_note:

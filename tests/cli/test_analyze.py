@@ -345,6 +345,12 @@ def test_the_options_that_read_whole_say_what_it_takes_past_the_limit(tmp_path: 
     peak = (63_000_000 + 66 * rows) / 1e6
     assert f"--export-trace reads the trace whole: {rows:,} activity, API and synchronization rows, about {peak:.2f} MB" in said
     assert f"a trace of more than {rows - 1:,} rows is read in time slabs" in said
+    # --by-stream reads whole too: the same note, and no word of slabs it would not read
+    res = run(str(REAL), "--by-stream", "--json")
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.stderr.split())
+    assert "--by-stream reads the trace whole" in said and "reading in time slabs" not in said
+    assert "do not apply" not in said
     # more than the machine has available: refused before the read (exit 2), with the way out
     monkeypatch.setattr(core, "available_memory", lambda meminfo="/proc/meminfo": 1_000_000)
     res = run(str(REAL), "--export-trace", str(tmp_path / "c.json"), "--plot", str(tmp_path / "c.png"))
