@@ -380,7 +380,15 @@ def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callab
         try:
             return streamed.analyze_slabs(sqlite_path, req, label, on_progress)
         except streamed.Fallback as exc:
-            note(f"the time slabs do not apply ({exc}): reading whole; memory grows with the trace")
+            peak, free = WHOLE_BASE_BYTES + WHOLE_ROW_BYTES * choice.rows, available_memory()
+            took = (f"about {peak / 1e6:,.0f} MB at the peak ({choice.rows:,} rows at {WHOLE_BASE_BYTES / 1e6:.0f} MB + "
+                    f"{WHOLE_ROW_BYTES} bytes a row)")
+            if free is not None and peak > free:
+                raise InputError(f"the time slabs do not apply ({exc}), and reading whole takes {took}, more than the "
+                                 f"{free / 1e6:,.0f} MB this machine has available",
+                                 hint=f"run it where more memory is free, or set {PATH_ENV}=whole to read it whole "
+                                      "all the same")  # fmt: skip
+            note(f"the time slabs do not apply ({exc}): reading whole, {took}; memory grows with the trace")
         except VALUE_ERRORS as exc:
             # a value of the wrong type that the slabs did not check where they read it: name it (as reading
             # whole does), else a bug

@@ -101,8 +101,21 @@ def test_where_the_slabs_do_not_apply_it_reads_whole_and_says_so() -> None:
     assert res.exit_code == whole.exit_code == 0 and res.stdout == whole.stdout
     notes = [line for line in res.stderr.splitlines() if line.startswith("analyze:")]
     assert len(notes) == 2 and notes[1].startswith("analyze: the time slabs do not apply (a row without a correlation id")
-    assert notes[1].endswith("reading whole; memory grows with the trace")
+    n = _count(DEVICE_ROWS)
+    said = " ".join(res.stderr.split())
+    assert (f"reading whole, about {(63_000_000 + 66 * n) / 1e6:,.0f} MB at the peak ({n:,} rows at 63 MB + 66 bytes a row); "
+            "memory grows with the trace") in said
     assert bench.path_taken(res.stderr) == "whole"
+
+
+def test_where_the_slabs_do_not_apply_and_a_whole_read_would_not_fit_it_refuses(monkeypatch) -> None:
+    monkeypatch.setattr(A, "available_memory", lambda meminfo="/proc/meminfo": 2_000_000)
+    res = CliRunner().invoke(app, ["analyze", str(DEVICE_ROWS), "--json"], env={A.PATH_ENV: "slabs", "COLUMNS": "200"})
+    assert res.exit_code == 2 and res.stdout == ""
+    said = " ".join(res.stderr.split())
+    assert "the time slabs do not apply (a row without a correlation id" in said
+    assert "more than the 2 MB this machine has available" in said and "CLUSTERBENCH_ANALYZE_PATH=whole" in said
+    assert "Traceback" not in res.output
 
 
 def test_the_count_reads_no_table_through(tmp_path: Path) -> None:
