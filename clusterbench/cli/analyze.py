@@ -294,9 +294,9 @@ def _whole_read_check(trace: Path, options: list[str]) -> str | None:
             f"synchronization rows, about {U.size(need.peak_bytes)} of memory at the peak "
             f"({core.WHOLE_BASE_BYTES / 1e6:.0f} MB + {core.WHOLE_ROW_BYTES} bytes a row)")
     if not need.fits and need.setting != "whole":
+        way = f"without {named} analyze reads a trace this size in time slabs, in bounded memory; or " if need.over_limit else ""
         raise InputError(f"{what}, more than the {U.size(need.available_bytes)} this machine has available",
-                         hint=f"without {named} analyze reads a trace this size in time slabs, in bounded memory; or "
-                              f"run it where more memory is free (CLUSTERBENCH_ANALYZE_PATH=whole reads it whole all the same)")
+                         hint=f"{way}run it where more memory is free ({core.PATH_ENV}=whole reads it whole all the same)")
     rest = "" if need.fits else f", more than the {U.size(need.available_bytes)} available (as asked: {core.PATH_ENV}=whole)"
     return (f"{what}{rest}; without {named} a trace of more than {need.limit:,} rows is read in time slabs, "
             "in bounded memory")

@@ -359,6 +359,12 @@ def test_the_options_that_read_whole_say_what_it_takes_past_the_limit(tmp_path: 
     assert "--plot and --export-trace read the trace whole" in said and "more than the 1.00 MB this machine has available" in said
     assert "without --plot and --export-trace analyze reads a trace this size in time slabs" in said
     assert "Traceback" not in res.output
+    # within the limit but more than the machine has: refused, without a word of slabs it would not read
+    monkeypatch.setattr(core, "WHOLE_ROWS_LIMIT", rows)
+    res = run(str(REAL), "--export-trace", str(tmp_path / "e.json"))
+    said = " ".join(res.stderr.split())
+    assert res.exit_code == 2 and "this machine has available" in said and "time slabs" not in said
+    monkeypatch.setattr(core, "WHOLE_ROWS_LIMIT", rows - 1)
     # asked for all the same: read whole, and said so
     monkeypatch.setenv(core.PATH_ENV, "whole")
     res = run(str(REAL), "--export-trace", str(tmp_path / "d.json"))
