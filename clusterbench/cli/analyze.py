@@ -31,7 +31,7 @@ def analyze(
     frames_spec: str | None = TRACE_FRAMES,
     device: int | None = typer.Option(None, "--device", help="Only this CUDA device id."),
     pid: int | None = typer.Option(None, "--pid", help="Only this process id."),
-    by_stream: bool = typer.Option(False, "--by-stream", help="Add a per-stream breakdown."),
+    by_stream: bool = typer.Option(False, "--by-stream", help="Add a per-stream breakdown. Reads the trace whole (memory grows with it)."),
     by_kernel: bool = typer.Option(False, "--by-kernel", help="Add kernels by name (launches, busy ms, µs/frame, share, min/median/max µs) and copies by size class (GB/s). --json always has both."),
     mangled: bool = typer.Option(False, "--mangled", help="Kernel names in full (mangled) instead of base names."),
     what_if: list[str] | None = typer.Option(
@@ -43,7 +43,8 @@ def analyze(
     plot: Path | None = typer.Option(
         None, "--plot", metavar="FILE",
         help="Draw a timeline (one lane per engine and stream, idle gaps marked by cause) and the per-engine "
-        "bars into FILE (.png, .svg or .pdf; needs matplotlib: pip install 'clusterbench\\[plot]').",
+        "bars into FILE (.png, .svg or .pdf; needs matplotlib: pip install 'clusterbench\\[plot]'). Reads the trace whole "
+        "(memory grows with it).",
     ),  # fmt: skip
     plot_span: float | None = typer.Option(
         None, "--plot-span", metavar="MS", help="Timeline length in ms (default: about 3 batches)."
@@ -55,14 +56,15 @@ def analyze(
     export_trace: Path | None = typer.Option(
         None, "--export-trace", metavar="FILE",
         help="Write the window as a Chrome trace-event JSON file (opens in ui.perfetto.dev): one track per engine "
-        "and stream, one per launching host thread, idle gaps labelled by cause.",
+        "and stream, one per launching host thread, idle gaps labelled by cause. Reads the trace whole (memory grows "
+        "with it).",
     ),  # fmt: skip
     untraced_file: Path | None = typer.Option(
         None, "--untraced", metavar="FILE",
         help="The <label>.untraced.json of clusterbench probe --what-binds: split this trace's critical path again "
         "without the profiler (each part measured on its own: the untraced frame and host time of the injection "
         "library's runs, the unit's latency and round trip) and name the causes of its idle (docs/analyze.md, "
-        "\"The untraced split\").",
+        "\"The untraced split\"). Reads the trace whole (memory grows with it).",
     ),  # fmt: skip
     as_json: bool = JSON,
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV to stdout (one row per group and engine)."),
