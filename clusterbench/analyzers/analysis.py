@@ -342,14 +342,17 @@ def available_memory(meminfo: str | os.PathLike[str] = "/proc/meminfo") -> int |
     return None
 
 
-def whole_read(path: str | os.PathLike[str], environ: dict[str, str] | None = None) -> WholeRead:
+def whole_read(path: str | os.PathLike[str], environ: dict[str, str] | None = None, req: Request | None = None) -> WholeRead:
     """What reading the trace at ``path`` whole would take (:class:`WholeRead`): counted without a scan,
     before any slow work, for the options that need the rows at hand (the picture, the trace export, the
-    untraced split), which read any trace whole."""
+    untraced split), which read any trace whole. With ``req``, its range names are checked first, as
+    load_trace checks them (bad input is named before the trace's size)."""
     from clusterbench.io.nsys import check_sqlite_file, resolve_trace
 
     sqlite_path = resolve_trace(path)
     check_sqlite_file(sqlite_path)
+    if req is not None:
+        _check_ranges(sqlite_path, req)
     choice = read_choice(sqlite_path, environ)
     return WholeRead(choice.rows, choice.limit, WHOLE_BASE_BYTES + WHOLE_ROW_BYTES * choice.rows, available_memory(),
                      choice.setting)

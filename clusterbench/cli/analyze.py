@@ -106,9 +106,9 @@ def analyze(
     # the picture, the trace export and the untraced split need the rows at hand, and the per-stream tables are
     # made from them: they read the trace whole
     rows_needed = plot is not None or export_trace is not None or measured is not None or by_stream
-    whole_note = _whole_read_check(trace, [n for n, v in (("--plot", plot), ("--export-trace", export_trace),
-                                                           ("--untraced", measured), ("--by-stream", by_stream or None))
-                                           if v is not None])
+    whole_note = _whole_read_check(trace, req, [n for n, v in (("--plot", plot), ("--export-trace", export_trace),
+                                                                ("--untraced", measured), ("--by-stream", by_stream or None))
+                                                if v is not None])
     progress = _progress(trace)
     with progress as on_progress:
         if whole_note:
@@ -277,7 +277,7 @@ class _progress:
             self.bar.stop()
 
 
-def _whole_read_check(trace: Path, options: list[str]) -> str | None:
+def _whole_read_check(trace: Path, req, options: list[str]) -> str | None:  # noqa: ANN001
     """Before the read: where ``options`` (those that read the trace whole) are given for a trace past the
     rows a whole read takes within the memory limit, the note that says what the read will take; an
     InputError where it would take more memory than the system has available (unless
@@ -288,7 +288,7 @@ def _whole_read_check(trace: Path, options: list[str]) -> str | None:
     from clusterbench.errors import InputError
     from clusterbench.model import units as U
 
-    need = core.whole_read(trace)
+    need = core.whole_read(trace, req=req)
     if not need.over_limit and need.fits:
         return None
     named = " and ".join([", ".join(options[:-1]), options[-1]] if len(options) > 1 else options)

@@ -359,6 +359,9 @@ def test_the_options_that_read_whole_say_what_it_takes_past_the_limit(tmp_path: 
     assert "--plot and --export-trace read the trace whole" in said and "more than the 1.00 MB this machine has available" in said
     assert "without --plot and --export-trace analyze reads a trace this size in time slabs" in said
     assert "Traceback" not in res.output
+    # a range name the trace does not hold is named first, before the trace's size
+    res = run(str(REAL), "--export-trace", str(tmp_path / "r.json"), "--range", "nosuchrange")
+    assert res.exit_code == 2 and "nosuchrange" in res.stderr and "this machine has available" not in res.stderr
     # within the limit but more than the machine has: refused, without a word of slabs it would not read
     monkeypatch.setattr(core, "WHOLE_ROWS_LIMIT", rows)
     res = run(str(REAL), "--export-trace", str(tmp_path / "e.json"))
