@@ -328,17 +328,77 @@ class WholeRead:
         return self.available_bytes is None or self.peak_bytes <= self.available_bytes
 
 
-def available_memory(meminfo: str | os.PathLike[str] = "/proc/meminfo") -> int | None:
-    """The memory the system can give a new process without swapping (Linux's MemAvailable, bytes); None
-    where it cannot be read (another system)."""
+def available_memory(meminfo: str | os.PathLike[str] = "/proc/meminfo", proc_cgroup: str | os.PathLike[str] = "/proc/self/cgroup",
+                     cgroup_root: str | os.PathLike[str] = "/sys/fs/cgroup") -> int | None:  # fmt: skip
+    """The memory a new process can take without swapping or being killed (bytes): Linux's MemAvailable,
+    and no more than the room left under the process's memory cgroup limit (a container's), where it has
+    one (:func:`cgroup_room`); None where neither can be read (another system)."""
+    free = None
     try:
         with open(meminfo, encoding="ascii") as fh:
             for line in fh:
                 if line.startswith("MemAvailable:"):
                     parts = line.split()
-                    return int(parts[1]) * (1024 if len(parts) > 2 and parts[2].lower() == "kb" else 1)
+                    free = int(parts[1]) * (1024 if len(parts) > 2 and parts[2].lower() == "kb" else 1)
+                    break
     except (OSError, ValueError, IndexError):
+        free = None
+    room = cgroup_room(proc_cgroup, cgroup_root)
+    if room is None:
+        return free
+    return room if free is None else min(free, room)
+
+
+_NO_LIMIT = 1 << 60  # cgroup v1 writes a limit near 2**63 for none
+
+
+def cgroup_room(proc_cgroup: str | os.PathLike[str] = "/proc/self/cgroup",
+                cgroup_root: str | os.PathLike[str] = "/sys/fs/cgroup") -> int | None:  # fmt: skip
+    """The room under the process's memory cgroup limit (bytes): the limit less the working set (the usage
+    less the inactive file cache, which the kernel gives back before it kills: the figure container
+    runtimes enforce), cgroup v2 or v1, at the process's own cgroup or at the mount's root (a container
+    sees its own cgroup there); None without a limit or where it cannot be read."""
+    try:
+        lines = Path(proc_cgroup).read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
         return None
+    root = Path(cgroup_root)
+    places: list[tuple[Path, str, str, str]] = []  # (folder, limit file, usage file, inactive-file key)
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        hid, controllers, rel = parts[0], parts[1], parts[2].lstrip("/")
+        if hid == "0" and controllers == "":  # cgroup v2
+            places += [(root / rel, "memory.max", "memory.current", "inactive_file"),
+                       (root, "memory.max", "memory.current", "inactive_file")]  # fmt: skip
+        elif "memory" in controllers.split(","):  # cgroup v1
+            places += [(root / "memory" / rel, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
+                       (root / "memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")]  # fmt: skip
+    for folder, limit_file, usage_file, inactive_key in places:
+        try:
+            limit_text = (folder / limit_file).read_text(encoding="ascii").strip()
+            usage = int((folder / usage_file).read_text(encoding="ascii").strip())
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if limit_text == "max":
+            return None
+        try:
+            limit = int(limit_text)
+        except ValueError:
+            continue
+        if limit >= _NO_LIMIT:
+            return None
+        inactive = 0
+        try:
+            for stat in (folder / "memory.stat").read_text(encoding="ascii").splitlines():
+                key, _, value = stat.partition(" ")
+                if key == inactive_key:
+                    inactive = int(value)
+                    break
+        except (OSError, ValueError, UnicodeDecodeError):
+            inactive = 0
+        return max(0, limit - max(0, usage - inactive))
     return None
 
 

@@ -323,8 +323,45 @@ def test_what_a_whole_read_takes_is_counted_before_it(tmp_path: Path) -> None:
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24684196 kB\nMemFree:         1000 kB\nMemAvailable:   2048 kB\n")
     assert core.available_memory(meminfo) == 2048 * 1024
+    none = tmp_path / "none"
+    assert core.available_memory(meminfo, none, none) == 2048 * 1024
     meminfo.write_text("MemTotal: 1 kB\n")
-    assert core.available_memory(meminfo) is None and core.available_memory(tmp_path / "none") is None
+    assert core.available_memory(meminfo, none, none) is None and core.available_memory(none, none, none) is None
+
+
+def test_a_containers_memory_limit_bounds_what_is_available(tmp_path: Path) -> None:
+    from clusterbench.analyzers import analysis as core
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemAvailable:   8000000 kB\n")  # the host's: 8.192 GB
+    # cgroup v2, as a container sees it: its own cgroup at the mount's root ("0::/"); 2 GB limit, 1.5 GB used
+    # of which 0.5 GB is inactive file cache (given back before a kill): the working set is 1 GB, 1 GB room
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "memory.max").write_text("2000000000\n")
+    (v2 / "memory.current").write_text("1500000000\n")
+    (v2 / "memory.stat").write_text("anon 900000000\nfile 600000000\ninactive_file 500000000\nactive_file 100000000\n")
+    cg = tmp_path / "cgroup_v2"
+    cg.write_text("0::/\n")
+    assert core.cgroup_room(cg, v2) == 2_000_000_000 - (1_500_000_000 - 500_000_000)
+    assert core.available_memory(meminfo, cg, v2) == 1_000_000_000  # the less of the two
+    (v2 / "memory.max").write_text("max\n")  # no limit: the host's figure
+    assert core.cgroup_room(cg, v2) is None and core.available_memory(meminfo, cg, v2) == 8_192_000_000
+    # cgroup v1, the process in a nested cgroup: that cgroup's files, 4 GB limit, 3 GB used, 1 GB inactive cache
+    v1 = tmp_path / "v1"
+    own = v1 / "memory" / "jobs" / "42"
+    own.mkdir(parents=True)
+    (own / "memory.limit_in_bytes").write_text("4000000000\n")
+    (own / "memory.usage_in_bytes").write_text("3000000000\n")
+    (own / "memory.stat").write_text("cache 1200000000\ntotal_inactive_file 1000000000\n")
+    cg1 = tmp_path / "cgroup_v1"
+    cg1.write_text("4:memory:/jobs/42\n3:cpuset:/\n0::/\n")
+    assert core.cgroup_room(cg1, v1) == 4_000_000_000 - (3_000_000_000 - 1_000_000_000)
+    (own / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1's "no limit"
+    assert core.cgroup_room(cg1, v1) is None
+    # unreadable or malformed: no figure, never an error
+    (cg1).write_text("garbage\n")
+    assert core.cgroup_room(cg1, v1) is None and core.cgroup_room(tmp_path / "missing", v1) is None
 
 
 def test_the_options_that_read_whole_say_what_it_takes_past_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
