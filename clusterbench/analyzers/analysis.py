@@ -48,6 +48,7 @@ from clusterbench.analyzers.assembly import (  # noqa: F401  (re-exported: the f
 )
 from clusterbench.analyzers.records import GroupAnalysis, TraceAnalysis
 from clusterbench.errors import InputError, TraceError
+from clusterbench.model import units as U
 from clusterbench.io.nsys.reader import EVERYTHING, ApiPlan, TraceData
 
 
@@ -327,6 +328,26 @@ class WholeRead:
         """The predicted peak within the memory available (True where that is not known)."""
         return self.available_bytes is None or self.peak_bytes <= self.available_bytes
 
+    @property
+    def refused(self) -> bool:
+        """Too big for the memory available, and the whole read not asked for by CLUSTERBENCH_ANALYZE_PATH."""
+        return not self.fits and self.setting != "whole"
+
+    def words(self) -> str:
+        """What the read takes, in words: its rows and the predicted peak, with the rule it comes from."""
+        return (f"{self.rows:,} activity, API and synchronization rows, about {U.size(self.peak_bytes)} of memory at "
+                f"the peak ({WHOLE_BASE_BYTES / 1e6:.0f} MB + {WHOLE_ROW_BYTES} bytes a row)")
+
+    def beyond(self) -> str:
+        """``more than the N available`` where the peak is over the memory available, else empty."""
+        return "" if self.fits else f"more than the {U.size(self.available_bytes)} this machine has available"
+
+    @classmethod
+    def of(cls, choice: ReadChoice) -> WholeRead:
+        """What reading whole takes for a trace of ``choice``'s rows, on this machine now."""
+        return cls(choice.rows, choice.limit, WHOLE_BASE_BYTES + WHOLE_ROW_BYTES * choice.rows, available_memory(),
+                   choice.setting)
+
 
 def available_memory(meminfo: str | os.PathLike[str] = "/proc/meminfo", proc_cgroup: str | os.PathLike[str] = "/proc/self/cgroup",
                      cgroup_root: str | os.PathLike[str] = "/sys/fs/cgroup") -> int | None:  # fmt: skip
@@ -413,9 +434,7 @@ def whole_read(path: str | os.PathLike[str], environ: dict[str, str] | None = No
     check_sqlite_file(sqlite_path)
     if req is not None:
         _check_ranges(sqlite_path, req)
-    choice = read_choice(sqlite_path, environ)
-    return WholeRead(choice.rows, choice.limit, WHOLE_BASE_BYTES + WHOLE_ROW_BYTES * choice.rows, available_memory(),
-                     choice.setting)
+    return WholeRead.of(read_choice(sqlite_path, environ))
 
 
 def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callable[[str, int, int], None] | None = None,
@@ -443,15 +462,13 @@ def analyze_file(path: str | os.PathLike[str], req: Request, on_progress: Callab
         try:
             return streamed.analyze_slabs(sqlite_path, req, label, on_progress)
         except streamed.Fallback as exc:
-            peak, free = WHOLE_BASE_BYTES + WHOLE_ROW_BYTES * choice.rows, available_memory()
-            took = (f"about {peak / 1e6:,.0f} MB at the peak ({choice.rows:,} rows at {WHOLE_BASE_BYTES / 1e6:.0f} MB + "
-                    f"{WHOLE_ROW_BYTES} bytes a row)")
-            if free is not None and peak > free:
-                raise InputError(f"the time slabs do not apply ({exc}), and reading whole takes {took}, more than the "
-                                 f"{free / 1e6:,.0f} MB this machine has available",
+            need = WholeRead.of(choice)
+            if need.refused:
+                raise InputError(f"the time slabs do not apply ({exc}), and reading whole takes {need.words()}, "
+                                 f"{need.beyond()}",
                                  hint=f"run it where more memory is free, or set {PATH_ENV}=whole to read it whole "
                                       "all the same")  # fmt: skip
-            note(f"the time slabs do not apply ({exc}): reading whole, {took}; memory grows with the trace")
+            note(f"the time slabs do not apply ({exc}): reading whole, {need.words()}; memory grows with the trace")
         except VALUE_ERRORS as exc:
             # a value of the wrong type that the slabs did not check where they read it: name it (as reading
             # whole does), else a bug

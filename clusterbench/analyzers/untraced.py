@@ -291,22 +291,22 @@ _GRAPH_LAUNCH = S.API_CODE["graph_launch"]
 _H2D, _D2H = S.ENGINES.index("h2d"), S.ENGINES.index("d2h")
 
 
-def _staging(links: Any, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Which idle stretches [a, b) inside held graph launches are the host staging a pageable copy node
-    (pure): a stretch that ends where a pageable H2D row starts (the host copies into the staging buffer
-    before each chunk goes), or that lies between two pageable D2H rows (the host copies each chunk out
-    before the next one goes). The stretch before a pageable D2H's first chunk is the GPU's (the latency
-    after the node before it)."""
-    if not a.size or not links.start.size:
-        return np.zeros(a.size, dtype=bool)
+def _pageable_edges(links: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The starts of the pageable H2D rows, and the starts and ends of the pageable D2H rows (pure)."""
     pg = np.asarray(links.pageable, dtype=bool)
     eng = np.asarray(links.engine)
-    h2d = pg & (eng == _H2D)
-    d2h = pg & (eng == _D2H)
-    host = np.isin(b, links.start[h2d]) if h2d.any() else np.zeros(a.size, dtype=bool)
-    if d2h.any():
-        host |= np.isin(b, links.start[d2h]) & np.isin(a, links.end[d2h])
-    return host
+    h2d, d2h = pg & (eng == _H2D), pg & (eng == _D2H)
+    return links.start[h2d], links.start[d2h], links.end[d2h]
+
+
+def _staging(edges: tuple[np.ndarray, np.ndarray, np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Which idle stretches [a, b) inside held graph launches are the host staging a pageable copy node
+    (pure; ``edges`` from :func:`_pageable_edges`): a stretch that ends where a pageable H2D row starts (the
+    host copies into the staging buffer before each chunk goes), or that lies between two pageable D2H rows
+    (the host copies each chunk out before the next one goes). The stretch before a pageable D2H's first
+    chunk is the GPU's (the latency after the node before it)."""
+    h2d_start, d2h_start, d2h_end = edges
+    return np.isin(b, h2d_start) | (np.isin(b, d2h_start) & np.isin(a, d2h_end))
 
 
 def held_idle(links: Any, held: Any, window: Any) -> dict[int, tuple[int, int, int, int]]:
@@ -332,6 +332,7 @@ def held_idle(links: Any, held: Any, window: Any) -> dict[int, tuple[int, int, i
     rel = held.release[keep].astype(np.int64)
     th = links.cthread[calls].astype(np.int64)
     staged = graph_pageable[keep]
+    edges = _pageable_edges(links) if staged.any() else None
     order = np.argsort(cs, kind="stable")
     # the GPU's busy time inside the holds, as blocked time measures it (held.busy_prefix: cut to them)
     bs, be, _ = held_mod.busy_prefix(links, window, iv.union(cs[order], rel[order]))
@@ -343,8 +344,8 @@ def held_idle(links: Any, held: Any, window: Any) -> dict[int, tuple[int, int, i
         idle = iv.subtract(spans, (bs, be))
         length = (idle[1] - idle[0]).astype(np.int64)
         gpu = length > 0
-        if staged[m].any():  # a stretch inside a graph launch held by a pageable node may be that node's staging
-            gpu &= ~_staging(links, idle[0], idle[1])
+        if edges is not None and staged[m].any():  # a stretch inside a graph launch held by a pageable node may be its staging
+            gpu &= ~_staging(edges, idle[0], idle[1])
         lead = np.isin(idle[0], cs[m]) & gpu
         gap = ~lead & gpu
         out[int(ti)] = (int(length[lead].sum()), int(lead.sum()), int(length[gap].sum()), int(gap.sum()))
@@ -708,7 +709,8 @@ def idle_causes(path: PathStructure, costs: UntracedCosts | None) -> IdleCauses:
     g_t = latency_per_gap(lat_t, path.op_us)
     rt = None if lat_u is None or lat_u.gap_ns is None else lat_u.gap_ns / 1e3
     n = path.idle_gaps
-    own = None if g_u is None else n * gap_price(g_u, path.idle_us, n)[0]
+    per_u, bounded = (None, False) if g_u is None else gap_price(g_u, path.idle_us, n)
+    own = None if per_u is None else n * per_u
     prof = None if g_u is None or g_t is None else n * (max(g_t, 0.0) - max(g_u, 0.0))
     if own is None:
         return IdleCauses(path.idle_us, n, None, None, None, rt, "not measured: the latency program did not run")
@@ -718,7 +720,7 @@ def idle_causes(path: PathStructure, costs: UntracedCosts | None) -> IdleCauses:
                 "wake and the next launch hold it (round_trip)")
     note = (f"{n:.2f} gaps a frame: the GPU's own latency {U.us(max(g_u, 0.0), 2)} a gap (untraced"  # type: ignore[arg-type]
             + (f"; {U.us(path.idle_us / n, 2)} a gap here as traced, which bounds it"
-               if n >= 0.005 and gap_price(g_u, path.idle_us, n)[1] else "")  # fewer than 0.01 a frame: not worth words
+               if n >= 0.005 and bounded else "")  # fewer than 0.01 a frame: not worth words
             + ")"
             + ("" if g_t is None else f", {U.us(max(g_t, 0.0), 2)} under the profiler")
             + ("" if prof is not None else "; the profiler's part is not told apart (the latency program did not "

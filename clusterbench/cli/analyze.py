@@ -105,10 +105,10 @@ def analyze(
     data = None
     # the picture, the trace export and the untraced split need the rows at hand, and the per-stream tables are
     # made from them: they read the trace whole
-    rows_needed = plot is not None or export_trace is not None or measured is not None or by_stream
-    whole_note = _whole_read_check(trace, req, [n for n, v in (("--plot", plot), ("--export-trace", export_trace),
-                                                                ("--untraced", measured), ("--by-stream", by_stream or None))
-                                                if v is not None])
+    whole_options = [name for name, given in (("--plot", plot is not None), ("--export-trace", export_trace is not None),
+                                              ("--untraced", measured is not None), ("--by-stream", by_stream)) if given]
+    rows_needed = bool(whole_options)
+    whole_note = _whole_read_check(trace, req, whole_options)
     progress = _progress(trace)
     with progress as on_progress:
         if whole_note:
@@ -286,19 +286,16 @@ def _whole_read_check(trace: Path, req, options: list[str]) -> str | None:  # no
         return None
     from clusterbench.analyzers import analysis as core
     from clusterbench.errors import InputError
-    from clusterbench.model import units as U
 
     need = core.whole_read(trace, req=req)
     if not need.over_limit and need.fits:
         return None
     named = " and ".join([", ".join(options[:-1]), options[-1]] if len(options) > 1 else options)
-    what = (f"{named} read{'' if len(options) > 1 else 's'} the trace whole: {need.rows:,} activity, API and "
-            f"synchronization rows, about {U.size(need.peak_bytes)} of memory at the peak "
-            f"({core.WHOLE_BASE_BYTES / 1e6:.0f} MB + {core.WHOLE_ROW_BYTES} bytes a row)")
-    if not need.fits and need.setting != "whole":
+    what = f"{named} read{'' if len(options) > 1 else 's'} the trace whole: {need.words()}"
+    if need.refused:
         way = f"without {named} analyze reads a trace this size in time slabs, in bounded memory; or " if need.over_limit else ""
-        raise InputError(f"{what}, more than the {U.size(need.available_bytes)} this machine has available",
+        raise InputError(f"{what}, {need.beyond()}",
                          hint=f"{way}run it where more memory is free ({core.PATH_ENV}=whole reads it whole all the same)")
-    rest = "" if need.fits else f", more than the {U.size(need.available_bytes)} available (as asked: {core.PATH_ENV}=whole)"
+    rest = "" if need.fits else f", {need.beyond()} (as asked: {core.PATH_ENV}=whole)"
     return (f"{what}{rest}; without {named} a trace of more than {need.limit:,} rows is read in time slabs, "
             "in bounded memory")

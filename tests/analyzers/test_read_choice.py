@@ -103,8 +103,8 @@ def test_where_the_slabs_do_not_apply_it_reads_whole_and_says_so() -> None:
     assert len(notes) == 2 and notes[1].startswith("analyze: the time slabs do not apply (a row without a correlation id")
     n = _count(DEVICE_ROWS)
     said = " ".join(res.stderr.split())
-    assert (f"reading whole, about {(63_000_000 + 66 * n) / 1e6:,.0f} MB at the peak ({n:,} rows at 63 MB + 66 bytes a row); "
-            "memory grows with the trace") in said
+    assert (f"reading whole, {n:,} activity, API and synchronization rows, about {(63_000_000 + 66 * n) / 1e6:,.2f} MB of "
+            "memory at the peak (63 MB + 66 bytes a row); memory grows with the trace") in said
     assert bench.path_taken(res.stderr) == "whole"
 
 
@@ -114,7 +114,7 @@ def test_where_the_slabs_do_not_apply_and_a_whole_read_would_not_fit_it_refuses(
     assert res.exit_code == 2 and res.stdout == ""
     said = " ".join(res.stderr.split())
     assert "the time slabs do not apply (a row without a correlation id" in said
-    assert "more than the 2 MB this machine has available" in said and "CLUSTERBENCH_ANALYZE_PATH=whole" in said
+    assert "more than the 2.00 MB this machine has available" in said and "CLUSTERBENCH_ANALYZE_PATH=whole" in said
     assert "Traceback" not in res.output
 
 

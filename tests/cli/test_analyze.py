@@ -329,6 +329,14 @@ def test_what_a_whole_read_takes_is_counted_before_it(tmp_path: Path) -> None:
     assert core.available_memory(meminfo, none, none) is None and core.available_memory(none, none, none) is None
 
 
+def _cgroup_files(folder: Path, *files: tuple[str, str]) -> Path:
+    """A cgroup folder as the kernel shows it: each (name, text) a file, one value a line."""
+    folder.mkdir(parents=True)
+    for name, text in files:
+        (folder / name).write_text(text + "\n")
+    return folder
+
+
 def test_a_containers_memory_limit_bounds_what_is_available(tmp_path: Path) -> None:
     from clusterbench.analyzers import analysis as core
 
@@ -336,11 +344,8 @@ def test_a_containers_memory_limit_bounds_what_is_available(tmp_path: Path) -> N
     meminfo.write_text("MemAvailable:   8000000 kB\n")  # the host's: 8.192 GB
     # cgroup v2, as a container sees it: its own cgroup at the mount's root ("0::/"); 2 GB limit, 1.5 GB used
     # of which 0.5 GB is inactive file cache (given back before a kill): the working set is 1 GB, 1 GB room
-    v2 = tmp_path / "v2"
-    v2.mkdir()
-    (v2 / "memory.max").write_text("2000000000\n")
-    (v2 / "memory.current").write_text("1500000000\n")
-    (v2 / "memory.stat").write_text("anon 900000000\nfile 600000000\ninactive_file 500000000\nactive_file 100000000\n")
+    v2 = _cgroup_files(tmp_path / "v2", ("memory.max", "2000000000"), ("memory.current", "1500000000"),
+                       ("memory.stat", "anon 900000000\nfile 600000000\ninactive_file 500000000\nactive_file 100000000"))
     cg = tmp_path / "cgroup_v2"
     cg.write_text("0::/\n")
     assert core.cgroup_room(cg, v2) == 2_000_000_000 - (1_500_000_000 - 500_000_000)
@@ -349,11 +354,9 @@ def test_a_containers_memory_limit_bounds_what_is_available(tmp_path: Path) -> N
     assert core.cgroup_room(cg, v2) is None and core.available_memory(meminfo, cg, v2) == 8_192_000_000
     # cgroup v1, the process in a nested cgroup: that cgroup's files, 4 GB limit, 3 GB used, 1 GB inactive cache
     v1 = tmp_path / "v1"
-    own = v1 / "memory" / "jobs" / "42"
-    own.mkdir(parents=True)
-    (own / "memory.limit_in_bytes").write_text("4000000000\n")
-    (own / "memory.usage_in_bytes").write_text("3000000000\n")
-    (own / "memory.stat").write_text("cache 1200000000\ntotal_inactive_file 1000000000\n")
+    own = _cgroup_files(v1 / "memory" / "jobs" / "42", ("memory.limit_in_bytes", "4000000000"),
+                        ("memory.usage_in_bytes", "3000000000"),
+                        ("memory.stat", "cache 1200000000\ntotal_inactive_file 1000000000"))
     cg1 = tmp_path / "cgroup_v1"
     cg1.write_text("4:memory:/jobs/42\n3:cpuset:/\n0::/\n")
     assert core.cgroup_room(cg1, v1) == 4_000_000_000 - (3_000_000_000 - 1_000_000_000)
