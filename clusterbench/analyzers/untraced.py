@@ -643,6 +643,40 @@ def launch_part(launches: float, traced_us: float, costs: UntracedCosts | None) 
                                  "launches by)")
 
 
+def gpu_held_part(path: PathStructure, host: HostFrame | None, costs: UntracedCosts | None,
+                  parts: Sequence[SplitPart]) -> SplitPart | None:
+    """The GPU's time on the untraced path that the traced path's GPU parts fall short of (pure), or None.
+
+    Where one thread issues all the work, its untraced frame is its own time and its waits: the time its
+    synchronizes waited beyond their own cost (the injection library's wait time less :func:`sync_own`),
+    with the GPU on the path all along. The path's host part is at most the thread's own time, so the
+    path's GPU parts together are at least those waits. Where the traced path's GPU parts, priced untraced
+    (``parts`` other than the host's), come to less, the profiler moved the path: the slower traced host
+    issued late enough that the GPU kept up (daq_loop at 2 streams on an H100: the traced path all host,
+    untraced 3.1 µs a frame waited at the synchronize), and the difference is this part, measured by the
+    library. Which of the GPU's resources held those waits the trace cannot say. None where the path has
+    several threads, the untraced run marked several, a part was not measured, or the parts cover the
+    waits."""
+    if host is None or len(path.hosts) != 1 or len(host.threads) != 1:
+        return None
+    gpu = [p.untraced_us for p in parts if not p.resource.startswith("host:")]
+    if any(u is None for u in gpu):
+        return None
+    bar = host.threads[0]
+    own = sync_own(bar, costs)
+    waited = bar.wait_us - (own or 0.0)
+    covered = float(sum(gpu))  # type: ignore[arg-type]
+    if waited - covered < 0.005:  # covered, or too little to name at two decimals
+        return None
+    of = (f"its synchronizes' wait beyond their own cost ({U.us(own, 2)})" if own is not None
+          else "its synchronizes' whole time (their own cost not measured)")
+    return SplitPart("gpu_held", 0.0, waited - covered,
+                     f"the one issuing thread waited {U.us(waited, 2)} a frame untraced ({of}, the injection "
+                     f"library), the GPU's time on the path, less the {U.us(covered, 2)} the traced path's GPU "
+                     "parts give untraced: the traced host issued too slowly to wait, so the trace cannot say "
+                     "which of the GPU's resources held the thread")
+
+
 def untraced_split(path: PathStructure, host: HostFrame | None, costs: UntracedCosts | None) -> UntracedSplit:
     """The traced path's parts per frame, and each measured again without the profiler (pure)."""
     parts: list[SplitPart] = []
@@ -683,6 +717,9 @@ def untraced_split(path: PathStructure, host: HostFrame | None, costs: UntracedC
         bar = matched.get(h.tid)
         untraced_us, how = host_part(h, bar, g_u, costs)
         parts.append(SplitPart(label, traced, untraced_us, how))
+    held = gpu_held_part(path, host, costs, parts)
+    if held is not None:
+        parts.append(held)
     untraced = [p.untraced_us for p in parts]
     total_u = None if any(u is None for u in untraced) else float(sum(untraced))  # type: ignore[arg-type]
     frame = host.period_us if host is not None else None

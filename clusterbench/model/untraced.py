@@ -680,7 +680,7 @@ class PathStructure:
 @dataclass(frozen=True, slots=True)
 class SplitPart:
     """One part of the frame: ``resource`` (``host:<tid>``, an engine, ``launch``, ``gpu_latency``,
-    ``round_trip``), its µs per frame on the traced path and without the profiler, and how the untraced
+    ``round_trip``, ``gpu_held``), its µs per frame on the traced path and without the profiler, and how the untraced
     figure was measured (``how``)."""
 
     resource: str

@@ -318,6 +318,40 @@ def _host(period: float) -> HostFrame:
     return HostFrame(100, period, None, None, 15.0, (ThreadBar(100, "daq", 100, 15.0, 9.0, 25.0, 0.0, 5.5),), "blocking")
 
 
+def test_a_host_bound_path_whose_thread_waits_untraced_gets_the_wait_as_the_gpus() -> None:
+    # traced: the host issues slowly enough that the GPU keeps up: the path is the thread's 28 µs and 0.1 µs
+    # of H2D a frame. Untraced the thread's own time is 14 µs and one synchronize a frame waits 5 µs, of
+    # which 2 µs is a synchronize's own cost (the latency program's): the frame is 14 + 5 = 19 µs, the host's
+    # 14 + 2, and the GPU held the thread 3 µs, of which the traced path's GPU parts give 0.1
+    path = _path(path_us=28.1, engines_us={"h2d": 0.1}, idle_us=0.0, idle_gaps=0.0, launch_us=0.0, launches=0.0,
+                 launches_after_wake=0.0, launch_after_wake_us=0.0, op_us={"h2d": 40.0},
+                 hosts=(PathHost(7, "daq", 28.0, 0.0, 0.0, 28.0, blocked_us=0.0),))
+    bar = ThreadBar(100, "daq", 100, 14.0, 8.0, 5.0, 0.0, None, 1.0, 5.0)
+    split = untraced_split(path, HostFrame(100, 19.0, None, None, 14.0, (bar,), "auto"), _idle_costs(2000.0))
+    parts = {p.resource: p for p in split.parts}
+    assert set(parts) == {"h2d", "host:7", "gpu_held"}
+    assert parts["host:7"].untraced_us == pytest.approx(16.0)
+    assert parts["gpu_held"].traced_us == 0.0 and parts["gpu_held"].untraced_us == pytest.approx(2.9)
+    assert parts["gpu_held"].profiler_us == pytest.approx(-2.9)  # the profiler took the wait away
+    assert "3.00 µs" in parts["gpu_held"].how and "0.10 µs" in parts["gpu_held"].how
+    assert split.untraced_sum_us == pytest.approx(19.0) and split.miss == pytest.approx(0.0)
+    # a synchronize's own cost not measured: the whole wait is the GPU's, the host its library time alone
+    bare = {p.resource: p for p in untraced_split(path, HostFrame(100, 19.0, None, None, 14.0, (bar,), "auto"),
+                                                   _idle_costs(None)).parts}
+    assert bare["host:7"].untraced_us == pytest.approx(14.0) and bare["gpu_held"].untraced_us == pytest.approx(4.9)
+    assert "not measured" in bare["gpu_held"].how
+    # the traced path's GPU parts cover the wait: no such part
+    busy = _path(path_us=28.1, engines_us={"h2d": 3.5}, idle_us=0.0, idle_gaps=0.0, launch_us=0.0, launches=0.0,
+                 launches_after_wake=0.0, launch_after_wake_us=0.0, op_us={"h2d": 40.0},
+                 hosts=(PathHost(7, "daq", 24.6, 0.0, 0.0, 28.0, blocked_us=0.0),))
+    assert "gpu_held" not in {p.resource for p in untraced_split(busy, HostFrame(100, 19.0, None, None, 14.0, (bar,),
+                                                                                    "auto"), _idle_costs(2000.0)).parts}
+    # two threads marked untraced: one thread's waits no longer bound the frame's GPU time
+    other = ThreadBar(101, "feed", 100, 10.0, 2.0, 0.0, 0.0, None, 0.0, None)
+    two = untraced_split(path, HostFrame(100, 19.0, None, None, 14.0, (bar, other), "auto"), _idle_costs(2000.0))
+    assert "gpu_held" not in {p.resource for p in two.parts}
+
+
 def test_the_untraced_split_by_hand() -> None:
     split = untraced_split(_path(), _host(50.0), _costs())
     parts = {p.resource: p for p in split.parts}
