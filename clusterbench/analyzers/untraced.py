@@ -643,6 +643,17 @@ def launch_part(launches: float, traced_us: float, costs: UntracedCosts | None) 
                                  "launches by)")
 
 
+def host_waits(host: HostFrame, costs: UntracedCosts | None) -> tuple[float, float | None] | None:
+    """Where one thread marked the frames untraced: its waits per frame beyond its synchronizes' own cost
+    (µs; the injection library's wait time less :func:`sync_own`, the whole wait time where that was not
+    measured), and that own cost (pure). None with several marking threads."""
+    if len(host.threads) != 1:
+        return None
+    bar = host.threads[0]
+    own = sync_own(bar, costs)
+    return max(0.0, bar.wait_us - (own or 0.0)), own
+
+
 def gpu_held_part(path: PathStructure, host: HostFrame | None, costs: UntracedCosts | None,
                   parts: Sequence[SplitPart]) -> SplitPart | None:
     """The GPU's time on the untraced path that the traced path's GPU parts fall short of (pure), or None.
@@ -657,14 +668,13 @@ def gpu_held_part(path: PathStructure, host: HostFrame | None, costs: UntracedCo
     library. Which of the GPU's resources held those waits the trace cannot say. None where the path has
     several threads, the untraced run marked several, a part was not measured, or the parts cover the
     waits."""
-    if host is None or len(path.hosts) != 1 or len(host.threads) != 1:
+    if host is None or len(path.hosts) != 1:
         return None
     gpu = [p.untraced_us for p in parts if not p.resource.startswith("host:")]
-    if any(u is None for u in gpu):
+    waits = host_waits(host, costs)
+    if waits is None or any(u is None for u in gpu):
         return None
-    bar = host.threads[0]
-    own = sync_own(bar, costs)
-    waited = bar.wait_us - (own or 0.0)
+    waited, own = waits
     covered = float(sum(gpu))  # type: ignore[arg-type]
     if waited - covered < 0.005:  # covered, or too little to name at two decimals
         return None
