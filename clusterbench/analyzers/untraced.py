@@ -683,7 +683,7 @@ def gpu_held_part(path: PathStructure, host: HostFrame | None, costs: UntracedCo
     return SplitPart("gpu_held", 0.0, waited - covered,
                      f"the one issuing thread waited {U.us(waited, 2)} a frame untraced ({of}, the injection "
                      f"library), the GPU's time on the path, less the {U.us(covered, 2)} the traced path's GPU "
-                     "parts give untraced: the traced host issued too slowly to wait, so the trace cannot say "
+                     "parts give untraced: the traced path holds less of the GPU than that, so it cannot say "
                      "which of the GPU's resources held the thread")
 
 
