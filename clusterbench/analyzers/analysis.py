@@ -375,52 +375,57 @@ _NO_LIMIT = 1 << 60  # cgroup v1 writes a limit near 2**63 for none
 
 def cgroup_room(proc_cgroup: str | os.PathLike[str] = "/proc/self/cgroup",
                 cgroup_root: str | os.PathLike[str] = "/sys/fs/cgroup") -> int | None:  # fmt: skip
-    """The room under the process's memory cgroup limit (bytes): the limit less the working set (the usage
+    """The room under the process's memory cgroup limits (bytes): per cgroup from the process's own up to
+    the mount's root (a container sees its own cgroup there; a batch system such as Slurm sets the limit on
+    the job's cgroup and none on the step's or task's below it), its limit less its working set (the usage
     less the inactive file cache, which the kernel gives back before it kills: the figure container
-    runtimes enforce), cgroup v2 or v1, at the process's own cgroup or at the mount's root (a container
-    sees its own cgroup there); None without a limit or where it cannot be read."""
+    runtimes enforce), the least of them; cgroup v2 or v1. None without a limit or where none can be read."""
     try:
         lines = Path(proc_cgroup).read_text(encoding="ascii").splitlines()
     except (OSError, UnicodeDecodeError):
         return None
     root = Path(cgroup_root)
-    places: list[tuple[Path, str, str, str]] = []  # (folder, limit file, usage file, inactive-file key)
+    rooms: list[int] = []
     for line in lines:
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
-        hid, controllers, rel = parts[0], parts[1], parts[2].lstrip("/")
+        hid, controllers, rel = parts[0], parts[1], parts[2].strip("/")
         if hid == "0" and controllers == "":  # cgroup v2
-            places += [(root / rel, "memory.max", "memory.current", "inactive_file"),
-                       (root, "memory.max", "memory.current", "inactive_file")]  # fmt: skip
+            base, files = root, ("memory.max", "memory.current", "inactive_file")
         elif "memory" in controllers.split(","):  # cgroup v1
-            places += [(root / "memory" / rel, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
-                       (root / "memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")]  # fmt: skip
-    for folder, limit_file, usage_file, inactive_key in places:
-        try:
-            limit_text = (folder / limit_file).read_text(encoding="ascii").strip()
-            usage = int((folder / usage_file).read_text(encoding="ascii").strip())
-        except (OSError, ValueError, UnicodeDecodeError):
+            base, files = root / "memory", ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+        else:
             continue
-        if limit_text == "max":
-            return None
-        try:
-            limit = int(limit_text)
-        except ValueError:
-            continue
-        if limit >= _NO_LIMIT:
-            return None
+        names = [n for n in rel.split("/") if n and n != ".."]
+        for depth in range(len(names), -1, -1):  # the process's own cgroup first, then each one above it
+            room = _room_in(base.joinpath(*names[:depth]), *files)
+            if room is not None:
+                rooms.append(room)
+    return min(rooms) if rooms else None
+
+
+def _room_in(folder: Path, limit_file: str, usage_file: str, inactive_key: str) -> int | None:
+    """One cgroup's room (bytes): its limit less its working set; None where it has no limit or its files
+    cannot be read."""
+    try:
+        limit_text = (folder / limit_file).read_text(encoding="ascii").strip()
+        usage = int((folder / usage_file).read_text(encoding="ascii").strip())
+        limit = int(limit_text)
+    except (OSError, ValueError, UnicodeDecodeError):  # no such cgroup, or "max": no limit
+        return None
+    if limit >= _NO_LIMIT:
+        return None
+    inactive = 0
+    try:
+        for stat in (folder / "memory.stat").read_text(encoding="ascii").splitlines():
+            key, _, value = stat.partition(" ")
+            if key == inactive_key:
+                inactive = int(value)
+                break
+    except (OSError, ValueError, UnicodeDecodeError):
         inactive = 0
-        try:
-            for stat in (folder / "memory.stat").read_text(encoding="ascii").splitlines():
-                key, _, value = stat.partition(" ")
-                if key == inactive_key:
-                    inactive = int(value)
-                    break
-        except (OSError, ValueError, UnicodeDecodeError):
-            inactive = 0
-        return max(0, limit - max(0, usage - inactive))
-    return None
+    return max(0, limit - max(0, usage - inactive))
 
 
 def whole_read(path: str | os.PathLike[str], environ: dict[str, str] | None = None, req: Request | None = None) -> WholeRead:

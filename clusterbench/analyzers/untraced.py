@@ -662,10 +662,10 @@ def gpu_held_part(path: PathStructure, host: HostFrame | None, costs: UntracedCo
     synchronizes waited beyond their own cost (the injection library's wait time less :func:`sync_own`),
     with the GPU on the path all along. The path's host part is at most the thread's own time, so the
     path's GPU parts together are at least those waits. Where the traced path's GPU parts, priced untraced
-    (``parts`` other than the host's), come to less, the profiler moved the path: the slower traced host
-    issued late enough that the GPU kept up (daq_loop at 2 streams on an H100: the traced path all host,
-    untraced 3.1 µs a frame waited at the synchronize), and the difference is this part, measured by the
-    library. Which of the GPU's resources held those waits the trace cannot say. None where the path has
+    (``parts`` other than the host's), come to less, the difference is this part, measured by the library:
+    the path the trace shows is not the untraced one (daq_loop at 2 streams on an H100, where the host
+    slowed by the profiler issued late enough that the GPU kept up: the traced path all host, untraced
+    3.1 µs a frame waited at the synchronize). Which of the GPU's resources held those waits the trace cannot say. None where the path has
     several threads, the untraced run marked several, a part was not measured, or the parts cover the
     waits."""
     if host is None or len(path.hosts) != 1:

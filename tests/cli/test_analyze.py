@@ -367,6 +367,24 @@ def test_a_containers_memory_limit_bounds_what_is_available(tmp_path: Path) -> N
     assert core.cgroup_room(cg1, v1) is None and core.cgroup_room(tmp_path / "missing", v1) is None
 
 
+def test_a_limit_on_a_cgroup_above_the_process_bounds_what_is_available(tmp_path: Path) -> None:
+    from clusterbench.analyzers import analysis as core
+
+    # cgroup v2 under a batch system: the limit on the job's cgroup, none on the step's and task's below it
+    # (Slurm's layout). The job: 3 GB limit, 2.5 GB used, 0.5 GB inactive cache: 1 GB room
+    root = tmp_path / "v2"
+    job = _cgroup_files(root / "system.slice" / "job_7", ("memory.max", "3000000000"), ("memory.current", "2500000000"),
+                        ("memory.stat", "anon 2000000000\ninactive_file 500000000"))
+    task = _cgroup_files(job / "step_0" / "task_0", ("memory.max", "max"), ("memory.current", "2400000000"))
+    cg = tmp_path / "cgroup"
+    cg.write_text("0::/system.slice/job_7/step_0/task_0\n")
+    assert core.cgroup_room(cg, root) == 3_000_000_000 - (2_500_000_000 - 500_000_000)
+    # a tighter limit on the task itself: the less of the two rooms (0.3 GB limit, 0.2 GB used, no cache)
+    (task / "memory.max").write_text("300000000\n")
+    (task / "memory.current").write_text("200000000\n")
+    assert core.cgroup_room(cg, root) == 100_000_000
+
+
 def test_the_options_that_read_whole_say_what_it_takes_past_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from clusterbench.analyzers import analysis as core
 
