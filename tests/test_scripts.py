@@ -34,6 +34,7 @@ GPU_ONLY = {
     "benchmarks/bench_sync.py": ([], "needs CuPy and an NVIDIA GPU"),
     "benchmarks/bench_workload.py": ([], "needs CuPy and an NVIDIA GPU"),
     "benchmarks/daq_link_scan.py": (["{tmp}/zoo"], "needs an NVIDIA GPU"),
+    "benchmarks/callback_cost.py": (["{tmp}/out"], "needs an NVIDIA GPU"),
     "examples/minimal_workload.py": (["--rows", "40", "--cols", "40", "--frames", "10", "--batch", "5",
                                       "--pedestal-frames", "10", "--nsigma", "5", "--result", "{tmp}/r.json"],
                                      "needs CuPy and an NVIDIA GPU"),

@@ -5,6 +5,7 @@ frame mark follows analyze's frames definitions; a report file that is not one s
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -127,3 +128,24 @@ def test_the_daq_loop_compiles(tmp_path: Path) -> None:
     res = subprocess.run([NVCC, "-O2", "-arch=sm_90", "-std=c++17", f"-I{zoo}", str(zoo / "daq_loop.cu"), "-c",  # type: ignore[list-item]
                           "-o", str(tmp_path / "daq_loop.o")], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
+
+
+def _callback_cost():
+    spec = importlib.util.spec_from_file_location("callback_cost", Path(__file__).resolve().parents[2] / "benchmarks" / "callback_cost.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_callback_costs_are_medians_against_bare() -> None:
+    cc = _callback_cost()
+    s = cc.summarize({"bare": [100.0, 104.0, 102.0], "empty": [150.0, 149.0, 160.0], "every": [180.0, 170.0, 175.0],
+                      "none": [101.0], "both": []})
+    # medians: bare 102, empty 150, every 175; costs against bare 48 and 73; ours 175 - 150
+    assert s["bare"]["median_ns"] == 102.0 and s["bare"]["cost_ns"] is None
+    assert s["empty"]["cost_ns"] == 48.0 and (s["empty"]["min_ns"], s["empty"]["max_ns"]) == (149.0, 160.0)
+    assert s["every"]["cost_ns"] == 73.0 and s["ours_ns"] == 25.0
+    assert s["none"]["cost_ns"] == -1.0 and s["both"] == {"n": 0, "median_ns": None, "min_ns": None, "max_ns": None,
+                                                         "cost_ns": None}
+    # 7 calls at 40 ns in a 14 µs frame: 280 ns of 14,000, 2 %
+    assert cc.frame_share(40.0, 7, 14.0) == pytest.approx(0.02)

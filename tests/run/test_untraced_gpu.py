@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,29 @@ def test_the_latency_program_reports(tools, tmp_path: Path) -> None:
     assert run.chain("kernel:1").kernel_gap_ns is not None
     # a synchronize with nothing to wait for costs less than a launch and a synchronize that waits for it
     assert run.idle_sync_ns is not None and 0 < run.idle_sync_ns < run.sync_call_ns
+
+
+def test_empty_callbacks_write_no_report_and_leave_the_program_as_it_is(tools) -> None:
+    d, lib, _ = tools
+    report = d / "empty.json"
+    env = {**os.environ, **inject.inject_env(lib, report, "kernel:zoo_calib"), "CB_INJECT_EMPTY": "1"}
+    res = subprocess.run([str(d / "zoo" / "daq_loop"), "--frames", "500", "--streams", "2"], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    zoo = json.loads(next(ln for ln in res.stdout.splitlines() if ln.startswith("ZOO "))[4:])
+    assert zoo["launches"]["zoo_calib"] == 502  # the loop's frames and one warm-up launch a stream
+    assert not report.exists()  # the callbacks returned at once: nothing counted, nothing written
+
+
+def test_callback_cost_measures_every_mode(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, str(root / "benchmarks" / "callback_cost.py"),
+                          str(tmp_path), "--processes", "1", "--calls", "2000", "--kinds", "query", "launch",
+                          "--frame-us", "14", "--calls-per-frame", "7"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads((tmp_path / "callback_cost.json").read_text())
+    for kind in ("query", "launch"):
+        k = doc["kinds"][kind]
+        assert all(k[m]["n"] == 1 and k[m]["median_ns"] > 0 for m in ("bare", "empty", "every", "none", "both"))
+        assert k["ours_ns"] == pytest.approx(k["every"]["median_ns"] - k["empty"]["median_ns"])
+    assert "2 % allows 40 ns per call" in res.stdout  # 0.02 × 14 µs over 7 calls

@@ -25,7 +25,8 @@
 // before the loop's per-API counts start, default 0), CB_INJECT_MAX_MARKS (marks kept one by one, default
 // 100000), CB_INJECT_DOMAINS (runtime,driver: the default both), CB_INJECT_HOST_US, CB_INJECT_GPU_US,
 // CB_INJECT_LINK_BYTES, CB_INJECT_ONLY (a diagnostic: only the named runtime functions' callbacks, base names
-// separated by '|', "none" for none; the report's figures then cover those calls alone).
+// separated by '|', "none" for none; the report's figures then cover those calls alone), CB_INJECT_EMPTY=1 (a
+// diagnostic: the callbacks return at once and no report is written: CUPTI's own cost per callback).
 //
 // Build (clusterbench does it, cached by this file's hash):
 //   nvcc -O2 -std=c++17 -shared -Xcompiler -fPIC -I<CUPTI include> cb_inject.cpp -L<CUPTI lib> -lcupti -ldl
@@ -452,6 +453,8 @@ bool is_mark(Thread* t, const ApiInfo& a, const CUpti_CallbackData* cb) {
     return m;
 }
 
+void CUPTIAPI on_empty(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
     if (t_inside || !g_ready.load(std::memory_order_relaxed)) return;
     const int64_t t0 = now_ns();
@@ -715,8 +718,13 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     if (done.exchange(true)) return 1;
     if (!parse_settings()) return 1;  // no report asked for: stay out of the way
     load_driver();
-    std::atexit(write_report);
-    CUptiResult r = cuptiSubscribe(&g_sub, reinterpret_cast<CUpti_CallbackFunc>(on_callback), nullptr);
+    // CB_INJECT_EMPTY=1: the same subscription and callbacks, each returning at once, and no report: what
+    // CUPTI's own dispatch costs a call, apart from this library's work (benchmarks/callback_cost.py)
+    const char* empty = env("CB_INJECT_EMPTY");
+    const bool is_empty = empty != nullptr && std::strcmp(empty, "1") == 0;
+    if (!is_empty) std::atexit(write_report);
+    CUptiResult r = cuptiSubscribe(&g_sub, reinterpret_cast<CUpti_CallbackFunc>(is_empty ? on_empty : on_callback),
+                                   nullptr);
     if (r != CUPTI_SUCCESS) {
         const char* s = nullptr;
         cuptiGetResultString(r, &s);
