@@ -4,7 +4,7 @@ limit behind the library's cost on a program's frame (docs/probe.md, "What a cal
     python3 benchmarks/callback_cost.py OUT [--processes P] [--calls N] [--kinds query record launch]
 
 benchmarks/call_cost.cu (built here with the toolkit's nvcc, into OUT) times N calls of one kind in a
-tight loop (5 blocks, each block's ns per call): cudaStreamQuery on an idle stream, cudaEventRecord, or the
+tight loop (5 blocks of N, 100,000 by default; each block's ns per call): cudaStreamQuery on an idle stream, cudaEventRecord, or the
 launch of an empty kernel (a synchronize after every 64, counted as a call). Each kind runs in P processes
 (5 by default) of each mode, the modes in turn:
 
@@ -19,7 +19,7 @@ launch of an empty kernel (a synchronize after every 64, counted as a call). Eac
 A process's figure is the median of its blocks; a mode's is the median over its processes, with their
 range. Each mode's cost per call is its figure less bare's, and "ours" is every's less empty's: this
 library's own work per call (two callbacks: entry and exit). Writes OUT/callback_cost.json and prints a
-table. With --frame-us F and --calls-per-frame C, it also prints the cost a frame of F µs holding C calls
+table (the file after each kind, so a run cut short keeps the kinds done). With --frame-us F and --calls-per-frame C, it also prints the cost a frame of F µs holding C calls
 would carry, every's cost per call times C, over F (the 2 % budget is 0.02 F / C per call).
 
 GPU only. Exit codes: 0 done; 1 no GPU, no toolkit, or a build or run failed; 2 a bad argument.
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path, help="a folder for the program, the reports and callback_cost.json")
     ap.add_argument("--processes", type=int, default=5, help="processes per mode and kind (default 5)")
-    ap.add_argument("--calls", type=int, default=200_000, help="calls per timed block (default 200,000)")
+    ap.add_argument("--calls", type=int, default=100_000, help="calls per timed block (default 100,000)")
     ap.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS, help="the kinds of call")
     ap.add_argument("--frame-us", type=float, help="a frame time (µs) to price every's cost against")
     ap.add_argument("--calls-per-frame", type=float, help="the runtime calls in that frame")
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"callback_cost: {kind} {mode}, process {p + 1} of {args.processes}", file=sys.stderr, flush=True)
                 per_mode[mode].append(_one(exe, kind, args.calls, env))
         doc["kinds"][kind] = {"per_process_ns": per_mode, **summarize(per_mode)}
-    (out / "callback_cost.json").write_text(json.dumps(doc, indent=2) + "\n")
+        (out / "callback_cost.json").write_text(json.dumps(doc, indent=2) + "\n")  # after each kind: a cut run keeps them
     print(f"ns per call, median of {args.processes} processes (range); cost against bare")
     print(f"{'kind':<8} {'mode':<6} {'ns/call':>9} {'range':>19} {'cost ns':>8}")
     for kind, k in doc["kinds"].items():
