@@ -3,10 +3,10 @@ limit behind the library's cost on a program's frame (docs/probe.md, "What a cal
 
     python3 benchmarks/callback_cost.py OUT [--processes P] [--calls N] [--kinds query record launch]
 
-benchmarks/call_cost.cu (built here with the toolkit's nvcc, into OUT) times N calls of one kind in a
-tight loop (5 blocks of N, 100,000 by default; each block's ns per call): cudaStreamQuery on an idle stream, cudaEventRecord, or the
-launch of an empty kernel (a synchronize after every 64, counted as a call). Each kind runs in P processes
-(5 by default) of each mode, the modes in turn:
+benchmarks/call_cost.cu (built here with the toolkit's nvcc, into OUT) times 5 blocks of N calls of one
+kind in a tight loop (N 100,000 by default; each block's ns per call): cudaStreamQuery on an idle stream,
+cudaEventRecord, or the launch of an empty kernel (a synchronize after every 64, counted as a call). Each
+kind runs in P processes (5 by default) of each mode, the modes in turn:
 
     bare      no library
     empty     the library subscribed to the runtime domain, every callback returning at once
@@ -18,9 +18,10 @@ launch of an empty kernel (a synchronize after every 64, counted as a call). Eac
 
 A process's figure is the median of its blocks; a mode's is the median over its processes, with their
 range. Each mode's cost per call is its figure less bare's, and "ours" is every's less empty's: this
-library's own work per call (two callbacks: entry and exit). Writes OUT/callback_cost.json and prints a
-table (the file after each kind, so a run cut short keeps the kinds done). With --frame-us F and --calls-per-frame C, it also prints the cost a frame of F µs holding C calls
-would carry, every's cost per call times C, over F (the 2 % budget is 0.02 F / C per call).
+library's own work per call (two callbacks: entry and exit). Writes OUT/callback_cost.json (after each
+kind, so that a run cut short keeps the kinds done) and prints a table. With --frame-us F and
+--calls-per-frame C, it also prints the cost a frame of F µs holding C calls would carry, every's cost per
+call times C, over F (the 2 % budget is 0.02 F / C per call).
 
 GPU only. Exit codes: 0 done; 1 no GPU, no toolkit, or a build or run failed; 2 a bad argument.
 """
