@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"callback_cost: {kind} {mode}, process {p + 1} of {args.processes}", file=sys.stderr, flush=True)
                 per_mode[mode].append(_one(exe, kind, args.calls, env))
         doc["kinds"][kind] = {"per_process_ns": per_mode, **summarize(per_mode)}
-        (out / "callback_cost.json").write_text(json.dumps(doc, indent=2) + "\n")  # after each kind: a cut run keeps them
+        (out / "callback_cost.json").write_text(json.dumps(doc, indent=2) + "\n")  # after each kind
     print(f"ns per call, median of {args.processes} processes (range); cost against bare")
     print(f"{'kind':<8} {'mode':<6} {'ns/call':>9} {'range':>19} {'cost ns':>8}")
     for kind, k in doc["kinds"].items():
