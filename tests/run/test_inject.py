@@ -131,7 +131,8 @@ def test_the_daq_loop_compiles(tmp_path: Path) -> None:
 
 
 def _callback_cost():
-    spec = importlib.util.spec_from_file_location("callback_cost", Path(__file__).resolve().parents[2] / "benchmarks" / "callback_cost.py")
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "callback_cost.py"
+    spec = importlib.util.spec_from_file_location("callback_cost", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
