@@ -8,7 +8,7 @@ import textwrap
 
 from clusterbench.analyzers.untraced import binds_code, binds_words, host_bar, within_spread
 from clusterbench.model import units as U
-from clusterbench.model.untraced import IdleCauses, UntracedCosts, UntracedRecord, UntracedSplit
+from clusterbench.model.untraced import DelayTest, IdleCauses, UntracedCosts, UntracedRecord, UntracedSplit
 
 
 def _wrap(text: str, width: int, indent: str = "  ") -> list[str]:
@@ -78,9 +78,25 @@ def render_frame(record: UntracedRecord, width: int) -> list[str]:
     if d is not None and d.cost is not None:
         text += (f"; the injection library's own cost {U.signed_pct(d.cost * 100, 1)} (by the program's own rate; "
                  f"{U.us_per_frame(d.bare_us, 2)} without it)")
+        text += _cost_spread(d)
     elif d is not None:
         text += "; the injection library's own cost not measured (the program prints no rate: give --rate)"
     return _wrap(text, width)
+
+
+def _cost_spread(d: DelayTest) -> str:
+    """The processes behind the library's cost (pure): each side's range and, where the fastest process with
+    the library ran faster than the slowest without it, that fact, since the cost is then a difference of
+    medians inside the program's own spread from process to process."""
+    with_lib = [r.own_us for r in d.runs if r.resource == "none" and r.own_us is not None]
+    bare = [r.frame_us for r in d.runs if r.resource == "bare" and r.frame_us is not None]
+    if len(with_lib) < 2 or len(bare) < 2:
+        return ""
+    text = (f"; its processes {_us(min(with_lib))} to {_us(max(with_lib))} µs/frame with the library, "
+            f"{_us(min(bare))} to {_us(max(bare))} without")
+    if min(with_lib) < max(bare):
+        text += " (its fastest with the library ran faster than the slowest without)"
+    return text
 
 
 def render_split(split: UntracedSplit, width: int) -> list[str]:
