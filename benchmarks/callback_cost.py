@@ -129,8 +129,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--frame-us and --calls-per-frame go together")
     if args.frame_us is not None and (args.frame_us <= 0 or args.calls_per_frame <= 0):
         ap.error("--frame-us and --calls-per-frame take positive numbers")
+    if args.out.exists() and not args.out.is_dir():
+        ap.error(f"OUT must be a folder, and {args.out} is a file")
     _gpu_or_exit()
-    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        ap.error(f"cannot make the folder {args.out}: {exc.strerror}")
     out = args.out.resolve()
     lib, exe = _build(out)
     from clusterbench.run import inject

@@ -665,9 +665,9 @@ def gpu_held_part(path: PathStructure, host: HostFrame | None, costs: UntracedCo
     (``parts`` other than the host's), come to less, the difference is this part, measured by the library:
     the path the trace shows is not the untraced one (daq_loop at 2 streams on an H100, where the host
     slowed by the profiler issued late enough that the GPU kept up: the traced path all host, untraced
-    3.1 µs a frame waited at the synchronize). Which of the GPU's resources held those waits the trace cannot say. None where the path has
-    several threads, the untraced run marked several, a part was not measured, or the parts cover the
-    waits."""
+    3.1 µs a frame waited at the synchronize). Which of the GPU's resources held those waits the trace
+    cannot say. None where the path has several threads, the untraced run marked several, a part was not
+    measured, or the parts cover the waits."""
     if host is None or len(path.hosts) != 1:
         return None
     gpu = [p.untraced_us for p in parts if not p.resource.startswith("host:")]

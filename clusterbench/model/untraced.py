@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from clusterbench.model.stats import half_range, median
 
@@ -540,6 +540,14 @@ class SlopeFit:
                    _num(d, "spread", where, none=True), _num(d, "base_us", where, none=True),
                    _num(d, "delayed_us", where, none=True), _int(d, "processes", where), verdict,  # type: ignore[arg-type]
                    _str(d, "note", where, none=True))
+
+
+def cost_frames(runs: Sequence[DelayRun]) -> tuple[list[float], list[float]]:
+    """The processes behind the injection library's cost (pure): the baseline's frames with the library, by
+    the program's own rate, and the bare runs' frames (µs)."""
+    with_lib = [r.own_us for r in runs if r.resource == "none" and r.own_us is not None]
+    bare = [r.frame_us for r in runs if r.resource == "bare" and r.frame_us is not None]
+    return with_lib, bare  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)

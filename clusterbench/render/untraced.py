@@ -8,7 +8,8 @@ import textwrap
 
 from clusterbench.analyzers.untraced import binds_code, binds_words, host_bar, within_spread
 from clusterbench.model import units as U
-from clusterbench.model.untraced import DelayTest, IdleCauses, UntracedCosts, UntracedRecord, UntracedSplit
+from clusterbench.model.untraced import (DelayTest, IdleCauses, UntracedCosts, UntracedRecord, UntracedSplit,
+                                         cost_frames)
 
 
 def _wrap(text: str, width: int, indent: str = "  ") -> list[str]:
@@ -88,8 +89,7 @@ def _cost_spread(d: DelayTest) -> str:
     """The processes behind the library's cost (pure): each side's range and, where the fastest process with
     the library ran faster than the slowest without it, that fact, since the cost is then a difference of
     medians inside the program's own spread from process to process."""
-    with_lib = [r.own_us for r in d.runs if r.resource == "none" and r.own_us is not None]
-    bare = [r.frame_us for r in d.runs if r.resource == "bare" and r.frame_us is not None]
+    with_lib, bare = cost_frames(d.runs)
     if len(with_lib) < 2 or len(bare) < 2:
         return ""
     text = (f"; its processes {_us(min(with_lib))} to {_us(max(with_lib))} µs/frame with the library, "

@@ -28,7 +28,7 @@ from typing import Callable, Mapping, Sequence
 from clusterbench.analyzers.untraced import binds_code, fit_slope, host_frame
 from clusterbench.errors import ClusterbenchError
 from clusterbench.model.stats import median
-from clusterbench.model.untraced import DelayRun, DelayTest, HostFrame, InjectReport
+from clusterbench.model.untraced import DelayRun, DelayTest, HostFrame, InjectReport, cost_frames
 from clusterbench.run.inject import inject_env, read_report
 from clusterbench.run.supervisor import ChildSpec, run_child
 
@@ -233,8 +233,7 @@ def fit(runs: Sequence[DelayRun], k_us: float, processes: int, link_bytes: int |
                 s = dataclasses.replace(s, note="by the program's own printed figure (its marks give no frame period)"
                                         + (f"; {s.note}" if s.note else ""))
         slopes.append(s)
-    bare = [r.frame_us for r in runs if r.resource == "bare" and r.frame_us is not None]
-    own_none = [r.own_us for r in runs if r.resource == "none" and r.own_us is not None]
+    own_none, bare = cost_frames(runs)
     bare_us = median(bare) if bare else None
     cost = median(own_none) / bare_us - 1 if bare_us and own_none else None
     return DelayTest(processes, k_us, link_bytes, link_gbps, tuple(runs), tuple(slopes), binds_code(slopes), bare_us, cost)
