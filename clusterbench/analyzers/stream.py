@@ -1329,6 +1329,13 @@ class HostAccumulator:
                     self.copy_calls, tuple(sorted(names[i] for i in self.copy_names)), self.drain, groups, blocked is not None)  # fmt: skip
 
 
+def _group_sum(inv: np.ndarray, x: np.ndarray, k: int) -> np.ndarray:
+    """Per group 0..k-1 the sum of ``x`` over the elements ``inv`` puts in it, in int64 (exact)."""
+    out = np.zeros(k, dtype=np.int64)
+    np.add.at(out, inv, np.asarray(x, dtype=np.int64))
+    return out
+
+
 class BlockedAccumulator:
     """host._Blocked over the held calls as they come (stream_held.HeldCalls batches): per thread and
     cause the blocked time, per thread the held calls, per (thread, name, cause) the calls, blocked time,
@@ -1348,17 +1355,28 @@ class BlockedAccumulator:
         th, cause, ns = h.thread[nb], h.cause[nb].astype(np.int64), h.blocked_ns[nb]
         name, own, nbytes, depth = h.name[nb], h.own[nb], h.row_bytes[nb], h.depth[nb]
         call_ns = iv.clipped_lengths(h.cstart[nb], h.cend[nb], self.steady)
-        for i in range(th.size):
-            t, c = int(th[i]), int(cause[i])
-            self.per[(t, c)] = self.per.get((t, c), 0) + int(ns[i])
-            self.count[t] = self.count.get(t, 0) + 1
-            g = self.groups.setdefault((t, int(name[i]), c), [0, 0, 0, 0, -1, False])
-            g[0] += 1
-            g[1] += int(ns[i])
-            g[2] += int(call_ns[i])
-            g[3] += int(nbytes[i]) if bool(own[i]) else 0
-            if int(depth[i]) >= 0:
-                g[4] = max(g[4], int(depth[i]))
+        # per (thread, name, cause) of this batch, summed in NumPy; then one Python step per group, not per call
+        key = np.stack([th.astype(np.int64), name.astype(np.int64), cause])
+        uk, inv = np.unique(key, axis=1, return_inverse=True)
+        inv = inv.reshape(-1)
+        k = uk.shape[1]
+        calls = np.bincount(inv, minlength=k)
+        sums = [_group_sum(inv, x, k) for x in (ns, call_ns, np.where(own, nbytes, 0))]
+        has_depth = depth >= 0
+        deep = np.full(k, -1, dtype=np.int64)
+        np.maximum.at(deep, inv[has_depth], depth[has_depth].astype(np.int64))
+        any_depth = np.bincount(inv[has_depth], minlength=k) > 0
+        for j, (t, n, c) in enumerate(uk.T.tolist()):
+            b = int(sums[0][j])
+            self.per[(t, c)] = self.per.get((t, c), 0) + b
+            self.count[t] = self.count.get(t, 0) + int(calls[j])
+            g = self.groups.setdefault((t, n, c), [0, 0, 0, 0, -1, False])
+            g[0] += int(calls[j])
+            g[1] += b
+            g[2] += int(sums[1][j])
+            g[3] += int(sums[2][j])
+            if bool(any_depth[j]):
+                g[4] = max(g[4], int(deep[j]))
                 g[5] = True
 
     def groups_for(self, launching: set[int], names: tuple[str, ...]) -> tuple:

@@ -313,17 +313,18 @@ class HeldStream:
         context's; ``sy``: its synchronization rows): its GPU rows' (the largest), else its synchronization
         row's, else its CUDA event row's; -1 for none."""
         out = np.full(c.size, -1, dtype=np.int64)
-        found = np.zeros(c.size, dtype=bool)
+        todo = np.flatnonzero(c > 0)  # the calls not named yet: each source is searched for those alone
         rows = _cat([rows[k] for k in rows], ("corr", "stream"))
         sources = (self._by_id(rows["corr"], rows["stream"]), self._by_id(np.asarray(sy.correlation), np.asarray(sy.stream)),
                    self._events_by_id)  # fmt: skip
         for sc, ss in sources:
-            if sc.size == 0:
+            if sc.size == 0 or todo.size == 0:
                 continue
-            k2 = np.searchsorted(sc, c, side="right") - 1
-            hit = (k2 >= 0) & (sc[np.maximum(k2, 0)] == c) & ~found & (c > 0)
-            out[hit] = ss[k2[hit]]
-            found |= hit
+            cc = c[todo]
+            k2 = np.searchsorted(sc, cc, side="right") - 1
+            hit = (k2 >= 0) & (sc[np.maximum(k2, 0)] == cc)
+            out[todo[hit]] = ss[k2[hit]]
+            todo = todo[~hit]
         return out
 
     def _answer(self) -> None:

@@ -32,7 +32,7 @@ from clusterbench.io.nsys import schema as S
 _NEG = P._NEG
 _FIELDS = (("start", np.int64), ("kname", np.int64), ("peng", np.int64), ("pgid", np.int64), ("rel", np.int64),
            ("vstart", np.int64), ("vthread", np.int64))  # fmt: skip
-INTERVAL_BLOCK = 1 << 12  # window intervals whose start candidates are taken as Python values at a time
+INTERVAL_BLOCK = 1 << 10  # window intervals walked at a time (their nodes within RANGE_CAP, in the benchmark's traces)
 CHUNK = 1 << 13  # nodes read back at a time from an engine's files (for the walk, 3 arrays: about 200 KB)
 
 
@@ -261,9 +261,12 @@ class PathStream:
 
     def walk(self, launching: set[int], setup: iv.Intervals, n_threads: int, n_kernels: int) -> _Summed:
         """The walk of every interval and its parts (as critical_path.walk gives them), summed per resource,
-        per kernel name and inside the set-up gaps. The loop only follows the predecessors (each node's
-        position among the chunks read back); every BATCH nodes, the nodes' stretches are cut and summed
-        with NumPy (_Sums)."""
+        per kernel name and inside the set-up gaps. A block of intervals at a time, from the last: each
+        interval's first node and its own segments in NumPy; the walks step together in NumPy over the
+        nodes read back per engine around them (_Ranges) while FRONTIER_MIN or more are still going and the
+        nodes they reach stay within RANGE_CAP; the rest go on in a plain loop that only follows the
+        predecessors (each node's position among the chunks read back). The nodes' stretches are cut and
+        summed with NumPy (_Sums), the plain loop's every BATCH nodes."""
         for f in self.files.values():
             f.close()
         ws, we = self.window
@@ -271,8 +274,7 @@ class PathStream:
         sums = _Sums(nodes, setup, P.HOST0 + max(n_threads, 1), max(n_kernels, 1))
         complete = True
         limit = sum(self.count.values()) + 1
-        lasts: list[tuple[int, int]] = []  # per walked interval: (its start, the last node's lo)
-        IDLE, HOST0 = P.IDLE, P.HOST0
+        lasts: list[tuple[int, int]] = []  # per walk cut short: (its interval's start, the last node's lo)
         sr = np.concatenate(self.start_rows) if self.start_rows else np.empty((0, 4), dtype=np.int64)
         sc = np.concatenate(self.start_calls) if self.start_calls else np.empty((0, 7), dtype=np.int64)
         self.start_rows = self.start_calls = []
@@ -282,62 +284,16 @@ class PathStream:
             sc = sc[np.lexsort((sc[:, 3], sc[:, 2], sc[:, 0]))]  # per interval, the last is the latest end (ties: the later call)
         sr = sr[np.argsort(sr[:, 0], kind="stable")]
         call_last = np.searchsorted(sc[:, 0], np.arange(ws.size), side="right") - 1 if sc.size else None
-        # per interval: the row ending last by its end (engine, index, end) and the launching threads' call ending
-        # last by it ([interval, thread, call end, call seq, row engine, row index, head_lo]), as lists made a
-        # block of intervals at a time (Python objects for every interval would grow with the trace)
-        def block(lo: int, hi: int) -> tuple[list, list, list, list]:
-            idx = np.arange(lo, hi)
-            if sr.size:
-                kr = np.searchsorted(sr[:, 0], idx)
-                has_row = kr < sr.shape[0]
-                has_row[has_row] = (sr[kr[has_row], 0] == idx[has_row]) & (sr[kr[has_row], 1] >= 0)
-                rows_b = [tuple(x) if h else None
-                          for x, h in zip(sr[np.minimum(kr, sr.shape[0] - 1), 1:].tolist(), has_row.tolist())]
-            else:
-                rows_b = [None] * idx.size
-            if call_last is not None:
-                cl = call_last[lo:hi]
-                has_call = cl >= 0
-                has_call[has_call] = sc[cl[has_call], 0] == idx[has_call]
-                calls_b = [x if h else None for x, h in zip(sc[np.maximum(cl, 0)].tolist(), has_call.tolist())]
-            else:
-                calls_b = [None] * idx.size
-            return rows_b, calls_b, ws[lo:hi].tolist(), we[lo:hi].tolist()
 
         pos, runs = sums.pos, sums.runs
         add = pos.append
         cs, load = nodes.cs, nodes.load
-        segment = sums.extra.append
-        b_lo = ws.size
-        for i in range(ws.size - 1, -1, -1):
-            if i < b_lo:
-                b_lo = max(0, i + 1 - INTERVAL_BLOCK)
-                rows_l, calls_l, ws_l, we_l = block(b_lo, i + 1)
-            if len(sums.extra) >= BATCH:  # the intervals' own segments, bounded too
-                sums.flush(None, 0)
-            j = i - b_lo
-            w0, w1 = ws_l[j], we_l[j]
-            row = rows_l[j]
-            r0_end = row[2] if row is not None else _NEG
-            best = None
-            c = calls_l[j]
-            if c is not None:
-                best = (c[2], c[3], (c[4], c[5]) if c[4] >= 0 else None, c[6], c[1])
-            use_call = best is not None and best[0] > r0_end
-            first_end = best[0] if use_call else r0_end
-            start = best[2] if use_call else (row[:2] if row is not None else None)
-            head_lo = best[3] if use_call else _NEG
-            head_res = HOST0 + best[4] if use_call else IDLE
-            top0 = head_lo if use_call else first_end
-            segment((min(max(first_end, w0), w1), w1, IDLE))  # after the first node: idle
-            he = min(max(first_end, w0), w1) if use_call else w0
-            segment((min(max(head_lo, w0), he), he, head_res))  # before it, when the walk began at a call: the thread's host time
-            if start is None or not top0 > w0:
-                continue
-            # follow the predecessors: per node only its position (the sums come from the chunks in _Sums.flush)
-            eng, gid = start
-            r = top0  # the release of the node before (the top of the next node)
-            runs.append((len(pos), top0, w0))  # as sums.run
+
+        def plain(eng: int, gid: int, top: int, w0: int) -> tuple[int, bool]:
+            """Follow one walk from node (eng, gid), entered at ``top``, in the interval starting at ``w0``:
+            the last release seen, and False when it went round (a cycle: correlation ids out of issue order)."""
+            r = top
+            runs.append((len(pos), top, w0))  # as sums.run
             left = limit
             while True:
                 k = min(left, BATCH - len(pos))
@@ -350,27 +306,204 @@ class PathStream:
                     add(base + j)
                     r = crel[j]
                     if r <= w0:
-                        break
+                        return r, True
                     eng = cpe[j]
                     gid = cpg[j]
-                else:
-                    left -= k
-                    if left <= 0:  # a cycle (correlation ids out of issue order)
-                        complete = False
-                        break
-                    sums.flush(r, w0)
-                    continue
-                break
-            lasts.append((w0, max(w0, r)))
+                left -= k
+                if left <= 0:
+                    return r, False
+                sums.flush(r, w0)
+
+        for b_hi in range(ws.size, 0, -INTERVAL_BLOCK):
+            b_lo = max(0, b_hi - INTERVAL_BLOCK)
+            h = _heads(sr, sc, call_last, b_lo, b_hi, ws, we)
+            sums.segments(h.seg_a, h.seg_b, h.seg_code)  # each interval's own: after its first node, and its head
+            go = np.flatnonzero(h.go)
+            if go.size == 0:
+                continue
+            rest, ok = _walk_together(nodes, sums, h.eng[go], h.gid[go], h.top0[go], h.w0[go], limit, lasts)
+            complete &= ok
+            for eng, gid, top, w0 in sorted(rest, key=lambda x: -x[3]):  # back in time, as the chunks are read
+                r, ok = plain(eng, gid, top, w0)
+                if not ok:
+                    complete = False
+                    lasts.append((w0, max(w0, r)))
+            sums.flush(None, 0)
         sums.flush(None, 0)
         if not complete:  # a walk cut short: the rest of each interval walked is idle
-            for w0, lo in lasts:
-                segment((w0, lo, IDLE))
-                if len(sums.extra) >= BATCH:
-                    sums.flush(None, 0)
-            sums.flush(None, 0)
+            if lasts:
+                x = np.array(lasts, dtype=np.int64).reshape(-1, 2)
+                sums.segments(x[:, 0], x[:, 1], np.full(x.shape[0], P.IDLE, dtype=np.int64))
         self.dir.cleanup()
         return _Summed(sums.per, sums.kern[:n_kernels], sums.inset, sums.steps, complete)
+
+
+class _Heads:
+    """A block of intervals: each one's first node (eng, gid; -1 for none), its top and start, whether it
+    is walked, and the intervals' own segments (after the first node: idle; before it, when the walk began
+    at a call: the thread's host time)."""
+
+    def __init__(self, **kw: np.ndarray) -> None:
+        self.__dict__.update(kw)
+
+
+def _heads(sr: np.ndarray, sc: np.ndarray, call_last: np.ndarray | None, lo: int, hi: int, ws: np.ndarray,
+           we: np.ndarray) -> _Heads:  # fmt: skip
+    """critical_path.walk's start of each interval lo..hi-1, from the row ending last by its end (``sr``:
+    [interval, engine, index, end]) and the launching threads' call ending last by it (``sc``: [interval,
+    thread, call end, call seq, row engine, row index, head_lo]; ``call_last``: per interval its last row
+    in ``sc``, or -1)."""
+    idx = np.arange(lo, hi)
+    n = idx.size
+    w0 = ws[lo:hi].astype(np.int64)
+    w1 = we[lo:hi].astype(np.int64)
+    r_eng = np.full(n, -1, dtype=np.int64)
+    r_gid = np.full(n, -1, dtype=np.int64)
+    r_end = np.full(n, _NEG, dtype=np.int64)
+    if sr.size:
+        kr = np.searchsorted(sr[:, 0], idx)
+        has_row = kr < sr.shape[0]
+        has_row[has_row] = (sr[kr[has_row], 0] == idx[has_row]) & (sr[kr[has_row], 1] >= 0)
+        x = sr[kr[has_row]]
+        r_eng[has_row], r_gid[has_row], r_end[has_row] = x[:, 1], x[:, 2], x[:, 3]
+    else:
+        has_row = np.zeros(n, dtype=bool)
+    has_call = np.zeros(n, dtype=bool)
+    c_end = c_thread = c_eng = c_gid = c_head = np.zeros(n, dtype=np.int64)
+    if call_last is not None:
+        cl = call_last[lo:hi]
+        has_call = cl >= 0
+        has_call[has_call] = sc[cl[has_call], 0] == idx[has_call]
+        x = sc[np.maximum(cl, 0)]
+        c_thread, c_end, c_eng, c_gid, c_head = x[:, 1], x[:, 2], x[:, 4], x[:, 5], x[:, 6]
+    use_call = has_call & (c_end > r_end)
+    first_end = np.where(use_call, c_end, r_end)
+    eng = np.where(use_call, c_eng, r_eng)
+    gid = np.where(use_call, c_gid, r_gid)
+    has_start = np.where(use_call, c_eng >= 0, has_row)
+    head_lo = np.where(use_call, c_head, _NEG)
+    head_res = np.where(use_call, P.HOST0 + c_thread, P.IDLE)
+    top0 = np.where(use_call, head_lo, first_end)
+    fe = np.minimum(np.maximum(first_end, w0), w1)
+    he = np.where(use_call, fe, w0)
+    seg_a = np.concatenate([fe, np.minimum(np.maximum(head_lo, w0), he)])
+    seg_b = np.concatenate([w1, he])
+    seg_code = np.concatenate([np.full(n, P.IDLE, dtype=np.int64), head_res.astype(np.int64)])
+    return _Heads(eng=eng, gid=gid, top0=top0, w0=w0, go=has_start & (top0 > w0), seg_a=seg_a, seg_b=seg_b,
+                  seg_code=seg_code)  # fmt: skip
+
+
+FRONTIER_MIN = 32  # with this many walks or more still going, they step together in NumPy
+RANGE_CAP = 1 << 18  # nodes held at once (over every engine) for the walks stepping together: 7 columns, 14 MB
+_RANGE_COLS = ("rel", "peng", "pgid") + tuple(c for c in ("start", "kname", "vstart", "vthread"))
+
+
+class _Ranges:
+    """Per engine a range of its nodes [lo, hi) read back from the files, every column the walk and its sums
+    read, and the ranges of every engine laid end to end (``flat``), so that one gather serves every engine."""
+
+    def __init__(self, nodes: _Nodes, cap: int) -> None:
+        self.nodes, self.cap = nodes, cap
+        e = len(S.ENGINES)
+        self.lo = np.zeros(e, dtype=np.int64)
+        self.hi = np.zeros(e, dtype=np.int64)
+        self.cols: list[dict[str, np.ndarray] | None] = [None] * e
+        self.off = np.zeros(e, dtype=np.int64)
+        self.flat: dict[str, np.ndarray] = {}
+
+    def held(self) -> int:
+        return int((self.hi - self.lo).sum())
+
+    def cover(self, eng: np.ndarray, gid: np.ndarray) -> np.ndarray:
+        """Widen the ranges to hold the nodes (eng, gid) where RANGE_CAP allows; per node, whether it is held."""
+        inside = (self.lo[eng] <= gid) & (gid < self.hi[eng])
+        if inside.all():
+            return inside
+        grew = False
+        for e in iv.distinct(eng[~inside]):
+            g = gid[(eng == e) & ~inside]
+            a, b = int(g.min()), int(g.max()) + 1
+            lo, hi = int(self.lo[e]), int(self.hi[e])
+            have = self.cols[e] is not None
+            if have:
+                a, b = min(a, lo), max(b, hi)
+            room = self.cap - (self.held() - (hi - lo))
+            if b - a > room:
+                continue  # left out: those walks go on in the plain loop
+            if have:  # grow back by up to the range held as well (fewer reads as the walks go back)
+                a = max(0, a - min(hi - lo, room - (b - a)))
+                self.cols[e] = {c: np.concatenate([self.nodes._read(e, c, a, lo), self.cols[e][c], self.nodes._read(e, c, hi, b)])
+                                for c in _RANGE_COLS}  # fmt: skip
+            else:
+                self.cols[e] = {c: self.nodes._read(e, c, a, b) for c in _RANGE_COLS}
+            self.lo[e], self.hi[e] = a, b
+            grew = True
+        if grew:
+            parts = [(e, c) for e, c in enumerate(self.cols) if c is not None]
+            sizes = np.zeros(len(S.ENGINES), dtype=np.int64)
+            for e, c in parts:
+                sizes[e] = c["rel"].size
+            self.off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+            self.flat = {c: np.concatenate([x[c] for _, x in parts]) for c in _RANGE_COLS}
+        return (self.lo[eng] <= gid) & (gid < self.hi[eng])
+
+    def at(self, eng: np.ndarray, gid: np.ndarray) -> np.ndarray:
+        """The places in ``flat`` of nodes held."""
+        return self.off[eng] + gid - self.lo[eng]
+
+
+def _walk_together(nodes: _Nodes, sums: _Sums, eng: np.ndarray, gid: np.ndarray, top0: np.ndarray, w0: np.ndarray,
+                   limit: int, lasts: list) -> tuple[list[tuple[int, int, int, int]], bool]:  # fmt: skip
+    """Walks from their first nodes (eng, gid), entered at ``top0``, in intervals starting at ``w0``, one
+    NumPy step for all of them while FRONTIER_MIN or more are still going and the nodes they reach are held
+    within RANGE_CAP; their nodes summed. Returns the walks left, as (eng, gid, top, w0) for the plain loop,
+    and False when one went round."""
+    alive = np.arange(eng.size)
+    ce, cg, top = eng.astype(np.int64), gid.astype(np.int64), top0.astype(np.int64)
+    out_e, out_g, out_w, out_s = [], [], [], []
+    rg = _Ranges(nodes, RANGE_CAP)
+    complete = True
+    step = 0
+    parked: list[np.ndarray] = []  # walks whose next node lies past the cap: the plain loop's
+    while alive.size >= FRONTIER_MIN:
+        e, g = ce[alive], cg[alive]
+        held = rg.cover(e, g)
+        if not held.all():
+            parked.append(alive[~held])
+            alive, e, g = alive[held], e[held], g[held]
+            if alive.size == 0:
+                break
+        f = rg.at(e, g)
+        out_e.append(e)
+        out_g.append(g)
+        out_w.append(alive)
+        out_s.append(np.full(alive.size, step, dtype=np.int64))
+        rel = rg.flat["rel"][f]
+        pe = rg.flat["peng"][f]
+        go = (rel > w0[alive]) & (pe >= 0)
+        top[alive] = rel
+        nxt = alive[go]
+        ce[nxt] = pe[go]
+        cg[nxt] = rg.flat["pgid"][f[go]]
+        alive = nxt
+        step += 1
+        if step >= limit:  # a cycle: correlation ids out of issue order
+            complete = False
+            for a in alive.tolist():
+                lasts.append((int(w0[a]), max(int(w0[a]), int(top[a]))))
+            alive = alive[:0]
+    if out_e:
+        ne, ng, nw, ns = (np.concatenate(x) for x in (out_e, out_g, out_w, out_s))
+        o = np.lexsort((ns, nw))  # each walk's nodes in walk order, the walks one after the other
+        ne, ng, nw = ne[o], ng[o], nw[o]
+        first = np.flatnonzero(np.r_[True, nw[1:] != nw[:-1]])
+        walked = nw[first]
+        rg.cover(ne, ng)  # every node taken is held (the ranges only grew)
+        f = rg.at(ne, ng)
+        cols = {c: rg.flat[c][f] for c in _SUMMED}
+        sums.add_nodes(ne.copy(), cols, first, top0[walked].astype(np.int64), w0[walked].astype(np.int64))
+    left = np.concatenate([alive, *parked]) if parked else alive
+    return [(int(ce[a]), int(cg[a]), int(top[a]), int(w0[a])) for a in left.tolist()], complete
 
 
 BATCH = 1 << 15  # nodes summed per NumPy step of the walk
@@ -461,7 +594,6 @@ class _Sums:
         self.inset = np.zeros(size, dtype=np.int64)
         self.pos = array("q")
         self.runs: list[tuple[int, int, int]] = []  # (first node's index in pos, its top, the interval's start)
-        self.extra: list[tuple[int, int, int]] = []  # segments of the intervals themselves: (start, end, code), none when end <= start
         self.steps = 0
 
     def run(self, top: int, w0: int) -> None:
@@ -469,51 +601,63 @@ class _Sums:
         self.runs.append((len(self.pos), top, w0))
 
     def flush(self, top: int | None, w0: int) -> None:
-        """Sum the nodes and segments so far; ``top``: when a walk goes on, the top of its next node."""
+        """Sum the nodes so far; ``top``: when a walk goes on, the top of its next node."""
         runs = self.runs
         p = np.array(self.pos, dtype=np.int64)
         del self.pos[:]
         eng, cols = self.nodes.take(p)
         if p.size:
             first = np.array([r[0] for r in runs], dtype=np.int64)
-            count = np.diff(np.append(first, p.size))
-            ok = count > 0
-            w0s = np.repeat(np.array([r[2] for r in runs], dtype=np.int64), count)
-            rel = cols["rel"]
-            tp = np.empty(p.size, dtype=np.int64)
-            tp[1:] = rel[:-1]
-            tp[first[ok]] = np.array([r[1] for r in runs], dtype=np.int64)[ok]
-            # each node's stretch [lo, tp): [mid, tp) the row itself; [lo, mid) its predecessor's gap, split at
-            # its launch call's start (cut; when the row waited for it) into the thread's host time and the delay
-            np.maximum(tp, w0s, out=tp)
-            lo = np.maximum(rel, w0s, out=rel)
-            del w0s, p
-            mid = np.minimum(np.maximum(cols["start"], lo), tp)
-            vt = cols["vthread"]
-            has_via = vt >= 0
-            cut = np.where(has_via, np.minimum(np.maximum(cols["vstart"], lo), mid), lo)
-            kn = cols["kname"]
-            m = (kn >= 0) & (tp > mid)
-            np.add.at(self.kern, kn[m], (tp - mid)[m])
-            meets = None
-            zs, ze = self.setup
-            if zs.size:  # the stretch meets a set-up gap: the first gap ending after lo starts before tp
-                k = np.searchsorted(ze, lo, side="right")
-                meets = k < zs.size
-                meets[meets] = zs[k[meets]] < tp[meets]
-                del k
-            eng += P.ENGINE0
-            self._add(mid, tp, eng, meets)
-            self._add(cut, mid, np.where(has_via, P.LAUNCH, P.IDLE), meets)
-            self._add(lo, cut, np.where(has_via, P.HOST0 + vt, P.IDLE), meets)
-            self.steps += tp.size
-        if self.extra:
-            x = np.array(self.extra, dtype=np.int64).reshape(-1, 3)
-            self._add(x[:, 0], x[:, 1], x[:, 2], None)
+            tops = np.array([r[1] for r in runs], dtype=np.int64)
+            w0r = np.array([r[2] for r in runs], dtype=np.int64)
+            del p
+            self.add_nodes(eng, cols, first, tops, w0r)
         runs.clear()
-        self.extra.clear()
         if top is not None:
             self.run(top, w0)
+
+    def add_nodes(self, eng: np.ndarray, cols: dict[str, np.ndarray], first: np.ndarray, tops: np.ndarray,
+                  w0r: np.ndarray) -> None:  # fmt: skip
+        """Sum nodes in walk order (``eng``: their engine codes, taken over; ``cols``: their _SUMMED columns,
+        taken over), in runs: run k starts at node ``first[k]``, entered at ``tops[k]``, in the interval
+        starting at ``w0r[k]`` (a run may hold no node)."""
+        n = eng.size
+        count = np.diff(np.append(first, n))
+        ok = count > 0
+        w0s = np.repeat(w0r, count)
+        rel = cols["rel"]
+        tp = np.empty(n, dtype=np.int64)
+        tp[1:] = rel[:-1]
+        tp[first[ok]] = tops[ok]
+        # each node's stretch [lo, tp): [mid, tp) the row itself; [lo, mid) its predecessor's gap, split at
+        # its launch call's start (cut; when the row waited for it) into the thread's host time and the delay
+        np.maximum(tp, w0s, out=tp)
+        lo = np.maximum(rel, w0s, out=rel)
+        del w0s
+        mid = np.minimum(np.maximum(cols["start"], lo), tp)
+        vt = cols["vthread"]
+        has_via = vt >= 0
+        cut = np.where(has_via, np.minimum(np.maximum(cols["vstart"], lo), mid), lo)
+        kn = cols["kname"]
+        m = (kn >= 0) & (tp > mid)
+        np.add.at(self.kern, kn[m], (tp - mid)[m])
+        meets = None
+        zs, ze = self.setup
+        if zs.size:  # the stretch meets a set-up gap: the first gap ending after lo starts before tp
+            k = np.searchsorted(ze, lo, side="right")
+            meets = k < zs.size
+            meets[meets] = zs[k[meets]] < tp[meets]
+            del k
+        eng += P.ENGINE0
+        self._add(mid, tp, eng, meets)
+        self._add(cut, mid, np.where(has_via, P.LAUNCH, P.IDLE), meets)
+        self._add(lo, cut, np.where(has_via, P.HOST0 + vt, P.IDLE), meets)
+        self.steps += n
+
+    def segments(self, a: np.ndarray, b: np.ndarray, code: np.ndarray) -> None:
+        """Segments [a, b) (none when b <= a) to ``code``, outside any node (the intervals' own)."""
+        if a.size:
+            self._add(a.astype(np.int64), b.astype(np.int64), code.astype(np.int64), None)
 
     def _add(self, a: np.ndarray, b: np.ndarray, code: np.ndarray, check: np.ndarray | None) -> None:
         """Segments [a, b) (none when b <= a) to ``code``; inside the set-up gaps only those ``check`` marks

@@ -143,18 +143,26 @@ def _path_groups(path: Path):  # noqa: ANN202
         yield data, g, gt, known, region
 
 
-@pytest.mark.parametrize("tiny", [False, True], ids=["sizes", "tiny_batches"])
+@pytest.mark.parametrize("mode", ["sizes", "tiny_batches", "together", "together_capped"])
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
-def test_critical_path_over_slabs_equals_the_whole(path: Path, tiny: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_critical_path_over_slabs_equals_the_whole(path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The critical path from the slabs (every row's predecessor in the held calls' contexts, the walk read
     back from the nodes written per engine) is the whole analysis's: shares, ns, kernels, steps. With tiny
     batches, the walk's sums are flushed every few nodes (in the middle of walks), and its chunks hold a
-    few nodes."""
+    few nodes. Together: every walk steps in NumPy, a few intervals a block, down to the last walk still
+    going; capped, the nodes held for that are so few that walks are left to the plain loop part way."""
     from clusterbench.analyzers import stream_path as SP
 
-    if tiny:
+    if mode == "tiny_batches":
         monkeypatch.setattr(SP, "BATCH", 5)
         monkeypatch.setattr(SP, "CHUNK", 20)
+    elif mode.startswith("together"):
+        monkeypatch.setattr(SP, "FRONTIER_MIN", 1)
+        monkeypatch.setattr(SP, "INTERVAL_BLOCK", 3 if mode == "together" else 7)
+        if mode == "together_capped":
+            monkeypatch.setattr(SP, "RANGE_CAP", 40)
+            monkeypatch.setattr(SP, "BATCH", 5)
+            monkeypatch.setattr(SP, "CHUNK", 20)
     for data, g, gt, known, region in _path_groups(path):
         setup = g.gaps.setup_mask()
         setup_iv = (g.gaps.starts_ns[setup], g.gaps.starts_ns[setup] + g.gaps.lengths_ns[setup])
@@ -292,3 +300,72 @@ def test_lookahead_leaves_rows_out() -> None:
     if not _LEFT_OUT:
         pytest.skip("run with test_lookahead_left_out_changes_nothing")
     assert max(_LEFT_OUT) > 0
+
+
+def _walk_case(seed: int, n_intervals: int, nodes_per_engine: int, no_pred: float):  # noqa: ANN202
+    """Nodes on 3 engines, each with a predecessor that starts no later (or none), window intervals over
+    them, and per interval a first-node candidate row and call: what PathStream.walk reads."""
+    rng = np.random.default_rng(seed)
+    n_eng = 3
+    starts = {e: np.sort(rng.integers(0, 100_000, nodes_per_engine)).astype(np.int64) for e in range(n_eng)}
+    every = sorted((int(s), e, g) for e in range(n_eng) for g, s in enumerate(starts[e].tolist()))
+    cols = {e: {k: np.zeros(nodes_per_engine, np.int64) for k in ("start", "kname", "peng", "pgid", "rel", "vstart", "vthread")}
+            for e in range(n_eng)}  # fmt: skip
+    for k, (s, e, g) in enumerate(every):
+        c = cols[e]
+        c["start"][g] = s
+        c["kname"][g] = int(rng.integers(-1, 4))
+        if k == 0 or rng.random() < no_pred:
+            c["peng"][g], c["pgid"][g], c["rel"][g] = -1, -1, np.iinfo(np.int64).min // 4
+        else:
+            ps, pe, pg = every[int(rng.integers(max(0, k - 40), k))]  # an earlier node
+            c["peng"][g], c["pgid"][g] = pe, pg
+            c["rel"][g] = int(rng.integers(ps, s + 1))
+        has_via = rng.random() < 0.5
+        c["vthread"][g] = int(rng.integers(0, 2)) if has_via else -1
+        c["vstart"][g] = int(rng.integers(max(0, s - 500), s + 1)) if has_via else 0
+    edges = np.sort(rng.choice(np.arange(1, 100_000), 2 * n_intervals, replace=False)).astype(np.int64)
+    ws, we = edges[0::2], edges[1::2]
+    sr, sc = [], []
+    for i in range(n_intervals):
+        if rng.random() < 0.9:
+            e = int(rng.integers(0, n_eng))
+            g = int(np.searchsorted(starts[e], we[i], side="right")) - 1
+            if g >= 0:
+                sr.append([i, e, g, int(we[i]) - int(rng.integers(0, 300))])
+        if rng.random() < 0.4:
+            e = int(rng.integers(0, n_eng))
+            g = int(np.searchsorted(starts[e], we[i], side="right")) - 1
+            end = int(we[i]) - int(rng.integers(0, 300))
+            sc.append([i, int(rng.integers(0, 2)), end, i, e if g >= 0 else -1, g, end - int(rng.integers(0, 2000))])
+    setup = (np.array([20_000, 60_000], np.int64), np.array([30_000, 61_000], np.int64))
+    return cols, (ws, we), np.array(sr, np.int64).reshape(-1, 4), np.array(sc, np.int64).reshape(-1, 7), setup
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_walks_stepped_together_are_the_plain_loops(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PathStream.walk with the walks stepping together in NumPy (every block, down to one walk; with room
+    for few nodes, so that walks are left to the plain loop part way) sums what the plain loop alone sums:
+    per resource, per kernel name, inside the set-up gaps, and the nodes walked."""
+    from clusterbench.analyzers import stream_path as SP
+
+    cols, window, sr, sc, setup = _walk_case(seed, n_intervals=60 + 20 * seed, nodes_per_engine=300, no_pred=0.05 * (seed % 3))
+
+    def run() -> tuple:
+        ps = SP.PathStream(window)
+        for e, c in cols.items():
+            ps._write(e, c)
+        ps.start_rows, ps.start_calls = [sr.copy()], [sc.copy()]
+        got = ps.walk({0, 1}, setup, 2, 4)
+        return got.per.tolist(), got.kern.tolist(), got.inset.tolist(), got.steps, got.complete
+
+    with monkeypatch.context() as mp:
+        mp.setattr(SP, "FRONTIER_MIN", 1 << 40)
+        plain = run()
+    assert plain[3] > 0
+    for block, cap in ((1 << 10, 1 << 18), (7, 1 << 18), (16, 50)):
+        with monkeypatch.context() as mp:
+            mp.setattr(SP, "FRONTIER_MIN", 1)
+            mp.setattr(SP, "INTERVAL_BLOCK", block)
+            mp.setattr(SP, "RANGE_CAP", cap)
+            assert run() == plain, (block, cap)
