@@ -161,61 +161,82 @@ def _pass_a(slabs, data: R.TraceData, req: A.Request, known: list[tuple[int, int
     span_calls: dict[int, dict] = {}  # --window span: per process, the calls that touch its span (for its id range)
     rd = None
     seen_rows = False
-    for k, slab in enumerate(slabs):
-        if rd is None:
-            rd = readers[-1]
-            for g in known:
-                _new_group(g, accs, regions, data, req, rd)
-        act = slab.activity
-        if len(act):
-            keys = np.unique(np.asarray(act.pid, dtype=np.int64) * (1 << 32) + np.asarray(act.device, dtype=np.int64))
-            new = [(int(x >> 32), int(x & 0xFFFFFFFF)) for x in keys.tolist() if (int(x >> 32), int(x & 0xFFFFFFFF)) not in accs]
-            if new:
-                if seen_rows:
-                    raise _NewGroup(sorted(set(accs) | set(new)))
-                for g in new:
-                    _new_group(g, accs, regions, data, req, rd)
-            seen_rows = True
-        tp = np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24
-        for acc in accs.values():
+
+    def spans(item: tuple) -> None:
+        """The groups' unions, holes and sums (and, for --window span, the calls that touch each span) from
+        one slab: on a lane of its own beside the read and the calls' sums below (the groups as they were
+        when the slab came)."""
+        slab, tp, k, groups = item
+        for _, acc in groups:
             acc.add(slab, tp)
         if req.window.kind == "span" and slab.api["start"].size:  # the plan keeps the calls that touch the span
             pids = tp[slab.api["thread"]]
-            for (p, d), acc in accs.items():
+            for (p, d), acc in groups:
                 m = (pids == p) & (slab.api["corr"] > 0)
                 sp = span_calls.setdefault(p, {"early": [], "lo": ST._HIGH, "tail": [], "hi": ST._LOW})
                 if m.any():
                     sp["early"].append((slab.api["end"][m], slab.api["corr"][m]))
                     sp["tail"].append((slab.api["start"][m], slab.api["corr"][m]))
                 _span_settle(sp, acc)
-        api = slab.api
-        if api["start"].size:
-            iss = rd.name_snapshot()[2][api["name"]]
-            th = api["thread"][iss]
-            st = api["start"][iss]
-            for t in np.unique(th).tolist():
-                s_ = st[th == t]
-                ifirst[t] = min(ifirst.get(t, ST._HIGH), int(s_.min()))
-                ilast[t] = max(ilast.get(t, ST._LOW), int(s_.max()))
-            pids = tp[api["thread"]]
-            for p, reg in regions.items():
-                m = pids == p
-                if reg is not None and m.any():
-                    m &= R._touches(api["start"], api["end"], reg)
-                if m.any():
-                    kept_any[0] = True
-                    c = api["corr"][m]
-                    c = c[c > 0]
-                    if c.size:
-                        kept_any[1] = True
-                        lo, hi = corr.get(p, [ST._HIGH, ST._LOW])
-                        corr[p] = [min(lo, int(c.min())), max(hi, int(c.max()))]
-        if on_progress is not None:
-            on_progress("reading the trace (1 of 2)", k + 1, k + 2)
         if k % 16 == 15:
-            R.heap_trim()
-            for acc in accs.values():
+            for _, acc in groups:
                 acc.compact()
+
+    lanes = _Lanes([spans]) if LANES else None
+    try:
+        for k, slab in enumerate(slabs):
+            if rd is None:
+                rd = readers[-1]
+                for g in known:
+                    _new_group(g, accs, regions, data, req, rd)
+            act = slab.activity
+            if len(act):
+                keys = np.unique(np.asarray(act.pid, dtype=np.int64) * (1 << 32) + np.asarray(act.device, dtype=np.int64))
+                new = [(int(x >> 32), int(x & 0xFFFFFFFF)) for x in keys.tolist() if (int(x >> 32), int(x & 0xFFFFFFFF)) not in accs]
+                if new:
+                    if seen_rows:
+                        raise _NewGroup(sorted(set(accs) | set(new)))
+                    for g in new:
+                        _new_group(g, accs, regions, data, req, rd)
+                seen_rows = True
+            tp = np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24
+            item = (slab, tp, k, list(accs.items()))
+            if lanes is not None:
+                lanes.put(item)
+            else:
+                spans(item)
+            api = slab.api
+            if api["start"].size:
+                iss = rd.name_snapshot()[2][api["name"]]
+                th = api["thread"][iss]
+                st = api["start"][iss]
+                for t in np.unique(th).tolist():
+                    s_ = st[th == t]
+                    ifirst[t] = min(ifirst.get(t, ST._HIGH), int(s_.min()))
+                    ilast[t] = max(ilast.get(t, ST._LOW), int(s_.max()))
+                pids = tp[api["thread"]]
+                for p, reg in regions.items():
+                    m = pids == p
+                    if reg is not None and m.any():
+                        m &= R._touches(api["start"], api["end"], reg)
+                    if m.any():
+                        kept_any[0] = True
+                        c = api["corr"][m]
+                        c = c[c > 0]
+                        if c.size:
+                            kept_any[1] = True
+                            lo, hi = corr.get(p, [ST._HIGH, ST._LOW])
+                            corr[p] = [min(lo, int(c.min())), max(hi, int(c.max()))]
+            if on_progress is not None:
+                on_progress("reading the trace (1 of 2)", k + 1, k + 2)
+            if k % 16 == 15:
+                R.heap_trim()
+    except BaseException:
+        if lanes is not None:
+            lanes.close(quiet=True)  # the lane's thread ends; the exception in flight is the one raised
+        raise
+    if lanes is not None:
+        lanes.close()
     for acc in accs.values():
         acc.finish()
         acc.ifirst, acc.ilast = dict(ifirst), dict(ilast)
