@@ -30,9 +30,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from clusterbench.analyzers import critical_path as P
 from clusterbench.analyzers import held as held_mod
 from clusterbench.analyzers import intervals as iv
 from clusterbench.analyzers import links as links_mod
+from clusterbench.analyzers.beside import beside
 from clusterbench.analyzers.model import EngineRecords, GroupTrace, split_engines
 from clusterbench.io.nsys import reader as R
 from clusterbench.io.nsys import schema as S
@@ -333,8 +335,12 @@ class HeldStream:
         g, gids, seq = self._context(*self._lookahead(c_lo, c_hi, t1))
         if self.path is not None:
             links = links_mod.build(g, self.corr_range)
+            # the rows' own predecessors need no held calls: made beside held.find
+            src = self.path.event_sources(g, links, gids, seq, c_lo, c_hi)
+            preds = beside(P.row_predecessors, links, g.syncs, g.events, src)
             held = held_mod.find(links, self.window, g.syncs, g.events)
-            self.path.batch(self, g, links, held, gids, seq, c_lo, c_hi, t0, t1)
+            self.path.batch(self, g, links, held, gids, seq, c_lo, c_hi, t0, t1, row_preds=preds.result())
+            del preds, src
         if c_hi > c_lo:
             if self.path is None:
                 links = links_mod.build(g, self.corr_range)

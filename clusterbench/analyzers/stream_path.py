@@ -68,10 +68,27 @@ class PathStream:
             np.asarray(cols[name], dtype=dt).tofile(f)
         self.count[code] = self.count.get(code, 0) + int(cols["start"].size)
 
-    def batch(self, hs, g, links: Links, held: Held, gids: dict[int, np.ndarray], seq: np.ndarray, c_lo: int, c_hi: int,  # noqa: ANN001
-              t0: int, t1: int) -> None:  # fmt: skip
-        """One batch: the rows starting in [t0, t1) of the context ``links`` (held: the context's held.find)."""
+    def event_sources(self, g, links: Links, gids: dict[int, np.ndarray], seq: np.ndarray, c_lo: int, c_hi: int) -> np.ndarray:  # noqa: ANN001
+        """Per row of the context ``links``, the row it waits for through cudaStreamWaitEvent (-1: none), with
+        the waits of this batch noted (the first step of a batch; it needs no held calls, so the rows' own
+        predecessors can be made from it while they are found)."""
         self._seq = seq
+        self._event_edges(links, gids, g, c_lo, c_hi)
+        src = self._src = np.full(links.n_rows, NONE, dtype=np.int64)
+        for key, (_, _, xkey) in self.edges.items():
+            j = _local_row(links, gids, *key)
+            if j is not None:
+                x = _local_row(links, gids, *xkey)
+                if x is None:
+                    raise AssertionError("an event's source row is not in the context")
+                src[j] = x
+        return src
+
+    def batch(self, hs, g, links: Links, held: Held, gids: dict[int, np.ndarray], seq: np.ndarray, c_lo: int, c_hi: int,  # noqa: ANN001
+              t0: int, t1: int, row_preds: tuple[np.ndarray, np.ndarray] | None = None) -> None:  # fmt: skip
+        """One batch: the rows starting in [t0, t1) of the context ``links`` (held: the context's held.find),
+        after :meth:`event_sources`; ``row_preds``: critical_path.row_predecessors of the same links and sources,
+        when the caller made them (else made here)."""
         # the held calls the rows of this batch can leave a thread at: the batch's, and those kept from before
         pick = (held.call >= c_lo) & (held.call < c_hi)
         ex_call, ex_row, ex_rel = [], [], []
@@ -89,16 +106,10 @@ class PathStream:
         o = np.argsort(calls, kind="stable")
         n = calls.size
         hcp = Held(calls[o], rows[o], release[o], np.zeros(n, bool), np.zeros(n, np.int8), np.zeros(n, np.int64), np.zeros(n, np.int64))
-        self._event_edges(links, gids, g, c_lo, c_hi)
-        src = np.full(links.n_rows, NONE, dtype=np.int64)
-        for key, (_, _, xkey) in self.edges.items():
-            j = _local_row(links, gids, *key)
-            if j is not None:
-                x = _local_row(links, gids, *xkey)
-                if x is None:
-                    raise AssertionError("an event's source row is not in the context")
-                src[j] = x
-        gr = P.predecessors(links, hcp, g.syncs, g.events, event_src=src)
+        if row_preds is None:
+            row_preds = P.row_predecessors(links, g.syncs, g.events, self._src)
+        gr = P.predecessors(links, hcp, g.syncs, g.events, rows=row_preds)
+        del row_preds
         gid_of = _gid_table(links, gids)
         # the rows of this batch: their nodes, per engine in index order
         for code in range(len(S.ENGINES)):
