@@ -394,6 +394,26 @@ class _SumsFile:
         self.f.close()
 
 
+def _hole_pieces(s: np.ndarray, e: np.ndarray, ha: np.ndarray, hb: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The non-empty pieces of the intervals [s, e) inside the disjoint, sorted holes [ha, hb): each piece's
+    start, end, interval and hole (intervals.clip's pieces, with the hole named; most calls meet no hole,
+    so only the two searches that find none are made for them)."""
+    i0 = np.searchsorted(hb, s, side="right")  # the first hole ending after the interval starts
+    i1 = np.searchsorted(ha, e, side="left")  # past the last one starting before it ends
+    n = i1 - i0
+    hit = np.flatnonzero(n > 0)
+    if hit.size == 0:
+        e0 = np.empty(0, dtype=np.int64)
+        return e0, e0, e0, e0
+    n = n[hit]
+    rep = np.repeat(hit, n)
+    j = i0[rep] + (np.arange(rep.size) - np.repeat(np.cumsum(n) - n, n))
+    ps = np.maximum(s[rep], ha[j])
+    pe = np.minimum(e[rep], hb[j])
+    keep = pe > ps
+    return ps[keep], pe[keep], rep[keep], j[keep]
+
+
 class SpanAccumulator:
     """What the window and the idle gaps need, over slabs: the union of the group's records as it grows
     (the open run carried from slab to slab, as intervals._runs carries it from block to block), its
@@ -527,11 +547,9 @@ class SpanAccumulator:
         from clusterbench.analyzers.gaps import _STATE_OF_CATEGORY
 
         names, cats, issues = self.names()
-        ps, pe, owner = iv.clip(cand["start"], cand["end"], (ha, hb))
-        rows = np.arange(cand["start"].size) if owner is None else owner
+        ps, pe, rows, j = _hole_pieces(cand["start"], cand["end"], ha, hb)
         if ps.size == 0:
             return
-        j = np.searchsorted(ha, ps, side="right") - 1
         hole = first_hole + j
         st = _STATE_OF_CATEGORY[cats[cand["name"][rows]]]
         key = (hole.astype(np.int64) * self.n_threads + cand["thread"][rows].astype(np.int64)) * 8 + st

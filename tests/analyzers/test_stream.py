@@ -9,8 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clusterbench.analyzers import analysis as A
+from clusterbench.analyzers import intervals as iv
 from clusterbench.analyzers import stream as ST
 from clusterbench.io.nsys import reader as R
 from clusterbench.io.nsys import slabs as B
@@ -260,3 +263,25 @@ def test_the_holes_sums_come_back_from_their_file_in_blocks() -> None:
     for name in _SUMS_DTYPE.names:
         assert back[name].tolist() == rows[name].tolist()
     f.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 400), st.integers(-5, 120)), max_size=60),
+       st.lists(st.integers(0, 500), max_size=30, unique=True))  # fmt: skip
+def test_hole_pieces_are_the_clipped_pieces_with_their_hole(calls: list, edges: list) -> None:
+    """stream._hole_pieces (the calls' pieces in the holes, as the gaps' causes sum them) gives the pieces
+    intervals.clip cuts, each with the hole a binary search of its start names, as a set: zero-length and
+    reversed calls, calls over several holes, calls touching a hole's edge."""
+    from clusterbench.analyzers.stream import _hole_pieces
+
+    s = np.array([a for a, _ in calls], dtype=np.int64)
+    e = np.array([a + d for a, d in calls], dtype=np.int64)
+    edges = sorted(edges)
+    edges = edges[: len(edges) // 2 * 2]
+    ha, hb = np.array(edges[0::2], dtype=np.int64), np.array(edges[1::2], dtype=np.int64)
+    ps, pe, rows, j = _hole_pieces(s, e, ha, hb)
+    cs, ce, owner = iv.clip(s, e, (ha, hb))
+    owner = np.arange(s.size) if owner is None else owner
+    hole = np.searchsorted(ha, cs, side="right") - 1 if cs.size else cs
+    want = sorted(zip(cs.tolist(), ce.tolist(), owner.tolist(), hole.tolist()))
+    assert sorted(zip(ps.tolist(), pe.tolist(), rows.tolist(), j.tolist())) == want
