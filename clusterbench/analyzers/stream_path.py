@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import tempfile
 from array import array
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -349,13 +350,21 @@ class PathStream:
         return _Summed(sums.per, sums.kern[:n_kernels], sums.inset, sums.steps, complete)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
 class _Heads:
-    """A block of intervals: each one's first node (eng, gid; -1 for none), its top and start, whether it
-    is walked, and the intervals' own segments (after the first node: idle; before it, when the walk began
-    at a call: the thread's host time)."""
+    """A block of intervals: each one's first node (eng, gid; -1 for none), the top it is entered at, the
+    interval's start, whether it is walked, and the intervals' own segments [seg_a, seg_b) with their
+    resource codes (after the first node: idle; before it, when the walk began at a call: the thread's host
+    time)."""
 
-    def __init__(self, **kw: np.ndarray) -> None:
-        self.__dict__.update(kw)
+    eng: np.ndarray
+    gid: np.ndarray
+    top0: np.ndarray
+    w0: np.ndarray
+    go: np.ndarray
+    seg_a: np.ndarray
+    seg_b: np.ndarray
+    seg_code: np.ndarray
 
 
 def _heads(sr: np.ndarray, sc: np.ndarray, call_last: np.ndarray | None, lo: int, hi: int, ws: np.ndarray,
@@ -404,9 +413,9 @@ def _heads(sr: np.ndarray, sc: np.ndarray, call_last: np.ndarray | None, lo: int
                   seg_code=seg_code)  # fmt: skip
 
 
-FRONTIER_MIN = 32  # with this many walks or more still going, they step together in NumPy
+FRONTIER_MIN = P.FRONTIER_MIN  # with this many walks or more still going, they step together (as critical_path.follow)
 RANGE_CAP = 1 << 18  # nodes held at once (over every engine) for the walks stepping together: 7 columns, 14 MB
-_RANGE_COLS = ("rel", "peng", "pgid") + tuple(c for c in ("start", "kname", "vstart", "vthread"))
+_RANGE_COLS = ("rel", "peng", "pgid", "start", "kname", "vstart", "vthread")  # the walk's, then the rest the sums read
 
 
 class _Ranges:
