@@ -37,7 +37,7 @@ from clusterbench.io.nsys import schema as S
 from clusterbench.io.nsys import slabs as B
 
 LAGS = (1, 4, 16, 64, 256, 1024)  # slabs of look-ahead tried in turn for the held calls (rows issued before, run later)
-# pass 2's accumulators on threads beside the main one (_Lanes); CLUSTERBENCH_SLAB_LANES=0 feeds them in line
+# both passes' accumulators on threads beside the main one (_Lanes); CLUSTERBENCH_SLAB_LANES=0 feeds them in line
 LANES = os.environ.get("CLUSTERBENCH_SLAB_LANES", "1") != "0"
 
 
