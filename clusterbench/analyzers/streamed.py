@@ -14,6 +14,7 @@ whose rows break issue order, ``--by-stream``): the caller then reads the trace 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import queue
@@ -182,8 +183,7 @@ def _pass_a(slabs, data: R.TraceData, req: A.Request, known: list[tuple[int, int
             for _, acc in groups:
                 acc.compact()
 
-    lanes = _Lanes([spans]) if LANES else None
-    try:
+    with _Lanes([spans]) as lanes:
         for k, slab in enumerate(slabs):
             if rd is None:
                 rd = readers[-1]
@@ -200,11 +200,7 @@ def _pass_a(slabs, data: R.TraceData, req: A.Request, known: list[tuple[int, int
                         _new_group(g, accs, regions, data, req, rd)
                 seen_rows = True
             tp = np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24
-            item = (slab, tp, k, list(accs.items()))
-            if lanes is not None:
-                lanes.put(item)
-            else:
-                spans(item)
+            lanes.put((slab, tp, k, list(accs.items())))
             api = slab.api
             if api["start"].size:
                 iss = rd.name_snapshot()[2][api["name"]]
@@ -231,12 +227,6 @@ def _pass_a(slabs, data: R.TraceData, req: A.Request, known: list[tuple[int, int
                 on_progress("reading the trace (1 of 2)", k + 1, k + 2)
             if k % 16 == 15:
                 R.heap_trim()
-    except BaseException:
-        if lanes is not None:
-            lanes.close(quiet=True)  # the lane's thread ends; the exception in flight is the one raised
-        raise
-    if lanes is not None:
-        lanes.close()
     for acc in accs.values():
         acc.finish()
         acc.ifirst, acc.ilast = dict(ifirst), dict(ilast)
@@ -315,18 +305,28 @@ def _window(acc: ST.SpanAccumulator, rd, threads, data: R.TraceData, req: A.Requ
 
 
 class _Lanes:
-    """Pass 2's accumulators fed on threads beside the main one: each lane is a function called with every
-    slab in order on its own thread, so the lanes run at once and each accumulator sees what it saw fed in
-    line (the same answers). A lane's first exception is raised in the caller, at its next ``put`` or at
-    ``close``; the lane then only drains its queue. At most ``depth`` slabs wait per lane (memory)."""
+    """Accumulators fed on threads beside the main one (both passes): each lane is a function called with
+    every slab in order on its own thread, so the lanes run at once and each accumulator sees what it saw fed
+    in line (the same answers). A lane's first exception is raised in the caller, at its next ``put`` or at
+    ``close``; the lane then only drains its queue. At most ``depth`` slabs wait per lane (memory). With
+    ``threads`` False (CLUSTERBENCH_SLAB_LANES=0) ``put`` calls the lanes in line. As a context manager it
+    closes on leaving: quietly when an exception is in flight (that one is raised)."""
 
-    def __init__(self, lanes: list[Callable[[tuple], None]], depth: int = 4) -> None:
+    def __init__(self, lanes: list[Callable[[tuple], None]], depth: int = 4, threads: bool | None = None) -> None:
         self.err: BaseException | None = None
-        self.queues = [queue.Queue(maxsize=depth) for _ in lanes]
+        self.lanes = lanes
+        on = LANES if threads is None else threads
+        self.queues = [queue.Queue(maxsize=depth) for _ in lanes] if on else []
         self.threads = [threading.Thread(target=self._run, args=(f, q), name=f"clusterbench-lane-{i}", daemon=True)
                         for i, (f, q) in enumerate(zip(lanes, self.queues))]  # fmt: skip
         for t in self.threads:
             t.start()
+
+    def __enter__(self) -> _Lanes:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
+        self.close(quiet=exc_type is not None)
 
     def _run(self, f: Callable[[tuple], None], q: queue.Queue) -> None:
         while True:
@@ -346,6 +346,9 @@ class _Lanes:
 
     def put(self, item: tuple) -> None:
         self._raise()
+        if not self.threads:
+            for f in self.lanes:
+                f(item)
         for q in self.queues:
             q.put(item)
 
@@ -355,6 +358,7 @@ class _Lanes:
             q.put(None)
         for t in self.threads:
             t.join()
+        self.queues, self.threads = [], []
         if not quiet:
             self._raise()
 
@@ -384,33 +388,20 @@ def _pass_b(slabs, data: R.TraceData, req: A.Request, parts: dict, corr_ranges: 
             lag: int, on_progress, readers: list):  # noqa: ANN001, ANN202
     rd = None
     state = {}
-    lanes: _Lanes | None = None
-    feeds: list[Callable[[tuple], None]] = []
-    try:
+    with contextlib.ExitStack() as stack:  # the lanes, made at the first slab, closed on leaving
         for k, slab in enumerate(slabs):
             if rd is None:
                 rd = readers[-1]
                 for (p, d), (_, w, _, gp) in parts.items():
                     state[(p, d)] = _accumulators(p, d, w, gp, data, req, corr_ranges, api_known, regions, lag, rd)
-                feeds = [f for st in state.values() for f in _lanes_of(st)]
-                lanes = _Lanes(feeds) if LANES else None
+                lanes = stack.enter_context(_Lanes([f for st in state.values() for f in _lanes_of(st)]))
             tp = np.asarray(rd.threads_map.keys, dtype=np.int64) >> 24
             names, cats, _ = rd.name_snapshot()
-            if lanes is not None:
-                lanes.put((slab, tp, names, cats))
-            else:
-                for f in feeds:
-                    f((slab, tp, names, cats))
+            lanes.put((slab, tp, names, cats))
             if on_progress is not None:
                 on_progress("analysing the trace (2 of 2)", k + 1, k + 2)
             if k % 16 == 15:
                 R.heap_trim()
-    except BaseException:
-        if lanes is not None:
-            lanes.close(quiet=True)  # the lanes' threads end; the exception in flight is the one raised
-        raise
-    if lanes is not None:
-        lanes.close()
     for st in state.values():
         if st["held"] is not None:
             st["held"].finish()
